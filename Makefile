@@ -1,0 +1,113 @@
+# tally - a cumulative-sum microservice on OpenCL.
+#
+#   make            build everything into build/
+#   make test       build and run every test (what CI runs)
+#   make bench-engine   the engine benchmark table (BENCHMARKS.md)
+#   make deps       install the Debian packages the build and tests need
+#
+# Switches: SANITIZE=address,undefined (or thread), DEBUG=1 (no
+# optimisation, every kernel launch waited for), V=1 (echo commands).
+
+CC      ?= cc
+PYTHON  ?= python3
+BUILD   ?= build
+PREFIX  ?= /usr/local
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
+CPPFLAGS += -Iserver/engine
+LDLIBS  += -lOpenCL -lm -pthread
+
+comma := ,
+ifeq ($(DEBUG),1)
+CFLAGS  += -O0 -DTALLY_DEBUG
+endif
+ifneq ($(SANITIZE),)
+CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+BUILD   := $(BUILD)-$(subst $(comma),-,$(SANITIZE))
+endif
+
+ifneq ($(V),1)
+Q := @
+endif
+
+# ---------------------------------------------------------------- engine
+ENGINE_SRC := $(wildcard server/engine/*.c)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/kernels.o
+ENGINE_LIB := $(BUILD)/libtally_engine.a
+KERNELS    := kernels/scan.cl kernels/copy.cl
+
+# The host backend's inner loops are worth the extra optimisation.
+$(BUILD)/server/engine/scan_host.o: CFLAGS += -O3 -Wno-psabi
+
+$(BUILD)/gen/kernels.c: $(KERNELS)
+	@mkdir -p $(@D)
+	$(Q)for k in $(KERNELS); do xxd -i $$k; done \
+	  | sed -e 's/^unsigned/const unsigned/' > $@.tmp
+	$(Q)mv $@.tmp $@
+
+$(ENGINE_LIB): $(ENGINE_OBJ)
+	$(Q)$(AR) rcs $@ $^
+
+# ---------------------------------------------------------------- tests
+TEST_NAMES := test_units test_host test_engine test_accuracy
+TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
+BENCH_BIN  := $(BUILD)/bin/bench_engine
+
+TEST_LIB := $(BUILD)/tests/check.o $(BUILD)/tests/ref.o
+
+$(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_BIN): $(BUILD)/tests/bench/bench_engine.o $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---------------------------------------------------------------- rules
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+.PHONY: all test test-units test-host test-engine test-accuracy \
+        bench-engine deps clean format
+
+all: $(ENGINE_LIB) $(TEST_BINS) $(BENCH_BIN)
+
+# Every test gets its own PoCL kernel cache: concurrent processes sharing
+# one crash PoCL. Within one `make test` the directory is reused, so each
+# test after the first finds its kernels already compiled.
+POCL_DIR := $(abspath $(BUILD))/pocl-cache
+TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR)
+
+test: test-units test-host test-engine test-accuracy
+
+test-units: $(BUILD)/bin/test_units
+	$(Q)$(TEST_ENV) $< $(T)
+test-host: $(BUILD)/bin/test_host
+	$(Q)$(TEST_ENV) $< $(T)
+test-engine: $(BUILD)/bin/test_engine
+	$(Q)$(TEST_ENV) $< $(T)
+test-accuracy: $(BUILD)/bin/test_accuracy
+	$(Q)$(TEST_ENV) $< $(T)
+
+bench-engine: $(BENCH_BIN)
+	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
+
+deps:
+	$(Q)sh deploy/install-deps.sh
+
+format:
+	$(Q)clang-format -i server/*/*.[ch] tests/*.[ch] tests/*/*.[ch]
+
+clean:
+	rm -rf build build-*
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+.SECONDARY:

@@ -1,0 +1,55 @@
+/*
+ * cl_device.h - finding and describing an OpenCL device.
+ *
+ * A device spec names the device to use:
+ *   NULL, "" or "auto"  the first GPU of any platform, else the first other
+ *                       device (PoCL's CPU device on a machine without GPU)
+ *   "gpu", "cpu"        the first device of that type
+ *   "P:D"               device D of platform P (indices as `tallyd
+ *                       --list-devices` prints them)
+ *   anything else       the first device whose "platform / device" name
+ *                       contains the text, ignoring case
+ * ("host", the C backend, is handled by engine.c before OpenCL is asked.)
+ */
+#ifndef TALLY_CL_DEVICE_H
+#define TALLY_CL_DEVICE_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    char name[256];     /* "Portable Computing Language / pthread-..." */
+    cl_device_type type;
+    cl_uint compute_units;
+    size_t max_wg;      /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    uint64_t max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    bool unified;       /* host and device share memory */
+    bool fp64;
+} tally_cl_device;
+
+/* Opens the device `spec` names and creates a context on it. Returns
+ * TALLY_E_NO_DEVICE with a message when there is no OpenCL platform, no
+ * device, or none that matches; *none_at_all is set when OpenCL has no
+ * platform or device whatsoever (so "auto" may fall back to the host).
+ * Release with tally_cl_device_close(). */
+tally_err tally_cl_device_open(const char *spec, tally_cl_device *dev,
+                               bool *none_at_all, char *msg, size_t msglen);
+
+void tally_cl_device_close(tally_cl_device *dev);
+
+/* Prints every platform and device with its "P:D" index; returns the number
+ * of devices. */
+int tally_cl_list(FILE *f);
+
+/* "CL_OUT_OF_RESOURCES" for -5, etc.; static storage. */
+const char *tally_cl_strerror(cl_int err);
+
+#endif

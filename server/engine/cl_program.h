@@ -1,0 +1,63 @@
+/*
+ * cl_program.h - the kernels of one device, built once and cached.
+ *
+ * kernels/scan.cl is embedded in the binary at build time and built once
+ * per storage class for the device's layout; kernels/copy.cl once. Builds
+ * happen on first use (or all at once by tally_engine_warmup()), never per
+ * request: every later caller gets the cached cl_program.
+ *
+ * Threading: any thread may ask for a program; builds are serialised by the
+ * cache's mutex. A cl_program may be shared across threads; the kernels made
+ * from it may not (each stream creates its own).
+ */
+#ifndef TALLY_CL_PROGRAM_H
+#define TALLY_CL_PROGRAM_H
+
+#include <pthread.h>
+
+#include "cl_device.h"
+#include "dtype.h"
+
+/* How the scan kernels are shaped for a device (see kernels/scan.cl). */
+typedef struct {
+    const char *name; /* "cpu" or "gpu" */
+    unsigned wg;      /* work-group size */
+    unsigned row_k;   /* elements per work-item in a row tile */
+    unsigned col_w;   /* most columns per work-item */
+    unsigned blk;     /* float-float flush interval */
+    unsigned groups;  /* work-groups to launch (persistent) */
+} tally_cl_layout;
+
+/* The layout for a device from a spec: "cpu", "gpu", or NULL/""/"auto" to
+ * choose by the device's type, optionally followed by comma-separated
+ * overrides of the fields below ("cpu,row_k=64,col_w=16"; tests use small
+ * tiles to chain many of them). Returns false for a spec it cannot parse
+ * or values the kernels cannot take (row_k and col_w multiples of 8, wg a
+ * power of two). */
+bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
+                         tally_cl_layout *out);
+
+typedef struct {
+    const tally_cl_device *dev;
+    tally_cl_layout layout;
+    pthread_mutex_t mu;
+    cl_program scan[TALLY_NSTORAGE + 1]; /* indexed by tally_storage */
+    cl_program copy;
+} tally_cl_programs;
+
+void tally_cl_programs_init(tally_cl_programs *p, const tally_cl_device *dev,
+                            const tally_cl_layout *layout);
+void tally_cl_programs_free(tally_cl_programs *p);
+
+/* The scan program for a storage class, built on first use. The program is
+ * owned by the cache: do not release it. On a build failure returns
+ * TALLY_E_UNSUPPORTED (float64 on a device without it) or TALLY_E_DEVICE,
+ * with the start of the build log in msg. */
+tally_err tally_cl_program_scan(tally_cl_programs *p, tally_storage st,
+                                cl_program *out, char *msg, size_t msglen);
+
+/* The copy program, likewise. */
+tally_err tally_cl_program_copy(tally_cl_programs *p, cl_program *out,
+                                char *msg, size_t msglen);
+
+#endif

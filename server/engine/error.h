@@ -1,0 +1,47 @@
+/*
+ * error.h - the error codes of tally, in one table.
+ *
+ * Codes are grouped in bands that map onto HTTP statuses: input errors
+ * (400, 413, 415), capacity (503) and device or internal failures (500).
+ * New codes are only ever appended, so a code's number never changes.
+ */
+#ifndef TALLY_ERROR_H
+#define TALLY_ERROR_H
+
+#include <stddef.h>
+
+/* X(name, http_status, description) */
+#define TALLY_ERRORS(X)                                                        \
+    X(OK, 200, "success")                                                      \
+    X(INVALID, 400, "invalid argument")                                        \
+    X(DTYPE, 400, "unknown dtype")                                             \
+    X(RANK, 400, "rank out of range")                                          \
+    X(AXIS, 400, "axis out of range")                                          \
+    X(SHAPE, 400, "invalid shape")                                             \
+    X(TOO_LARGE, 413, "tensor too large")                                      \
+    X(NOMEM, 503, "out of memory")                                             \
+    X(NO_DEVICE, 500, "no usable compute device")                              \
+    X(DEVICE, 500, "device failure")                                           \
+    X(UNSUPPORTED, 500, "not supported by this device")
+
+typedef enum {
+#define TALLY_ERR_ENUM(name, status, text) TALLY_E_##name,
+    TALLY_ERRORS(TALLY_ERR_ENUM)
+#undef TALLY_ERR_ENUM
+} tally_err;
+
+/* A sentence describing the code; static storage. */
+const char *tally_strerror(tally_err e);
+
+/* The code's name without prefix, e.g. "AXIS"; static storage. */
+const char *tally_err_name(tally_err e);
+
+/* The HTTP status a request failing with this code should get. */
+int tally_err_http_status(tally_err e);
+
+/* Formats a message into buf (if buf is not NULL) and returns e, so that
+ * callers can write `return tally_fail(msg, len, TALLY_E_AXIS, "...", ...)`. */
+tally_err tally_fail(char *buf, size_t len, tally_err e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,593 @@
+/*
+ * scan_cl.c - planning and launching the scan kernels.
+ *
+ * The planner picks one of the four kernels of kernels/scan.cl from the
+ * collapsed view and the device layout:
+ *
+ *   contiguous lines (inner == 1)
+ *     rows_direct   lines short enough for one work-item each, or so many
+ *                   of them that whole lines keep every work-group busy
+ *     rows_chained  a few long lines: tiles chained by look-back
+ *   strided lines (inner > 1)
+ *     cols_direct   enough column blocks (times outer slices) to go round
+ *     cols_chained  too few: column blocks are also cut along the axis
+ *
+ * "Enough" is four tiles per launched work-group, so that the dynamic tile
+ * counter evens out a noisy machine.
+ *
+ * Data movement: on a device that shares memory with the host (PoCL's CPU
+ * device) the caller's buffers are wrapped with CL_MEM_USE_HOST_PTR and
+ * nothing is copied. Elsewhere the input is written to a per-stream device
+ * buffer, scanned in place there (the kernels allow aliasing) and read back,
+ * so a request needs one device buffer of its size whether or not it is
+ * in-place.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "scan_cl.h"
+
+struct tally_cl_stream {
+    tally_cl_programs *progs;
+    const tally_cl_device *dev;
+    cl_command_queue q;
+    cl_kernel k[TALLY_NSTORAGE + 1][TALLY_NKERNELS];
+    cl_kernel copy;
+    cl_mem state, vals, stage, stage2;
+    size_t state_cap, vals_cap, stage_cap, stage2_cap;
+};
+
+static const char *const kernel_names[TALLY_NKERNELS] = {
+    [TALLY_K_ROWS_DIRECT] = "tally_rows_direct",
+    [TALLY_K_ROWS_CHAINED] = "tally_rows_chained",
+    [TALLY_K_COLS_DIRECT] = "tally_cols_direct",
+    [TALLY_K_COLS_CHAINED] = "tally_cols_chained",
+};
+
+const char *tally_cl_kernel_name(tally_cl_kernel_id k)
+{
+    return kernel_names[k] + strlen("tally_");
+}
+
+/* ------------------------------------------------------------------------
+ * Planning.
+ */
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Bytes of one carry_t of kernels/scan.cl: two values of the compute type. */
+static size_t carry_size(tally_storage st)
+{
+    switch (st) {
+    case TALLY_STORAGE_F16:
+    case TALLY_STORAGE_BF16:
+    case TALLY_STORAGE_F32:
+        return 8;
+    case TALLY_STORAGE_F64:
+        return 16;
+    case TALLY_STORAGE_B8:
+        return 2;
+    case TALLY_STORAGE_B16:
+        return 4;
+    case TALLY_STORAGE_B32:
+        return 8;
+    case TALLY_STORAGE_B64:
+        return 16;
+    }
+    return 16;
+}
+
+static void plan_finish(const tally_lines *l, const tally_cl_layout *L,
+                        tally_cl_plan *p)
+{
+    /* persistent work-groups (one work-item each) on CPU layouts; one
+     * work-group per tile on wider layouts (see kernels/scan.cl) */
+    uint64_t g = L->wg == 1 ? (L->groups ? L->groups : 1) : p->ntiles;
+    p->groups = (size_t)(p->ntiles < g ? (p->ntiles ? p->ntiles : 1) : g);
+    p->state_bytes = (size_t)(4 * (1 + p->ntiles));
+    if (p->kernel == TALLY_K_ROWS_CHAINED)
+        p->vals_bytes = (size_t)(2 * p->ntiles * carry_size(tally_dtype_storage(l->dtype)));
+    else if (p->kernel == TALLY_K_COLS_CHAINED)
+        p->vals_bytes = (size_t)(2 * p->ntiles * L->wg * p->cw
+                                 * carry_size(tally_dtype_storage(l->dtype)));
+    else
+        p->vals_bytes = 0;
+}
+
+/* Column blocking: cw columns per work-item, nblk blocks per slice, aiming
+ * at `want` tiles over the outer slices without going below 8 columns. */
+static void plan_columns(const tally_lines *l, const tally_cl_layout *L,
+                         uint64_t want, tally_cl_plan *p)
+{
+    uint64_t wg = L->wg, inner = l->inner;
+    if (inner < 8) {
+        p->cw = (unsigned)inner;
+        p->nblk = 1;
+        return;
+    }
+    uint64_t nblk_min = ceil_div(inner, wg * L->col_w);
+    uint64_t nblk_max = ceil_div(inner, wg * 8);
+    uint64_t nblk = clamp_u64(ceil_div(want, l->outer), nblk_min, nblk_max);
+    uint64_t cw = ceil_div(ceil_div(inner, wg * nblk), 8) * 8;
+    p->cw = (unsigned)(cw < L->col_w ? cw : L->col_w);
+    p->nblk = ceil_div(inner, wg * p->cw);
+}
+
+void tally_cl_plan_make(const tally_lines *l, const tally_cl_layout *L,
+                        tally_cl_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    uint64_t g = L->groups ? L->groups : 1, wg = L->wg;
+    uint64_t want = 4 * g;
+
+    if (l->inner == 1) {
+        uint64_t lines = l->outer, n = l->n;
+        bool small = n == 1 || n == 2 || n == 4 || n == 8;
+        if (small || n <= L->row_k || lines >= want * wg) {
+            p->kernel = TALLY_K_ROWS_DIRECT;
+            p->P = small ? (unsigned)n : 0;
+            uint64_t cap = L->row_k / n > 1 ? L->row_k / n : 1;
+            p->rpt = clamp_u64(ceil_div(lines, want * wg), 1, cap);
+            p->ntiles = ceil_div(lines, wg * p->rpt);
+        } else {
+            p->kernel = TALLY_K_ROWS_CHAINED;
+            p->ntiles = lines * ceil_div(n, wg * L->row_k);
+        }
+    } else {
+        plan_columns(l, L, want, p);
+        uint64_t tiles = l->outer * p->nblk;
+        if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
+            || (tiles >= g && tiles % g == 0)) {
+            p->kernel = TALLY_K_COLS_DIRECT;
+            p->ntiles = tiles;
+        } else {
+            p->kernel = TALLY_K_COLS_CHAINED;
+            uint64_t nchunks = ceil_div(want, tiles);
+            p->rows = ceil_div(ceil_div(l->n, nchunks), L->blk) * L->blk;
+            p->ntiles = tiles * ceil_div(l->n, p->rows);
+        }
+    }
+    plan_finish(l, L, p);
+}
+
+void tally_cl_plan_force(const tally_lines *l, const tally_cl_layout *L,
+                         tally_cl_kernel_id k, uint64_t hint, tally_cl_plan *p)
+{
+    tally_cl_plan_make(l, L, p);
+    uint64_t wg = L->wg;
+    switch (k) {
+    case TALLY_K_ROWS_DIRECT: {
+        bool small = l->n == 1 || l->n == 2 || l->n == 4 || l->n == 8;
+        p->P = small && hint % 2 == 0 ? (unsigned)l->n : 0;
+        p->rpt = hint >> 1 ? hint >> 1 : 1;
+        p->ntiles = ceil_div(l->outer, wg * p->rpt);
+        break;
+    }
+    case TALLY_K_ROWS_CHAINED:
+        p->ntiles = l->outer * ceil_div(l->n ? l->n : 1, wg * L->row_k);
+        break;
+    case TALLY_K_COLS_DIRECT:
+    case TALLY_K_COLS_CHAINED:
+        if (p->kernel != TALLY_K_COLS_DIRECT && p->kernel != TALLY_K_COLS_CHAINED)
+            plan_columns(l, L, 4 * (L->groups ? L->groups : 1), p);
+        if (k == TALLY_K_COLS_DIRECT) {
+            p->ntiles = l->outer * p->nblk;
+        } else {
+            p->rows = hint ? hint : 1;
+            p->ntiles = l->outer * p->nblk * ceil_div(l->n, p->rows);
+        }
+        break;
+    case TALLY_NKERNELS:
+        break;
+    }
+    p->kernel = k;
+    plan_finish(l, L, p);
+}
+
+/* ------------------------------------------------------------------------
+ * Streams.
+ */
+tally_cl_stream *tally_cl_stream_new(tally_cl_programs *progs, char *msg,
+                                     size_t msglen)
+{
+    tally_cl_stream *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->progs = progs;
+    s->dev = progs->dev;
+    cl_int err;
+    s->q = clCreateCommandQueue(s->dev->context, s->dev->device, 0, &err);
+    if (err != CL_SUCCESS) {
+        tally_fail(msg, msglen, TALLY_E_DEVICE,
+                   "cannot create a command queue on %s: %s", s->dev->name,
+                   tally_cl_strerror(err));
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void tally_cl_stream_free(tally_cl_stream *s)
+{
+    if (s == NULL)
+        return;
+    clFinish(s->q);
+    for (int st = 0; st <= TALLY_NSTORAGE; st++)
+        for (int k = 0; k < TALLY_NKERNELS; k++)
+            if (s->k[st][k] != NULL)
+                clReleaseKernel(s->k[st][k]);
+    if (s->copy != NULL)
+        clReleaseKernel(s->copy);
+    if (s->state != NULL)
+        clReleaseMemObject(s->state);
+    if (s->vals != NULL)
+        clReleaseMemObject(s->vals);
+    if (s->stage != NULL)
+        clReleaseMemObject(s->stage);
+    if (s->stage2 != NULL)
+        clReleaseMemObject(s->stage2);
+    clReleaseCommandQueue(s->q);
+    free(s);
+}
+
+static tally_err cl_fail(char *msg, size_t msglen, const char *what, cl_int err)
+{
+    tally_err e = TALLY_E_DEVICE;
+    if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)
+        e = TALLY_E_NOMEM;
+    return tally_fail(msg, msglen, e, "OpenCL %s failed: %s", what,
+                      tally_cl_strerror(err));
+}
+
+/* Grows a scratch buffer to at least `bytes`. */
+static tally_err reserve(tally_cl_stream *s, cl_mem *buf, size_t *cap,
+                         size_t bytes, char *msg, size_t msglen)
+{
+    if (*cap >= bytes && *buf != NULL)
+        return TALLY_E_OK;
+    if (*buf != NULL)
+        clReleaseMemObject(*buf);
+    *buf = NULL;
+    *cap = 0;
+    size_t want = bytes < 4096 ? 4096 : bytes;
+    cl_int err;
+    *buf = clCreateBuffer(s->dev->context, CL_MEM_READ_WRITE, want, NULL, &err);
+    if (err != CL_SUCCESS) {
+        *buf = NULL;
+        return cl_fail(msg, msglen, "buffer allocation", err);
+    }
+    *cap = want;
+    return TALLY_E_OK;
+}
+
+static tally_err kernel_for(tally_cl_stream *s, tally_storage st,
+                            tally_cl_kernel_id k, cl_kernel *out, char *msg,
+                            size_t msglen)
+{
+    if (s->k[st][k] == NULL) {
+        cl_program prog;
+        tally_err e = tally_cl_program_scan(s->progs, st, &prog, msg, msglen);
+        if (e != TALLY_E_OK)
+            return e;
+        cl_int err;
+        s->k[st][k] = clCreateKernel(prog, kernel_names[k], &err);
+        if (err != CL_SUCCESS) {
+            s->k[st][k] = NULL;
+            return cl_fail(msg, msglen, "clCreateKernel", err);
+        }
+    }
+    *out = s->k[st][k];
+    return TALLY_E_OK;
+}
+
+/* The buffers a launch reads and writes, and how to finish with them. */
+typedef struct {
+    cl_mem in, out;
+    bool wrapped; /* USE_HOST_PTR buffers to release; else the stage */
+} io;
+
+static tally_err io_begin(tally_cl_stream *s, const void *in, void *out,
+                          size_t bytes, io *b, char *msg, size_t msglen)
+{
+    cl_int err;
+    memset(b, 0, sizeof *b);
+    if (bytes > s->dev->max_alloc)
+        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
+                          "tensor of %zu bytes is larger than the largest "
+                          "buffer %s allows (%llu bytes)",
+                          bytes, s->dev->name,
+                          (unsigned long long)s->dev->max_alloc);
+    if (s->dev->unified) {
+        b->wrapped = true;
+        if (in == out) {
+            b->in = b->out = clCreateBuffer(s->dev->context,
+                                            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                                            bytes, out, &err);
+            if (err != CL_SUCCESS)
+                return cl_fail(msg, msglen, "clCreateBuffer", err);
+            return TALLY_E_OK;
+        }
+        b->in = clCreateBuffer(s->dev->context,
+                               CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, bytes,
+                               (void *)in, &err);
+        if (err != CL_SUCCESS)
+            return cl_fail(msg, msglen, "clCreateBuffer", err);
+        b->out = clCreateBuffer(s->dev->context,
+                                CL_MEM_WRITE_ONLY | CL_MEM_USE_HOST_PTR, bytes,
+                                out, &err);
+        if (err != CL_SUCCESS) {
+            clReleaseMemObject(b->in);
+            return cl_fail(msg, msglen, "clCreateBuffer", err);
+        }
+        return TALLY_E_OK;
+    }
+    tally_err e = reserve(s, &s->stage, &s->stage_cap, bytes, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+    b->in = b->out = s->stage;
+    err = clEnqueueWriteBuffer(s->q, s->stage, CL_FALSE, 0, bytes, in, 0, NULL,
+                               NULL);
+    if (err != CL_SUCCESS)
+        return cl_fail(msg, msglen, "clEnqueueWriteBuffer", err);
+    return TALLY_E_OK;
+}
+
+/* Waits for the launch and makes the result visible in `out`. Always
+ * releases what io_begin created, also when `e` is already an error. */
+static tally_err io_end(tally_cl_stream *s, void *out, size_t bytes, io *b,
+                        tally_err e, char *msg, size_t msglen)
+{
+    cl_int err;
+    if (e == TALLY_E_OK) {
+        if (b->wrapped) {
+            void *p = clEnqueueMapBuffer(s->q, b->out, CL_TRUE, CL_MAP_READ, 0,
+                                         bytes, 0, NULL, NULL, &err);
+            if (err != CL_SUCCESS) {
+                e = cl_fail(msg, msglen, "clEnqueueMapBuffer", err);
+            } else {
+                if (p != out) /* the runtime kept its own copy */
+                    memcpy(out, p, bytes);
+                clEnqueueUnmapMemObject(s->q, b->out, p, 0, NULL, NULL);
+            }
+        } else {
+            err = clEnqueueReadBuffer(s->q, b->out, CL_TRUE, 0, bytes, out, 0,
+                                      NULL, NULL);
+            if (err != CL_SUCCESS)
+                e = cl_fail(msg, msglen, "clEnqueueReadBuffer", err);
+        }
+    }
+    err = clFinish(s->q);
+    if (e == TALLY_E_OK && err != CL_SUCCESS)
+        e = cl_fail(msg, msglen, "clFinish", err);
+    if (b->wrapped) {
+        if (b->in != NULL)
+            clReleaseMemObject(b->in);
+        if (b->out != NULL && b->out != b->in)
+            clReleaseMemObject(b->out);
+    }
+    return e;
+}
+
+#define SET_ARG(k, i, v)                                                       \
+    do {                                                                       \
+        cl_int e_ = clSetKernelArg((k), (i), sizeof(v), &(v));                 \
+        if (e_ != CL_SUCCESS)                                                  \
+            return cl_fail(msg, msglen, "clSetKernelArg", e_);                 \
+    } while (0)
+
+/* Sets the arguments of plan's kernel and enqueues it. */
+static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
+                         const tally_cl_plan *p, cl_mem in, cl_mem out,
+                         char *msg, size_t msglen)
+{
+    tally_storage st = tally_dtype_storage(l->dtype);
+    cl_kernel k = NULL;
+    tally_err e = kernel_for(s, st, p->kernel, &k, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+    if (p->ntiles >= (1ull << 31))
+        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
+                          "tensor needs %llu tiles, more than the kernels count",
+                          (unsigned long long)p->ntiles);
+    e = reserve(s, &s->state, &s->state_cap, p->state_bytes, msg, msglen);
+    if (e == TALLY_E_OK && p->vals_bytes)
+        e = reserve(s, &s->vals, &s->vals_cap, p->vals_bytes, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+
+    cl_uint mode = (l->reverse ? 1u : 0u) | (l->exclusive ? 2u : 0u);
+    cl_ulong outer = l->outer, n = l->n, inner = l->inner;
+    cl_ulong rpt = p->rpt, nblk = p->nblk, rows = p->rows;
+    cl_uint P = p->P, cw = p->cw;
+    SET_ARG(k, 0, in);
+    SET_ARG(k, 1, out);
+    SET_ARG(k, 2, s->state);
+    switch (p->kernel) {
+    case TALLY_K_ROWS_DIRECT:
+        SET_ARG(k, 3, outer);
+        SET_ARG(k, 4, n);
+        SET_ARG(k, 5, rpt);
+        SET_ARG(k, 6, P);
+        SET_ARG(k, 7, mode);
+        break;
+    case TALLY_K_ROWS_CHAINED:
+        SET_ARG(k, 3, s->vals);
+        SET_ARG(k, 4, outer);
+        SET_ARG(k, 5, n);
+        SET_ARG(k, 6, mode);
+        break;
+    case TALLY_K_COLS_DIRECT:
+        SET_ARG(k, 3, outer);
+        SET_ARG(k, 4, n);
+        SET_ARG(k, 5, inner);
+        SET_ARG(k, 6, cw);
+        SET_ARG(k, 7, nblk);
+        SET_ARG(k, 8, mode);
+        break;
+    case TALLY_K_COLS_CHAINED:
+        SET_ARG(k, 3, s->vals);
+        SET_ARG(k, 4, outer);
+        SET_ARG(k, 5, n);
+        SET_ARG(k, 6, inner);
+        SET_ARG(k, 7, cw);
+        SET_ARG(k, 8, nblk);
+        SET_ARG(k, 9, rows);
+        SET_ARG(k, 10, mode);
+        break;
+    case TALLY_NKERNELS:
+        break;
+    }
+
+    cl_uint zero = 0;
+    cl_int err = clEnqueueFillBuffer(s->q, s->state, &zero, sizeof zero, 0,
+                                     p->state_bytes, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return cl_fail(msg, msglen, "clEnqueueFillBuffer", err);
+    size_t local = s->progs->layout.wg, global = p->groups * local;
+    err = clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, &local, 0, NULL,
+                                 NULL);
+    if (err != CL_SUCCESS)
+        return cl_fail(msg, msglen, "clEnqueueNDRangeKernel", err);
+#ifdef TALLY_DEBUG
+    err = clFinish(s->q);
+    if (err != CL_SUCCESS)
+        return cl_fail(msg, msglen, "the scan kernel", err);
+#endif
+    return TALLY_E_OK;
+}
+
+tally_err tally_cl_scan_plan(tally_cl_stream *s, const tally_lines *l,
+                             const tally_cl_plan *p, const void *in, void *out,
+                             char *msg, size_t msglen)
+{
+    if (l->elements == 0)
+        return TALLY_E_OK;
+    io b;
+    tally_err e = io_begin(s, in, out, l->bytes, &b, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+    e = enqueue(s, l, p, b.in, b.out, msg, msglen);
+    return io_end(s, out, l->bytes, &b, e, msg, msglen);
+}
+
+const tally_cl_layout *tally_cl_stream_layout(const tally_cl_stream *s)
+{
+    return &s->progs->layout;
+}
+
+tally_err tally_cl_scan(tally_cl_stream *s, const tally_lines *l,
+                        const void *in, void *out, char *msg, size_t msglen)
+{
+    tally_cl_plan p;
+    tally_cl_plan_make(l, &s->progs->layout, &p);
+    return tally_cl_scan_plan(s, l, &p, in, out, msg, msglen);
+}
+
+tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
+                        size_t bytes, char *msg, size_t msglen)
+{
+    if (bytes == 0)
+        return TALLY_E_OK;
+    if (s->copy == NULL) {
+        cl_program prog;
+        tally_err e = tally_cl_program_copy(s->progs, &prog, msg, msglen);
+        if (e != TALLY_E_OK)
+            return e;
+        cl_int err;
+        s->copy = clCreateKernel(prog, "tally_copy", &err);
+        if (err != CL_SUCCESS) {
+            s->copy = NULL;
+            return cl_fail(msg, msglen, "clCreateKernel", err);
+        }
+    }
+    io b;
+    tally_err e = io_begin(s, in, out, bytes, &b, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+    if (in == out) /* nothing to move */
+        return io_end(s, out, bytes, &b, e, msg, msglen);
+    if (b.in == b.out) {
+        /* staged: copy into a second device buffer and read that back */
+        e = reserve(s, &s->stage2, &s->stage2_cap, bytes, msg, msglen);
+        if (e != TALLY_E_OK)
+            return io_end(s, out, bytes, &b, e, msg, msglen);
+        b.out = s->stage2;
+    }
+    cl_ulong n16 = bytes / 16;
+    cl_uint tail = (cl_uint)(bytes % 16);
+    cl_int err = CL_SUCCESS;
+    err |= clSetKernelArg(s->copy, 0, sizeof b.in, &b.in);
+    err |= clSetKernelArg(s->copy, 1, sizeof b.out, &b.out);
+    err |= clSetKernelArg(s->copy, 2, sizeof n16, &n16);
+    err |= clSetKernelArg(s->copy, 3, sizeof tail, &tail);
+    size_t local = 256, global = ((n16 ? n16 : 1) + local - 1) / local * local;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(s->q, s->copy, 1, NULL, &global, &local,
+                                     0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        e = cl_fail(msg, msglen, "the copy kernel", err);
+    return io_end(s, out, bytes, &b, e, msg, msglen);
+}
+
+tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
+{
+    const tally_cl_layout *L = &s->progs->layout;
+    /* one shape per kernel, small but large enough for its kernel */
+    uint64_t chained_n = (uint64_t)L->wg * L->row_k + 1;
+    struct {
+        tally_cl_kernel_id k;
+        uint64_t outer, n, inner, hint;
+    } cases[] = {
+        {TALLY_K_ROWS_DIRECT, 3, 5, 1, 2},
+        {TALLY_K_ROWS_CHAINED, 1, chained_n, 1, 0},
+        {TALLY_K_COLS_DIRECT, 1, 3, 9, 0},
+        {TALLY_K_COLS_CHAINED, 1, 16, 2, 8},
+    };
+    size_t most = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t b = (size_t)(cases[c].outer * cases[c].n * cases[c].inner) * 8;
+        most = b > most ? b : most;
+    }
+    void *buf = calloc(1, most);
+    if (buf == NULL)
+        return tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
+    tally_err e = TALLY_E_OK;
+    for (int t = 0; t < TALLY_NDTYPES && e == TALLY_E_OK; t++) {
+        tally_dtype dt = (tally_dtype)t;
+        /* one dtype per storage class is enough */
+        if (tally_dtype_kind(dt) == TALLY_KIND_UNSIGNED)
+            continue;
+        if (tally_dtype_storage(dt) == TALLY_STORAGE_F64 && !s->dev->fp64)
+            continue;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            tally_lines l = {
+                .dtype = dt,
+                .outer = cases[c].outer,
+                .n = cases[c].n,
+                .inner = cases[c].inner,
+            };
+            l.elements = l.outer * l.n * l.inner;
+            l.bytes = (size_t)l.elements * tally_dtype_size(dt);
+            tally_cl_plan p;
+            tally_cl_plan_force(&l, L, cases[c].k, cases[c].hint, &p);
+            e = tally_cl_scan_plan(s, &l, &p, buf, buf, msg, msglen);
+            if (e != TALLY_E_OK)
+                break;
+        }
+    }
+    if (e == TALLY_E_OK) {
+        char tmp[64];
+        e = tally_cl_copy(s, buf, tmp, sizeof tmp, msg, msglen);
+    }
+    free(buf);
+    return e;
+}

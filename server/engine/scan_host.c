@@ -1,0 +1,635 @@
+/*
+ * scan_host.c - the host backend.
+ *
+ * Lines come in two shapes (see tensor.h). Contiguous lines (inner == 1)
+ * are scanned 8 elements at a time: an in-register prefix sum of the
+ * vector, plus a running carry. Strided lines (inner > 1) are scanned a row
+ * at a time over a block of adjacent columns, which the compiler vectorises
+ * across columns.
+ *
+ * Work is split into tasks for the pool. When there are enough independent
+ * lines (or column blocks) each task takes some whole; otherwise the lines
+ * are cut into chunks along the axis and scanned in two passes: every chunk
+ * is reduced in parallel, the chunk totals are prefix-summed in scan order,
+ * and every chunk is scanned in parallel from its carry.
+ *
+ * Per element type the code is instantiated from macros over a "carry" type:
+ * float64 for the float types (float32 sums of at most 8 elements are
+ * folded into a float64 carry), and the unsigned type of the element's
+ * width for integers (addition modulo 2^bits).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "half.h"
+#include "pool.h"
+#include "scan_host.h"
+
+struct tally_host {
+    tally_pool *pool;
+};
+
+tally_host *tally_host_new(unsigned threads)
+{
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    tally_host *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return NULL;
+    h->pool = tally_pool_new(threads);
+    if (h->pool == NULL) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void tally_host_free(tally_host *h)
+{
+    if (h == NULL)
+        return;
+    tally_pool_free(h->pool);
+    free(h);
+}
+
+unsigned tally_host_threads(const tally_host *h)
+{
+    return tally_pool_threads(h->pool);
+}
+
+/* ------------------------------------------------------------------------
+ * Vectors of 8 lanes and in-register scans. __builtin_shufflevector takes
+ * lanes 0-7 from its first operand (zeros here) and 8-15 from the second.
+ */
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+typedef uint32_t v8u32 __attribute__((vector_size(32)));
+typedef uint64_t v8u64 __attribute__((vector_size(64)));
+
+#define SHIFT_UP(z, x, d)                                                      \
+    ((d) == 1   ? __builtin_shufflevector(z, x, 0, 8, 9, 10, 11, 12, 13, 14)   \
+     : (d) == 2 ? __builtin_shufflevector(z, x, 0, 1, 8, 9, 10, 11, 12, 13)    \
+                : __builtin_shufflevector(z, x, 0, 1, 2, 3, 8, 9, 10, 11))
+#define SHIFT_DOWN(z, x, d)                                                    \
+    ((d) == 1   ? __builtin_shufflevector(z, x, 9, 10, 11, 12, 13, 14, 15, 0)  \
+     : (d) == 2 ? __builtin_shufflevector(z, x, 10, 11, 12, 13, 14, 15, 0, 1)  \
+                : __builtin_shufflevector(z, x, 12, 13, 14, 15, 0, 1, 2, 3))
+
+/* Inclusive scan of a vector towards higher lanes (rev = 0) or lower. */
+#define VSCAN(VT, x, rev)                                                      \
+    ({                                                                         \
+        VT z_ = {0}, v_ = (x);                                                 \
+        if (rev) {                                                             \
+            v_ += SHIFT_DOWN(z_, v_, 1);                                       \
+            v_ += SHIFT_DOWN(z_, v_, 2);                                       \
+            v_ += SHIFT_DOWN(z_, v_, 4);                                       \
+        } else {                                                               \
+            v_ += SHIFT_UP(z_, v_, 1);                                         \
+            v_ += SHIFT_UP(z_, v_, 2);                                         \
+            v_ += SHIFT_UP(z_, v_, 4);                                         \
+        }                                                                      \
+        v_;                                                                    \
+    })
+
+/* The exclusive form of an inclusive vector scan: shifted by one lane. */
+#define VEXCL(VT, s, rev)                                                      \
+    ({                                                                         \
+        VT z_ = {0};                                                           \
+        (rev) ? SHIFT_DOWN(z_, (s), 1) : SHIFT_UP(z_, (s), 1);                 \
+    })
+
+/* ------------------------------------------------------------------------
+ * Segment scans. Each scans `len` contiguous elements in the direction of
+ * `rev`, starting from *carry and leaving the running total in it.
+ */
+
+/* Exact accumulation in the element's own (unsigned) type, and float64. */
+#define DEFINE_SEG_EXACT(NAME, T, VT)                                          \
+    static void NAME(const T *src, T *dst, size_t len, T *carry, int rev,      \
+                     int excl)                                                 \
+    {                                                                          \
+        T c = *carry;                                                          \
+        size_t nv = len / 8, tail = len % 8;                                   \
+        if (!rev) {                                                            \
+            for (size_t k = 0; k < nv; k++) {                                  \
+                VT x, s;                                                       \
+                memcpy(&x, src + 8 * k, sizeof x);                             \
+                s = VSCAN(VT, x, 0);                                           \
+                VT o = (excl ? VEXCL(VT, s, 0) : s) + c;                       \
+                memcpy(dst + 8 * k, &o, sizeof o);                             \
+                c += s[7];                                                     \
+            }                                                                  \
+            for (size_t i = nv * 8; i < len; i++) {                            \
+                T x = src[i];                                                  \
+                if (excl) {                                                    \
+                    dst[i] = c;                                                \
+                    c += x;                                                    \
+                } else {                                                       \
+                    c += x;                                                    \
+                    dst[i] = c;                                                \
+                }                                                              \
+            }                                                                  \
+        } else {                                                               \
+            for (size_t k = 0; k < nv; k++) {                                  \
+                size_t off = len - 8 * k - 8;                                  \
+                VT x, s;                                                       \
+                memcpy(&x, src + off, sizeof x);                               \
+                s = VSCAN(VT, x, 1);                                           \
+                VT o = (excl ? VEXCL(VT, s, 1) : s) + c;                       \
+                memcpy(dst + off, &o, sizeof o);                               \
+                c += s[0];                                                     \
+            }                                                                  \
+            for (size_t i = tail; i-- > 0;) {                                  \
+                T x = src[i];                                                  \
+                if (excl) {                                                    \
+                    dst[i] = c;                                                \
+                    c += x;                                                    \
+                } else {                                                       \
+                    c += x;                                                    \
+                    dst[i] = c;                                                \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        *carry = c;                                                            \
+    }
+
+DEFINE_SEG_EXACT(seg_u8, uint8_t, v8u8)
+DEFINE_SEG_EXACT(seg_u16, uint16_t, v8u16)
+DEFINE_SEG_EXACT(seg_u32, uint32_t, v8u32)
+DEFINE_SEG_EXACT(seg_u64, uint64_t, v8u64)
+DEFINE_SEG_EXACT(seg_f64, double, v8d)
+
+/* float32: vector sums in float32, carry in float64. */
+static inline v8f add_carry(v8f s, double c)
+{
+    v4f lo = __builtin_shufflevector(s, s, 0, 1, 2, 3);
+    v4f hi = __builtin_shufflevector(s, s, 4, 5, 6, 7);
+    v4d dlo = __builtin_convertvector(lo, v4d) + c;
+    v4d dhi = __builtin_convertvector(hi, v4d) + c;
+    lo = __builtin_convertvector(dlo, v4f);
+    hi = __builtin_convertvector(dhi, v4f);
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
+static void seg_f32(const float *src, float *dst, size_t len, double *carry,
+                    int rev, int excl)
+{
+    double c = *carry;
+    size_t nv = len / 8, tail = len % 8;
+    for (size_t k = 0; k < nv; k++) {
+        size_t off = rev ? len - 8 * k - 8 : 8 * k;
+        v8f x, s, o;
+        memcpy(&x, src + off, sizeof x);
+        s = rev ? VSCAN(v8f, x, 1) : VSCAN(v8f, x, 0);
+        o = excl ? (rev ? VEXCL(v8f, s, 1) : VEXCL(v8f, s, 0)) : s;
+        o = add_carry(o, c);
+        memcpy(dst + off, &o, sizeof o);
+        c += rev ? s[0] : s[7];
+    }
+    for (size_t t = 0; t < tail; t++) {
+        size_t i = rev ? tail - 1 - t : nv * 8 + t;
+        float x = src[i];
+        if (excl) {
+            dst[i] = (float)c;
+            c += x;
+        } else {
+            c += x;
+            dst[i] = (float)c;
+        }
+    }
+    *carry = c;
+}
+
+/* float16 and bfloat16: through float32 in blocks of 64 elements, taken
+ * in scan order so that the carry runs the right way. */
+typedef float (*widen_fn)(uint16_t);
+typedef uint16_t (*narrow_fn)(float);
+
+static void seg_half(const uint16_t *src, uint16_t *dst, size_t len,
+                     double *carry, int rev, int excl, widen_fn widen,
+                     narrow_fn narrow)
+{
+    float buf[64];
+    for (size_t done = 0; done < len;) {
+        size_t m = len - done < 64 ? len - done : 64;
+        size_t off = rev ? len - done - m : done;
+        for (size_t i = 0; i < m; i++)
+            buf[i] = widen(src[off + i]);
+        seg_f32(buf, buf, m, carry, rev, excl);
+        for (size_t i = 0; i < m; i++)
+            dst[off + i] = narrow(buf[i]);
+        done += m;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Per storage class: a segment scan and a segment sum over a common carry
+ * representation (a union, so that tasks can be written once).
+ */
+typedef union {
+    double f;
+    uint64_t u;
+} carry;
+
+static void seg_scan(tally_storage st, const void *src, void *dst, size_t len,
+                     carry *c, int rev, int excl)
+{
+    switch (st) {
+    case TALLY_STORAGE_F16:
+        seg_half(src, dst, len, &c->f, rev, excl, tally_f16_to_f32,
+                 tally_f32_to_f16);
+        break;
+    case TALLY_STORAGE_BF16:
+        seg_half(src, dst, len, &c->f, rev, excl, tally_bf16_to_f32,
+                 tally_f32_to_bf16);
+        break;
+    case TALLY_STORAGE_F32:
+        seg_f32(src, dst, len, &c->f, rev, excl);
+        break;
+    case TALLY_STORAGE_F64:
+        seg_f64(src, dst, len, &c->f, rev, excl);
+        break;
+    case TALLY_STORAGE_B8: {
+        uint8_t v = (uint8_t)c->u;
+        seg_u8(src, dst, len, &v, rev, excl);
+        c->u = v;
+        break;
+    }
+    case TALLY_STORAGE_B16: {
+        uint16_t v = (uint16_t)c->u;
+        seg_u16(src, dst, len, &v, rev, excl);
+        c->u = v;
+        break;
+    }
+    case TALLY_STORAGE_B32: {
+        uint32_t v = (uint32_t)c->u;
+        seg_u32(src, dst, len, &v, rev, excl);
+        c->u = v;
+        break;
+    }
+    case TALLY_STORAGE_B64:
+        seg_u64(src, dst, len, &c->u, rev, excl);
+        break;
+    }
+}
+
+/* Sums, for the first pass of a two-pass scan. Floats sum in float64. */
+#define DEFINE_SUM(NAME, T, ACC, WIDEN)                                        \
+    static ACC NAME(const T *p, size_t len, size_t stride)                     \
+    {                                                                          \
+        ACC a[4] = {0, 0, 0, 0};                                               \
+        size_t i = 0;                                                          \
+        for (; i + 4 <= len; i += 4)                                           \
+            for (int j = 0; j < 4; j++)                                        \
+                a[j] += (ACC)WIDEN(p[(i + j) * stride]);                       \
+        for (; i < len; i++)                                                   \
+            a[0] += (ACC)WIDEN(p[i * stride]);                                 \
+        return (a[0] + a[1]) + (a[2] + a[3]);                                  \
+    }
+#define IDENT(x) (x)
+DEFINE_SUM(sum_f16, uint16_t, double, tally_f16_to_f32)
+DEFINE_SUM(sum_bf16, uint16_t, double, tally_bf16_to_f32)
+DEFINE_SUM(sum_f32, float, double, IDENT)
+DEFINE_SUM(sum_f64, double, double, IDENT)
+DEFINE_SUM(sum_u8, uint8_t, uint64_t, IDENT)
+DEFINE_SUM(sum_u16, uint16_t, uint64_t, IDENT)
+DEFINE_SUM(sum_u32, uint32_t, uint64_t, IDENT)
+DEFINE_SUM(sum_u64, uint64_t, uint64_t, IDENT)
+
+/* Sum of `len` elements `stride` apart, as a carry. */
+static carry seg_sum(tally_storage st, const void *p, size_t len, size_t stride)
+{
+    carry c = {0};
+    switch (st) {
+    case TALLY_STORAGE_F16:
+        c.f = sum_f16(p, len, stride);
+        break;
+    case TALLY_STORAGE_BF16:
+        c.f = sum_bf16(p, len, stride);
+        break;
+    case TALLY_STORAGE_F32:
+        c.f = sum_f32(p, len, stride);
+        break;
+    case TALLY_STORAGE_F64:
+        c.f = sum_f64(p, len, stride);
+        break;
+    case TALLY_STORAGE_B8:
+        c.u = sum_u8(p, len, stride);
+        break;
+    case TALLY_STORAGE_B16:
+        c.u = sum_u16(p, len, stride);
+        break;
+    case TALLY_STORAGE_B32:
+        c.u = sum_u32(p, len, stride);
+        break;
+    case TALLY_STORAGE_B64:
+        c.u = sum_u64(p, len, stride);
+        break;
+    }
+    return c;
+}
+
+static int is_float_storage(tally_storage st)
+{
+    return st <= TALLY_STORAGE_F64;
+}
+
+static void carry_add(tally_storage st, carry *a, carry b)
+{
+    if (is_float_storage(st))
+        a->f += b.f;
+    else
+        a->u += b.u;
+}
+
+/* ------------------------------------------------------------------------
+ * Column blocks: rows of `ncols` adjacent columns, `inner` elements apart,
+ * with one carry per column. The accumulators live in `acc` (float64 for
+ * float types, uint64 for integers; integers wrap on store).
+ */
+#define COL_BLOCK 512
+
+#define DEFINE_COL_SCAN(NAME, T, ACC, WIDEN, NARROW)                           \
+    static void NAME(const T *src, T *dst, size_t rows, size_t inner,          \
+                     size_t ncols, ACC *acc, int rev, int excl)                \
+    {                                                                          \
+        for (size_t r = 0; r < rows; r++) {                                    \
+            size_t row = rev ? rows - 1 - r : r;                               \
+            const T *x = src + row * inner;                                    \
+            T *y = dst + row * inner;                                          \
+            if (excl) {                                                        \
+                for (size_t k = 0; k < ncols; k++) {                           \
+                    ACC v = (ACC)WIDEN(x[k]);                                  \
+                    y[k] = NARROW(acc[k]);                                     \
+                    acc[k] += v;                                               \
+                }                                                              \
+            } else {                                                           \
+                for (size_t k = 0; k < ncols; k++) {                           \
+                    acc[k] += (ACC)WIDEN(x[k]);                                \
+                    y[k] = NARROW(acc[k]);                                     \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+    }
+#define TO_F32(a) ((float)(a))
+#define TO_F16(a) tally_f32_to_f16((float)(a))
+#define TO_BF16(a) tally_f32_to_bf16((float)(a))
+#define TO_U8(a) ((uint8_t)(a))
+#define TO_U16(a) ((uint16_t)(a))
+#define TO_U32(a) ((uint32_t)(a))
+DEFINE_COL_SCAN(col_f16, uint16_t, double, tally_f16_to_f32, TO_F16)
+DEFINE_COL_SCAN(col_bf16, uint16_t, double, tally_bf16_to_f32, TO_BF16)
+DEFINE_COL_SCAN(col_f32, float, double, IDENT, TO_F32)
+DEFINE_COL_SCAN(col_f64, double, double, IDENT, IDENT)
+DEFINE_COL_SCAN(col_u8, uint8_t, uint64_t, IDENT, TO_U8)
+DEFINE_COL_SCAN(col_u16, uint16_t, uint64_t, IDENT, TO_U16)
+DEFINE_COL_SCAN(col_u32, uint32_t, uint64_t, IDENT, TO_U32)
+DEFINE_COL_SCAN(col_u64, uint64_t, uint64_t, IDENT, IDENT)
+
+/* acc holds ncols carries (the union's member for the storage class). */
+static void col_scan(tally_storage st, const void *src, void *dst, size_t rows,
+                     size_t inner, size_t ncols, carry *acc, int rev, int excl)
+{
+    /* carry is a union of two 8-byte members, so an array of carries is an
+     * array of doubles or of uint64s with the same layout. */
+    double *af = &acc[0].f;
+    uint64_t *au = &acc[0].u;
+    switch (st) {
+    case TALLY_STORAGE_F16:
+        col_f16(src, dst, rows, inner, ncols, af, rev, excl);
+        break;
+    case TALLY_STORAGE_BF16:
+        col_bf16(src, dst, rows, inner, ncols, af, rev, excl);
+        break;
+    case TALLY_STORAGE_F32:
+        col_f32(src, dst, rows, inner, ncols, af, rev, excl);
+        break;
+    case TALLY_STORAGE_F64:
+        col_f64(src, dst, rows, inner, ncols, af, rev, excl);
+        break;
+    case TALLY_STORAGE_B8:
+        col_u8(src, dst, rows, inner, ncols, au, rev, excl);
+        break;
+    case TALLY_STORAGE_B16:
+        col_u16(src, dst, rows, inner, ncols, au, rev, excl);
+        break;
+    case TALLY_STORAGE_B32:
+        col_u32(src, dst, rows, inner, ncols, au, rev, excl);
+        break;
+    case TALLY_STORAGE_B64:
+        col_u64(src, dst, rows, inner, ncols, au, rev, excl);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Tasks.
+ */
+typedef struct {
+    const tally_lines *l;
+    tally_storage st;
+    size_t size;
+    const char *in;
+    char *out;
+    int rev, excl;
+
+    /* direct rows: lines per task */
+    size_t lines_per_task;
+
+    /* column blocks */
+    size_t ncblk; /* column blocks per slice */
+
+    /* two-pass: chunks per line (rows) or per column block (cols), and the
+     * carries of every chunk (rows: one each; cols: COL_BLOCK each) */
+    size_t nchunks, chunk_len;
+    carry *carries;
+} job;
+
+static void task_rows_direct(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t n = j->l->n, bytes = n * j->size;
+    size_t first = t * j->lines_per_task;
+    size_t last = first + j->lines_per_task;
+    if (last > j->l->outer)
+        last = j->l->outer;
+    for (size_t line = first; line < last; line++) {
+        carry c = {0};
+        seg_scan(j->st, j->in + line * bytes, j->out + line * bytes, n, &c,
+                 j->rev, j->excl);
+    }
+}
+
+/* The physical element range of chunk `chunk` (in scan order) of a line of
+ * n elements cut into chunks of chunk_len. */
+static void chunk_range(const job *j, size_t chunk, size_t n, size_t *off,
+                        size_t *len)
+{
+    size_t a = chunk * j->chunk_len;
+    size_t b = a + j->chunk_len < n ? a + j->chunk_len : n;
+    if (a > n)
+        a = n;
+    *len = b - a;
+    *off = j->rev ? n - b : a;
+}
+
+static void task_rows_reduce(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t line = t / j->nchunks, chunk = t % j->nchunks, off, len;
+    chunk_range(j, chunk, j->l->n, &off, &len);
+    j->carries[t] = seg_sum(j->st, j->in + (line * j->l->n + off) * j->size,
+                            len, 1);
+}
+
+static void task_rows_scan(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t line = t / j->nchunks, chunk = t % j->nchunks, off, len;
+    chunk_range(j, chunk, j->l->n, &off, &len);
+    size_t at = (line * j->l->n + off) * j->size;
+    carry c = j->carries[t];
+    seg_scan(j->st, j->in + at, j->out + at, len, &c, j->rev, j->excl);
+}
+
+/* Column block `b` of a slice: first column and count. */
+static size_t cblk_cols(const job *j, size_t b, size_t *c0)
+{
+    *c0 = b * COL_BLOCK;
+    size_t left = j->l->inner - *c0;
+    return left < COL_BLOCK ? left : COL_BLOCK;
+}
+
+static void task_cols_direct(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t o = t / j->ncblk, c0;
+    size_t ncols = cblk_cols(j, t % j->ncblk, &c0);
+    size_t at = (o * j->l->n * j->l->inner + c0) * j->size;
+    carry acc[COL_BLOCK];
+    memset(acc, 0, sizeof acc);
+    col_scan(j->st, j->in + at, j->out + at, j->l->n, j->l->inner, ncols, acc,
+             j->rev, j->excl);
+}
+
+/* Two-pass columns: task t is chunk t % nchunks of column block
+ * (t / nchunks) % ncblk of slice t / nchunks / ncblk. */
+static void cols_chunk(const job *j, size_t t, size_t *at, size_t *rows,
+                       size_t *ncols)
+{
+    size_t chunk = t % j->nchunks, blk = t / j->nchunks;
+    size_t o = blk / j->ncblk, c0, off;
+    *ncols = cblk_cols(j, blk % j->ncblk, &c0);
+    chunk_range(j, chunk, j->l->n, &off, rows);
+    *at = (o * j->l->n * j->l->inner + off * j->l->inner + c0) * j->size;
+}
+
+static void task_cols_reduce(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t at, rows, ncols;
+    cols_chunk(j, t, &at, &rows, &ncols);
+    carry *c = j->carries + t * COL_BLOCK;
+    for (size_t k = 0; k < ncols; k++)
+        c[k] = seg_sum(j->st, j->in + at + k * j->size, rows, j->l->inner);
+}
+
+static void task_cols_scan(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t at, rows, ncols;
+    cols_chunk(j, t, &at, &rows, &ncols);
+    col_scan(j->st, j->in + at, j->out + at, rows, j->l->inner, ncols,
+             j->carries + t * COL_BLOCK, j->rev, j->excl);
+}
+
+/* Turns per-chunk totals into per-chunk carries: an exclusive prefix over
+ * the chunks of each line, `width` carries per chunk. */
+static void carries_exclusive(job *j, size_t groups, size_t width)
+{
+    for (size_t g = 0; g < groups; g++)
+        for (size_t k = 0; k < width; k++) {
+            carry run = {0};
+            for (size_t c = 0; c < j->nchunks; c++) {
+                carry *p = &j->carries[(g * j->nchunks + c) * width + k];
+                carry v = *p;
+                *p = run;
+                carry_add(j->st, &run, v);
+            }
+        }
+}
+
+tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
+                          void *out, char *msg, size_t msglen)
+{
+    if (l->elements == 0)
+        return TALLY_E_OK;
+    unsigned threads = tally_pool_threads(h->pool);
+    job j = {
+        .l = l,
+        .st = tally_dtype_storage(l->dtype),
+        .size = tally_dtype_size(l->dtype),
+        .in = in,
+        .out = out,
+        .rev = l->reverse,
+        .excl = l->exclusive,
+    };
+    /* Enough independent work for every thread, in tasks of at least
+     * ~64K elements where possible so that the pool's overhead vanishes. */
+    size_t want = 4 * (size_t)threads;
+    size_t grain = 1 << 16;
+
+    if (l->inner == 1) {
+        if (l->outer >= want || l->n < grain || threads == 1) {
+            size_t per = grain / l->n + 1;
+            if (per > (l->outer + want - 1) / want)
+                per = (l->outer + want - 1) / want;
+            j.lines_per_task = per ? per : 1;
+            tally_pool_run(h->pool,
+                           (l->outer + j.lines_per_task - 1) / j.lines_per_task,
+                           task_rows_direct, &j);
+            return TALLY_E_OK;
+        }
+        j.nchunks = (want + l->outer - 1) / l->outer;
+        j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
+        size_t ntasks = l->outer * j.nchunks;
+        j.carries = calloc(ntasks, sizeof *j.carries);
+        if (j.carries == NULL)
+            return tally_fail(msg, msglen, TALLY_E_NOMEM,
+                              "host backend: out of memory for %zu carries",
+                              ntasks);
+        tally_pool_run(h->pool, ntasks, task_rows_reduce, &j);
+        carries_exclusive(&j, l->outer, 1);
+        tally_pool_run(h->pool, ntasks, task_rows_scan, &j);
+        free(j.carries);
+        return TALLY_E_OK;
+    }
+
+    j.ncblk = (l->inner + COL_BLOCK - 1) / COL_BLOCK;
+    size_t blocks = l->outer * j.ncblk;
+    if (blocks >= want || l->n < 64 || threads == 1) {
+        tally_pool_run(h->pool, blocks, task_cols_direct, &j);
+        return TALLY_E_OK;
+    }
+    j.nchunks = (want + blocks - 1) / blocks;
+    j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
+    size_t ntasks = blocks * j.nchunks;
+    j.carries = calloc(ntasks * COL_BLOCK, sizeof *j.carries);
+    if (j.carries == NULL)
+        return tally_fail(msg, msglen, TALLY_E_NOMEM,
+                          "host backend: out of memory for %zu carries",
+                          ntasks * COL_BLOCK);
+    tally_pool_run(h->pool, ntasks, task_cols_reduce, &j);
+    carries_exclusive(&j, blocks, COL_BLOCK);
+    tally_pool_run(h->pool, ntasks, task_cols_scan, &j);
+    free(j.carries);
+    return TALLY_E_OK;
+}

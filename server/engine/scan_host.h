@@ -1,0 +1,36 @@
+/*
+ * scan_host.h - the cumulative sum in plain C on the host's cores.
+ *
+ * The host backend is two things: the reference the OpenCL kernels are
+ * tested against, and a selectable device (`host`) for machines without an
+ * OpenCL platform. It computes the same operator with the same accuracy
+ * contract: integers wrap modulo 2^bits; float32, float16 and bfloat16 add
+ * in float32 within 8-element vectors and carry running totals in float64;
+ * float64 adds in float64.
+ *
+ * Threading: a tally_host belongs to one thread at a time (a stream's
+ * owner); it fans work out over its own pool.
+ */
+#ifndef TALLY_SCAN_HOST_H
+#define TALLY_SCAN_HOST_H
+
+#include "tensor.h"
+
+typedef struct tally_host tally_host;
+
+/* A host scanner on `threads` threads (0 = one per online core). Returns
+ * NULL when its threads cannot be started. Free with tally_host_free(). */
+tally_host *tally_host_new(unsigned threads);
+
+/* NULL is a no-op. */
+void tally_host_free(tally_host *h);
+
+unsigned tally_host_threads(const tally_host *h);
+
+/* Scans `in` into `out` as `l` describes. out may equal in; otherwise the
+ * two must not overlap. Both hold l->bytes bytes. Returns TALLY_E_NOMEM
+ * (with a message) if scratch memory cannot be had, else TALLY_E_OK. */
+tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
+                          void *out, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * bench_engine.c - how fast the scan engine is, relative to a plain copy.
+ *
+ * For float32 tensors of 1M, 16M and 64M elements, scanned along the last,
+ * a middle and the first axis (plus a few lines the engine must also be
+ * fast on: one long line, decreasing and exclusive, many short lines), it
+ * times tally_scan() and tally_copy() on the same device, alternating the
+ * two so that drift in this noisy machine hits both alike, and reports:
+ *
+ *   engine GB/s   bytes read + written per second, median of the runs
+ *   copy GB/s     the same for the device's copy kernel
+ *   ratio         the median over runs of copy time / scan time
+ *   host GB/s     the host backend (engine "host")
+ *   numpy GB/s    numpy.cumsum with out=, where python3 and numpy exist
+ *
+ * The last line is `min ratio to copy: X.XX`, the smallest ratio over the
+ * 16M and 64M rows. Both the scan and the copy run out of place on 4 KiB
+ * aligned host memory, so on PoCL neither copies to or from the device.
+ *
+ * usage: bench_engine [--quick] [--numpy PATH] [--device SPEC]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef struct {
+    const char *label;
+    int rank;
+    uint64_t shape[3];
+    int axis;
+    bool reverse, exclusive;
+} row;
+
+static const row rows[] = {
+    {"1M", 3, {64, 128, 128}, 2, false, false},
+    {"1M", 3, {64, 128, 128}, 1, false, false},
+    {"1M", 3, {64, 128, 128}, 0, false, false},
+    {"16M", 3, {256, 256, 256}, 2, false, false},
+    {"16M", 3, {256, 256, 256}, 1, false, false},
+    {"16M", 3, {256, 256, 256}, 0, false, false},
+    {"64M", 3, {256, 512, 512}, 2, false, false},
+    {"64M", 3, {256, 512, 512}, 1, false, false},
+    {"64M", 3, {256, 512, 512}, 0, false, false},
+    {"64M", 1, {1u << 26}, 0, false, false},
+    {"64M", 1, {1u << 26}, 0, true, false},
+    {"64M", 1, {1u << 26}, 0, false, true},
+    {"64M", 3, {256, 512, 512}, 1, true, true},
+    {"16M", 2, {1u << 22, 4}, 1, false, false},
+};
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench_engine: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static double numpy_gbs(const char *script, const row *r)
+{
+    if (script == NULL || r->reverse || r->exclusive)
+        return -1;
+    char cmd[512], shape[96] = "";
+    for (int d = 0; d < r->rank; d++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%llu",
+                 d ? "," : "", (unsigned long long)r->shape[d]);
+    snprintf(cmd, sizeof cmd, "python3 %s %s %d 2>/dev/null", script, shape,
+             r->axis);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return -1;
+    double v = -1;
+    if (fscanf(p, "%lf", &v) != 1)
+        v = -1;
+    pclose(p);
+    return v;
+}
+
+static void quiet(void *user, const char *line)
+{
+    (void)user;
+    (void)line;
+}
+
+int main(int argc, char **argv)
+{
+    const char *numpy_script = NULL, *device = NULL;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = true;
+        else if (strcmp(argv[i], "--numpy") == 0 && i + 1 < argc)
+            numpy_script = argv[++i];
+        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+            device = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--numpy PATH] [--device SPEC]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+
+    char msg[512];
+    tally_engine_options o;
+    tally_engine_options_init(&o);
+    o.device = device;
+    o.log = quiet;
+    tally_engine *dev, *host;
+    tally_stream *ds, *hs;
+    if (tally_engine_open(&o, &dev, msg, sizeof msg) != TALLY_E_OK)
+        die("device", msg);
+    o.device = "host";
+    if (tally_engine_open(&o, &host, msg, sizeof msg) != TALLY_E_OK)
+        die("host", msg);
+    if (tally_stream_open(dev, &ds, msg, sizeof msg) != TALLY_E_OK
+        || tally_stream_open(host, &hs, msg, sizeof msg) != TALLY_E_OK)
+        die("stream", msg);
+
+    printf("device: %s\n", tally_engine_describe(dev));
+    printf("host:   %s\n", tally_engine_describe(host));
+    printf("float32, out of place; GB/s = (bytes read + bytes written) / s, "
+           "median of runs\n\n");
+    printf("%-5s %-22s %-4s %-10s %9s %9s %6s %9s %9s\n", "size", "shape",
+           "axis", "mode", "engine", "copy", "ratio", "host", "numpy");
+
+    double min_ratio = 1e9;
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+        const row *r = &rows[ri];
+        size_t n = 1;
+        for (int d = 0; d < r->rank; d++)
+            n *= r->shape[d];
+        size_t bytes = n * sizeof(float);
+        float *in = aligned_alloc(4096, bytes), *out = aligned_alloc(4096, bytes);
+        if (in == NULL || out == NULL)
+            die("alloc", "out of memory");
+        srand(1);
+        for (size_t i = 0; i < n; i++)
+            in[i] = (float)rand() / (float)RAND_MAX;
+        memset(out, 0, bytes);
+
+        tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = r->rank,
+                             .axis = r->axis, .reverse = r->reverse,
+                             .exclusive = r->exclusive};
+        memcpy(d.shape, r->shape, sizeof r->shape);
+
+        /* warm up, and size the run count to about two seconds per row */
+        double t0 = now();
+        for (int w = 0; w < 2; w++) {
+            if (tally_scan(ds, &d, in, out, msg, sizeof msg) != TALLY_E_OK)
+                die("scan", msg);
+            if (tally_copy(ds, in, out, bytes, msg, sizeof msg) != TALLY_E_OK)
+                die("copy", msg);
+        }
+        double per = (now() - t0) / 2;
+        int reps = (int)(1.0 / per);
+        reps = reps < 7 ? 7 : reps > 61 ? 61 : reps;
+        if (quick)
+            reps = 3;
+
+        double ts[64], tc[64], th[64], ratio[64];
+        for (int k = 0; k < reps; k++) {
+            t0 = now();
+            tally_scan(ds, &d, in, out, msg, sizeof msg);
+            ts[k] = now() - t0;
+            t0 = now();
+            tally_copy(ds, in, out, bytes, msg, sizeof msg);
+            tc[k] = now() - t0;
+            ratio[k] = tc[k] / ts[k];
+        }
+        int hreps = reps < 9 ? reps : 9;
+        for (int k = 0; k < hreps; k++) {
+            t0 = now();
+            if (tally_scan(hs, &d, in, out, msg, sizeof msg) != TALLY_E_OK)
+                die("host scan", msg);
+            th[k] = now() - t0;
+        }
+        double gb = 2.0 * (double)bytes / 1e9;
+        double es = gb / median(ts, reps), cs = gb / median(tc, reps);
+        double rr = median(ratio, reps), hs_ = gb / median(th, hreps);
+        double np = quick ? -1 : numpy_gbs(numpy_script, r);
+
+        char shape[64] = "", mode[16];
+        for (int k = 0; k < r->rank; k++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape),
+                     "%s%llu", k ? "x" : "", (unsigned long long)r->shape[k]);
+        snprintf(mode, sizeof mode, "%s%s",
+                 r->reverse ? "rev" : (r->exclusive ? "" : "incl"),
+                 r->exclusive ? (r->reverse ? "+excl" : "excl") : "");
+        char npbuf[16];
+        if (np < 0)
+            snprintf(npbuf, sizeof npbuf, "-");
+        else
+            snprintf(npbuf, sizeof npbuf, "%.2f", np);
+        printf("%-5s %-22s %-4d %-10s %9.2f %9.2f %6.2f %9.2f %9s\n", r->label,
+               shape, r->axis, mode, es, cs, rr, hs_, npbuf);
+        fflush(stdout);
+        if (n >= (1u << 24) && rr < min_ratio)
+            min_ratio = rr;
+        free(in);
+        free(out);
+    }
+    tally_stream_close(ds);
+    tally_stream_close(hs);
+    tally_engine_close(dev);
+    tally_engine_close(host);
+    printf("min ratio to copy: %.2f\n", min_ratio);
+    return 0;
+}

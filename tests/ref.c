@@ -1,0 +1,247 @@
+/*
+ * ref.c - the naive reference scan, error bounds and random inputs.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "half.h"
+#include "ref.h"
+
+bool ref_is_float(tally_dtype t)
+{
+    return tally_dtype_kind(t) == TALLY_KIND_FLOAT;
+}
+
+long double ref_get_f(tally_dtype t, const void *buf, size_t i)
+{
+    switch (t) {
+    case TALLY_FLOAT16:
+        return tally_f16_to_f32(((const uint16_t *)buf)[i]);
+    case TALLY_BFLOAT16:
+        return tally_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case TALLY_FLOAT32:
+        return ((const float *)buf)[i];
+    case TALLY_FLOAT64:
+        return ((const double *)buf)[i];
+    default:
+        return (long double)ref_get_u(t, buf, i);
+    }
+}
+
+uint64_t ref_get_u(tally_dtype t, const void *buf, size_t i)
+{
+    switch (tally_dtype_size(t)) {
+    case 1:
+        return ((const uint8_t *)buf)[i];
+    case 2:
+        return ((const uint16_t *)buf)[i];
+    case 4:
+        return ((const uint32_t *)buf)[i];
+    default:
+        return ((const uint64_t *)buf)[i];
+    }
+}
+
+void ref_set_u(tally_dtype t, void *buf, size_t i, uint64_t v)
+{
+    switch (tally_dtype_size(t)) {
+    case 1:
+        ((uint8_t *)buf)[i] = (uint8_t)v;
+        break;
+    case 2:
+        ((uint16_t *)buf)[i] = (uint16_t)v;
+        break;
+    case 4:
+        ((uint32_t *)buf)[i] = (uint32_t)v;
+        break;
+    default:
+        ((uint64_t *)buf)[i] = v;
+        break;
+    }
+}
+
+void ref_set_f(tally_dtype t, void *buf, size_t i, long double v)
+{
+    switch (t) {
+    case TALLY_FLOAT16:
+        ((uint16_t *)buf)[i] = tally_f32_to_f16((float)v);
+        break;
+    case TALLY_BFLOAT16:
+        ((uint16_t *)buf)[i] = tally_f32_to_bf16((float)v);
+        break;
+    case TALLY_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case TALLY_FLOAT64:
+        ((double *)buf)[i] = (double)v;
+        break;
+    default:
+        ref_set_u(t, buf, i, (uint64_t)(int64_t)v);
+        break;
+    }
+}
+
+void ref_scan(const tally_scan_desc *desc, const void *in, ref_result *r)
+{
+    memset(r, 0, sizeof *r);
+    tally_err e = tally_lines_from_desc(desc, &r->l, NULL, 0);
+    if (e != TALLY_E_OK) {
+        fprintf(stderr, "ref_scan: invalid desc\n");
+        abort();
+    }
+    const tally_lines *l = &r->l;
+    size_t count = (size_t)l->elements;
+    bool fl = ref_is_float(l->dtype);
+    if (fl) {
+        r->f = check_alloc(count * sizeof *r->f);
+        r->abs = check_alloc(count * sizeof *r->abs);
+    } else {
+        r->u = check_alloc(count * sizeof *r->u);
+    }
+    for (uint64_t o = 0; o < l->outer; o++)
+        for (uint64_t k = 0; k < l->inner; k++) {
+            long double s = 0, a = 0;
+            uint64_t u = 0;
+            for (uint64_t j0 = 0; j0 < l->n; j0++) {
+                uint64_t j = l->reverse ? l->n - 1 - j0 : j0;
+                size_t i = (size_t)((o * l->n + j) * l->inner + k);
+                if (fl) {
+                    long double x = ref_get_f(l->dtype, in, i);
+                    if (l->exclusive) {
+                        r->f[i] = s;
+                        r->abs[i] = a;
+                    }
+                    s += x;
+                    a += fabsl(x);
+                    if (!l->exclusive) {
+                        r->f[i] = s;
+                        r->abs[i] = a;
+                    }
+                } else {
+                    uint64_t x = ref_get_u(l->dtype, in, i);
+                    if (l->exclusive)
+                        r->u[i] = u;
+                    u += x;
+                    if (!l->exclusive)
+                        r->u[i] = u;
+                }
+            }
+        }
+}
+
+void ref_free(ref_result *r)
+{
+    free(r->f);
+    free(r->abs);
+    free(r->u);
+    memset(r, 0, sizeof *r);
+}
+
+long double ref_tolerance(tally_dtype t, long double exact, long double abs,
+                          uint64_t n)
+{
+    long double m = fabsl(exact);
+    switch (t) {
+    case TALLY_FLOAT16:
+        return 0x1p-19L * abs + 0x1.01p-11L * m + 0x1p-24L;
+    case TALLY_BFLOAT16:
+        return 0x1p-19L * abs + 0x1.01p-8L * m + 0x1p-133L;
+    case TALLY_FLOAT32:
+        return 0x1p-19L * abs + 0x1p-24L * m + 0x1p-149L;
+    case TALLY_FLOAT64:
+        return (long double)(n + 16) * 0x1p-53L * abs + 0x1p-53L * m + 0x1p-1074L;
+    default:
+        return 0;
+    }
+}
+
+static long double max_finite(tally_dtype t)
+{
+    switch (t) {
+    case TALLY_FLOAT16:
+        return 65504.0L;
+    case TALLY_BFLOAT16:
+        return 0x1.fep127L;
+    case TALLY_FLOAT32:
+        return FLT_MAX;
+    default:
+        return DBL_MAX;
+    }
+}
+
+void ref_poison(const ref_result *r, void *out)
+{
+    const tally_lines *l = &r->l;
+    for (size_t i = 0; i < (size_t)l->elements; i++) {
+        if (ref_is_float(l->dtype))
+            ref_set_f(l->dtype, out, i, NAN);
+        else
+            ref_set_u(l->dtype, out, i, ~r->u[i]);
+    }
+}
+
+size_t ref_compare(const ref_result *r, const void *got, const char *what)
+{
+    const tally_lines *l = &r->l;
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)l->elements; i++) {
+        bool ok;
+        char want[64], have[64];
+        if (ref_is_float(l->dtype)) {
+            long double y = ref_get_f(l->dtype, got, i), x = r->f[i];
+            long double tol = ref_tolerance(l->dtype, x, r->abs[i], l->n);
+            long double big = max_finite(l->dtype);
+            if (isnan(x))
+                ok = isnan(y);
+            else if (isinf(x))
+                ok = y == x;
+            else if (fabsl(x) - tol > big) /* must overflow */
+                ok = isinf(y) && signbit(y) == signbit(x);
+            else if (fabsl(x) + tol < big)
+                ok = !isnan(y) && fabsl(y - x) <= tol;
+            else /* straddles the largest finite value */
+                ok = (isinf(y) && signbit(y) == signbit(x)) || fabsl(y - x) <= tol;
+            snprintf(want, sizeof want, "%.12Lg (tol %.3Lg)", x, tol);
+            snprintf(have, sizeof have, "%.12Lg", y);
+        } else {
+            uint64_t mask = tally_dtype_size(l->dtype) == 8
+                                ? ~0ull
+                                : (1ull << (8 * tally_dtype_size(l->dtype))) - 1;
+            uint64_t y = ref_get_u(l->dtype, got, i), x = r->u[i] & mask;
+            ok = y == x;
+            snprintf(want, sizeof want, "%llu", (unsigned long long)x);
+            snprintf(have, sizeof have, "%llu", (unsigned long long)y);
+        }
+        if (!ok) {
+            if (bad < 4)
+                fprintf(stderr, "      %s: element %zu: got %s, want %s\n",
+                        what, i, have, want);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+void ref_random(tally_dtype t, void *buf, size_t count, bool small)
+{
+    if (!ref_is_float(t)) {
+        for (size_t i = 0; i < count; i++)
+            ref_set_u(t, buf, i,
+                      small ? (uint64_t)((int64_t)check_below(16) - 8)
+                            : check_rand());
+        return;
+    }
+    /* float16 sums must stay below 65504: keep its values small */
+    int span = t == TALLY_FLOAT16 ? 0 : 4;
+    long double scale = ldexpl(1.0L, (int)check_below((uint64_t)(2 * span + 1)) - span);
+    if (t == TALLY_FLOAT16)
+        scale = 0.25L;
+    for (size_t i = 0; i < count; i++) {
+        long double u = (long double)check_unit();
+        ref_set_f(t, buf, i, small ? u : (2 * u - 1) * scale);
+    }
+}

@@ -1,0 +1,704 @@
+/*
+ * test_engine.c - the scan engine against the reference, on every backend.
+ *
+ * Backends: the host backend (1 and 3 threads) and the OpenCL device the
+ * environment gives (TALLY_TEST_DEVICE, default "auto": PoCL's CPU device
+ * on a machine without GPU) with four kernel layouts: the CPU and GPU
+ * layouts, and each with tiny tiles so that small tensors already chain
+ * many tiles through the look-back.
+ *
+ * Every result is compared with ref.c's naive scan: integers exactly,
+ * floats within the bound of README.md's accuracy section. Outputs are
+ * poisoned first (ref_poison), so an element the engine leaves unwritten
+ * fails. Inputs are random, from the printed seed.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine.h"
+#include "half.h"
+#include "ref.h"
+#include "scan_cl.h"
+
+typedef struct {
+    const char *name;
+    const char *device; /* NULL: TALLY_TEST_DEVICE or auto */
+    const char *layout;
+    unsigned host_threads;
+    tally_engine *e;
+    tally_stream *s;
+} backend;
+
+static backend backends[] = {
+    {"host1", "host", NULL, 1, NULL, NULL},
+    {"host3", "host", NULL, 3, NULL, NULL},
+    {"cl-cpu", NULL, "cpu", 0, NULL, NULL},
+    {"cl-gpu", NULL, "gpu", 0, NULL, NULL},
+    {"cl-cpu-tiny", NULL, "cpu,row_k=16,col_w=16,blk=2", 0, NULL, NULL},
+    {"cl-gpu-tiny", NULL, "gpu,wg=8,row_k=8,col_w=8,blk=3", 0, NULL, NULL},
+};
+#define NBACKENDS (sizeof backends / sizeof backends[0])
+
+static void quiet(void *user, const char *line)
+{
+    (void)user;
+    (void)line;
+}
+
+static const char *test_device(void)
+{
+    const char *d = getenv("TALLY_TEST_DEVICE");
+    return d != NULL && d[0] != '\0' ? d : "auto";
+}
+
+/* Opens a backend on first use; aborts the program if it cannot, since
+ * every later case would fail the same way. */
+static backend *get_backend(size_t i)
+{
+    backend *b = &backends[i];
+    if (b->s != NULL)
+        return b;
+    tally_engine_options o;
+    tally_engine_options_init(&o);
+    o.device = b->device != NULL ? b->device : test_device();
+    o.layout = b->layout;
+    o.warmup = false;
+    o.host_threads = b->host_threads;
+    o.log = quiet;
+    char msg[512];
+    if (tally_engine_open(&o, &b->e, msg, sizeof msg) != TALLY_E_OK
+        || tally_stream_open(b->e, &b->s, msg, sizeof msg) != TALLY_E_OK) {
+        fprintf(stderr, "cannot open backend %s: %s\n", b->name, msg);
+        exit(2);
+    }
+    if (b->device == NULL && tally_engine_is_host(b->e)) {
+        fprintf(stderr, "backend %s: no OpenCL device (%s); these tests "
+                        "need one (install pocl-opencl-icd)\n",
+                b->name, tally_engine_describe(b->e));
+        exit(2);
+    }
+    return b;
+}
+
+/* Runs one scan on backend b and checks it; in place when asked. Returns
+ * the number of bad elements. */
+static size_t run_case(backend *b, const tally_scan_desc *d, const void *in,
+                       bool in_place, const char *label)
+{
+    ref_result r;
+    ref_scan(d, in, &r);
+    size_t bytes = r.l.bytes;
+    void *out = check_alloc(bytes);
+    if (in_place)
+        memcpy(out, in, bytes);
+    else
+        ref_poison(&r, out);
+    char msg[512] = "";
+    size_t bad = 0;
+    char what[256];
+    snprintf(what, sizeof what, "%s %s %s axis %lld rank %d%s%s%s", b->name,
+             label, tally_dtype_name(d->dtype), (long long)d->axis, d->rank,
+             d->reverse ? " reverse" : "", d->exclusive ? " exclusive" : "",
+             in_place ? " in-place" : "");
+    if (getenv("TALLY_TEST_VERBOSE") != NULL) {
+        fprintf(stderr, "%s shape", what);
+        for (int k = 0; k < d->rank; k++)
+            fprintf(stderr, " %llu", (unsigned long long)d->shape[k]);
+        fprintf(stderr, "\n");
+    }
+    tally_err e = tally_scan(b->s, d, in_place ? out : in, out, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        CHECK(0, "%s: scan failed: %s: %s", what, tally_err_name(e), msg);
+        bad = 1;
+    } else {
+        bad = ref_compare(&r, out, what);
+        if (bad) {
+            char shape[128] = "";
+            for (int k = 0; k < d->rank; k++)
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape),
+                         "%s%llu", k ? "x" : "", (unsigned long long)d->shape[k]);
+            CHECK(0, "%s shape %s: %zu of %llu elements wrong", what, shape,
+                  bad, (unsigned long long)r.l.elements);
+        }
+    }
+    free(out);
+    ref_free(&r);
+    return bad;
+}
+
+/* ------------------------------------------------------------------------
+ * The eight examples of the two operator documents, for every dtype (all
+ * of their values fit even int8) on every backend.
+ */
+typedef struct {
+    const char *doc;
+    int rank;
+    uint64_t shape[4];
+    int axis;
+    bool reverse, exclusive;
+    double in[12], out[12];
+} golden;
+
+#define DML_IN {2, 1, 3, 5, 3, 8, 7, 3, 9, 6, 2, 4}
+static const golden goldens[] = {
+    {"DirectML example 1", 4, {1, 1, 3, 4}, 3, false, false, DML_IN,
+     {2, 3, 6, 11, 3, 11, 18, 21, 9, 15, 17, 21}},
+    {"DirectML example 2", 4, {1, 1, 3, 4}, 3, false, true, DML_IN,
+     {0, 2, 3, 6, 0, 3, 11, 18, 0, 9, 15, 17}},
+    {"DirectML example 3", 4, {1, 1, 3, 4}, 3, true, false, DML_IN,
+     {11, 9, 8, 5, 21, 18, 10, 3, 21, 12, 6, 4}},
+    {"DirectML example 4", 4, {1, 1, 3, 4}, 2, false, false, DML_IN,
+     {2, 1, 3, 5, 5, 9, 10, 8, 14, 15, 12, 12}},
+    {"OpenVINO example 1", 1, {5}, 0, false, false, {1, 2, 3, 4, 5},
+     {1, 3, 6, 10, 15}},
+    {"OpenVINO example 2", 1, {5}, 0, false, true, {1, 2, 3, 4, 5},
+     {0, 1, 3, 6, 10}},
+    {"OpenVINO example 3", 1, {5}, 0, true, false, {1, 2, 3, 4, 5},
+     {15, 14, 12, 9, 5}},
+    {"OpenVINO example 4", 1, {5}, 0, true, true, {1, 2, 3, 4, 5},
+     {14, 12, 9, 5, 0}},
+};
+
+static void golden_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    for (size_t g = 0; g < sizeof goldens / sizeof goldens[0]; g++) {
+        const golden *G = &goldens[g];
+        size_t n = 1;
+        for (int k = 0; k < G->rank; k++)
+            n *= G->shape[k];
+        for (int t = 0; t < TALLY_NDTYPES; t++) {
+            tally_scan_desc d = {.dtype = (tally_dtype)t, .rank = G->rank,
+                                 .axis = G->axis, .reverse = G->reverse,
+                                 .exclusive = G->exclusive};
+            memcpy(d.shape, G->shape, sizeof G->shape);
+            unsigned char in[96], out[96];
+            for (size_t i = 0; i < n; i++) {
+                if (ref_is_float(d.dtype))
+                    ref_set_f(d.dtype, in, i, G->in[i]);
+                else
+                    ref_set_u(d.dtype, in, i, (uint64_t)G->in[i]);
+            }
+            memset(out, 0xa5, sizeof out);
+            char msg[256];
+            tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
+            CHECK(e == TALLY_E_OK, "%s %s %s: %s", b->name, G->doc,
+                  tally_dtype_name(d.dtype), msg);
+            for (size_t i = 0; i < n && e == TALLY_E_OK; i++) {
+                long double y = ref_is_float(d.dtype)
+                                    ? ref_get_f(d.dtype, out, i)
+                                    : (long double)ref_get_u(d.dtype, out, i);
+                CHECK(y == G->out[i], "%s %s %s: element %zu is %Lg, want %g",
+                      b->name, G->doc, tally_dtype_name(d.dtype), i, y,
+                      G->out[i]);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Every dtype x rank 1..8 x every axis (as a positive and as a negative
+ * number) x direction x exclusive, each on a fresh random shape and fresh
+ * random data, half of them in place.
+ */
+static const uint64_t axis_sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17,
+                                      31, 32, 33, 63, 64, 65, 100, 127,
+                                      128, 129, 255, 257};
+static const uint64_t other_sizes[] = {1, 1, 2, 2, 3, 4, 5, 7, 8, 9, 16, 17};
+
+static void random_shape(tally_scan_desc *d, int axis, uint64_t budget)
+{
+    uint64_t total = 1;
+    for (int k = 0; k < d->rank; k++) {
+        const uint64_t *set = k == axis ? axis_sizes : other_sizes;
+        size_t nset = k == axis ? sizeof axis_sizes / sizeof axis_sizes[0]
+                                : sizeof other_sizes / sizeof other_sizes[0];
+        uint64_t s = set[check_below(nset)];
+        while (s > 1 && total * s > budget)
+            s /= 2;
+        d->shape[k] = s;
+        total *= s;
+    }
+}
+
+static void every_axis_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    unsigned long cases = 0;
+    for (int t = 0; t < TALLY_NDTYPES; t++)
+        for (int rank = 1; rank <= 8; rank++)
+            for (int axis = 0; axis < rank; axis++)
+                for (int neg = 0; neg < 2; neg++)
+                    for (int mode = 0; mode < 4; mode++) {
+                        tally_scan_desc d = {.dtype = (tally_dtype)t,
+                                             .rank = rank,
+                                             .axis = neg ? axis - rank : axis,
+                                             .reverse = mode & 1,
+                                             .exclusive = mode >> 1};
+                        random_shape(&d, axis, 1500);
+                        size_t count = 1;
+                        for (int k = 0; k < rank; k++)
+                            count *= d.shape[k];
+                        void *in = check_alloc(count * 8);
+                        ref_random(d.dtype, in, count, check_below(4) == 0);
+                        run_case(b, &d, in, check_below(2), "every-axis");
+                        free(in);
+                        cases++;
+                    }
+    CHECK(cases == 12ul * 36 * 2 * 4, "ran %lu cases", cases);
+}
+
+/* ------------------------------------------------------------------------
+ * Sizes around vector, block, tile and work-group boundaries, and sizes
+ * that need many tiles, for a few dtypes in every mode.
+ */
+static const uint64_t line_lengths[] = {
+    1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1023,
+    1024, 1025, 4095, 4096, 4097, 8191, 8193, 16383, 16384, 16385, 32767,
+    32769, 3 * 16384 + 5, 100003};
+static const uint64_t inners[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65,
+                                  127, 129, 511, 512, 513, 1023, 1025, 4095,
+                                  4096, 4097};
+
+static void boundaries_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    static const tally_dtype types[] = {TALLY_FLOAT32, TALLY_INT32,
+                                        TALLY_UINT8, TALLY_FLOAT64,
+                                        TALLY_FLOAT16, TALLY_INT64};
+    size_t ntypes = sizeof types / sizeof types[0];
+    /* lines of every length, one to a few of them */
+    for (size_t i = 0; i < sizeof line_lengths / sizeof line_lengths[0]; i++) {
+        uint64_t n = line_lengths[i];
+        uint64_t lines = n > 20000 ? 1 + check_below(3) : 1 + check_below(7);
+        tally_scan_desc d = {.dtype = types[check_below(ntypes)], .rank = 2,
+                             .shape = {lines, n}, .axis = 1};
+        int mode = (int)check_below(4);
+        d.reverse = mode & 1;
+        d.exclusive = mode >> 1;
+        void *in = check_alloc((size_t)(lines * n) * 8);
+        ref_random(d.dtype, in, (size_t)(lines * n), false);
+        run_case(b, &d, in, check_below(2), "line-length");
+        free(in);
+    }
+    /* columns of every width, short and long */
+    for (size_t i = 0; i < sizeof inners / sizeof inners[0]; i++) {
+        uint64_t inner = inners[i];
+        uint64_t n = 1 + check_below(inner > 1000 ? 40 : 300);
+        uint64_t outer = 1 + check_below(3);
+        if (check_below(3) == 0)
+            n = 3000 + check_below(3000); /* long columns: chained */
+        while (outer * n * inner > 600000)
+            n = n / 2 + 1;
+        tally_scan_desc d = {.dtype = types[check_below(ntypes)], .rank = 3,
+                             .shape = {outer, n, inner}, .axis = 1};
+        int mode = (int)check_below(4);
+        d.reverse = mode & 1;
+        d.exclusive = mode >> 1;
+        size_t count = (size_t)(outer * n * inner);
+        void *in = check_alloc(count * 8);
+        ref_random(d.dtype, in, count, false);
+        run_case(b, &d, in, check_below(2), "column-width");
+        free(in);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * NaN and infinities propagate as IEEE arithmetic says.
+ */
+static void special_values_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    static const struct {
+        double in[6];
+        double incl[6];
+    } cases[] = {
+        {{1, INFINITY, 2, 3, 4, 5}, {1, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY}},
+        {{1, INFINITY, -INFINITY, 3, 4, 5}, {1, INFINITY, NAN, NAN, NAN, NAN}},
+        {{NAN, 1, 2, 3, 4, 5}, {NAN, NAN, NAN, NAN, NAN, NAN}},
+        {{1, 2, -INFINITY, 3, 4, 5}, {1, 3, -INFINITY, -INFINITY, -INFINITY, -INFINITY}},
+    };
+    static const tally_dtype types[] = {TALLY_FLOAT16, TALLY_BFLOAT16,
+                                        TALLY_FLOAT32, TALLY_FLOAT64};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t t = 0; t < 4; t++)
+            for (int layout = 0; layout < 2; layout++) {
+                /* as one line (rows kernels) and as a column (cols kernels) */
+                tally_scan_desc d = {.dtype = types[t], .rank = 2,
+                                     .shape = {layout ? 6 : 1, layout ? 1 : 6},
+                                     .axis = layout ? 0 : 1};
+                unsigned char in[48], out[48];
+                for (int i = 0; i < 6; i++)
+                    ref_set_f(d.dtype, in, (size_t)i, cases[c].in[i]);
+                char msg[256];
+                tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
+                CHECK(e == TALLY_E_OK, "%s: %s", b->name, msg);
+                for (int i = 0; i < 6; i++) {
+                    long double y = ref_get_f(d.dtype, out, (size_t)i);
+                    double want = cases[c].incl[i];
+                    bool ok = isnan(want) ? isnan(y) : y == want;
+                    CHECK(ok, "%s %s case %zu element %d: got %Lg, want %g",
+                          b->name, tally_dtype_name(d.dtype), c, i, y, want);
+                }
+            }
+}
+
+/* ------------------------------------------------------------------------
+ * Zero-size dimensions give an empty result without touching anything.
+ */
+static void empty_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 3, .shape = {4, 0, 5},
+                         .axis = 1};
+    float guard = 42;
+    char msg[128];
+    for (int axis = -3; axis < 3; axis++) {
+        d.axis = axis;
+        tally_err e = tally_scan(b->s, &d, &guard, &guard, msg, sizeof msg);
+        CHECK(e == TALLY_E_OK && guard == 42, "%s: empty tensor, axis %d: %d",
+              b->name, axis, e);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Every float16 and bfloat16 bit pattern survives a scan of length 1 (an
+ * identity) through the engine's conversions, in lines and in columns.
+ */
+static void half_patterns_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    uint16_t *in = check_alloc(65536 * 2), *out = check_alloc(65536 * 2);
+    for (uint32_t i = 0; i < 65536; i++)
+        in[i] = (uint16_t)i;
+    for (int t = 0; t < 2; t++)
+        for (int cols = 0; cols < 2; cols++) {
+            tally_dtype dt = t ? TALLY_BFLOAT16 : TALLY_FLOAT16;
+            tally_scan_desc d = {.dtype = dt, .rank = 2,
+                                 .shape = {cols ? 1 : 65536, cols ? 65536 : 1},
+                                 .axis = cols ? 0 : 1};
+            memset(out, 0, 65536 * 2);
+            char msg[256];
+            tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
+            CHECK(e == TALLY_E_OK, "%s: %s", b->name, msg);
+            unsigned long bad = 0;
+            for (uint32_t i = 0; i < 65536; i++) {
+                float x = t ? tally_bf16_to_f32(in[i]) : tally_f16_to_f32(in[i]);
+                float y = t ? tally_bf16_to_f32(out[i]) : tally_f16_to_f32(out[i]);
+                /* -0 + nothing may come back as +0; NaN as any NaN */
+                bool ok = isnan(x) ? isnan(y) : x == y;
+                if (!ok && bad++ < 3)
+                    CHECK(0, "%s %s%s: pattern 0x%04x came back as 0x%04x",
+                          b->name, tally_dtype_name(dt), cols ? " columns" : "",
+                          i, out[i]);
+            }
+            CHECK(bad == 0, "%s %s: %lu patterns changed", b->name,
+                  tally_dtype_name(dt), bad);
+        }
+    free(in);
+    free(out);
+}
+
+#define BACKEND_CASES(i)                                                       \
+    static void golden_##i(void) { golden_on(i); }                             \
+    static void every_axis_##i(void) { every_axis_on(i); }                     \
+    static void boundaries_##i(void) { boundaries_on(i); }                     \
+    static void special_##i(void) { special_values_on(i); }                    \
+    static void empty_##i(void) { empty_on(i); }                               \
+    static void half_patterns_##i(void) { half_patterns_on(i); }
+BACKEND_CASES(0)
+BACKEND_CASES(1)
+BACKEND_CASES(2)
+BACKEND_CASES(3)
+BACKEND_CASES(4)
+BACKEND_CASES(5)
+
+/* ------------------------------------------------------------------------
+ * Errors: rank, axis and size problems are reported with a message that
+ * names them, and nothing is written.
+ */
+static void errors(void)
+{
+    backend *b = get_backend(0);
+    char msg[256];
+    float buf[4] = {1, 2, 3, 4};
+    tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 0};
+    tally_err e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_RANK && strstr(msg, "rank 0"), "rank 0: %d %s", e, msg);
+
+    d = (tally_scan_desc){.dtype = TALLY_FLOAT32, .rank = 3, .shape = {1, 2, 2},
+                          .axis = 3};
+    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_AXIS && strstr(msg, "rank 3") && strstr(msg, "axis 3"),
+          "axis 3 of rank 3: %d %s", e, msg);
+    d.axis = -4;
+    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_AXIS && strstr(msg, "-3 to 2"), "axis -4: %d %s", e, msg);
+
+    d = (tally_scan_desc){.dtype = TALLY_FLOAT32, .rank = 3,
+                          .shape = {1ull << 32, 1ull << 32, 2}, .axis = 0};
+    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_TOO_LARGE, "overflowing shape: %d %s", e, msg);
+    d.shape[2] = 0; /* an empty dimension must not hide the overflow */
+    d.shape[0] = 1ull << 40;
+    d.shape[1] = 1ull << 40;
+    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_TOO_LARGE, "overflow behind a zero: %d %s", e, msg);
+
+    d = (tally_scan_desc){.dtype = (tally_dtype)99, .rank = 1, .shape = {4}};
+    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_DTYPE, "bad dtype: %d %s", e, msg);
+
+    d = (tally_scan_desc){.dtype = TALLY_FLOAT32, .rank = TALLY_MAX_RANK + 1};
+    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == TALLY_E_RANK, "rank too large: %d %s", e, msg);
+    CHECK(buf[0] == 1 && buf[3] == 4, "a failed scan wrote its output");
+
+    /* beyond 8 dimensions */
+    backend *cl = get_backend(2);
+    d = (tally_scan_desc){.dtype = TALLY_INT32, .rank = 12,
+                          .shape = {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}};
+    for (int axis = -12; axis < 12; axis += 5) {
+        d.axis = axis;
+        int32_t in[192];
+        ref_random(TALLY_INT32, in, 192, true);
+        run_case(cl, &d, in, false, "rank-12");
+        run_case(get_backend(0), &d, in, false, "rank-12");
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Every kernel on shapes the planner would not give it, through the
+ * OpenCL layer directly: each kernel that fits the shape, with random
+ * tile parameters, on the tiny-tile layouts.
+ */
+static void forced_kernels(void)
+{
+    char msg[512];
+    tally_cl_device dev;
+    bool none;
+    if (tally_cl_device_open(test_device(), &dev, &none, msg, sizeof msg)
+        != TALLY_E_OK) {
+        CHECK(0, "no OpenCL device: %s", msg);
+        return;
+    }
+    /* the backends' layouts (whose programs PoCL has cached by now), one
+     * with an odd number of persistent work-groups */
+    static const char *layouts[] = {"cpu,row_k=16,col_w=16,blk=2",
+                                    "gpu,wg=8,row_k=8,col_w=8,blk=3",
+                                    "cpu,groups=5", "gpu"};
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        tally_cl_layout L;
+        CHECK(tally_cl_layout_for(&dev, layouts[li], &L), "layout %s",
+              layouts[li]);
+        tally_cl_programs progs;
+        tally_cl_programs_init(&progs, &dev, &L);
+        tally_cl_stream *s = tally_cl_stream_new(&progs, msg, sizeof msg);
+        CHECK(s != NULL, "stream: %s", msg);
+        for (int c = 0; c < 150 && s != NULL; c++) {
+            tally_scan_desc d = {.dtype = (tally_dtype)check_below(TALLY_NDTYPES),
+                                 .rank = 3};
+            bool rows = check_below(2);
+            d.shape[0] = 1 + check_below(4);
+            d.shape[1] = 1 + check_below(check_below(3) ? 40 : 400);
+            d.shape[2] = rows ? 1 : 1 + check_below(check_below(2) ? 9 : 70);
+            d.axis = 1;
+            d.reverse = check_below(2);
+            d.exclusive = check_below(2);
+            tally_lines l;
+            tally_lines_from_desc(&d, &l, NULL, 0);
+            tally_cl_kernel_id k = rows ? (tally_cl_kernel_id)check_below(4)
+                                        : (tally_cl_kernel_id)(2 + check_below(2));
+            uint64_t hint = check_below(2 * d.shape[1] + 2);
+            tally_cl_plan p;
+            tally_cl_plan_force(&l, &L, k, hint, &p);
+
+            size_t count = (size_t)l.elements;
+            void *in = check_alloc(count * 8), *out = check_alloc(count * 8);
+            ref_random(d.dtype, in, count, false);
+            ref_result r;
+            ref_scan(&d, in, &r);
+            ref_poison(&r, out);
+            tally_err e = tally_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
+            char what[200];
+            snprintf(what, sizeof what,
+                     "%s %s %s %llux%llux%llu%s%s (hint %llu, %llu tiles)",
+                     layouts[li], tally_cl_kernel_name(k),
+                     tally_dtype_name(d.dtype),
+                     (unsigned long long)d.shape[0],
+                     (unsigned long long)d.shape[1],
+                     (unsigned long long)d.shape[2], d.reverse ? " rev" : "",
+                     d.exclusive ? " excl" : "", (unsigned long long)hint,
+                     (unsigned long long)p.ntiles);
+            if (e != TALLY_E_OK)
+                CHECK(0, "%s: %s", what, msg);
+            else
+                CHECK(ref_compare(&r, out, what) == 0, "%s: wrong result", what);
+            ref_free(&r);
+            free(in);
+            free(out);
+        }
+        tally_cl_stream_free(s);
+        tally_cl_programs_free(&progs);
+    }
+    tally_cl_device_close(&dev);
+}
+
+/* ------------------------------------------------------------------------
+ * One engine, several threads with a stream each, scanning at once.
+ */
+typedef struct {
+    tally_engine *e;
+    int seed;
+    size_t bad;
+} worker_arg;
+
+static void *worker(void *vp)
+{
+    worker_arg *w = vp;
+    tally_stream *s;
+    char msg[256];
+    if (tally_stream_open(w->e, &s, msg, sizeof msg) != TALLY_E_OK) {
+        w->bad = 1;
+        return NULL;
+    }
+    for (int i = 0; i < 40; i++) {
+        /* deterministic per worker: check_rand() is not thread-safe */
+        uint64_t n = 1000 + (uint64_t)((w->seed * 7919 + i * 104729) % 40000);
+        tally_scan_desc d = {.dtype = TALLY_INT32, .rank = 1, .shape = {n},
+                             .reverse = i % 2, .exclusive = (i / 2) % 2};
+        int32_t *in = check_alloc(n * 4), *out = check_alloc(n * 4);
+        for (uint64_t j = 0; j < n; j++)
+            in[j] = (int32_t)((j * 2654435761u) ^ (uint32_t)w->seed);
+        if (tally_scan(s, &d, in, out, msg, sizeof msg) != TALLY_E_OK)
+            w->bad++;
+        uint32_t acc = 0;
+        for (uint64_t j0 = 0; j0 < n; j0++) {
+            uint64_t j = d.reverse ? n - 1 - j0 : j0;
+            if (d.exclusive && (uint32_t)out[j] != acc)
+                w->bad++;
+            acc += (uint32_t)in[j];
+            if (!d.exclusive && (uint32_t)out[j] != acc)
+                w->bad++;
+        }
+        free(in);
+        free(out);
+    }
+    tally_stream_close(s);
+    return NULL;
+}
+
+static void concurrent_streams(void)
+{
+    for (size_t bi = 1; bi <= 2; bi++) {
+        backend *b = get_backend(bi);
+        pthread_t th[4];
+        worker_arg args[4];
+        for (int i = 0; i < 4; i++) {
+            args[i] = (worker_arg){b->e, i + 1, 0};
+            pthread_create(&th[i], NULL, worker, &args[i]);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(args[i].bad == 0, "%s: worker %d: %zu bad elements", b->name,
+                  i, args[i].bad);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The planner: every choice fits its shape and stays within its limits.
+ */
+static void planner(void)
+{
+    tally_cl_device dev = {.type = CL_DEVICE_TYPE_CPU, .compute_units = 2,
+                           .max_wg = 4096};
+    const char *layouts[] = {"cpu", "gpu", "cpu,row_k=16,col_w=16"};
+    for (size_t li = 0; li < 3; li++) {
+        tally_cl_layout L;
+        CHECK(tally_cl_layout_for(&dev, layouts[li], &L), "layout");
+        for (int c = 0; c < 20000; c++) {
+            tally_lines l = {.dtype = TALLY_FLOAT32};
+            l.outer = 1 + check_below(check_below(2) ? 10 : 100000);
+            l.n = 1 + check_below(check_below(2) ? 20 : 1000000);
+            l.inner = check_below(2) ? 1 : 1 + check_below(check_below(2) ? 9 : 70000);
+            tally_cl_plan p;
+            tally_cl_plan_make(&l, &L, &p);
+            bool rows = p.kernel == TALLY_K_ROWS_DIRECT
+                        || p.kernel == TALLY_K_ROWS_CHAINED;
+            CHECK(!rows || l.inner == 1, "rows kernel for inner %llu",
+                  (unsigned long long)l.inner);
+            CHECK(p.ntiles >= 1 && p.groups >= 1
+                      && p.groups <= (L.wg == 1 ? L.groups : p.ntiles),
+                  "tiles %llu groups %zu", (unsigned long long)p.ntiles,
+                  p.groups);
+            if (!rows) {
+                CHECK(p.cw >= 1 && p.cw <= L.col_w, "cw %u", p.cw);
+                CHECK(p.nblk * L.wg * p.cw >= l.inner, "columns not covered");
+                CHECK((p.nblk - 1) * L.wg * p.cw < l.inner, "empty block");
+            }
+            if (p.kernel == TALLY_K_ROWS_DIRECT)
+                CHECK(p.ntiles * L.wg * p.rpt >= l.outer, "lines not covered");
+            if (p.kernel == TALLY_K_COLS_CHAINED)
+                CHECK(p.rows >= 1 && p.rows % L.blk == 0, "rows %llu",
+                      (unsigned long long)p.rows);
+        }
+    }
+}
+
+static const check_case cases[] = {
+    {"golden_host1", golden_0},
+    {"golden_host3", golden_1},
+    {"golden_cl_cpu", golden_2},
+    {"golden_cl_gpu", golden_3},
+    {"golden_cl_cpu_tiny", golden_4},
+    {"golden_cl_gpu_tiny", golden_5},
+    {"special_values_host1", special_0},
+    {"special_values_host3", special_1},
+    {"special_values_cl_cpu", special_2},
+    {"special_values_cl_gpu", special_3},
+    {"special_values_cl_cpu_tiny", special_4},
+    {"special_values_cl_gpu_tiny", special_5},
+    {"empty_host1", empty_0},
+    {"empty_host3", empty_1},
+    {"empty_cl_cpu", empty_2},
+    {"empty_cl_gpu", empty_3},
+    {"empty_cl_cpu_tiny", empty_4},
+    {"empty_cl_gpu_tiny", empty_5},
+    {"half_patterns_host1", half_patterns_0},
+    {"half_patterns_host3", half_patterns_1},
+    {"half_patterns_cl_cpu", half_patterns_2},
+    {"half_patterns_cl_gpu", half_patterns_3},
+    {"half_patterns_cl_cpu_tiny", half_patterns_4},
+    {"half_patterns_cl_gpu_tiny", half_patterns_5},
+    {"every_axis_host1", every_axis_0},
+    {"every_axis_host3", every_axis_1},
+    {"every_axis_cl_cpu", every_axis_2},
+    {"every_axis_cl_gpu", every_axis_3},
+    {"every_axis_cl_cpu_tiny", every_axis_4},
+    {"every_axis_cl_gpu_tiny", every_axis_5},
+    {"boundaries_host1", boundaries_0},
+    {"boundaries_host3", boundaries_1},
+    {"boundaries_cl_cpu", boundaries_2},
+    {"boundaries_cl_gpu", boundaries_3},
+    {"boundaries_cl_cpu_tiny", boundaries_4},
+    {"boundaries_cl_gpu_tiny", boundaries_5},
+    {"errors", errors},
+    {"forced_kernels", forced_kernels},
+    {"concurrent_streams", concurrent_streams},
+    {"planner", planner},
+};
+
+int main(int argc, char **argv)
+{
+    int rc = check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+    for (size_t i = 0; i < NBACKENDS; i++) {
+        tally_stream_close(backends[i].s);
+        tally_engine_close(backends[i].e);
+    }
+    return rc;
+}
