@@ -529,7 +529,8 @@ tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
     err |= clSetKernelArg(s->copy, 1, sizeof b.out, &b.out);
     err |= clSetKernelArg(s->copy, 2, sizeof n16, &n16);
     err |= clSetKernelArg(s->copy, 3, sizeof tail, &tail);
-    size_t local = 256, global = ((n16 ? n16 : 1) + local - 1) / local * local;
+    size_t local = 256;
+    size_t global = ((n16 ? n16 : 1) + local - 1) / local * local;
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(s->q, s->copy, 1, NULL, &global, &local,
                                      0, NULL, NULL);

@@ -61,13 +61,21 @@ unsigned tally_host_threads(const tally_host *h)
     return tally_pool_threads(h->pool);
 }
 
+/* The hot loops are compiled twice on x86-64: for the baseline and for
+ * AVX2, picked at load time by the CPU (GCC's target_clones). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TALLY_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TALLY_VECTOR_CLONES
+#endif
+
 /* ------------------------------------------------------------------------
  * Vectors of 8 lanes and in-register scans. __builtin_shufflevector takes
  * lanes 0-7 from its first operand (zeros here) and 8-15 from the second.
  */
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
+typedef float v2f __attribute__((vector_size(8)));
 typedef double v8d __attribute__((vector_size(64)));
 typedef uint8_t v8u8 __attribute__((vector_size(8)));
 typedef uint16_t v8u16 __attribute__((vector_size(16)));
@@ -167,35 +175,64 @@ DEFINE_SEG_EXACT(seg_u32, uint32_t, v8u32)
 DEFINE_SEG_EXACT(seg_u64, uint64_t, v8u64)
 DEFINE_SEG_EXACT(seg_f64, double, v8d)
 
-/* float32: vector sums in float32, carry in float64. */
-static inline v8f add_carry(v8f s, double c)
+/* float32: sums of 4-lane vectors in float32, the carry in float64. Each
+ * 4-lane half is widened separately, which compiles to plain SSE2. */
+typedef double v2d __attribute__((vector_size(16)));
+
+static inline v4f scan4f(v4f x, int rev)
 {
-    v4f lo = __builtin_shufflevector(s, s, 0, 1, 2, 3);
-    v4f hi = __builtin_shufflevector(s, s, 4, 5, 6, 7);
-    v4d dlo = __builtin_convertvector(lo, v4d) + c;
-    v4d dhi = __builtin_convertvector(hi, v4d) + c;
-    lo = __builtin_convertvector(dlo, v4f);
-    hi = __builtin_convertvector(dhi, v4f);
-    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+    v4f z = {0};
+    if (rev) {
+        x += __builtin_shufflevector(z, x, 5, 6, 7, 0);
+        x += __builtin_shufflevector(z, x, 6, 7, 0, 1);
+    } else {
+        x += __builtin_shufflevector(z, x, 0, 4, 5, 6);
+        x += __builtin_shufflevector(z, x, 0, 1, 4, 5);
+    }
+    return x;
 }
 
+/* One 4-lane group: o = the (exclusive or inclusive) scan plus the carry,
+ * rounded once to float32; returns the group's total. */
+static inline float group4(const float *src, float *dst, double c, int rev,
+                           int excl)
+{
+    v4f x, s, o;
+    memcpy(&x, src, sizeof x);
+    s = scan4f(x, rev);
+    if (excl) {
+        v4f z = {0};
+        o = rev ? __builtin_shufflevector(z, s, 5, 6, 7, 0)
+                : __builtin_shufflevector(z, s, 0, 4, 5, 6);
+    } else {
+        o = s;
+    }
+    v2d lo = __builtin_convertvector(__builtin_shufflevector(o, o, 0, 1), v2d) + c;
+    v2d hi = __builtin_convertvector(__builtin_shufflevector(o, o, 2, 3), v2d) + c;
+    v4f r = __builtin_shufflevector(__builtin_convertvector(lo, v2f),
+                                    __builtin_convertvector(hi, v2f), 0, 1, 2,
+                                    3);
+    memcpy(dst, &r, sizeof r);
+    return rev ? s[0] : s[3];
+}
+
+TALLY_VECTOR_CLONES
 static void seg_f32(const float *src, float *dst, size_t len, double *carry,
                     int rev, int excl)
 {
     double c = *carry;
-    size_t nv = len / 8, tail = len % 8;
-    for (size_t k = 0; k < nv; k++) {
-        size_t off = rev ? len - 8 * k - 8 : 8 * k;
-        v8f x, s, o;
-        memcpy(&x, src + off, sizeof x);
-        s = rev ? VSCAN(v8f, x, 1) : VSCAN(v8f, x, 0);
-        o = excl ? (rev ? VEXCL(v8f, s, 1) : VEXCL(v8f, s, 0)) : s;
-        o = add_carry(o, c);
-        memcpy(dst + off, &o, sizeof o);
-        c += rev ? s[0] : s[7];
+    size_t ng = len / 4, tail = len % 4;
+    if (!rev) {
+        for (size_t k = 0; k < ng; k++)
+            c += group4(src + 4 * k, dst + 4 * k, c, 0, excl);
+    } else {
+        for (size_t k = 0; k < ng; k++) {
+            size_t off = len - 4 * k - 4;
+            c += group4(src + off, dst + off, c, 1, excl);
+        }
     }
     for (size_t t = 0; t < tail; t++) {
-        size_t i = rev ? tail - 1 - t : nv * 8 + t;
+        size_t i = rev ? tail - 1 - t : ng * 4 + t;
         float x = src[i];
         if (excl) {
             dst[i] = (float)c;

@@ -1,0 +1,83 @@
+/*
+ * test_host.c - the host backend's ways of splitting work.
+ *
+ * The host backend scans whole lines per task when there are enough of
+ * them, and otherwise cuts lines into chunks and scans in two passes. Which
+ * happens depends on the thread count, so every shape here runs with 1 to
+ * 5 threads, against the reference.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ref.h"
+#include "scan_host.h"
+
+static void scan_and_check(tally_host *h, const tally_scan_desc *d,
+                           const char *what)
+{
+    tally_lines l;
+    CHECK(tally_lines_from_desc(d, &l, NULL, 0) == TALLY_E_OK, "%s", what);
+    size_t count = (size_t)l.elements;
+    void *in = check_alloc(count * 8), *out = check_alloc(count * 8);
+    ref_random(d->dtype, in, count, false);
+    ref_result r;
+    ref_scan(d, in, &r);
+    bool in_place = check_below(2);
+    if (in_place)
+        memcpy(out, in, l.bytes);
+    else
+        ref_poison(&r, out);
+    char msg[256], label[256];
+    snprintf(label, sizeof label, "%s %s %u threads%s%s%s", what,
+             tally_dtype_name(d->dtype), tally_host_threads(h),
+             d->reverse ? " reverse" : "", d->exclusive ? " exclusive" : "",
+             in_place ? " in-place" : "");
+    tally_err e = tally_host_scan(h, &l, in_place ? out : in, out, msg, sizeof msg);
+    CHECK(e == TALLY_E_OK, "%s: %s", label, msg);
+    CHECK(ref_compare(&r, out, label) == 0, "%s: wrong", label);
+    ref_free(&r);
+    free(in);
+    free(out);
+}
+
+static void thread_counts(void)
+{
+    struct {
+        const char *what;
+        int rank;
+        uint64_t shape[3];
+        int axis;
+    } shapes[] = {
+        {"one long line", 1, {200003}, 0},
+        {"two long lines", 2, {2, 70001}, 1},
+        {"many short lines", 2, {5000, 13}, 1},
+        {"few long columns", 2, {20000, 5}, 0},
+        {"wide columns", 3, {2, 1201, 700}, 1},
+        {"many column blocks", 3, {40, 50, 1100}, 1},
+        {"first axis", 3, {300, 9, 70}, 0},
+    };
+    for (unsigned threads = 1; threads <= 5; threads++) {
+        tally_host *h = tally_host_new(threads);
+        CHECK(h != NULL, "host of %u threads", threads);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            tally_scan_desc d = {.dtype = (tally_dtype)check_below(TALLY_NDTYPES),
+                                 .rank = shapes[s].rank, .axis = shapes[s].axis,
+                                 .reverse = check_below(2),
+                                 .exclusive = check_below(2)};
+            memcpy(d.shape, shapes[s].shape, sizeof shapes[s].shape);
+            scan_and_check(h, &d, shapes[s].what);
+        }
+        tally_host_free(h);
+    }
+}
+
+static const check_case cases[] = {
+    {"thread_counts", thread_counts},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}

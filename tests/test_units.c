@@ -1,0 +1,212 @@
+/*
+ * test_units.c - the engine's small modules: errors, dtypes, float16 and
+ * bfloat16 conversions, shape collapsing and the thread pool.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dtype.h"
+#include "error.h"
+#include "half.h"
+#include "pool.h"
+#include "tensor.h"
+
+static void error_table(void)
+{
+    for (int e = TALLY_E_OK; e <= TALLY_E_UNSUPPORTED; e++) {
+        const char *name = tally_err_name((tally_err)e);
+        const char *text = tally_strerror((tally_err)e);
+        int status = tally_err_http_status((tally_err)e);
+        CHECK(strcmp(name, "UNKNOWN") != 0 && text[0] != '\0', "code %d", e);
+        CHECK(e == TALLY_E_OK ? status == 200 : status >= 400 && status < 600,
+              "%s: status %d", name, status);
+    }
+    CHECK(tally_err_http_status(TALLY_E_AXIS) == 400, "AXIS is a 400");
+    CHECK(tally_err_http_status(TALLY_E_TOO_LARGE) == 413, "TOO_LARGE is a 413");
+    CHECK(tally_err_http_status(TALLY_E_NOMEM) == 503, "NOMEM is a 503");
+    CHECK(tally_err_http_status(TALLY_E_DEVICE) == 500, "DEVICE is a 500");
+    char buf[32];
+    CHECK(tally_fail(buf, sizeof buf, TALLY_E_AXIS, "axis %d", 7) == TALLY_E_AXIS
+              && strcmp(buf, "axis 7") == 0,
+          "tally_fail formats: %s", buf);
+    CHECK(tally_fail(NULL, 0, TALLY_E_RANK, "x") == TALLY_E_RANK, "NULL buffer");
+}
+
+static void dtype_table(void)
+{
+    static const char *names[] = {"float16", "bfloat16", "float32", "float64",
+                                  "int8", "int16", "int32", "int64",
+                                  "uint8", "uint16", "uint32", "uint64"};
+    static const char *kserve[] = {"FP16", "BF16", "FP32", "FP64",
+                                   "INT8", "INT16", "INT32", "INT64",
+                                   "UINT8", "UINT16", "UINT32", "UINT64"};
+    static const size_t sizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
+    for (int t = 0; t < TALLY_NDTYPES; t++) {
+        CHECK(strcmp(tally_dtype_name((tally_dtype)t), names[t]) == 0, "%d", t);
+        CHECK(strcmp(tally_dtype_kserve((tally_dtype)t), kserve[t]) == 0, "%d", t);
+        CHECK(tally_dtype_size((tally_dtype)t) == sizes[t], "%s size", names[t]);
+        CHECK(tally_dtype_parse(names[t], strlen(names[t])) == t, "parse %s",
+              names[t]);
+        CHECK(tally_dtype_parse(kserve[t], strlen(kserve[t])) == t, "parse %s",
+              kserve[t]);
+        CHECK(strstr(tally_dtype_list(), names[t]) != NULL, "list has %s",
+              names[t]);
+    }
+    CHECK(strncmp(tally_dtype_list(), "float16, ", 9) == 0, "list: %s",
+          tally_dtype_list());
+    CHECK(tally_dtype_parse("float", 5) == -1, "prefix is not a dtype");
+    CHECK(tally_dtype_parse("float322", 8) == -1, "longer is not a dtype");
+    CHECK(tally_dtype_parse("fp32", 4) == -1, "names are case-sensitive");
+    CHECK(tally_dtype_parse("", 0) == -1, "empty");
+    CHECK(tally_dtype_storage(TALLY_INT32) == tally_dtype_storage(TALLY_UINT32),
+          "signed and unsigned share a storage class");
+}
+
+/* The nearest float16 to x by search, ties to even: the reference for
+ * tally_f32_to_f16 on finite values. */
+static uint16_t nearest_f16(float x)
+{
+    uint16_t best = 0;
+    double bestd = INFINITY;
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        double v = tally_f16_to_f32((uint16_t)h);
+        double d = fabs(fabs((double)x) - v);
+        if (d < bestd || (d == bestd && (h & 1) == 0)) {
+            bestd = d;
+            best = (uint16_t)h;
+        }
+    }
+    /* beyond the largest finite value, halfway to the next power: inf */
+    if (fabs((double)x) >= 65520.0)
+        best = 0x7c00;
+    return (uint16_t)(best | (signbit(x) ? 0x8000 : 0));
+}
+
+static void half_conversions(void)
+{
+    /* every float16 and bfloat16 survives a round trip through float32 */
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = tally_f16_to_f32(h);
+        if (isnan(f))
+            CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(f))), "f16 NaN %04x", i);
+        else
+            CHECK(tally_f32_to_f16(f) == h, "f16 %04x -> %g -> %04x", i, f,
+                  tally_f32_to_f16(f));
+        float b = tally_bf16_to_f32(h);
+        if (isnan(b))
+            CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(b))), "bf16 NaN %04x", i);
+        else
+            CHECK(tally_f32_to_bf16(b) == h, "bf16 %04x", i);
+    }
+    /* known values */
+    CHECK(tally_f16_to_f32(0x3c00) == 1.0f, "1.0");
+    CHECK(tally_f16_to_f32(0x7bff) == 65504.0f, "max");
+    CHECK(tally_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal");
+    CHECK(tally_f32_to_f16(65520.0f) == 0x7c00, "65520 rounds to inf");
+    CHECK(tally_f32_to_f16(65519.99f) == 0x7bff, "just below rounds down");
+    CHECK(tally_f32_to_f16(0x1p-25f) == 0, "2^-25 ties to even zero");
+    CHECK(tally_f32_to_f16(0x1.000002p-25f) == 1, "above 2^-25 rounds up");
+    CHECK(tally_f32_to_f16(-INFINITY) == 0xfc00, "-inf");
+    CHECK(tally_f32_to_bf16(1.00390625f) == 0x3f80, "bf16 tie to even (down)");
+    CHECK(tally_f32_to_bf16(1.01171875f) == 0x3f82, "bf16 tie to even (up)");
+    /* NaN whose payload sits in the dropped bits stays NaN */
+    uint32_t nanbits = 0x7f800001u;
+    float snan;
+    memcpy(&snan, &nanbits, sizeof snan);
+    CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(snan))), "f16 NaN payload");
+    CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(snan))), "bf16 NaN payload");
+    /* random floats against a brute-force nearest search */
+    for (int i = 0; i < 300; i++) {
+        float x = (float)ldexp(check_unit() * 2 - 1, (int)check_below(44) - 26);
+        CHECK(tally_f32_to_f16(x) == nearest_f16(x), "f16 of %a: %04x, want %04x",
+              (double)x, tally_f32_to_f16(x), nearest_f16(x));
+    }
+}
+
+static void shapes(void)
+{
+    tally_lines l;
+    tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5},
+                         .axis = 1};
+    CHECK(tally_lines_from_desc(&d, &l, NULL, 0) == TALLY_E_OK, "valid");
+    CHECK(l.outer == 2 && l.n == 3 && l.inner == 20 && l.elements == 120
+              && l.bytes == 480,
+          "collapse: %llu %llu %llu", (unsigned long long)l.outer,
+          (unsigned long long)l.n, (unsigned long long)l.inner);
+    d.axis = -1;
+    tally_lines_from_desc(&d, &l, NULL, 0);
+    CHECK(l.outer == 24 && l.n == 5 && l.inner == 1, "axis -1");
+    d.axis = -4;
+    tally_lines_from_desc(&d, &l, NULL, 0);
+    CHECK(l.outer == 1 && l.n == 2 && l.inner == 60, "axis -4");
+    char msg[200];
+    d.axis = 4;
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_AXIS
+              && strstr(msg, "rank 4"),
+          "axis 4: %s", msg);
+    d.axis = -5;
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_AXIS, "-5");
+    d.axis = 0;
+    d.rank = 0;
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_RANK, "rank 0");
+    d.rank = 2;
+    d.shape[0] = 0;
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_OK
+              && l.elements == 0 && l.bytes == 0,
+          "empty");
+    d.shape[0] = UINT64_MAX;
+    d.shape[1] = 2;
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_TOO_LARGE,
+          "overflow");
+    d.dtype = TALLY_FLOAT64;
+    d.shape[0] = 1ull << 61;
+    d.shape[1] = 1;
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_TOO_LARGE,
+          "bytes overflow: %s", msg);
+}
+
+static atomic_uint hits[1000];
+
+static void count_task(void *arg, size_t i)
+{
+    (void)arg;
+    atomic_fetch_add(&hits[i], 1);
+}
+
+static void pool(void)
+{
+    for (unsigned threads = 1; threads <= 5; threads++) {
+        tally_pool *p = tally_pool_new(threads);
+        CHECK(p != NULL && tally_pool_threads(p) == threads, "pool of %u", threads);
+        for (int round = 0; round < 50; round++) {
+            size_t n = check_below(1000);
+            for (size_t i = 0; i < 1000; i++)
+                atomic_store(&hits[i], 0);
+            tally_pool_run(p, n, count_task, NULL);
+            for (size_t i = 0; i < 1000; i++)
+                CHECK(atomic_load(&hits[i]) == (i < n ? 1u : 0u),
+                      "%u threads, %zu tasks: task %zu ran %u times", threads, n,
+                      i, atomic_load(&hits[i]));
+        }
+        tally_pool_free(p);
+    }
+    tally_pool_free(NULL);
+}
+
+static const check_case cases[] = {
+    {"error_table", error_table},
+    {"dtype_table", dtype_table},
+    {"half_conversions", half_conversions},
+    {"shapes", shapes},
+    {"pool", pool},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
