@@ -83,10 +83,14 @@ all: $(ENGINE_LIB) $(TEST_BINS) $(BENCH_BIN)
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
 # one crash PoCL. Within one `make test` the directory is reused, so each
 # test after the first finds its kernels already compiled.
-POCL_DIR := $(abspath $(BUILD))/pocl-cache
-TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR)
+POCL_DIR := $(abspath build)/pocl-cache
+TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) \
+            LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+            UBSAN_OPTIONS=print_stacktrace=1
 
-test: test-units test-host test-engine test-accuracy
+# `make test` first installs whatever is missing (a no-op when all is).
+test: deps
+	$(Q)$(MAKE) --no-print-directory test-units test-host test-engine test-accuracy
 
 test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)

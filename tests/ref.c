@@ -19,48 +19,31 @@ bool ref_is_float(tally_dtype t)
 long double ref_get_f(tally_dtype t, const void *buf, size_t i)
 {
     switch (t) {
-    case TALLY_FLOAT16:
-        return tally_f16_to_f32(((const uint16_t *)buf)[i]);
-    case TALLY_BFLOAT16:
-        return tally_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case TALLY_FLOAT32:
-        return ((const float *)buf)[i];
-    case TALLY_FLOAT64:
-        return ((const double *)buf)[i];
-    default:
-        return (long double)ref_get_u(t, buf, i);
+    case TALLY_FLOAT16: return tally_f16_to_f32(((const uint16_t *)buf)[i]);
+    case TALLY_BFLOAT16: return tally_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case TALLY_FLOAT32: return ((const float *)buf)[i];
+    case TALLY_FLOAT64: return ((const double *)buf)[i];
+    default: return (long double)ref_get_u(t, buf, i);
     }
 }
 
 uint64_t ref_get_u(tally_dtype t, const void *buf, size_t i)
 {
     switch (tally_dtype_size(t)) {
-    case 1:
-        return ((const uint8_t *)buf)[i];
-    case 2:
-        return ((const uint16_t *)buf)[i];
-    case 4:
-        return ((const uint32_t *)buf)[i];
-    default:
-        return ((const uint64_t *)buf)[i];
+    case 1: return ((const uint8_t *)buf)[i];
+    case 2: return ((const uint16_t *)buf)[i];
+    case 4: return ((const uint32_t *)buf)[i];
+    default: return ((const uint64_t *)buf)[i];
     }
 }
 
 void ref_set_u(tally_dtype t, void *buf, size_t i, uint64_t v)
 {
     switch (tally_dtype_size(t)) {
-    case 1:
-        ((uint8_t *)buf)[i] = (uint8_t)v;
-        break;
-    case 2:
-        ((uint16_t *)buf)[i] = (uint16_t)v;
-        break;
-    case 4:
-        ((uint32_t *)buf)[i] = (uint32_t)v;
-        break;
-    default:
-        ((uint64_t *)buf)[i] = v;
-        break;
+    case 1: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case 2: ((uint16_t *)buf)[i] = (uint16_t)v; break;
+    case 4: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+    default: ((uint64_t *)buf)[i] = v; break;
     }
 }
 
@@ -73,15 +56,9 @@ void ref_set_f(tally_dtype t, void *buf, size_t i, long double v)
     case TALLY_BFLOAT16:
         ((uint16_t *)buf)[i] = tally_f32_to_bf16((float)v);
         break;
-    case TALLY_FLOAT32:
-        ((float *)buf)[i] = (float)v;
-        break;
-    case TALLY_FLOAT64:
-        ((double *)buf)[i] = (double)v;
-        break;
-    default:
-        ref_set_u(t, buf, i, (uint64_t)(int64_t)v);
-        break;
+    case TALLY_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case TALLY_FLOAT64: ((double *)buf)[i] = (double)v; break;
+    default: ref_set_u(t, buf, i, (uint64_t)(int64_t)v); break;
     }
 }
 
@@ -146,30 +123,23 @@ long double ref_tolerance(tally_dtype t, long double exact, long double abs,
 {
     long double m = fabsl(exact);
     switch (t) {
-    case TALLY_FLOAT16:
-        return 0x1p-19L * abs + 0x1.01p-11L * m + 0x1p-24L;
-    case TALLY_BFLOAT16:
-        return 0x1p-19L * abs + 0x1.01p-8L * m + 0x1p-133L;
-    case TALLY_FLOAT32:
-        return 0x1p-19L * abs + 0x1p-24L * m + 0x1p-149L;
+    case TALLY_FLOAT16: return 0x1p-19L * abs + 0x1.01p-11L * m + 0x1p-24L;
+    case TALLY_BFLOAT16: return 0x1p-19L * abs + 0x1.01p-8L * m + 0x1p-133L;
+    case TALLY_FLOAT32: return 0x1p-19L * abs + 0x1p-24L * m + 0x1p-149L;
     case TALLY_FLOAT64:
-        return (long double)(n + 16) * 0x1p-53L * abs + 0x1p-53L * m + 0x1p-1074L;
-    default:
-        return 0;
+        return (long double)(n + 16) * 0x1p-53L * abs + 0x1p-53L * m
+               + 0x1p-1074L;
+    default: return 0;
     }
 }
 
 static long double max_finite(tally_dtype t)
 {
     switch (t) {
-    case TALLY_FLOAT16:
-        return 65504.0L;
-    case TALLY_BFLOAT16:
-        return 0x1.fep127L;
-    case TALLY_FLOAT32:
-        return FLT_MAX;
-    default:
-        return DBL_MAX;
+    case TALLY_FLOAT16: return 65504.0L;
+    case TALLY_BFLOAT16: return 0x1.fep127L;
+    case TALLY_FLOAT32: return FLT_MAX;
+    default: return DBL_MAX;
     }
 }
 
@@ -204,13 +174,15 @@ size_t ref_compare(const ref_result *r, const void *got, const char *what)
             else if (fabsl(x) + tol < big)
                 ok = !isnan(y) && fabsl(y - x) <= tol;
             else /* straddles the largest finite value */
-                ok = (isinf(y) && signbit(y) == signbit(x)) || fabsl(y - x) <= tol;
+                ok = (isinf(y) && signbit(y) == signbit(x))
+                     || fabsl(y - x) <= tol;
             snprintf(want, sizeof want, "%.12Lg (tol %.3Lg)", x, tol);
             snprintf(have, sizeof have, "%.12Lg", y);
         } else {
-            uint64_t mask = tally_dtype_size(l->dtype) == 8
-                                ? ~0ull
-                                : (1ull << (8 * tally_dtype_size(l->dtype))) - 1;
+            uint64_t mask =
+                tally_dtype_size(l->dtype) == 8
+                    ? ~0ull
+                    : (1ull << (8 * tally_dtype_size(l->dtype))) - 1;
             uint64_t y = ref_get_u(l->dtype, got, i), x = r->u[i] & mask;
             ok = y == x;
             snprintf(want, sizeof want, "%llu", (unsigned long long)x);
@@ -237,7 +209,8 @@ void ref_random(tally_dtype t, void *buf, size_t count, bool small)
     }
     /* float16 sums must stay below 65504: keep its values small */
     int span = t == TALLY_FLOAT16 ? 0 : 4;
-    long double scale = ldexpl(1.0L, (int)check_below((uint64_t)(2 * span + 1)) - span);
+    long double scale =
+        ldexpl(1.0L, (int)check_below((uint64_t)(2 * span + 1)) - span);
     if (t == TALLY_FLOAT16)
         scale = 0.25L;
     for (size_t i = 0; i < count; i++) {

@@ -17,9 +17,9 @@
 
 typedef struct {
     tally_lines l;
-    long double *f; /* float types: exact-ish sums */
+    long double *f;   /* float types: exact-ish sums */
     long double *abs; /* float types: running sums of |x| */
-    uint64_t *u;   /* integer types: sums modulo 2^64 */
+    uint64_t *u;      /* integer types: sums modulo 2^64 */
 } ref_result;
 
 /* Reads element i of a buffer of dtype t as a long double / as raw bits. */

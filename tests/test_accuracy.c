@@ -92,7 +92,8 @@ static void run_on(const char *device)
         {"columns of 2^20", 2, {1u << 20, 64}, 0, false, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = cases[c].rank,
+        tally_scan_desc d = {.dtype = TALLY_FLOAT32,
+                             .rank = cases[c].rank,
                              .axis = cases[c].axis,
                              .reverse = cases[c].reverse,
                              .exclusive = cases[c].exclusive};
@@ -108,8 +109,8 @@ static void run_on(const char *device)
         double err = max_relative_error(out);
         printf("    %-28s %-14s max relative error %.3g\n",
                tally_engine_describe(e), cases[c].what, err);
-        CHECK(err < 1e-5, "%s %s: max relative error %g", device,
-              cases[c].what, err);
+        CHECK(err < 1e-5, "%s %s: max relative error %g", device, cases[c].what,
+              err);
     }
     free(out);
     tally_stream_close(s);

@@ -76,8 +76,9 @@ static backend *get_backend(size_t i)
         exit(2);
     }
     if (b->device == NULL && tally_engine_is_host(b->e)) {
-        fprintf(stderr, "backend %s: no OpenCL device (%s); these tests "
-                        "need one (install pocl-opencl-icd)\n",
+        fprintf(stderr,
+                "backend %s: no OpenCL device (%s); these tests "
+                "need one (install pocl-opencl-icd)\n",
                 b->name, tally_engine_describe(b->e));
         exit(2);
     }
@@ -110,7 +111,8 @@ static size_t run_case(backend *b, const tally_scan_desc *d, const void *in,
             fprintf(stderr, " %llu", (unsigned long long)d->shape[k]);
         fprintf(stderr, "\n");
     }
-    tally_err e = tally_scan(b->s, d, in_place ? out : in, out, msg, sizeof msg);
+    tally_err e =
+        tally_scan(b->s, d, in_place ? out : in, out, msg, sizeof msg);
     if (e != TALLY_E_OK) {
         CHECK(0, "%s: scan failed: %s: %s", what, tally_err_name(e), msg);
         bad = 1;
@@ -120,7 +122,8 @@ static size_t run_case(backend *b, const tally_scan_desc *d, const void *in,
             char shape[128] = "";
             for (int k = 0; k < d->rank; k++)
                 snprintf(shape + strlen(shape), sizeof shape - strlen(shape),
-                         "%s%llu", k ? "x" : "", (unsigned long long)d->shape[k]);
+                         "%s%llu", k ? "x" : "",
+                         (unsigned long long)d->shape[k]);
             CHECK(0, "%s shape %s: %zu of %llu elements wrong", what, shape,
                   bad, (unsigned long long)r.l.elements);
         }
@@ -143,6 +146,7 @@ typedef struct {
     double in[12], out[12];
 } golden;
 
+/* clang-format off */
 #define DML_IN {2, 1, 3, 5, 3, 8, 7, 3, 9, 6, 2, 4}
 static const golden goldens[] = {
     {"DirectML example 1", 4, {1, 1, 3, 4}, 3, false, false, DML_IN,
@@ -162,6 +166,7 @@ static const golden goldens[] = {
     {"OpenVINO example 4", 1, {5}, 0, true, true, {1, 2, 3, 4, 5},
      {14, 12, 9, 5, 0}},
 };
+/* clang-format on */
 
 static void golden_on(size_t bi)
 {
@@ -172,8 +177,10 @@ static void golden_on(size_t bi)
         for (int k = 0; k < G->rank; k++)
             n *= G->shape[k];
         for (int t = 0; t < TALLY_NDTYPES; t++) {
-            tally_scan_desc d = {.dtype = (tally_dtype)t, .rank = G->rank,
-                                 .axis = G->axis, .reverse = G->reverse,
+            tally_scan_desc d = {.dtype = (tally_dtype)t,
+                                 .rank = G->rank,
+                                 .axis = G->axis,
+                                 .reverse = G->reverse,
                                  .exclusive = G->exclusive};
             memcpy(d.shape, G->shape, sizeof G->shape);
             unsigned char in[96], out[96];
@@ -205,9 +212,9 @@ static void golden_on(size_t bi)
  * number) x direction x exclusive, each on a fresh random shape and fresh
  * random data, half of them in place.
  */
-static const uint64_t axis_sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17,
-                                      31, 32, 33, 63, 64, 65, 100, 127,
-                                      128, 129, 255, 257};
+static const uint64_t axis_sizes[] = {1,  2,   3,   4,   5,   7,   8,  9,
+                                      15, 16,  17,  31,  32,  33,  63, 64,
+                                      65, 100, 127, 128, 129, 255, 257};
 static const uint64_t other_sizes[] = {1, 1, 2, 2, 3, 4, 5, 7, 8, 9, 16, 17};
 
 static void random_shape(tally_scan_desc *d, int axis, uint64_t budget)
@@ -256,27 +263,57 @@ static void every_axis_on(size_t bi)
  * Sizes around vector, block, tile and work-group boundaries, and sizes
  * that need many tiles, for a few dtypes in every mode.
  */
-static const uint64_t line_lengths[] = {
-    1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1023,
-    1024, 1025, 4095, 4096, 4097, 8191, 8193, 16383, 16384, 16385, 32767,
-    32769, 3 * 16384 + 5, 100003};
-static const uint64_t inners[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65,
-                                  127, 129, 511, 512, 513, 1023, 1025, 4095,
-                                  4096, 4097};
+static const uint64_t line_lengths[] = {1,
+                                        2,
+                                        3,
+                                        4,
+                                        5,
+                                        7,
+                                        8,
+                                        9,
+                                        15,
+                                        16,
+                                        17,
+                                        63,
+                                        64,
+                                        65,
+                                        127,
+                                        128,
+                                        129,
+                                        1023,
+                                        1024,
+                                        1025,
+                                        4095,
+                                        4096,
+                                        4097,
+                                        8191,
+                                        8193,
+                                        16383,
+                                        16384,
+                                        16385,
+                                        32767,
+                                        32769,
+                                        3 * 16384 + 5,
+                                        100003};
+static const uint64_t inners[] = {1,   2,    3,    7,    8,    9,   15,  16,
+                                  17,  63,   64,   65,   127,  129, 511, 512,
+                                  513, 1023, 1025, 4095, 4096, 4097};
 
 static void boundaries_on(size_t bi)
 {
     backend *b = get_backend(bi);
     static const tally_dtype types[] = {TALLY_FLOAT32, TALLY_INT32,
-                                        TALLY_UINT8, TALLY_FLOAT64,
+                                        TALLY_UINT8,   TALLY_FLOAT64,
                                         TALLY_FLOAT16, TALLY_INT64};
     size_t ntypes = sizeof types / sizeof types[0];
     /* lines of every length, one to a few of them */
     for (size_t i = 0; i < sizeof line_lengths / sizeof line_lengths[0]; i++) {
         uint64_t n = line_lengths[i];
         uint64_t lines = n > 20000 ? 1 + check_below(3) : 1 + check_below(7);
-        tally_scan_desc d = {.dtype = types[check_below(ntypes)], .rank = 2,
-                             .shape = {lines, n}, .axis = 1};
+        tally_scan_desc d = {.dtype = types[check_below(ntypes)],
+                             .rank = 2,
+                             .shape = {lines, n},
+                             .axis = 1};
         int mode = (int)check_below(4);
         d.reverse = mode & 1;
         d.exclusive = mode >> 1;
@@ -294,8 +331,10 @@ static void boundaries_on(size_t bi)
             n = 3000 + check_below(3000); /* long columns: chained */
         while (outer * n * inner > 600000)
             n = n / 2 + 1;
-        tally_scan_desc d = {.dtype = types[check_below(ntypes)], .rank = 3,
-                             .shape = {outer, n, inner}, .axis = 1};
+        tally_scan_desc d = {.dtype = types[check_below(ntypes)],
+                             .rank = 3,
+                             .shape = {outer, n, inner},
+                             .axis = 1};
         int mode = (int)check_below(4);
         d.reverse = mode & 1;
         d.exclusive = mode >> 1;
@@ -317,10 +356,12 @@ static void special_values_on(size_t bi)
         double in[6];
         double incl[6];
     } cases[] = {
-        {{1, INFINITY, 2, 3, 4, 5}, {1, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY}},
+        {{1, INFINITY, 2, 3, 4, 5},
+         {1, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY}},
         {{1, INFINITY, -INFINITY, 3, 4, 5}, {1, INFINITY, NAN, NAN, NAN, NAN}},
         {{NAN, 1, 2, 3, 4, 5}, {NAN, NAN, NAN, NAN, NAN, NAN}},
-        {{1, 2, -INFINITY, 3, 4, 5}, {1, 3, -INFINITY, -INFINITY, -INFINITY, -INFINITY}},
+        {{1, 2, -INFINITY, 3, 4, 5},
+         {1, 3, -INFINITY, -INFINITY, -INFINITY, -INFINITY}},
     };
     static const tally_dtype types[] = {TALLY_FLOAT16, TALLY_BFLOAT16,
                                         TALLY_FLOAT32, TALLY_FLOAT64};
@@ -328,7 +369,8 @@ static void special_values_on(size_t bi)
         for (size_t t = 0; t < 4; t++)
             for (int layout = 0; layout < 2; layout++) {
                 /* as one line (rows kernels) and as a column (cols kernels) */
-                tally_scan_desc d = {.dtype = types[t], .rank = 2,
+                tally_scan_desc d = {.dtype = types[t],
+                                     .rank = 2,
                                      .shape = {layout ? 6 : 1, layout ? 1 : 6},
                                      .axis = layout ? 0 : 1};
                 unsigned char in[48], out[48];
@@ -353,8 +395,8 @@ static void special_values_on(size_t bi)
 static void empty_on(size_t bi)
 {
     backend *b = get_backend(bi);
-    tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 3, .shape = {4, 0, 5},
-                         .axis = 1};
+    tally_scan_desc d = {
+        .dtype = TALLY_FLOAT32, .rank = 3, .shape = {4, 0, 5}, .axis = 1};
     float guard = 42;
     char msg[128];
     for (int axis = -3; axis < 3; axis++) {
@@ -378,7 +420,8 @@ static void half_patterns_on(size_t bi)
     for (int t = 0; t < 2; t++)
         for (int cols = 0; cols < 2; cols++) {
             tally_dtype dt = t ? TALLY_BFLOAT16 : TALLY_FLOAT16;
-            tally_scan_desc d = {.dtype = dt, .rank = 2,
+            tally_scan_desc d = {.dtype = dt,
+                                 .rank = 2,
                                  .shape = {cols ? 1 : 65536, cols ? 65536 : 1},
                                  .axis = cols ? 0 : 1};
             memset(out, 0, 65536 * 2);
@@ -387,8 +430,10 @@ static void half_patterns_on(size_t bi)
             CHECK(e == TALLY_E_OK, "%s: %s", b->name, msg);
             unsigned long bad = 0;
             for (uint32_t i = 0; i < 65536; i++) {
-                float x = t ? tally_bf16_to_f32(in[i]) : tally_f16_to_f32(in[i]);
-                float y = t ? tally_bf16_to_f32(out[i]) : tally_f16_to_f32(out[i]);
+                float x =
+                    t ? tally_bf16_to_f32(in[i]) : tally_f16_to_f32(in[i]);
+                float y =
+                    t ? tally_bf16_to_f32(out[i]) : tally_f16_to_f32(out[i]);
                 /* -0 + nothing may come back as +0; NaN as any NaN */
                 bool ok = isnan(x) ? isnan(y) : x == y;
                 if (!ok && bad++ < 3)
@@ -404,12 +449,30 @@ static void half_patterns_on(size_t bi)
 }
 
 #define BACKEND_CASES(i)                                                       \
-    static void golden_##i(void) { golden_on(i); }                             \
-    static void every_axis_##i(void) { every_axis_on(i); }                     \
-    static void boundaries_##i(void) { boundaries_on(i); }                     \
-    static void special_##i(void) { special_values_on(i); }                    \
-    static void empty_##i(void) { empty_on(i); }                               \
-    static void half_patterns_##i(void) { half_patterns_on(i); }
+    static void golden_##i(void)                                               \
+    {                                                                          \
+        golden_on(i);                                                          \
+    }                                                                          \
+    static void every_axis_##i(void)                                           \
+    {                                                                          \
+        every_axis_on(i);                                                      \
+    }                                                                          \
+    static void boundaries_##i(void)                                           \
+    {                                                                          \
+        boundaries_on(i);                                                      \
+    }                                                                          \
+    static void special_##i(void)                                              \
+    {                                                                          \
+        special_values_on(i);                                                  \
+    }                                                                          \
+    static void empty_##i(void)                                                \
+    {                                                                          \
+        empty_on(i);                                                           \
+    }                                                                          \
+    static void half_patterns_##i(void)                                        \
+    {                                                                          \
+        half_patterns_on(i);                                                   \
+    }
 BACKEND_CASES(0)
 BACKEND_CASES(1)
 BACKEND_CASES(2)
@@ -430,17 +493,20 @@ static void errors(void)
     tally_err e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_RANK && strstr(msg, "rank 0"), "rank 0: %d %s", e, msg);
 
-    d = (tally_scan_desc){.dtype = TALLY_FLOAT32, .rank = 3, .shape = {1, 2, 2},
-                          .axis = 3};
+    d = (tally_scan_desc){
+        .dtype = TALLY_FLOAT32, .rank = 3, .shape = {1, 2, 2}, .axis = 3};
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_AXIS && strstr(msg, "rank 3") && strstr(msg, "axis 3"),
           "axis 3 of rank 3: %d %s", e, msg);
     d.axis = -4;
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_AXIS && strstr(msg, "-3 to 2"), "axis -4: %d %s", e, msg);
+    CHECK(e == TALLY_E_AXIS && strstr(msg, "-3 to 2"), "axis -4: %d %s", e,
+          msg);
 
-    d = (tally_scan_desc){.dtype = TALLY_FLOAT32, .rank = 3,
-                          .shape = {1ull << 32, 1ull << 32, 2}, .axis = 0};
+    d = (tally_scan_desc){.dtype = TALLY_FLOAT32,
+                          .rank = 3,
+                          .shape = {1ull << 32, 1ull << 32, 2},
+                          .axis = 0};
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_TOO_LARGE, "overflowing shape: %d %s", e, msg);
     d.shape[2] = 0; /* an empty dimension must not hide the overflow */
@@ -460,7 +526,8 @@ static void errors(void)
 
     /* beyond 8 dimensions */
     backend *cl = get_backend(2);
-    d = (tally_scan_desc){.dtype = TALLY_INT32, .rank = 12,
+    d = (tally_scan_desc){.dtype = TALLY_INT32,
+                          .rank = 12,
                           .shape = {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}};
     for (int axis = -12; axis < 12; axis += 5) {
         d.axis = axis;
@@ -500,8 +567,8 @@ static void forced_kernels(void)
         tally_cl_stream *s = tally_cl_stream_new(&progs, msg, sizeof msg);
         CHECK(s != NULL, "stream: %s", msg);
         for (int c = 0; c < 150 && s != NULL; c++) {
-            tally_scan_desc d = {.dtype = (tally_dtype)check_below(TALLY_NDTYPES),
-                                 .rank = 3};
+            tally_scan_desc d = {
+                .dtype = (tally_dtype)check_below(TALLY_NDTYPES), .rank = 3};
             bool rows = check_below(2);
             d.shape[0] = 1 + check_below(4);
             d.shape[1] = 1 + check_below(check_below(3) ? 40 : 400);
@@ -511,8 +578,9 @@ static void forced_kernels(void)
             d.exclusive = check_below(2);
             tally_lines l;
             tally_lines_from_desc(&d, &l, NULL, 0);
-            tally_cl_kernel_id k = rows ? (tally_cl_kernel_id)check_below(4)
-                                        : (tally_cl_kernel_id)(2 + check_below(2));
+            tally_cl_kernel_id k =
+                rows ? (tally_cl_kernel_id)check_below(4)
+                     : (tally_cl_kernel_id)(2 + check_below(2));
             uint64_t hint = check_below(2 * d.shape[1] + 2);
             tally_cl_plan p;
             tally_cl_plan_force(&l, &L, k, hint, &p);
@@ -523,13 +591,13 @@ static void forced_kernels(void)
             ref_result r;
             ref_scan(&d, in, &r);
             ref_poison(&r, out);
-            tally_err e = tally_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
+            tally_err e =
+                tally_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
             char what[200];
             snprintf(what, sizeof what,
                      "%s %s %s %llux%llux%llu%s%s (hint %llu, %llu tiles)",
                      layouts[li], tally_cl_kernel_name(k),
-                     tally_dtype_name(d.dtype),
-                     (unsigned long long)d.shape[0],
+                     tally_dtype_name(d.dtype), (unsigned long long)d.shape[0],
                      (unsigned long long)d.shape[1],
                      (unsigned long long)d.shape[2], d.reverse ? " rev" : "",
                      d.exclusive ? " excl" : "", (unsigned long long)hint,
@@ -537,7 +605,8 @@ static void forced_kernels(void)
             if (e != TALLY_E_OK)
                 CHECK(0, "%s: %s", what, msg);
             else
-                CHECK(ref_compare(&r, out, what) == 0, "%s: wrong result", what);
+                CHECK(ref_compare(&r, out, what) == 0, "%s: wrong result",
+                      what);
             ref_free(&r);
             free(in);
             free(out);
@@ -569,8 +638,11 @@ static void *worker(void *vp)
     for (int i = 0; i < 40; i++) {
         /* deterministic per worker: check_rand() is not thread-safe */
         uint64_t n = 1000 + (uint64_t)((w->seed * 7919 + i * 104729) % 40000);
-        tally_scan_desc d = {.dtype = TALLY_INT32, .rank = 1, .shape = {n},
-                             .reverse = i % 2, .exclusive = (i / 2) % 2};
+        tally_scan_desc d = {.dtype = TALLY_INT32,
+                             .rank = 1,
+                             .shape = {n},
+                             .reverse = i % 2,
+                             .exclusive = (i / 2) % 2};
         int32_t *in = check_alloc(n * 4), *out = check_alloc(n * 4);
         for (uint64_t j = 0; j < n; j++)
             in[j] = (int32_t)((j * 2654435761u) ^ (uint32_t)w->seed);
@@ -615,8 +687,8 @@ static void concurrent_streams(void)
  */
 static void planner(void)
 {
-    tally_cl_device dev = {.type = CL_DEVICE_TYPE_CPU, .compute_units = 2,
-                           .max_wg = 4096};
+    tally_cl_device dev = {
+        .type = CL_DEVICE_TYPE_CPU, .compute_units = 2, .max_wg = 4096};
     const char *layouts[] = {"cpu", "gpu", "cpu,row_k=16,col_w=16"};
     for (size_t li = 0; li < 3; li++) {
         tally_cl_layout L;
@@ -625,7 +697,9 @@ static void planner(void)
             tally_lines l = {.dtype = TALLY_FLOAT32};
             l.outer = 1 + check_below(check_below(2) ? 10 : 100000);
             l.n = 1 + check_below(check_below(2) ? 20 : 1000000);
-            l.inner = check_below(2) ? 1 : 1 + check_below(check_below(2) ? 9 : 70000);
+            l.inner = check_below(2)
+                          ? 1
+                          : 1 + check_below(check_below(2) ? 9 : 70000);
             tally_cl_plan p;
             tally_cl_plan_make(&l, &L, &p);
             bool rows = p.kernel == TALLY_K_ROWS_DIRECT

@@ -34,7 +34,8 @@ static void scan_and_check(tally_host *h, const tally_scan_desc *d,
              tally_dtype_name(d->dtype), tally_host_threads(h),
              d->reverse ? " reverse" : "", d->exclusive ? " exclusive" : "",
              in_place ? " in-place" : "");
-    tally_err e = tally_host_scan(h, &l, in_place ? out : in, out, msg, sizeof msg);
+    tally_err e =
+        tally_host_scan(h, &l, in_place ? out : in, out, msg, sizeof msg);
     CHECK(e == TALLY_E_OK, "%s: %s", label, msg);
     CHECK(ref_compare(&r, out, label) == 0, "%s: wrong", label);
     ref_free(&r);
@@ -62,8 +63,10 @@ static void thread_counts(void)
         tally_host *h = tally_host_new(threads);
         CHECK(h != NULL, "host of %u threads", threads);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            tally_scan_desc d = {.dtype = (tally_dtype)check_below(TALLY_NDTYPES),
-                                 .rank = shapes[s].rank, .axis = shapes[s].axis,
+            tally_scan_desc d = {.dtype =
+                                     (tally_dtype)check_below(TALLY_NDTYPES),
+                                 .rank = shapes[s].rank,
+                                 .axis = shapes[s].axis,
                                  .reverse = check_below(2),
                                  .exclusive = check_below(2)};
             memcpy(d.shape, shapes[s].shape, sizeof shapes[s].shape);

@@ -26,29 +26,34 @@ static void error_table(void)
               "%s: status %d", name, status);
     }
     CHECK(tally_err_http_status(TALLY_E_AXIS) == 400, "AXIS is a 400");
-    CHECK(tally_err_http_status(TALLY_E_TOO_LARGE) == 413, "TOO_LARGE is a 413");
+    CHECK(tally_err_http_status(TALLY_E_TOO_LARGE) == 413,
+          "TOO_LARGE is a 413");
     CHECK(tally_err_http_status(TALLY_E_NOMEM) == 503, "NOMEM is a 503");
     CHECK(tally_err_http_status(TALLY_E_DEVICE) == 500, "DEVICE is a 500");
     char buf[32];
-    CHECK(tally_fail(buf, sizeof buf, TALLY_E_AXIS, "axis %d", 7) == TALLY_E_AXIS
+    CHECK(tally_fail(buf, sizeof buf, TALLY_E_AXIS, "axis %d", 7)
+                  == TALLY_E_AXIS
               && strcmp(buf, "axis 7") == 0,
           "tally_fail formats: %s", buf);
-    CHECK(tally_fail(NULL, 0, TALLY_E_RANK, "x") == TALLY_E_RANK, "NULL buffer");
+    CHECK(tally_fail(NULL, 0, TALLY_E_RANK, "x") == TALLY_E_RANK,
+          "NULL buffer");
 }
 
 static void dtype_table(void)
 {
     static const char *names[] = {"float16", "bfloat16", "float32", "float64",
-                                  "int8", "int16", "int32", "int64",
-                                  "uint8", "uint16", "uint32", "uint64"};
-    static const char *kserve[] = {"FP16", "BF16", "FP32", "FP64",
-                                   "INT8", "INT16", "INT32", "INT64",
+                                  "int8",    "int16",    "int32",   "int64",
+                                  "uint8",   "uint16",   "uint32",  "uint64"};
+    static const char *kserve[] = {"FP16",  "BF16",   "FP32",   "FP64",
+                                   "INT8",  "INT16",  "INT32",  "INT64",
                                    "UINT8", "UINT16", "UINT32", "UINT64"};
     static const size_t sizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
     for (int t = 0; t < TALLY_NDTYPES; t++) {
         CHECK(strcmp(tally_dtype_name((tally_dtype)t), names[t]) == 0, "%d", t);
-        CHECK(strcmp(tally_dtype_kserve((tally_dtype)t), kserve[t]) == 0, "%d", t);
-        CHECK(tally_dtype_size((tally_dtype)t) == sizes[t], "%s size", names[t]);
+        CHECK(strcmp(tally_dtype_kserve((tally_dtype)t), kserve[t]) == 0, "%d",
+              t);
+        CHECK(tally_dtype_size((tally_dtype)t) == sizes[t], "%s size",
+              names[t]);
         CHECK(tally_dtype_parse(names[t], strlen(names[t])) == t, "parse %s",
               names[t]);
         CHECK(tally_dtype_parse(kserve[t], strlen(kserve[t])) == t, "parse %s",
@@ -93,13 +98,15 @@ static void half_conversions(void)
         uint16_t h = (uint16_t)i;
         float f = tally_f16_to_f32(h);
         if (isnan(f))
-            CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(f))), "f16 NaN %04x", i);
+            CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(f))), "f16 NaN %04x",
+                  i);
         else
             CHECK(tally_f32_to_f16(f) == h, "f16 %04x -> %g -> %04x", i, f,
                   tally_f32_to_f16(f));
         float b = tally_bf16_to_f32(h);
         if (isnan(b))
-            CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(b))), "bf16 NaN %04x", i);
+            CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(b))),
+                  "bf16 NaN %04x", i);
         else
             CHECK(tally_f32_to_bf16(b) == h, "bf16 %04x", i);
     }
@@ -119,20 +126,22 @@ static void half_conversions(void)
     float snan;
     memcpy(&snan, &nanbits, sizeof snan);
     CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(snan))), "f16 NaN payload");
-    CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(snan))), "bf16 NaN payload");
+    CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(snan))),
+          "bf16 NaN payload");
     /* random floats against a brute-force nearest search */
     for (int i = 0; i < 300; i++) {
         float x = (float)ldexp(check_unit() * 2 - 1, (int)check_below(44) - 26);
-        CHECK(tally_f32_to_f16(x) == nearest_f16(x), "f16 of %a: %04x, want %04x",
-              (double)x, tally_f32_to_f16(x), nearest_f16(x));
+        CHECK(tally_f32_to_f16(x) == nearest_f16(x),
+              "f16 of %a: %04x, want %04x", (double)x, tally_f32_to_f16(x),
+              nearest_f16(x));
     }
 }
 
 static void shapes(void)
 {
     tally_lines l;
-    tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5},
-                         .axis = 1};
+    tally_scan_desc d = {
+        .dtype = TALLY_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5}, .axis = 1};
     CHECK(tally_lines_from_desc(&d, &l, NULL, 0) == TALLY_E_OK, "valid");
     CHECK(l.outer == 2 && l.n == 3 && l.inner == 20 && l.elements == 120
               && l.bytes == 480,
@@ -153,7 +162,8 @@ static void shapes(void)
     CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_AXIS, "-5");
     d.axis = 0;
     d.rank = 0;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_RANK, "rank 0");
+    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_RANK,
+          "rank 0");
     d.rank = 2;
     d.shape[0] = 0;
     CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_OK
@@ -182,7 +192,8 @@ static void pool(void)
 {
     for (unsigned threads = 1; threads <= 5; threads++) {
         tally_pool *p = tally_pool_new(threads);
-        CHECK(p != NULL && tally_pool_threads(p) == threads, "pool of %u", threads);
+        CHECK(p != NULL && tally_pool_threads(p) == threads, "pool of %u",
+              threads);
         for (int round = 0; round < 50; round++) {
             size_t n = check_below(1000);
             for (size_t i = 0; i < 1000; i++)
@@ -190,8 +201,8 @@ static void pool(void)
             tally_pool_run(p, n, count_task, NULL);
             for (size_t i = 0; i < 1000; i++)
                 CHECK(atomic_load(&hits[i]) == (i < n ? 1u : 0u),
-                      "%u threads, %zu tasks: task %zu ran %u times", threads, n,
-                      i, atomic_load(&hits[i]));
+                      "%u threads, %zu tasks: task %zu ran %u times", threads,
+                      n, i, atomic_load(&hits[i]));
         }
         tally_pool_free(p);
     }

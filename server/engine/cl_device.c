@@ -18,7 +18,8 @@ const char *tally_cl_strerror(cl_int err)
     case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
     case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
     case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
-    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+        return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
     case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
     case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
     case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
@@ -49,7 +50,8 @@ const char *tally_cl_strerror(cl_int err)
     case CL_INVALID_EVENT_WAIT_LIST: return "CL_INVALID_EVENT_WAIT_LIST";
     case CL_INVALID_OPERATION: return "CL_INVALID_OPERATION";
     case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
+    case -1001:
+        return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
     default: return "unknown OpenCL error";
     }
 }
@@ -68,7 +70,8 @@ static bool contains_nocase(const char *hay, const char *needle)
     for (; *hay != '\0'; hay++) {
         size_t i = 0;
         while (i < n && hay[i] != '\0'
-               && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+               && tolower((unsigned char)hay[i])
+                      == tolower((unsigned char)needle[i]))
             i++;
         if (i == n)
             return true;

@@ -26,7 +26,7 @@ typedef struct {
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
-    char name[256];     /* "Portable Computing Language / pthread-..." */
+    char name[256]; /* "Portable Computing Language / pthread-..." */
     cl_device_type type;
     cl_uint compute_units;
     size_t max_wg;      /* CL_DEVICE_MAX_WORK_GROUP_SIZE */

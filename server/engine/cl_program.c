@@ -44,8 +44,7 @@ static bool layout_override(tally_cl_layout *l, const char *opts)
         *field = (unsigned)v;
         opts = *end == ',' ? end + 1 : end;
     }
-    return l->row_k % 8 == 0 && l->col_w % 8 == 0
-           && (l->wg & (l->wg - 1)) == 0;
+    return l->row_k % 8 == 0 && l->col_w % 8 == 0 && (l->wg & (l->wg - 1)) == 0;
 }
 
 bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
@@ -111,8 +110,8 @@ static tally_err build(const tally_cl_device *dev, const unsigned char *src,
 {
     cl_int err;
     const char *text = (const char *)src;
-    cl_program prog = clCreateProgramWithSource(dev->context, 1, &text, &len,
-                                                &err);
+    cl_program prog =
+        clCreateProgramWithSource(dev->context, 1, &text, &len, &err);
     if (err != CL_SUCCESS)
         return tally_fail(msg, msglen, TALLY_E_DEVICE,
                           "cannot create the %s program: %s", what,

@@ -13,7 +13,8 @@ static const struct {
     tally_storage storage;
 } dtypes[TALLY_NDTYPES] = {
 #define TALLY_DTYPE_ROW(id, name, kserve, size, kind, storage)                 \
-    [TALLY_##id] = {name, kserve, size, TALLY_KIND_##kind, TALLY_STORAGE_##storage},
+    [TALLY_##id] = {name, kserve, size, TALLY_KIND_##kind,                     \
+                    TALLY_STORAGE_##storage},
     TALLY_DTYPES(TALLY_DTYPE_ROW)
 #undef TALLY_DTYPE_ROW
 };
@@ -21,7 +22,8 @@ static const struct {
 int tally_dtype_parse(const char *s, size_t len)
 {
     for (int t = 0; t < TALLY_NDTYPES; t++) {
-        if ((strlen(dtypes[t].name) == len && memcmp(dtypes[t].name, s, len) == 0)
+        if ((strlen(dtypes[t].name) == len
+             && memcmp(dtypes[t].name, s, len) == 0)
             || (strlen(dtypes[t].kserve) == len
                 && memcmp(dtypes[t].kserve, s, len) == 0))
             return t;

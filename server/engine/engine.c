@@ -67,10 +67,10 @@ tally_err tally_engine_open(const tally_engine_options *o, tally_engine **out,
     } else {
         bool none_at_all = false;
         char why[256];
-        tally_err err = tally_cl_device_open(spec, &e->dev, &none_at_all, why,
-                                             sizeof why);
-        bool automatic = spec == NULL || spec[0] == '\0'
-                         || strcmp(spec, "auto") == 0;
+        tally_err err =
+            tally_cl_device_open(spec, &e->dev, &none_at_all, why, sizeof why);
+        bool automatic =
+            spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0;
         if (err != TALLY_E_OK && automatic && none_at_all) {
             logf_(e, "%s; using the host backend", why);
             e->host = true;
@@ -101,8 +101,8 @@ tally_err tally_engine_open(const tally_engine_options *o, tally_engine **out,
                               o->layout);
         }
         tally_cl_programs_init(&e->progs, &e->dev, &layout);
-        snprintf(e->describe, sizeof e->describe, "%s (%s layout)",
-                 e->dev.name, layout.name);
+        snprintf(e->describe, sizeof e->describe, "%s (%s layout)", e->dev.name,
+                 layout.name);
     }
     logf_(e, "device: %s", e->describe);
 

@@ -14,8 +14,7 @@ const char *tally_strerror(tally_err e)
 {
     switch (e) {
 #define TALLY_ERR_TEXT(name, status, text)                                     \
-    case TALLY_E_##name:                                                       \
-        return text;
+    case TALLY_E_##name: return text;
         TALLY_ERRORS(TALLY_ERR_TEXT)
 #undef TALLY_ERR_TEXT
     }
@@ -26,8 +25,7 @@ const char *tally_err_name(tally_err e)
 {
     switch (e) {
 #define TALLY_ERR_NAME(name, status, text)                                     \
-    case TALLY_E_##name:                                                       \
-        return #name;
+    case TALLY_E_##name: return #name;
         TALLY_ERRORS(TALLY_ERR_NAME)
 #undef TALLY_ERR_NAME
     }
@@ -38,8 +36,7 @@ int tally_err_http_status(tally_err e)
 {
     switch (e) {
 #define TALLY_ERR_STATUS(name, status, text)                                   \
-    case TALLY_E_##name:                                                       \
-        return status;
+    case TALLY_E_##name: return status;
         TALLY_ERRORS(TALLY_ERR_STATUS)
 #undef TALLY_ERR_STATUS
     }

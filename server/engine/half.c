@@ -61,9 +61,9 @@ uint16_t tally_f32_to_f16(float f)
          * (2^-25 exactly is a tie with an even zero) */
         if (a <= 0x33000000u)
             return sign;
-        uint32_t e = a >> 23;                      /* 102 .. 112 */
-        uint32_t m = (a & 0x7fffffu) | 0x800000u;  /* 24-bit significand */
-        uint32_t shift = 126 - e;                  /* 14 .. 24 */
+        uint32_t e = a >> 23;                     /* 102 .. 112 */
+        uint32_t m = (a & 0x7fffffu) | 0x800000u; /* 24-bit significand */
+        uint32_t shift = 126 - e;                 /* 14 .. 24 */
         uint32_t q = m >> shift;
         uint32_t rem = m & ((1u << shift) - 1);
         uint32_t half = 1u << (shift - 1);

@@ -68,18 +68,12 @@ static size_t carry_size(tally_storage st)
     switch (st) {
     case TALLY_STORAGE_F16:
     case TALLY_STORAGE_BF16:
-    case TALLY_STORAGE_F32:
-        return 8;
-    case TALLY_STORAGE_F64:
-        return 16;
-    case TALLY_STORAGE_B8:
-        return 2;
-    case TALLY_STORAGE_B16:
-        return 4;
-    case TALLY_STORAGE_B32:
-        return 8;
-    case TALLY_STORAGE_B64:
-        return 16;
+    case TALLY_STORAGE_F32: return 8;
+    case TALLY_STORAGE_F64: return 16;
+    case TALLY_STORAGE_B8: return 2;
+    case TALLY_STORAGE_B16: return 4;
+    case TALLY_STORAGE_B32: return 8;
+    case TALLY_STORAGE_B64: return 16;
     }
     return 16;
 }
@@ -93,7 +87,8 @@ static void plan_finish(const tally_lines *l, const tally_cl_layout *L,
     p->groups = (size_t)(p->ntiles < g ? (p->ntiles ? p->ntiles : 1) : g);
     p->state_bytes = (size_t)(4 * (1 + p->ntiles));
     if (p->kernel == TALLY_K_ROWS_CHAINED)
-        p->vals_bytes = (size_t)(2 * p->ntiles * carry_size(tally_dtype_storage(l->dtype)));
+        p->vals_bytes =
+            (size_t)(2 * p->ntiles * carry_size(tally_dtype_storage(l->dtype)));
     else if (p->kernel == TALLY_K_COLS_CHAINED)
         p->vals_bytes = (size_t)(2 * p->ntiles * L->wg * p->cw
                                  * carry_size(tally_dtype_storage(l->dtype)));
@@ -175,7 +170,8 @@ void tally_cl_plan_force(const tally_lines *l, const tally_cl_layout *L,
         break;
     case TALLY_K_COLS_DIRECT:
     case TALLY_K_COLS_CHAINED:
-        if (p->kernel != TALLY_K_COLS_DIRECT && p->kernel != TALLY_K_COLS_CHAINED)
+        if (p->kernel != TALLY_K_COLS_DIRECT
+            && p->kernel != TALLY_K_COLS_CHAINED)
             plan_columns(l, L, 4 * (L->groups ? L->groups : 1), p);
         if (k == TALLY_K_COLS_DIRECT) {
             p->ntiles = l->outer * p->nblk;
@@ -184,8 +180,7 @@ void tally_cl_plan_force(const tally_lines *l, const tally_cl_layout *L,
             p->ntiles = l->outer * p->nblk * ceil_div(l->n, p->rows);
         }
         break;
-    case TALLY_NKERNELS:
-        break;
+    case TALLY_NKERNELS: break;
     }
     p->kernel = k;
     plan_finish(l, L, p);
@@ -309,9 +304,9 @@ static tally_err io_begin(tally_cl_stream *s, const void *in, void *out,
     if (s->dev->unified) {
         b->wrapped = true;
         if (in == out) {
-            b->in = b->out = clCreateBuffer(s->dev->context,
-                                            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
-                                            bytes, out, &err);
+            b->in = b->out = clCreateBuffer(
+                s->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes,
+                out, &err);
             if (err != CL_SUCCESS)
                 return cl_fail(msg, msglen, "clCreateBuffer", err);
             return TALLY_E_OK;
@@ -395,9 +390,10 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
     if (e != TALLY_E_OK)
         return e;
     if (p->ntiles >= (1ull << 31))
-        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
-                          "tensor needs %llu tiles, more than the kernels count",
-                          (unsigned long long)p->ntiles);
+        return tally_fail(
+            msg, msglen, TALLY_E_TOO_LARGE,
+            "tensor needs %llu tiles, more than the kernels count",
+            (unsigned long long)p->ntiles);
     e = reserve(s, &s->state, &s->state_cap, p->state_bytes, msg, msglen);
     if (e == TALLY_E_OK && p->vals_bytes)
         e = reserve(s, &s->vals, &s->vals_cap, p->vals_bytes, msg, msglen);
@@ -443,8 +439,7 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
         SET_ARG(k, 9, rows);
         SET_ARG(k, 10, mode);
         break;
-    case TALLY_NKERNELS:
-        break;
+    case TALLY_NKERNELS: break;
     }
 
     cl_uint zero = 0;
@@ -532,8 +527,8 @@ tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
     size_t local = 256;
     size_t global = ((n16 ? n16 : 1) + local - 1) / local * local;
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(s->q, s->copy, 1, NULL, &global, &local,
-                                     0, NULL, NULL);
+        err = clEnqueueNDRangeKernel(s->q, s->copy, 1, NULL, &global, &local, 0,
+                                     NULL, NULL);
     if (err != CL_SUCCESS)
         e = cl_fail(msg, msglen, "the copy kernel", err);
     return io_end(s, out, bytes, &b, e, msg, msglen);

@@ -207,11 +207,13 @@ static inline float group4(const float *src, float *dst, double c, int rev,
     } else {
         o = s;
     }
-    v2d lo = __builtin_convertvector(__builtin_shufflevector(o, o, 0, 1), v2d) + c;
-    v2d hi = __builtin_convertvector(__builtin_shufflevector(o, o, 2, 3), v2d) + c;
-    v4f r = __builtin_shufflevector(__builtin_convertvector(lo, v2f),
-                                    __builtin_convertvector(hi, v2f), 0, 1, 2,
-                                    3);
+    v2d lo =
+        __builtin_convertvector(__builtin_shufflevector(o, o, 0, 1), v2d) + c;
+    v2d hi =
+        __builtin_convertvector(__builtin_shufflevector(o, o, 2, 3), v2d) + c;
+    v4f r =
+        __builtin_shufflevector(__builtin_convertvector(lo, v2f),
+                                __builtin_convertvector(hi, v2f), 0, 1, 2, 3);
     memcpy(dst, &r, sizeof r);
     return rev ? s[0] : s[3];
 }
@@ -288,12 +290,8 @@ static void seg_scan(tally_storage st, const void *src, void *dst, size_t len,
         seg_half(src, dst, len, &c->f, rev, excl, tally_bf16_to_f32,
                  tally_f32_to_bf16);
         break;
-    case TALLY_STORAGE_F32:
-        seg_f32(src, dst, len, &c->f, rev, excl);
-        break;
-    case TALLY_STORAGE_F64:
-        seg_f64(src, dst, len, &c->f, rev, excl);
-        break;
+    case TALLY_STORAGE_F32: seg_f32(src, dst, len, &c->f, rev, excl); break;
+    case TALLY_STORAGE_F64: seg_f64(src, dst, len, &c->f, rev, excl); break;
     case TALLY_STORAGE_B8: {
         uint8_t v = (uint8_t)c->u;
         seg_u8(src, dst, len, &v, rev, excl);
@@ -312,9 +310,7 @@ static void seg_scan(tally_storage st, const void *src, void *dst, size_t len,
         c->u = v;
         break;
     }
-    case TALLY_STORAGE_B64:
-        seg_u64(src, dst, len, &c->u, rev, excl);
-        break;
+    case TALLY_STORAGE_B64: seg_u64(src, dst, len, &c->u, rev, excl); break;
     }
 }
 
@@ -346,30 +342,14 @@ static carry seg_sum(tally_storage st, const void *p, size_t len, size_t stride)
 {
     carry c = {0};
     switch (st) {
-    case TALLY_STORAGE_F16:
-        c.f = sum_f16(p, len, stride);
-        break;
-    case TALLY_STORAGE_BF16:
-        c.f = sum_bf16(p, len, stride);
-        break;
-    case TALLY_STORAGE_F32:
-        c.f = sum_f32(p, len, stride);
-        break;
-    case TALLY_STORAGE_F64:
-        c.f = sum_f64(p, len, stride);
-        break;
-    case TALLY_STORAGE_B8:
-        c.u = sum_u8(p, len, stride);
-        break;
-    case TALLY_STORAGE_B16:
-        c.u = sum_u16(p, len, stride);
-        break;
-    case TALLY_STORAGE_B32:
-        c.u = sum_u32(p, len, stride);
-        break;
-    case TALLY_STORAGE_B64:
-        c.u = sum_u64(p, len, stride);
-        break;
+    case TALLY_STORAGE_F16: c.f = sum_f16(p, len, stride); break;
+    case TALLY_STORAGE_BF16: c.f = sum_bf16(p, len, stride); break;
+    case TALLY_STORAGE_F32: c.f = sum_f32(p, len, stride); break;
+    case TALLY_STORAGE_F64: c.f = sum_f64(p, len, stride); break;
+    case TALLY_STORAGE_B8: c.u = sum_u8(p, len, stride); break;
+    case TALLY_STORAGE_B16: c.u = sum_u16(p, len, stride); break;
+    case TALLY_STORAGE_B32: c.u = sum_u32(p, len, stride); break;
+    case TALLY_STORAGE_B64: c.u = sum_u64(p, len, stride); break;
     }
     return c;
 }
@@ -523,8 +503,8 @@ static void task_rows_reduce(void *arg, size_t t)
     job *j = arg;
     size_t line = t / j->nchunks, chunk = t % j->nchunks, off, len;
     chunk_range(j, chunk, j->l->n, &off, &len);
-    j->carries[t] = seg_sum(j->st, j->in + (line * j->l->n + off) * j->size,
-                            len, 1);
+    j->carries[t] =
+        seg_sum(j->st, j->in + (line * j->l->n + off) * j->size, len, 1);
 }
 
 static void task_rows_scan(void *arg, size_t t)

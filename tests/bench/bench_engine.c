@@ -114,7 +114,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
             device = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--numpy PATH] [--device SPEC]\n",
+            fprintf(stderr,
+                    "usage: %s [--quick] [--numpy PATH] [--device SPEC]\n",
                     argv[0]);
             return 2;
         }
@@ -150,7 +151,8 @@ int main(int argc, char **argv)
         for (int d = 0; d < r->rank; d++)
             n *= r->shape[d];
         size_t bytes = n * sizeof(float);
-        float *in = aligned_alloc(4096, bytes), *out = aligned_alloc(4096, bytes);
+        float *in = aligned_alloc(4096, bytes),
+              *out = aligned_alloc(4096, bytes);
         if (in == NULL || out == NULL)
             die("alloc", "out of memory");
         srand(1);
@@ -158,8 +160,10 @@ int main(int argc, char **argv)
             in[i] = (float)rand() / (float)RAND_MAX;
         memset(out, 0, bytes);
 
-        tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = r->rank,
-                             .axis = r->axis, .reverse = r->reverse,
+        tally_scan_desc d = {.dtype = TALLY_FLOAT32,
+                             .rank = r->rank,
+                             .axis = r->axis,
+                             .reverse = r->reverse,
                              .exclusive = r->exclusive};
         memcpy(d.shape, r->shape, sizeof r->shape);
 

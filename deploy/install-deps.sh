@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs what tally needs to build, test and run on Debian 12 (bookworm):
+# a C compiler and make, the OpenCL ICD loader and headers, PoCL (an OpenCL
+# implementation for the CPU), xxd, and the libraries of the daemon and the
+# client. Python packages for the integration tests and benchmarks come
+# from PyPI. Safe to run again: it installs only what is missing.
+set -eu
+
+PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
+  libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev"
+PYTHON_PACKAGES="numpy pytest"
+
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+    || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing$missing"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if command -v "$PY" >/dev/null 2>&1; then
+  need=""
+  for m in $PYTHON_PACKAGES; do
+    "$PY" -c "import $m" 2>/dev/null || need="$need $m"
+  done
+  if [ -n "$need" ]; then
+    echo "install-deps: pip installing$need"
+    # shellcheck disable=SC2086
+    PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install -q --disable-pip-version-check $need
+  fi
+fi
