@@ -16,8 +16,9 @@ PREFIX  ?= /usr/local
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
-CPPFLAGS += -Iserver/engine
+CPPFLAGS += -Iserver -Iserver/codec -Iserver/engine
 LDLIBS  += -lOpenCL -lm -pthread
+DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz
 
 comma := ,
 ifeq ($(DEBUG),1)
@@ -51,6 +52,17 @@ $(BUILD)/gen/kernels.c: $(KERNELS)
 $(ENGINE_LIB): $(ENGINE_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
+# ---------------------------------------------------------------- daemon
+CODEC_SRC  := $(wildcard server/codec/*.c)
+CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o)
+DAEMON_SRC := $(wildcard server/*.c)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+TALLYD     := $(BUILD)/bin/tallyd
+
+$(TALLYD): $(DAEMON_OBJ) $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 # ---------------------------------------------------------------- tests
 TEST_NAMES := test_units test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
@@ -78,7 +90,7 @@ $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 .PHONY: all test test-units test-host test-engine test-accuracy \
         bench-engine deps clean format
 
-all: $(ENGINE_LIB) $(TEST_BINS) $(BENCH_BIN)
+all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN)
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
 # one crash PoCL. Within one `make test` the directory is reused, so each

@@ -17,7 +17,7 @@
 
 static void error_table(void)
 {
-    for (int e = TALLY_E_OK; e <= TALLY_E_UNSUPPORTED; e++) {
+    for (int e = TALLY_E_OK; e <= TALLY_E_ENCODING; e++) {
         const char *name = tally_err_name((tally_err)e);
         const char *text = tally_strerror((tally_err)e);
         int status = tally_err_http_status((tally_err)e);

@@ -6,6 +6,7 @@
  * keeps NaN a quiet NaN (setting the top fraction bit so that a NaN whose
  * payload lives only in the dropped bits does not turn into infinity).
  */
+#include <math.h>
 #include <string.h>
 
 #include "half.h"
@@ -90,4 +91,50 @@ uint16_t tally_f32_to_bf16(float f)
         return (uint16_t)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* Rounds |d| (finite, not NaN) to a binary format with `mbits` fraction
+ * bits, exponent bias `bias` and largest exponent field `emax` (all ones is
+ * inf/NaN); returns the bits without sign. Scaling by powers of two is
+ * exact in float64, so rint() (round to nearest even) rounds once. */
+static uint32_t round_f64(double a, int mbits, int bias, int emax)
+{
+    int min_exp = 1 - bias; /* exponent of the smallest normal */
+    if (a == 0)
+        return 0;
+    int ex;
+    frexp(a, &ex); /* a = m * 2^ex, m in [0.5, 1) */
+    int e = ex - 1; /* a = 1.f * 2^e */
+    if (e < min_exp) { /* subnormal: units of 2^(min_exp - mbits) */
+        double q = rint(ldexp(a, mbits - min_exp));
+        return (uint32_t)q; /* may be 1 << mbits: the smallest normal */
+    }
+    double q = rint(ldexp(a, mbits - e)); /* in [2^mbits, 2^(mbits+1)] */
+    if (q >= ldexp(1.0, mbits + 1)) {
+        q /= 2;
+        e++;
+    }
+    if (e + bias >= emax)
+        return (uint32_t)emax << mbits; /* overflow: infinity */
+    return ((uint32_t)(e + bias) << mbits) | ((uint32_t)q - (1u << mbits));
+}
+
+uint16_t tally_f64_to_f16(double d)
+{
+    uint16_t sign = signbit(d) ? 0x8000u : 0;
+    if (isnan(d))
+        return sign | 0x7e00u;
+    if (isinf(d))
+        return sign | 0x7c00u;
+    return sign | (uint16_t)round_f64(fabs(d), 10, 15, 31);
+}
+
+uint16_t tally_f64_to_bf16(double d)
+{
+    uint16_t sign = signbit(d) ? 0x8000u : 0;
+    if (isnan(d))
+        return sign | 0x7fc0u;
+    if (isinf(d))
+        return sign | 0x7f80u;
+    return sign | (uint16_t)round_f64(fabs(d), 7, 127, 255);
 }

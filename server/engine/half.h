@@ -14,4 +14,9 @@ uint16_t tally_f32_to_f16(float f);
 float tally_bf16_to_f32(uint16_t h);
 uint16_t tally_f32_to_bf16(float f);
 
+/* From float64 directly, rounding once (so that a decimal parsed with
+ * strtod is rounded to the 16-bit format once more, not twice). */
+uint16_t tally_f64_to_f16(double d);
+uint16_t tally_f64_to_bf16(double d);
+
 #endif

@@ -1,0 +1,561 @@
+/*
+ * api.c - the route handlers.
+ *
+ * Each handler validates and parses with the codecs, then submits a scan
+ * that runs in place on the request's own memory where the format allows:
+ * the tensor bytes of a raw body, of a .npy body, or of a KServe binary
+ * body are scanned where they arrived, and the reply sends them from
+ * there. JSON is parsed into a new buffer, and the reply streams text from
+ * it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api.h"
+#include "kserve.h"
+#include "native.h"
+#include "npy.h"
+
+/* ------------------------------------------------------------------------
+ * POST /v1/cumsum
+ */
+
+/* The media type of Content-Type, lower-cased, without parameters. */
+static void media_type(request *r, char *buf, size_t len)
+{
+    const char *ct = http_header(r, "Content-Type");
+    buf[0] = '\0';
+    if (ct == NULL)
+        return;
+    while (*ct == ' ')
+        ct++;
+    size_t n = 0;
+    while (ct[n] != '\0' && ct[n] != ';' && ct[n] != ' ' && n + 1 < len) {
+        buf[n] = (char)(ct[n] >= 'A' && ct[n] <= 'Z' ? ct[n] + 32 : ct[n]);
+        n++;
+    }
+    buf[n] = '\0';
+}
+
+/* axis, exclusive, reverse and direction from the query string. */
+static bool query_params(request *r, scan_params *p, char *msg, size_t msglen)
+{
+    const char *v;
+    memset(p, 0, sizeof *p);
+    if ((v = http_query(r, "axis")) != NULL) {
+        if (!parse_int_text("axis", v, &p->axis, msg, msglen))
+            return false;
+        p->has_axis = true;
+    }
+    if ((v = http_query(r, "exclusive")) != NULL) {
+        if (!parse_bool_text("exclusive", v, &p->exclusive, msg, msglen))
+            return false;
+        p->has_exclusive = true;
+    }
+    if ((v = http_query(r, "reverse")) != NULL) {
+        if (!parse_bool_text("reverse", v, &p->reverse, msg, msglen))
+            return false;
+        p->has_reverse = true;
+    }
+    if ((v = http_query(r, "direction")) != NULL) {
+        if (!parse_direction_text("direction", v, &p->decreasing, msg, msglen))
+            return false;
+        p->has_direction = true;
+    }
+    return true;
+}
+
+static void add_tensor_headers(request *r, const tally_scan_desc *d)
+{
+    char shape[TALLY_MAX_RANK * 21];
+    shape_to_text(d->shape, d->rank, shape, sizeof shape);
+    http_add_header(r, "Tensor-Dtype", tally_dtype_name(d->dtype));
+    http_add_header(r, "Tensor-Shape", shape);
+}
+
+/* JSON */
+typedef struct {
+    native_request req;
+} json_ctx;
+
+static void json_ctx_free(void *p)
+{
+    json_ctx *c = p;
+    free(c->req.data);
+    free(c);
+}
+
+static void finish_json(request *r)
+{
+    json_ctx *c = r->ctx;
+    json_writer w;
+    if (!native_json_writer(&w, &c->req.desc, c->req.data)) {
+        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+        return;
+    }
+    http_reply_json(r, 200, &w);
+}
+
+static void native_json(request *r)
+{
+    char msg[512];
+    static const char *const none[] = {NULL};
+    if (!http_query_known(r, none, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID,
+                   "%s: with a JSON body, axis, exclusive, reverse and "
+                   "direction are members of the JSON object",
+                   msg);
+        return;
+    }
+    json_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    tally_err e =
+        native_parse_json((const char *)r->body, r->body_len,
+                          r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        free(c);
+        http_error(r, e, "%s", msg);
+        return;
+    }
+    r->ctx = c;
+    r->ctx_free = json_ctx_free;
+    http_submit(r, &c->req.desc, c->req.data, -1, finish_json);
+}
+
+/* .npy */
+typedef struct {
+    tally_scan_desc desc;
+    void *data; /* in the body, or `copy` */
+    void *copy; /* the C-order copy of a Fortran-order array */
+    size_t bytes;
+} npy_ctx;
+
+static void npy_ctx_free(void *p)
+{
+    npy_ctx *c = p;
+    free(c->copy);
+    free(c);
+}
+
+static void finish_npy(request *r)
+{
+    npy_ctx *c = r->ctx;
+    uint8_t *head = malloc(NPY_MAX_HEADER);
+    if (head == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+        return;
+    }
+    size_t hlen =
+        npy_write_header(c->desc.dtype, c->desc.shape, c->desc.rank, head);
+    add_tensor_headers(r, &c->desc);
+    http_reply_parts(r, 200, "application/x-npy", (char *)head, hlen, c->data,
+                     c->bytes);
+}
+
+static void native_npy(request *r)
+{
+    char msg[512];
+    static const char *const allowed[] = {"axis",      "exclusive", "reverse",
+                                          "direction", "dtype",     NULL};
+    if (!http_query_known(r, allowed, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID, "%s", msg);
+        return;
+    }
+    const char *dt = http_query(r, "dtype");
+    bool bf16 = false;
+    if (dt != NULL) {
+        int t = tally_dtype_parse(dt, strlen(dt));
+        if (t != TALLY_BFLOAT16) {
+            http_error(r, TALLY_E_DTYPE,
+                       "dtype=%.32s: a .npy file names its own dtype; the "
+                       "dtype parameter only reads a 2-byte array as "
+                       "bfloat16 (dtype=bfloat16)",
+                       dt);
+            return;
+        }
+        bf16 = true;
+    }
+    npy_header h;
+    tally_err e = npy_parse(r->body, r->body_len, bf16, &h, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        http_error(r, e, "%s", msg);
+        return;
+    }
+    scan_params p;
+    npy_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    r->ctx = c;
+    r->ctx_free = npy_ctx_free;
+    c->desc.dtype = h.dtype;
+    c->desc.rank = h.rank;
+    memcpy(c->desc.shape, h.shape, sizeof h.shape);
+    if (!query_params(r, &p, msg, sizeof msg)
+        || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID, "%s", msg);
+        return;
+    }
+    size_t size = tally_dtype_size(h.dtype);
+    size_t count = h.data_bytes / size;
+    c->bytes = h.data_bytes;
+    c->data = r->body + h.data_offset;
+    if (h.big_endian)
+        npy_byteswap(c->data, count, size);
+    if (h.fortran_order && h.rank > 1 && count > 0) {
+        c->copy = tensor_alloc(h.data_bytes);
+        if (c->copy == NULL) {
+            http_error(r, TALLY_E_NOMEM,
+                       "out of memory reordering a Fortran-order array");
+            return;
+        }
+        npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
+        c->data = c->copy;
+    }
+    http_submit(r, &c->desc, c->data, -1, finish_npy);
+}
+
+/* raw bytes */
+typedef struct {
+    tally_scan_desc desc;
+} raw_ctx;
+
+static void finish_raw(request *r)
+{
+    raw_ctx *c = r->ctx;
+    add_tensor_headers(r, &c->desc);
+    http_reply_parts(r, 200, "application/octet-stream", NULL, 0, r->body,
+                     r->body_len);
+}
+
+static void native_raw(request *r)
+{
+    char msg[512];
+    static const char *const allowed[] = {
+        "axis", "exclusive", "reverse", "direction", "dtype", "shape", NULL};
+    if (!http_query_known(r, allowed, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID, "%s", msg);
+        return;
+    }
+    const char *dt = http_query(r, "dtype"), *sh = http_query(r, "shape");
+    if (dt == NULL || sh == NULL) {
+        http_error(r, TALLY_E_INVALID,
+                   "a raw body needs dtype and shape in the query string, "
+                   "such as ?dtype=float32&shape=3,4");
+        return;
+    }
+    raw_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    r->ctx = c;
+    r->ctx_free = free;
+    int t = tally_dtype_parse(dt, strlen(dt));
+    if (t < 0) {
+        http_error(r, TALLY_E_DTYPE,
+                   "unknown dtype \"%.32s\" (expected one of %s)", dt,
+                   tally_dtype_list());
+        return;
+    }
+    c->desc.dtype = (tally_dtype)t;
+    scan_params p;
+    if (!parse_shape_text("shape", sh, c->desc.shape, &c->desc.rank, msg,
+                          sizeof msg)
+        || !query_params(r, &p, msg, sizeof msg)
+        || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID, "%s", msg);
+        return;
+    }
+    tally_lines l;
+    tally_err e = tally_lines_from_desc(&c->desc, &l, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        http_error(r, e, "%s", msg);
+        return;
+    }
+    if (l.bytes != r->body_len) {
+        http_error(r, TALLY_E_INVALID,
+                   "the body has %zu bytes, but %s with shape [%s] takes %zu",
+                   r->body_len, tally_dtype_name(c->desc.dtype), sh, l.bytes);
+        return;
+    }
+    http_submit(r, &c->desc, r->body, -1, finish_raw);
+}
+
+static void native(request *r)
+{
+    char type[64];
+    media_type(r, type, sizeof type);
+    if (strcmp(type, "application/json") == 0)
+        native_json(r);
+    else if (strcmp(type, "application/x-npy") == 0
+             || strcmp(type, "application/npy") == 0)
+        native_npy(r);
+    else if (strcmp(type, "application/octet-stream") == 0)
+        native_raw(r);
+    else
+        http_error(r, TALLY_E_MEDIA_TYPE,
+                   "%s%s%s: POST /v1/cumsum takes application/json, "
+                   "application/x-npy or application/octet-stream",
+                   type[0] ? "Content-Type " : "no Content-Type",
+                   type[0] ? type : "", type[0] ? " is not supported" : "");
+}
+
+/* ------------------------------------------------------------------------
+ * KServe v2
+ */
+static void reply_owned_json(request *r, int status, char *text)
+{
+    if (text == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    http_reply_buffer(r, status, "application/json", text, strlen(text));
+}
+
+static char *copy_text(const char *s)
+{
+    return strdup(s);
+}
+
+static void server_metadata(request *r)
+{
+    reply_owned_json(r, 200, kserve_server_metadata(r->s->version));
+}
+
+static void health_live(request *r)
+{
+    reply_owned_json(r, 200, copy_text("{\"live\":true}"));
+}
+
+static void health_ready(request *r)
+{
+    if (atomic_load(&r->s->draining))
+        reply_owned_json(r, 503,
+                         copy_text("{\"ready\":false,\"error\":\"the "
+                                   "server is shutting down\"}"));
+    else
+        reply_owned_json(r, 200, copy_text("{\"ready\":true}"));
+}
+
+static void model_metadata(request *r)
+{
+    reply_owned_json(r, 200, kserve_model_metadata());
+}
+
+static void model_ready(request *r)
+{
+    bool draining = atomic_load(&r->s->draining);
+    reply_owned_json(r, draining ? 503 : 200,
+                     copy_text(draining
+                                   ? "{\"name\":\"cumsum\",\"ready\":false}"
+                                   : "{\"name\":\"cumsum\",\"ready\":true}"));
+}
+
+static void model_config(request *r)
+{
+    reply_owned_json(r, 200, kserve_model_config());
+}
+
+typedef struct {
+    kserve_request req;
+} infer_ctx;
+
+static void infer_ctx_free(void *p)
+{
+    infer_ctx *c = p;
+    kserve_request_free(&c->req);
+    free(c);
+}
+
+static void finish_infer(request *r)
+{
+    infer_ctx *c = r->ctx;
+    if (c->req.binary_output) {
+        size_t hlen;
+        char *head = kserve_binary_header(&c->req, &hlen);
+        if (head == NULL) {
+            http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+            return;
+        }
+        char num[24];
+        snprintf(num, sizeof num, "%zu", hlen);
+        http_add_header(r, "Inference-Header-Content-Length", num);
+        http_reply_parts(r, 200, "application/octet-stream", head, hlen,
+                         c->req.data, c->req.bytes);
+        return;
+    }
+    json_writer w;
+    if (!kserve_json_writer(&w, &c->req, c->req.data)) {
+        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+        return;
+    }
+    http_reply_json(r, 200, &w);
+}
+
+static void infer(request *r)
+{
+    char msg[512];
+    static const char *const none[] = {NULL};
+    if (!http_query_known(r, none, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID, "%s", msg);
+        return;
+    }
+    size_t hlen = SIZE_MAX;
+    const char *h = http_header(r, "Inference-Header-Content-Length");
+    if (h != NULL) {
+        int64_t v;
+        if (!parse_int_text("Inference-Header-Content-Length", h, &v, msg,
+                            sizeof msg)
+            || v < 0) {
+            http_error(r, TALLY_E_INVALID,
+                       "Inference-Header-Content-Length must be a "
+                       "non-negative integer, not \"%.32s\"",
+                       h);
+            return;
+        }
+        hlen = (size_t)v;
+    }
+    infer_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    tally_err e =
+        kserve_parse(r->body != NULL ? r->body : (uint8_t *)"", r->body_len,
+                     hlen, r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        free(c);
+        http_error(r, e, "%s", msg);
+        return;
+    }
+    r->ctx = c;
+    r->ctx_free = infer_ctx_free;
+    int64_t timeout_ms = -1;
+    if (c->req.has_timeout)
+        timeout_ms =
+            c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
+    http_submit(r, &c->req.desc, c->req.data, timeout_ms, finish_infer);
+}
+
+/* ------------------------------------------------------------------------
+ * GET /metrics
+ */
+static void get_metrics(request *r)
+{
+    tally_server *s = r->s;
+    size_t len;
+    char *text = metrics_render(&s->metrics, queue_depth(&s->queue), s->device,
+                                s->version, &len);
+    if (text == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+                      len);
+}
+
+/* ------------------------------------------------------------------------
+ * Routing.
+ */
+static handler_fn only(const char *method, const char *want, handler_fn h,
+                       int *status, char *msg, size_t msglen, char *allow,
+                       size_t allowlen, const char *path)
+{
+    bool get = strcmp(want, "GET") == 0;
+    if (strcmp(method, want) == 0 || (get && strcmp(method, "HEAD") == 0))
+        return h;
+    *status = 405;
+    snprintf(allow, allowlen, "%s", get ? "GET, HEAD" : want);
+    snprintf(msg, msglen, "%s is not allowed on %s (use %s)", method, path,
+             allow);
+    return NULL;
+}
+
+handler_fn api_route(tally_server *s, const char *method, const char *path,
+                     route_id *metric, int *status, char *msg, size_t msglen,
+                     char *allow, size_t allowlen)
+{
+    (void)s;
+    *status = 404;
+#define ONLY(m, h)                                                             \
+    only(method, (m), (h), status, msg, msglen, allow, allowlen, path)
+    if (strcmp(path, "/v1/cumsum") == 0) {
+        *metric = ROUTE_NATIVE;
+        return ONLY("POST", native);
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        *metric = ROUTE_METRICS;
+        return ONLY("GET", get_metrics);
+    }
+    if (strcmp(path, "/v2") == 0) {
+        *metric = ROUTE_METADATA;
+        return ONLY("GET", server_metadata);
+    }
+    if (strcmp(path, "/v2/health/live") == 0) {
+        *metric = ROUTE_HEALTH;
+        return ONLY("GET", health_live);
+    }
+    if (strcmp(path, "/v2/health/ready") == 0) {
+        *metric = ROUTE_HEALTH;
+        return ONLY("GET", health_ready);
+    }
+    const char *prefix = "/v2/models/";
+    if (strncmp(path, prefix, strlen(prefix)) == 0) {
+        const char *name = path + strlen(prefix);
+        const char *slash = strchr(name, '/');
+        size_t nlen = slash != NULL ? (size_t)(slash - name) : strlen(name);
+        if (nlen != strlen(KSERVE_MODEL)
+            || strncmp(name, KSERVE_MODEL, nlen) != 0) {
+            snprintf(msg, msglen,
+                     "unknown model \"%.*s\" (this server serves \"%s\")",
+                     nlen > 64 ? 64 : (int)nlen, name, KSERVE_MODEL);
+            return NULL;
+        }
+        const char *rest = slash != NULL ? slash : "";
+        bool versioned = false;
+        if (strncmp(rest, "/versions/", 10) == 0) {
+            const char *v = rest + 10;
+            const char *vs = strchr(v, '/');
+            size_t vlen = vs != NULL ? (size_t)(vs - v) : strlen(v);
+            if (vlen != strlen(KSERVE_VERSION)
+                || strncmp(v, KSERVE_VERSION, vlen) != 0) {
+                snprintf(msg, msglen,
+                         "model \"%s\" has no version \"%.*s\" (it has \"%s\")",
+                         KSERVE_MODEL, vlen > 32 ? 32 : (int)vlen, v,
+                         KSERVE_VERSION);
+                return NULL;
+            }
+            rest = vs != NULL ? vs : "";
+            versioned = true;
+        }
+        if (rest[0] == '\0') {
+            *metric = ROUTE_METADATA;
+            return ONLY("GET", model_metadata);
+        }
+        if (strcmp(rest, "/ready") == 0) {
+            *metric = ROUTE_HEALTH;
+            return ONLY("GET", model_ready);
+        }
+        if (strcmp(rest, "/infer") == 0) {
+            *metric = ROUTE_INFER;
+            return ONLY("POST", infer);
+        }
+        if (strcmp(rest, "/config") == 0 && !versioned) {
+            *metric = ROUTE_METADATA;
+            return ONLY("GET", model_config);
+        }
+    }
+#undef ONLY
+    *metric = ROUTE_OTHER;
+    snprintf(msg, msglen, "no route %s %s (see proto/openapi.yaml)", method,
+             path);
+    return NULL;
+}

@@ -1,0 +1,202 @@
+/*
+ * encoding.c - zlib behind the content codings.
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+#include "encoding.h"
+
+int encoding_parse(const char *value)
+{
+    if (value == NULL || value[0] == '\0' || strcasecmp(value, "identity") == 0)
+        return 0;
+    if (strcasecmp(value, "gzip") == 0 || strcasecmp(value, "x-gzip") == 0)
+        return 1;
+    if (strcasecmp(value, "deflate") == 0)
+        return 2;
+    return -1;
+}
+
+/* Inflates with the given window setting; returns Z_STREAM_END on
+ * success, Z_BUF_ERROR when the output would exceed max. */
+static int inflate_all(int window, const uint8_t *in, size_t len, size_t max,
+                       uint8_t **out, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, window) != Z_OK)
+        return Z_MEM_ERROR;
+    size_t cap = len * 4 < 65536 ? 65536 : len * 4;
+    if (cap > max)
+        cap = max;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (buf == NULL) {
+        inflateEnd(&z);
+        return Z_MEM_ERROR;
+    }
+    size_t have = 0;
+    int rc = Z_OK;
+    z.next_in = (Bytef *)in;
+    /* zlib counts in uInt: feed large inputs in pieces */
+    size_t in_left = len;
+    while (rc == Z_OK) {
+        if (z.avail_in == 0 && in_left > 0) {
+            uInt piece = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
+            z.avail_in = piece;
+            in_left -= piece;
+        }
+        if (have == cap) {
+            if (cap == max) {
+                rc = Z_BUF_ERROR;
+                break;
+            }
+            size_t ncap = cap * 2 > max ? max : cap * 2;
+            uint8_t *nb = realloc(buf, ncap);
+            if (nb == NULL) {
+                rc = Z_MEM_ERROR;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t room = cap - have;
+        z.next_out = buf + have;
+        z.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+        uInt before = z.avail_out;
+        rc = inflate(&z, Z_NO_FLUSH);
+        have += before - z.avail_out;
+        if (rc == Z_BUF_ERROR && z.avail_in == 0 && in_left == 0) {
+            rc = Z_DATA_ERROR; /* truncated stream */
+            break;
+        }
+        if (rc == Z_BUF_ERROR)
+            rc = Z_OK; /* needs more room or input: loop */
+    }
+    if (rc == Z_STREAM_END && (z.avail_in != 0 || in_left != 0))
+        rc = Z_DATA_ERROR; /* trailing garbage */
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *out_len = have;
+    return rc;
+}
+
+tally_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
+                          uint8_t **out, size_t *out_len, char *msg,
+                          size_t msglen)
+{
+    const char *name = coding == 1 ? "gzip" : "deflate";
+    /* gzip: gzip header; deflate: zlib header, or raw as some clients send */
+    int rc = inflate_all(coding == 1 ? 16 + MAX_WBITS : MAX_WBITS, in, len, max,
+                         out, out_len);
+    if (coding == 2 && rc == Z_DATA_ERROR)
+        rc = inflate_all(-MAX_WBITS, in, len, max, out, out_len);
+    switch (rc) {
+    case Z_STREAM_END: return TALLY_E_OK;
+    case Z_BUF_ERROR:
+        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
+                          "the %s body expands to more than the %zu bytes "
+                          "this server accepts",
+                          name, max);
+    case Z_MEM_ERROR:
+        return tally_fail(msg, msglen, TALLY_E_NOMEM,
+                          "out of memory decoding the %s body", name);
+    default:
+        return tally_fail(msg, msglen, TALLY_E_ENCODING,
+                          "the body is not valid %s data (Content-Encoding: "
+                          "%s)",
+                          name, name);
+    }
+}
+
+bool encoding_accepts_gzip(const char *accept)
+{
+    if (accept == NULL)
+        return false;
+    const char *p = accept;
+    while (*p != '\0') {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *tok = p;
+        while (*p != '\0' && *p != ',' && *p != ';' && *p != ' ')
+            p++;
+        size_t n = (size_t)(p - tok);
+        double q = 1;
+        while (*p == ' ')
+            p++;
+        while (*p == ';') {
+            p++;
+            while (*p == ' ')
+                p++;
+            if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=')
+                q = strtod(p + 2, NULL);
+            while (*p != '\0' && *p != ',' && *p != ';')
+                p++;
+        }
+        bool gz = (n == 4 && strncasecmp(tok, "gzip", 4) == 0)
+                  || (n == 6 && strncasecmp(tok, "x-gzip", 6) == 0)
+                  || (n == 1 && tok[0] == '*');
+        if (gz && q > 0)
+            return true;
+        if (*p != '\0' && *p != ',')
+            p++;
+    }
+    return false;
+}
+
+struct gzip_stream {
+    z_stream z;
+    bool done;
+};
+
+gzip_stream *gzip_stream_new(void)
+{
+    gzip_stream *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return NULL;
+    /* level 1: tensors compress little, so favour speed */
+    if (deflateInit2(&g->z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                     Z_DEFAULT_STRATEGY)
+        != Z_OK) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void gzip_stream_free(gzip_stream *g)
+{
+    if (g == NULL)
+        return;
+    deflateEnd(&g->z);
+    free(g);
+}
+
+bool gzip_stream_run(gzip_stream *g, const uint8_t *in, size_t *in_len,
+                     bool final, uint8_t *out, size_t *out_len)
+{
+    if (g->done) {
+        *in_len = 0;
+        *out_len = 0;
+        return true;
+    }
+    uInt ain = *in_len > (1u << 30) ? (1u << 30) : (uInt)*in_len;
+    uInt aout = *out_len > (1u << 30) ? (1u << 30) : (uInt)*out_len;
+    g->z.next_in = (Bytef *)in;
+    g->z.avail_in = ain;
+    g->z.next_out = out;
+    g->z.avail_out = aout;
+    bool all_in = ain == *in_len;
+    int rc = deflate(&g->z, final && all_in ? Z_FINISH : Z_NO_FLUSH);
+    *in_len = ain - g->z.avail_in;
+    *out_len = aout - g->z.avail_out;
+    if (rc == Z_STREAM_END)
+        g->done = true;
+    return g->done;
+}

@@ -1,0 +1,603 @@
+/*
+ * json.c - the request scanner and the chunked tensor writer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "numfmt.h"
+
+#define MAX_DEPTH 64
+
+void jcur_init(jcur *c, const char *text, size_t len, char *err, size_t errlen)
+{
+    c->base = text;
+    c->p = text;
+    c->end = text + len;
+    c->err = err;
+    c->errlen = errlen;
+    c->failed = false;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+}
+
+bool jcur_fail(jcur *c, const char *fmt, ...)
+{
+    if (!c->failed && c->err != NULL && c->errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    c->failed = true;
+    return false;
+}
+
+static size_t offset(const jcur *c)
+{
+    return (size_t)(c->p - c->base);
+}
+
+void jcur_ws(jcur *c)
+{
+    while (c->p < c->end
+           && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+/* A short description of what is at the cursor, for messages. */
+static const char *found(const jcur *c)
+{
+    if (c->p >= c->end)
+        return "the end of the body";
+    switch (*c->p) {
+    case '"': return "a string";
+    case '{': return "an object";
+    case '[': return "an array";
+    case 't':
+    case 'f': return "a boolean";
+    case 'n': return "null";
+    default:
+        return (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))
+                   ? "a number"
+                   : "invalid JSON";
+    }
+}
+
+bool jcur_expect(jcur *c, char ch, const char *what)
+{
+    jcur_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return jcur_fail(c, "invalid JSON at byte %zu: expected %s, found %s",
+                     offset(c), what, found(c));
+}
+
+static bool is_hex(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')
+           || (ch >= 'A' && ch <= 'F');
+}
+
+bool jcur_string(jcur *c, const char **s, size_t *len)
+{
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '"')
+        return jcur_fail(c,
+                         "invalid JSON at byte %zu: expected a string, "
+                         "found %s",
+                         offset(c), found(c));
+    const char *start = ++c->p;
+    while (c->p < c->end) {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '"') {
+            *s = start;
+            *len = (size_t)(c->p - start);
+            c->p++;
+            return true;
+        }
+        if (ch < 0x20)
+            return jcur_fail(c,
+                             "invalid JSON at byte %zu: control character "
+                             "in a string",
+                             offset(c));
+        if (ch == '\\') {
+            c->p++;
+            if (c->p >= c->end)
+                break;
+            switch (*c->p) {
+            case '"':
+            case '\\':
+            case '/':
+            case 'b':
+            case 'f':
+            case 'n':
+            case 'r':
+            case 't': c->p++; continue;
+            case 'u':
+                if (c->end - c->p >= 5 && is_hex(c->p[1]) && is_hex(c->p[2])
+                    && is_hex(c->p[3]) && is_hex(c->p[4])) {
+                    c->p += 5;
+                    continue;
+                }
+                /* fall through */
+            default:
+                return jcur_fail(c,
+                                 "invalid JSON at byte %zu: bad escape in "
+                                 "a string",
+                                 offset(c));
+            }
+        }
+        c->p++;
+    }
+    return jcur_fail(c, "invalid JSON: unterminated string");
+}
+
+static bool literal(jcur *c, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(c->end - c->p) >= n && memcmp(c->p, lit, n) == 0) {
+        c->p += n;
+        return true;
+    }
+    return jcur_fail(c, "invalid JSON at byte %zu", offset(c));
+}
+
+static bool skip_depth(jcur *c, int depth)
+{
+    if (depth > MAX_DEPTH)
+        return jcur_fail(c, "JSON nested deeper than %d levels", MAX_DEPTH);
+    jcur_ws(c);
+    if (c->p >= c->end)
+        return jcur_fail(c, "invalid JSON: the body ends where a value "
+                            "should be");
+    const char *s;
+    size_t n;
+    bool first = true;
+    switch (*c->p) {
+    case '"': return jcur_string(c, &s, &n);
+    case '{':
+        while (jcur_member(c, &first, &s, &n))
+            if (!skip_depth(c, depth + 1))
+                return false;
+        return !c->failed;
+    case '[':
+        while (jcur_element(c, &first))
+            if (!skip_depth(c, depth + 1))
+                return false;
+        return !c->failed;
+    case 't': return literal(c, "true");
+    case 'f': return literal(c, "false");
+    case 'n': return literal(c, "null");
+    default:
+        n = numfmt_scan(c->p, c->end);
+        if (n == 0)
+            return jcur_fail(c, "invalid JSON at byte %zu", offset(c));
+        c->p += n;
+        return true;
+    }
+}
+
+bool jcur_skip(jcur *c)
+{
+    return skip_depth(c, 0);
+}
+
+bool jcur_span(jcur *c, const char **s, size_t *len)
+{
+    jcur_ws(c);
+    const char *start = c->p;
+    if (!jcur_skip(c))
+        return false;
+    *s = start;
+    *len = (size_t)(c->p - start);
+    return true;
+}
+
+bool jcur_member(jcur *c, bool *first, const char **key, size_t *klen)
+{
+    if (*first) {
+        if (!jcur_expect(c, '{', "an object"))
+            return false;
+        *first = false;
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+            return false;
+        }
+    } else {
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+            return false;
+        }
+        if (!jcur_expect(c, ',', "',' or '}'"))
+            return false;
+    }
+    if (!jcur_string(c, key, klen) || !jcur_expect(c, ':', "':'"))
+        return false;
+    jcur_ws(c);
+    return true;
+}
+
+bool jcur_element(jcur *c, bool *first)
+{
+    if (*first) {
+        if (!jcur_expect(c, '[', "an array"))
+            return false;
+        *first = false;
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            return false;
+        }
+    } else {
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            return false;
+        }
+        if (!jcur_expect(c, ',', "',' or ']'"))
+            return false;
+    }
+    jcur_ws(c);
+    return true;
+}
+
+bool json_eq(const char *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+bool jcur_int64(jcur *c, const char *what, int64_t *out)
+{
+    jcur_ws(c);
+    size_t n = c->p < c->end ? numfmt_scan(c->p, c->end) : 0;
+    if (n == 0)
+        return jcur_fail(c, "%s must be an integer, not %s", what, found(c));
+    char buf[32];
+    bool integral = memchr(c->p, '.', n) == NULL && memchr(c->p, 'e', n) == NULL
+                    && memchr(c->p, 'E', n) == NULL;
+    if (!integral || n >= sizeof buf)
+        return jcur_fail(c, "%s must be an integer, not %.*s", what,
+                         (int)(n < 24 ? n : 24), c->p);
+    memcpy(buf, c->p, n);
+    buf[n] = '\0';
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno != 0)
+        return jcur_fail(c, "%s: %s is out of range", what, buf);
+    *out = v;
+    c->p += n;
+    return true;
+}
+
+bool jcur_bool(jcur *c, const char *what, bool *out)
+{
+    jcur_ws(c);
+    if ((size_t)(c->end - c->p) >= 4 && memcmp(c->p, "true", 4) == 0) {
+        c->p += 4;
+        *out = true;
+        return true;
+    }
+    if ((size_t)(c->end - c->p) >= 5 && memcmp(c->p, "false", 5) == 0) {
+        c->p += 5;
+        *out = false;
+        return true;
+    }
+    return jcur_fail(c, "%s must be true or false, not %s", what, found(c));
+}
+
+bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank)
+{
+    bool first = true;
+    int r = 0;
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '[')
+        return jcur_fail(c, "%s must be an array of integers, not %s", what,
+                         found(c));
+    while (jcur_element(c, &first)) {
+        int64_t v;
+        char name[48];
+        snprintf(name, sizeof name, "%s[%d]", what, r);
+        if (!jcur_int64(c, name, &v))
+            return false;
+        if (v < 0)
+            return jcur_fail(c,
+                             "%s is %" PRId64 ": dimensions cannot be "
+                             "negative",
+                             name, v);
+        if (r >= TALLY_MAX_RANK)
+            return jcur_fail(c, "%s has more than %d dimensions", what,
+                             TALLY_MAX_RANK);
+        shape[r++] = (uint64_t)v;
+    }
+    if (c->failed)
+        return false;
+    *rank = r;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Tensor data.
+ */
+typedef struct {
+    jcur *c;
+    const char *what;
+    tally_dtype t;
+    const uint64_t *shape;
+    int rank;
+    uint64_t count, next;
+    void *dst;
+    uint64_t path[TALLY_MAX_RANK]; /* element indices, for messages */
+} tctx;
+
+/* "data[1][2]" for the current nesting, or "data[7]" when flat. */
+static void path_text(const tctx *x, int depth, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s", x->what);
+    for (int d = 0; d < depth && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, "[%" PRIu64 "]", x->path[d]);
+}
+
+static void shape_text(const tctx *x, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "[");
+    for (int d = 0; d < x->rank && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%" PRIu64, d ? ", " : "",
+                      x->shape[d]);
+    if ((size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+static bool scalar(tctx *x, int depth)
+{
+    jcur *c = x->c;
+    char where[160], why[160];
+    if (x->next >= x->count) {
+        char sh[120];
+        shape_text(x, sh, sizeof sh);
+        return jcur_fail(c,
+                         "%s has more than the %" PRIu64 " elements shape "
+                         "%s holds",
+                         x->what, x->count, sh);
+    }
+    bool ok;
+    if (c->p < c->end && *c->p == '"') {
+        const char *s;
+        size_t n;
+        if (!jcur_string(c, &s, &n))
+            return false;
+        ok = numfmt_parse_special(x->t, s, n, x->dst, (size_t)x->next, why,
+                                  sizeof why);
+    } else {
+        size_t n = c->p < c->end ? numfmt_scan(c->p, c->end) : 0;
+        if (n == 0) {
+            path_text(x, depth, where, sizeof where);
+            return jcur_fail(c, "%s must be a number, not %s", where, found(c));
+        }
+        ok = numfmt_parse(x->t, c->p, n, x->dst, (size_t)x->next, why,
+                          sizeof why);
+        c->p += n;
+    }
+    if (!ok) {
+        path_text(x, depth, where, sizeof where);
+        return jcur_fail(c, "%s: %s", where, why);
+    }
+    x->next++;
+    return true;
+}
+
+static bool nested(tctx *x, int depth)
+{
+    jcur *c = x->c;
+    char where[160], sh[120];
+    bool first = true;
+    uint64_t i = 0;
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '[') {
+        path_text(x, depth, where, sizeof where);
+        shape_text(x, sh, sizeof sh);
+        return jcur_fail(c,
+                         "%s must be an array of %" PRIu64 " (shape %s), "
+                         "not %s",
+                         where, x->shape[depth], sh, found(c));
+    }
+    while (jcur_element(c, &first)) {
+        if (i >= x->shape[depth]) {
+            path_text(x, depth, where, sizeof where);
+            shape_text(x, sh, sizeof sh);
+            return jcur_fail(c,
+                             "%s has more than %" PRIu64 " elements "
+                             "(shape %s)",
+                             where, x->shape[depth], sh);
+        }
+        x->path[depth] = i;
+        if (depth + 1 < x->rank) {
+            if (!nested(x, depth + 1))
+                return false;
+        } else {
+            if (c->p < c->end && *c->p == '[') {
+                path_text(x, depth + 1, where, sizeof where);
+                return jcur_fail(c,
+                                 "%s is an array, but shape has only %d "
+                                 "dimensions",
+                                 where, x->rank);
+            }
+            if (!scalar(x, depth + 1))
+                return false;
+        }
+        i++;
+    }
+    if (c->failed)
+        return false;
+    if (i != x->shape[depth]) {
+        path_text(x, depth, where, sizeof where);
+        shape_text(x, sh, sizeof sh);
+        return jcur_fail(c,
+                         "%s has %" PRIu64 " elements, but shape %s needs "
+                         "%" PRIu64 " there (ragged nesting?)",
+                         where, i, sh, x->shape[depth]);
+    }
+    return true;
+}
+
+bool jcur_tensor(jcur *c, const char *what, tally_dtype t,
+                 const uint64_t *shape, int rank, uint64_t count, void *dst)
+{
+    tctx x = {.c = c,
+              .what = what,
+              .t = t,
+              .shape = shape,
+              .rank = rank,
+              .count = count,
+              .dst = dst};
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '[')
+        return jcur_fail(c, "%s must be an array, not %s", what, found(c));
+    /* nested when the first element is itself an array */
+    const char *q = c->p + 1;
+    while (q < c->end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+        q++;
+    if (q < c->end && *q == '[' && rank > 1)
+        return nested(&x, 0);
+    if (rank == 0)
+        return jcur_fail(c, "%s: shape is empty (rank 0)", what);
+    bool first = true;
+    while (jcur_element(c, &first)) {
+        x.path[0] = x.next;
+        if (c->p < c->end && *c->p == '[') {
+            char where[160];
+            path_text(&x, 1, where, sizeof where);
+            return jcur_fail(c, "%s is an array in a flat data list", where);
+        }
+        if (!scalar(&x, 1))
+            return false;
+    }
+    if (c->failed)
+        return false;
+    if (x.next != count) {
+        char sh[120];
+        shape_text(&x, sh, sizeof sh);
+        return jcur_fail(c,
+                         "%s has %" PRIu64 " elements, but shape %s needs "
+                         "%" PRIu64,
+                         what, x.next, sh, count);
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Writing.
+ */
+bool json_append(char **buf, size_t *blen, const char *s, size_t len)
+{
+    char *nb = realloc(*buf, *blen + len + 1);
+    if (nb == NULL)
+        return false;
+    memcpy(nb + *blen, s, len);
+    *blen += len;
+    nb[*blen] = '\0';
+    *buf = nb;
+    return true;
+}
+
+bool json_append_string(char **buf, size_t *blen, const char *s, size_t len)
+{
+    if (!json_append(buf, blen, "\"", 1))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[8];
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            if (!json_append(buf, blen, esc, 2))
+                return false;
+        } else if (ch < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", ch);
+            if (!json_append(buf, blen, esc, 6))
+                return false;
+        } else if (!json_append(buf, blen, (const char *)&s[i], 1)) {
+            return false;
+        }
+    }
+    return json_append(buf, blen, "\"", 1);
+}
+
+bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
+                       int rank)
+{
+    if (!json_append(buf, blen, "[", 1))
+        return false;
+    for (int d = 0; d < rank; d++) {
+        char num[32];
+        int n = snprintf(num, sizeof num, "%s%" PRIu64, d ? "," : "", shape[d]);
+        if (!json_append(buf, blen, num, (size_t)n))
+            return false;
+    }
+    return json_append(buf, blen, "]", 1);
+}
+
+size_t json_writer_read(json_writer *w, char *out, size_t max)
+{
+    size_t n = 0;
+    while (n < max && w->stage < 3) {
+        if (w->stage == 0 || w->stage == 2) {
+            const char *s = w->stage == 0 ? w->prefix : w->suffix;
+            size_t len = w->stage == 0 ? w->prefix_len : w->suffix_len;
+            size_t take = len - w->pos < max - n ? len - w->pos : max - n;
+            if (take > 0)
+                memcpy(out + n, s + w->pos, take);
+            n += take;
+            w->pos += take;
+            if (w->pos == len) {
+                w->stage++;
+                w->pos = 0;
+            }
+            continue;
+        }
+        /* elements: flush what is pending, then format the next one */
+        if (w->pend_pos < w->pend_len) {
+            size_t take = w->pend_len - w->pend_pos;
+            if (take > max - n)
+                take = max - n;
+            memcpy(out + n, w->pending + w->pend_pos, take);
+            n += take;
+            w->pend_pos += take;
+            continue;
+        }
+        if (w->next == w->count) {
+            w->stage = 2;
+            continue;
+        }
+        size_t k = 0;
+        if (w->next > 0)
+            w->pending[k++] = ',';
+        k += numfmt_print(w->dtype, w->data, (size_t)w->next, w->pending + k);
+        w->next++;
+        /* fast path: write straight through when it fits */
+        if (k <= max - n) {
+            memcpy(out + n, w->pending, k);
+            n += k;
+            w->pend_len = w->pend_pos = 0;
+        } else {
+            w->pend_len = k;
+            w->pend_pos = 0;
+        }
+    }
+    return n;
+}
+
+void json_writer_free(json_writer *w)
+{
+    free(w->prefix);
+    free(w->suffix);
+    w->prefix = w->suffix = NULL;
+}

@@ -1,0 +1,114 @@
+/*
+ * json.h - a small JSON scanner for request bodies, and tensor text.
+ *
+ * Tensor data can be millions of numbers, which a DOM parser such as
+ * jansson turns into millions of objects (and jansson's integers stop at
+ * 2^63 - 1). So request bodies are walked with this scanner instead: it
+ * finds members and spans of values, skips what it does not need, and
+ * parses data arrays straight into typed memory. Small values (the KServe
+ * `parameters` object) may still be handed to jansson by span.
+ *
+ * Errors are reported as text naming the member, element index or byte
+ * offset; the caller turns them into a 400.
+ */
+#ifndef TALLY_JSON_H
+#define TALLY_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+typedef struct {
+    const char *base; /* start of the document, for offsets */
+    const char *p, *end;
+    char *err; /* message buffer */
+    size_t errlen;
+    bool failed;
+} jcur;
+
+void jcur_init(jcur *c, const char *text, size_t len, char *err, size_t errlen);
+
+/* Records the first error (later ones are ignored) and returns false. */
+bool jcur_fail(jcur *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+void jcur_ws(jcur *c);
+
+/* Consumes ch (after whitespace) or fails naming what was expected. */
+bool jcur_expect(jcur *c, char ch, const char *what);
+
+/* A string's contents, still escaped, as a span (quotes excluded). */
+bool jcur_string(jcur *c, const char **s, size_t *len);
+
+/* Skips one value of any kind, checking its syntax. */
+bool jcur_skip(jcur *c);
+
+/* Iterates over an object's members: call with *first = true before the
+ * first member; returns false at the closing brace or on error (check
+ * c->failed). On true, *key and *klen name the member, and the cursor is at
+ * its value. */
+bool jcur_member(jcur *c, bool *first, const char **key, size_t *klen);
+
+/* The same for array elements; on true the cursor is at the element. */
+bool jcur_element(jcur *c, bool *first);
+
+/* Scalars. `what` names the member in error messages. */
+bool jcur_int64(jcur *c, const char *what, int64_t *out);
+bool jcur_bool(jcur *c, const char *what, bool *out);
+
+/* A shape: an array of non-negative integers (at most TALLY_MAX_RANK). */
+bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank);
+
+/* Parses tensor data at the cursor into dst (count elements of dtype t):
+ * either a flat array of count elements or arrays nested to match shape.
+ * Numbers must fit the dtype exactly; non-finite floats are the strings
+ * "NaN", "Infinity" and "-Infinity". `what` names the member ("data"). */
+bool jcur_tensor(jcur *c, const char *what, tally_dtype t,
+                 const uint64_t *shape, int rank, uint64_t count, void *dst);
+
+/* The span of the value at the cursor, which is then skipped. */
+bool jcur_span(jcur *c, const char **s, size_t *len);
+
+/* True when s[0..len) equals the NUL-terminated lit. */
+bool json_eq(const char *s, size_t len, const char *lit);
+
+/* ------------------------------------------------------------------------
+ * Tensor text, produced in chunks: a prefix, the elements of a tensor as a
+ * JSON array body (comma-separated, no brackets), and a suffix.
+ */
+typedef struct {
+    char *prefix, *suffix; /* owned (malloc), may be NULL */
+    size_t prefix_len, suffix_len;
+    tally_dtype dtype;
+    const void *data; /* borrowed: must outlive the writer */
+    uint64_t count;
+    /* progress */
+    int stage;     /* 0 prefix, 1 elements, 2 suffix, 3 done */
+    size_t pos;    /* in the prefix or suffix */
+    uint64_t next; /* next element */
+    char pending[48];
+    size_t pend_len, pend_pos;
+} json_writer;
+
+/* Fills up to max bytes of out with the next part of the text; returns the
+ * number written, 0 when all has been written. */
+size_t json_writer_read(json_writer *w, char *out, size_t max);
+
+/* Frees prefix and suffix. */
+void json_writer_free(json_writer *w);
+
+/* Appends a JSON string literal (quoted, escaped) of s[0..len) to a
+ * malloc'd buffer *buf of length *blen; returns false on allocation
+ * failure. */
+bool json_append_string(char **buf, size_t *blen, const char *s, size_t len);
+
+/* Appends raw text. */
+bool json_append(char **buf, size_t *blen, const char *s, size_t len);
+
+/* Appends "[d0,d1,...]". */
+bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
+                       int rank);
+
+#endif

@@ -1,0 +1,550 @@
+/*
+ * kserve.c - parsing inference requests and writing responses.
+ *
+ * The request is walked once with the json.c scanner, member by member;
+ * inputs are collected first (their data spans remembered), and tensors
+ * are decoded once the whole header has been read, because a binary
+ * tensor's place in the body depends on every input before it.
+ * Metadata documents are small and built with jansson.
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kserve.h"
+#include "native.h"
+
+#define MAX_INPUTS 8
+
+typedef struct {
+    const char *name;
+    size_t name_len;
+    int dtype; /* -1 until known */
+    uint64_t shape[TALLY_MAX_RANK];
+    int rank;
+    bool has_shape;
+    const char *data; /* span of the JSON data array, or NULL */
+    bool binary;
+    uint64_t binary_size;
+    uint8_t *binary_at; /* where its bytes are in the body */
+} input;
+
+static tally_err fail_invalid(jcur *c)
+{
+    (void)c;
+    return TALLY_E_INVALID;
+}
+
+/* An input's "parameters": binary_data_size matters, the rest is ignored
+ * (but must be valid JSON). */
+static bool input_parameters(jcur *c, input *in)
+{
+    bool first = true;
+    const char *k;
+    size_t kn;
+    while (jcur_member(c, &first, &k, &kn)) {
+        if (json_eq(k, kn, "binary_data_size")) {
+            int64_t v;
+            if (!jcur_int64(c, "binary_data_size", &v))
+                return false;
+            if (v < 0)
+                return jcur_fail(c, "binary_data_size cannot be negative");
+            in->binary = true;
+            in->binary_size = (uint64_t)v;
+        } else if (!jcur_skip(c)) {
+            return false;
+        }
+    }
+    return !c->failed;
+}
+
+static bool parse_input(jcur *c, input *in, int index)
+{
+    bool first = true;
+    const char *k;
+    size_t kn;
+    char what[64];
+    in->dtype = -1;
+    while (jcur_member(c, &first, &k, &kn)) {
+        if (json_eq(k, kn, "name")) {
+            if (!jcur_string(c, &in->name, &in->name_len))
+                return false;
+        } else if (json_eq(k, kn, "datatype")) {
+            const char *s;
+            size_t n;
+            if (!jcur_string(c, &s, &n))
+                return false;
+            in->dtype = tally_dtype_parse(s, n);
+            if (in->dtype < 0)
+                return jcur_fail(c,
+                                 "inputs[%d].datatype \"%.*s\" is not "
+                                 "supported (FP16, BF16, FP32, FP64, INT8 "
+                                 "to INT64 and UINT8 to UINT64 are)",
+                                 index, n > 16 ? 16 : (int)n, s);
+        } else if (json_eq(k, kn, "shape")) {
+            snprintf(what, sizeof what, "inputs[%d].shape", index);
+            if (!jcur_shape(c, what, in->shape, &in->rank))
+                return false;
+            in->has_shape = true;
+        } else if (json_eq(k, kn, "parameters")) {
+            if (!input_parameters(c, in))
+                return false;
+        } else if (json_eq(k, kn, "data")) {
+            jcur_ws(c);
+            in->data = c->p;
+            if (!jcur_skip(c))
+                return false;
+        } else if (!jcur_skip(c)) {
+            return false;
+        }
+    }
+    if (c->failed)
+        return false;
+    if (in->name == NULL)
+        return jcur_fail(c, "inputs[%d] has no name", index);
+    if (in->dtype < 0)
+        return jcur_fail(c, "input \"%.*s\" has no datatype", (int)in->name_len,
+                         in->name);
+    if (!in->has_shape)
+        return jcur_fail(c, "input \"%.*s\" has no shape", (int)in->name_len,
+                         in->name);
+    if (in->data != NULL && in->binary)
+        return jcur_fail(c,
+                         "input \"%.*s\" has both data and "
+                         "binary_data_size",
+                         (int)in->name_len, in->name);
+    if (in->data == NULL && !in->binary)
+        return jcur_fail(c,
+                         "input \"%.*s\" has neither data nor "
+                         "parameters.binary_data_size",
+                         (int)in->name_len, in->name);
+    return true;
+}
+
+/* Request "parameters". */
+static bool request_parameters(jcur *c, scan_params *p, kserve_request *r)
+{
+    bool first = true;
+    const char *k;
+    size_t kn;
+    while (jcur_member(c, &first, &k, &kn)) {
+        bool ok = true;
+        if (json_eq(k, kn, "axis")) {
+            ok = jcur_int64(c, "parameters.axis", &p->axis);
+            p->has_axis = true;
+        } else if (json_eq(k, kn, "exclusive")) {
+            ok = jcur_bool(c, "parameters.exclusive", &p->exclusive);
+            p->has_exclusive = true;
+        } else if (json_eq(k, kn, "reverse")) {
+            ok = jcur_bool(c, "parameters.reverse", &p->reverse);
+            p->has_reverse = true;
+        } else if (json_eq(k, kn, "direction")) {
+            const char *s;
+            size_t n;
+            ok = jcur_string(c, &s, &n);
+            if (ok && !json_eq(s, n, "increasing")
+                && !json_eq(s, n, "decreasing"))
+                return jcur_fail(c, "parameters.direction must be "
+                                    "\"increasing\" or \"decreasing\"");
+            p->decreasing = ok && s[0] == 'd';
+            p->has_direction = true;
+        } else if (json_eq(k, kn, "binary_data_output")) {
+            ok = jcur_bool(c, "parameters.binary_data_output",
+                           &r->binary_output);
+        } else if (json_eq(k, kn, "timeout")) {
+            ok = jcur_int64(c, "parameters.timeout", &r->timeout_us);
+            if (ok && r->timeout_us < 0)
+                return jcur_fail(c, "parameters.timeout (microseconds) cannot "
+                                    "be negative");
+            r->has_timeout = true;
+        } else {
+            ok = jcur_skip(c);
+        }
+        if (!ok)
+            return false;
+    }
+    return !c->failed;
+}
+
+/* "outputs": only y exists; binary_data chooses its encoding. */
+static bool parse_outputs(jcur *c, kserve_request *r)
+{
+    bool first = true;
+    int i = 0;
+    while (jcur_element(c, &first)) {
+        bool mfirst = true, named = false;
+        const char *k;
+        size_t kn;
+        while (jcur_member(c, &mfirst, &k, &kn)) {
+            if (json_eq(k, kn, "name")) {
+                const char *s;
+                size_t n;
+                if (!jcur_string(c, &s, &n))
+                    return false;
+                if (!json_eq(s, n, "y"))
+                    return jcur_fail(c,
+                                     "unknown output \"%.*s\" (the model "
+                                     "has one output, \"y\")",
+                                     n > 32 ? 32 : (int)n, s);
+                named = true;
+            } else if (json_eq(k, kn, "parameters")) {
+                bool pfirst = true;
+                const char *pk;
+                size_t pkn;
+                while (jcur_member(c, &pfirst, &pk, &pkn)) {
+                    if (json_eq(pk, pkn, "binary_data")) {
+                        if (!jcur_bool(c, "outputs[].parameters.binary_data",
+                                       &r->binary_output))
+                            return false;
+                    } else if (json_eq(pk, pkn, "classification")) {
+                        return jcur_fail(c, "output classification is not "
+                                            "supported");
+                    } else if (!jcur_skip(c)) {
+                        return false;
+                    }
+                }
+                if (c->failed)
+                    return false;
+            } else if (!jcur_skip(c)) {
+                return false;
+            }
+        }
+        if (c->failed)
+            return false;
+        if (!named)
+            return jcur_fail(c, "outputs[%d] has no name", i);
+        i++;
+    }
+    return !c->failed;
+}
+
+/* The axis input: one INT32 or INT64 element. */
+static tally_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
+                            size_t msglen)
+{
+    if (in->dtype != TALLY_INT32 && in->dtype != TALLY_INT64)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "input \"axis\" must be INT32 or INT64, not %s",
+                          tally_dtype_kserve((tally_dtype)in->dtype));
+    uint64_t count = 1;
+    for (int d = 0; d < in->rank; d++)
+        count *= in->shape[d];
+    if (count != 1)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "input \"axis\" must hold one element (shape [1]), "
+                          "not %" PRIu64,
+                          count);
+    int64_t v64 = 0;
+    int32_t v32 = 0;
+    void *dst = in->dtype == TALLY_INT32 ? (void *)&v32 : (void *)&v64;
+    if (in->binary) {
+        if (in->binary_size != tally_dtype_size((tally_dtype)in->dtype))
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "input \"axis\": binary_data_size is %" PRIu64
+                              ", but one %s takes %zu bytes",
+                              in->binary_size,
+                              tally_dtype_kserve((tally_dtype)in->dtype),
+                              tally_dtype_size((tally_dtype)in->dtype));
+        memcpy(dst, in->binary_at, (size_t)in->binary_size);
+    } else {
+        c->p = in->data;
+        uint64_t one = 1;
+        if (!jcur_tensor(c, "input \"axis\" data", (tally_dtype)in->dtype, &one,
+                         1, 1, dst))
+            return TALLY_E_INVALID;
+    }
+    *axis = in->dtype == TALLY_INT32 ? v32 : v64;
+    return TALLY_E_OK;
+}
+
+tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
+                       size_t max_bytes, kserve_request *out, char *msg,
+                       size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    bool binary = header_len != SIZE_MAX;
+    if (binary && header_len > len)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "Inference-Header-Content-Length is %zu but the "
+                          "body has only %zu bytes",
+                          header_len, len);
+    size_t jlen = binary ? header_len : len;
+    jcur c;
+    jcur_init(&c, (const char *)body, jlen, msg, msglen);
+    jcur_ws(&c);
+    if (c.p >= c.end)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "the inference request is empty: expected a JSON "
+                          "object with \"inputs\"");
+
+    input inputs[MAX_INPUTS];
+    int ninputs = 0;
+    bool have_inputs = false;
+    scan_params p = {0};
+    bool first = true;
+    const char *k;
+    size_t kn;
+    while (jcur_member(&c, &first, &k, &kn)) {
+        if (json_eq(k, kn, "id")) {
+            jcur_ws(&c);
+            if (c.p < c.end && *c.p != '"')
+                return tally_fail(msg, msglen, TALLY_E_INVALID,
+                                  "id must be a string");
+            if (!jcur_string(&c, &out->id, &out->id_len))
+                return fail_invalid(&c);
+        } else if (json_eq(k, kn, "parameters")) {
+            if (!request_parameters(&c, &p, out))
+                return fail_invalid(&c);
+        } else if (json_eq(k, kn, "inputs")) {
+            bool efirst = true;
+            have_inputs = true;
+            while (jcur_element(&c, &efirst)) {
+                if (ninputs >= MAX_INPUTS)
+                    return tally_fail(msg, msglen, TALLY_E_INVALID,
+                                      "too many inputs (the model takes \"x\" "
+                                      "and optionally \"axis\")");
+                memset(&inputs[ninputs], 0, sizeof inputs[ninputs]);
+                if (!parse_input(&c, &inputs[ninputs], ninputs))
+                    return fail_invalid(&c);
+                ninputs++;
+            }
+            if (c.failed)
+                return fail_invalid(&c);
+        } else if (json_eq(k, kn, "outputs")) {
+            if (!parse_outputs(&c, out))
+                return fail_invalid(&c);
+        } else if (!jcur_skip(&c)) {
+            return fail_invalid(&c);
+        }
+    }
+    if (c.failed)
+        return fail_invalid(&c);
+    jcur_ws(&c);
+    if (c.p != c.end)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          binary ? "the JSON header is longer or shorter than "
+                                   "Inference-Header-Content-Length says"
+                                 : "invalid JSON: text after the object");
+    if (!have_inputs)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "the request has no \"inputs\"");
+
+    /* place binary tensors and find x and axis */
+    uint8_t *at = body + jlen;
+    size_t left = len - jlen;
+    input *x = NULL, *axis_in = NULL;
+    for (int i = 0; i < ninputs; i++) {
+        input *in = &inputs[i];
+        if (in->binary) {
+            if (!binary)
+                return tally_fail(msg, msglen, TALLY_E_INVALID,
+                                  "input \"%.*s\" declares binary_data_size "
+                                  "but the request has no "
+                                  "Inference-Header-Content-Length header",
+                                  (int)in->name_len, in->name);
+            if (in->binary_size > left)
+                return tally_fail(msg, msglen, TALLY_E_INVALID,
+                                  "input \"%.*s\" declares %" PRIu64 " bytes "
+                                  "of binary data but only %zu remain in the "
+                                  "body",
+                                  (int)in->name_len, in->name, in->binary_size,
+                                  left);
+            in->binary_at = at;
+            at += in->binary_size;
+            left -= (size_t)in->binary_size;
+        }
+        if (json_eq(in->name, in->name_len, "x")) {
+            if (x != NULL)
+                return tally_fail(msg, msglen, TALLY_E_INVALID,
+                                  "input \"x\" appears twice");
+            x = in;
+        } else if (json_eq(in->name, in->name_len, "axis")) {
+            if (axis_in != NULL)
+                return tally_fail(msg, msglen, TALLY_E_INVALID,
+                                  "input \"axis\" appears twice");
+            axis_in = in;
+        } else {
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "unknown input \"%.*s\" (the model takes \"x\" "
+                              "and optionally \"axis\")",
+                              in->name_len > 32 ? 32 : (int)in->name_len,
+                              in->name);
+        }
+    }
+    if (binary && left != 0)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "%zu bytes of binary data follow the header but the "
+                          "inputs declare none of them",
+                          left);
+    if (x == NULL)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "the request has no input \"x\"");
+
+    if (axis_in != NULL) {
+        int64_t a = 0;
+        tally_err e = axis_value(&c, axis_in, &a, msg, msglen);
+        if (e != TALLY_E_OK)
+            return e;
+        if (p.has_axis && p.axis != a)
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "input \"axis\" (%" PRId64 ") disagrees with "
+                              "parameters.axis (%" PRId64 ")",
+                              a, p.axis);
+        p.axis = a;
+        p.has_axis = true;
+    }
+
+    out->desc.dtype = (tally_dtype)x->dtype;
+    out->desc.rank = x->rank;
+    memcpy(out->desc.shape, x->shape, sizeof x->shape);
+    if (x->rank == 0)
+        return tally_fail(msg, msglen, TALLY_E_RANK,
+                          "input \"x\" has shape [] (rank 0): a cumulative "
+                          "sum needs at least one axis");
+    if (!scan_params_apply(&p, &out->desc, msg, msglen))
+        return TALLY_E_INVALID;
+    tally_lines l;
+    tally_err e = tally_lines_from_desc(&out->desc, &l, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+    out->bytes = l.bytes;
+    if (x->binary) {
+        if (x->binary_size != l.bytes)
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "input \"x\": binary_data_size is %" PRIu64
+                              " but shape and datatype need %zu bytes",
+                              x->binary_size, l.bytes);
+        out->data = x->binary_at;
+        return TALLY_E_OK;
+    }
+    if (l.bytes > max_bytes)
+        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
+                          "input \"x\" would take %zu bytes, more than the "
+                          "%zu this server accepts",
+                          l.bytes, max_bytes);
+    out->data = tensor_alloc(l.bytes);
+    if (out->data == NULL)
+        return tally_fail(msg, msglen, TALLY_E_NOMEM,
+                          "out of memory for a %zu-byte tensor", l.bytes);
+    out->data_owned = true;
+    c.p = x->data;
+    if (!jcur_tensor(&c, "input \"x\" data", out->desc.dtype, out->desc.shape,
+                     out->desc.rank, l.elements, out->data)) {
+        kserve_request_free(out);
+        return TALLY_E_INVALID;
+    }
+    return TALLY_E_OK;
+}
+
+void kserve_request_free(kserve_request *r)
+{
+    if (r->data_owned)
+        free(r->data);
+    r->data = NULL;
+    r->data_owned = false;
+}
+
+/* {"model_name":"cumsum","model_version":"1","id":"..","outputs":[{"name":
+ * "y","datatype":"FP32","shape":[..], */
+static bool output_head(char **b, size_t *n, const kserve_request *r)
+{
+    const char *dt = tally_dtype_kserve(r->desc.dtype);
+    bool ok =
+        json_append(b, n,
+                    "{\"model_name\":\"" KSERVE_MODEL
+                    "\",\"model_version\":\"" KSERVE_VERSION "\"",
+                    strlen("{\"model_name\":\"" KSERVE_MODEL
+                           "\",\"model_version\":\"" KSERVE_VERSION "\""));
+    if (ok && r->id != NULL)
+        ok = json_append(b, n, ",\"id\":\"", 7)
+             && json_append(b, n, r->id, r->id_len) /* already escaped */
+             && json_append(b, n, "\"", 1);
+    return ok
+           && json_append(
+               b, n, ",\"outputs\":[{\"name\":\"y\",\"datatype\":\"",
+               strlen(",\"outputs\":[{\"name\":\"y\",\"datatype\":\""))
+           && json_append(b, n, dt, strlen(dt))
+           && json_append(b, n, "\",\"shape\":", 10)
+           && json_append_shape(b, n, r->desc.shape, r->desc.rank);
+}
+
+char *kserve_binary_header(const kserve_request *r, size_t *len)
+{
+    char *b = NULL;
+    size_t n = 0;
+    char tail[96];
+    int tn =
+        snprintf(tail, sizeof tail,
+                 ",\"parameters\":{\"binary_data_size\":%zu}}]}", r->bytes);
+    if (!output_head(&b, &n, r) || !json_append(&b, &n, tail, (size_t)tn)) {
+        free(b);
+        return NULL;
+    }
+    *len = n;
+    return b;
+}
+
+bool kserve_json_writer(json_writer *w, const kserve_request *r,
+                        const void *data)
+{
+    memset(w, 0, sizeof *w);
+    char *pre = NULL, *suf = NULL;
+    size_t plen = 0, slen = 0;
+    if (!output_head(&pre, &plen, r)
+        || !json_append(&pre, &plen, ",\"data\":[", 9)
+        || !json_append(&suf, &slen, "]}]}", 4)) {
+        free(pre);
+        free(suf);
+        return false;
+    }
+    uint64_t count = 1;
+    for (int d = 0; d < r->desc.rank; d++)
+        count *= r->desc.shape[d];
+    w->prefix = pre;
+    w->prefix_len = plen;
+    w->suffix = suf;
+    w->suffix_len = slen;
+    w->dtype = r->desc.dtype;
+    w->data = data;
+    w->count = count;
+    return true;
+}
+
+static char *dump(json_t *j)
+{
+    char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
+}
+
+char *kserve_server_metadata(const char *version)
+{
+    return dump(json_pack("{s:s, s:s, s:[s, s, s]}", "name", "tally", "version",
+                          version, "extensions", "binary_tensor_data",
+                          "parameters", "model_configuration"));
+}
+
+char *kserve_model_metadata(void)
+{
+    return dump(
+        json_pack("{s:s, s:[s], s:s, s:[{s:s, s:s, s:[i]}, {s:s, s:s, s:[i]}], "
+                  "s:[{s:s, s:s, s:[i]}]}",
+                  "name", KSERVE_MODEL, "versions", KSERVE_VERSION, "platform",
+                  "tally", "inputs", "name", "x", "datatype", "FP32", "shape",
+                  -1, "name", "axis", "datatype", "INT64", "shape", 1,
+                  "outputs", "name", "y", "datatype", "FP32", "shape", -1));
+}
+
+char *kserve_model_config(void)
+{
+    return dump(json_pack(
+        "{s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:[i]}, {s:s, s:s, s:[i], s:b}], "
+        "s:[{s:s, s:s, s:[i]}]}",
+        "name", KSERVE_MODEL, "platform", "tally", "backend", "tally",
+        "max_batch_size", 0, "input", "name", "x", "data_type", "TYPE_FP32",
+        "dims", -1, "name", "axis", "data_type", "TYPE_INT64", "dims", 1,
+        "optional", 1, "output", "name", "y", "data_type", "TYPE_FP32", "dims",
+        -1));
+}

@@ -1,0 +1,325 @@
+/*
+ * native.c - the native API's request parsing and response text.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native.h"
+
+bool scan_params_apply(const scan_params *p, tally_scan_desc *desc, char *msg,
+                       size_t msglen)
+{
+    desc->axis = p->has_axis ? p->axis : 0;
+    desc->exclusive = p->has_exclusive && p->exclusive;
+    bool reverse = p->has_reverse && p->reverse;
+    if (p->has_direction) {
+        if (p->has_reverse && p->reverse != p->decreasing) {
+            snprintf(msg, msglen,
+                     "direction \"%s\" disagrees with reverse=%s (give one "
+                     "of them, or make them agree)",
+                     p->decreasing ? "decreasing" : "increasing",
+                     p->reverse ? "true" : "false");
+            return false;
+        }
+        reverse = p->decreasing;
+    }
+    desc->reverse = reverse;
+    return true;
+}
+
+bool parse_bool_text(const char *name, const char *v, bool *out, char *msg,
+                     size_t msglen)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
+        *out = false;
+        return true;
+    }
+    snprintf(msg, msglen, "%s must be true or false, not \"%.40s\"", name, v);
+    return false;
+}
+
+bool parse_int_text(const char *name, const char *v, int64_t *out, char *msg,
+                    size_t msglen)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (v[0] == '\0' || *end != '\0' || errno != 0 || v[0] == ' '
+        || v[0] == '+') {
+        snprintf(msg, msglen, "%s must be an integer, not \"%.40s\"", name, v);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool parse_direction_text(const char *name, const char *v, bool *decreasing,
+                          char *msg, size_t msglen)
+{
+    if (strcmp(v, "increasing") == 0 || strcmp(v, "decreasing") == 0) {
+        *decreasing = v[0] == 'd';
+        return true;
+    }
+    snprintf(msg, msglen,
+             "%s must be \"increasing\" or \"decreasing\", not \"%.40s\"", name,
+             v);
+    return false;
+}
+
+bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
+                      int *rank, char *msg, size_t msglen)
+{
+    int r = 0;
+    const char *p = v;
+    if (*p == '\0') {
+        snprintf(msg, msglen,
+                 "%s is empty: rank 0 tensors have no axis to "
+                 "sum along",
+                 name);
+        return false;
+    }
+    for (;;) {
+        if (*p < '0' || *p > '9') {
+            snprintf(msg, msglen,
+                     "%s must be comma-separated non-negative "
+                     "integers, like 3,4 (got \"%.40s\")",
+                     name, v);
+            return false;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long d = strtoull(p, &end, 10);
+        if (errno != 0 || d > INT64_MAX) {
+            snprintf(msg, msglen, "%s: dimension %d is too large", name, r);
+            return false;
+        }
+        if (r >= TALLY_MAX_RANK) {
+            snprintf(msg, msglen, "%s has more than %d dimensions", name,
+                     TALLY_MAX_RANK);
+            return false;
+        }
+        shape[r++] = d;
+        if (*end == '\0')
+            break;
+        if (*end != ',') {
+            snprintf(msg, msglen,
+                     "%s must be comma-separated non-negative "
+                     "integers, like 3,4 (got \"%.40s\")",
+                     name, v);
+            return false;
+        }
+        p = end + 1;
+    }
+    *rank = r;
+    return true;
+}
+
+void *tensor_alloc(size_t bytes)
+{
+    size_t rounded = (bytes + 127) / 128 * 128;
+    return aligned_alloc(128, rounded ? rounded : 128);
+}
+
+void shape_to_text(const uint64_t *shape, int rank, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < rank && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, d ? "," : "",
+                              shape[d]);
+}
+
+/* Member spans of the top-level object, found in a first pass so that
+ * "data" can come before "dtype" and "shape". */
+typedef struct {
+    const char *dtype, *shape, *data, *axis, *exclusive, *reverse, *direction;
+    size_t dtype_len;
+} members;
+
+tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
+                            native_request *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    jcur c;
+    jcur_init(&c, body, len, msg, msglen);
+    members m = {0};
+    bool first = true;
+    const char *key;
+    size_t klen;
+    jcur_ws(&c);
+    if (c.p >= c.end)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "the body is empty: "
+                          "expected a JSON object with dtype, shape and data");
+    while (jcur_member(&c, &first, &key, &klen)) {
+        const char **slot;
+        if (json_eq(key, klen, "dtype"))
+            slot = &m.dtype;
+        else if (json_eq(key, klen, "shape"))
+            slot = &m.shape;
+        else if (json_eq(key, klen, "data"))
+            slot = &m.data;
+        else if (json_eq(key, klen, "axis"))
+            slot = &m.axis;
+        else if (json_eq(key, klen, "exclusive"))
+            slot = &m.exclusive;
+        else if (json_eq(key, klen, "reverse"))
+            slot = &m.reverse;
+        else if (json_eq(key, klen, "direction"))
+            slot = &m.direction;
+        else
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "unknown member \"%.*s\" (expected dtype, "
+                              "shape, data, axis, exclusive, reverse or "
+                              "direction)",
+                              klen > 40 ? 40 : (int)klen, key);
+        if (*slot != NULL)
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "member \"%.*s\" appears twice", (int)klen, key);
+        *slot = c.p;
+        if (!jcur_skip(&c))
+            return TALLY_E_INVALID;
+    }
+    if (c.failed)
+        return TALLY_E_INVALID;
+    jcur_ws(&c);
+    if (c.p != c.end)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "invalid JSON: text after the object at byte %zu",
+                          (size_t)(c.p - c.base));
+    if (m.dtype == NULL || m.shape == NULL || m.data == NULL)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "missing member \"%s\" (dtype, shape and data are "
+                          "required)",
+                          m.dtype == NULL   ? "dtype"
+                          : m.shape == NULL ? "shape"
+                                            : "data");
+
+    /* dtype */
+    const char *s;
+    size_t n;
+    c.p = m.dtype;
+    jcur_ws(&c);
+    if (c.p < c.end && *c.p != '"')
+        return tally_fail(msg, msglen, TALLY_E_DTYPE,
+                          "dtype must be a string such as \"float32\"");
+    if (!jcur_string(&c, &s, &n))
+        return TALLY_E_INVALID;
+    int t = tally_dtype_parse(s, n);
+    if (t < 0)
+        return tally_fail(msg, msglen, TALLY_E_DTYPE,
+                          "unknown dtype \"%.*s\" (expected one of %s)",
+                          n > 32 ? 32 : (int)n, s, tally_dtype_list());
+    out->desc.dtype = (tally_dtype)t;
+
+    /* shape */
+    c.p = m.shape;
+    if (!jcur_shape(&c, "shape", out->desc.shape, &out->desc.rank))
+        return TALLY_E_INVALID;
+    if (out->desc.rank == 0)
+        return tally_fail(msg, msglen, TALLY_E_RANK,
+                          "shape is [] (rank 0): a cumulative sum needs at "
+                          "least one axis");
+
+    /* parameters */
+    scan_params p = {0};
+    if (m.axis != NULL) {
+        c.p = m.axis;
+        if (!jcur_int64(&c, "axis", &p.axis))
+            return TALLY_E_INVALID;
+        p.has_axis = true;
+    }
+    if (m.exclusive != NULL) {
+        c.p = m.exclusive;
+        if (!jcur_bool(&c, "exclusive", &p.exclusive))
+            return TALLY_E_INVALID;
+        p.has_exclusive = true;
+    }
+    if (m.reverse != NULL) {
+        c.p = m.reverse;
+        if (!jcur_bool(&c, "reverse", &p.reverse))
+            return TALLY_E_INVALID;
+        p.has_reverse = true;
+    }
+    if (m.direction != NULL) {
+        c.p = m.direction;
+        jcur_ws(&c);
+        if (c.p < c.end && *c.p != '"')
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "direction must be the string \"increasing\" "
+                              "or \"decreasing\"");
+        if (!jcur_string(&c, &s, &n))
+            return TALLY_E_INVALID;
+        if (!json_eq(s, n, "increasing") && !json_eq(s, n, "decreasing"))
+            return tally_fail(msg, msglen, TALLY_E_INVALID,
+                              "direction must be \"increasing\" or "
+                              "\"decreasing\", not \"%.*s\"",
+                              n > 32 ? 32 : (int)n, s);
+        p.decreasing = s[0] == 'd';
+        p.has_direction = true;
+    }
+    if (!scan_params_apply(&p, &out->desc, msg, msglen))
+        return TALLY_E_INVALID;
+
+    /* sizes, checked before allocating */
+    tally_lines l;
+    tally_err e = tally_lines_from_desc(&out->desc, &l, msg, msglen);
+    if (e != TALLY_E_OK)
+        return e;
+    if (l.bytes > max_bytes)
+        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
+                          "the tensor would take %zu bytes, more than the "
+                          "%zu this server accepts",
+                          l.bytes, max_bytes);
+    void *data = tensor_alloc(l.bytes);
+    if (data == NULL)
+        return tally_fail(msg, msglen, TALLY_E_NOMEM,
+                          "out of memory for a %zu-byte tensor", l.bytes);
+    c.p = m.data;
+    if (!jcur_tensor(&c, "data", out->desc.dtype, out->desc.shape,
+                     out->desc.rank, l.elements, data)) {
+        free(data);
+        return TALLY_E_INVALID;
+    }
+    out->data = data;
+    out->bytes = l.bytes;
+    return TALLY_E_OK;
+}
+
+bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
+                        const void *data)
+{
+    memset(w, 0, sizeof *w);
+    char *pre = NULL, *suf = NULL;
+    size_t plen = 0, slen = 0;
+    const char *name = tally_dtype_name(desc->dtype);
+    bool ok = json_append(&pre, &plen, "{\"dtype\":\"", 10)
+              && json_append(&pre, &plen, name, strlen(name))
+              && json_append(&pre, &plen, "\",\"shape\":", 10)
+              && json_append_shape(&pre, &plen, desc->shape, desc->rank)
+              && json_append(&pre, &plen, ",\"data\":[", 9)
+              && json_append(&suf, &slen, "]}", 2);
+    if (!ok) {
+        free(pre);
+        free(suf);
+        return false;
+    }
+    uint64_t count = 1;
+    for (int d = 0; d < desc->rank; d++)
+        count *= desc->shape[d];
+    w->prefix = pre;
+    w->prefix_len = plen;
+    w->suffix = suf;
+    w->suffix_len = slen;
+    w->dtype = desc->dtype;
+    w->data = data;
+    w->count = count;
+    return true;
+}

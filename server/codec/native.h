@@ -1,0 +1,71 @@
+/*
+ * native.h - tally's own API: POST /v1/cumsum in JSON, .npy or raw bytes.
+ *
+ * Scan parameters come from JSON members (application/json) or the query
+ * string (the binary formats): axis (integer, default 0), exclusive and
+ * reverse (booleans, default false) and direction ("increasing" or
+ * "decreasing", DirectML's name for reverse; disagreeing with reverse is an
+ * error). This module parses and checks them; it knows nothing of HTTP.
+ */
+#ifndef TALLY_NATIVE_H
+#define TALLY_NATIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "json.h"
+#include "tensor.h"
+
+/* Parameters as given, before they are combined. */
+typedef struct {
+    bool has_axis, has_exclusive, has_reverse, has_direction;
+    int64_t axis;
+    bool exclusive, reverse, decreasing;
+} scan_params;
+
+/* Sets desc's axis, exclusive and reverse from p (defaults: 0, false,
+ * false). False, with a message, when reverse and direction disagree. */
+bool scan_params_apply(const scan_params *p, tally_scan_desc *desc, char *msg,
+                       size_t msglen);
+
+/* Query-string values: "true"/"false"/"1"/"0"; a decimal integer; a
+ * direction name; a comma-separated shape ("3,4"). Each returns false with a
+ * message naming the parameter when the text is not what it must be. */
+bool parse_bool_text(const char *name, const char *v, bool *out, char *msg,
+                     size_t msglen);
+bool parse_int_text(const char *name, const char *v, int64_t *out, char *msg,
+                    size_t msglen);
+bool parse_direction_text(const char *name, const char *v, bool *decreasing,
+                          char *msg, size_t msglen);
+bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
+                      int *rank, char *msg, size_t msglen);
+
+/* A parsed JSON request. data holds the tensor (aligned to 128 bytes,
+ * tally_scan_desc's dtype and shape); the caller frees it with free(). */
+typedef struct {
+    tally_scan_desc desc;
+    void *data;
+    size_t bytes;
+} native_request;
+
+/* Parses a JSON request body. The tensor may take at most max_bytes
+ * (TALLY_E_TOO_LARGE otherwise). Errors are TALLY_E_INVALID, _DTYPE,
+ * _RANK, _AXIS or _TOO_LARGE with a message naming the member, element
+ * index or problem; nothing needs freeing then. */
+tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
+                            native_request *out, char *msg, size_t msglen);
+
+/* A writer for the JSON response {"dtype", "shape", "data"} of a result
+ * with desc's dtype and shape at data (borrowed). False when out of memory. */
+bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
+                        const void *data);
+
+/* "3,4" for a shape, into buf. */
+void shape_to_text(const uint64_t *shape, int rank, char *buf, size_t len);
+
+/* Allocates a tensor buffer of `bytes` (at least 1), aligned to 128 bytes
+ * so that devices sharing host memory can use it without a copy. NULL when
+ * memory runs out. Free with free(). */
+void *tensor_alloc(size_t bytes);
+
+#endif

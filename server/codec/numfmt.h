@@ -1,0 +1,45 @@
+/*
+ * numfmt.h - tensor elements to and from decimal text, exactly.
+ *
+ * Parsing takes one JSON number token and stores it as one element of a
+ * dtype, refusing what the dtype cannot hold exactly: 300 in int8, -1 in
+ * uint32, 2.5 in int32, 1e39 in float32 (integral values such as 3.0 or 1e2
+ * are fine for integers). Floats round to nearest once, from the decimal.
+ * Integers go through 64 bits without loss, uint64 and int64 included.
+ *
+ * Printing gives the shortest decimal that reads back as the same value,
+ * and the strings "NaN", "Infinity" and "-Infinity" (with their quotes)
+ * for non-finite floats, as the protobuf JSON mapping does.
+ */
+#ifndef TALLY_NUMFMT_H
+#define TALLY_NUMFMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dtype.h"
+
+/* Longest text numfmt_print() writes, with room to spare. */
+#define NUMFMT_MAX 40
+
+/* Stores the number token s[0..len) (JSON grammar, already checked) as
+ * element `index` of dst. On failure returns false and writes a reason
+ * ("300 does not fit int8") into why. */
+bool numfmt_parse(tally_dtype t, const char *s, size_t len, void *dst,
+                  size_t index, char *why, size_t whylen);
+
+/* Stores a non-finite value named by a JSON string's contents ("NaN",
+ * "Infinity", "-Infinity"); false (with a reason) for anything else or for
+ * an integer dtype. */
+bool numfmt_parse_special(tally_dtype t, const char *s, size_t len, void *dst,
+                          size_t index, char *why, size_t whylen);
+
+/* Writes element `index` of src as JSON text into out (NUMFMT_MAX bytes,
+ * not NUL-terminated) and returns its length. */
+size_t numfmt_print(tally_dtype t, const void *src, size_t index, char *out);
+
+/* Checks the JSON number grammar at s (up to end): returns the token's
+ * length, or 0 if there is no valid number there. */
+size_t numfmt_scan(const char *s, const char *end);
+
+#endif

@@ -1,0 +1,269 @@
+/*
+ * config.c - parsing settings.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+
+enum kind { STR, UINT, SIZE, BOOL };
+
+typedef struct {
+    const char *flag, *env, *def, *help;
+    enum kind kind;
+    size_t offset;
+} setting;
+
+static const setting settings[] = {
+#define TALLY_SETTING_ROW(field, flag, env, kind, def, help)                   \
+    {flag, env, def, help, kind, offsetof(tally_config, field)},
+    TALLY_SETTINGS(TALLY_SETTING_ROW)
+#undef TALLY_SETTING_ROW
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+/* "256MiB", "64M", "1000000": bytes. */
+static bool parse_size(const char *v, size_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)v[0]))
+        return false;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno != 0)
+        return false;
+    unsigned long long mul = 1;
+    if (*end != '\0') {
+        if (strcasecmp(end, "k") == 0 || strcasecmp(end, "kib") == 0
+            || strcasecmp(end, "kb") == 0)
+            mul = 1ull << 10;
+        else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mib") == 0
+                 || strcasecmp(end, "mb") == 0)
+            mul = 1ull << 20;
+        else if (strcasecmp(end, "g") == 0 || strcasecmp(end, "gib") == 0
+                 || strcasecmp(end, "gb") == 0)
+            mul = 1ull << 30;
+        else
+            return false;
+    }
+    if (n > SIZE_MAX / mul)
+        return false;
+    *out = (size_t)(n * mul);
+    return true;
+}
+
+static bool set(tally_config *c, const setting *s, const char *v,
+                const char *from, char *msg, size_t msglen)
+{
+    void *field = (char *)c + s->offset;
+    switch (s->kind) {
+    case STR: {
+        char *copy = strdup(v);
+        if (copy == NULL) {
+            snprintf(msg, msglen, "out of memory");
+            return false;
+        }
+        free(*(char **)field);
+        *(char **)field = copy;
+        return true;
+    }
+    case UINT: {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(v, &end, 10);
+        if (!isdigit((unsigned char)v[0]) || *end != '\0' || errno != 0
+            || n > 100000000ul) {
+            snprintf(msg, msglen,
+                     "%s: %s must be a non-negative integer, not "
+                     "\"%s\"",
+                     from, s->flag, v);
+            return false;
+        }
+        *(unsigned *)field = (unsigned)n;
+        return true;
+    }
+    case SIZE:
+        if (!parse_size(v, (size_t *)field)) {
+            snprintf(msg, msglen,
+                     "%s: %s must be a size such as 256MiB, 64M "
+                     "or 1000000, not \"%s\"",
+                     from, s->flag, v);
+            return false;
+        }
+        return true;
+    case BOOL:
+        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0
+            || strcmp(v, "yes") == 0 || strcmp(v, "on") == 0)
+            *(bool *)field = true;
+        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0
+                 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0)
+            *(bool *)field = false;
+        else {
+            snprintf(msg, msglen, "%s: %s must be true or false, not \"%s\"",
+                     from, s->flag, v);
+            return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
+                       size_t msglen)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (!set(c, &settings[i], settings[i].def, "default", msg, msglen))
+            return false;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *v = getenv(settings[i].env);
+        if (v != NULL && !set(c, &settings[i], v, settings[i].env, msg, msglen))
+            return false;
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            c->help = true;
+            continue;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            c->version = true;
+            continue;
+        }
+        if (strcmp(arg, "--list-devices") == 0) {
+            c->list_devices = true;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            snprintf(msg, msglen, "unexpected argument \"%s\" (see --help)",
+                     arg);
+            return false;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
+        const setting *s = NULL;
+        bool negated = false;
+        for (size_t i = 0; i < NSETTINGS && s == NULL; i++) {
+            if (strlen(settings[i].flag) == nlen
+                && strncmp(settings[i].flag, name, nlen) == 0)
+                s = &settings[i];
+            else if (settings[i].kind == BOOL && nlen > 3
+                     && strncmp(name, "no-", 3) == 0
+                     && strlen(settings[i].flag) == nlen - 3
+                     && strncmp(settings[i].flag, name + 3, nlen - 3) == 0) {
+                s = &settings[i];
+                negated = true;
+            }
+        }
+        if (s == NULL) {
+            snprintf(msg, msglen, "unknown option --%.*s (see --help)",
+                     (int)nlen, name);
+            return false;
+        }
+        const char *v;
+        if (eq != NULL)
+            v = eq + 1;
+        else if (s->kind == BOOL)
+            v = negated ? "false" : "true";
+        else if (a + 1 < argc)
+            v = argv[++a];
+        else {
+            snprintf(msg, msglen, "option --%s needs a value", s->flag);
+            return false;
+        }
+        if (negated && eq != NULL) {
+            snprintf(msg, msglen, "--no-%s takes no value", s->flag);
+            return false;
+        }
+        char from[64];
+        snprintf(from, sizeof from, "--%s", s->flag);
+        if (!set(c, s, v, from, msg, msglen))
+            return false;
+    }
+    if (c->workers == 0 || c->http_threads == 0 || c->queue_depth == 0
+        || c->max_batch == 0) {
+        snprintf(msg, msglen,
+                 "workers, http-threads, queue-depth and "
+                 "max-batch must be at least 1");
+        return false;
+    }
+    char host[256];
+    unsigned port;
+    if (!tally_config_split_listen(c->listen, host, sizeof host, &port)) {
+        snprintf(msg, msglen,
+                 "listen must be HOST:PORT (such as "
+                 "127.0.0.1:8080 or [::1]:8080), not \"%s\"",
+                 c->listen);
+        return false;
+    }
+    return true;
+}
+
+void tally_config_free(tally_config *c)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].kind == STR) {
+            char **field = (char **)((char *)c + settings[i].offset);
+            free(*field);
+            *field = NULL;
+        }
+}
+
+bool tally_config_split_listen(const char *listen, char *host, size_t hostlen,
+                               unsigned *port)
+{
+    const char *colon;
+    const char *h = listen;
+    size_t hl;
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (close == NULL || close[1] != ':')
+            return false;
+        h = listen + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (colon == NULL)
+            return false;
+        hl = (size_t)(colon - listen);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (!isdigit((unsigned char)colon[1]) || *end != '\0' || errno != 0
+        || p > 65535)
+        return false;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (unsigned)p;
+    return true;
+}
+
+void tally_config_usage(FILE *f, const char *prog)
+{
+    fprintf(
+        f,
+        "usage: %s [options]\n\n"
+        "tallyd serves the cumulative sum of tensors over HTTP: the native\n"
+        "API (POST /v1/cumsum: JSON, .npy, raw bytes) and KServe v2\n"
+        "(model \"cumsum\"). Every option can also be set by environment\n"
+        "variable; a flag wins.\n\n",
+        prog);
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", s->flag,
+                 s->kind == BOOL ? "[=BOOL]" : "=VALUE");
+        fprintf(f, "  %-26s %s\n  %-26s [env %s, default %s]\n", left, s->help,
+                "", s->env, s->def);
+    }
+    fprintf(f, "  %-26s %s\n  %-26s %s\n  %-26s %s\n", "--list-devices",
+            "print the OpenCL devices and exit", "--version",
+            "print the version and exit", "--help", "print this and exit");
+}

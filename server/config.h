@@ -1,0 +1,70 @@
+/*
+ * config.h - tallyd's settings, from flags and environment variables.
+ *
+ * One table lists every setting with its flag, environment variable,
+ * default and help text; parsing and --help are both generated from it.
+ * A flag beats its environment variable, which beats the default.
+ */
+#ifndef TALLY_CONFIG_H
+#define TALLY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* X(field, flag, env, kind, default, help); kind: STR, UINT, SIZE, BOOL. */
+#define TALLY_SETTINGS(X)                                                      \
+    X(listen, "listen", "TALLY_LISTEN", STR, "127.0.0.1:8080",                 \
+      "address and port to serve on, HOST:PORT ([::1]:8080 for IPv6)")         \
+    X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
+      "compute device: auto, host, gpu, cpu, P:D or a name substring")         \
+    X(layout, "layout", "TALLY_LAYOUT", STR, "auto",                           \
+      "kernel layout: auto, cpu or gpu (with ,key=value overrides)")           \
+    X(workers, "workers", "TALLY_WORKERS", UINT, "2",                          \
+      "device workers, one command queue each")                                \
+    X(http_threads, "http-threads", "TALLY_HTTP_THREADS", UINT, "2",           \
+      "threads serving HTTP connections")                                      \
+    X(queue_depth, "queue-depth", "TALLY_QUEUE_DEPTH", UINT, "1024",           \
+      "jobs that may wait for a worker; more get 503 with Retry-After")        \
+    X(max_body_bytes, "max-body-bytes", "TALLY_MAX_BODY_BYTES", SIZE,          \
+      "256MiB", "largest request body (and tensor) accepted; larger gets 413") \
+    X(timeout_ms, "timeout-ms", "TALLY_TIMEOUT_MS", UINT, "0",                 \
+      "default request deadline in milliseconds, 0 for none")                  \
+    X(idle_timeout_s, "idle-timeout", "TALLY_IDLE_TIMEOUT", UINT, "60",        \
+      "seconds an idle keep-alive connection stays open")                      \
+    X(drain_timeout_s, "drain-timeout", "TALLY_DRAIN_TIMEOUT", UINT, "30",     \
+      "seconds SIGTERM waits for in-flight requests before giving up")         \
+    X(max_connections, "max-connections", "TALLY_MAX_CONNECTIONS", UINT,       \
+      "4096", "open connections allowed at once")                              \
+    X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
+      "compatible queued jobs a worker takes at once")                         \
+    X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
+      "compile every kernel at startup (false: on first use)")                 \
+    X(access_log, "access-log", "TALLY_ACCESS_LOG", BOOL, "true",              \
+      "log one JSON line per request to standard error")
+
+typedef struct {
+    char *listen, *device, *layout;
+    unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
+        drain_timeout_s, max_connections, max_batch;
+    size_t max_body_bytes;
+    bool warmup, access_log;
+    /* one-shot actions */
+    bool help, version, list_devices;
+} tally_config;
+
+/* Fills c from the defaults, the environment and argv. Returns false with
+ * a message for a bad flag or value. Free with tally_config_free(). */
+bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
+                       size_t msglen);
+void tally_config_free(tally_config *c);
+
+/* Writes the --help text. */
+void tally_config_usage(FILE *f, const char *prog);
+
+/* Splits "host:port" / "[v6]:port"; false when it is not one. */
+bool tally_config_split_listen(const char *listen, char *host, size_t hostlen,
+                               unsigned *port);
+
+#endif

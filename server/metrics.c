@@ -1,0 +1,243 @@
+/*
+ * metrics.c - counting and the Prometheus text format.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* Upper bounds of the latency buckets, in seconds. */
+static const double bounds[METRIC_NBUCKETS - 1] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+
+static const int statuses[] = {
+#define METRIC_STATUS_VALUE(s) s,
+    METRIC_STATUSES(METRIC_STATUS_VALUE)
+#undef METRIC_STATUS_VALUE
+};
+
+const char *route_name(route_id r)
+{
+    switch (r) {
+    case ROUTE_NATIVE: return "native";
+    case ROUTE_INFER: return "infer";
+    case ROUTE_METADATA: return "metadata";
+    case ROUTE_HEALTH: return "health";
+    case ROUTE_METRICS: return "metrics";
+    case ROUTE_OTHER: return "other";
+    case NROUTES: break;
+    }
+    return "other";
+}
+
+void metrics_init(metrics *m, unsigned workers)
+{
+    memset(m, 0, sizeof *m);
+    m->workers = workers < METRIC_MAX_WORKERS ? workers : METRIC_MAX_WORKERS;
+}
+
+void metrics_observe(histogram *h, uint64_t ns)
+{
+    double s = (double)ns * 1e-9;
+    size_t b = 0;
+    while (b < METRIC_NBUCKETS - 1 && s > bounds[b])
+        b++;
+    atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+void metrics_request(metrics *m, route_id r, int status, tally_err err,
+                     uint64_t total_ns, uint64_t bytes_in, uint64_t bytes_out)
+{
+    size_t si = METRIC_NSTATUS - 1;
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        if (statuses[i] == status)
+            si = i;
+    atomic_fetch_add_explicit(&m->requests[r][si], 1, memory_order_relaxed);
+    if (err != TALLY_E_OK && (unsigned)err < METRIC_NERRORS)
+        atomic_fetch_add_explicit(&m->failures[r][err], 1,
+                                  memory_order_relaxed);
+    metrics_observe(&m->total[r], total_ns);
+    atomic_fetch_add_explicit(&m->bytes_in, bytes_in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->bytes_out, bytes_out, memory_order_relaxed);
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} out;
+
+static void put(out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put(out *o, const char *fmt, ...)
+{
+    if (o->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->oom = 1;
+            return;
+        }
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t ncap = o->cap * 2 + (size_t)n;
+        char *nb = realloc(o->buf, ncap);
+        if (nb == NULL) {
+            o->oom = 1;
+            return;
+        }
+        o->buf = nb;
+        o->cap = ncap;
+    }
+}
+
+static unsigned long long load(atomic_ullong *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static void put_histogram(out *o, const char *name, const char *labels,
+                          histogram *h)
+{
+    unsigned long long cum = 0;
+    const char *sep = labels[0] ? "," : "";
+    for (size_t b = 0; b < METRIC_NBUCKETS; b++) {
+        cum += load(&h->bucket[b]);
+        if (b < METRIC_NBUCKETS - 1)
+            put(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+                bounds[b], cum);
+        else
+            put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
+    }
+    put(o, "%s_sum{%s} %.9f\n", name, labels, (double)load(&h->sum_ns) * 1e-9);
+    put(o, "%s_count{%s} %llu\n", name, labels, load(&h->count));
+}
+
+/* Escapes a label value (backslash, quote, newline). */
+static void escape_label(const char *in, char *outb, size_t len)
+{
+    size_t n = 0;
+    for (; *in != '\0' && n + 2 < len; in++) {
+        if (*in == '\\' || *in == '"') {
+            outb[n++] = '\\';
+            outb[n++] = *in;
+        } else if (*in == '\n') {
+            outb[n++] = '\\';
+            outb[n++] = 'n';
+        } else {
+            outb[n++] = *in;
+        }
+    }
+    outb[n] = '\0';
+}
+
+char *metrics_render(metrics *m, size_t queue_depth, const char *device,
+                     const char *version, size_t *len)
+{
+    out o = {malloc(8192), 0, 8192, 0};
+    if (o.buf == NULL)
+        return NULL;
+    char dev[512];
+    escape_label(device, dev, sizeof dev);
+
+    put(&o,
+        "# HELP tally_build_info The running tallyd: version and device.\n"
+        "# TYPE tally_build_info gauge\n"
+        "tally_build_info{version=\"%s\",device=\"%s\"} 1\n",
+        version, dev);
+
+    put(&o, "# HELP tally_requests_total HTTP requests by route and status "
+            "code.\n# TYPE tally_requests_total counter\n");
+    for (int r = 0; r < NROUTES; r++)
+        for (size_t s = 0; s < METRIC_NSTATUS; s++) {
+            unsigned long long v = load(&m->requests[r][s]);
+            if (v == 0)
+                continue;
+            if (s < METRIC_NSTATUS - 1)
+                put(&o, "tally_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                    route_name((route_id)r), statuses[s], v);
+            else
+                put(&o,
+                    "tally_requests_total{route=\"%s\",code=\"other\"} "
+                    "%llu\n",
+                    route_name((route_id)r), v);
+        }
+
+    put(&o, "# HELP tally_request_failures_total Failed requests by route "
+            "and reason.\n# TYPE tally_request_failures_total counter\n");
+    for (int r = 0; r < NROUTES; r++)
+        for (int e = 1; e < METRIC_NERRORS; e++) {
+            unsigned long long v = load(&m->failures[r][e]);
+            if (v != 0)
+                put(&o,
+                    "tally_request_failures_total{route=\"%s\","
+                    "reason=\"%s\"} %llu\n",
+                    route_name((route_id)r), tally_err_name((tally_err)e), v);
+        }
+
+    put(&o, "# HELP tally_request_duration_seconds Time from the request's "
+            "first byte to its response, by route.\n"
+            "# TYPE tally_request_duration_seconds histogram\n");
+    for (int r = 0; r < NROUTES; r++) {
+        if (load(&m->total[r].count) == 0)
+            continue;
+        char labels[64];
+        snprintf(labels, sizeof labels, "route=\"%s\"",
+                 route_name((route_id)r));
+        put_histogram(&o, "tally_request_duration_seconds", labels,
+                      &m->total[r]);
+    }
+    put(&o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
+            "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
+    put_histogram(&o, "tally_queue_duration_seconds", "", &m->queue);
+    put(&o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
+            "job (data movement and kernel).\n"
+            "# TYPE tally_compute_duration_seconds histogram\n");
+    put_histogram(&o, "tally_compute_duration_seconds", "", &m->compute);
+
+    put(&o,
+        "# HELP tally_queue_depth Jobs waiting for a worker.\n"
+        "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
+        queue_depth);
+    put(&o,
+        "# HELP tally_inflight_requests Requests being read, queued, "
+        "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
+        "tally_inflight_requests %lld\n",
+        (long long)atomic_load(&m->inflight));
+    put(&o,
+        "# HELP tally_received_bytes_total Request body bytes "
+        "received.\n# TYPE tally_received_bytes_total counter\n"
+        "tally_received_bytes_total %llu\n",
+        load(&m->bytes_in));
+    put(&o,
+        "# HELP tally_sent_bytes_total Response body bytes sent.\n"
+        "# TYPE tally_sent_bytes_total counter\n"
+        "tally_sent_bytes_total %llu\n",
+        load(&m->bytes_out));
+    put(&o, "# HELP tally_device_busy_seconds_total Time each device worker "
+            "spent computing.\n# TYPE tally_device_busy_seconds_total "
+            "counter\n");
+    for (unsigned w = 0; w < m->workers; w++)
+        put(&o,
+            "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
+            "%.9f\n",
+            w, dev, (double)load(&m->busy_ns[w]) * 1e-9);
+    if (o.oom) {
+        free(o.buf);
+        return NULL;
+    }
+    *len = o.len;
+    return o.buf;
+}

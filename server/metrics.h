@@ -1,0 +1,65 @@
+/*
+ * metrics.h - counters and histograms for GET /metrics.
+ *
+ * Everything is a relaxed atomic, bumped from whichever thread sees the
+ * event (HTTP threads at the end of a request, workers for device time)
+ * and read when /metrics is rendered in Prometheus' text format.
+ */
+#ifndef TALLY_METRICS_H
+#define TALLY_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef enum {
+    ROUTE_NATIVE,
+    ROUTE_INFER,
+    ROUTE_METADATA,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_OTHER,
+    NROUTES
+} route_id;
+
+/* Status codes counted by name; others fall into "other". */
+#define METRIC_STATUSES(X)                                                     \
+    X(200) X(400) X(404) X(405) X(413) X(415) X(500) X(503) X(504)
+#define METRIC_NSTATUS 10 /* the list plus "other" */
+#define METRIC_NBUCKETS 17
+#define METRIC_NERRORS 32 /* room for every tally_err */
+#define METRIC_MAX_WORKERS 64
+
+typedef struct {
+    atomic_ullong bucket[METRIC_NBUCKETS]; /* cumulative at render time */
+    atomic_ullong sum_ns, count;
+} histogram;
+
+typedef struct {
+    atomic_ullong requests[NROUTES][METRIC_NSTATUS];
+    atomic_ullong failures[NROUTES][METRIC_NERRORS];
+    histogram total[NROUTES], queue, compute;
+    atomic_ullong bytes_in, bytes_out;
+    atomic_llong inflight;
+    atomic_ullong busy_ns[METRIC_MAX_WORKERS];
+    unsigned workers;
+} metrics;
+
+void metrics_init(metrics *m, unsigned workers);
+
+void metrics_observe(histogram *h, uint64_t ns);
+
+/* One finished request. err is TALLY_E_OK for successes. */
+void metrics_request(metrics *m, route_id r, int status, tally_err err,
+                     uint64_t total_ns, uint64_t bytes_in, uint64_t bytes_out);
+
+/* Renders the text exposition into a malloc'd string (length in *len);
+ * NULL when out of memory. */
+char *metrics_render(metrics *m, size_t queue_depth, const char *device,
+                     const char *version, size_t *len);
+
+const char *route_name(route_id r);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * queue.c - the bounded job queue.
+ */
+#include <time.h>
+
+#include "queue.h"
+
+uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void queue_init(job_queue *q, size_t cap)
+{
+    q->head = q->tail = NULL;
+    q->depth = 0;
+    q->cap = cap;
+    q->closed = false;
+    uv_mutex_init(&q->mu);
+    uv_cond_init(&q->cv);
+}
+
+void queue_destroy(job_queue *q)
+{
+    uv_cond_destroy(&q->cv);
+    uv_mutex_destroy(&q->mu);
+}
+
+bool queue_push(job_queue *q, job *j)
+{
+    uv_mutex_lock(&q->mu);
+    bool ok = !q->closed && q->depth < q->cap;
+    if (ok) {
+        j->next = NULL;
+        if (q->tail != NULL)
+            q->tail->next = j;
+        else
+            q->head = j;
+        q->tail = j;
+        q->depth++;
+        uv_cond_signal(&q->cv);
+    }
+    uv_mutex_unlock(&q->mu);
+    return ok;
+}
+
+/* Jobs one launch could serve: same element type, line length, stride
+ * and mode (their outer dimensions would stack). */
+static bool compatible(const job *a, const job *b)
+{
+    return a->lines.dtype == b->lines.dtype && a->lines.n == b->lines.n
+           && a->lines.inner == b->lines.inner
+           && a->lines.reverse == b->lines.reverse
+           && a->lines.exclusive == b->lines.exclusive;
+}
+
+static void unlink_job(job_queue *q, job *prev, job *j)
+{
+    if (prev != NULL)
+        prev->next = j->next;
+    else
+        q->head = j->next;
+    if (q->tail == j)
+        q->tail = prev;
+    j->next = NULL;
+    q->depth--;
+}
+
+size_t queue_pop(job_queue *q, job **out, size_t max)
+{
+    uv_mutex_lock(&q->mu);
+    while (q->head == NULL && !q->closed)
+        uv_cond_wait(&q->cv, &q->mu);
+    size_t n = 0;
+    if (q->head != NULL && max > 0) {
+        job *first = q->head;
+        unlink_job(q, NULL, first);
+        out[n++] = first;
+        job *prev = NULL;
+        for (job *j = q->head; j != NULL && n < max;) {
+            job *next = j->next;
+            if (compatible(first, j)) {
+                unlink_job(q, prev, j);
+                out[n++] = j;
+            } else {
+                prev = j;
+            }
+            j = next;
+        }
+    }
+    uv_mutex_unlock(&q->mu);
+    return n;
+}
+
+size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max)
+{
+    size_t n = 0;
+    uv_mutex_lock(&q->mu);
+    job *prev = NULL;
+    for (job *j = q->head; j != NULL && n < max;) {
+        job *next = j->next;
+        if (j->deadline_ns != 0 && j->deadline_ns <= now) {
+            unlink_job(q, prev, j);
+            out[n++] = j;
+        } else {
+            prev = j;
+        }
+        j = next;
+    }
+    uv_mutex_unlock(&q->mu);
+    return n;
+}
+
+void queue_close(job_queue *q)
+{
+    uv_mutex_lock(&q->mu);
+    q->closed = true;
+    uv_cond_broadcast(&q->cv);
+    uv_mutex_unlock(&q->mu);
+}
+
+size_t queue_depth(job_queue *q)
+{
+    uv_mutex_lock(&q->mu);
+    size_t d = q->depth;
+    uv_mutex_unlock(&q->mu);
+    return d;
+}

@@ -1,0 +1,76 @@
+/*
+ * queue.h - jobs waiting for a device worker.
+ *
+ * A bounded FIFO: pushing onto a full queue fails at once (the HTTP layer
+ * answers 503 with Retry-After) rather than waiting. A worker pops the job
+ * at the head together with up to max-1 later jobs that are compatible with
+ * it (same dtype, line length, stride and mode: the jobs one kernel launch
+ * could serve by stacking their lines), so that batching several small
+ * requests into one launch needs no change here. Jobs whose deadline
+ * passes while they wait are taken out by queue_expire().
+ *
+ * Threading: every function may be called from any thread; the queue's
+ * mutex guards its list.
+ */
+#ifndef TALLY_QUEUE_H
+#define TALLY_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "engine.h"
+
+typedef struct job job;
+
+/* Called exactly once per queued job, when it has run, failed or expired;
+ * on a worker thread or the loop thread. */
+typedef void (*job_done_fn)(job *j);
+
+struct job {
+    tally_scan_desc desc;
+    tally_lines lines; /* desc collapsed: the batching key */
+    const void *in;
+    void *out;            /* may equal in */
+    uint64_t deadline_ns; /* monotonic; 0 for none */
+    uint64_t enqueued_ns, started_ns, finished_ns;
+    tally_err err;
+    char msg[256];
+    unsigned worker; /* which worker ran it */
+    job_done_fn done;
+    void *user;
+    job *next;
+};
+
+typedef struct {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    job *head, *tail;
+    size_t depth, cap;
+    bool closed;
+} job_queue;
+
+void queue_init(job_queue *q, size_t cap);
+void queue_destroy(job_queue *q);
+
+/* Appends j; false when the queue is full or closed. */
+bool queue_push(job_queue *q, job *j);
+
+/* Waits for work and takes the head job and up to max-1 compatible ones
+ * into out; returns how many, or 0 once the queue is closed and empty. */
+size_t queue_pop(job_queue *q, job **out, size_t max);
+
+/* Takes out up to max jobs whose deadline is at or before now. */
+size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max);
+
+/* Wakes every waiting worker; later pops drain what is left, then return
+ * 0, and pushes fail. */
+void queue_close(job_queue *q);
+
+size_t queue_depth(job_queue *q);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t now_ns(void);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * server.h - tallyd's shared state, in one struct passed to every module.
+ *
+ * Who touches what (the threading model itself is written down at the top
+ * of tallyd.c):
+ *   cfg, engine, version, device   set before threads start, then read-only
+ *   queue                          any thread, under its own mutex
+ *   metrics, draining, inflight    any thread, atomics
+ *   mhd                            MHD threads; the loop thread quiesces and
+ *                                  stops it
+ *   loop and its handles           the loop thread only
+ *   workers                        started and joined by the loop thread
+ */
+#ifndef TALLY_SERVER_H
+#define TALLY_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+#include "engine.h"
+#include "metrics.h"
+#include "queue.h"
+
+#define TALLY_VERSION "0.1.0"
+
+struct MHD_Daemon;
+typedef struct worker worker;
+
+typedef struct tally_server {
+    tally_config cfg;
+    const char *version;
+    tally_engine *engine;
+    char device[320];
+
+    job_queue queue;
+    worker *workers;
+    unsigned nworkers;
+    metrics metrics;
+
+    struct MHD_Daemon *mhd;
+    unsigned port; /* the port actually bound */
+
+    uv_loop_t *loop;
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t tick;
+    uv_async_t wake;
+
+    atomic_bool draining;
+    uint64_t drain_started_ns;
+    atomic_ullong next_id;
+    int exit_code;
+} tally_server;
+
+#endif

@@ -1,0 +1,216 @@
+/*
+ * tallyd.c - the daemon: startup, the event loop, shutdown.
+ *
+ * Threading model. Three kinds of threads, and the only calls that cross
+ * between them:
+ *
+ *   the loop thread (main)   runs the libuv loop: SIGTERM/SIGINT/SIGHUP,
+ *                            and a 5 ms timer that takes expired jobs out
+ *                            of the queue and, while draining, watches the
+ *                            in-flight count. It starts and stops the HTTP
+ *                            daemon and the workers.
+ *   HTTP threads             libmicrohttpd's (--http-threads): accept, read
+ *                            bodies, parse, enqueue jobs, suspend their
+ *                            connection; after a resume, build and queue the
+ *                            response. They never wait on a device.
+ *   device workers           worker.c (--workers), one engine stream each:
+ *                            pop jobs, run the scan, complete the job.
+ *
+ * A job is completed exactly once, by a worker or (when it expires in the
+ * queue) by the loop thread, through http.c's on_job_done(): that calls
+ * MHD_resume_connection(), which libmicrohttpd documents as safe from any
+ * thread. Beyond that, threads share only the queue (its own mutex), the
+ * per-request suspend/resume mutex and atomic counters; no thread calls
+ * libuv or libmicrohttpd on another's objects.
+ *
+ * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening socket
+ * closes (MHD_quiesce_daemon) so no new connection is accepted, and every
+ * request already in flight, read or queued or running, is answered, with
+ * Connection: close. When none is left, or after --drain-timeout seconds,
+ * the workers and the daemon stop and the process exits 0 (1 if it had to
+ * give up on requests).
+ */
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cl_device.h"
+#include "http.h"
+#include "log.h"
+#include "worker.h"
+
+#define TICK_MS 5
+#define MAX_EXPIRE 256
+
+static tally_server server;
+
+static void engine_log(void *user, const char *line)
+{
+    (void)user;
+    log_msg("engine", "info", "%s", line);
+}
+
+static void expire_jobs(tally_server *s)
+{
+    job *expired[MAX_EXPIRE];
+    uint64_t now = now_ns();
+    size_t n = queue_expire(&s->queue, now, expired, MAX_EXPIRE);
+    for (size_t i = 0; i < n; i++) {
+        expired[i]->err = TALLY_E_DEADLINE;
+        expired[i]->finished_ns = now;
+        expired[i]->done(expired[i]);
+    }
+}
+
+static void stop_everything(tally_server *s)
+{
+    uv_timer_stop(&s->tick);
+    uv_close((uv_handle_t *)&s->tick, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
+    uv_close((uv_handle_t *)&s->wake, NULL);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    tally_server *s = t->data;
+    expire_jobs(s);
+    if (!atomic_load(&s->draining))
+        return;
+    long long inflight = atomic_load(&s->metrics.inflight);
+    uint64_t waited = now_ns() - s->drain_started_ns;
+    if (inflight > 0 && waited < (uint64_t)s->cfg.drain_timeout_s * 1000000000u)
+        return;
+    if (inflight > 0) {
+        log_msg("tallyd", "error",
+                "drain timeout: %lld requests still in flight after %u s; "
+                "exiting without them",
+                inflight, s->cfg.drain_timeout_s);
+        s->exit_code = 1;
+        _exit(1); /* suspended connections cannot be stopped cleanly */
+    }
+    log_msg("tallyd", "info", "drained; stopping");
+    stop_everything(s);
+}
+
+static void begin_drain(tally_server *s, const char *why)
+{
+    if (atomic_exchange(&s->draining, true))
+        return;
+    s->drain_started_ns = now_ns();
+    log_msg("tallyd", "info",
+            "%s: no longer accepting connections; finishing %lld in-flight "
+            "requests",
+            why, (long long)atomic_load(&s->metrics.inflight));
+    http_quiesce(s);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    tally_server *s = h->data;
+    if (signum == SIGHUP) {
+        log_msg("tallyd", "info",
+                "SIGHUP: nothing to reload (settings are read at startup)");
+        return;
+    }
+    begin_drain(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_wake(uv_async_t *h)
+{
+    (void)h;
+}
+
+int main(int argc, char **argv)
+{
+    tally_server *s = &server;
+    char msg[1024];
+    s->version = TALLY_VERSION;
+    if (!tally_config_load(&s->cfg, argc, argv, msg, sizeof msg)) {
+        fprintf(stderr, "tallyd: %s\n", msg);
+        return 2;
+    }
+    if (s->cfg.help) {
+        tally_config_usage(stdout, argv[0]);
+        return 0;
+    }
+    if (s->cfg.version) {
+        printf("tallyd %s\n", TALLY_VERSION);
+        return 0;
+    }
+    if (s->cfg.list_devices) {
+        int n = tally_cl_list(stdout);
+        printf("host  the C backend on this machine's cores (--device host)\n");
+        return n >= 0 ? 0 : 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    /* the engine: warming up compiles every kernel (slow once per machine
+     * with PoCL, cached afterwards) so that no request pays for it */
+    tally_engine_options o;
+    tally_engine_options_init(&o);
+    o.device = s->cfg.device;
+    o.layout = s->cfg.layout;
+    o.warmup = s->cfg.warmup;
+    o.log = engine_log;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    o.host_threads =
+        (unsigned)(cores > (long)s->cfg.workers ? cores / (long)s->cfg.workers
+                                                : 1);
+    uint64_t t0 = now_ns();
+    if (tally_engine_open(&o, &s->engine, msg, sizeof msg) != TALLY_E_OK) {
+        log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
+        return 1;
+    }
+    snprintf(s->device, sizeof s->device, "%s",
+             tally_engine_describe(s->engine));
+    log_msg("tallyd", "info", "device ready in %.1f s: %s",
+            (double)(now_ns() - t0) * 1e-9, s->device);
+
+    metrics_init(&s->metrics, s->cfg.workers);
+    queue_init(&s->queue, s->cfg.queue_depth);
+    if (workers_start(s, msg, sizeof msg) != TALLY_E_OK) {
+        log_msg("tallyd", "error", "cannot start workers: %s", msg);
+        return 1;
+    }
+
+    s->loop = uv_default_loop();
+    uv_signal_init(s->loop, &s->sigterm);
+    uv_signal_init(s->loop, &s->sigint);
+    uv_signal_init(s->loop, &s->sighup);
+    s->sigterm.data = s->sigint.data = s->sighup.data = s;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_signal, SIGHUP);
+    uv_async_init(s->loop, &s->wake, on_wake);
+    uv_timer_init(s->loop, &s->tick);
+    s->tick.data = s;
+    uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
+
+    if (http_start(s, msg, sizeof msg) != TALLY_E_OK) {
+        log_msg("tallyd", "error", "%s", msg);
+        workers_stop(s);
+        return 1;
+    }
+    log_msg("tallyd", "info",
+            "tallyd %s listening on %s (port %u): %u workers, %u HTTP "
+            "threads, queue depth %u, max body %zu bytes",
+            TALLY_VERSION, s->cfg.listen, s->port, s->cfg.workers,
+            s->cfg.http_threads, s->cfg.queue_depth, s->cfg.max_body_bytes);
+
+    uv_run(s->loop, UV_RUN_DEFAULT);
+
+    workers_stop(s);
+    http_stop(s);
+    uv_loop_close(s->loop);
+    queue_destroy(&s->queue);
+    tally_engine_close(s->engine);
+    tally_config_free(&s->cfg);
+    log_msg("tallyd", "info", "stopped");
+    return s->exit_code;
+}
