@@ -64,11 +64,15 @@ $(TALLYD): $(DAEMON_OBJ) $(CODEC_OBJ) $(ENGINE_LIB)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
 # ---------------------------------------------------------------- tests
-TEST_NAMES := test_units test_host test_engine test_accuracy
+TEST_NAMES := test_units test_codec test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BUILD)/bin/bench_engine
 
 TEST_LIB := $(BUILD)/tests/check.o $(BUILD)/tests/ref.o
+
+$(BUILD)/bin/test_codec: $(BUILD)/tests/test_codec.o $(TEST_LIB) $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
 	@mkdir -p $(@D)
@@ -87,7 +91,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-.PHONY: all test test-units test-host test-engine test-accuracy \
+.PHONY: all test test-integration test-units test-codec test-host test-engine test-accuracy \
         bench-engine deps clean format
 
 all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN)
@@ -102,9 +106,12 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) \
 
 # `make test` first installs whatever is missing (a no-op when all is).
 test: deps
-	$(Q)$(MAKE) --no-print-directory test-units test-host test-engine test-accuracy
+	$(Q)$(MAKE) --no-print-directory test-units test-codec test-host test-engine \
+	    test-accuracy test-integration
 
 test-units: $(BUILD)/bin/test_units
+	$(Q)$(TEST_ENV) $< $(T)
+test-codec: $(BUILD)/bin/test_codec
 	$(Q)$(TEST_ENV) $< $(T)
 test-host: $(BUILD)/bin/test_host
 	$(Q)$(TEST_ENV) $< $(T)
@@ -112,6 +119,13 @@ test-engine: $(BUILD)/bin/test_engine
 	$(Q)$(TEST_ENV) $< $(T)
 test-accuracy: $(BUILD)/bin/test_accuracy
 	$(Q)$(TEST_ENV) $< $(T)
+
+# The daemon against the outside world (pytest, numpy, tritonclient); each
+# daemon copies the kernel cache test-engine warmed.
+test-integration: $(TALLYD)
+	$(Q)TALLYD=$(abspath $(TALLYD)) POCL_CACHE_SEED=$(POCL_DIR) \
+	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(if $(T),-k "$(T)")
 
 bench-engine: $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)

@@ -9,7 +9,9 @@ set -eu
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev"
-PYTHON_PACKAGES="numpy pytest"
+# module:pip-name pairs for the integration tests and benchmarks
+PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
+  tritonclient.http:tritonclient[http] openapi_spec_validator:openapi-spec-validator"
 
 missing=""
 for p in $PACKAGES; do
@@ -29,8 +31,8 @@ fi
 PY=${PYTHON:-python3}
 if command -v "$PY" >/dev/null 2>&1; then
   need=""
-  for m in $PYTHON_PACKAGES; do
-    "$PY" -c "import $m" 2>/dev/null || need="$need $m"
+  for pair in $PYTHON_PACKAGES; do
+    "$PY" -c "import ${pair%%:*}" 2>/dev/null || need="$need ${pair#*:}"
   done
   if [ -n "$need" ]; then
     echo "install-deps: pip installing$need"

@@ -45,6 +45,7 @@
 
 #define TICK_MS 5
 #define MAX_EXPIRE 256
+#define DRAIN_QUIET_TICKS 10
 
 static tally_server server;
 

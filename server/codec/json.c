@@ -177,8 +177,17 @@ static bool skip_depth(jcur *c, int depth)
     case 'n': return literal(c, "null");
     default:
         n = numfmt_scan(c->p, c->end);
-        if (n == 0)
-            return jcur_fail(c, "invalid JSON at byte %zu", offset(c));
+        if (n == 0) {
+            bool special =
+                *c->p == 'N' || *c->p == 'I'
+                || (*c->p == '-' && c->p + 1 < c->end && c->p[1] == 'I');
+            return jcur_fail(c, "invalid JSON at byte %zu: unexpected '%c'%s",
+                             offset(c), *c->p,
+                             special ? " (write NaN and infinities as the "
+                                       "strings \"NaN\", \"Infinity\" "
+                                       "and \"-Infinity\")"
+                                     : "");
+        }
         c->p += n;
         return true;
     }

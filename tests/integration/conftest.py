@@ -1,0 +1,173 @@
+"""Fixtures that start the real tallyd on a free loopback port.
+
+Each daemon gets its own PoCL kernel cache (concurrent processes sharing
+one crash PoCL): a copy of POCL_CACHE_SEED (the cache the C tests filled,
+so that the daemon's warm-up loads kernels instead of compiling them) in a
+temporary directory.
+
+Environment:
+  TALLYD            the binary (default build/bin/tallyd)
+  POCL_CACHE_SEED   a warm PoCL cache to copy (default build/pocl-cache)
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TALLYD = os.environ.get("TALLYD", os.path.join(ROOT, "build", "bin", "tallyd"))
+CACHE_SEED = os.environ.get("POCL_CACHE_SEED", os.path.join(ROOT, "build", "pocl-cache"))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """A running tallyd: its port, its log, and ways to talk to it."""
+
+    def __init__(self, *args, env=None):
+        self.port = free_port()
+        self.tmp = tempfile.mkdtemp(prefix="tallyd-test-")
+        cache = os.path.join(self.tmp, "pocl-cache")
+        if os.path.isdir(CACHE_SEED):
+            shutil.copytree(CACHE_SEED, cache, symlinks=True)
+        else:
+            os.makedirs(cache)
+        self.log_path = os.path.join(self.tmp, "tallyd.log")
+        full_env = dict(os.environ)
+        full_env["POCL_CACHE_DIR"] = cache
+        full_env.update(env or {})
+        self.log_file = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [TALLYD, "--listen", "127.0.0.1:%d" % self.port] + list(args),
+            stdout=self.log_file, stderr=subprocess.STDOUT, env=full_env)
+        self.wait_ready()
+
+    def wait_ready(self, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("tallyd exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            try:
+                status, _, _ = self.request("GET", "/v2/health/ready", timeout=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("tallyd did not become ready:\n" + self.log())
+
+    def log(self):
+        self.log_file.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def log_lines(self):
+        out = []
+        for line in self.log().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def connect(self, timeout=60):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        conn = self.connect(timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def post_json(self, path, obj, headers=None):
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        status, hdrs, body = self.request("POST", path, json.dumps(obj), h)
+        return status, hdrs, json.loads(body) if body else None
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_file.close()
+        return self.proc.returncode
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tallyd():
+    """One daemon shared by the tests that only talk to it."""
+    d = Daemon()
+    yield d
+    code = d.stop()
+    d.cleanup()
+    assert code == 0, "tallyd exited with %s" % code
+
+
+@pytest.fixture
+def spawn():
+    """Starts daemons with given flags; stops and removes them afterwards."""
+    started = []
+
+    def start(*args, env=None):
+        d = Daemon(*args, env=env)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.cleanup()
+
+
+def valid_request_works(d):
+    """The check after every bad request: the daemon still answers."""
+    status, _, body = d.post_json("/v1/cumsum", {"dtype": "int32", "shape": [3], "data": [1, 2, 3]})
+    assert status == 200, body
+    assert body["data"] == [1, 3, 6]
+
+
+@pytest.fixture
+def still_healthy(tallyd):
+    yield lambda: valid_request_works(tallyd)
+
+
+def run_threads(n, fn):
+    """Runs fn(i) on n threads; re-raises the first failure."""
+    errors = []
+
+    def wrap(i):
+        try:
+            fn(i)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,186 @@
+"""Behaviour under load and faults: concurrency with keep-alive, curl's
+Expect: 100-continue and chunked uploads, a full queue, deadlines, and
+SIGTERM while requests are in flight. Timing-independent: every assertion
+is about what happened, never how fast."""
+import http.client
+import io
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+
+from conftest import run_threads, valid_request_works
+from reference import cumsum
+
+
+def npy(x):
+    buf = io.BytesIO()
+    np.save(buf, x)
+    return buf.getvalue()
+
+
+def test_concurrent_keep_alive_clients(tallyd):
+    def client(i):
+        conn = tallyd.connect()
+        rng = np.random.default_rng(i)
+        for k in range(25):
+            x = rng.integers(-1000, 1000, size=rng.integers(1, 300), dtype=np.int32)
+            conn.request("POST", "/v1/cumsum", json.dumps({"dtype": "int32", "shape": [len(x)],
+                                                            "data": x.tolist(), "exclusive": k % 2 == 1}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = json.loads(resp.read())
+            assert resp.status == 200, body
+            assert body["data"] == cumsum(x, 0, k % 2 == 1).tolist()
+            assert resp.getheader("Connection") != "close"
+        conn.close()
+
+    run_threads(16, client)
+
+
+def test_curl_expect_100_continue_and_chunked(tallyd, tmp_path):
+    x = np.arange(300000, dtype=np.float32)
+    path = tmp_path / "x.npy"
+    path.write_bytes(npy(x))
+    out = tmp_path / "y.npy"
+    url = "http://127.0.0.1:%d/v1/cumsum?axis=0" % tallyd.port
+    # large bodies make curl send Expect: 100-continue
+    r = subprocess.run(["curl", "-sS", "-v", "--fail", "--data-binary", "@%s" % path, "-H",
+                        "Content-Type: application/x-npy", url, "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Expect: 100-continue" in r.stderr and "100 Continue" in r.stderr
+    assert np.array_equal(np.load(out), np.cumsum(x, dtype=np.float64).astype(np.float32)) or \
+        np.allclose(np.load(out), np.cumsum(x.astype(np.float64)), rtol=1e-6)
+    # chunked upload from a pipe
+    r = subprocess.run(["curl", "-sS", "-v", "--fail", "-T", "-", "-X", "POST", "-H",
+                        "Content-Type: application/x-npy", "-H", "Transfer-Encoding: chunked", url,
+                        "-o", str(out)], input=path.read_bytes(), capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert b"Transfer-Encoding: chunked" in r.stderr
+    assert np.allclose(np.load(out), np.cumsum(x.astype(np.float64)), rtol=1e-6)
+
+
+def test_queue_full_gives_503_with_retry_after(spawn):
+    d = spawn("--queue-depth", "1", "--workers", "1", "--max-batch", "1")
+    body = npy(np.random.default_rng(0).random(8 << 20, dtype=np.float32))
+    results = []
+    lock = threading.Lock()
+
+    def client(i):
+        status, hdrs, raw = d.request("POST", "/v1/cumsum", body, {"Content-Type": "application/x-npy"})
+        with lock:
+            results.append((status, hdrs, raw))
+
+    run_threads(8, client)
+    statuses = [s for s, _, _ in results]
+    assert statuses.count(200) >= 1
+    busy = [(h, r) for s, h, r in results if s == 503]
+    assert busy, statuses
+    for h, r in busy:
+        assert h.get("retry-after") == "1"
+        assert "queue is full" in json.loads(r)["error"]
+    assert set(statuses) <= {200, 503}
+    valid_request_works(d)
+
+
+def test_deadlines(spawn):
+    d = spawn("--workers", "1", "--max-batch", "1")
+    big = npy(np.ones(16 << 20, dtype=np.float32))
+    blockers = []
+
+    def blocker(i):
+        blockers.append(d.request("POST", "/v1/cumsum", big, {"Content-Type": "application/x-npy"})[0])
+
+    # keep the worker busy, then send requests with a 1 ms deadline: they
+    # wait behind the blockers and expire in the queue
+    threads = [threading.Thread(target=blocker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    expired = 0
+    for _ in range(5):
+        status, hdrs, raw = d.request("POST", "/v1/cumsum",
+                                      json.dumps({"dtype": "int8", "shape": [1], "data": [1]}),
+                                      {"Content-Type": "application/json", "X-Timeout-Ms": "1"})
+        assert status in (200, 504), raw
+        if status == 504:
+            expired += 1
+            assert "deadline of 1 ms expired" in json.loads(raw)["error"]
+    # KServe's timeout parameter, in microseconds
+    status, _, raw = d.request("POST", "/v2/models/cumsum/infer", json.dumps(
+        {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
+         "parameters": {"timeout": 1}}))
+    assert status in (200, 504)
+    expired += status == 504
+    for t in threads:
+        t.join()
+    assert blockers == [200, 200, 200]
+    assert expired >= 1
+    # a generous deadline is met
+    status, _, _ = d.request("POST", "/v1/cumsum", json.dumps({"dtype": "int8", "shape": [1], "data": [1]}),
+                             {"Content-Type": "application/json", "X-Timeout-Ms": "60000"})
+    assert status == 200
+    _, _, text = d.request("GET", "/metrics")
+    assert b'reason="DEADLINE"' in text
+
+
+def test_sigterm_under_load_loses_nothing(spawn):
+    """Clients hammer the daemon; SIGTERM arrives mid-way. Every request
+    started before the signal must be answered correctly; after it, the
+    daemon may refuse new connections, and it must exit 0."""
+    d = spawn("--workers", "2")
+    x = np.random.default_rng(4).random(1 << 20, dtype=np.float32)
+    body = npy(x)
+    want = cumsum(x)
+    signalled = threading.Event()
+    results = []  # (started before the signal, status or None)
+    errors = []
+    lock = threading.Lock()
+
+    def client(i):
+        conn = None
+        while True:
+            before = not signalled.is_set()
+            if not before and conn is None:
+                return  # no new connections after the signal
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+                conn.request("POST", "/v1/cumsum", body, {"Content-Type": "application/x-npy"})
+                resp = conn.getresponse()
+                raw = resp.read()
+            except OSError as e:
+                with lock:
+                    results.append((before, None))
+                    if before:
+                        errors.append("request %d started before SIGTERM failed: %r" % (i, e))
+                return
+            ok = resp.status == 200 and np.allclose(np.load(io.BytesIO(raw)), want, rtol=1e-5, atol=1e-3)
+            with lock:
+                results.append((before, resp.status))
+                if not ok:
+                    errors.append("request %d: status %d %r" % (i, resp.status, raw[:200]))
+            if resp.getheader("Connection", "").lower() == "close":
+                conn.close()
+                conn = None
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    signalled.set()
+    d.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(180)
+    code = d.proc.wait(60)
+    assert not errors, errors[:3]
+    assert code == 0, d.log()
+    started_before = [r for r in results if r[0]]
+    assert len(started_before) >= 6
+    assert all(status == 200 for _, status in started_before)
+    messages = [l.get("msg", "") for l in d.log_lines()]
+    assert any("SIGTERM" in m for m in messages) and any("drained" in m for m in messages)

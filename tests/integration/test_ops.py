@@ -1,0 +1,101 @@
+"""Operations: metrics, health, logs, the OpenAPI document, the CLI flags."""
+import os
+import re
+import subprocess
+
+import openapi_spec_validator
+import yaml
+
+from conftest import ROOT, TALLYD
+
+
+def metric(text, name, labels=""):
+    pattern = r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels))
+    m = re.search(pattern, text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_metrics(tallyd):
+    for _ in range(3):
+        tallyd.post_json("/v1/cumsum", {"dtype": "int32", "shape": [2], "data": [1, 2]})
+    tallyd.post_json("/v1/cumsum", {"dtype": "int32", "shape": [2], "data": [1]})
+    status, hdrs, body = tallyd.request("GET", "/metrics")
+    assert status == 200 and hdrs["content-type"].startswith("text/plain")
+    text = body.decode()
+    assert metric(text, "tally_requests_total", '{route="native",code="200"}') >= 3
+    assert metric(text, "tally_requests_total", '{route="native",code="400"}') >= 1
+    assert metric(text, "tally_request_failures_total", '{route="native",reason="INVALID"}') >= 1
+    for h in ("tally_queue_duration_seconds", "tally_compute_duration_seconds"):
+        assert metric(text, h + "_bucket", '{le="+Inf"}') >= 3
+        assert metric(text, h + "_count", "{}") >= 3
+    assert metric(text, "tally_request_duration_seconds_count", '{route="native"}') >= 4
+    assert metric(text, "tally_queue_depth") is not None
+    assert metric(text, "tally_inflight_requests") >= 1  # this request
+    assert metric(text, "tally_received_bytes_total") > 0
+    assert metric(text, "tally_sent_bytes_total") > 0
+    assert re.search(r'^tally_device_busy_seconds_total\{worker="0",device=".+"\} \S+$', text, re.M)
+    assert "tally_build_info{" in text
+
+
+def test_health(tallyd):
+    assert tallyd.request("GET", "/v2/health/live")[0] == 200
+    status, _, body = tallyd.request("GET", "/v2/health/ready")
+    assert status == 200 and b'"ready":true' in body
+    status, hdrs, body = tallyd.request("HEAD", "/v2/health/ready")
+    assert status == 200 and body == b""
+
+
+def test_access_log(tallyd):
+    tallyd.post_json("/v1/cumsum", {"dtype": "int8", "shape": [1], "data": [1]},
+                     headers={"X-Request-Id": "log-me"})
+    lines = [l for l in tallyd.log_lines() if l.get("request_id") == "log-me"]
+    assert len(lines) == 1
+    line = lines[0]
+    assert line["module"] == "http" and line["method"] == "POST" and line["path"] == "/v1/cumsum"
+    assert line["status"] == 200 and line["bytes_in"] > 0 and line["bytes_out"] > 0
+    for k in ("queue_us", "compute_us", "total_us", "ts"):
+        assert k in line
+
+
+def test_openapi_matches_routes(tallyd):
+    """Every route in proto/openapi.yaml answers as documented, and every
+    documented status exists."""
+    with open(os.path.join(ROOT, "proto", "openapi.yaml")) as f:
+        spec = yaml.safe_load(f)
+    openapi_spec_validator.validate(spec)
+    paths = spec["paths"]
+    expected = {"/v1/cumsum", "/v2", "/v2/health/live", "/v2/health/ready",
+                "/v2/models/{model}", "/v2/models/{model}/versions/{version}",
+                "/v2/models/{model}/ready", "/v2/models/{model}/versions/{version}/ready",
+                "/v2/models/{model}/config", "/v2/models/{model}/infer",
+                "/v2/models/{model}/versions/{version}/infer", "/metrics"}
+    assert set(paths) == expected
+    for path, ops in paths.items():
+        concrete = path.replace("{model}", "cumsum").replace("{version}", "1")
+        for method, op in ops.items():
+            if method == "parameters":
+                continue
+            assert "responses" in op and op.get("summary")
+            if method == "get":
+                assert tallyd.request("GET", concrete)[0] == 200, path
+            else:
+                # a POST without a body is a documented client error
+                status = tallyd.request("POST", concrete, b"", {"Content-Type": "application/json"})[0]
+                assert str(status) in op["responses"], (path, status)
+
+
+def test_cli():
+    out = subprocess.run([TALLYD, "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for flag in ("--listen", "--device", "--workers", "--queue-depth", "--max-body-bytes",
+                 "--timeout-ms", "--drain-timeout", "TALLY_LISTEN"):
+        assert flag in out.stdout
+    out = subprocess.run([TALLYD, "--workers", "zero"], capture_output=True, text=True)
+    assert out.returncode == 2 and "workers" in out.stderr
+    out = subprocess.run([TALLYD, "--bogus"], capture_output=True, text=True)
+    assert out.returncode == 2 and "unknown option --bogus" in out.stderr
+    out = subprocess.run([TALLYD, "--list-devices"], capture_output=True, text=True)
+    assert out.returncode == 0 and "host" in out.stdout
+    out = subprocess.run([TALLYD, "--device", "no-such-device", "--listen", "127.0.0.1:1"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "no-such-device" in out.stderr

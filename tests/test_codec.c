@@ -1,0 +1,631 @@
+/*
+ * test_codec.c - the wire formats, without a server: number text, the
+ * JSON scanner and tensor arrays, .npy headers, KServe requests and the
+ * content codings.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "encoding.h"
+#include "half.h"
+#include "json.h"
+#include "kserve.h"
+#include "native.h"
+#include "npy.h"
+#include "numfmt.h"
+
+static bool parse1(tally_dtype t, const char *text, void *dst, char *why)
+{
+    return numfmt_parse(t, text, strlen(text), dst, 0, why, 200);
+}
+
+static void integers(void)
+{
+    char why[200];
+    union {
+        int8_t i8;
+        uint8_t u8;
+        int16_t i16;
+        uint16_t u16;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        uint64_t u64;
+    } v;
+    struct {
+        tally_dtype t;
+        const char *text;
+        bool ok;
+        int64_t want; /* as signed, for the ok ones */
+    } cases[] = {
+        {TALLY_INT8, "127", true, 127},
+        {TALLY_INT8, "-128", true, -128},
+        {TALLY_INT8, "128", false, 0},
+        {TALLY_INT8, "300", false, 0},
+        {TALLY_INT8, "-129", false, 0},
+        {TALLY_UINT8, "255", true, 255},
+        {TALLY_UINT8, "-1", false, 0},
+        {TALLY_UINT8, "-0", true, 0},
+        {TALLY_UINT32, "-1", false, 0},
+        {TALLY_INT32, "2.5", false, 0},
+        {TALLY_INT32, "3.0", true, 3},
+        {TALLY_INT32, "1e2", true, 100},
+        {TALLY_INT32, "1.5e1", true, 15},
+        {TALLY_INT32, "150e-1", true, 15},
+        {TALLY_INT32, "1.55e1", false, 0},
+        {TALLY_INT32, "0.000", true, 0},
+        {TALLY_INT32, "2147483647", true, 2147483647},
+        {TALLY_INT32, "2147483648", false, 0},
+        {TALLY_INT64, "9223372036854775807", true, INT64_MAX},
+        {TALLY_INT64, "-9223372036854775808", true, INT64_MIN},
+        {TALLY_INT64, "9223372036854775808", false, 0},
+        {TALLY_INT64, "1e19", false, 0},
+        {TALLY_INT64, "1e-400", false, 0},
+        {TALLY_INT16, "0e999999999", true, 0},
+        {TALLY_INT16, "123456789012345678901234567890", false, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&v, 0x5a, sizeof v);
+        bool ok = parse1(cases[i].t, cases[i].text, &v, why);
+        CHECK(ok == cases[i].ok, "%s as %s: %s (%s)", cases[i].text,
+              tally_dtype_name(cases[i].t), ok ? "accepted" : "refused", why);
+        if (!ok || !cases[i].ok)
+            continue;
+        int64_t got;
+        switch (cases[i].t) {
+        case TALLY_INT8: got = v.i8; break;
+        case TALLY_UINT8: got = v.u8; break;
+        case TALLY_INT16: got = v.i16; break;
+        case TALLY_INT32: got = v.i32; break;
+        default: got = v.i64; break;
+        }
+        CHECK(got == cases[i].want, "%s: got %lld", cases[i].text,
+              (long long)got);
+    }
+    /* uint64's whole range, exactly */
+    CHECK(parse1(TALLY_UINT64, "18446744073709551615", &v, why)
+              && v.u64 == UINT64_MAX,
+          "uint64 max");
+    CHECK(!parse1(TALLY_UINT64, "18446744073709551616", &v, why), "2^64");
+    CHECK(strstr(why, "does not fit uint64") != NULL, "message: %s", why);
+    /* printing is exact and parses back */
+    for (int i = 0; i < 2000; i++) {
+        uint64_t bits = check_rand();
+        static const tally_dtype types[] = {
+            TALLY_INT8,  TALLY_INT16,  TALLY_INT32,  TALLY_INT64,
+            TALLY_UINT8, TALLY_UINT16, TALLY_UINT32, TALLY_UINT64};
+        tally_dtype t = types[i % 8];
+        uint64_t in = bits, back = 0;
+        char text[NUMFMT_MAX + 1];
+        size_t n = numfmt_print(t, &in, 0, text);
+        text[n] = '\0';
+        CHECK(numfmt_parse(t, text, n, &back, 0, why, sizeof why), "%s: %s",
+              text, why);
+        size_t size = tally_dtype_size(t);
+        CHECK(memcmp(&in, &back, size) == 0, "%s %s did not round-trip",
+              tally_dtype_name(t), text);
+    }
+}
+
+static void floats(void)
+{
+    char why[200], text[NUMFMT_MAX + 1];
+    /* every finite float16 and bfloat16 prints to text that parses back */
+    for (uint32_t i = 0; i < 65536; i++) {
+        for (int b = 0; b < 2; b++) {
+            tally_dtype t = b ? TALLY_BFLOAT16 : TALLY_FLOAT16;
+            uint16_t h = (uint16_t)i, back = 0;
+            float f = b ? tally_bf16_to_f32(h) : tally_f16_to_f32(h);
+            size_t n = numfmt_print(t, &h, 0, text);
+            text[n] = '\0';
+            if (isnan(f)) {
+                CHECK(strcmp(text, "\"NaN\"") == 0, "NaN printed as %s", text);
+                continue;
+            }
+            if (isinf(f)) {
+                CHECK(strcmp(text, f > 0 ? "\"Infinity\"" : "\"-Infinity\"")
+                          == 0,
+                      "inf printed as %s", text);
+                continue;
+            }
+            CHECK(numfmt_parse(t, text, n, &back, 0, why, sizeof why), "%s",
+                  why);
+            /* -0 may come back as +0 only if it printed as "0" */
+            CHECK(back == h, "%s 0x%04x printed as %s, read back 0x%04x",
+                  tally_dtype_name(t), i, text, back);
+        }
+    }
+    /* random float32 and float64 */
+    for (int i = 0; i < 20000; i++) {
+        uint64_t bits = check_rand();
+        float f;
+        double d;
+        uint32_t b32 = (uint32_t)bits;
+        memcpy(&f, &b32, 4);
+        memcpy(&d, &bits, 8);
+        if (isfinite(f)) {
+            float back = 0;
+            size_t n = numfmt_print(TALLY_FLOAT32, &f, 0, text);
+            CHECK(
+                numfmt_parse(TALLY_FLOAT32, text, n, &back, 0, why, sizeof why)
+                    && memcmp(&back, &f, 4) == 0,
+                "float32 %a printed as %.*s", (double)f, (int)n, text);
+        }
+        if (isfinite(d)) {
+            double back = 0;
+            size_t n = numfmt_print(TALLY_FLOAT64, &d, 0, text);
+            CHECK(
+                numfmt_parse(TALLY_FLOAT64, text, n, &back, 0, why, sizeof why)
+                    && memcmp(&back, &d, 8) == 0,
+                "float64 %a printed as %.*s", d, (int)n, text);
+        }
+    }
+    /* shortest: 0.1 stays 0.1 */
+    float tenth = 0.1f;
+    size_t n = numfmt_print(TALLY_FLOAT32, &tenth, 0, text);
+    CHECK(n == 3 && memcmp(text, "0.1", 3) == 0, "0.1f printed as %.*s", (int)n,
+          text);
+    /* out of range */
+    float f;
+    uint16_t h;
+    CHECK(!parse1(TALLY_FLOAT32, "1e39", &f, why) && strstr(why, "float32"),
+          "1e39 float32: %s", why);
+    CHECK(parse1(TALLY_FLOAT32, "1e-50", &f, why) && f == 0, "underflow is 0");
+    CHECK(!parse1(TALLY_FLOAT16, "65520", &h, why), "65520 float16");
+    CHECK(parse1(TALLY_FLOAT16, "65504", &h, why) && h == 0x7bff, "65504");
+    CHECK(numfmt_parse_special(TALLY_FLOAT32, "-Infinity", 9, &f, 0, why, 200)
+              && isinf(f) && f < 0,
+          "-Infinity");
+    CHECK(!numfmt_parse_special(TALLY_INT32, "NaN", 3, &f, 0, why, 200),
+          "NaN int32");
+    CHECK(!numfmt_parse_special(TALLY_FLOAT32, "nan", 3, &f, 0, why, 200),
+          "lower-case nan");
+    /* the JSON number grammar */
+    static const char *bad[] = {"01", "-",    "1.",  ".5", "1e",
+                                "+1", "0x10", "1e+", "--1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t len = strlen(bad[i]);
+        CHECK(numfmt_scan(bad[i], bad[i] + len) != len,
+              "%s scanned as a number", bad[i]);
+    }
+    CHECK(numfmt_scan("-1.5e+3,", (const char *)"-1.5e+3," + 8) == 7, "scan");
+}
+
+static bool tensor(const char *text, tally_dtype t, const uint64_t *shape,
+                   int rank, void *dst, char *err)
+{
+    jcur c;
+    jcur_init(&c, text, strlen(text), err, 300);
+    uint64_t count = 1;
+    for (int d = 0; d < rank; d++)
+        count *= shape[d];
+    return jcur_tensor(&c, "data", t, shape, rank, count, dst);
+}
+
+static void json_tensors(void)
+{
+    char err[300];
+    int32_t v[16];
+    uint64_t s23[] = {2, 3}, s3[] = {3}, s20[] = {2, 0};
+    CHECK(tensor("[[1,2,3],[4,5,6]]", TALLY_INT32, s23, 2, v, err) && v[5] == 6,
+          "nested: %s", err);
+    CHECK(tensor(" [1, 2, 3, 4, 5, 6] ", TALLY_INT32, s23, 2, v, err)
+              && v[3] == 4,
+          "flat: %s", err);
+    CHECK(!tensor("[[1,2,3],[4,5]]", TALLY_INT32, s23, 2, v, err)
+              && strstr(err, "data[1] has 2 elements"),
+          "ragged: %s", err);
+    CHECK(!tensor("[[1,2,3],[4,5,6],[7,8,9]]", TALLY_INT32, s23, 2, v, err)
+              && strstr(err, "more than 2"),
+          "too many rows: %s", err);
+    CHECK(!tensor("[1,2,3,4,5]", TALLY_INT32, s23, 2, v, err)
+              && strstr(err, "5 elements"),
+          "flat short: %s", err);
+    CHECK(!tensor("[[1,2,300],[4,5,6]]", TALLY_INT8, s23, 2, v, err)
+              && strstr(err, "data[0][2]") && strstr(err, "300"),
+          "value: %s", err);
+    CHECK(!tensor("[1,\"2\",3]", TALLY_INT32, s3, 1, v, err)
+              && strstr(err, "data[1]"),
+          "string: %s", err);
+    CHECK(!tensor("[1,true,3]", TALLY_INT32, s3, 1, v, err)
+              && strstr(err, "data[1] must be a number"),
+          "bool: %s", err);
+    CHECK(tensor("[1,\"NaN\",\"-Infinity\"]", TALLY_FLOAT32, s3, 1, v, err),
+          "specials: %s", err);
+    CHECK(!tensor("[1,[2],3]", TALLY_INT32, s3, 1, v, err), "mixed: %s", err);
+    CHECK(tensor("[[],[]]", TALLY_INT32, s20, 2, v, err), "empty rows: %s",
+          err);
+    CHECK(tensor("[]", TALLY_INT32, s20, 2, v, err), "empty flat: %s", err);
+    CHECK(!tensor("[1,2,3", TALLY_INT32, s3, 1, v, err), "unterminated: %s",
+          err);
+    CHECK(!tensor("{\"a\":1}", TALLY_INT32, s3, 1, v, err), "object: %s", err);
+    /* deep nesting is refused, not recursed into without end */
+    char deep[400];
+    memset(deep, '[', 200);
+    memset(deep + 200, ']', 200);
+    jcur c;
+    jcur_init(&c, deep, 400, err, sizeof err);
+    CHECK(!jcur_skip(&c) && strstr(err, "nested"), "deep: %s", err);
+}
+
+static tally_err native(const char *text, native_request *out, char *err)
+{
+    return native_parse_json(text, strlen(text), 1 << 20, out, err, 300);
+}
+
+static void native_requests(void)
+{
+    char err[300];
+    native_request q;
+    tally_err e = native("{\"shape\":[2,2],\"data\":[[1,2],[3,4]],\"dtype\":"
+                         "\"INT16\",\"axis\":-1,"
+                         "\"direction\":\"decreasing\",\"exclusive\":true}",
+                         &q, err);
+    CHECK(e == TALLY_E_OK && q.desc.dtype == TALLY_INT16 && q.desc.axis == -1
+              && q.desc.reverse && q.desc.exclusive
+              && ((int16_t *)q.data)[3] == 4,
+          "full request: %s", err);
+    free(q.data);
+    struct {
+        const char *text;
+        tally_err want;
+        const char *says;
+    } bad[] = {
+        {"", TALLY_E_INVALID, "empty"},
+        {"[1]", TALLY_E_INVALID, "expected an object"},
+        {"{\"dtype\":\"float32\",\"shape\":[1]}", TALLY_E_INVALID, "\"data\""},
+        {"{\"dtype\":\"float32\",\"shape\":[1],\"data\":[1],\"axes\":0}",
+         TALLY_E_INVALID, "unknown member \"axes\""},
+        {"{\"dtype\":\"float32\",\"dtype\":\"int8\",\"shape\":[1],\"data\":[1]"
+         "}",
+         TALLY_E_INVALID, "twice"},
+        {"{\"dtype\":\"float33\",\"shape\":[1],\"data\":[1]}", TALLY_E_DTYPE,
+         "float33"},
+        {"{\"dtype\":32,\"shape\":[1],\"data\":[1]}", TALLY_E_DTYPE, "string"},
+        {"{\"dtype\":\"int8\",\"shape\":[],\"data\":[]}", TALLY_E_RANK,
+         "rank 0"},
+        {"{\"dtype\":\"int8\",\"shape\":[-1],\"data\":[]}", TALLY_E_INVALID,
+         "negative"},
+        {"{\"dtype\":\"int8\",\"shape\":[\"2\"],\"data\":[1,2]}",
+         TALLY_E_INVALID, "shape[0] must be an integer"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":\"0\"}",
+         TALLY_E_INVALID, "axis must be an integer"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":1.0}",
+         TALLY_E_INVALID, "axis must be an integer"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":1}",
+         TALLY_E_AXIS, "rank 1"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"exclusive\":1}",
+         TALLY_E_INVALID, "true or false"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"reverse\":true,"
+         "\"direction\":\"increasing\"}",
+         TALLY_E_INVALID, "disagrees"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"direction\":"
+         "\"up\"}",
+         TALLY_E_INVALID, "increasing"},
+        {"{\"dtype\":\"int8\",\"shape\":[4294967296,4294967296,4],\"data\":[]}",
+         TALLY_E_TOO_LARGE, "overflows"},
+        {"{\"dtype\":\"int64\",\"shape\":[1048576],\"data\":[]}",
+         TALLY_E_TOO_LARGE, "more than the"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2]} x", TALLY_E_INVALID,
+         "after the object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(err, 0, sizeof err);
+        e = native(bad[i].text, &q, err);
+        CHECK(e == bad[i].want && strstr(err, bad[i].says) != NULL,
+              "%s: got %s \"%s\", want %s mentioning \"%s\"", bad[i].text,
+              tally_err_name(e), err, tally_err_name(bad[i].want), bad[i].says);
+        if (e == TALLY_E_OK)
+            free(q.data);
+    }
+}
+
+static void npy(void)
+{
+    char err[300];
+    uint8_t file[NPY_MAX_HEADER + 64];
+    uint64_t shape[] = {3, 4};
+    size_t hlen = npy_write_header(TALLY_FLOAT32, shape, 2, file);
+    CHECK(hlen % 64 == 0 && file[hlen - 1] == '\n', "header padding: %zu",
+          hlen);
+    memset(file + hlen, 0, 48);
+    npy_header h;
+    tally_err e = npy_parse(file, hlen + 48, false, &h, err, sizeof err);
+    CHECK(e == TALLY_E_OK && h.dtype == TALLY_FLOAT32 && h.rank == 2
+              && h.shape[1] == 4 && !h.fortran_order && h.data_offset == hlen,
+          "round trip: %s", err);
+    CHECK(npy_parse(file, hlen + 47, false, &h, err, sizeof err)
+                  == TALLY_E_INVALID
+              && strstr(err, "48 bytes"),
+          "short data: %s", err);
+
+    /* rank 1 writes a one-tuple */
+    uint64_t five = 5;
+    hlen = npy_write_header(TALLY_INT64, &five, 1, file);
+    CHECK(strstr((char *)file + 10, "(5,)") != NULL, "one-tuple");
+
+    struct {
+        const char *dict;
+        int version;
+        tally_err want;
+        const char *says;
+    } cases[] = {
+        {"{'descr': '>i2', 'fortran_order': True, 'shape': (2, 3), }", 1,
+         TALLY_E_OK, ""},
+        {"{\"descr\":\"<u8\",\"fortran_order\":False,\"shape\":(6,)}", 2,
+         TALLY_E_OK, ""},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (6L,), }", 3,
+         TALLY_E_OK, ""},
+        {"{'descr': '<c8', 'fortran_order': False, 'shape': (6,), }", 1,
+         TALLY_E_DTYPE, "c8"},
+        {"{'descr': '|b1', 'fortran_order': False, 'shape': (6,), }", 1,
+         TALLY_E_DTYPE, "b1"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1,
+         TALLY_E_RANK, "rank 0"},
+        {"{'descr': '<f4', 'fortran_order': False}", 1, TALLY_E_INVALID,
+         "required"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}", 1,
+         TALLY_E_INVALID, "unknown"},
+        {"{'descr': '<f4', 'fortran_order': 0, 'shape': (6,)}", 1,
+         TALLY_E_INVALID, "fortran_order"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-6,)}", 1,
+         TALLY_E_INVALID, "shape"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,)", 1,
+         TALLY_E_INVALID, "','"},
+        {"['<f4']", 1, TALLY_E_INVALID, "dict"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+         "(99999999999999999999,)}",
+         1, TALLY_E_INVALID, "shape"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, "
+         "4294967296)}",
+         1, TALLY_E_TOO_LARGE, "overflow"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t dl = strlen(cases[i].dict);
+        size_t pre = cases[i].version == 1 ? 10 : 12;
+        memcpy(file, "\x93NUMPY", 6);
+        file[6] = (uint8_t)cases[i].version;
+        file[7] = 0;
+        file[8] = (uint8_t)dl;
+        file[9] = (uint8_t)(dl >> 8);
+        if (pre == 12)
+            file[10] = file[11] = 0;
+        memcpy(file + pre, cases[i].dict, dl);
+        size_t data = cases[i].want == TALLY_E_OK
+                          ? (strstr(cases[i].dict, "i2")   ? 12
+                             : strstr(cases[i].dict, "u8") ? 48
+                                                           : 24)
+                          : 0;
+        memset(file + pre + dl, 0, data);
+        memset(err, 0, sizeof err);
+        e = npy_parse(file, pre + dl + data, false, &h, err, sizeof err);
+        CHECK(e == cases[i].want && strstr(err, cases[i].says) != NULL,
+              "%s: got %s \"%s\"", cases[i].dict, tally_err_name(e), err);
+    }
+    CHECK(h.big_endian == false, "last parse");
+    /* the preamble itself */
+    CHECK(npy_parse((const uint8_t *)"\x93NUMPX\x01\x00\x00\x00", 10, false, &h,
+                    err, sizeof err)
+                  == TALLY_E_INVALID
+              && strstr(err, "not a .npy"),
+          "magic: %s", err);
+    CHECK(npy_parse((const uint8_t *)"\x93NUMPY\x01\x00\xff\xff{", 11, false,
+                    &h, err, sizeof err)
+                  == TALLY_E_INVALID
+              && strstr(err, "claims"),
+          "lying header length: %s", err);
+    CHECK(npy_parse((const uint8_t *)"\x93NUMPY\x02\x00\xff\xff\xff\x7f", 12,
+                    false, &h, err, sizeof err)
+                  == TALLY_E_INVALID
+              && strstr(err, "more than"),
+          "huge header: %s", err);
+    CHECK(npy_parse((const uint8_t *)"\x93NUMPY\x04\x00\x00\x00", 10, false, &h,
+                    err, sizeof err)
+                  == TALLY_E_INVALID
+              && strstr(err, "version"),
+          "version 4: %s", err);
+
+    /* Fortran order: a 2x3 array stored column by column */
+    int32_t fsrc[6] = {0, 3, 1, 4, 2, 5}, cdst[6];
+    uint64_t s23[] = {2, 3};
+    npy_fortran_to_c(fsrc, cdst, 4, s23, 2);
+    for (int i = 0; i < 6; i++)
+        CHECK(cdst[i] == i, "fortran element %d is %d", i, cdst[i]);
+    uint16_t sw[2] = {0x0102, 0x0304};
+    npy_byteswap(sw, 2, 2);
+    CHECK(sw[0] == 0x0201 && sw[1] == 0x0403, "byteswap");
+}
+
+static tally_err kparse(const char *json, const uint8_t *bin, size_t binlen,
+                        bool binary, kserve_request *r, uint8_t *body,
+                        char *err)
+{
+    size_t jl = strlen(json);
+    memcpy(body, json, jl);
+    if (binlen)
+        memcpy(body + jl, bin, binlen);
+    return kserve_parse(body, jl + binlen, binary ? jl : SIZE_MAX, 1 << 20, r,
+                        err, 300);
+}
+
+static void kserve(void)
+{
+    char err[300];
+    uint8_t body[4096];
+    kserve_request r;
+    tally_err e =
+        kparse("{\"id\":\"a\\\"b\",\"inputs\":[{\"name\":\"x\",\"shape\":[2,2],"
+               "\"datatype\":\"INT32\",\"data\":[1,2,3,4]}],\"parameters\":{"
+               "\"axis\":1,"
+               "\"timeout\":5000,\"unknown\":[1]}}",
+               NULL, 0, false, &r, body, err);
+    CHECK(e == TALLY_E_OK && r.desc.axis == 1 && r.data_owned && r.has_timeout
+              && r.timeout_us == 5000 && r.id_len == 4,
+          "json request: %s", err);
+    json_writer w;
+    CHECK(kserve_json_writer(&w, &r, r.data), "writer");
+    char out[512];
+    size_t n = json_writer_read(&w, out, sizeof out);
+    out[n] = '\0';
+    CHECK(strstr(out, "\"id\":\"a\\\"b\"") && strstr(out, "\"data\":[1,2,3,4]"),
+          "response: %s", out);
+    json_writer_free(&w);
+    kserve_request_free(&r);
+
+    /* binary input and the axis input */
+    float x[3] = {1, 2, 3};
+    int64_t axis = 0;
+    uint8_t bin[32];
+    memcpy(bin, x, 12);
+    memcpy(bin + 12, &axis, 8);
+    e = kparse(
+        "{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
+        "\"parameters\":{\"binary_data_size\":12}},{\"name\":\"axis\","
+        "\"shape\":[1],\"datatype\":\"INT64\",\"parameters\":"
+        "{\"binary_data_size\":8}}],\"outputs\":[{\"name\":\"y\","
+        "\"parameters\":{\"binary_data\":true}}]}",
+        bin, 20, true, &r, body, err);
+    CHECK(e == TALLY_E_OK && !r.data_owned && r.binary_output && r.bytes == 12
+              && ((float *)r.data)[2] == 3,
+          "binary request: %s", err);
+    size_t hl;
+    char *head = kserve_binary_header(&r, &hl);
+    CHECK(head != NULL && strstr(head, "\"binary_data_size\":12"), "header %s",
+          head);
+    free(head);
+
+    struct {
+        const char *json;
+        size_t binlen;
+        bool binary;
+        const char *says;
+    } bad[] = {
+        {"", 0, false, "empty"},
+        {"{}", 0, false, "no \"inputs\""},
+        {"{\"inputs\":[]}", 0, false, "no input \"x\""},
+        {"{\"inputs\":[{\"name\":\"z\",\"shape\":[1],\"datatype\":\"FP32\","
+         "\"data\":[1]}]}",
+         0, false, "unknown input \"z\""},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"BYTES\","
+         "\"data\":[1]}]}",
+         0, false, "BYTES"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\"}]}",
+         0, false, "neither data"},
+        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"data\":[1]}]}",
+         0, false, "no shape"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[2],\"datatype\":\"FP32\","
+         "\"data\":[1]}]}",
+         0, false, "1 elements"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
+         "\"parameters\":{\"binary_data_size\":8}}]}",
+         8, true, "need 12 bytes"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
+         "\"parameters\":{\"binary_data_size\":12}}]}",
+         16, true, "4 bytes"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
+         "\"parameters\":{\"binary_data_size\":12}}]}",
+         0, false, "no Inference-Header-Content-Length"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
+         "\"data\":[1]},{\"name\":\"axis\",\"shape\":[1],\"datatype\":"
+         "\"INT64\","
+         "\"data\":[0]}],\"parameters\":{\"axis\":-1}}",
+         0, false, "disagrees"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
+         "\"data\":[1]},{\"name\":\"axis\",\"shape\":[2],\"datatype\":"
+         "\"INT64\","
+         "\"data\":[0,0]}]}",
+         0, false, "one element"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
+         "\"data\":[1]}],\"outputs\":[{\"name\":\"z\"}]}",
+         0, false, "unknown output"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[],\"datatype\":\"FP32\","
+         "\"data\":[]}]}",
+         0, false, "rank 0"},
+        {"{\"id\":5,\"inputs\":[]}", 0, false, "id must be a string"},
+        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
+         "\"data\":[1]}],\"parameters\":{\"timeout\":-1}}",
+         0, false, "negative"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t zeros[32] = {0};
+        memset(err, 0, sizeof err);
+        e = kparse(bad[i].json, zeros, bad[i].binlen, bad[i].binary, &r, body,
+                   err);
+        CHECK(e != TALLY_E_OK && strstr(err, bad[i].says) != NULL,
+              "%s: got %s \"%s\"", bad[i].json, tally_err_name(e), err);
+        if (e == TALLY_E_OK)
+            kserve_request_free(&r);
+    }
+    /* a header length longer than the body */
+    memcpy(body, "{}", 2);
+    e = kserve_parse(body, 2, 10, 1 << 20, &r, err, sizeof err);
+    CHECK(e == TALLY_E_INVALID && strstr(err, "only 2"), "header length: %s",
+          err);
+}
+
+static void encodings(void)
+{
+    CHECK(encoding_parse(NULL) == 0 && encoding_parse("GZIP") == 1
+              && encoding_parse("deflate") == 2 && encoding_parse("br") == -1,
+          "coding names");
+    CHECK(encoding_accepts_gzip("gzip, deflate"), "gzip, deflate");
+    CHECK(encoding_accepts_gzip("br;q=1.0, gzip;q=0.5"), "q=0.5");
+    CHECK(!encoding_accepts_gzip("gzip;q=0"), "q=0");
+    CHECK(!encoding_accepts_gzip("identity"), "identity");
+    CHECK(encoding_accepts_gzip("*"), "*");
+    CHECK(!encoding_accepts_gzip(NULL), "none");
+
+    /* compress with the stream, then decode with a cap */
+    size_t n = 300000;
+    uint8_t *in = malloc(n), *z = malloc(n + 1024);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (uint8_t)(i % 251 < 200 ? 7 : i);
+    gzip_stream *g = gzip_stream_new();
+    size_t zlen = 0, off = 0;
+    bool done = false;
+    while (!done) {
+        size_t take = n - off < 7000 ? n - off : 7000, room = 4096;
+        done = gzip_stream_run(g, in + off, &take, off + take == n, z + zlen,
+                               &room);
+        off += take;
+        zlen += room;
+    }
+    gzip_stream_free(g);
+    uint8_t *plain;
+    size_t plen;
+    char err[300];
+    CHECK(encoding_decode(1, z, zlen, n, &plain, &plen, err, sizeof err)
+                  == TALLY_E_OK
+              && plen == n && memcmp(plain, in, n) == 0,
+          "gzip round trip: %s", err);
+    free(plain);
+    CHECK(encoding_decode(1, z, zlen, n - 1, &plain, &plen, err, sizeof err)
+              == TALLY_E_TOO_LARGE,
+          "capped: %s", err);
+    CHECK(encoding_decode(1, z, zlen / 2, n, &plain, &plen, err, sizeof err)
+              == TALLY_E_ENCODING,
+          "truncated: %s", err);
+    CHECK(encoding_decode(2, in, 100, n, &plain, &plen, err, sizeof err)
+              == TALLY_E_ENCODING,
+          "not deflate: %s", err);
+    free(in);
+    free(z);
+}
+
+static const check_case cases[] = {
+    {"integers", integers},
+    {"floats", floats},
+    {"json_tensors", json_tensors},
+    {"native_requests", native_requests},
+    {"npy", npy},
+    {"kserve", kserve},
+    {"encodings", encodings},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
