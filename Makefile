@@ -1,5 +1,7 @@
 # tally - a cumulative-sum microservice on OpenCL.
 #
+#   make run        install what is missing, build, start tallyd on
+#                   127.0.0.1:8080 (LISTEN=host:port, ARGS=more flags)
 #   make            build everything into build/
 #   make test       build and run every test (what CI runs)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
@@ -91,7 +93,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-.PHONY: all test test-integration test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load test test-integration test-units test-codec test-host test-engine test-accuracy \
         bench-engine deps clean format
 
 all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN)
@@ -127,11 +129,22 @@ test-integration: $(TALLYD)
 	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(if $(T),-k "$(T)")
 
+# wrk against a fresh tallyd, next to nginx's ceiling (BENCHMARKS.md).
+load: $(TALLYD)
+	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/run.sh
+
 bench-engine: $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
 
 deps:
 	$(Q)sh deploy/install-deps.sh
+
+LISTEN ?= 127.0.0.1:8080
+run: deps
+	$(Q)$(MAKE) --no-print-directory $(TALLYD)
+	@echo "run: starting tallyd on http://$(LISTEN) (Ctrl-C stops it; the first"
+	@echo "run: start compiles the kernels, about a minute, cached afterwards)"
+	$(Q)exec $(TALLYD) --listen $(LISTEN) $(ARGS)
 
 format:
 	$(Q)clang-format -i server/*/*.[ch] tests/*.[ch] tests/*/*.[ch]

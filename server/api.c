@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "buffer.h"
 #include "kserve.h"
 #include "native.h"
 #include "npy.h"
@@ -84,7 +85,7 @@ typedef struct {
 static void json_ctx_free(void *p)
 {
     json_ctx *c = p;
-    free(c->req.data);
+    tally_buffer_free(c->req.data);
     free(c);
 }
 
@@ -139,7 +140,7 @@ typedef struct {
 static void npy_ctx_free(void *p)
 {
     npy_ctx *c = p;
-    free(c->copy);
+    tally_buffer_free(c->copy);
     free(c);
 }
 
@@ -210,7 +211,7 @@ static void native_npy(request *r)
     if (h.big_endian)
         npy_byteswap(c->data, count, size);
     if (h.fortran_order && h.rank > 1 && count > 0) {
-        c->copy = tensor_alloc(h.data_bytes);
+        c->copy = tally_buffer_alloc(h.data_bytes);
         if (c->copy == NULL) {
             http_error(r, TALLY_E_NOMEM,
                        "out of memory reordering a Fortran-order array");

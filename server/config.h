@@ -39,6 +39,12 @@
       "4096", "open connections allowed at once")                              \
     X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
       "compatible queued jobs a worker takes at once")                         \
+    X(inline_max, "inline-max-elements", "TALLY_INLINE_MAX_ELEMENTS", UINT,    \
+      "4096",                                                                  \
+      "tensors this small are summed on the HTTP thread, on the host (a "      \
+      "device launch costs more); 0: never")                                   \
+    X(fault_delay_ms, "fault-delay-ms", "TALLY_FAULT_DELAY_MS", UINT, "0",     \
+      "testing: workers wait this long before each job (a slow device)")       \
     X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
       "compile every kernel at startup (false: on first use)")                 \
     X(access_log, "access-log", "TALLY_ACCESS_LOG", BOOL, "true",              \
@@ -47,7 +53,7 @@
 typedef struct {
     char *listen, *device, *layout;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
-        drain_timeout_s, max_connections, max_batch;
+        drain_timeout_s, max_connections, max_batch, inline_max, fault_delay_ms;
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */

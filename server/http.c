@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "buffer.h"
 #include "encoding.h"
 #include "http.h"
 #include "log.h"
@@ -103,7 +104,7 @@ static void request_release(request *r)
         return;
     if (r->ctx_free != NULL)
         r->ctx_free(r->ctx);
-    free(r->body);
+    tally_buffer_free(r->body);
     free(r->path);
     for (int i = 0; i < r->nextra; i++) {
         free(r->extra_headers[i][0]);
@@ -209,7 +210,7 @@ static void src_free(void *cls)
     gzip_stream_free(s->gz);
     free(s->raw);
     free(s->head);
-    free(s->body);
+    tally_buffer_free(s->body);
     if (s->ctx_free != NULL)
         s->ctx_free(s->ctx);
     free(s);
@@ -492,6 +493,19 @@ void http_submit(request *r, const tally_scan_desc *desc, void *inout,
     j->user = r;
     r->finish = finish;
 
+    /* Tiny tensors: summing them here is cheaper than the hand-off to a
+     * worker and back (let alone a device launch). */
+    if (j->lines.elements <= s->cfg.inline_max) {
+        j->started_ns = now_ns();
+        j->err = tally_scan_inline(desc, inout, inout, j->msg, sizeof j->msg);
+        j->finished_ns = now_ns();
+        metrics_observe(&s->metrics.queue, 0);
+        metrics_observe(&s->metrics.compute, j->finished_ns - j->started_ns);
+        if (!http_job_failed(r))
+            finish(r);
+        return;
+    }
+
     atomic_fetch_add(&r->refs, 1); /* the job's */
     uv_mutex_lock(&r->mu);
     bool ok = queue_push(&s->queue, j);
@@ -586,7 +600,7 @@ static bool begin_body(request *r)
         return false;
     }
     if (n > 0) {
-        r->body = tensor_alloc((size_t)n);
+        r->body = tally_buffer_alloc((size_t)n);
         if (r->body == NULL) {
             http_error(r, TALLY_E_NOMEM,
                        "out of memory for a %llu-byte body; retry later", n);
@@ -610,14 +624,14 @@ static void append_body(request *r, const char *data, size_t n)
         size_t cap = r->body_cap ? r->body_cap : 65536;
         while (cap < r->body_len + n)
             cap = cap > max / 2 ? max : cap * 2;
-        uint8_t *nb = tensor_alloc(cap);
+        uint8_t *nb = tally_buffer_alloc(cap);
         if (nb == NULL) {
             r->body_too_large = true;
             return;
         }
         if (r->body_len)
             memcpy(nb, r->body, r->body_len);
-        free(r->body);
+        tally_buffer_free(r->body);
         r->body = nb;
         r->body_cap = cap;
     }
@@ -659,7 +673,7 @@ static void body_complete(request *r)
             return;
         }
         /* copy into an aligned buffer: tensors are used in place */
-        uint8_t *aligned = tensor_alloc(plen);
+        uint8_t *aligned = tally_buffer_alloc(plen);
         if (aligned == NULL) {
             free(plain);
             http_error(r, TALLY_E_NOMEM, "out of memory decoding the body");
@@ -667,7 +681,7 @@ static void body_complete(request *r)
         }
         memcpy(aligned, plain, plen);
         free(plain);
-        free(r->body);
+        tally_buffer_free(r->body);
         r->body = aligned;
         r->body_len = r->body_cap = plen;
     }
@@ -734,6 +748,43 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     }
 }
 
+/* One JSON line per request, formatted by hand: this runs for every
+ * request, so it avoids building a JSON object. */
+static void access_line(request *r, uint64_t total_ns,
+                        enum MHD_RequestTerminationCode toe)
+{
+    job *j = &r->job;
+    uint64_t queue_ns = 0, compute_ns = 0;
+    if (j->started_ns != 0) {
+        queue_ns = j->enqueued_ns ? j->started_ns - j->enqueued_ns : 0;
+        compute_ns = j->finished_ns - j->started_ns;
+    } else if (j->finished_ns != 0) { /* expired in the queue */
+        queue_ns = j->finished_ns - j->enqueued_ns;
+    }
+    char ts[40], path[512], extra[96] = "";
+    log_stamp(ts, sizeof ts);
+    log_escape(r->path, path, sizeof path);
+    int n = 0;
+    if (r->err != TALLY_E_OK)
+        n = snprintf(extra, sizeof extra, ",\"error\":\"%s\"",
+                     tally_err_name(r->err));
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        snprintf(extra + n, sizeof extra - (size_t)n, ",\"terminated\":%d",
+                 (int)toe);
+    char line[1024];
+    int len = snprintf(
+        line, sizeof line,
+        "{\"ts\":\"%s\",\"module\":\"http\",\"level\":\"info\","
+        "\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,\"bytes_in\":%zu,"
+        "\"bytes_out\":%zu,\"queue_us\":%" PRIu64 ",\"compute_us\":%" PRIu64
+        ",\"total_us\":%" PRIu64 ",\"request_id\":\"%s\"%s}",
+        ts, r->method, path, r->status, r->body_len, r->bytes_out,
+        queue_ns / 1000, compute_ns / 1000, total_ns / 1000, r->id, extra);
+    if (len > 0)
+        log_access(line,
+                   (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -748,29 +799,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->status = 499; /* the client went away first */
     metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,
                     r->bytes_out);
-    if (s->cfg.access_log) {
-        job *j = &r->job;
-        uint64_t queue_ns = 0, compute_ns = 0;
-        if (j->started_ns != 0) {
-            queue_ns = j->started_ns - j->enqueued_ns;
-            compute_ns = j->finished_ns - j->started_ns;
-        } else if (j->finished_ns != 0) { /* expired in the queue */
-            queue_ns = j->finished_ns - j->enqueued_ns;
-        }
-        json_t *o = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:s}",
-                              "method", r->method, "path", r->path, "status",
-                              r->status, "bytes_in", (json_int_t)r->body_len,
-                              "bytes_out", (json_int_t)r->bytes_out, "queue_us",
-                              (json_int_t)(queue_ns / 1000), "compute_us",
-                              (json_int_t)(compute_ns / 1000), "total_us",
-                              (json_int_t)(total / 1000), "request_id", r->id);
-        if (o != NULL && r->err != TALLY_E_OK)
-            json_object_set_new(o, "error",
-                                json_string(tally_err_name(r->err)));
-        if (o != NULL && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-            json_object_set_new(o, "terminated", json_integer((json_int_t)toe));
-        log_obj("http", "info", o);
-    }
+    if (s->cfg.access_log)
+        access_line(r, total, toe);
     atomic_fetch_sub(&s->metrics.inflight, 1);
     request_release(r);
 }
@@ -813,7 +843,10 @@ tally_err http_start(tally_server *s, char *msg, size_t msglen)
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.idle_timeout_s, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_connections, NULL},
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 128 * 1024, NULL},
+        /* 32 KiB: libmicrohttpd clears the pool for every request, so a
+         * larger one slows small requests down more than it speeds large
+         * uploads up */
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
         {s->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
          (intptr_t)s->cfg.http_threads, NULL},

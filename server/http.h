@@ -9,9 +9,10 @@
  * called on an HTTP thread when it is resumed, to reply with the result or
  * the job's error.
  *
- * Memory: the body belongs to the request. A reply that answers with data
- * inside the body (or inside the handler's context, r->ctx) takes both
- * over, and frees them when the response has been sent.
+ * Memory: the body belongs to the request (a tally_buffer, see buffer.h). A
+ * reply that answers with data inside the body (or inside the handler's
+ * context, r->ctx) takes both over, and frees them when the response has been
+ * sent.
  */
 #ifndef TALLY_HTTP_H
 #define TALLY_HTTP_H
@@ -37,7 +38,7 @@ struct request {
     handler_fn handler;
     uint64_t t0_ns;
 
-    uint8_t *body; /* aligned to 128 bytes; NULL when empty */
+    uint8_t *body; /* tally_buffer_alloc'd; NULL when empty */
     size_t body_len, body_cap;
     bool body_too_large;
 
@@ -103,9 +104,11 @@ void http_reply_parts(request *r, int status, const char *type, char *head,
 void http_reply_json(request *r, int status, json_writer *w);
 
 /* Queues a scan of desc over inout (in place) and suspends the request;
- * `finish` replies once it has run. timeout_ms < 0 takes the X-Timeout-Ms
- * header or the server's default. On failure (a full queue, draining)
- * replies with the error itself and does not call finish. */
+ * `finish` replies once it has run. Tensors of at most --inline-max-elements
+ * are summed at once instead, and finish is called before this returns.
+ * timeout_ms < 0 takes the X-Timeout-Ms header or the server's default. On
+ * failure (a full queue, draining) replies with the error itself and does
+ * not call finish. */
 void http_submit(request *r, const tally_scan_desc *desc, void *inout,
                  int64_t timeout_ms, handler_fn finish);
 

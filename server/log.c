@@ -1,6 +1,7 @@
 /*
- * log.c - JSON log lines.
+ * log.c - JSON log lines through one buffer.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,54 @@
 
 #include "log.h"
 
-static void stamp(char *buf, size_t len)
+#define LOG_BUFFER (64 * 1024)
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static char buffer[LOG_BUFFER];
+static size_t used;
+
+static void write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w <= 0)
+            return; /* nowhere to report a failing stderr */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Called with mu held. */
+static void flush_locked(void)
+{
+    write_all(buffer, used);
+    used = 0;
+}
+
+void log_flush(void)
+{
+    pthread_mutex_lock(&mu);
+    flush_locked();
+    pthread_mutex_unlock(&mu);
+}
+
+void log_access(const char *line, size_t len)
+{
+    pthread_mutex_lock(&mu);
+    if (used + len + 1 > LOG_BUFFER)
+        flush_locked();
+    if (len + 1 > LOG_BUFFER) {
+        write_all(line, len);
+        write_all("\n", 1);
+    } else {
+        memcpy(buffer + used, line, len);
+        buffer[used + len] = '\n';
+        used += len + 1;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void log_stamp(char *buf, size_t len)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -20,10 +68,28 @@ static void stamp(char *buf, size_t len)
     snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
+size_t log_escape(const char *s, char *out, size_t outlen)
+{
+    size_t n = 0;
+    for (; *s != '\0' && n + 7 < outlen; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, outlen - n, "\\u%04x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
 void log_obj(const char *module, const char *level, json_t *obj)
 {
     char ts[40];
-    stamp(ts, sizeof ts);
+    log_stamp(ts, sizeof ts);
     json_t *line = json_pack("{s:s, s:s, s:s}", "ts", ts, "module", module,
                              "level", level);
     if (line != NULL && obj != NULL)
@@ -32,10 +98,12 @@ void log_obj(const char *module, const char *level, json_t *obj)
                      ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER)
                      : NULL;
     if (text != NULL) {
+        pthread_mutex_lock(&mu);
+        flush_locked(); /* keep the order of lines */
         size_t n = strlen(text);
         text[n] = '\n'; /* json_dumps' NUL becomes the newline */
-        ssize_t w = write(STDERR_FILENO, text, n + 1);
-        (void)w;
+        write_all(text, n + 1);
+        pthread_mutex_unlock(&mu);
         free(text);
     }
     json_decref(line);

@@ -81,6 +81,7 @@ static void on_tick(uv_timer_t *t)
 {
     tally_server *s = t->data;
     expire_jobs(s);
+    log_flush();
     if (!atomic_load(&s->draining))
         return;
     long long inflight = atomic_load(&s->metrics.inflight);
@@ -213,5 +214,6 @@ int main(int argc, char **argv)
     tally_engine_close(s->engine);
     tally_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");
+    log_flush();
     return s->exit_code;
 }

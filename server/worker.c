@@ -11,6 +11,8 @@
 static void run(worker *w, job *j)
 {
     tally_server *s = w->s;
+    if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
+        uv_sleep(s->cfg.fault_delay_ms);
     uint64_t start = now_ns();
     j->worker = w->id;
     if (j->deadline_ns != 0 && start >= j->deadline_ns) {

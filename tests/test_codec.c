@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "check.h"
 #include "encoding.h"
 #include "half.h"
@@ -268,7 +269,7 @@ static void native_requests(void)
               && q.desc.reverse && q.desc.exclusive
               && ((int16_t *)q.data)[3] == 4,
           "full request: %s", err);
-    free(q.data);
+    tally_buffer_free(q.data);
     struct {
         const char *text;
         tally_err want;
@@ -319,7 +320,7 @@ static void native_requests(void)
               "%s: got %s \"%s\", want %s mentioning \"%s\"", bad[i].text,
               tally_err_name(e), err, tally_err_name(bad[i].want), bad[i].says);
         if (e == TALLY_E_OK)
-            free(q.data);
+            tally_buffer_free(q.data);
     }
 }
 

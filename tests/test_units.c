@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "check.h"
 #include "dtype.h"
 #include "error.h"
@@ -209,12 +210,45 @@ static void pool(void)
     tally_pool_free(NULL);
 }
 
+static void buffers(void)
+{
+    /* alignment, small and large */
+    size_t sizes[] = {0, 1, 127, 128, 4096, (2 << 20) - 200, 2 << 20, 5 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = tally_buffer_alloc(sizes[i]);
+        CHECK(p != NULL && (uintptr_t)p % 128 == 0, "size %zu", sizes[i]);
+        if (sizes[i])
+            p[sizes[i] - 1] = 1; /* usable to the end */
+        tally_buffer_free(p);
+    }
+    tally_buffer_free(NULL);
+    /* a freed large buffer comes back for a similar size, not a tiny one */
+    tally_buffer_cache_clear();
+    void *a = tally_buffer_alloc(8 << 20);
+    tally_buffer_free(a);
+    void *b = tally_buffer_alloc((8 << 20) - 1000);
+    CHECK(a == b, "large buffer reused");
+    tally_buffer_free(b);
+    void *c = tally_buffer_alloc(3 << 20);
+    CHECK(c != a, "a 8 MiB buffer is not spent on 3 MiB");
+    tally_buffer_free(c);
+    /* the budget */
+    tally_buffer_cache_limit(0);
+    void *d = tally_buffer_alloc(8 << 20);
+    tally_buffer_free(d);
+    void *e = tally_buffer_alloc(8 << 20);
+    tally_buffer_free(e);
+    tally_buffer_cache_limit((size_t)512 << 20);
+    tally_buffer_cache_clear();
+}
+
 static const check_case cases[] = {
     {"error_table", error_table},
     {"dtype_table", dtype_table},
     {"half_conversions", half_conversions},
     {"shapes", shapes},
     {"pool", pool},
+    {"buffers", buffers},
 };
 
 int main(int argc, char **argv)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "kserve.h"
 #include "native.h"
 
@@ -424,7 +425,7 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
                           "input \"x\" would take %zu bytes, more than the "
                           "%zu this server accepts",
                           l.bytes, max_bytes);
-    out->data = tensor_alloc(l.bytes);
+    out->data = tally_buffer_alloc(l.bytes);
     if (out->data == NULL)
         return tally_fail(msg, msglen, TALLY_E_NOMEM,
                           "out of memory for a %zu-byte tensor", l.bytes);
@@ -441,7 +442,7 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
 void kserve_request_free(kserve_request *r)
 {
     if (r->data_owned)
-        free(r->data);
+        tally_buffer_free(r->data);
     r->data = NULL;
     r->data_owned = false;
 }

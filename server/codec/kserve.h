@@ -30,7 +30,7 @@
 typedef struct {
     tally_scan_desc desc;
     void *data;      /* the tensor "x": in the body, or owned when JSON */
-    bool data_owned; /* free data with free() */
+    bool data_owned; /* free data with tally_buffer_free() */
     size_t bytes;
     const char *id; /* the request id as written (escaped), or NULL */
     size_t id_len;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "native.h"
 
 bool scan_params_apply(const scan_params *p, tally_scan_desc *desc, char *msg,
@@ -119,12 +120,6 @@ bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
     }
     *rank = r;
     return true;
-}
-
-void *tensor_alloc(size_t bytes)
-{
-    size_t rounded = (bytes + 127) / 128 * 128;
-    return aligned_alloc(128, rounded ? rounded : 128);
 }
 
 void shape_to_text(const uint64_t *shape, int rank, char *buf, size_t len)
@@ -278,14 +273,14 @@ tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
                           "the tensor would take %zu bytes, more than the "
                           "%zu this server accepts",
                           l.bytes, max_bytes);
-    void *data = tensor_alloc(l.bytes);
+    void *data = tally_buffer_alloc(l.bytes);
     if (data == NULL)
         return tally_fail(msg, msglen, TALLY_E_NOMEM,
                           "out of memory for a %zu-byte tensor", l.bytes);
     c.p = m.data;
     if (!jcur_tensor(&c, "data", out->desc.dtype, out->desc.shape,
                      out->desc.rank, l.elements, data)) {
-        free(data);
+        tally_buffer_free(data);
         return TALLY_E_INVALID;
     }
     out->data = data;

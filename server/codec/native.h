@@ -40,8 +40,8 @@ bool parse_direction_text(const char *name, const char *v, bool *decreasing,
 bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
                       int *rank, char *msg, size_t msglen);
 
-/* A parsed JSON request. data holds the tensor (aligned to 128 bytes,
- * tally_scan_desc's dtype and shape); the caller frees it with free(). */
+/* A parsed JSON request. data holds the tensor (tally_scan_desc's dtype
+ * and shape); the caller frees it with tally_buffer_free(). */
 typedef struct {
     tally_scan_desc desc;
     void *data;
@@ -62,10 +62,5 @@ bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
 
 /* "3,4" for a shape, into buf. */
 void shape_to_text(const uint64_t *shape, int rank, char *buf, size_t len);
-
-/* Allocates a tensor buffer of `bytes` (at least 1), aligned to 128 bytes
- * so that devices sharing host memory can use it without a copy. NULL when
- * memory runs out. Free with free(). */
-void *tensor_alloc(size_t bytes);
 
 #endif

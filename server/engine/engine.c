@@ -197,6 +197,16 @@ tally_err tally_scan(tally_stream *s, const tally_scan_desc *d, const void *in,
     return tally_cl_scan(s->cl, &l, in, out, msg, msglen);
 }
 
+tally_err tally_scan_inline(const tally_scan_desc *d, const void *in, void *out,
+                            char *msg, size_t msglen)
+{
+    tally_lines l;
+    tally_err err = tally_lines_from_desc(d, &l, msg, msglen);
+    if (err != TALLY_E_OK)
+        return err;
+    return tally_host_scan_serial(&l, in, out, msg, msglen);
+}
+
 tally_err tally_copy(tally_stream *s, const void *in, void *out, size_t bytes,
                      char *msg, size_t msglen)
 {

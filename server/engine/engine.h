@@ -96,6 +96,14 @@ void tally_stream_close(tally_stream *s);
 tally_err tally_scan(tally_stream *s, const tally_scan_desc *d, const void *in,
                      void *out, char *msg, size_t msglen);
 
+/* tally_scan() on the host's C backend, on the calling thread, whatever
+ * the engine's device: for tensors so small that a device launch (or any
+ * hand-off to another thread) costs more than computing them. Same
+ * semantics and accuracy contract as tally_scan(); any thread, no stream
+ * needed. */
+tally_err tally_scan_inline(const tally_scan_desc *d, const void *in, void *out,
+                            char *msg, size_t msglen);
+
 /* Copies `bytes` from in to out on the device, through the same buffers a
  * scan uses: the yardstick for benchmarks (memcpy on the host backend). */
 tally_err tally_copy(tally_stream *s, const void *in, void *out, size_t bytes,

@@ -22,7 +22,7 @@
     X(NOMEM, 503, "out of memory")                                             \
     X(NO_DEVICE, 500, "no usable compute device")                              \
     X(DEVICE, 500, "device failure")                                           \
-    X(UNSUPPORTED, 500, "not supported by this device")                      \
+    X(UNSUPPORTED, 500, "not supported by this device")                        \
     X(MEDIA_TYPE, 415, "unsupported media type")                               \
     X(NOT_FOUND, 404, "not found")                                             \
     X(METHOD, 405, "method not allowed")                                       \

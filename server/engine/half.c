@@ -103,8 +103,8 @@ static uint32_t round_f64(double a, int mbits, int bias, int emax)
     if (a == 0)
         return 0;
     int ex;
-    frexp(a, &ex); /* a = m * 2^ex, m in [0.5, 1) */
-    int e = ex - 1; /* a = 1.f * 2^e */
+    frexp(a, &ex);     /* a = m * 2^ex, m in [0.5, 1) */
+    int e = ex - 1;    /* a = 1.f * 2^e */
     if (e < min_exp) { /* subnormal: units of 2^(min_exp - mbits) */
         double q = rint(ldexp(a, mbits - min_exp));
         return (uint32_t)q; /* may be 1 << mbits: the smallest normal */

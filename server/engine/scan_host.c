@@ -584,12 +584,23 @@ static void carries_exclusive(job *j, size_t groups, size_t width)
         }
 }
 
-tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
-                          void *out, char *msg, size_t msglen)
+/* Runs tasks on the pool, or one after another without one. */
+static void run_tasks(tally_pool *pool, size_t n, tally_pool_fn fn, void *arg)
+{
+    if (pool != NULL) {
+        tally_pool_run(pool, n, fn, arg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        fn(arg, i);
+}
+
+static tally_err scan(tally_pool *pool, const tally_lines *l, const void *in,
+                      void *out, char *msg, size_t msglen)
 {
     if (l->elements == 0)
         return TALLY_E_OK;
-    unsigned threads = tally_pool_threads(h->pool);
+    unsigned threads = pool != NULL ? tally_pool_threads(pool) : 1;
     job j = {
         .l = l,
         .st = tally_dtype_storage(l->dtype),
@@ -610,9 +621,9 @@ tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
             if (per > (l->outer + want - 1) / want)
                 per = (l->outer + want - 1) / want;
             j.lines_per_task = per ? per : 1;
-            tally_pool_run(h->pool,
-                           (l->outer + j.lines_per_task - 1) / j.lines_per_task,
-                           task_rows_direct, &j);
+            run_tasks(pool,
+                      (l->outer + j.lines_per_task - 1) / j.lines_per_task,
+                      task_rows_direct, &j);
             return TALLY_E_OK;
         }
         j.nchunks = (want + l->outer - 1) / l->outer;
@@ -623,9 +634,9 @@ tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
             return tally_fail(msg, msglen, TALLY_E_NOMEM,
                               "host backend: out of memory for %zu carries",
                               ntasks);
-        tally_pool_run(h->pool, ntasks, task_rows_reduce, &j);
+        run_tasks(pool, ntasks, task_rows_reduce, &j);
         carries_exclusive(&j, l->outer, 1);
-        tally_pool_run(h->pool, ntasks, task_rows_scan, &j);
+        run_tasks(pool, ntasks, task_rows_scan, &j);
         free(j.carries);
         return TALLY_E_OK;
     }
@@ -633,7 +644,7 @@ tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
     j.ncblk = (l->inner + COL_BLOCK - 1) / COL_BLOCK;
     size_t blocks = l->outer * j.ncblk;
     if (blocks >= want || l->n < 64 || threads == 1) {
-        tally_pool_run(h->pool, blocks, task_cols_direct, &j);
+        run_tasks(pool, blocks, task_cols_direct, &j);
         return TALLY_E_OK;
     }
     j.nchunks = (want + blocks - 1) / blocks;
@@ -644,9 +655,21 @@ tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
         return tally_fail(msg, msglen, TALLY_E_NOMEM,
                           "host backend: out of memory for %zu carries",
                           ntasks * COL_BLOCK);
-    tally_pool_run(h->pool, ntasks, task_cols_reduce, &j);
+    run_tasks(pool, ntasks, task_cols_reduce, &j);
     carries_exclusive(&j, blocks, COL_BLOCK);
-    tally_pool_run(h->pool, ntasks, task_cols_scan, &j);
+    run_tasks(pool, ntasks, task_cols_scan, &j);
     free(j.carries);
     return TALLY_E_OK;
+}
+
+tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
+                          void *out, char *msg, size_t msglen)
+{
+    return scan(h->pool, l, in, out, msg, msglen);
+}
+
+tally_err tally_host_scan_serial(const tally_lines *l, const void *in,
+                                 void *out, char *msg, size_t msglen)
+{
+    return scan(NULL, l, in, out, msg, msglen);
 }

@@ -33,4 +33,10 @@ unsigned tally_host_threads(const tally_host *h);
 tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
                           void *out, char *msg, size_t msglen);
 
+/* The same on the calling thread alone, with no tally_host: for tensors
+ * so small that handing them to another thread costs more than the sum.
+ * Thread-safe. */
+tally_err tally_host_scan_serial(const tally_lines *l, const void *in,
+                                 void *out, char *msg, size_t msglen);
+
 #endif

@@ -2,6 +2,7 @@
 import os
 import re
 import subprocess
+import time
 
 import openapi_spec_validator
 import yaml
@@ -48,7 +49,12 @@ def test_health(tallyd):
 def test_access_log(tallyd):
     tallyd.post_json("/v1/cumsum", {"dtype": "int8", "shape": [1], "data": [1]},
                      headers={"X-Request-Id": "log-me"})
-    lines = [l for l in tallyd.log_lines() if l.get("request_id") == "log-me"]
+    lines = []
+    for _ in range(100):  # access lines are flushed every few milliseconds
+        lines = [l for l in tallyd.log_lines() if l.get("request_id") == "log-me"]
+        if lines:
+            break
+        time.sleep(0.02)
     assert len(lines) == 1
     line = lines[0]
     assert line["module"] == "http" and line["method"] == "POST" and line["path"] == "/v1/cumsum"

@@ -1,0 +1,34 @@
+/*
+ * buffer.h - memory for tensors: aligned, huge-paged when large, reused.
+ *
+ * Request bodies and tensors are allocated here. Every buffer is aligned to
+ * 128 bytes, which lets a device that shares memory with the host (PoCL)
+ * use it in place. Buffers of 2 MiB and more sit on 2 MiB boundaries with
+ * transparent huge pages requested, and when freed they are kept, up to a
+ * budget, for the next request of a similar size: a fresh 64 MiB buffer
+ * costs thousands of page faults and the kernel zeroing it, a reused one
+ * nothing.
+ *
+ * Threading: any thread; the cache has its own mutex.
+ */
+#ifndef TALLY_BUFFER_H
+#define TALLY_BUFFER_H
+
+#include <stddef.h>
+
+/* At least `bytes` bytes (a zero-byte request gets a small buffer), or NULL
+ * when memory runs out. Contents are unspecified. Free with
+ * tally_buffer_free(). */
+void *tally_buffer_alloc(size_t bytes);
+
+/* Returns a buffer from tally_buffer_alloc(); NULL is a no-op. */
+void tally_buffer_free(void *p);
+
+/* How many bytes of freed large buffers may be kept for reuse (default
+ * 512 MiB; 0 keeps none). */
+void tally_buffer_cache_limit(size_t bytes);
+
+/* Frees every cached buffer. */
+void tally_buffer_cache_clear(void);
+
+#endif

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# make load: tallyd under wrk, next to the machine's HTTP ceiling.
+#
+# Starts a fresh tallyd and an nginx (Debian's, installed if missing) on
+# free loopback ports and runs, with the same wrk settings against both
+# where it makes sense:
+#   1. small JSON: 16 float32 values per request, vs nginx returning a
+#      fixed body of the same size (the ceiling); prints the ratio
+#   2. KServe binary: 1M float32 per request
+#   3. large .npy: a 64 MiB float32 array per request
+#   4. one 64 MiB .npy round trip with curl, vs curl moving the same bytes
+#      up to and down from nginx; prints the ratio
+# Settings: LOAD_SECONDS (10), LOAD_CONNECTIONS (32), LOAD_THREADS (2),
+# TALLYD (build/bin/tallyd), TALLYD_ARGS (extra flags).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+TALLYD=${TALLYD:-$ROOT/build/bin/tallyd}
+SECONDS_=${LOAD_SECONDS:-10}
+CONN=${LOAD_CONNECTIONS:-32}
+THREADS=${LOAD_THREADS:-2}
+
+for tool in wrk nginx curl python3; do
+  if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
+    echo "load: installing $tool"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$( [ "$tool" = nginx ] && echo nginx-light || echo "$tool")" >/dev/null
+  fi
+done
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+tmp=$(mktemp -d /tmp/tally-load.XXXXXX)
+chmod 755 "$tmp" # nginx's workers read the static file as another user
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+TP=$(free_port)
+NP=$(free_port)
+
+# ---------------------------------------------------------------- inputs
+python3 - "$tmp" <<'EOF'
+import json, sys
+import numpy as np
+d = sys.argv[1]
+x = np.random.default_rng(1).random(16 << 20, dtype=np.float32)  # 64 MiB
+np.save(d + "/big.npy", x)
+m = np.random.default_rng(2).random(1 << 20, dtype=np.float32)   # 4 MiB
+header = json.dumps({"inputs": [{"name": "x", "shape": [1 << 20], "datatype": "FP32",
+                                 "parameters": {"binary_data_size": m.nbytes}}],
+                     "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}).encode()
+open(d + "/kserve.bin", "wb").write(header + m.tobytes())
+open(d + "/kserve.hlen", "w").write(str(len(header)))
+EOF
+mkdir -p "$tmp/www"
+cp "$tmp/big.npy" "$tmp/www/big.npy"
+chmod -R a+rX "$tmp"
+
+# ---------------------------------------------------------------- servers
+mkdir -p "$tmp/pocl"
+[ -d "$ROOT/build/pocl-cache" ] && cp -r "$ROOT/build/pocl-cache/." "$tmp/pocl/"
+POCL_CACHE_DIR=$tmp/pocl "$TALLYD" --listen "127.0.0.1:$TP" ${TALLYD_ARGS:-} \
+  > "$tmp/tallyd.log" 2>&1 &
+pids+=($!)
+
+SMALL_REPLY='{"dtype":"float32","shape":[16],"data":[0.5,1.5,3,5,7.5,10.5,14,18,22.5,27.5,33,39,45.5,52.5,60,68]}'
+cat > "$tmp/nginx.conf" <<EOF
+daemon off;
+worker_processes auto;
+pid $tmp/nginx.pid;
+error_log $tmp/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $tmp/nginx-body;
+  proxy_temp_path $tmp/nginx-proxy;
+  fastcgi_temp_path $tmp/nginx-fastcgi;
+  uwsgi_temp_path $tmp/nginx-uwsgi;
+  scgi_temp_path $tmp/nginx-scgi;
+  server {
+    listen 127.0.0.1:$NP;
+    location = /small { default_type application/json; return 200 '$SMALL_REPLY'; }
+    location = /sink { client_max_body_size 1g; client_body_buffer_size 128m; return 200; }
+    location / { root $tmp/www; }
+  }
+}
+EOF
+"$NGINX" -c "$tmp/nginx.conf" &
+pids+=($!)
+
+for i in $(seq 1 3000); do
+  if curl -sf "http://127.0.0.1:$TP/v2/health/ready" >/dev/null 2>&1 \
+     && curl -sf "http://127.0.0.1:$NP/small" -o /dev/null 2>&1; then
+    break
+  fi
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$TP/v2/health/ready" >/dev/null || { cat "$tmp/tallyd.log"; exit 1; }
+curl -sf "http://127.0.0.1:$NP/big.npy" -o /dev/null \
+  || { echo "nginx cannot serve the test file:"; cat "$tmp/nginx-error.log"; exit 1; }
+
+# ---------------------------------------------------------------- wrk
+script() { cat "tests/load/$1" tests/load/report.lua > "$tmp/$1"; echo "$tmp/$1"; }
+result() { grep '^RESULT' | sed 's/^RESULT //'; }
+field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "tallyd:  $(grep -o '"msg":"device ready[^"]*"' "$tmp/tallyd.log" | sed 's/"msg":"//; s/"$//')"
+echo "wrk:     -t$THREADS -c$CONN -d${SECONDS_}s (large bodies: -t1 -c2)"
+echo
+
+small=$(wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" -s "$(script small_json.lua)" \
+  "http://127.0.0.1:$TP" | result)
+ceiling=$(LOAD_PATH=/small wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" \
+  -s "$(script small_json.lua)" "http://127.0.0.1:$NP" | result)
+kserve=$(LOAD_PATH=/v2/models/cumsum/infer LOAD_BODY=$tmp/kserve.bin \
+  LOAD_HLEN=$(cat "$tmp/kserve.hlen") \
+  wrk -t"$THREADS" -c8 -d"${SECONDS_}s" --timeout 30s -s "$(script file_body.lua)" \
+  "http://127.0.0.1:$TP" | result)
+large=$(LOAD_PATH='/v1/cumsum?axis=0' LOAD_BODY=$tmp/big.npy LOAD_TYPE=application/x-npy \
+  wrk -t1 -c2 -d"${SECONDS_}s" --timeout 60s -s "$(script file_body.lua)" \
+  "http://127.0.0.1:$TP" | result)
+
+printf '%-38s %10s %9s %9s %9s %7s\n' "load" "req/s" "p50 ms" "p90 ms" "p99 ms" "errors"
+row() {
+  printf '%-38s %10s %9s %9s %9s %7s\n' "$1" "$(field "$2" rps)" "$(field "$2" p50_ms)" \
+    "$(field "$2" p90_ms)" "$(field "$2" p99_ms)" "$(field "$2" errors)"
+}
+row "tallyd: small JSON (16 float32)" "$small"
+row "nginx: fixed small body (ceiling)" "$ceiling"
+row "tallyd: KServe binary (1M float32)" "$kserve"
+row "tallyd: .npy 64 MiB float32" "$large"
+echo
+python3 - "$(field "$small" rps)" "$(field "$ceiling" rps)" <<'EOF'
+import sys
+t, n = float(sys.argv[1]), float(sys.argv[2])
+print("small JSON vs ceiling: %.2f (goal >= 0.50)" % (t / n))
+EOF
+
+# ---------------------------------------------------------------- 64 MiB round trip
+median_time() {
+  local times=()
+  for _ in 1 2 3 4 5; do times+=("$("$@")"); done
+  printf '%s\n' "${times[@]}" | sort -g | sed -n 3p
+}
+t_tally=$(median_time curl -sf -o /dev/null -w '%{time_total}' --data-binary "@$tmp/big.npy" \
+  -H 'Content-Type: application/x-npy' "http://127.0.0.1:$TP/v1/cumsum?axis=0")
+t_up=$(median_time curl -sf -o /dev/null -w '%{time_total}' --data-binary "@$tmp/big.npy" \
+  "http://127.0.0.1:$NP/sink")
+t_down=$(median_time curl -sf -o /dev/null -w '%{time_total}' "http://127.0.0.1:$NP/big.npy")
+python3 - "$t_tally" "$t_up" "$t_down" <<'EOF'
+import sys
+t, up, down = map(float, sys.argv[1:])
+print("64 MiB .npy round trip: tallyd %.3f s; loopback up %.3f s + down %.3f s = %.3f s; "
+      "ratio %.2f (goal <= 1.50)" % (t, up, down, up + down, t / (up + down)))
+EOF
