@@ -207,7 +207,12 @@ static void native_npy(request *r)
     size_t size = tally_dtype_size(h.dtype);
     size_t count = h.data_bytes / size;
     c->bytes = h.data_bytes;
-    c->data = r->body + h.data_offset;
+    /* numpy pads headers so that data starts 64-byte aligned; a file that
+     * does not gets its data slid down over its header (a new header is
+     * written for the reply) */
+    c->data = r->body + h.data_offset / 128 * 128;
+    if (h.data_offset % 128 != 0)
+        memmove(c->data, r->body + h.data_offset, h.data_bytes);
     if (h.big_endian)
         npy_byteswap(c->data, count, size);
     if (h.fortran_order && h.rank > 1 && count > 0) {

@@ -411,24 +411,48 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
     if (e != TALLY_E_OK)
         return e;
     out->bytes = l.bytes;
+    /* the id lives in the JSON text, which the tensor may be moved over */
+    if (out->id != NULL) {
+        char *id = malloc(out->id_len + 1);
+        if (id == NULL)
+            return tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
+        memcpy(id, out->id, out->id_len);
+        id[out->id_len] = '\0';
+        out->id = id;
+        out->id_owned = true;
+    }
     if (x->binary) {
-        if (x->binary_size != l.bytes)
+        if (x->binary_size != l.bytes) {
+            kserve_request_free(out);
             return tally_fail(msg, msglen, TALLY_E_INVALID,
                               "input \"x\": binary_data_size is %" PRIu64
                               " but shape and datatype need %zu bytes",
                               x->binary_size, l.bytes);
-        out->data = x->binary_at;
+        }
+        /* Binary data follows a JSON header of any length. Slide it down
+         * to a 128-byte boundary inside the body (over the header, no
+         * longer needed) so that it is aligned for the scan, with no copy
+         * to another buffer. The body's start is so aligned. */
+        size_t off = (size_t)(x->binary_at - body);
+        uint8_t *to = body + off / 128 * 128;
+        if (to != x->binary_at)
+            memmove(to, x->binary_at, l.bytes);
+        out->data = to;
         return TALLY_E_OK;
     }
-    if (l.bytes > max_bytes)
+    if (l.bytes > max_bytes) {
+        kserve_request_free(out);
         return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
                           "input \"x\" would take %zu bytes, more than the "
                           "%zu this server accepts",
                           l.bytes, max_bytes);
+    }
     out->data = tally_buffer_alloc(l.bytes);
-    if (out->data == NULL)
+    if (out->data == NULL) {
+        kserve_request_free(out);
         return tally_fail(msg, msglen, TALLY_E_NOMEM,
                           "out of memory for a %zu-byte tensor", l.bytes);
+    }
     out->data_owned = true;
     c.p = x->data;
     if (!jcur_tensor(&c, "input \"x\" data", out->desc.dtype, out->desc.shape,
@@ -443,8 +467,12 @@ void kserve_request_free(kserve_request *r)
 {
     if (r->data_owned)
         tally_buffer_free(r->data);
+    if (r->id_owned)
+        free((char *)r->id);
     r->data = NULL;
     r->data_owned = false;
+    r->id = NULL;
+    r->id_owned = false;
 }
 
 /* {"model_name":"cumsum","model_version":"1","id":"..","outputs":[{"name":

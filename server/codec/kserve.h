@@ -34,13 +34,16 @@ typedef struct {
     size_t bytes;
     const char *id; /* the request id as written (escaped), or NULL */
     size_t id_len;
+    bool id_owned;      /* id is a copy, freed with the request */
     bool binary_output; /* answer y as binary data */
     bool has_timeout;
     int64_t timeout_us;
 } kserve_request;
 
-/* Parses an inference request. body is modifiable (binary data is used in
- * place) and must outlive *out. header_len is the value of
+/* Parses an inference request. body (aligned to 128 bytes) is modifiable:
+ * binary data is used in place, after being slid down to a 128-byte
+ * boundary over the JSON header; body must outlive *out. Free *out with
+ * kserve_request_free() after a success. header_len is the value of
  * Inference-Header-Content-Length, or SIZE_MAX without that header. JSON
  * tensors may take at most max_bytes. */
 tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
