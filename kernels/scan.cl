@@ -47,6 +47,7 @@
  *   TALLY_ROW_K    elements per work-item in a row tile (multiple of 8)
  *   TALLY_COL_W    most columns per work-item in a column tile (multiple of 8)
  *   TALLY_BLK      vectors (or rows) per float-float flush
+ *   TALLY_PIPE     tiles a CPU work-group of rows_chained keeps in flight
  *
  * The kernels support in-place operation: in and out may be the same buffer.
  * Every element is read before it is written, by the one work-item that
@@ -68,6 +69,9 @@
 #ifndef TALLY_BLK
 #define TALLY_BLK 8
 #endif
+#ifndef TALLY_PIPE
+#define TALLY_PIPE 3
+#endif
 
 #if TALLY_ROW_K % 8 != 0 || TALLY_COL_W % 8 != 0
 #error "TALLY_ROW_K and TALLY_COL_W must be multiples of 8"
@@ -76,6 +80,7 @@
 /* Mode bits, shared with the host (engine/cl_plan.c). */
 #define MODE_REVERSE 1u
 #define MODE_EXCLUSIVE 2u
+#define MODE_STREAM 4u /* write with non-temporal stores (see STORE8S) */
 
 /* ------------------------------------------------------------------------
  * Element types. ST is the storage type, CT the compute type. LOAD8/STORE8
@@ -230,6 +235,40 @@ typedef ulong ST;
 #define STORE1(p, v) (*(p) = (v))
 #endif
 
+/* STORE8S: STORE8, or when the launch streams (MODE_STREAM) a
+ * non-temporal store that bypasses the cache. For an output larger than
+ * the cache that saves reading every line before writing it (a third of
+ * the memory traffic). Non-temporal vector stores need aligned addresses:
+ * the host sets MODE_STREAM only when every vector store of the launch is
+ * 32-byte aligned, and only 4- and 8-byte elements stream. TALLY_NT is set
+ * for devices whose compiler has the builtin (PoCL's clang). */
+#ifndef TALLY_NT
+#define TALLY_NT 0
+#endif
+#if TALLY_NT && (TALLY_STORAGE == 3 || TALLY_STORAGE == 4 || TALLY_STORAGE == 7 \
+                 || TALLY_STORAGE == 8)
+#define STORE8S(mode, p, v)                                                    \
+    do {                                                                       \
+        if ((mode) & MODE_STREAM)                                              \
+            __builtin_nontemporal_store((v), (global CT8 *)(p));               \
+        else                                                                   \
+            STORE8((p), (v));                                                  \
+    } while (0)
+#else
+#define STORE8S(mode, p, v) STORE8((p), (v))
+#endif
+
+/* shuffle2 masks: unsigned integers as wide as the elements */
+#if TALLY_STORAGE == 4 || TALLY_STORAGE == 8
+#define UT8 ulong8
+#elif TALLY_STORAGE == 5
+#define UT8 uchar8
+#elif TALLY_STORAGE == 6
+#define UT8 ushort8
+#else
+#define UT8 uint8
+#endif
+
 #define Z ((CT)0)
 
 /* ------------------------------------------------------------------------
@@ -329,14 +368,15 @@ static inline CT8 scan8r(CT8 v)
     return (CT8)(lo, hi);
 }
 
+/* One whole-vector shuffle each (lanes 8+ come from the zero vector). */
 static inline CT8 excl8f(CT8 s)
 {
-    return (CT8)((CT4)(Z, s.s012), (CT4)(s.s3, s.s456));
+    return shuffle2(s, (CT8)Z, (UT8)(8, 0, 1, 2, 3, 4, 5, 6));
 }
 
 static inline CT8 excl8r(CT8 s)
 {
-    return (CT8)((CT4)(s.s123, s.s4), (CT4)(s.s567, Z));
+    return shuffle2(s, (CT8)Z, (UT8)(1, 2, 3, 4, 5, 6, 7, 8));
 }
 
 /* Segmented scans for lines of P = 1, 2, 4 or 8 elements, 8/P lines per
@@ -381,8 +421,8 @@ static inline carry_t hsum8(CT8 h, CT8 l)
  * end going forward and at the start in reverse.
  */
 #define DEFINE_SEGMENT_SCAN(NAME, REV, EXCL)                                   \
-    static void NAME(global const ST *src, global ST *dst, ulong len,          \
-                     carry_t *c, global const ST *rsrc, ulong rlen,            \
+    static void NAME(uint mode, global const ST *src, global ST *dst,          \
+                     ulong len, carry_t *c, global const ST *rsrc, ulong rlen, \
                      carry_t *rs)                                              \
     {                                                                          \
         carry_t cc = *c;                                                       \
@@ -400,7 +440,7 @@ static inline carry_t hsum8(CT8 h, CT8 l)
                 CT8 x = LOAD8(src + off);                                      \
                 CT8 s = REV ? scan8r(x) : scan8f(x);                           \
                 CT8 o = EXCL ? (REV ? excl8r(s) : excl8f(s)) : s;              \
-                STORE8(dst + off, OUT(cc, run, o));                            \
+                STORE8S(mode, dst + off, OUT(cc, run, o));                     \
                 ADV(cc, run, REV ? s.s0 : s.s7);                               \
                 if (k < both)                                                  \
                     ra += LOAD8(rsrc + 8 * j);                                 \
@@ -442,7 +482,8 @@ static inline carry_t hsum8(CT8 h, CT8 l)
 /* Lines of PP in {1, 2, 4, 8} elements, scanned as one flat run of
  * `lines` lines, 8/PP lines per vector. Leftover lines go one by one. */
 #define DEFINE_SMALL_LINES(NAME, SEG, REV, EXCL, PP)                           \
-    static void NAME(global const ST *src, global ST *dst, ulong lines)        \
+    static void NAME(uint mode, global const ST *src, global ST *dst,          \
+                     ulong lines)                                              \
     {                                                                          \
         ulong len = lines * PP, nv = len / 8;                                  \
         for (ulong j = 0; j < nv; j++) {                                       \
@@ -459,11 +500,11 @@ static inline carry_t hsum8(CT8 h, CT8 l)
                 CT8 s = REV ? scan8r(x) : scan8f(x);                           \
                 o = EXCL ? (REV ? excl8r(s) : excl8f(s)) : s;                  \
             }                                                                  \
-            STORE8(dst + 8 * j, o);                                            \
+            STORE8S(mode, dst + 8 * j, o);                                     \
         }                                                                      \
         for (ulong off = nv * 8; off < len; off += PP) {                       \
             carry_t c = carry_zero();                                          \
-            SEG(src + off, dst + off, PP, &c, src, 0, &c);                     \
+            SEG(mode, src + off, dst + off, PP, &c, src, 0, &c);               \
         }                                                                      \
     }
 
@@ -478,16 +519,16 @@ static inline carry_t hsum8(CT8 h, CT8 l)
     {                                                                          \
         switch (mode & 3u) {                                                   \
         case 0:                                                                \
-            small##PP##_fi(src, dst, lines);                                   \
+            small##PP##_fi(mode, src, dst, lines);                                   \
             break;                                                             \
         case MODE_REVERSE:                                                     \
-            small##PP##_ri(src, dst, lines);                                   \
+            small##PP##_ri(mode, src, dst, lines);                                   \
             break;                                                             \
         case MODE_EXCLUSIVE:                                                   \
-            small##PP##_fx(src, dst, lines);                                   \
+            small##PP##_fx(mode, src, dst, lines);                                   \
             break;                                                             \
         default:                                                               \
-            small##PP##_rx(src, dst, lines);                                   \
+            small##PP##_rx(mode, src, dst, lines);                                   \
             break;                                                             \
         }                                                                      \
     }
@@ -508,16 +549,16 @@ static inline void segment_scan(uint mode, global const ST *src, global ST *dst,
 {
     switch (mode & 3u) {
     case 0:
-        seg_fi(src, dst, len, c, rsrc, rlen, rs);
+        seg_fi(mode, src, dst, len, c, rsrc, rlen, rs);
         break;
     case MODE_REVERSE:
-        seg_ri(src, dst, len, c, rsrc, rlen, rs);
+        seg_ri(mode, src, dst, len, c, rsrc, rlen, rs);
         break;
     case MODE_EXCLUSIVE:
-        seg_fx(src, dst, len, c, rsrc, rlen, rs);
+        seg_fx(mode, src, dst, len, c, rsrc, rlen, rs);
         break;
     default:
-        seg_rx(src, dst, len, c, rsrc, rlen, rs);
+        seg_rx(mode, src, dst, len, c, rsrc, rlen, rs);
         break;
     }
 }
@@ -688,8 +729,11 @@ void tally_rows_direct(global const ST *in, global ST *out,
  * elements. Tile t is chunk t % nchunks of line t / nchunks, counted in
  * scan order (from the end of the line when reversed).
  *
- * Each work-group keeps two tiles in flight: it has reduced and published
- * both, and it scans the older one while reducing a newly taken one.
+ * A persistent work-group keeps TALLY_PIPE tiles in flight: it has reduced
+ * and published them all, and it scans the oldest while reducing a newly
+ * taken one. The oldest was published TALLY_PIPE - 1 tiles ago, which is
+ * the slack its predecessor (another work-group's tile, usually) has to
+ * publish before the look-back would have to wait.
  */
 static inline void tile_span(ulong t, ulong nchunks, ulong n, uint mode,
                              ulong *off, ulong *len)
@@ -723,11 +767,11 @@ void tally_rows_chained(global const ST *in, global ST *out,
 
     /* pending tiles: ids, their aggregates and each work-item's exclusive
      * offset inside the tile */
-    ulong pend[2];
-    carry_t pagg[2], pwi[2];
+    ulong pend[TALLY_PIPE];
+    carry_t pagg[TALLY_PIPE], pwi[TALLY_PIPE];
     int np = 0;
 
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < TALLY_PIPE; k++) {
         ulong t = next_tile(state, &tile_sh);
         if (t >= ntiles)
             break;
@@ -769,9 +813,11 @@ void tally_rows_chained(global const ST *in, global ST *out,
         carry_t mine = carry_zero();
         segment_scan(mode, in + off, out + off, len, &c, in + noff, nlen, &mine);
 
-        pend[0] = pend[1];
-        pagg[0] = pagg[1];
-        pwi[0] = pwi[1];
+        for (int k = 1; k < np; k++) {
+            pend[k - 1] = pend[k];
+            pagg[k - 1] = pagg[k];
+            pwi[k - 1] = pwi[k];
+        }
         np--;
         if (tn < ntiles) {
             carry_t total;
@@ -894,8 +940,9 @@ static inline void colacc_set(colacc_t *a, uint v, uint nvec, uint ntail,
 #endif
 
 #define DEFINE_COL_WALK(NAME, REV, EXCL)                                       \
-    static void NAME(global const ST *in, global ST *out, ulong base,          \
-                     ulong rows, ulong inner, uint ncols, colacc_t *a)         \
+    static void NAME(uint mode, global const ST *in, global ST *out,           \
+                     ulong base, ulong rows, ulong inner, uint ncols,          \
+                     colacc_t *a)                                              \
     {                                                                          \
         uint nvec = ncols / 8, ntail = ncols % 8;                              \
         for (ulong r0 = 0; r0 < rows; r0 += TALLY_BLK) {                       \
@@ -915,11 +962,11 @@ static inline void colacc_set(colacc_t *a, uint v, uint nvec, uint ntail,
                     uint v = REV ? nvec - 1 - i : i;                           \
                     CT8 xv = LOAD8(x + 8 * v), run = a->run[v];                \
                     if (EXCL) {                                                \
-                        STORE8(y + 8 * v, COL_OUT(a->h[v], run));              \
+                        STORE8S(mode, y + 8 * v, COL_OUT(a->h[v], run));       \
                         run += xv;                                             \
                     } else {                                                   \
                         run += xv;                                             \
-                        STORE8(y + 8 * v, COL_OUT(a->h[v], run));              \
+                        STORE8S(mode, y + 8 * v, COL_OUT(a->h[v], run));       \
                     }                                                          \
                     a->run[v] = run;                                           \
                 }                                                              \
@@ -960,16 +1007,16 @@ static inline void col_walk(uint mode, global const ST *in, global ST *out,
 {
     switch (mode & 3u) {
     case 0:
-        col_fi(in, out, base, rows, inner, ncols, a);
+        col_fi(mode, in, out, base, rows, inner, ncols, a);
         break;
     case MODE_REVERSE:
-        col_ri(in, out, base, rows, inner, ncols, a);
+        col_ri(mode, in, out, base, rows, inner, ncols, a);
         break;
     case MODE_EXCLUSIVE:
-        col_fx(in, out, base, rows, inner, ncols, a);
+        col_fx(mode, in, out, base, rows, inner, ncols, a);
         break;
     default:
-        col_rx(in, out, base, rows, inner, ncols, a);
+        col_rx(mode, in, out, base, rows, inner, ncols, a);
         break;
     }
 }

@@ -683,6 +683,61 @@ static void concurrent_streams(void)
 }
 
 /* ------------------------------------------------------------------------
+ * The benchmarks' copies (plain and streaming), and scans large enough to
+ * write with non-temporal stores (outputs beyond the device's cache).
+ */
+static void copies_and_streaming(void)
+{
+    backend *b = get_backend(2);
+    char msg[256];
+    size_t sizes[] = {1, 15, 16, 17, 4099, (1 << 20) + 5, 48u << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int streaming = 0; streaming < 2; streaming++) {
+            uint8_t *in = check_alloc(sizes[i]),
+                    *out = check_alloc(sizes[i] + 1);
+            for (size_t k = 0; k < sizes[i]; k++)
+                in[k] = (uint8_t)check_rand();
+            out[sizes[i]] = 0xee;
+            tally_err e =
+                tally_copy(b->s, in, out, sizes[i], streaming, msg, sizeof msg);
+            CHECK(e == TALLY_E_OK && memcmp(in, out, sizes[i]) == 0
+                      && out[sizes[i]] == 0xee,
+                  "%s copy of %zu bytes: %s", streaming ? "streaming" : "plain",
+                  sizes[i], msg);
+            free(in);
+            free(out);
+        }
+    /* 40 MiB and more: past PoCL's 32 MiB cache, aligned, so they stream */
+    struct {
+        tally_dtype t;
+        int rank;
+        uint64_t shape[2];
+        int axis;
+    } big[] = {
+        {TALLY_INT32, 1, {9u << 20}, 0},   {TALLY_INT64, 2, {2, 9u << 18}, 1},
+        {TALLY_INT32, 2, {1152, 8192}, 0}, {TALLY_UINT64, 2, {768, 6144}, 0},
+        {TALLY_INT32, 2, {59000, 160}, 1},
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+        for (int pick = 0; pick < 2; pick++) {
+            /* two of the four modes each: large references are slow */
+            int mode = (int)((i + (size_t)pick * 2 + check_below(2)) % 4);
+            tally_scan_desc d = {.dtype = big[i].t,
+                                 .rank = big[i].rank,
+                                 .axis = big[i].axis,
+                                 .reverse = mode & 1,
+                                 .exclusive = mode >> 1};
+            memcpy(d.shape, big[i].shape, sizeof big[i].shape);
+            size_t count = (size_t)(big[i].shape[0]
+                                    * (big[i].rank == 2 ? big[i].shape[1] : 1));
+            void *in = check_alloc(count * 8);
+            ref_random(d.dtype, in, count, false);
+            run_case(b, &d, in, mode == 3, "streaming");
+            free(in);
+        }
+}
+
+/* ------------------------------------------------------------------------
  * The planner: every choice fits its shape and stays within its limits.
  */
 static void planner(void)
@@ -764,6 +819,7 @@ static const check_case cases[] = {
     {"errors", errors},
     {"forced_kernels", forced_kernels},
     {"concurrent_streams", concurrent_streams},
+    {"copies_and_streaming", copies_and_streaming},
     {"planner", planner},
 };
 

@@ -102,7 +102,7 @@ static tally_err fill(tally_cl_device *dev, cl_platform_id p, cl_device_id d,
     dev->device = d;
     describe(p, d, dev->name, sizeof dev->name);
     cl_bool unified = CL_FALSE;
-    cl_ulong max_alloc = 0;
+    cl_ulong max_alloc = 0, cache = 0;
     cl_device_fp_config dbl = 0;
     clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof dev->type, &dev->type, NULL);
     clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof dev->compute_units,
@@ -113,8 +113,11 @@ static tally_err fill(tally_cl_device *dev, cl_platform_id p, cl_device_id d,
                     &max_alloc, NULL);
     clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified,
                     NULL);
+    clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache,
+                    NULL);
     clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dbl, &dbl, NULL);
     dev->max_alloc = max_alloc;
+    dev->cache_bytes = cache;
     dev->unified = unified == CL_TRUE;
     dev->fp64 = dbl != 0;
     if (dev->compute_units == 0)

@@ -29,9 +29,10 @@ typedef struct {
     char name[256]; /* "Portable Computing Language / pthread-..." */
     cl_device_type type;
     cl_uint compute_units;
-    size_t max_wg;      /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
-    uint64_t max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
-    bool unified;       /* host and device share memory */
+    size_t max_wg;        /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    uint64_t max_alloc;   /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    uint64_t cache_bytes; /* CL_DEVICE_GLOBAL_MEM_CACHE_SIZE */
+    bool unified;         /* host and device share memory */
     bool fp64;
 } tally_cl_device;
 

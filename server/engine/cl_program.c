@@ -25,8 +25,9 @@ static bool layout_override(tally_cl_layout *l, const char *opts)
         char *end;
         errno = 0;
         unsigned long v = strtoul(eq + 1, &end, 10);
+        bool may_be_zero = klen == 2 && memcmp(opts, "nt", 2) == 0;
         if (errno != 0 || end == eq + 1 || (*end != ',' && *end != '\0')
-            || v == 0 || v > (1ul << 24))
+            || (v == 0 && !may_be_zero) || v > (1ul << 24))
             return false;
         unsigned *field = NULL;
         if (klen == 2 && memcmp(opts, "wg", 2) == 0)
@@ -39,6 +40,10 @@ static bool layout_override(tally_cl_layout *l, const char *opts)
             field = &l->blk;
         else if (klen == 6 && memcmp(opts, "groups", 6) == 0)
             field = &l->groups;
+        else if (klen == 4 && memcmp(opts, "pipe", 4) == 0)
+            field = &l->pipe;
+        else if (klen == 2 && memcmp(opts, "nt", 2) == 0)
+            field = &l->nt;
         else
             return false;
         *field = (unsigned)v;
@@ -70,11 +75,13 @@ bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
     if (cpu) {
         /* One work-item per work-group streaming big tiles with explicit
          * vectors, one persistent work-group per core. */
-        *out = (tally_cl_layout){"cpu", 1, 16384, 4096, 8, dev->compute_units};
+        *out = (tally_cl_layout){"cpu", 1, 16384, 4096, 8, dev->compute_units,
+                                 3,     1};
     } else {
         /* Work-groups of 128 sharing tiles of 4096 elements; a few
          * resident work-groups per compute unit. */
-        *out = (tally_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 8};
+        *out = (tally_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 8,
+                                 2,     0};
     }
     if (!layout_override(out, opts))
         return false;
@@ -149,8 +156,10 @@ tally_err tally_cl_program_scan(tally_cl_programs *p, tally_storage st,
         const tally_cl_layout *l = &p->layout;
         snprintf(options, sizeof options,
                  "-w -DTALLY_STORAGE=%d -DTALLY_WG=%u -DTALLY_ROW_K=%u "
-                 "-DTALLY_COL_W=%u -DTALLY_BLK=%u",
-                 (int)st, l->wg, l->row_k, l->col_w, l->blk);
+                 "-DTALLY_COL_W=%u -DTALLY_BLK=%u -DTALLY_PIPE=%u "
+                 "-DTALLY_NT=%u",
+                 (int)st, l->wg, l->row_k, l->col_w, l->blk, l->pipe,
+                 l->nt ? 1u : 0u);
         snprintf(what, sizeof what, "scan (storage %d)", (int)st);
         e = build(p->dev, kernels_scan_cl, kernels_scan_cl_len, options, what,
                   &p->scan[st], msg, msglen);
@@ -166,8 +175,9 @@ tally_err tally_cl_program_copy(tally_cl_programs *p, cl_program *out,
     tally_err e = TALLY_E_OK;
     pthread_mutex_lock(&p->mu);
     if (p->copy == NULL)
-        e = build(p->dev, kernels_copy_cl, kernels_copy_cl_len, "-w", "copy",
-                  &p->copy, msg, msglen);
+        e = build(p->dev, kernels_copy_cl, kernels_copy_cl_len,
+                  p->layout.nt ? "-w -DTALLY_NT=1" : "-w", "copy", &p->copy,
+                  msg, msglen);
     *out = p->copy;
     pthread_mutex_unlock(&p->mu);
     return e;

@@ -26,6 +26,8 @@ typedef struct {
     unsigned col_w;   /* most columns per work-item */
     unsigned blk;     /* float-float flush interval */
     unsigned groups;  /* work-groups to launch (persistent) */
+    unsigned pipe;    /* tiles in flight per rows_chained work-group */
+    unsigned nt;      /* the compiler has non-temporal stores (TALLY_NT) */
 } tally_cl_layout;
 
 /* The layout for a device from a spec: "cpu", "gpu", or NULL/""/"auto" to

@@ -208,12 +208,12 @@ tally_err tally_scan_inline(const tally_scan_desc *d, const void *in, void *out,
 }
 
 tally_err tally_copy(tally_stream *s, const void *in, void *out, size_t bytes,
-                     char *msg, size_t msglen)
+                     bool streaming, char *msg, size_t msglen)
 {
     if (s->host != NULL) {
         if (in != out)
             memcpy(out, in, bytes);
         return TALLY_E_OK;
     }
-    return tally_cl_copy(s->cl, in, out, bytes, msg, msglen);
+    return tally_cl_copy(s->cl, in, out, bytes, streaming, msg, msglen);
 }

@@ -105,8 +105,10 @@ tally_err tally_scan_inline(const tally_scan_desc *d, const void *in, void *out,
                             char *msg, size_t msglen);
 
 /* Copies `bytes` from in to out on the device, through the same buffers a
- * scan uses: the yardstick for benchmarks (memcpy on the host backend). */
+ * scan uses: the yardstick for benchmarks (memcpy on the host backend).
+ * With streaming, the copy writes with non-temporal stores where the
+ * device has them, as scans of large tensors do. */
 tally_err tally_copy(tally_stream *s, const void *in, void *out, size_t bytes,
-                     char *msg, size_t msglen);
+                     bool streaming, char *msg, size_t msglen);
 
 #endif

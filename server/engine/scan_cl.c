@@ -32,7 +32,7 @@ struct tally_cl_stream {
     const tally_cl_device *dev;
     cl_command_queue q;
     cl_kernel k[TALLY_NSTORAGE + 1][TALLY_NKERNELS];
-    cl_kernel copy;
+    cl_kernel copy, copy_stream;
     cl_mem state, vals, stage, stage2;
     size_t state_cap, vals_cap, stage_cap, stage2_cap;
 };
@@ -222,6 +222,8 @@ void tally_cl_stream_free(tally_cl_stream *s)
                 clReleaseKernel(s->k[st][k]);
     if (s->copy != NULL)
         clReleaseKernel(s->copy);
+    if (s->copy_stream != NULL)
+        clReleaseKernel(s->copy_stream);
     if (s->state != NULL)
         clReleaseMemObject(s->state);
     if (s->vals != NULL)
@@ -379,10 +381,37 @@ static tally_err io_end(tally_cl_stream *s, void *out, size_t bytes, io *b,
             return cl_fail(msg, msglen, "clSetKernelArg", e_);                 \
     } while (0)
 
+/* Whether a launch writes with non-temporal stores: when the output is
+ * larger than the device's cache (it would be evicted before anyone read
+ * it) and every vector store of the kernel is 32-byte aligned, which holds
+ * when the buffer is and lines (or rows) start at multiples of 32 bytes.
+ * outptr is the host memory the output buffer wraps, NULL for a device
+ * buffer (always aligned). */
+static bool streams(const tally_cl_stream *s, const tally_lines *l,
+                    const tally_cl_plan *p, const void *outptr)
+{
+    const tally_cl_layout *L = &s->progs->layout;
+    size_t size = tally_dtype_size(l->dtype);
+    if (!L->nt || (size != 4 && size != 8) || l->bytes < s->dev->cache_bytes
+        || l->bytes < ((size_t)8 << 20))
+        return false;
+    if (outptr != NULL && (uintptr_t)outptr % 32 != 0)
+        return false;
+    switch (p->kernel) {
+    case TALLY_K_ROWS_DIRECT: return p->P == 0 && (l->n * size) % 32 == 0;
+    case TALLY_K_ROWS_CHAINED: return (l->n * size) % 32 == 0;
+    case TALLY_K_COLS_DIRECT:
+    case TALLY_K_COLS_CHAINED:
+        return (l->inner * size) % 32 == 0 && p->cw % 8 == 0;
+    case TALLY_NKERNELS: break;
+    }
+    return false;
+}
+
 /* Sets the arguments of plan's kernel and enqueues it. */
 static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
                          const tally_cl_plan *p, cl_mem in, cl_mem out,
-                         char *msg, size_t msglen)
+                         const void *outptr, char *msg, size_t msglen)
 {
     tally_storage st = tally_dtype_storage(l->dtype);
     cl_kernel k = NULL;
@@ -400,7 +429,8 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
     if (e != TALLY_E_OK)
         return e;
 
-    cl_uint mode = (l->reverse ? 1u : 0u) | (l->exclusive ? 2u : 0u);
+    cl_uint mode = (l->reverse ? 1u : 0u) | (l->exclusive ? 2u : 0u)
+                   | (streams(s, l, p, outptr) ? 4u : 0u);
     cl_ulong outer = l->outer, n = l->n, inner = l->inner;
     cl_ulong rpt = p->rpt, nblk = p->nblk, rows = p->rows;
     cl_uint P = p->P, cw = p->cw;
@@ -470,7 +500,7 @@ tally_err tally_cl_scan_plan(tally_cl_stream *s, const tally_lines *l,
     tally_err e = io_begin(s, in, out, l->bytes, &b, msg, msglen);
     if (e != TALLY_E_OK)
         return e;
-    e = enqueue(s, l, p, b.in, b.out, msg, msglen);
+    e = enqueue(s, l, p, b.in, b.out, b.wrapped ? out : NULL, msg, msglen);
     return io_end(s, out, l->bytes, &b, e, msg, msglen);
 }
 
@@ -488,22 +518,25 @@ tally_err tally_cl_scan(tally_cl_stream *s, const tally_lines *l,
 }
 
 tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
-                        size_t bytes, char *msg, size_t msglen)
+                        size_t bytes, bool streaming, char *msg, size_t msglen)
 {
     if (bytes == 0)
         return TALLY_E_OK;
-    if (s->copy == NULL) {
+    cl_kernel *kp = streaming ? &s->copy_stream : &s->copy;
+    if (*kp == NULL) {
         cl_program prog;
         tally_err e = tally_cl_program_copy(s->progs, &prog, msg, msglen);
         if (e != TALLY_E_OK)
             return e;
         cl_int err;
-        s->copy = clCreateKernel(prog, "tally_copy", &err);
+        *kp = clCreateKernel(
+            prog, streaming ? "tally_copy_stream" : "tally_copy", &err);
         if (err != CL_SUCCESS) {
-            s->copy = NULL;
+            *kp = NULL;
             return cl_fail(msg, msglen, "clCreateKernel", err);
         }
     }
+    cl_kernel k = *kp;
     io b;
     tally_err e = io_begin(s, in, out, bytes, &b, msg, msglen);
     if (e != TALLY_E_OK)
@@ -520,15 +553,15 @@ tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
     cl_ulong n16 = bytes / 16;
     cl_uint tail = (cl_uint)(bytes % 16);
     cl_int err = CL_SUCCESS;
-    err |= clSetKernelArg(s->copy, 0, sizeof b.in, &b.in);
-    err |= clSetKernelArg(s->copy, 1, sizeof b.out, &b.out);
-    err |= clSetKernelArg(s->copy, 2, sizeof n16, &n16);
-    err |= clSetKernelArg(s->copy, 3, sizeof tail, &tail);
+    err |= clSetKernelArg(k, 0, sizeof b.in, &b.in);
+    err |= clSetKernelArg(k, 1, sizeof b.out, &b.out);
+    err |= clSetKernelArg(k, 2, sizeof n16, &n16);
+    err |= clSetKernelArg(k, 3, sizeof tail, &tail);
     size_t local = 256;
     size_t global = ((n16 ? n16 : 1) + local - 1) / local * local;
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(s->q, s->copy, 1, NULL, &global, &local, 0,
-                                     NULL, NULL);
+        err = clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, &local, 0, NULL,
+                                     NULL);
     if (err != CL_SUCCESS)
         e = cl_fail(msg, msglen, "the copy kernel", err);
     return io_end(s, out, bytes, &b, e, msg, msglen);
@@ -582,7 +615,9 @@ tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
     }
     if (e == TALLY_E_OK) {
         char tmp[64];
-        e = tally_cl_copy(s, buf, tmp, sizeof tmp, msg, msglen);
+        e = tally_cl_copy(s, buf, tmp, sizeof tmp, false, msg, msglen);
+        if (e == TALLY_E_OK)
+            e = tally_cl_copy(s, buf, tmp, sizeof tmp, true, msg, msglen);
     }
     free(buf);
     return e;

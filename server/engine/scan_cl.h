@@ -75,9 +75,11 @@ tally_err tally_cl_scan_plan(tally_cl_stream *s, const tally_lines *l,
 const tally_cl_layout *tally_cl_stream_layout(const tally_cl_stream *s);
 
 /* Copies bytes from in to out with the device's copy kernel, through the
- * same buffers and transfers a scan uses: the benchmarks' yardstick. */
+ * same buffers and transfers a scan uses: the benchmarks' yardstick. With
+ * streaming, the kernel writes with non-temporal stores where the device
+ * has them (out should then be 16-byte aligned). */
 tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
-                        size_t bytes, char *msg, size_t msglen);
+                        size_t bytes, bool streaming, char *msg, size_t msglen);
 
 /* Runs every kernel of every storage class once on a tiny tensor, so that
  * the device compiles them now rather than on a request. */
