@@ -545,7 +545,7 @@ bool http_job_failed(request *r)
                                  : "in the queue; the work was dropped");
         return true;
     }
-    http_error(r, j->err, "%s", j->msg[0] ? j->msg : tally_strerror(j->err));
+    http_error(r, j->err, "%s", j->msg[0] ? j->msg : tally_err_text(j->err));
     return true;
 }
 

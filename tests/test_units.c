@@ -20,7 +20,7 @@ static void error_table(void)
 {
     for (int e = TALLY_E_OK; e <= TALLY_E_ENCODING; e++) {
         const char *name = tally_err_name((tally_err)e);
-        const char *text = tally_strerror((tally_err)e);
+        const char *text = tally_err_text((tally_err)e);
         int status = tally_err_http_status((tally_err)e);
         CHECK(strcmp(name, "UNKNOWN") != 0 && text[0] != '\0', "code %d", e);
         CHECK(e == TALLY_E_OK ? status == 200 : status >= 400 && status < 600,

@@ -10,7 +10,7 @@
 
 #include "error.h"
 
-const char *tally_strerror(tally_err e)
+const char *tally_err_text(tally_err e)
 {
     switch (e) {
 #define TALLY_ERR_TEXT(name, status, text)                                     \

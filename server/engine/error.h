@@ -38,7 +38,7 @@ typedef enum {
 } tally_err;
 
 /* A sentence describing the code; static storage. */
-const char *tally_strerror(tally_err e);
+const char *tally_err_text(tally_err e);
 
 /* The code's name without prefix, e.g. "AXIS"; static storage. */
 const char *tally_err_name(tally_err e);
