@@ -805,6 +805,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     request_release(r);
 }
 
+/* Counts connections, so that operators (and the client's tests) can see
+ * whether clients keep theirs alive. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)conn;
+    (void)socket_context;
+    tally_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->metrics.connections_opened, 1);
+        atomic_fetch_add(&s->metrics.connections_open, 1);
+    } else {
+        atomic_fetch_sub(&s->metrics.connections_open, 1);
+    }
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -841,6 +858,7 @@ tally_err http_start(tally_server *s, char *msg, size_t msglen)
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.idle_timeout_s, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_connections, NULL},
         /* 32 KiB: libmicrohttpd clears the pool for every request, so a

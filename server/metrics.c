@@ -217,6 +217,15 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
         "tally_inflight_requests %lld\n",
         (long long)atomic_load(&m->inflight));
     put(&o,
+        "# HELP tally_connections_opened_total TCP connections "
+        "accepted.\n# TYPE tally_connections_opened_total counter\n"
+        "tally_connections_opened_total %llu\n",
+        load(&m->connections_opened));
+    put(&o,
+        "# HELP tally_open_connections TCP connections open now.\n"
+        "# TYPE tally_open_connections gauge\ntally_open_connections %lld\n",
+        (long long)atomic_load(&m->connections_open));
+    put(&o,
         "# HELP tally_received_bytes_total Request body bytes "
         "received.\n# TYPE tally_received_bytes_total counter\n"
         "tally_received_bytes_total %llu\n",

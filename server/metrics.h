@@ -43,6 +43,8 @@ typedef struct {
     histogram total[NROUTES], queue, compute;
     atomic_ullong bytes_in, bytes_out;
     atomic_llong inflight;
+    atomic_ullong connections_opened; /* keep-alive shows as few of these */
+    atomic_llong connections_open;
     atomic_ullong busy_ns[METRIC_MAX_WORKERS];
     unsigned workers;
 } metrics;
