@@ -4,11 +4,16 @@
 #                   127.0.0.1:8080 (LISTEN=host:port, ARGS=more flags)
 #   make            build everything into build/
 #   make test       build and run every test (what CI runs)
+#   make install    tallyd, the tally CLI, libtally and tally.pc under
+#                   PREFIX (default /usr/local; DESTDIR for staging)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
+#   make bench-client   what the client's tensor splitting costs
 #   make deps       install the Debian packages the build and tests need
 #
 # Switches: SANITIZE=address,undefined (or thread), DEBUG=1 (no
 # optimisation, every kernel launch waited for), V=1 (echo commands).
+
+.DEFAULT_GOAL := all
 
 CC      ?= cc
 PYTHON  ?= python3
@@ -65,6 +70,50 @@ $(TALLYD): $(DAEMON_OBJ) $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
+# ---------------------------------------------------------------- client
+# libtally (shared, with a versioned soname and only the public API
+# exported, and static), its pkg-config file, the `tally` CLI (which sees
+# the public header only) and the example.
+VERSION    := $(shell sed -n 's/^\#define TALLY_VERSION "\(.*\)"/\1/p' client/include/tally.h)
+SOMAJOR    := $(firstword $(subst ., ,$(VERSION)))
+CLIENT_SRC := $(wildcard client/lib/*.c)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC    := $(wildcard client/cli/*.c)
+CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/%.o)
+LIBDIR     := $(BUILD)/lib
+CLIENT_A   := $(LIBDIR)/libtally.a
+CLIENT_SO  := $(LIBDIR)/libtally.so.$(VERSION)
+TALLY_CLI  := $(BUILD)/bin/tally
+EXAMPLE    := $(BUILD)/bin/example_cumsum
+CLIENT_LIBS := -lcurl -lm -pthread
+
+$(CLIENT_OBJ): CPPFLAGS := -Iclient/include -Iclient/lib -DTALLY_BUILDING
+$(CLIENT_OBJ): CFLAGS += -fPIC -fvisibility=hidden
+$(CLI_OBJ) $(BUILD)/client/examples/cumsum.o: CPPFLAGS := -Iclient/include
+
+$(CLIENT_A): $(CLIENT_OBJ)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(CLIENT_SO): $(CLIENT_OBJ)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libtally.so.$(SOMAJOR) \
+	  -Wl,--no-undefined -o $@ $^ $(CLIENT_LIBS)
+	$(Q)ln -sf libtally.so.$(VERSION) $(LIBDIR)/libtally.so.$(SOMAJOR)
+	$(Q)ln -sf libtally.so.$(SOMAJOR) $(LIBDIR)/libtally.so
+
+# The CLI links the static library: one file to copy, nothing to find.
+$(TALLY_CLI): $(CLI_OBJ) $(CLIENT_A)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+
+# The example links the shared library, as a user's program would.
+$(EXAMPLE): $(BUILD)/client/examples/cumsum.o $(CLIENT_SO)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(LIBDIR) -ltally -Wl,-rpath,'$$ORIGIN/../lib'
+
+CLIENT_ALL := $(CLIENT_A) $(CLIENT_SO) $(TALLY_CLI) $(EXAMPLE)
+
 # ---------------------------------------------------------------- tests
 TEST_NAMES := test_units test_codec test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
@@ -80,6 +129,13 @@ $(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The client's tests: the shared library, the engine's host reference.
+$(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
+$(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(LIBDIR) -ltally \
+	  -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
+
 $(BENCH_BIN): $(BUILD)/tests/bench/bench_engine.o $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -93,10 +149,44 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-.PHONY: all run load test test-integration test-units test-codec test-host test-engine test-accuracy \
-        bench-engine deps clean format
+.PHONY: install uninstall test-install
 
-all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN)
+# ---------------------------------------------------------------- install
+# make install PREFIX=/opt/tally (default /usr/local; DESTDIR for staging)
+INSTALL_LIB := $(DESTDIR)$(PREFIX)/lib
+install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
+	$(Q)install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include \
+	  $(INSTALL_LIB)/pkgconfig
+	$(Q)install -m 755 $(TALLYD) $(TALLY_CLI) $(DESTDIR)$(PREFIX)/bin/
+	$(Q)install -m 644 client/include/tally.h $(DESTDIR)$(PREFIX)/include/
+	$(Q)install -m 644 $(CLIENT_A) $(INSTALL_LIB)/
+	$(Q)install -m 755 $(CLIENT_SO) $(INSTALL_LIB)/
+	$(Q)ln -sf libtally.so.$(VERSION) $(INSTALL_LIB)/libtally.so.$(SOMAJOR)
+	$(Q)ln -sf libtally.so.$(SOMAJOR) $(INSTALL_LIB)/libtally.so
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \
+	  -e 's|@INCLUDEDIR@|$${prefix}/include|' -e 's|@VERSION@|$(VERSION)|' \
+	  client/tally.pc.in > $(INSTALL_LIB)/pkgconfig/tally.pc
+	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig 2>/dev/null || true; fi
+	@echo "install: tallyd, tally, libtally $(VERSION) and tally.pc under $(DESTDIR)$(PREFIX)"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tallyd $(DESTDIR)$(PREFIX)/bin/tally \
+	  $(DESTDIR)$(PREFIX)/include/tally.h $(INSTALL_LIB)/libtally.a \
+	  $(INSTALL_LIB)/libtally.so $(INSTALL_LIB)/libtally.so.$(SOMAJOR) \
+	  $(INSTALL_LIB)/libtally.so.$(VERSION) $(INSTALL_LIB)/pkgconfig/tally.pc
+
+# Installs into a scratch prefix and builds the example from it with
+# pkg-config, as a user would; checks the soname and the exported symbols.
+test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
+	$(Q)rm -rf $(BUILD)/install-test
+	$(Q)$(MAKE) --no-print-directory install PREFIX=$(abspath $(BUILD))/install-test >/dev/null
+	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
+	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
+
+.PHONY: all run load test test-integration test-units test-codec test-host test-engine test-accuracy \
+        bench-engine bench-client deps clean format
+
+all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
 # one crash PoCL. Within one `make test` the directory is reused, so each
@@ -109,7 +199,7 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) \
 # `make test` first installs whatever is missing (a no-op when all is).
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-units test-codec test-host test-engine \
-	    test-accuracy test-integration
+	    test-accuracy test-install test-integration
 
 test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)
@@ -124,14 +214,20 @@ test-accuracy: $(BUILD)/bin/test_accuracy
 
 # The daemon against the outside world (pytest, numpy, tritonclient); each
 # daemon copies the kernel cache test-engine warmed.
-test-integration: $(TALLYD)
+test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client
 	$(Q)TALLYD=$(abspath $(TALLYD)) POCL_CACHE_SEED=$(POCL_DIR) \
+	  TALLY_CLI=$(abspath $(TALLY_CLI)) TALLY_TEST_CLIENT=$(abspath $(BUILD)/bin/test_client) \
+	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) \
 	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(if $(T),-k "$(T)")
 
 # wrk against a fresh tallyd, next to nginx's ceiling (BENCHMARKS.md).
 load: $(TALLYD)
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/run.sh
+
+# What splitting a tensor across requests and servers costs (BENCHMARKS.md).
+bench-client: $(TALLYD) $(TALLY_CLI)
+	$(Q)TALLYD=$(abspath $(TALLYD)) TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/bench/bench_client.sh
 
 bench-engine: $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
@@ -147,7 +243,7 @@ run: deps
 	$(Q)exec $(TALLYD) --listen $(LISTEN) $(ARGS)
 
 format:
-	$(Q)clang-format -i server/*/*.[ch] tests/*.[ch] tests/*/*.[ch]
+	$(Q)clang-format -i server/*.[ch] server/*/*.[ch] client/*/*.[ch] tests/*.[ch] tests/*/*.[ch]
 
 clean:
 	rm -rf build build-*

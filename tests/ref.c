@@ -154,7 +154,8 @@ void ref_poison(const ref_result *r, void *out)
     }
 }
 
-size_t ref_compare(const ref_result *r, const void *got, const char *what)
+static size_t compare(const ref_result *r, const void *got, const char *what,
+                      long double abs_scale)
 {
     const tally_lines *l = &r->l;
     size_t bad = 0;
@@ -163,7 +164,8 @@ size_t ref_compare(const ref_result *r, const void *got, const char *what)
         char want[64], have[64];
         if (ref_is_float(l->dtype)) {
             long double y = ref_get_f(l->dtype, got, i), x = r->f[i];
-            long double tol = ref_tolerance(l->dtype, x, r->abs[i], l->n);
+            long double tol =
+                ref_tolerance(l->dtype, x, abs_scale * r->abs[i], l->n);
             long double big = max_finite(l->dtype);
             if (isnan(x))
                 ok = isnan(y);
@@ -196,6 +198,17 @@ size_t ref_compare(const ref_result *r, const void *got, const char *what)
         }
     }
     return bad;
+}
+
+size_t ref_compare(const ref_result *r, const void *got, const char *what)
+{
+    return compare(r, got, what, 1);
+}
+
+size_t ref_compare_split(const ref_result *r, const void *got,
+                         const char *what)
+{
+    return compare(r, got, what, 2);
 }
 
 void ref_random(tally_dtype t, void *buf, size_t count, bool small)

@@ -48,6 +48,11 @@ void ref_poison(const ref_result *r, void *out);
  * their index and values, prefixed by `what`. Returns the mismatch count. */
 size_t ref_compare(const ref_result *r, const void *got, const char *what);
 
+/* The same for a result stitched from chunks (libtally's split tensors),
+ * whose bound has twice the first term: README.md says why. */
+size_t ref_compare_split(const ref_result *r, const void *got,
+                         const char *what);
+
 /* Random input of `count` elements: integers over the whole range (or, when
  * small is set, in [-8, 8)); floats uniform in [-1, 1) times a power of two
  * (or [0, 1) when small is set), stored exactly in the dtype. */

@@ -28,19 +28,10 @@ for tool in wrk nginx curl python3; do
 done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-tmp=$(mktemp -d /tmp/tally-load.XXXXXX)
+# shellcheck source=../lib.sh
+. tests/lib.sh
+scratch_dir tally-load
 chmod 755 "$tmp" # nginx's workers read the static file as another user
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 TP=$(free_port)
 NP=$(free_port)
 
@@ -63,11 +54,7 @@ cp "$tmp/big.npy" "$tmp/www/big.npy"
 chmod -R a+rX "$tmp"
 
 # ---------------------------------------------------------------- servers
-mkdir -p "$tmp/pocl"
-[ -d "$ROOT/build/pocl-cache" ] && cp -r "$ROOT/build/pocl-cache/." "$tmp/pocl/"
-POCL_CACHE_DIR=$tmp/pocl "$TALLYD" --listen "127.0.0.1:$TP" ${TALLYD_ARGS:-} \
-  > "$tmp/tallyd.log" 2>&1 &
-pids+=($!)
+start_tallyd tallyd "$TP" ${TALLYD_ARGS:-}
 
 SMALL_REPLY='{"dtype":"float32","shape":[16],"data":[0.5,1.5,3,5,7.5,10.5,14,18,22.5,27.5,33,39,45.5,52.5,60,68]}'
 cat > "$tmp/nginx.conf" <<EOF

@@ -1,0 +1,321 @@
+/*
+ * cumsum.c - `tally cumsum IN OUT`: one tensor from a file through the
+ * service into another file.
+ *
+ * .npy and raw tensors go through tally_cumsum() (binary, split into
+ * chunks over the servers when large); a JSON tensor is sent as it is to
+ * POST /v1/cumsum with the command line's parameters added as members, and
+ * the server's JSON answer is written out.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "usage: tally cumsum [options] IN OUT\n"
+    "\n"
+    "Computes the cumulative sum of the tensor in IN along an axis and writes\n"
+    "it to OUT, with the same dtype and shape. IN and OUT are files, or - for\n"
+    "standard input and output. OUT is replaced only when all went well.\n"
+    "\n"
+    "  --axis N             the axis to sum along; negative counts from the\n"
+    "                       back (-1 is the last) (default 0)\n"
+    "  --exclusive          each element gets the sum of those before it\n"
+    "  --reverse            sum from the end of the axis to its start\n"
+    "  --direction D        increasing or decreasing (decreasing = --reverse)\n"
+    "  --format F           npy, json or raw; by default json when IN ends in\n"
+    "                       .json, else npy\n"
+    "  --dtype NAME         raw: the element type (float16 bfloat16 float32\n"
+    "                       float64 int8..int64 uint8..uint64); npy: bfloat16\n"
+    "                       reads a 2-byte array as bfloat16\n"
+    "  --shape D0,D1,...    raw: the shape, such as 3,4\n"
+    "\n"
+    "Server options:\n"
+    "  --url URL            a server (repeat for several: large tensors are\n"
+    "                       split across them) (default $TALLY_URL, else\n"
+    "                       http://127.0.0.1:8080)\n"
+    "  --timeout-ms MS      limit on each request (default none)\n"
+    "  --connect-timeout-ms MS   limit on connecting (default 10000)\n"
+    "  --retries N          retries after 503s and refused connections (4)\n"
+    "  --chunk-bytes N      split tensors above N bytes (default 64 MiB; 0\n"
+    "                       never splits)\n"
+    "  --connections N      requests in flight at once (default 8)\n"
+    "  --token T            send Authorization: Bearer T\n"
+    "  --verbose            print libcurl's trace of each request\n"
+    "\n"
+    "Formats: .npy as NumPy writes it (any byte order, C or Fortran order;\n"
+    "the output is little-endian, C order). JSON as POST /v1/cumsum takes\n"
+    "it: {\"dtype\": \"int32\", \"shape\": [2, 3], \"data\": [...]}. Raw: the\n"
+    "bare little-endian elements, with --dtype and --shape.\n"
+    "\n"
+    "Examples:\n"
+    "  tally cumsum --axis 1 x.npy y.npy\n"
+    "  tally cumsum --exclusive --reverse - - < x.npy > y.npy\n"
+    "  tally cumsum --format raw --dtype int32 --shape 2,3 x.bin y.bin\n";
+
+/* The JSON body with the command line's members inserted after its '{'. */
+static char *json_with_params(const char *cmd, const char *text, size_t len,
+                              const char *members, size_t *out_len)
+{
+    const char *p = text;
+    while (p < text + len
+           && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    if (p == text + len || *p != '{') {
+        cli_say(cmd, "the JSON input must be an object such as {\"dtype\": "
+                     "\"int32\", \"shape\": [3], \"data\": [1, 2, 3]}");
+        return NULL;
+    }
+    size_t head = (size_t)(p + 1 - text), mlen = strlen(members);
+    char *body = malloc(len + mlen + 1);
+    if (body == NULL) {
+        cli_say(cmd, "out of memory");
+        return NULL;
+    }
+    memcpy(body, text, head);
+    memcpy(body + head, members, mlen);
+    memcpy(body + head + mlen, text + head, len - head);
+    body[len + mlen] = '\0';
+    *out_len = len + mlen;
+    return body;
+}
+
+static int run_json(const char *cmd, tally_client *c, const char *in,
+                    const char *out, bool axis_given, long axis, bool exclusive,
+                    bool reverse)
+{
+    char *text;
+    size_t len;
+    if (!cli_read_file(cmd, in, &text, &len))
+        return EXIT_FILE;
+    /* only what the command line says: the document may say the rest */
+    char members[128];
+    size_t m = 0;
+    members[0] = '\0';
+    if (axis_given)
+        m += (size_t)snprintf(members + m, sizeof members - m,
+                              "\"axis\": %ld, ", axis);
+    if (exclusive)
+        m += (size_t)snprintf(members + m, sizeof members - m,
+                              "\"exclusive\": true, ");
+    if (reverse)
+        m += (size_t)snprintf(members + m, sizeof members - m,
+                              "\"reverse\": true, ");
+    /* a trailing ", " before an empty object would be invalid JSON; the
+     * server rejects an object without dtype anyway, with a clear message,
+     * so only the common case needs care: drop the comma when the object
+     * is empty */
+    const char *q = strchr(text, '{');
+    if (m > 0 && q != NULL) {
+        q++;
+        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+            q++;
+        if (*q == '}')
+            members[m - 2] = '\0';
+    }
+    size_t blen;
+    char *body = json_with_params(cmd, text, len, members, &blen);
+    free(text);
+    if (body == NULL)
+        return EXIT_USAGE;
+    char *resp;
+    size_t rlen;
+    tally_code code = tally_http(c, "POST", "/v1/cumsum", "application/json",
+                                 body, blen, &resp, &rlen);
+    free(body);
+    if (code != TALLYE_OK)
+        return cli_fail(cmd, code, tally_last_message(c));
+    bool nl = rlen == 0 || resp[rlen - 1] != '\n';
+    if (nl)
+        resp[rlen] = '\n'; /* the library leaves room for a NUL there */
+    bool ok = cli_write_file(cmd, out, resp, rlen + nl);
+    tally_free(resp);
+    return ok ? EXIT_OK : EXIT_FILE;
+}
+
+static int run_binary(const char *cmd, tally_client *c, const char *fmt,
+                      const char *in, const char *out, const char *dtype_name,
+                      const char *shape_text, long axis, unsigned flags)
+{
+    tally_dt dtype;
+    int rank;
+    int64_t shape[TALLY_MAX_RANK];
+    void *data = NULL;
+    size_t bytes;
+    char msg[512];
+    bool raw = strcmp(fmt, "raw") == 0;
+    if (raw) {
+        int t = tally_dt_parse(dtype_name);
+        if (dtype_name == NULL || shape_text == NULL) {
+            cli_say(cmd, "--format raw needs --dtype and --shape, such as "
+                         "--dtype float32 --shape 3,4");
+            return EXIT_USAGE;
+        }
+        if (t < 0) {
+            cli_say(cmd,
+                    "unknown --dtype \"%s\" (float16 bfloat16 float32 "
+                    "float64 int8 int16 int32 int64 uint8 uint16 uint32 "
+                    "uint64)",
+                    dtype_name);
+            return EXIT_USAGE;
+        }
+        dtype = (tally_dt)t;
+        if (!cli_parse_shape(cmd, shape_text, &rank, shape))
+            return EXIT_USAGE;
+        char *text;
+        if (!cli_read_file(cmd, in, &text, &bytes))
+            return EXIT_FILE;
+        data = text;
+        /* the byte count the shape implies, without overflow */
+        size_t want = tally_dt_size(dtype);
+        bool over = false;
+        for (int d = 0; d < rank; d++) {
+            if (shape[d] != 0 && want > SIZE_MAX / (uint64_t)shape[d])
+                over = true;
+            want *= (size_t)shape[d];
+        }
+        if (over || want != bytes) {
+            cli_say(cmd, "%s has %zu bytes, but %s with shape [%s] takes %s%zu",
+                    in, bytes, dtype_name, shape_text, over ? "over " : "",
+                    over ? SIZE_MAX : want);
+            free(data);
+            return EXIT_USAGE;
+        }
+    } else {
+        unsigned nflags = 0;
+        if (dtype_name != NULL) {
+            if (strcmp(dtype_name, "bfloat16") != 0) {
+                cli_say(cmd, "an .npy file names its own dtype; --dtype only "
+                             "reads a 2-byte array as bfloat16 (--dtype "
+                             "bfloat16)");
+                return EXIT_USAGE;
+            }
+            nflags = TALLY_NPY_BFLOAT16;
+        }
+        if (shape_text != NULL) {
+            cli_say(cmd, "an .npy file names its own shape; --shape is for "
+                         "--format raw");
+            return EXIT_USAGE;
+        }
+        tally_code code = tally_npy_read(in, nflags, &dtype, &rank, shape,
+                                         &data, &bytes, msg, sizeof msg);
+        if (code != TALLYE_OK)
+            return cli_fail(cmd, code, msg);
+    }
+    if (axis < -rank || axis >= rank) {
+        cli_say(cmd,
+                "--axis %ld is out of range for a tensor of rank %d "
+                "(-%d to %d)",
+                axis, rank, rank, rank - 1);
+        free(data);
+        return EXIT_USAGE;
+    }
+    tally_code code =
+        tally_cumsum(c, dtype, rank, shape, (int)axis, flags, data, data);
+    if (code != TALLYE_OK) {
+        int rc = cli_fail(cmd, code, tally_last_message(c));
+        free(data);
+        return rc;
+    }
+    int rc = EXIT_OK;
+    if (raw) {
+        if (!cli_write_file(cmd, out, data, bytes))
+            rc = EXIT_FILE;
+    } else {
+        code = tally_npy_write(out, dtype, rank, shape, data, msg, sizeof msg);
+        if (code != TALLYE_OK)
+            rc = cli_fail(cmd, code, msg);
+    }
+    if (raw)
+        free(data);
+    else
+        tally_free(data);
+    return rc;
+}
+
+int cmd_cumsum(int argc, char **argv)
+{
+    const char *cmd = "cumsum";
+    long axis = 0;
+    bool exclusive = false, reverse = false;
+    const char *direction = NULL, *format = NULL, *dtype = NULL, *shape = NULL;
+    const char *axis_text = NULL;
+    cli_opt opts[] = {
+        {"axis", OPT_STRING, &axis_text, true},
+        {"exclusive", OPT_FLAG, &exclusive, false},
+        {"reverse", OPT_FLAG, &reverse, false},
+        {"direction", OPT_STRING, &direction, false},
+        {"format", OPT_STRING, &format, false},
+        {"dtype", OPT_STRING, &dtype, false},
+        {"shape", OPT_STRING, &shape, false},
+        {NULL, OPT_FLAG, NULL, false},
+    };
+    cli_common common;
+    const char *pos[2];
+    int npos;
+    int rc = cli_begin(cmd, help, opts, &common, argc, argv, pos, 2, &npos);
+    if (rc >= 0)
+        return rc;
+    if (npos != 2) {
+        cli_say(cmd, "needs an input and an output file, such as tally "
+                     "cumsum x.npy y.npy (- for standard input or output)");
+        return EXIT_USAGE;
+    }
+    if (axis_text != NULL) {
+        char *end;
+        axis = strtol(axis_text, &end, 10);
+        if (axis_text[0] == '\0' || *end != '\0' || axis < -TALLY_MAX_RANK
+            || axis >= TALLY_MAX_RANK) {
+            cli_say(cmd,
+                    "--axis needs an integer such as 0 or -1, not "
+                    "\"%s\"",
+                    axis_text);
+            return EXIT_USAGE;
+        }
+    }
+    if (direction != NULL) {
+        bool dec = strcmp(direction, "decreasing") == 0;
+        if (!dec && strcmp(direction, "increasing") != 0) {
+            cli_say(cmd,
+                    "--direction is increasing or decreasing, not "
+                    "\"%s\"",
+                    direction);
+            return EXIT_USAGE;
+        }
+        if (reverse && !dec) {
+            cli_say(cmd, "--reverse and --direction increasing disagree");
+            return EXIT_USAGE;
+        }
+        reverse = dec;
+    }
+    if (format == NULL) {
+        size_t n = strlen(pos[0]);
+        format = n > 5 && strcmp(pos[0] + n - 5, ".json") == 0 ? "json" : "npy";
+    }
+    if (strcmp(format, "npy") != 0 && strcmp(format, "json") != 0
+        && strcmp(format, "raw") != 0) {
+        cli_say(cmd, "--format is npy, json or raw, not \"%s\"", format);
+        return EXIT_USAGE;
+    }
+    if (strcmp(format, "json") == 0 && (dtype != NULL || shape != NULL)) {
+        cli_say(cmd, "a JSON tensor names its own dtype and shape; --dtype "
+                     "and --shape are for --format raw");
+        return EXIT_USAGE;
+    }
+    cli_resolve_urls(&common);
+    tally_client *c = cli_client(cmd, &common, -1, &rc);
+    if (c == NULL)
+        return rc;
+    unsigned flags =
+        (exclusive ? TALLY_EXCLUSIVE : 0u) | (reverse ? TALLY_REVERSE : 0u);
+    if (strcmp(format, "json") == 0)
+        rc = run_json(cmd, c, pos[0], pos[1], axis_text != NULL, axis,
+                      exclusive, reverse);
+    else
+        rc = run_binary(cmd, c, format, pos[0], pos[1], dtype, shape, axis,
+                        flags);
+    tally_client_free(c);
+    return rc;
+}

@@ -1,0 +1,243 @@
+/*
+ * batch.c - the calls that run requests: batches, tally_cumsum() (a batch
+ * of one) and tally_http().
+ *
+ * A batch is a list of jobs (job.c). Running it gathers the transfers of
+ * every job not yet run into one list, hands the list to tc_run(), which
+ * keeps TALLYOPT_MAX_CONNECTIONS of them in flight, and then lets each job
+ * stitch its answers into its output.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    tc_job *job;
+    bool ran;
+    tally_code code;
+    long status;
+    char *msg; /* NULL for "" */
+} item;
+
+struct tally_batch {
+    tally_client *c;
+    item *items;
+    size_t n, cap;
+};
+
+TALLY_API tally_batch *tally_batch_new(tally_client *c)
+{
+    if (c == NULL)
+        return NULL;
+    tally_batch *b = calloc(1, sizeof *b);
+    if (b != NULL)
+        b->c = c;
+    return b;
+}
+
+static void batch_clear(tally_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        tc_job_free(b->items[i].job);
+        free(b->items[i].msg);
+    }
+    free(b->items);
+}
+
+TALLY_API void tally_batch_free(tally_batch *b)
+{
+    if (b == NULL)
+        return;
+    batch_clear(b);
+    free(b);
+}
+
+TALLY_API tally_code tally_batch_add(tally_batch *b, tally_dt dtype, int rank,
+                                     const int64_t *shape, int axis,
+                                     unsigned flags, const void *in, void *out)
+{
+    if (b == NULL)
+        return TALLYE_ARGUMENT;
+    tally_client *c = b->c;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        item *p = realloc(b->items, cap * sizeof *p);
+        if (p == NULL)
+            return tc_set_error(c, TALLYE_NOMEM, 0, "out of memory");
+        b->items = p;
+        b->cap = cap;
+    }
+    tc_job *job;
+    char msg[TC_MSG];
+    tally_code code = tc_job_new(c, dtype, rank, shape, axis, flags, in, out,
+                                 &job, msg, sizeof msg);
+    if (code != TALLYE_OK)
+        return tc_set_error(c, code, 0, "%s", msg);
+    b->items[b->n++] = (item){.job = job};
+    return tc_ok(c, 0);
+}
+
+static void set_item(item *it, tally_code code, long status, const char *msg)
+{
+    it->ran = true;
+    it->code = code;
+    it->status = status;
+    free(it->msg);
+    it->msg = msg[0] ? strdup(msg) : NULL;
+}
+
+TALLY_API tally_code tally_batch_run(tally_batch *b)
+{
+    if (b == NULL)
+        return TALLYE_ARGUMENT;
+    tally_client *c = b->c;
+    char msg[TC_MSG];
+
+    /* every transfer of every item not yet run */
+    size_t total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        item *it = &b->items[i];
+        if (it->ran)
+            continue;
+        tc_transfer **t;
+        size_t n;
+        tally_code code = tc_job_transfers(it->job, &t, &n, msg, sizeof msg);
+        if (code != TALLYE_OK)
+            set_item(it, code, 0, msg);
+        else
+            total += n;
+    }
+    tc_transfer **all = total ? malloc(total * sizeof *all) : NULL;
+    if (total > 0 && all == NULL)
+        return tc_set_error(c, TALLYE_NOMEM, 0, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        tc_transfer **t;
+        size_t n;
+        if (b->items[i].ran
+            || tc_job_transfers(b->items[i].job, &t, &n, msg, sizeof msg)
+                   != TALLYE_OK)
+            continue;
+        if (n > 0)
+            memcpy(all + k, t, n * sizeof *t);
+        k += n;
+    }
+    tc_run(c, all, total);
+    free(all);
+
+    for (size_t i = 0; i < b->n; i++) {
+        item *it = &b->items[i];
+        if (it->ran)
+            continue;
+        long status;
+        tally_code code = tc_job_finish(it->job, &status, msg, sizeof msg);
+        set_item(it, code, status, msg);
+        /* the answers are in the output now; the job's memory can go */
+        tc_job_free(it->job);
+        it->job = NULL;
+    }
+
+    for (size_t i = 0; i < b->n; i++) {
+        item *it = &b->items[i];
+        if (it->code != TALLYE_OK)
+            return tc_set_error(c, it->code, it->status, "%s",
+                                it->msg ? it->msg : "");
+    }
+    return tc_ok(c, b->n ? b->items[b->n - 1].status : 0);
+}
+
+TALLY_API size_t tally_batch_count(const tally_batch *b)
+{
+    return b ? b->n : 0;
+}
+
+TALLY_API tally_code tally_batch_code(const tally_batch *b, size_t i)
+{
+    return b && i < b->n ? b->items[i].code : TALLYE_ARGUMENT;
+}
+
+TALLY_API long tally_batch_status(const tally_batch *b, size_t i)
+{
+    return b && i < b->n ? b->items[i].status : 0;
+}
+
+TALLY_API const char *tally_batch_message(const tally_batch *b, size_t i)
+{
+    return b && i < b->n && b->items[i].msg ? b->items[i].msg : "";
+}
+
+TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
+                                  const int64_t *shape, int axis,
+                                  unsigned flags, const void *in, void *out)
+{
+    if (c == NULL)
+        return TALLYE_ARGUMENT;
+    tally_batch one = {.c = c};
+    tally_code code =
+        tally_batch_add(&one, dtype, rank, shape, axis, flags, in, out);
+    if (code == TALLYE_OK)
+        code = tally_batch_run(&one);
+    batch_clear(&one);
+    return code;
+}
+
+/* ------------------------------------------------------------------------
+ * Any request.
+ */
+TALLY_API tally_code tally_http(tally_client *c, const char *method,
+                                const char *path, const char *content_type,
+                                const void *body, size_t body_len,
+                                char **response, size_t *response_len)
+{
+    if (response != NULL)
+        *response = NULL;
+    if (response_len != NULL)
+        *response_len = 0;
+    if (c == NULL)
+        return TALLYE_ARGUMENT;
+    if (method == NULL || path == NULL || response == NULL)
+        return tc_set_error(c, TALLYE_ARGUMENT, 0,
+                            "method, path and response must not be NULL");
+    if (path[0] != '/')
+        return tc_set_error(c, TALLYE_ARGUMENT, 0,
+                            "the path \"%.100s\" must start with /", path);
+    if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0
+        && strcmp(method, "PUT") != 0 && strcmp(method, "DELETE") != 0)
+        return tc_set_error(c, TALLYE_ARGUMENT, 0,
+                            "method \"%.20s\" is not GET, POST, PUT or DELETE",
+                            method);
+    if (body == NULL && body_len > 0)
+        return tc_set_error(c, TALLYE_ARGUMENT, 0,
+                            "the body is NULL but body_len is %zu", body_len);
+    tc_transfer t = {
+        .method = method,
+        .path = strdup(path),
+        .content_type = content_type,
+        .body = body,
+        .body_len = body_len,
+        .recv_cap = (size_t)c->max_response_bytes,
+    };
+    if (t.path == NULL)
+        return tc_set_error(c, TALLYE_NOMEM, 0, "out of memory");
+    tc_transfer *one = &t;
+    tc_run(c, &one, 1);
+    tally_code code = t.code;
+    if (code == TALLYE_OK) {
+        if (t.grown == NULL) /* an empty body */
+            t.grown = calloc(1, 1);
+        if (t.grown == NULL) {
+            code = tc_set_error(c, TALLYE_NOMEM, t.status, "out of memory");
+        } else {
+            *response = t.grown;
+            if (response_len != NULL)
+                *response_len = t.recv_len;
+            t.grown = NULL;
+            tc_ok(c, t.status);
+        }
+    } else {
+        tc_set_error(c, code, t.status, "%s", t.msg);
+    }
+    tc_transfer_clear(&t);
+    return code;
+}
