@@ -137,6 +137,10 @@ bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
             c->list_devices = true;
             continue;
         }
+        if (strcmp(arg, "--warm-cache") == 0) {
+            c->warm_cache = true;
+            continue;
+        }
         if (strncmp(arg, "--", 2) != 0) {
             snprintf(msg, msglen, "unexpected argument \"%s\" (see --help)",
                      arg);
@@ -263,7 +267,11 @@ void tally_config_usage(FILE *f, const char *prog)
         fprintf(f, "  %-26s %s\n  %-26s [env %s, default %s]\n", left, s->help,
                 "", s->env, s->def);
     }
-    fprintf(f, "  %-26s %s\n  %-26s %s\n  %-26s %s\n", "--list-devices",
-            "print the OpenCL devices and exit", "--version",
+    fprintf(f, "  %-26s %s\n", "--list-devices",
+            "print the OpenCL devices and exit");
+    fprintf(f, "  %-26s %s\n  %-26s %s\n", "--warm-cache",
+            "compile every kernel for the device and layout into the OpenCL",
+            "", "compiler's cache (POCL_CACHE_DIR for PoCL) and exit");
+    fprintf(f, "  %-26s %s\n  %-26s %s\n", "--version",
             "print the version and exit", "--help", "print this and exit");
 }

@@ -57,7 +57,7 @@ typedef struct {
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */
-    bool help, version, list_devices;
+    bool help, version, list_devices, warm_cache;
 } tally_config;
 
 /* Fills c from the defaults, the environment and argv. Returns false with

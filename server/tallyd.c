@@ -49,6 +49,21 @@
 
 static tally_server server;
 
+/* Until the loop's signal handlers take over, SIGTERM and SIGINT end the
+ * process at once: nothing is in flight yet (compiling kernels can take a
+ * minute), and as PID 1 in a container tallyd would otherwise ignore
+ * them. */
+static void on_early_signal(int sig)
+{
+    static const char line[] =
+        "{\"module\":\"tallyd\",\"level\":\"info\",\"msg\":\"stopped "
+        "during startup\"}\n";
+    (void)sig;
+    ssize_t n = write(2, line, sizeof line - 1);
+    (void)n;
+    _exit(0);
+}
+
 static void engine_log(void *user, const char *line)
 {
     (void)user;
@@ -151,6 +166,10 @@ int main(int argc, char **argv)
         return n >= 0 ? 0 : 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction early = {.sa_handler = on_early_signal};
+    sigemptyset(&early.sa_mask);
+    sigaction(SIGTERM, &early, NULL);
+    sigaction(SIGINT, &early, NULL);
 
     /* the engine: warming up compiles every kernel (slow once per machine
      * with PoCL, cached afterwards) so that no request pays for it */
@@ -158,7 +177,7 @@ int main(int argc, char **argv)
     tally_engine_options_init(&o);
     o.device = s->cfg.device;
     o.layout = s->cfg.layout;
-    o.warmup = s->cfg.warmup;
+    o.warmup = s->cfg.warmup || s->cfg.warm_cache;
     o.log = engine_log;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o.host_threads =
@@ -173,6 +192,12 @@ int main(int argc, char **argv)
              tally_engine_describe(s->engine));
     log_msg("tallyd", "info", "device ready in %.1f s: %s",
             (double)(now_ns() - t0) * 1e-9, s->device);
+    if (s->cfg.warm_cache) { /* --warm-cache: for images and installers */
+        tally_engine_close(s->engine);
+        tally_config_free(&s->cfg);
+        log_flush();
+        return 0;
+    }
 
     metrics_init(&s->metrics, s->cfg.workers);
     queue_init(&s->queue, s->cfg.queue_depth);

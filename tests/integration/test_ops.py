@@ -1,13 +1,15 @@
 """Operations: metrics, health, logs, the OpenAPI document, the CLI flags."""
 import os
 import re
+import shutil
+import signal
 import subprocess
 import time
 
 import openapi_spec_validator
 import yaml
 
-from conftest import ROOT, TALLYD
+from conftest import CACHE_SEED, ROOT, TALLYD
 
 
 def metric(text, name, labels=""):
@@ -102,6 +104,36 @@ def test_cli():
     assert out.returncode == 2 and "unknown option --bogus" in out.stderr
     out = subprocess.run([TALLYD, "--list-devices"], capture_output=True, text=True)
     assert out.returncode == 0 and "host" in out.stdout
+    assert "--warm-cache" in subprocess.run([TALLYD, "--help"], capture_output=True,
+                                            text=True).stdout
+
+
+def test_warm_cache(tmp_path):
+    """--warm-cache compiles the kernels into the cache and exits, without
+    listening (images bake their kernel cache with it)."""
+    cache = tmp_path / "pocl"
+    if os.path.isdir(CACHE_SEED):
+        shutil.copytree(CACHE_SEED, cache, symlinks=True)  # warm: seconds, not a minute
+    env = dict(os.environ, POCL_CACHE_DIR=str(cache))
+    out = subprocess.run([TALLYD, "--warm-cache", "--listen", "127.0.0.1:1"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "device ready" in out.stderr and "listening" not in out.stderr
+    assert any(cache.iterdir())
     out = subprocess.run([TALLYD, "--device", "no-such-device", "--listen", "127.0.0.1:1"],
                          capture_output=True, text=True)
     assert out.returncode == 1 and "no-such-device" in out.stderr
+
+
+def test_sigterm_during_startup(tmp_path):
+    """A SIGTERM while the kernels compile (an empty cache: a minute of
+    work) ends tallyd at once with exit code 0; as PID 1 in a container
+    the default action would be to ignore it."""
+    env = dict(os.environ, POCL_CACHE_DIR=str(tmp_path / "empty-cache"))
+    p = subprocess.Popen([TALLYD, "--listen", "127.0.0.1:1"], stderr=subprocess.PIPE,
+                         env=env)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert b"stopped during startup" in err or b"stopped" in err
