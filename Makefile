@@ -8,6 +8,8 @@
 #                   PREFIX (default /usr/local; DESTDIR for staging)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
 #   make bench-client   what the client's tensor splitting costs
+#   make image          build the container image tally:VERSION with podman
+#   make test-container build the Dockerfile and run it with podman
 #   make deps       install the Debian packages the build and tests need
 #
 # Switches: SANITIZE=address,undefined (or thread), DEBUG=1 (no
@@ -183,7 +185,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
-.PHONY: all run load test test-integration test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-client deps clean format
 
 all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(CLIENT_ALL) $(BUILD)/bin/test_client
@@ -199,7 +201,7 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) \
 # `make test` first installs whatever is missing (a no-op when all is).
 test: deps
 	$(Q)$(MAKE) --no-print-directory test-units test-codec test-host test-engine \
-	    test-accuracy test-install test-integration
+	    test-accuracy test-install test-integration test-container
 
 test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)
@@ -220,6 +222,19 @@ test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client
 	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) \
 	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(if $(T),-k "$(T)")
+
+# The image, built with podman (installed when missing) as tally:VERSION.
+image:
+	$(Q)bash deploy/podman.sh build tally:$(VERSION)
+
+# The Dockerfile built and run with podman (installed when missing); the
+# sanitizer build has nothing to add to it.
+test-container: $(TALLY_CLI)
+ifeq ($(SANITIZE),)
+	$(Q)TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/container/run.sh
+else
+	@echo "test-container: skipped with SANITIZE (the image is built without it)"
+endif
 
 # wrk against a fresh tallyd, next to nginx's ceiling (BENCHMARKS.md).
 load: $(TALLYD)

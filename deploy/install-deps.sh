@@ -11,7 +11,8 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev"
 # module:pip-name pairs for the integration tests and benchmarks
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
-  tritonclient.http:tritonclient[http] openapi_spec_validator:openapi-spec-validator"
+  tritonclient.http:tritonclient[http] openapi_spec_validator:openapi-spec-validator \
+  kubernetes_validate:kubernetes-validate"
 
 missing=""
 for p in $PACKAGES; do

@@ -1,0 +1,81 @@
+# tally: the tallyd cumulative-sum service and the tally CLI, on PoCL.
+#
+#   podman build --network host --format docker -t tally:0.1.0 .    (or docker build)
+#   podman run --rm --network host --read-only --tmpfs /tmp --cap-drop ALL \
+#     --security-opt no-new-privileges tally:0.1.0
+#
+# Two stages: `build` compiles with the -dev packages, runs the unit and
+# codec tests, and compiles every OpenCL kernel into a PoCL cache; the
+# runtime stage holds only runtime libraries, the OpenCL ICD loader, PoCL,
+# tallyd, the CLI and that cache. README.md's container section explains
+# the size, the GPU route and the settings.
+
+# A registry's Debian, or one made locally (deploy/podman.sh does that).
+ARG BASE=debian:bookworm-slim
+
+FROM ${BASE} AS build
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends make gcc libc6-dev pkg-config xxd \
+      ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
+      libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Makefile ./
+COPY kernels/ kernels/
+COPY server/ server/
+COPY client/ client/
+COPY tests/ tests/
+RUN make -j"$(nproc)" build/bin/tallyd build/bin/tally build/bin/test_units build/bin/test_codec \
+ && make test-units test-codec \
+ && make install PREFIX=/usr/local DESTDIR=/out >/dev/null
+# The kernels, compiled once here rather than at every container start.
+# PoCL keys its cache by the CPU: on another CPU model tallyd compiles them
+# again at its first start (about a minute on two cores).
+RUN POCL_CACHE_DIR=/out/pocl-cache /out/usr/local/bin/tallyd --warm-cache --access-log=false \
+ && rm -f /out/pocl-cache/tempfile_* \
+ && chmod -R a+rX /out/pocl-cache
+
+FROM ${BASE}
+ARG DEBIAN_FRONTEND=noninteractive
+# Labels: set at build time (tests/container/run.sh passes the git
+# remote, or the checkout's path, and the commit).
+ARG VERSION=0.1.0
+ARG SOURCE_URL=
+ARG REVISION=
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ocl-icd-libopencl1 pocl-opencl-icd \
+      libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g \
+ && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
+ && mkdir -p /etc/OpenCL/vendors \
+ && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd \
+ && groupadd --gid 10001 tally \
+ && useradd --uid 10001 --gid tally --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin tally
+COPY --from=build /out/usr/local/bin/tallyd /out/usr/local/bin/tally /usr/local/bin/
+COPY --from=build /out/pocl-cache /usr/local/share/tally/pocl-cache
+COPY --chmod=755 deploy/docker-entrypoint.sh /usr/local/bin/tally-entrypoint
+
+# Listen on every interface inside the container; the kernel cache lives in
+# /tmp (a tmpfs or emptyDir), so the root filesystem can be read-only.
+# TALLY_URL is what `tally` (and the health check) talks to: change it
+# along with TALLY_LISTEN's port. NVIDIA's container toolkit mounts its
+# OpenCL driver when asked for the compute capability.
+ENV TALLY_LISTEN=0.0.0.0:8080 \
+    TALLY_URL=http://127.0.0.1:8080 \
+    POCL_CACHE_DIR=/tmp/pocl-cache \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+
+LABEL org.opencontainers.image.title="tally" \
+      org.opencontainers.image.description="tallyd: the cumulative sum (prefix scan) of tensors over HTTP (JSON, .npy, raw, KServe v2) on OpenCL" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.revision="${REVISION}"
+
+USER 10001:10001
+EXPOSE 8080
+STOPSIGNAL SIGTERM
+# A cold kernel cache (another CPU model) takes about a minute to fill.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
+  CMD ["tally", "health", "--quiet"]
+ENTRYPOINT ["/usr/local/bin/tally-entrypoint"]

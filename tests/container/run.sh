@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# make test-container: the Dockerfile built and run for real, with podman.
+#
+#  1. installs podman when missing and makes a local Debian base image when
+#     no registry answers (deploy/podman.sh);
+#  2. builds the image (which runs the unit and codec tests and bakes the
+#     kernel cache in its build stage);
+#  3. runs it with host networking on a free port, --read-only, every
+#     capability dropped, no new privileges, and checks: it runs as the
+#     image's non-root user, its root filesystem refuses writes, cumsums
+#     over curl (JSON and .npy) and through the CLI (inside the container
+#     and from the host) are right, the image's HEALTHCHECK passes;
+#  4. starts a request that takes seconds, sends SIGTERM, and checks that
+#     the request is answered and the container exits 0;
+#  5. plays deploy/k8s (rendered by kustomize) with `podman kube play` and
+#     sends a cumsum through it;
+#  6. validates deploy/compose.yaml with docker-compose (Debian's; its
+#     Prometheus and Grafana images need a registry, so it is not started).
+# Containers and pods are removed by id at the end, also on failure.
+# podman's complaints that it cannot schedule health checks without systemd
+# go to a log file: the HEALTHCHECK is run by hand instead.
+#
+# Settings: CONTAINER_WORK (/tmp/tally-containers: podman's storage and
+# configuration), TALLY_IMAGE (localhost/tally:test), TALLY_CLI (the host's
+# build/bin/tally).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+# shellcheck source=../../deploy/podman.sh
+. deploy/podman.sh
+IMAGE=${TALLY_IMAGE:-localhost/tally:test}
+CLI=${TALLY_CLI:-$ROOT/build/bin/tally}
+start=$SECONDS
+
+containers=()
+kube_file=""
+tmp=$(mktemp -d /tmp/tally-container-test.XXXXXX)
+cleanup() {
+  for id in "${containers[@]}"; do podman rm -f -t 0 "$id" >/dev/null 2>&1 || true; done
+  [ -n "$kube_file" ] && podman kube down "$kube_file" >/dev/null 2>&1 || true
+  rm -rf "$tmp" deploy/.compose-check.yaml
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- 1, 2
+podman_install
+podman_configure
+podman_base_image
+say "building $IMAGE"
+t0=$SECONDS
+podman_build "$IMAGE" "$tmp/build.log" || { tail -40 "$tmp/build.log"; die "podman build"; }
+grep -q "of .* cases failed" "$tmp/build.log" || die "the build stage ran no tests"
+size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+say "built in $((SECONDS - t0)) s; image size $((size / 1000000)) MB"
+labels=$(podman image inspect --format '{{json .Labels}}' "$IMAGE")
+for l in org.opencontainers.image.source org.opencontainers.image.version \
+         org.opencontainers.image.description org.opencontainers.image.revision; do
+  echo "$labels" | grep -q "\"$l\":\"[^\"]" || die "label $l is missing or empty: $labels"
+done
+[ "$(podman image inspect --format '{{.Config.User}}' "$IMAGE")" = "10001:10001" ] \
+  || die "the image does not run as 10001:10001"
+podman image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE" | grep -q "tally" \
+  || die "no HEALTHCHECK in the image (built without --format docker?)"
+
+# ---------------------------------------------------------------- 3
+run_tally() { # run_tally PORT [podman run options...]: prints the id
+  local port=$1
+  shift
+  podman run -d --network host --read-only --tmpfs /tmp --cap-drop ALL \
+    --security-opt no-new-privileges "${ULIMITS[@]}" \
+    -e TALLY_LISTEN="127.0.0.1:$port" -e TALLY_URL="http://127.0.0.1:$port" \
+    "$@" "$IMAGE" 2>>"$tmp/podman.err"
+}
+PORT=$(free_port)
+URL=http://127.0.0.1:$PORT
+id=$(run_tally "$PORT")
+containers+=("$id")
+t0=$SECONDS
+wait_http "$URL/v2/health/ready" 300 || { podman logs "$id" | tail -20; die "not ready"; }
+say "container ${id:0:12} ready in $((SECONDS - t0)) s on $URL"
+podman logs "$id" 2>&1 | grep -q '"device ready' || die "no device line in the log"
+if podman logs "$id" 2>&1 | grep -q 'could not seed'; then
+  die "the baked kernel cache was not used"
+fi
+[ -n "$(podman exec "$id" ls /tmp/pocl-cache)" ] || die "no kernel cache in /tmp/pocl-cache"
+
+uid=$(podman exec "$id" id -u)
+[ "$uid" = 10001 ] || die "runs as uid $uid"
+if podman exec "$id" sh -c 'echo x > /usr/local/x' 2>/dev/null; then
+  die "the root filesystem is writable"
+fi
+[ "$(podman inspect --format '{{.HostConfig.ReadonlyRootfs}}' "$id")" = true ] || die "not --read-only"
+caps=$(podman exec "$id" sh -c 'grep CapEff /proc/self/status' | awk '{print $2}')
+[ "$caps" = 0000000000000000 ] || die "effective capabilities $caps"
+say "uid 10001, read-only root, no capabilities"
+
+# JSON and .npy over curl
+out=$(curl -sf "$URL/v1/cumsum" -H 'Content-Type: application/json' \
+  -d '{"dtype":"int32","shape":[2,3],"data":[1,2,3,4,5,6],"axis":1}')
+[ "$out" = '{"dtype":"int32","shape":[2,3],"data":[1,3,6,4,9,15]}' ] || die "JSON cumsum: $out"
+python3 -c 'import numpy as np; np.save("'"$tmp"'/x.npy", np.arange(1000, dtype=np.float64).reshape(10, 100))'
+curl -sf --data-binary "@$tmp/x.npy" -H 'Content-Type: application/x-npy' \
+  "$URL/v1/cumsum?axis=0&exclusive=true" -o "$tmp/y.npy" || die "npy cumsum"
+python3 - "$tmp" <<'EOF' || die ".npy result"
+import sys
+import numpy as np
+d = sys.argv[1]
+x, y = np.load(d + "/x.npy"), np.load(d + "/y.npy")
+want = np.concatenate([np.zeros((1, 100)), np.cumsum(x, axis=0)[:-1]])
+assert np.array_equal(y, want), (y, want)
+EOF
+# the CLI inside the container, and the host's against it
+podman exec -i "$id" tally cumsum --reverse - - < "$tmp/x.npy" > "$tmp/z.npy" || die "tally in the container"
+python3 -c 'import numpy as np, sys; x = np.load(sys.argv[1]); z = np.load(sys.argv[2]); assert np.array_equal(z, np.flip(np.cumsum(np.flip(x, 0), 0), 0))' \
+  "$tmp/x.npy" "$tmp/z.npy" || die "the container's CLI result"
+if [ -x "$CLI" ]; then
+  "$CLI" cumsum --url "$URL" --axis -1 "$tmp/x.npy" "$tmp/w.npy" || die "the host's CLI"
+  python3 -c 'import numpy as np, sys; x = np.load(sys.argv[1]); assert np.array_equal(np.load(sys.argv[2]), np.cumsum(x, 1))' \
+    "$tmp/x.npy" "$tmp/w.npy" || die "the host CLI's result"
+  "$CLI" health --url "$URL" >/dev/null || die "tally health from the host"
+fi
+podman healthcheck run "$id" || die "the HEALTHCHECK failed"
+say "cumsums over JSON, .npy, the CLI inside and outside; health check passes"
+
+podman kill --signal SIGTERM "$id" >/dev/null 2>>"$tmp/podman.err"
+code=$(podman wait "$id" 2>>"$tmp/podman.err")
+[ "$code" = 0 ] || die "exit code $code after SIGTERM"
+podman rm "$id" >/dev/null 2>>"$tmp/podman.err"
+
+# ---------------------------------------------------------------- 4
+PORT=$(free_port)
+URL=http://127.0.0.1:$PORT
+id=$(run_tally "$PORT" -e TALLY_FAULT_DELAY_MS=3000 -e TALLY_INLINE_MAX_ELEMENTS=0)
+containers+=("$id")
+wait_http "$URL/v2/health/ready" 300 || die "the second container is not ready"
+curl -s -o "$tmp/slow.json" -w '%{http_code}' "$URL/v1/cumsum" -H 'Content-Type: application/json' \
+  -d '{"dtype":"int64","shape":[4],"data":[1,2,3,4]}' > "$tmp/slow.code" &
+slow=$!
+for _ in $(seq 1 100); do # until the request is in flight
+  curl -s "$URL/metrics" | grep -q '^tally_inflight_requests [2-9]' && break
+  sleep 0.05
+done
+t0=$SECONDS
+podman stop --time 30 "$id" >/dev/null 2>>"$tmp/podman.err" # STOPSIGNAL: SIGTERM
+wait "$slow" || true
+[ "$(cat "$tmp/slow.code")" = 200 ] || die "the in-flight request got $(cat "$tmp/slow.code")"
+grep -q '"data":\[1,3,6,10\]' "$tmp/slow.json" || die "the in-flight answer: $(cat "$tmp/slow.json")"
+code=$(podman inspect --format '{{.State.ExitCode}}' "$id")
+[ "$code" = 0 ] || die "exit code $code after draining"
+podman logs "$id" 2>&1 | grep -q '"stopped"\|stopped' || die "no drain in the log"
+say "SIGTERM with a request in flight: answered, exit 0 after $((SECONDS - t0)) s"
+podman rm "$id" >/dev/null 2>>"$tmp/podman.err"
+
+# ---------------------------------------------------------------- 5
+if command -v kubectl >/dev/null 2>&1; then
+  PORT=$(free_port)
+  kube_file=$tmp/kube.yaml
+  # the Deployment and its ConfigMap, with this image and a free port;
+  # kube play has no use for the Service, HPA and PDB
+  kubectl kustomize deploy/k8s | python3 tests/container/kube_for_podman.py \
+    "$IMAGE" "$PORT" > "$kube_file"
+  podman kube play --network host "$kube_file" > "$tmp/kube.log" 2>&1 \
+    || { cat "$tmp/kube.log"; die "podman kube play"; }
+  wait_http "http://127.0.0.1:$PORT/v2/health/ready" 300 || { cat "$tmp/kube.log"; die "the kube pod is not ready"; }
+  out=$(curl -sf "http://127.0.0.1:$PORT/v1/cumsum" -H 'Content-Type: application/json' \
+    -d '{"dtype":"float32","shape":[3],"data":[0.5,0.25,0.25]}')
+  [ "$out" = '{"dtype":"float32","shape":[3],"data":[0.5,0.75,1]}' ] || die "kube cumsum: $out"
+  podman kube down "$kube_file" >/dev/null
+  kube_file=""
+  say "deploy/k8s played with podman kube play and answered"
+else
+  say "kubectl is not installed: skipping podman kube play of deploy/k8s"
+fi
+
+# ---------------------------------------------------------------- 6
+if ! command -v docker-compose >/dev/null 2>&1; then
+  say "installing docker-compose"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+fi
+docker-compose -f deploy/compose.yaml config -q || die "docker-compose rejects deploy/compose.yaml"
+sed 's/read_only: true/read_only: true\n    raed_only: true/' deploy/compose.yaml > deploy/.compose-check.yaml
+if docker-compose -f deploy/.compose-check.yaml config -q 2>/dev/null; then
+  rm -f deploy/.compose-check.yaml
+  die "docker-compose accepts a misspelt key: the check checks nothing"
+fi
+rm -f deploy/.compose-check.yaml
+say "deploy/compose.yaml is valid compose"
+say "passed in $((SECONDS - start)) s"

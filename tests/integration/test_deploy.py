@@ -1,0 +1,186 @@
+"""deploy/: the Kubernetes manifests, compose, Prometheus, Grafana and
+systemd files, checked without a cluster.
+
+- Kubernetes: the kustomize base (rendered by kubectl when it is installed,
+  else file by file) validated strictly against Kubernetes' own OpenAPI
+  schemas (kubernetes-validate, offline), plus what the schema cannot say:
+  the security settings, that the probes' routes answer on a real tallyd,
+  that the grace period covers the drain, that every setting in the
+  ConfigMap is one tallyd knows and accepts.
+- compose.yaml, prometheus.yml, the Grafana dashboard: every file they
+  mount exists, and every metric the dashboard plots is one tallyd serves.
+- systemd: `systemd-analyze verify` on the unit; its environment file
+  starts a real tallyd.
+`make test-container` runs the image, and plays the manifests with
+`podman kube play`.
+"""
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import ROOT, TALLYD, Daemon
+
+DEPLOY = os.path.join(ROOT, "deploy")
+K8S = os.path.join(DEPLOY, "k8s")
+K8S_VERSION = "1.30.0"
+
+
+def rendered_k8s():
+    """The kustomize base's documents."""
+    if shutil.which("kubectl"):
+        out = subprocess.run(["kubectl", "kustomize", K8S], capture_output=True, text=True,
+                             check=True).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+    with open(os.path.join(K8S, "kustomization.yaml")) as f:
+        kustomization = yaml.safe_load(f)
+    docs = []
+    for name in kustomization["resources"]:
+        with open(os.path.join(K8S, name)) as f:
+            docs.extend(d for d in yaml.safe_load_all(f) if d)
+    return docs
+
+
+def by_kind(docs, kind):
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, kind
+    return found[0]
+
+
+def tallyd_env_names():
+    out = subprocess.run([TALLYD, "--help"], capture_output=True, text=True).stdout
+    return set(re.findall(r"\benv (TALLY_[A-Z_]+)", out))
+
+
+def test_k8s_manifests_are_valid():
+    docs = rendered_k8s()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+                     "PodDisruptionBudget", "Service"]
+    for d in docs:
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+    # the check itself can fail: a misspelt field is caught
+    broken = copy.deepcopy(by_kind(docs, "Deployment"))
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_k8s_deployment_is_locked_down_and_drains():
+    docs = rendered_k8s()
+    dep = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001  # the image's user
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    # the kernel cache lives in the emptyDir
+    env = {e["name"]: e["value"] for e in c.get("env", [])}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in vols["tmp"] and mounts["tmp"] == "/tmp"
+    assert env["POCL_CACHE_DIR"].startswith("/tmp/")
+    # the grace period covers the preStop pause and tallyd's drain
+    cm = by_kind(docs, "ConfigMap")["data"]
+    pre_stop = int(c["lifecycle"]["preStop"]["exec"]["command"][1])
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + int(cm["TALLY_DRAIN_TIMEOUT"])
+    # the probes, the Service and the HPA point at what exists
+    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert c["ports"][0]["containerPort"] == int(cm["TALLY_LISTEN"].rsplit(":", 1)[1])
+    svc = by_kind(docs, "Service")
+    assert svc["spec"]["selector"].items() <= pod.get("labels", dep["spec"]["template"]
+                                                       ["metadata"]["labels"]).items()
+    assert by_kind(docs, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] == \
+        dep["metadata"]["name"]
+    pdb = by_kind(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] < dep["spec"]["replicas"]
+
+
+def test_k8s_settings_start_a_real_tallyd(tallyd):
+    """Every ConfigMap key is a tallyd setting, and tallyd starts with all of
+    them (listening on a free loopback port instead of 0.0.0.0:8080)."""
+    cm = by_kind(rendered_k8s(), "ConfigMap")["data"]
+    assert set(cm) <= tallyd_env_names(), set(cm) - tallyd_env_names()
+    env = {k: v for k, v in cm.items() if k != "TALLY_LISTEN"}
+    d = Daemon(env=env)
+    try:
+        for path in ("/v2/health/live", "/v2/health/ready", "/metrics"):
+            assert d.request("GET", path)[0] == 200
+    finally:
+        d.cleanup()
+
+
+def test_compose_prometheus_and_grafana(tallyd):
+    with open(os.path.join(DEPLOY, "compose.yaml")) as f:
+        compose = yaml.safe_load(f)
+    svc = compose["services"]
+    assert set(svc) == {"tally", "prometheus", "grafana"}
+    t = svc["tally"]
+    assert os.path.isfile(os.path.join(DEPLOY, t["build"]["context"], t["build"]["dockerfile"]))
+    assert t["read_only"] is True and "/tmp" in t["tmpfs"] and t["cap_drop"] == ["ALL"]
+    assert t["healthcheck"]["test"][:3] == ["CMD", "tally", "health"]
+    for s in svc.values():
+        for v in s.get("volumes", []):
+            src = v.split(":")[0]
+            assert os.path.exists(os.path.join(DEPLOY, src)), src
+    with open(os.path.join(DEPLOY, "prometheus.yml")) as f:
+        prom = yaml.safe_load(f)
+    (job,) = prom["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == ["tally:8080"]
+
+    with open(os.path.join(DEPLOY, "grafana", "dashboards", "tally.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    titles = " ".join(p["title"].lower() for p in dash["panels"])
+    for topic in ("requests per second", "latency", "queue depth", "device busy"):
+        assert topic in titles
+    # every metric plotted is one tallyd declares (histograms by their
+    # base name)
+    _, _, body = tallyd.request("GET", "/metrics")
+    declared = set(re.findall(r"^# TYPE (tally_[a-z_]+) ", body.decode(), re.M))
+    for e in exprs:
+        for name in re.findall(r"\btally_[a-z_]+", e):
+            assert re.sub(r"_(bucket|sum|count)$", "", name) in declared, (name, e)
+
+
+def test_systemd_unit(tmp_path):
+    unit = open(os.path.join(DEPLOY, "systemd", "tallyd.service")).read()
+    for line in ("DynamicUser=yes", "ProtectSystem=strict", "NoNewPrivileges=yes",
+                 "EnvironmentFile=-/etc/tally/tallyd.env", "KillSignal=SIGTERM",
+                 "Restart=on-failure"):
+        assert line in unit, line
+    if shutil.which("systemd-analyze"):
+        # verify it with ExecStart pointing at this build's tallyd
+        local = tmp_path / "tallyd.service"
+        local.write_text(re.sub(r"(?m)^ExecStart=.*$", "ExecStart=" + TALLYD, unit))
+        r = subprocess.run(["systemd-analyze", "verify", str(local)], capture_output=True,
+                           text=True)
+        problems = [l for l in (r.stdout + r.stderr).splitlines() if "tallyd.service" in l]
+        assert r.returncode == 0 and not problems, r.stdout + r.stderr
+    # its environment file holds tallyd settings that tallyd accepts
+    env = {}
+    for line in open(os.path.join(DEPLOY, "systemd", "tallyd.env")):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            env[k] = v
+    assert set(env) <= tallyd_env_names()
+    env.pop("TALLY_LISTEN")
+    d = Daemon(env=env)
+    try:
+        assert d.request("GET", "/v2/health/ready")[0] == 200
+    finally:
+        d.cleanup()
