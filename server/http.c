@@ -60,6 +60,29 @@ typedef struct {
 /* ------------------------------------------------------------------------
  * Requests.
  */
+/* splitmix64's finaliser: a bijection, so distinct counters give distinct
+ * ids, and consecutive ones look unrelated. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Generated request ids start from a random point, so that the logs of
+ * several replicas, or of one daemon across restarts, do not share ids. */
+static void seed_request_ids(tally_server *s)
+{
+    uint64_t seed = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f == NULL || fread(&seed, sizeof seed, 1, f) != 1)
+        seed = now_ns() ^ ((uint64_t)getpid() << 32);
+    if (f != NULL)
+        fclose(f);
+    atomic_store(&s->next_id, seed);
+}
+
 static request *request_new(tally_server *s, struct MHD_Connection *conn,
                             const char *url, const char *method)
 {
@@ -92,8 +115,7 @@ static request *request_new(tally_server *s, struct MHD_Connection *conn,
         snprintf(r->id, sizeof r->id, "%s", given);
     else
         snprintf(r->id, sizeof r->id, "%016llx",
-                 (unsigned long long)(atomic_fetch_add(&s->next_id, 1)
-                                      * 0x9e3779b97f4a7c15ull));
+                 (unsigned long long)mix64(atomic_fetch_add(&s->next_id, 1)));
     atomic_fetch_add(&s->metrics.inflight, 1);
     return r;
 }
@@ -835,6 +857,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 tally_err http_start(tally_server *s, char *msg, size_t msglen)
 {
+    seed_request_ids(s);
     char host[256];
     unsigned port;
     if (!tally_config_split_listen(s->cfg.listen, host, sizeof host, &port))

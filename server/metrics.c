@@ -121,8 +121,12 @@ static void put_histogram(out *o, const char *name, const char *labels,
         else
             put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
     }
-    put(o, "%s_sum{%s} %.9f\n", name, labels, (double)load(&h->sum_ns) * 1e-9);
-    put(o, "%s_count{%s} %llu\n", name, labels, load(&h->count));
+    /* no braces at all when there are no labels */
+    const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
+    put(o, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
+        (double)load(&h->sum_ns) * 1e-9);
+    put(o, "%s_count%s%s%s %llu\n", name, open, labels, close,
+        load(&h->count));
 }
 
 /* Escapes a label value (backslash, quote, newline). */

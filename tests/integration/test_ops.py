@@ -30,7 +30,7 @@ def test_metrics(tallyd):
     assert metric(text, "tally_request_failures_total", '{route="native",reason="INVALID"}') >= 1
     for h in ("tally_queue_duration_seconds", "tally_compute_duration_seconds"):
         assert metric(text, h + "_bucket", '{le="+Inf"}') >= 3
-        assert metric(text, h + "_count", "{}") >= 3
+        assert metric(text, h + "_count") >= 3
     assert metric(text, "tally_request_duration_seconds_count", '{route="native"}') >= 4
     assert metric(text, "tally_queue_depth") is not None
     assert metric(text, "tally_inflight_requests") >= 1  # this request
@@ -38,6 +38,25 @@ def test_metrics(tallyd):
     assert metric(text, "tally_sent_bytes_total") > 0
     assert re.search(r'^tally_device_busy_seconds_total\{worker="0",device=".+"\} \S+$', text, re.M)
     assert "tally_build_info{" in text
+    # every sample line is in the text exposition format: a name, labels
+    # in braces only when there are some, a value
+    sample = re.compile(r'^[a-z_:][a-z0-9_:]*(\{[a-z_]+="(?:[^"\\\n]|\\.)*"'
+                        r'(?:,[a-z_]+="(?:[^"\\\n]|\\.)*")*\})? \S+$')
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            assert sample.match(line), line
+
+
+def test_generated_request_ids(tallyd, spawn):
+    """Without X-Request-Id each request gets a fresh id, and another
+    daemon does not hand out the same ones (their logs can be merged)."""
+    def ids(d, n=50):
+        return [d.request("GET", "/v2/health/live")[1]["x-request-id"] for _ in range(n)]
+    first = ids(tallyd)
+    assert all(re.fullmatch(r"[0-9a-f]{16}", i) for i in first), first
+    assert len(set(first)) == len(first)
+    other = ids(spawn("--device", "host", "--warmup=false"))
+    assert not set(first) & set(other)
 
 
 def test_health(tallyd):
