@@ -21,7 +21,8 @@
  * the streaming copy. The scan and the copies run out of place on 4 KiB
  * aligned host memory, so on PoCL nothing is copied to or from the device.
  *
- * usage: bench_engine [--quick] [--numpy PATH] [--device SPEC]
+ * usage: bench_engine [--quick] [--numpy PATH] [--device SPEC] [--layout SPEC]
+ * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,7 @@ static void quiet(void *user, const char *line)
 
 int main(int argc, char **argv)
 {
-    const char *numpy_script = NULL, *device = NULL;
+    const char *numpy_script = NULL, *device = NULL, *layout = NULL;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
@@ -117,9 +118,12 @@ int main(int argc, char **argv)
             numpy_script = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
             device = argv[++i];
+        else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc)
+            layout = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--numpy PATH] [--device SPEC]\n",
+                    "usage: %s [--quick] [--numpy PATH] [--device SPEC] "
+                    "[--layout SPEC]\n",
                     argv[0]);
             return 2;
         }
@@ -129,12 +133,14 @@ int main(int argc, char **argv)
     tally_engine_options o;
     tally_engine_options_init(&o);
     o.device = device;
+    o.layout = layout;
     o.log = quiet;
     tally_engine *dev, *host;
     tally_stream *ds, *hs;
     if (tally_engine_open(&o, &dev, msg, sizeof msg) != TALLY_E_OK)
         die("device", msg);
     o.device = "host";
+    o.layout = NULL;
     if (tally_engine_open(&o, &host, msg, sizeof msg) != TALLY_E_OK)
         die("host", msg);
     if (tally_stream_open(dev, &ds, msg, sizeof msg) != TALLY_E_OK

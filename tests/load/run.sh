@@ -23,6 +23,7 @@ THREADS=${LOAD_THREADS:-2}
 for tool in wrk nginx curl python3; do
   if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
     echo "load: installing $tool"
+    [ -n "${apt_updated:-}" ] || { apt-get update -qq; apt_updated=1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$( [ "$tool" = nginx ] && echo nginx-light || echo "$tool")" >/dev/null
   fi
 done
