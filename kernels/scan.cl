@@ -61,7 +61,7 @@
 #define TALLY_WG 1
 #endif
 #ifndef TALLY_ROW_K
-#define TALLY_ROW_K 16384
+#define TALLY_ROW_K 131072
 #endif
 #ifndef TALLY_COL_W
 #define TALLY_COL_W 512

@@ -74,8 +74,10 @@ bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
 
     if (cpu) {
         /* One work-item per work-group streaming big tiles with explicit
-         * vectors, one persistent work-group per core. */
-        *out = (tally_cl_layout){"cpu", 1, 16384, 4096, 8, dev->compute_units,
+         * vectors, one persistent work-group per core. Tiles of 128K
+         * elements: on a Zen 5 core 16K-element tiles held a long line
+         * near 36 GB/s whatever the memory could do (BENCHMARKS.md). */
+        *out = (tally_cl_layout){"cpu", 1, 131072, 4096, 8, dev->compute_units,
                                  3,     1};
     } else {
         /* Work-groups of 128 sharing tiles of 4096 elements; a few
