@@ -68,6 +68,36 @@ static void unlink_job(job_queue *q, job *prev, job *j)
     q->depth--;
 }
 
+/* Moves the queued jobs that `take` accepts, in queue order, to out[n..]
+ * until out holds `max`; returns the new count. The caller holds the
+ * mutex. */
+static size_t take_where(job_queue *q, bool (*take)(const job *, const void *),
+                         const void *arg, job **out, size_t n, size_t max)
+{
+    job *prev = NULL;
+    for (job *j = q->head; j != NULL && n < max;) {
+        job *next = j->next;
+        if (take(j, arg)) {
+            unlink_job(q, prev, j);
+            out[n++] = j;
+        } else {
+            prev = j;
+        }
+        j = next;
+    }
+    return n;
+}
+
+static bool take_compatible(const job *j, const void *first)
+{
+    return compatible(first, j);
+}
+
+static bool take_expired(const job *j, const void *now)
+{
+    return j->deadline_ns != 0 && j->deadline_ns <= *(const uint64_t *)now;
+}
+
 size_t queue_pop(job_queue *q, job **out, size_t max)
 {
     uv_mutex_lock(&q->mu);
@@ -78,17 +108,7 @@ size_t queue_pop(job_queue *q, job **out, size_t max)
         job *first = q->head;
         unlink_job(q, NULL, first);
         out[n++] = first;
-        job *prev = NULL;
-        for (job *j = q->head; j != NULL && n < max;) {
-            job *next = j->next;
-            if (compatible(first, j)) {
-                unlink_job(q, prev, j);
-                out[n++] = j;
-            } else {
-                prev = j;
-            }
-            j = next;
-        }
+        n = take_where(q, take_compatible, first, out, n, max);
     }
     uv_mutex_unlock(&q->mu);
     return n;
@@ -96,19 +116,8 @@ size_t queue_pop(job_queue *q, job **out, size_t max)
 
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max)
 {
-    size_t n = 0;
     uv_mutex_lock(&q->mu);
-    job *prev = NULL;
-    for (job *j = q->head; j != NULL && n < max;) {
-        job *next = j->next;
-        if (j->deadline_ns != 0 && j->deadline_ns <= now) {
-            unlink_job(q, prev, j);
-            out[n++] = j;
-        } else {
-            prev = j;
-        }
-        j = next;
-    }
+    size_t n = take_where(q, take_expired, &now, out, 0, max);
     uv_mutex_unlock(&q->mu);
     return n;
 }

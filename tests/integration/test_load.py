@@ -112,6 +112,49 @@ def test_queue_full_gives_503_with_retry_after(spawn):
     assert json.loads(r1[0][2])["data"] == [1, 3]
 
 
+def test_queued_jobs_taken_together_and_apart(spawn):
+    """Jobs that wait behind a slow one are handed to the worker in groups
+    of compatible ones (same dtype, line and mode), the rest left queued in
+    order: every one of a mixed crowd is answered, with its own result."""
+    d = spawn("--workers", "1", "--max-batch", "4", "--inline-max-elements", "0",
+              "--fault-delay-ms", "300")
+    blocker, rb = background(d, 1, SMALL, JSON)
+    wait_for(d, r"^tally_inflight_requests [2-9]")
+    rng = np.random.default_rng(7)
+    bodies = []
+    for i in range(12):
+        # three kinds: two compatible shapes of int32 lines of 3, and
+        # float64 lines of 5 reversed
+        if i % 3 == 2:
+            x = rng.standard_normal((2, 5))
+            body = {"dtype": "float64", "shape": [2, 5], "data": x.ravel().tolist(),
+                    "axis": 1, "reverse": True}
+        else:
+            x = rng.integers(-100, 100, size=(1 + i % 3, 3))
+            body = {"dtype": "int32", "shape": list(x.shape), "data": x.ravel().tolist(),
+                    "axis": 1}
+        bodies.append((x, body))
+    results = [None] * len(bodies)
+
+    def send(i):
+        results[i] = d.post_json("/v1/cumsum", bodies[i][1])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    wait_for(d, r"^tally_queue_depth ([5-9]|1[0-2])$")
+    for t in threads + blocker:
+        t.join()
+    assert rb[0][0] == 200
+    for (x, body), (status, _, out) in zip(bodies, results):
+        assert status == 200, out
+        if body["dtype"] == "int32":
+            assert out["data"] == np.cumsum(x, axis=1).ravel().tolist()
+        else:
+            want = np.flip(np.cumsum(np.flip(x, 1), axis=1), 1).ravel()
+            assert np.allclose(out["data"], want, rtol=1e-12, atol=1e-12)
+
+
 def test_deadlines(spawn):
     """A job whose deadline passes while it waits is dropped with 504; so is
     one whose computation outlasts it; a generous deadline is met."""
