@@ -604,6 +604,29 @@ size_t json_writer_read(json_writer *w, char *out, size_t max)
     return n;
 }
 
+bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,
+                      char *suffix, size_t suffix_len,
+                      const tally_scan_desc *desc, const void *data)
+{
+    memset(w, 0, sizeof *w);
+    if (!ok) {
+        free(prefix);
+        free(suffix);
+        return false;
+    }
+    uint64_t count = 1;
+    for (int d = 0; d < desc->rank; d++)
+        count *= desc->shape[d];
+    w->prefix = prefix;
+    w->prefix_len = prefix_len;
+    w->suffix = suffix;
+    w->suffix_len = suffix_len;
+    w->dtype = desc->dtype;
+    w->data = data;
+    w->count = count;
+    return true;
+}
+
 void json_writer_free(json_writer *w)
 {
     free(w->prefix);

@@ -96,6 +96,14 @@ typedef struct {
  * number written, 0 when all has been written. */
 size_t json_writer_read(json_writer *w, char *out, size_t max);
 
+/* Sets up *w to write prefix, the elements of the tensor `desc` describes
+ * (at data, borrowed), then suffix. Takes prefix and suffix (malloc'd, or
+ * NULL); when ok is false it frees them and returns false, so a caller can
+ * pass the result of building them straight in. */
+bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,
+                      char *suffix, size_t suffix_len,
+                      const tally_scan_desc *desc, const void *data);
+
 /* Frees prefix and suffix. */
 void json_writer_free(json_writer *w);
 

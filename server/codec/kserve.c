@@ -518,27 +518,12 @@ char *kserve_binary_header(const kserve_request *r, size_t *len)
 bool kserve_json_writer(json_writer *w, const kserve_request *r,
                         const void *data)
 {
-    memset(w, 0, sizeof *w);
     char *pre = NULL, *suf = NULL;
     size_t plen = 0, slen = 0;
-    if (!output_head(&pre, &plen, r)
-        || !json_append(&pre, &plen, ",\"data\":[", 9)
-        || !json_append(&suf, &slen, "]}]}", 4)) {
-        free(pre);
-        free(suf);
-        return false;
-    }
-    uint64_t count = 1;
-    for (int d = 0; d < r->desc.rank; d++)
-        count *= r->desc.shape[d];
-    w->prefix = pre;
-    w->prefix_len = plen;
-    w->suffix = suf;
-    w->suffix_len = slen;
-    w->dtype = r->desc.dtype;
-    w->data = data;
-    w->count = count;
-    return true;
+    bool ok = output_head(&pre, &plen, r)
+              && json_append(&pre, &plen, ",\"data\":[", 9)
+              && json_append(&suf, &slen, "]}]}", 4);
+    return json_writer_init(w, ok, pre, plen, suf, slen, &r->desc, data);
 }
 
 static char *dump(json_t *j)

@@ -291,7 +291,6 @@ tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
 bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
                         const void *data)
 {
-    memset(w, 0, sizeof *w);
     char *pre = NULL, *suf = NULL;
     size_t plen = 0, slen = 0;
     const char *name = tally_dtype_name(desc->dtype);
@@ -301,20 +300,5 @@ bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
               && json_append_shape(&pre, &plen, desc->shape, desc->rank)
               && json_append(&pre, &plen, ",\"data\":[", 9)
               && json_append(&suf, &slen, "]}", 2);
-    if (!ok) {
-        free(pre);
-        free(suf);
-        return false;
-    }
-    uint64_t count = 1;
-    for (int d = 0; d < desc->rank; d++)
-        count *= desc->shape[d];
-    w->prefix = pre;
-    w->prefix_len = plen;
-    w->suffix = suf;
-    w->suffix_len = slen;
-    w->dtype = desc->dtype;
-    w->data = data;
-    w->count = count;
-    return true;
+    return json_writer_init(w, ok, pre, plen, suf, slen, desc, data);
 }
