@@ -35,6 +35,9 @@
       "seconds an idle keep-alive connection stays open")                      \
     X(drain_timeout_s, "drain-timeout", "TALLY_DRAIN_TIMEOUT", UINT, "30",     \
       "seconds SIGTERM waits for in-flight requests before giving up")         \
+    X(drain_idle_ms, "drain-idle-ms", "TALLY_DRAIN_IDLE_MS", UINT, "1000",     \
+      "after SIGTERM, how long an idle keep-alive connection may still send "  \
+      "a request (answered, with Connection: close) before it is closed")     \
     X(max_connections, "max-connections", "TALLY_MAX_CONNECTIONS", UINT,       \
       "4096", "open connections allowed at once")                              \
     X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
@@ -53,7 +56,7 @@
 typedef struct {
     char *listen, *device, *layout;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
-        drain_timeout_s, max_connections, max_batch, inline_max, fault_delay_ms;
+        drain_timeout_s, drain_idle_ms, max_connections, max_batch, inline_max, fault_delay_ms;
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */

@@ -823,6 +823,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                     r->bytes_out);
     if (s->cfg.access_log)
         access_line(r, total, toe);
+    atomic_store(&s->last_done_ns, now_ns());
     atomic_fetch_sub(&s->metrics.inflight, 1);
     request_release(r);
 }

@@ -49,7 +49,7 @@ typedef struct tally_server {
 
     atomic_bool draining;
     uint64_t drain_started_ns;
-    unsigned drain_quiet; /* ticks in a row with nothing in flight */
+    atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
     int exit_code;
 } tally_server;

@@ -26,9 +26,12 @@
  * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening socket
  * closes (MHD_quiesce_daemon) so no new connection is accepted, and every
  * request already in flight, read or queued or running, is answered, with
- * Connection: close. When none is left, or after --drain-timeout seconds,
- * the workers and the daemon stop and the process exits 0 (1 if it had to
- * give up on requests).
+ * Connection: close. A keep-alive connection that was idle may still send
+ * one more request, answered the same way, until it has been quiet for
+ * --drain-idle-ms. When nothing is in flight and no connection is left (or
+ * the rest are quiet), or after --drain-timeout seconds, the workers and
+ * the daemon stop and the process exits 0 (1 if it had to give up on
+ * requests).
  */
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -45,7 +48,6 @@
 
 #define TICK_MS 5
 #define MAX_EXPIRE 256
-#define DRAIN_QUIET_TICKS 10
 
 static tally_server server;
 
@@ -92,6 +94,22 @@ static void stop_everything(tally_server *s)
     uv_close((uv_handle_t *)&s->wake, NULL);
 }
 
+/* While draining: true once nothing is in flight and every connection is
+ * gone, or the ones left have sent nothing for --drain-idle-ms (a client
+ * may have sent a request on its keep-alive connection just as the signal
+ * came; closing that connection at once would lose the request). */
+static bool drain_done(tally_server *s, uint64_t now)
+{
+    if (atomic_load(&s->metrics.inflight) > 0)
+        return false;
+    if (atomic_load(&s->metrics.connections_open) <= 0)
+        return true;
+    uint64_t last = atomic_load(&s->last_done_ns);
+    if (last < s->drain_started_ns)
+        last = s->drain_started_ns;
+    return now - last >= (uint64_t)s->cfg.drain_idle_ms * 1000000u;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     tally_server *s = t->data;
@@ -99,9 +117,11 @@ static void on_tick(uv_timer_t *t)
     log_flush();
     if (!atomic_load(&s->draining))
         return;
+    uint64_t now = now_ns();
+    bool done = drain_done(s, now);
     long long inflight = atomic_load(&s->metrics.inflight);
-    uint64_t waited = now_ns() - s->drain_started_ns;
-    if (inflight > 0 && waited < (uint64_t)s->cfg.drain_timeout_s * 1000000000u)
+    uint64_t waited = now - s->drain_started_ns;
+    if (!done && waited < (uint64_t)s->cfg.drain_timeout_s * 1000000000u)
         return;
     if (inflight > 0) {
         log_msg("tallyd", "error",
@@ -111,7 +131,9 @@ static void on_tick(uv_timer_t *t)
         s->exit_code = 1;
         _exit(1); /* suspended connections cannot be stopped cleanly */
     }
-    log_msg("tallyd", "info", "drained; stopping");
+    log_msg("tallyd", "info", "drained; closing %lld idle connections and "
+            "stopping",
+            (long long)atomic_load(&s->metrics.connections_open));
     stop_everything(s);
 }
 

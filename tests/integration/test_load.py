@@ -241,3 +241,60 @@ def test_sigterm_under_load_loses_nothing(spawn):
     assert all(status == 200 for _, status in started_before)
     messages = [l.get("msg", "") for l in d.log_lines()]
     assert any("SIGTERM" in m for m in messages) and any("drained" in m for m in messages)
+
+
+def wait_for_log(d, text, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if any(text in l.get("msg", "") for l in d.log_lines()):
+            return
+        time.sleep(0.02)
+    raise AssertionError("no log line with %r:\n%s" % (text, d.log()))
+
+
+def test_sigterm_idle_keep_alive_may_send_one_more(spawn):
+    """A keep-alive connection idle when SIGTERM comes may still send a
+    request: its client could not know. It is answered with Connection:
+    close, and once that connection is gone the daemon exits at once, long
+    before --drain-idle-ms."""
+    d = spawn("--drain-idle-ms", "120000", "--drain-timeout", "300")
+    conn = d.connect()
+    valid = json.dumps({"dtype": "int64", "shape": [4], "data": [1, 2, 3, 4]})
+    conn.request("POST", "/v1/cumsum", valid, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and json.loads(resp.read())["data"] == [1, 3, 6, 10]
+    d.proc.send_signal(signal.SIGTERM)
+    wait_for_log(d, "SIGTERM")
+    time.sleep(0.3)  # the old drain closed idle connections within 5 ms
+    assert d.proc.poll() is None, d.log()
+    conn.request("POST", "/v1/cumsum", valid, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and json.loads(resp.read())["data"] == [1, 3, 6, 10]
+    assert resp.getheader("Connection", "").lower() == "close"
+    conn.close()
+    assert d.proc.wait(60) == 0, d.log()
+    assert any("drained" in l.get("msg", "") for l in d.log_lines())
+
+
+def test_sigterm_quiet_connection_closed_after_drain_idle(spawn):
+    """A connection that stays quiet does not hold the drain up until
+    --drain-timeout: after --drain-idle-ms the daemon closes it and exits 0."""
+    d = spawn("--drain-idle-ms", "300", "--drain-timeout", "300")
+    conn = d.connect()
+    conn.request("GET", "/v2/health/live")
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 200
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(60) == 0, d.log()
+    messages = [l.get("msg", "") for l in d.log_lines()]
+    assert any("drained; closing 1 idle connection" in m for m in messages), messages
+    assert not any("drain timeout" in m for m in messages)
+    try:
+        conn.request("GET", "/v2/health/live")
+        conn.getresponse()
+    except (OSError, http.client.HTTPException):
+        pass
+    else:
+        raise AssertionError("the quiet connection is still open after the daemon exited")
+    conn.close()

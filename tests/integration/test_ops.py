@@ -115,7 +115,8 @@ def test_cli():
     out = subprocess.run([TALLYD, "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     for flag in ("--listen", "--device", "--workers", "--queue-depth", "--max-body-bytes",
-                 "--timeout-ms", "--drain-timeout", "TALLY_LISTEN"):
+                 "--timeout-ms", "--drain-timeout", "--drain-idle-ms", "TALLY_DRAIN_IDLE_MS",
+                 "TALLY_LISTEN"):
         assert flag in out.stdout
     out = subprocess.run([TALLYD, "--workers", "zero"], capture_output=True, text=True)
     assert out.returncode == 2 and "workers" in out.stderr
