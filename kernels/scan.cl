@@ -48,6 +48,10 @@
  *   TALLY_COL_W    most columns per work-item in a column tile (multiple of 8)
  *   TALLY_BLK      vectors (or rows) per float-float flush
  *   TALLY_PIPE     tiles a CPU work-group of rows_chained keeps in flight
+ *   TALLY_LAZY     testing: 1 makes tiles publish no inclusive prefix (a
+ *                  line's first tile aside), so every look-back walks back
+ *                  to the line's start, the long path a lightly loaded
+ *                  device seldom takes
  *
  * The kernels support in-place operation: in and out may be the same buffer.
  * Every element is read before it is written, by the one work-item that
@@ -56,6 +60,9 @@
 
 #ifndef TALLY_STORAGE
 #define TALLY_STORAGE 3
+#endif
+#ifndef TALLY_LAZY
+#define TALLY_LAZY 0
 #endif
 #ifndef TALLY_WG
 #define TALLY_WG 1
@@ -794,7 +801,7 @@ void tally_rows_chained(global const ST *in, global ST *out,
         if (lid == 0) {
             ulong first = tp - tp % nchunks;
             carry_t pre = look_back(state, vals, 1, tp, first, 0);
-            if (tp != first) {
+            if (tp != first && !TALLY_LAZY) {
                 carry_t inc = pre;
                 carry_add(&inc, pagg[0]);
                 publish(vals, 1, tp, 0, inc, ST_PREFIX);
@@ -850,7 +857,7 @@ void tally_rows_chained(global const ST *in, global ST *out,
         publish(vals, 1, t, 0, total, st);
         set_status(state, t, st);
         carry_t pre = look_back(state, vals, 1, t, first, 0);
-        if (t != first) {
+        if (t != first && !TALLY_LAZY) {
             carry_t inc = pre;
             carry_add(&inc, total);
             publish(vals, 1, t, 0, inc, ST_PREFIX);
@@ -1140,14 +1147,15 @@ static void cols_chained_tile(global const ST *in, global ST *out,
                 me.h = h[e];
                 me.l = l[e];
                 carry_add(&inc, me);
-                publish(vals, width, t, col, inc, ST_PREFIX);
+                if (!TALLY_LAZY)
+                    publish(vals, width, t, col, inc, ST_PREFIX);
                 ph[e] = p.h;
                 pl[e] = p.l;
             }
             colacc_set(&pre, v, nvec, ntail, ph, pl);
         }
         barrier(CLK_GLOBAL_MEM_FENCE);
-        if (lid == 0)
+        if (lid == 0 && !TALLY_LAZY)
             set_status(state, t, ST_PREFIX);
     }
 

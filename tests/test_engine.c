@@ -561,7 +561,9 @@ static void forced_kernels(void)
      * with an odd number of persistent work-groups */
     static const char *layouts[] = {"cpu,row_k=16,col_w=16,blk=2",
                                     "gpu,wg=8,row_k=8,col_w=8,blk=3",
-                                    "cpu,groups=5", "gpu"};
+                                    "cpu,groups=5", "gpu",
+                                    "cpu,row_k=8,col_w=8,blk=2,lazy=1",
+                                    "gpu,wg=4,row_k=8,col_w=8,blk=2,lazy=1"};
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         tally_cl_layout L;
         CHECK(tally_cl_layout_for(&dev, layouts[li], &L), "layout %s",
@@ -742,6 +744,33 @@ static void copies_and_streaming(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Layouts respect the device: work-groups no larger than it allows, and
+ * on a GPU no more columns per work-item than private memory holds (the
+ * CPU layout's 4096 failed to launch on an H100). */
+static void layout_limits(void)
+{
+    tally_cl_device cpu = {
+        .type = CL_DEVICE_TYPE_CPU, .compute_units = 2, .max_wg = 4096};
+    tally_cl_device gpu = {
+        .type = CL_DEVICE_TYPE_GPU, .compute_units = 132, .max_wg = 64};
+    tally_cl_layout L;
+    CHECK(tally_cl_layout_for(&cpu, "cpu", &L) && L.col_w == 4096
+              && L.wg == 1,
+          "cpu layout on a CPU: col_w %u wg %u", L.col_w, L.wg);
+    CHECK(tally_cl_layout_for(&gpu, "cpu", &L)
+              && L.col_w == TALLY_CL_GPU_COL_W && L.wg == 1,
+          "cpu layout on a GPU: col_w %u wg %u", L.col_w, L.wg);
+    CHECK(tally_cl_layout_for(&gpu, "gpu,col_w=1024", &L)
+              && L.col_w == TALLY_CL_GPU_COL_W && L.wg == 64,
+          "gpu,col_w=1024 on a GPU: col_w %u wg %u", L.col_w, L.wg);
+    CHECK(tally_cl_layout_for(&gpu, "gpu,col_w=16", &L) && L.col_w == 16,
+          "gpu,col_w=16 on a GPU: col_w %u", L.col_w);
+    CHECK(tally_cl_layout_for(&cpu, "gpu,col_w=1024", &L) && L.col_w == 1024,
+          "gpu,col_w=1024 on a CPU: col_w %u", L.col_w);
+    CHECK(!tally_cl_layout_for(&gpu, "cpu,col_w=12", &L), "col_w=12 taken");
+}
+
+/* ------------------------------------------------------------------------
  * The planner: every choice fits its shape and stays within its limits.
  */
 static void planner(void)
@@ -824,6 +853,7 @@ static const check_case cases[] = {
     {"forced_kernels", forced_kernels},
     {"concurrent_streams", concurrent_streams},
     {"copies_and_streaming", copies_and_streaming},
+    {"layout_limits", layout_limits},
     {"planner", planner},
 };
 

@@ -44,6 +44,8 @@ static bool layout_override(tally_cl_layout *l, const char *opts)
             field = &l->pipe;
         else if (klen == 2 && memcmp(opts, "nt", 2) == 0)
             field = &l->nt;
+        else if (klen == 4 && memcmp(opts, "lazy", 4) == 0)
+            field = &l->lazy;
         else
             return false;
         *field = (unsigned)v;
@@ -78,17 +80,26 @@ bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
          * elements: on a Zen 5 core 16K-element tiles held a long line
          * near 36 GB/s whatever the memory could do (BENCHMARKS.md). */
         *out = (tally_cl_layout){"cpu", 1, 131072, 4096, 8, dev->compute_units,
-                                 3,     1};
+                                 3,     1,      0};
     } else {
-        /* Work-groups of 128 sharing tiles of 4096 elements; a few
-         * resident work-groups per compute unit. */
-        *out = (tally_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 8,
-                                 2,     0};
+        /* Work-groups of 128 sharing tiles of 4096 elements. groups sets
+         * the parallelism the planner aims for (4 * groups tiles): on an
+         * H100, 2 per compute unit ran column scans up to 1.6x faster
+         * than 8 and changed nothing else (BENCHMARKS.md). */
+        *out = (tally_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 2,
+                                 2,     0,   0};
     }
     if (!layout_override(out, opts))
         return false;
     while (out->wg > dev->max_wg && out->wg > 1)
         out->wg /= 2;
+    /* A column work-item keeps two accumulators of 3 * col_w values in
+     * private memory: 192 KiB of 64-bit values at the CPU layout's 4096.
+     * A CPU has that on its stack; NVIDIA's H100 driver refused to launch
+     * cols_chained with it (CL_OUT_OF_HOST_MEMORY), so other devices get
+     * at most TALLY_CL_GPU_COL_W columns (12 KiB). */
+    if ((dev->type & CL_DEVICE_TYPE_CPU) == 0 && out->col_w > TALLY_CL_GPU_COL_W)
+        out->col_w = TALLY_CL_GPU_COL_W;
     return true;
 }
 
@@ -154,14 +165,14 @@ tally_err tally_cl_program_scan(tally_cl_programs *p, tally_storage st,
     tally_err e = TALLY_E_OK;
     pthread_mutex_lock(&p->mu);
     if (p->scan[st] == NULL) {
-        char options[256], what[32];
+        char options[320], what[32];
         const tally_cl_layout *l = &p->layout;
         snprintf(options, sizeof options,
                  "-w -DTALLY_STORAGE=%d -DTALLY_WG=%u -DTALLY_ROW_K=%u "
                  "-DTALLY_COL_W=%u -DTALLY_BLK=%u -DTALLY_PIPE=%u "
-                 "-DTALLY_NT=%u",
+                 "-DTALLY_NT=%u -DTALLY_LAZY=%u",
                  (int)st, l->wg, l->row_k, l->col_w, l->blk, l->pipe,
-                 l->nt ? 1u : 0u);
+                 l->nt ? 1u : 0u, l->lazy ? 1u : 0u);
         snprintf(what, sizeof what, "scan (storage %d)", (int)st);
         e = build(p->dev, kernels_scan_cl, kernels_scan_cl_len, options, what,
                   &p->scan[st], msg, msglen);

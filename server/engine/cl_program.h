@@ -28,6 +28,7 @@ typedef struct {
     unsigned groups;  /* work-groups to launch (persistent) */
     unsigned pipe;    /* tiles in flight per rows_chained work-group */
     unsigned nt;      /* the compiler has non-temporal stores (TALLY_NT) */
+    unsigned lazy;    /* testing: no inclusive prefixes (TALLY_LAZY) */
 } tally_cl_layout;
 
 /* The layout for a device from a spec: "cpu", "gpu", or NULL/""/"auto" to
@@ -35,7 +36,9 @@ typedef struct {
  * overrides of the fields below ("cpu,row_k=64,col_w=16"; tests use small
  * tiles to chain many of them). Returns false for a spec it cannot parse
  * or values the kernels cannot take (row_k and col_w multiples of 8, wg a
- * power of two). */
+ * power of two). wg is cut to the device's largest work-group, and on a
+ * device that is not a CPU col_w to TALLY_CL_GPU_COL_W (private memory). */
+#define TALLY_CL_GPU_COL_W 256
 bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
                          tally_cl_layout *out);
 
