@@ -517,11 +517,26 @@ tally_err tally_cl_scan(tally_cl_stream *s, const tally_lines *l,
     return tally_cl_scan_plan(s, l, &p, in, out, msg, msglen);
 }
 
-tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
-                        size_t bytes, bool streaming, char *msg, size_t msglen)
+tally_err tally_cl_scan_buffers(tally_cl_stream *s, const tally_lines *l,
+                                cl_mem in, cl_mem out, char *msg,
+                                size_t msglen)
 {
-    if (bytes == 0)
+    if (l->elements == 0)
         return TALLY_E_OK;
+    tally_cl_plan p;
+    tally_cl_plan_make(l, &s->progs->layout, &p);
+    tally_err e = enqueue(s, l, &p, in, out, NULL, msg, msglen);
+    cl_int err = clFinish(s->q);
+    if (e == TALLY_E_OK && err != CL_SUCCESS)
+        e = cl_fail(msg, msglen, "clFinish", err);
+    return e;
+}
+
+/* Enqueues the plain or streaming copy kernel from in to out. */
+static tally_err enqueue_copy(tally_cl_stream *s, cl_mem in, cl_mem out,
+                              size_t bytes, bool streaming, char *msg,
+                              size_t msglen)
+{
     cl_kernel *kp = streaming ? &s->copy_stream : &s->copy;
     if (*kp == NULL) {
         cl_program prog;
@@ -537,6 +552,28 @@ tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
         }
     }
     cl_kernel k = *kp;
+    cl_ulong n16 = bytes / 16;
+    cl_uint tail = (cl_uint)(bytes % 16);
+    cl_int err = CL_SUCCESS;
+    err |= clSetKernelArg(k, 0, sizeof in, &in);
+    err |= clSetKernelArg(k, 1, sizeof out, &out);
+    err |= clSetKernelArg(k, 2, sizeof n16, &n16);
+    err |= clSetKernelArg(k, 3, sizeof tail, &tail);
+    size_t local = 256;
+    size_t global = ((n16 ? n16 : 1) + local - 1) / local * local;
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, &local, 0, NULL,
+                                     NULL);
+    if (err != CL_SUCCESS)
+        return cl_fail(msg, msglen, "the copy kernel", err);
+    return TALLY_E_OK;
+}
+
+tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
+                        size_t bytes, bool streaming, char *msg, size_t msglen)
+{
+    if (bytes == 0)
+        return TALLY_E_OK;
     io b;
     tally_err e = io_begin(s, in, out, bytes, &b, msg, msglen);
     if (e != TALLY_E_OK)
@@ -550,21 +587,21 @@ tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
             return io_end(s, out, bytes, &b, e, msg, msglen);
         b.out = s->stage2;
     }
-    cl_ulong n16 = bytes / 16;
-    cl_uint tail = (cl_uint)(bytes % 16);
-    cl_int err = CL_SUCCESS;
-    err |= clSetKernelArg(k, 0, sizeof b.in, &b.in);
-    err |= clSetKernelArg(k, 1, sizeof b.out, &b.out);
-    err |= clSetKernelArg(k, 2, sizeof n16, &n16);
-    err |= clSetKernelArg(k, 3, sizeof tail, &tail);
-    size_t local = 256;
-    size_t global = ((n16 ? n16 : 1) + local - 1) / local * local;
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, &local, 0, NULL,
-                                     NULL);
-    if (err != CL_SUCCESS)
-        e = cl_fail(msg, msglen, "the copy kernel", err);
+    e = enqueue_copy(s, b.in, b.out, bytes, streaming, msg, msglen);
     return io_end(s, out, bytes, &b, e, msg, msglen);
+}
+
+tally_err tally_cl_copy_buffers(tally_cl_stream *s, cl_mem in, cl_mem out,
+                                size_t bytes, bool streaming, char *msg,
+                                size_t msglen)
+{
+    if (bytes == 0)
+        return TALLY_E_OK;
+    tally_err e = enqueue_copy(s, in, out, bytes, streaming, msg, msglen);
+    cl_int err = clFinish(s->q);
+    if (e == TALLY_E_OK && err != CL_SUCCESS)
+        e = cl_fail(msg, msglen, "clFinish", err);
+    return e;
 }
 
 tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)

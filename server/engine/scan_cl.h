@@ -81,6 +81,17 @@ const tally_cl_layout *tally_cl_stream_layout(const tally_cl_stream *s);
 tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
                         size_t bytes, bool streaming, char *msg, size_t msglen);
 
+/* The scan and the plain or streaming copy on buffers already on the
+ * device, waited for before they return: no transfer to or from the host.
+ * For measuring the kernels alone (bench_engine on a discrete GPU); the
+ * caller owns both buffers, which must hold l->bytes (bytes). */
+tally_err tally_cl_scan_buffers(tally_cl_stream *s, const tally_lines *l,
+                                cl_mem in, cl_mem out, char *msg,
+                                size_t msglen);
+tally_err tally_cl_copy_buffers(tally_cl_stream *s, cl_mem in, cl_mem out,
+                                size_t bytes, bool streaming, char *msg,
+                                size_t msglen);
+
 /* Runs every kernel of every storage class once on a tiny tensor, so that
  * the device compiles them now rather than on a request. */
 tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen);

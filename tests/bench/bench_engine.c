@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "scan_cl.h"
 
 static double now(void)
 {
@@ -101,6 +102,57 @@ static double numpy_gbs(const char *script, const row *r)
     return v;
 }
 
+/* Times one row on device buffers: the scan kernel against the copy
+ * kernel, alternating; returns the median ratio copy time / scan time. */
+static double resident_row(tally_cl_stream *s, const tally_cl_device *dev,
+                           const tally_scan_desc *d, const float *in,
+                           size_t bytes, bool quick)
+{
+    char msg[512];
+    tally_lines l;
+    if (tally_lines_from_desc(d, &l, msg, sizeof msg) != TALLY_E_OK)
+        die("lines", msg);
+    cl_int err;
+    cl_mem a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL,
+                              &err);
+    cl_mem b = err == CL_SUCCESS ? clCreateBuffer(dev->context,
+                                                  CL_MEM_READ_WRITE, bytes,
+                                                  NULL, &err)
+                                 : NULL;
+    if (err != CL_SUCCESS)
+        die("device buffers", "clCreateBuffer failed");
+    cl_command_queue q = clCreateCommandQueue(dev->context, dev->device, 0,
+                                              &err);
+    if (err != CL_SUCCESS
+        || clEnqueueWriteBuffer(q, a, CL_TRUE, 0, bytes, in, 0, NULL, NULL)
+               != CL_SUCCESS)
+        die("device buffers", "cannot write the input");
+    clReleaseCommandQueue(q);
+    for (int w = 0; w < 3; w++)
+        if (tally_cl_scan_buffers(s, &l, a, b, msg, sizeof msg) != TALLY_E_OK
+            || tally_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg)
+                   != TALLY_E_OK)
+            die("resident", msg);
+    int reps = quick ? 5 : 41;
+    double ts[64], tc[64], ratio[64];
+    for (int k = 0; k < reps; k++) {
+        double t0 = now();
+        tally_cl_scan_buffers(s, &l, a, b, msg, sizeof msg);
+        ts[k] = now() - t0;
+        t0 = now();
+        tally_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg);
+        tc[k] = now() - t0;
+        ratio[k] = tc[k] / ts[k];
+    }
+    double gb = 2.0 * (double)bytes / 1e9;
+    double rr = median(ratio, reps);
+    printf("   on the device: scan %8.1f GB/s  copy %8.1f GB/s  ratio %5.2f\n",
+           gb / median(ts, reps), gb / median(tc, reps), rr);
+    clReleaseMemObject(a);
+    clReleaseMemObject(b);
+    return rr;
+}
+
 static void quiet(void *user, const char *line)
 {
     (void)user;
@@ -147,6 +199,26 @@ int main(int argc, char **argv)
         || tally_stream_open(host, &hs, msg, sizeof msg) != TALLY_E_OK)
         die("stream", msg);
 
+    /* the OpenCL layer itself, for the kernels-only rows on a device with
+     * memory of its own */
+    tally_cl_device cl;
+    tally_cl_programs progs;
+    tally_cl_stream *kcs = NULL;
+    bool none;
+    if (tally_cl_device_open(device != NULL ? device : "auto", &cl, &none, msg,
+                             sizeof msg)
+        == TALLY_E_OK) {
+        tally_cl_layout L;
+        if (!cl.unified && tally_cl_layout_for(&cl, layout, &L)) {
+            tally_cl_programs_init(&progs, &cl, &L);
+            kcs = tally_cl_stream_new(&progs, msg, sizeof msg);
+            if (kcs == NULL)
+                die("device stream", msg);
+        }
+        if (kcs == NULL)
+            tally_cl_device_close(&cl);
+    }
+
     printf("device: %s\n", tally_engine_describe(dev));
     printf("host:   %s\n", tally_engine_describe(host));
     printf("float32, out of place; GB/s = (bytes read + bytes written) / s, "
@@ -156,7 +228,7 @@ int main(int argc, char **argv)
            "shape", "axis", "mode", "engine", "copy", "ratio", "copy-nt",
            "ratio-nt", "host", "numpy");
 
-    double min_ratio = 1e9, min_ratio_nt = 1e9;
+    double min_ratio = 1e9, min_ratio_nt = 1e9, min_resident = 1e9;
     for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
         const row *r = &rows[ri];
         size_t n = 1;
@@ -237,6 +309,11 @@ int main(int argc, char **argv)
             snprintf(npbuf, sizeof npbuf, "%.2f", np);
         printf("%-5s %-20s %-4d %-9s %8.2f %8.2f %6.2f %8.2f %8.2f %8.2f %8s\n",
                r->label, shape, r->axis, mode, es, cs, rr, ns, rn, hs_, npbuf);
+        if (kcs != NULL) {
+            double rd = resident_row(kcs, &cl, &d, in, bytes, quick);
+            if (n >= (1u << 24) && rd < min_resident)
+                min_resident = rd;
+        }
         fflush(stdout);
         if (n >= (1u << 24) && rr < min_ratio)
             min_ratio = rr;
@@ -249,6 +326,12 @@ int main(int argc, char **argv)
     tally_stream_close(hs);
     tally_engine_close(dev);
     tally_engine_close(host);
+    if (kcs != NULL) {
+        tally_cl_stream_free(kcs);
+        tally_cl_programs_free(&progs);
+        tally_cl_device_close(&cl);
+        printf("min ratio to copy, on the device: %.2f\n", min_resident);
+    }
     printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);
     printf("min ratio to copy: %.2f\n", min_ratio);
     return 0;
