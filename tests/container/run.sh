@@ -49,7 +49,12 @@ podman_base_image
 say "building $IMAGE"
 t0=$SECONDS
 podman_build "$IMAGE" "$tmp/build.log" || { tail -40 "$tmp/build.log"; die "podman build"; }
-grep -q "of .* cases failed" "$tmp/build.log" || die "the build stage ran no tests"
+# The build stage's tests ran now, or their step came from podman's cache:
+# a layer is cached only when its RUN succeeded on the same inputs, as on a
+# second `make test` with no source change.
+tests_cached=$(awk '/STEP .*make test-units/ { getline; print ($0 ~ /Using cache/) }' "$tmp/build.log")
+grep -q "of .* cases failed" "$tmp/build.log" || [ "$tests_cached" = 1 ] \
+  || die "the build stage ran no tests"
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 say "built in $((SECONDS - t0)) s; image size $((size / 1000000)) MB"
 labels=$(podman image inspect --format '{{json .Labels}}' "$IMAGE")
