@@ -338,6 +338,17 @@ static tally_err io_begin(tally_cl_stream *s, const void *in, void *out,
     return TALLY_E_OK;
 }
 
+/* Waits for everything queued on the stream; returns e, or the wait's
+ * failure when e is still TALLY_E_OK. */
+static tally_err finish(tally_cl_stream *s, tally_err e, char *msg,
+                        size_t msglen)
+{
+    cl_int err = clFinish(s->q);
+    if (e == TALLY_E_OK && err != CL_SUCCESS)
+        e = cl_fail(msg, msglen, "clFinish", err);
+    return e;
+}
+
 /* Waits for the launch and makes the result visible in `out`. Always
  * releases what io_begin created, also when `e` is already an error. */
 static tally_err io_end(tally_cl_stream *s, void *out, size_t bytes, io *b,
@@ -362,9 +373,7 @@ static tally_err io_end(tally_cl_stream *s, void *out, size_t bytes, io *b,
                 e = cl_fail(msg, msglen, "clEnqueueReadBuffer", err);
         }
     }
-    err = clFinish(s->q);
-    if (e == TALLY_E_OK && err != CL_SUCCESS)
-        e = cl_fail(msg, msglen, "clFinish", err);
+    e = finish(s, e, msg, msglen);
     if (b->wrapped) {
         if (b->in != NULL)
             clReleaseMemObject(b->in);
@@ -525,11 +534,8 @@ tally_err tally_cl_scan_buffers(tally_cl_stream *s, const tally_lines *l,
         return TALLY_E_OK;
     tally_cl_plan p;
     tally_cl_plan_make(l, &s->progs->layout, &p);
-    tally_err e = enqueue(s, l, &p, in, out, NULL, msg, msglen);
-    cl_int err = clFinish(s->q);
-    if (e == TALLY_E_OK && err != CL_SUCCESS)
-        e = cl_fail(msg, msglen, "clFinish", err);
-    return e;
+    return finish(s, enqueue(s, l, &p, in, out, NULL, msg, msglen), msg,
+                  msglen);
 }
 
 /* Enqueues the plain or streaming copy kernel from in to out. */
@@ -597,11 +603,8 @@ tally_err tally_cl_copy_buffers(tally_cl_stream *s, cl_mem in, cl_mem out,
 {
     if (bytes == 0)
         return TALLY_E_OK;
-    tally_err e = enqueue_copy(s, in, out, bytes, streaming, msg, msglen);
-    cl_int err = clFinish(s->q);
-    if (e == TALLY_E_OK && err != CL_SUCCESS)
-        e = cl_fail(msg, msglen, "clFinish", err);
-    return e;
+    return finish(s, enqueue_copy(s, in, out, bytes, streaming, msg, msglen),
+                  msg, msglen);
 }
 
 tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)

@@ -137,10 +137,13 @@ static double resident_row(tally_cl_stream *s, const tally_cl_device *dev,
     double ts[64], tc[64], ratio[64];
     for (int k = 0; k < reps; k++) {
         double t0 = now();
-        tally_cl_scan_buffers(s, &l, a, b, msg, sizeof msg);
+        if (tally_cl_scan_buffers(s, &l, a, b, msg, sizeof msg) != TALLY_E_OK)
+            die("resident scan", msg);
         ts[k] = now() - t0;
         t0 = now();
-        tally_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg);
+        if (tally_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg)
+            != TALLY_E_OK)
+            die("resident copy", msg);
         tc[k] = now() - t0;
         ratio[k] = tc[k] / ts[k];
     }
