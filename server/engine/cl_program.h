@@ -25,7 +25,8 @@ typedef struct {
     unsigned row_k;   /* elements per work-item in a row tile */
     unsigned col_w;   /* most columns per work-item */
     unsigned blk;     /* float-float flush interval */
-    unsigned groups;  /* work-groups to launch (persistent) */
+    unsigned groups;  /* persistent work-groups (wg == 1); with wider ones
+                       * the planner aims for 4 * groups tiles */
     unsigned pipe;    /* tiles in flight per rows_chained work-group */
     unsigned nt;      /* the compiler has non-temporal stores (TALLY_NT) */
     unsigned lazy;    /* testing: no inclusive prefixes (TALLY_LAZY) */
