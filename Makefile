@@ -25,7 +25,7 @@ PREFIX  ?= /usr/local
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
-CPPFLAGS += -Iserver -Iserver/codec -Iserver/engine
+CPPFLAGS += -Iserver -Iserver/core -Iserver/http -Iserver/dispatch -Iserver/api -Iserver/codec -Iserver/engine
 LDLIBS  += -lOpenCL -lm -pthread
 DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz
 
@@ -64,7 +64,7 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 # ---------------------------------------------------------------- daemon
 CODEC_SRC  := $(wildcard server/codec/*.c)
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o)
-DAEMON_SRC := $(wildcard server/*.c)
+DAEMON_SRC := $(wildcard server/*.c server/core/*.c server/http/*.c server/dispatch/*.c server/api/*.c)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 TALLYD     := $(BUILD)/bin/tallyd
 

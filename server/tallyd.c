@@ -17,11 +17,11 @@
  *                            pop jobs, run the scan, complete the job.
  *
  * A job is completed exactly once, by a worker or (when it expires in the
- * queue) by the loop thread, through http.c's on_job_done(): that calls
- * MHD_resume_connection(), which libmicrohttpd documents as safe from any
- * thread. Beyond that, threads share only the queue (its own mutex), the
- * per-request suspend/resume mutex and atomic counters; no thread calls
- * libuv or libmicrohttpd on another's objects.
+ * queue) by the loop thread, through dispatch.c's on_job_done(): that calls
+ * http_resume() and so MHD_resume_connection(), which libmicrohttpd
+ * documents as safe from any thread. Beyond that, threads share only the queue
+ * (its own mutex), the per-request suspend/resume mutex and atomic counters; no
+ * thread calls libuv or libmicrohttpd on another's objects.
  *
  * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening socket
  * closes (MHD_quiesce_daemon) so no new connection is accepted, and every
@@ -41,13 +41,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cl_device.h"
+#include "api.h"
+#include "dispatch.h"
 #include "http.h"
 #include "log.h"
-#include "worker.h"
 
 #define TICK_MS 5
-#define MAX_EXPIRE 256
 
 static tally_server server;
 
@@ -72,18 +71,6 @@ static void engine_log(void *user, const char *line)
     log_msg("engine", "info", "%s", line);
 }
 
-static void expire_jobs(tally_server *s)
-{
-    job *expired[MAX_EXPIRE];
-    uint64_t now = now_ns();
-    size_t n = queue_expire(&s->queue, now, expired, MAX_EXPIRE);
-    for (size_t i = 0; i < n; i++) {
-        expired[i]->err = TALLY_E_DEADLINE;
-        expired[i]->finished_ns = now;
-        expired[i]->done(expired[i]);
-    }
-}
-
 static void stop_everything(tally_server *s)
 {
     uv_timer_stop(&s->tick);
@@ -91,7 +78,6 @@ static void stop_everything(tally_server *s)
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sighup, NULL);
-    uv_close((uv_handle_t *)&s->wake, NULL);
 }
 
 /* While draining: true once nothing is in flight and every connection is
@@ -113,7 +99,7 @@ static bool drain_done(tally_server *s, uint64_t now)
 static void on_tick(uv_timer_t *t)
 {
     tally_server *s = t->data;
-    expire_jobs(s);
+    dispatch_expire(s);
     log_flush();
     if (!atomic_load(&s->draining))
         return;
@@ -131,7 +117,8 @@ static void on_tick(uv_timer_t *t)
         s->exit_code = 1;
         _exit(1); /* suspended connections cannot be stopped cleanly */
     }
-    log_msg("tallyd", "info", "drained; closing %lld idle connections and "
+    log_msg("tallyd", "info",
+            "drained; closing %lld idle connections and "
             "stopping",
             (long long)atomic_load(&s->metrics.connections_open));
     stop_everything(s);
@@ -160,11 +147,6 @@ static void on_signal(uv_signal_t *h, int signum)
     begin_drain(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-static void on_wake(uv_async_t *h)
-{
-    (void)h;
-}
-
 int main(int argc, char **argv)
 {
     tally_server *s = &server;
@@ -183,7 +165,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (s->cfg.list_devices) {
-        int n = tally_cl_list(stdout);
+        int n = tally_engine_list(stdout);
         printf("host  the C backend on this machine's cores (--device host)\n");
         return n >= 0 ? 0 : 1;
     }
@@ -223,7 +205,7 @@ int main(int argc, char **argv)
 
     metrics_init(&s->metrics, s->cfg.workers);
     queue_init(&s->queue, s->cfg.queue_depth);
-    if (workers_start(s, msg, sizeof msg) != TALLY_E_OK) {
+    if (dispatch_start(s, msg, sizeof msg) != TALLY_E_OK) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
         return 1;
     }
@@ -236,14 +218,13 @@ int main(int argc, char **argv)
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sighup, on_signal, SIGHUP);
-    uv_async_init(s->loop, &s->wake, on_wake);
     uv_timer_init(s->loop, &s->tick);
     s->tick.data = s;
     uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
 
-    if (http_start(s, msg, sizeof msg) != TALLY_E_OK) {
+    if (http_start(s, &api_routes, msg, sizeof msg) != TALLY_E_OK) {
         log_msg("tallyd", "error", "%s", msg);
-        workers_stop(s);
+        dispatch_stop(s);
         return 1;
     }
     log_msg("tallyd", "info",
@@ -254,7 +235,7 @@ int main(int argc, char **argv)
 
     uv_run(s->loop, UV_RUN_DEFAULT);
 
-    workers_stop(s);
+    dispatch_stop(s);
     http_stop(s);
     uv_loop_close(s->loop);
     queue_destroy(&s->queue);

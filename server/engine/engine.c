@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl_device.h"
 #include "engine.h"
 #include "scan_cl.h"
 #include "scan_host.h"
@@ -216,4 +217,9 @@ tally_err tally_copy(tally_stream *s, const void *in, void *out, size_t bytes,
         return TALLY_E_OK;
     }
     return tally_cl_copy(s->cl, in, out, bytes, streaming, msg, msglen);
+}
+
+int tally_engine_list(FILE *f)
+{
+    return tally_cl_list(f);
 }

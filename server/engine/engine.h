@@ -32,6 +32,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "tensor.h"
@@ -70,6 +71,10 @@ tally_err tally_engine_open(const tally_engine_options *o, tally_engine **out,
 
 /* NULL is a no-op. Every stream must have been closed. */
 void tally_engine_close(tally_engine *e);
+
+/* Prints every OpenCL platform and device to f with the "P:D" index that
+ * names it for the device option; returns the number of devices. */
+int tally_engine_list(FILE *f);
 
 /* "host (2 threads)" or "<platform> / <device> (cpu layout)"; valid until
  * the engine is closed. */

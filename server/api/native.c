@@ -1,28 +1,21 @@
 /*
- * api.c - the route handlers.
+ * native.c - POST /v1/cumsum: a tensor as JSON, .npy or raw bytes.
  *
- * Each handler validates and parses with the codecs, then submits a scan
- * that runs in place on the request's own memory where the format allows:
- * the tensor bytes of a raw body, of a .npy body, or of a KServe binary
- * body are scanned where they arrived, and the reply sends them from
- * there. JSON is parsed into a new buffer, and the reply streams text from
- * it.
+ * Each format is validated and parsed with its codec, then the scan is
+ * handed to dispatch. The tensor bytes of a raw or .npy body are scanned
+ * where they arrived, and the reply sends them from there; JSON is parsed
+ * into a new buffer, and the reply streams text from it.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "api.h"
 #include "buffer.h"
-#include "kserve.h"
+#include "dispatch.h"
 #include "native.h"
 #include "npy.h"
-
-/* ------------------------------------------------------------------------
- * POST /v1/cumsum
- */
+#include "reply.h"
 
 /* The media type of Content-Type, lower-cased, without parameters. */
 static void media_type(request *r, char *buf, size_t len)
@@ -126,7 +119,7 @@ static void native_json(request *r)
     }
     r->ctx = c;
     r->ctx_free = json_ctx_free;
-    http_submit(r, &c->req.desc, c->req.data, -1, finish_json);
+    dispatch_submit(r, &c->req.desc, c->req.data, -1, finish_json);
 }
 
 /* .npy */
@@ -225,7 +218,7 @@ static void native_npy(request *r)
         npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
         c->data = c->copy;
     }
-    http_submit(r, &c->desc, c->data, -1, finish_npy);
+    dispatch_submit(r, &c->desc, c->data, -1, finish_npy);
 }
 
 /* raw bytes */
@@ -292,10 +285,10 @@ static void native_raw(request *r)
                    r->body_len, tally_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
     }
-    http_submit(r, &c->desc, r->body, -1, finish_raw);
+    dispatch_submit(r, &c->desc, r->body, -1, finish_raw);
 }
 
-static void native(request *r)
+void api_native(request *r)
 {
     char type[64];
     media_type(r, type, sizeof type);
@@ -312,256 +305,4 @@ static void native(request *r)
                    "application/x-npy or application/octet-stream",
                    type[0] ? "Content-Type " : "no Content-Type",
                    type[0] ? type : "", type[0] ? " is not supported" : "");
-}
-
-/* ------------------------------------------------------------------------
- * KServe v2
- */
-static void reply_owned_json(request *r, int status, char *text)
-{
-    if (text == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
-        return;
-    }
-    http_reply_buffer(r, status, "application/json", text, strlen(text));
-}
-
-static char *copy_text(const char *s)
-{
-    return strdup(s);
-}
-
-static void server_metadata(request *r)
-{
-    reply_owned_json(r, 200, kserve_server_metadata(r->s->version));
-}
-
-static void health_live(request *r)
-{
-    reply_owned_json(r, 200, copy_text("{\"live\":true}"));
-}
-
-static void health_ready(request *r)
-{
-    if (atomic_load(&r->s->draining))
-        reply_owned_json(r, 503,
-                         copy_text("{\"ready\":false,\"error\":\"the "
-                                   "server is shutting down\"}"));
-    else
-        reply_owned_json(r, 200, copy_text("{\"ready\":true}"));
-}
-
-static void model_metadata(request *r)
-{
-    reply_owned_json(r, 200, kserve_model_metadata());
-}
-
-static void model_ready(request *r)
-{
-    bool draining = atomic_load(&r->s->draining);
-    reply_owned_json(r, draining ? 503 : 200,
-                     copy_text(draining
-                                   ? "{\"name\":\"cumsum\",\"ready\":false}"
-                                   : "{\"name\":\"cumsum\",\"ready\":true}"));
-}
-
-static void model_config(request *r)
-{
-    reply_owned_json(r, 200, kserve_model_config());
-}
-
-typedef struct {
-    kserve_request req;
-} infer_ctx;
-
-static void infer_ctx_free(void *p)
-{
-    infer_ctx *c = p;
-    kserve_request_free(&c->req);
-    free(c);
-}
-
-static void finish_infer(request *r)
-{
-    infer_ctx *c = r->ctx;
-    if (c->req.binary_output) {
-        size_t hlen;
-        char *head = kserve_binary_header(&c->req, &hlen);
-        if (head == NULL) {
-            http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
-            return;
-        }
-        char num[24];
-        snprintf(num, sizeof num, "%zu", hlen);
-        http_add_header(r, "Inference-Header-Content-Length", num);
-        http_reply_parts(r, 200, "application/octet-stream", head, hlen,
-                         c->req.data, c->req.bytes);
-        return;
-    }
-    json_writer w;
-    if (!kserve_json_writer(&w, &c->req, c->req.data)) {
-        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
-        return;
-    }
-    http_reply_json(r, 200, &w);
-}
-
-static void infer(request *r)
-{
-    char msg[512];
-    static const char *const none[] = {NULL};
-    if (!http_query_known(r, none, msg, sizeof msg)) {
-        http_error(r, TALLY_E_INVALID, "%s", msg);
-        return;
-    }
-    size_t hlen = SIZE_MAX;
-    const char *h = http_header(r, "Inference-Header-Content-Length");
-    if (h != NULL) {
-        int64_t v;
-        if (!parse_int_text("Inference-Header-Content-Length", h, &v, msg,
-                            sizeof msg)
-            || v < 0) {
-            http_error(r, TALLY_E_INVALID,
-                       "Inference-Header-Content-Length must be a "
-                       "non-negative integer, not \"%.32s\"",
-                       h);
-            return;
-        }
-        hlen = (size_t)v;
-    }
-    infer_ctx *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
-        return;
-    }
-    tally_err e =
-        kserve_parse(r->body != NULL ? r->body : (uint8_t *)"", r->body_len,
-                     hlen, r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
-    if (e != TALLY_E_OK) {
-        free(c);
-        http_error(r, e, "%s", msg);
-        return;
-    }
-    r->ctx = c;
-    r->ctx_free = infer_ctx_free;
-    int64_t timeout_ms = -1;
-    if (c->req.has_timeout)
-        timeout_ms =
-            c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
-    http_submit(r, &c->req.desc, c->req.data, timeout_ms, finish_infer);
-}
-
-/* ------------------------------------------------------------------------
- * GET /metrics
- */
-static void get_metrics(request *r)
-{
-    tally_server *s = r->s;
-    size_t len;
-    char *text = metrics_render(&s->metrics, queue_depth(&s->queue), s->device,
-                                s->version, &len);
-    if (text == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
-        return;
-    }
-    http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,
-                      len);
-}
-
-/* ------------------------------------------------------------------------
- * Routing.
- */
-static handler_fn only(const char *method, const char *want, handler_fn h,
-                       int *status, char *msg, size_t msglen, char *allow,
-                       size_t allowlen, const char *path)
-{
-    bool get = strcmp(want, "GET") == 0;
-    if (strcmp(method, want) == 0 || (get && strcmp(method, "HEAD") == 0))
-        return h;
-    *status = 405;
-    snprintf(allow, allowlen, "%s", get ? "GET, HEAD" : want);
-    snprintf(msg, msglen, "%s is not allowed on %s (use %s)", method, path,
-             allow);
-    return NULL;
-}
-
-handler_fn api_route(tally_server *s, const char *method, const char *path,
-                     route_id *metric, int *status, char *msg, size_t msglen,
-                     char *allow, size_t allowlen)
-{
-    (void)s;
-    *status = 404;
-#define ONLY(m, h)                                                             \
-    only(method, (m), (h), status, msg, msglen, allow, allowlen, path)
-    if (strcmp(path, "/v1/cumsum") == 0) {
-        *metric = ROUTE_NATIVE;
-        return ONLY("POST", native);
-    }
-    if (strcmp(path, "/metrics") == 0) {
-        *metric = ROUTE_METRICS;
-        return ONLY("GET", get_metrics);
-    }
-    if (strcmp(path, "/v2") == 0) {
-        *metric = ROUTE_METADATA;
-        return ONLY("GET", server_metadata);
-    }
-    if (strcmp(path, "/v2/health/live") == 0) {
-        *metric = ROUTE_HEALTH;
-        return ONLY("GET", health_live);
-    }
-    if (strcmp(path, "/v2/health/ready") == 0) {
-        *metric = ROUTE_HEALTH;
-        return ONLY("GET", health_ready);
-    }
-    const char *prefix = "/v2/models/";
-    if (strncmp(path, prefix, strlen(prefix)) == 0) {
-        const char *name = path + strlen(prefix);
-        const char *slash = strchr(name, '/');
-        size_t nlen = slash != NULL ? (size_t)(slash - name) : strlen(name);
-        if (nlen != strlen(KSERVE_MODEL)
-            || strncmp(name, KSERVE_MODEL, nlen) != 0) {
-            snprintf(msg, msglen,
-                     "unknown model \"%.*s\" (this server serves \"%s\")",
-                     nlen > 64 ? 64 : (int)nlen, name, KSERVE_MODEL);
-            return NULL;
-        }
-        const char *rest = slash != NULL ? slash : "";
-        bool versioned = false;
-        if (strncmp(rest, "/versions/", 10) == 0) {
-            const char *v = rest + 10;
-            const char *vs = strchr(v, '/');
-            size_t vlen = vs != NULL ? (size_t)(vs - v) : strlen(v);
-            if (vlen != strlen(KSERVE_VERSION)
-                || strncmp(v, KSERVE_VERSION, vlen) != 0) {
-                snprintf(msg, msglen,
-                         "model \"%s\" has no version \"%.*s\" (it has \"%s\")",
-                         KSERVE_MODEL, vlen > 32 ? 32 : (int)vlen, v,
-                         KSERVE_VERSION);
-                return NULL;
-            }
-            rest = vs != NULL ? vs : "";
-            versioned = true;
-        }
-        if (rest[0] == '\0') {
-            *metric = ROUTE_METADATA;
-            return ONLY("GET", model_metadata);
-        }
-        if (strcmp(rest, "/ready") == 0) {
-            *metric = ROUTE_HEALTH;
-            return ONLY("GET", model_ready);
-        }
-        if (strcmp(rest, "/infer") == 0) {
-            *metric = ROUTE_INFER;
-            return ONLY("POST", infer);
-        }
-        if (strcmp(rest, "/config") == 0 && !versioned) {
-            *metric = ROUTE_METADATA;
-            return ONLY("GET", model_config);
-        }
-    }
-#undef ONLY
-    *metric = ROUTE_OTHER;
-    snprintf(msg, msglen, "no route %s %s (see proto/openapi.yaml)", method,
-             path);
-    return NULL;
 }

@@ -1,5 +1,5 @@
 /*
- * worker.c - the device worker loop.
+ * worker.c - the device worker loop: pop, run, repeat.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,33 +7,6 @@
 #include "worker.h"
 
 #define MAX_BATCH 64
-
-static void run(worker *w, job *j)
-{
-    tally_server *s = w->s;
-    if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
-        uv_sleep(s->cfg.fault_delay_ms);
-    uint64_t start = now_ns();
-    j->worker = w->id;
-    if (j->deadline_ns != 0 && start >= j->deadline_ns) {
-        j->err = TALLY_E_DEADLINE;
-        j->finished_ns = start;
-        j->done(j);
-        return;
-    }
-    j->started_ns = start;
-    j->err =
-        tally_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
-    j->finished_ns = now_ns();
-    if (j->err == TALLY_E_OK && j->deadline_ns != 0
-        && j->finished_ns > j->deadline_ns)
-        j->err = TALLY_E_DEADLINE;
-    if (w->id < METRIC_MAX_WORKERS)
-        atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id],
-                                  j->finished_ns - j->started_ns,
-                                  memory_order_relaxed);
-    j->done(j);
-}
 
 static void worker_main(void *arg)
 {
@@ -48,11 +21,12 @@ static void worker_main(void *arg)
         /* Compatible jobs run one after another for now; merging them
          * into one launch (dynamic batching) slots in here. */
         for (size_t i = 0; i < n; i++)
-            run(w, batch[i]);
+            w->run(w, batch[i]);
     }
 }
 
-tally_err workers_start(tally_server *s, char *msg, size_t msglen)
+tally_err workers_start(tally_server *s, worker_run_fn run, char *msg,
+                        size_t msglen)
 {
     s->workers = calloc(s->cfg.workers, sizeof *s->workers);
     if (s->workers == NULL)
@@ -62,6 +36,7 @@ tally_err workers_start(tally_server *s, char *msg, size_t msglen)
         worker *w = &s->workers[i];
         w->s = s;
         w->id = i;
+        w->run = run;
         tally_err e = tally_stream_open(s->engine, &w->stream, msg, msglen);
         if (e != TALLY_E_OK)
             return e;

@@ -26,6 +26,7 @@
 #define TALLY_VERSION "0.1.0"
 
 struct MHD_Daemon;
+struct http_routes;
 typedef struct worker worker;
 
 typedef struct tally_server {
@@ -40,12 +41,12 @@ typedef struct tally_server {
     metrics metrics;
 
     struct MHD_Daemon *mhd;
-    unsigned port; /* the port actually bound */
+    const struct http_routes *routes; /* given to http_start */
+    unsigned port;                    /* the port actually bound */
 
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t tick;
-    uv_async_t wake;
 
     atomic_bool draining;
     uint64_t drain_started_ns;

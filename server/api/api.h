@@ -1,0 +1,38 @@
+/*
+ * api.h - the handlers, and the route table that names them.
+ *
+ *   POST /v1/cumsum                           native: JSON, .npy or raw
+ *   GET  /v2                                  KServe server metadata
+ *   GET  /v2/health/live, /v2/health/ready    KServe health
+ *   GET  /v2/models/cumsum[/versions/1]       model metadata
+ *   GET  /v2/models/cumsum[/versions/1]/ready model readiness
+ *   GET  /v2/models/cumsum/config             Triton-style model config
+ *   POST /v2/models/cumsum[/versions/1]/infer inference
+ *   GET  /metrics                             Prometheus metrics
+ *
+ * HEAD is served wherever GET is. routes.c holds the table; native.c,
+ * kserve.c and ops.c the handlers. proto/openapi.yaml documents the same
+ * routes, and tests/integration checks that the two agree.
+ *
+ * Every handler runs on an HTTP thread once the body is complete, and
+ * answers through reply.h or hands a scan to dispatch.
+ */
+#ifndef TALLY_API_H
+#define TALLY_API_H
+
+#include "router.h"
+
+/* The table tallyd hands to http_start(). */
+extern const http_routes api_routes;
+
+void api_native(request *r);          /* native.c */
+void api_infer(request *r);           /* kserve.c */
+void api_server_metadata(request *r); /* ops.c */
+void api_health_live(request *r);
+void api_health_ready(request *r);
+void api_model_metadata(request *r);
+void api_model_ready(request *r);
+void api_model_config(request *r);
+void api_metrics(request *r);
+
+#endif

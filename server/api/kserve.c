@@ -1,0 +1,97 @@
+/*
+ * kserve.c - POST /v2/models/cumsum[/versions/1]/infer: KServe v2 (the
+ * Open Inference Protocol), as JSON or with the binary extension.
+ *
+ * A binary tensor is scanned where it arrived in the body, and the binary
+ * reply sends it from there; a JSON tensor is parsed into a new buffer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "dispatch.h"
+#include "kserve.h"
+#include "native.h"
+#include "reply.h"
+
+typedef struct {
+    kserve_request req;
+} infer_ctx;
+
+static void infer_ctx_free(void *p)
+{
+    infer_ctx *c = p;
+    kserve_request_free(&c->req);
+    free(c);
+}
+
+static void finish_infer(request *r)
+{
+    infer_ctx *c = r->ctx;
+    if (c->req.binary_output) {
+        size_t hlen;
+        char *head = kserve_binary_header(&c->req, &hlen);
+        if (head == NULL) {
+            http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+            return;
+        }
+        char num[24];
+        snprintf(num, sizeof num, "%zu", hlen);
+        http_add_header(r, "Inference-Header-Content-Length", num);
+        http_reply_parts(r, 200, "application/octet-stream", head, hlen,
+                         c->req.data, c->req.bytes);
+        return;
+    }
+    json_writer w;
+    if (!kserve_json_writer(&w, &c->req, c->req.data)) {
+        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+        return;
+    }
+    http_reply_json(r, 200, &w);
+}
+
+void api_infer(request *r)
+{
+    char msg[512];
+    static const char *const none[] = {NULL};
+    if (!http_query_known(r, none, msg, sizeof msg)) {
+        http_error(r, TALLY_E_INVALID, "%s", msg);
+        return;
+    }
+    size_t hlen = SIZE_MAX;
+    const char *h = http_header(r, "Inference-Header-Content-Length");
+    if (h != NULL) {
+        int64_t v;
+        if (!parse_int_text("Inference-Header-Content-Length", h, &v, msg,
+                            sizeof msg)
+            || v < 0) {
+            http_error(r, TALLY_E_INVALID,
+                       "Inference-Header-Content-Length must be a "
+                       "non-negative integer, not \"%.32s\"",
+                       h);
+            return;
+        }
+        hlen = (size_t)v;
+    }
+    infer_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    tally_err e =
+        kserve_parse(r->body != NULL ? r->body : (uint8_t *)"", r->body_len,
+                     hlen, r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        free(c);
+        http_error(r, e, "%s", msg);
+        return;
+    }
+    r->ctx = c;
+    r->ctx_free = infer_ctx_free;
+    int64_t timeout_ms = -1;
+    if (c->req.has_timeout)
+        timeout_ms =
+            c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
+    dispatch_submit(r, &c->req.desc, c->req.data, timeout_ms, finish_infer);
+}

@@ -1,0 +1,78 @@
+/*
+ * ops.c - the operational routes: health and readiness, server and model
+ * metadata, the Triton-style model config, and Prometheus metrics.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "kserve.h"
+#include "reply.h"
+
+static void reply_owned_json(request *r, int status, char *text)
+{
+    if (text == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    http_reply_buffer(r, status, "application/json", text, strlen(text));
+}
+
+static char *copy_text(const char *s)
+{
+    return strdup(s);
+}
+
+void api_server_metadata(request *r)
+{
+    reply_owned_json(r, 200, kserve_server_metadata(r->s->version));
+}
+
+void api_health_live(request *r)
+{
+    reply_owned_json(r, 200, copy_text("{\"live\":true}"));
+}
+
+void api_health_ready(request *r)
+{
+    if (atomic_load(&r->s->draining))
+        reply_owned_json(r, 503,
+                         copy_text("{\"ready\":false,\"error\":\"the "
+                                   "server is shutting down\"}"));
+    else
+        reply_owned_json(r, 200, copy_text("{\"ready\":true}"));
+}
+
+void api_model_metadata(request *r)
+{
+    reply_owned_json(r, 200, kserve_model_metadata());
+}
+
+void api_model_ready(request *r)
+{
+    bool draining = atomic_load(&r->s->draining);
+    reply_owned_json(r, draining ? 503 : 200,
+                     copy_text(draining
+                                   ? "{\"name\":\"cumsum\",\"ready\":false}"
+                                   : "{\"name\":\"cumsum\",\"ready\":true}"));
+}
+
+void api_model_config(request *r)
+{
+    reply_owned_json(r, 200, kserve_model_config());
+}
+
+/* GET /metrics */
+void api_metrics(request *r)
+{
+    tally_server *s = r->s;
+    size_t len;
+    char *text = metrics_render(&s->metrics, queue_depth(&s->queue), s->device,
+                                s->version, &len);
+    if (text == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory");
+        return;
+    }
+    http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+                      len);
+}

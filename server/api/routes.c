@@ -1,0 +1,59 @@
+/*
+ * routes.c - the route table: every method and path tallyd serves.
+ *
+ * Adding a route is adding a row (and a handler). KServe's model paths
+ * carry the model name and version as parameters, so that a request for
+ * another model or version gets a 404 that says what this server has.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "kserve.h"
+
+static const http_route rows[] = {
+    {"POST", "/v1/cumsum", api_native, ROUTE_NATIVE},
+    {"GET", "/metrics", api_metrics, ROUTE_METRICS},
+    {"GET", "/v2", api_server_metadata, ROUTE_METADATA},
+    {"GET", "/v2/health/live", api_health_live, ROUTE_HEALTH},
+    {"GET", "/v2/health/ready", api_health_ready, ROUTE_HEALTH},
+    {"GET", "/v2/models/{model}", api_model_metadata, ROUTE_METADATA},
+    {"GET", "/v2/models/{model}/versions/{version}", api_model_metadata,
+     ROUTE_METADATA},
+    {"GET", "/v2/models/{model}/ready", api_model_ready, ROUTE_HEALTH},
+    {"GET", "/v2/models/{model}/versions/{version}/ready", api_model_ready,
+     ROUTE_HEALTH},
+    {"GET", "/v2/models/{model}/config", api_model_config, ROUTE_METADATA},
+    {"POST", "/v2/models/{model}/infer", api_infer, ROUTE_INFER},
+    {"POST", "/v2/models/{model}/versions/{version}/infer", api_infer,
+     ROUTE_INFER},
+};
+
+static bool is(const char *s, size_t n, const char *want)
+{
+    return strlen(want) == n && memcmp(s, want, n) == 0;
+}
+
+static bool check_param(const char *name, size_t nlen, const char *value,
+                        size_t vlen, char *msg, size_t msglen)
+{
+    if (is(name, nlen, "model") && !is(value, vlen, KSERVE_MODEL)) {
+        snprintf(msg, msglen,
+                 "unknown model \"%.*s\" (this server serves \"%s\")",
+                 vlen > 64 ? 64 : (int)vlen, value, KSERVE_MODEL);
+        return false;
+    }
+    if (is(name, nlen, "version") && !is(value, vlen, KSERVE_VERSION)) {
+        snprintf(
+            msg, msglen, "model \"%s\" has no version \"%.*s\" (it has \"%s\")",
+            KSERVE_MODEL, vlen > 32 ? 32 : (int)vlen, value, KSERVE_VERSION);
+        return false;
+    }
+    return true;
+}
+
+const http_routes api_routes = {
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+    .check_param = check_param,
+};

@@ -1,0 +1,223 @@
+/*
+ * dispatch.c - the one owner of a job's life: inline or queued, deadline,
+ * refusal, running, expiry and completion (see dispatch.h).
+ *
+ * A queued job lives in a `pending` record attached to its request as the
+ * request's `work`, so it is freed with the request, never before: the
+ * request holds a reference for the job (taken by http_suspend) until the
+ * job completes through on_job_done().
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "native.h"
+#include "reply.h"
+#include "worker.h"
+
+typedef struct {
+    job j;
+    request *r;
+    http_handler finish;
+    tally_server *s;
+} pending;
+
+/* Copies a finished job's times into the request, for the access log. */
+static void note_times(request *r, const job *j)
+{
+    if (j->started_ns != 0) {
+        r->queue_ns = j->enqueued_ns ? j->started_ns - j->enqueued_ns : 0;
+        r->compute_ns = j->finished_ns - j->started_ns;
+    } else if (j->finished_ns != 0) { /* expired in the queue */
+        r->queue_ns = j->finished_ns - j->enqueued_ns;
+    }
+}
+
+/* Replies with a finished job's error; true if there was one. */
+static bool job_failed(request *r, const job *j)
+{
+    if (j->err == TALLY_E_OK)
+        return false;
+    if (j->err == TALLY_E_DEADLINE) {
+        uint64_t waited =
+            ((j->finished_ns ? j->finished_ns : now_ns()) - j->enqueued_ns)
+            / 1000000u;
+        http_error(r, TALLY_E_DEADLINE,
+                   "the deadline of %" PRIu64 " ms expired after %" PRIu64
+                   " ms %s",
+                   (j->deadline_ns - j->enqueued_ns) / 1000000u, waited,
+                   j->started_ns ? "(during the computation)"
+                                 : "in the queue; the work was dropped");
+        return true;
+    }
+    http_error(r, j->err, "%s", j->msg[0] ? j->msg : tally_err_text(j->err));
+    return true;
+}
+
+/* Every queued job ends here, once: on a worker, or on the loop thread
+ * when it expired in the queue. */
+static void on_job_done(job *j)
+{
+    pending *p = j->user;
+    tally_server *s = p->s;
+    if (j->started_ns != 0) {
+        metrics_observe(&s->metrics.queue, j->started_ns - j->enqueued_ns);
+        metrics_observe(&s->metrics.compute, j->finished_ns - j->started_ns);
+    } else {
+        metrics_observe(&s->metrics.queue, now_ns() - j->enqueued_ns);
+    }
+    note_times(p->r, j);
+    http_resume(p->r);
+}
+
+/* The continuation, on an HTTP thread once the request is resumed. */
+static void after_job(request *r)
+{
+    pending *p = r->work;
+    if (!job_failed(r, &p->j))
+        p->finish(r);
+}
+
+static bool push(void *arg)
+{
+    pending *p = arg;
+    return queue_push(&p->s->queue, &p->j);
+}
+
+static int64_t header_timeout_ms(request *r, char *msg, size_t msglen,
+                                 bool *bad)
+{
+    const char *h = http_header(r, "X-Timeout-Ms");
+    *bad = false;
+    if (h == NULL)
+        return -1;
+    int64_t v;
+    if (!parse_int_text("X-Timeout-Ms", h, &v, msg, msglen) || v < 0) {
+        if (v < 0)
+            snprintf(msg, msglen, "X-Timeout-Ms cannot be negative");
+        *bad = true;
+        return -1;
+    }
+    return v;
+}
+
+void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
+                     int64_t timeout_ms, http_handler finish)
+{
+    tally_server *s = r->s;
+    char msg[256];
+    job j;
+    memset(&j, 0, sizeof j);
+    tally_err e = tally_lines_from_desc(desc, &j.lines, msg, sizeof msg);
+    if (e != TALLY_E_OK) {
+        http_error(r, e, "%s", msg);
+        return;
+    }
+    if (timeout_ms < 0) {
+        bool bad;
+        timeout_ms = header_timeout_ms(r, msg, sizeof msg, &bad);
+        if (bad) {
+            http_error(r, TALLY_E_INVALID, "%s", msg);
+            return;
+        }
+    }
+    if (timeout_ms < 0)
+        timeout_ms = s->cfg.timeout_ms;
+    j.desc = *desc;
+    j.in = inout;
+    j.out = inout;
+    j.enqueued_ns = now_ns();
+    j.deadline_ns =
+        timeout_ms > 0 ? j.enqueued_ns + (uint64_t)timeout_ms * 1000000u : 0;
+
+    /* Tiny tensors: summing them here is cheaper than the hand-off to a
+     * worker and back (let alone a device launch). */
+    if (j.lines.elements <= s->cfg.inline_max) {
+        j.started_ns = now_ns();
+        j.err = tally_scan_inline(desc, inout, inout, j.msg, sizeof j.msg);
+        j.finished_ns = now_ns();
+        metrics_observe(&s->metrics.queue, 0);
+        metrics_observe(&s->metrics.compute, j.finished_ns - j.started_ns);
+        note_times(r, &j);
+        if (!job_failed(r, &j))
+            finish(r);
+        return;
+    }
+
+    pending *p = malloc(sizeof *p);
+    if (p == NULL) {
+        http_error(r, TALLY_E_NOMEM, "out of memory queueing the job");
+        return;
+    }
+    p->j = j;
+    p->j.done = on_job_done;
+    p->j.user = p;
+    p->r = r;
+    p->finish = finish;
+    p->s = s;
+    r->work = p;
+    r->work_free = free;
+    if (http_suspend(r, after_job, push, p))
+        return;
+    if (atomic_load(&s->draining))
+        http_error(r, TALLY_E_DRAINING, "the server is shutting down");
+    else
+        http_error(r, TALLY_E_QUEUE_FULL,
+                   "the queue is full (%u jobs wait); retry after a moment",
+                   s->cfg.queue_depth);
+}
+
+/* A worker runs one job: dropped if its deadline passed while it waited,
+ * else scanned on the worker's stream, then completed. */
+static void dispatch_run(worker *w, job *j)
+{
+    tally_server *s = w->s;
+    if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
+        uv_sleep(s->cfg.fault_delay_ms);
+    uint64_t start = now_ns();
+    j->worker = w->id;
+    if (j->deadline_ns != 0 && start >= j->deadline_ns) {
+        j->err = TALLY_E_DEADLINE;
+        j->finished_ns = start;
+        j->done(j);
+        return;
+    }
+    j->started_ns = start;
+    j->err =
+        tally_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
+    j->finished_ns = now_ns();
+    if (j->err == TALLY_E_OK && j->deadline_ns != 0
+        && j->finished_ns > j->deadline_ns)
+        j->err = TALLY_E_DEADLINE;
+    if (w->id < METRIC_MAX_WORKERS)
+        atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id],
+                                  j->finished_ns - j->started_ns,
+                                  memory_order_relaxed);
+    j->done(j);
+}
+
+#define MAX_EXPIRE 256
+
+void dispatch_expire(tally_server *s)
+{
+    job *expired[MAX_EXPIRE];
+    uint64_t now = now_ns();
+    size_t n = queue_expire(&s->queue, now, expired, MAX_EXPIRE);
+    for (size_t i = 0; i < n; i++) {
+        expired[i]->err = TALLY_E_DEADLINE;
+        expired[i]->finished_ns = now;
+        expired[i]->done(expired[i]);
+    }
+}
+
+tally_err dispatch_start(tally_server *s, char *msg, size_t msglen)
+{
+    return workers_start(s, dispatch_run, msg, msglen);
+}
+
+void dispatch_stop(tally_server *s)
+{
+    workers_stop(s);
+}

@@ -1,0 +1,49 @@
+/*
+ * dispatch.h - a job's life, from a handler's scan to its reply.
+ *
+ * A handler that has parsed a tensor calls dispatch_submit() with a finish
+ * function that writes the answer. Dispatch owns everything in between:
+ *   - the deadline: the X-Timeout-Ms header, the protocol's own timeout, or
+ *     --timeout-ms;
+ *   - the choice: tensors of at most --inline-max-elements are summed at
+ *     once on the HTTP thread; larger ones are queued for a device worker,
+ *     and the request is suspended;
+ *   - refusal: a full queue answers 503 with Retry-After, and so does a
+ *     draining server;
+ *   - running: workers call back into dispatch_run(), which drops a job
+ *     whose deadline has passed and times the scan;
+ *   - expiry: the loop thread's tick fails jobs that waited too long;
+ *   - completion: every job completes once, through one path, which
+ *     resumes the request; finish (or the job's error) then replies on an
+ *     HTTP thread.
+ *
+ * Threading: dispatch_submit() on an HTTP thread; dispatch_run() on a
+ * worker; dispatch_expire(), dispatch_start() and dispatch_stop() on the
+ * loop thread. Completion crosses threads only through http_resume().
+ */
+#ifndef TALLY_DISPATCH_H
+#define TALLY_DISPATCH_H
+
+#include <stdint.h>
+
+#include "http.h"
+
+/* Scans desc over inout (in place; inout lies in r->body or r->ctx) and
+ * calls finish to reply: at once for a small tensor, else after a worker
+ * ran it. timeout_ms < 0 takes the X-Timeout-Ms header or the server's
+ * default. When the scan cannot be queued or fails, dispatch replies with
+ * the error itself and finish is never called. */
+void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
+                     int64_t timeout_ms, http_handler finish);
+
+/* Starts the device workers, which run queued jobs through dispatch. */
+tally_err dispatch_start(tally_server *s, char *msg, size_t msglen);
+
+/* Closes the queue, lets the workers finish what it holds, and stops
+ * them. */
+void dispatch_stop(tally_server *s);
+
+/* Fails the queued jobs whose deadline has passed (the loop's tick). */
+void dispatch_expire(tally_server *s);
+
+#endif

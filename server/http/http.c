@@ -1,0 +1,420 @@
+/*
+ * http.c - the request lifecycle on libmicrohttpd.
+ *
+ * libmicrohttpd calls on_access() several times per request: once with the
+ * headers, once per piece of the body, once when the body is complete, and
+ * once more after a suspended connection is resumed. The request's `state`
+ * field says which of these it is in. The route is found from the headers
+ * alone, so that a 404 or 405 goes out without reading the body. The body
+ * is collected into a buffer sized from Content-Length (checked against
+ * --max-body-bytes before anything is read: a 413 then goes out without
+ * reading the body) or grown up to that cap for chunked uploads.
+ *
+ * Suspend/resume: http_suspend() starts the work and suspends the
+ * connection while holding the request's mutex; http_resume() takes the
+ * same mutex and resumes the connection only if it was suspended. So the
+ * worker that finishes the work can never resume a connection that is not
+ * suspended yet, which libmicrohttpd forbids.
+ *
+ * Lifetime: a request holds one reference for the connection and one while
+ * it is suspended; it is freed when both are gone (on_completed, or
+ * http_resume, whichever is last).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "encoding.h"
+#include "http.h"
+#include "log.h"
+#include "reply.h"
+
+/* A request's read state; calloc makes a new one RQ_READING. */
+enum { RQ_READING = 0, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };
+
+/* ------------------------------------------------------------------------
+ * Suspend and resume.
+ */
+bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
+                  void *arg)
+{
+    atomic_fetch_add(&r->refs, 1); /* the resumer's */
+    r->on_resume = on_resume;
+    uv_mutex_lock(&r->mu);
+    bool ok = start(arg);
+    if (ok) {
+        r->state = RQ_SUSPENDED;
+        MHD_suspend_connection(r->conn);
+        r->suspended = true;
+    }
+    uv_mutex_unlock(&r->mu);
+    if (!ok)
+        atomic_fetch_sub(&r->refs, 1);
+    return ok;
+}
+
+void http_resume(request *r)
+{
+    uv_mutex_lock(&r->mu);
+    bool resume = r->suspended;
+    r->suspended = false;
+    uv_mutex_unlock(&r->mu);
+    if (resume)
+        MHD_resume_connection(r->conn);
+    request_release(r);
+}
+
+/* ------------------------------------------------------------------------
+ * libmicrohttpd callbacks.
+ */
+static enum MHD_Result send_reply(request *r)
+{
+    r->state = RQ_REPLIED;
+    if (r->response == NULL) {
+        static const char fallback[] = "{\"error\":\"internal error\"}";
+        r->response = MHD_create_response_from_buffer(
+            sizeof fallback - 1, (void *)fallback, MHD_RESPMEM_PERSISTENT);
+        if (r->response == NULL)
+            return MHD_NO;
+        MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "application/json");
+        r->status = 500;
+        r->bytes_out = sizeof fallback - 1;
+    }
+    for (int i = 0; i < r->nextra; i++)
+        MHD_add_response_header(r->response, r->extra_headers[i][0],
+                                r->extra_headers[i][1]);
+    MHD_add_response_header(r->response, "X-Request-Id", r->id);
+    if (atomic_load(&r->s->draining))
+        MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION,
+                                "close");
+    enum MHD_Result rc =
+        MHD_queue_response(r->conn, (unsigned)r->status, r->response);
+    MHD_destroy_response(r->response);
+    r->response = NULL;
+    return rc;
+}
+
+/* Sizes the body buffer from Content-Length, or refuses it. */
+static bool begin_body(request *r)
+{
+    tally_server *s = r->s;
+    const char *cl = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl == NULL)
+        return true; /* chunked or empty: grown as it comes */
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(cl, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return true; /* libmicrohttpd rejects malformed lengths itself */
+    if (n > s->cfg.max_body_bytes) {
+        http_error(r, TALLY_E_TOO_LARGE,
+                   "the body is %llu bytes, more than the %zu this server "
+                   "accepts (--max-body-bytes)",
+                   n, s->cfg.max_body_bytes);
+        return false;
+    }
+    if (n > 0) {
+        r->body = tally_buffer_alloc((size_t)n);
+        if (r->body == NULL) {
+            http_error(r, TALLY_E_NOMEM,
+                       "out of memory for a %llu-byte body; retry later", n);
+            return false;
+        }
+        r->body_cap = (size_t)n;
+    }
+    return true;
+}
+
+static void append_body(request *r, const char *data, size_t n)
+{
+    size_t max = r->s->cfg.max_body_bytes;
+    if (r->body_too_large)
+        return;
+    if (n > max - r->body_len) {
+        r->body_too_large = true;
+        return;
+    }
+    if (r->body_len + n > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 65536;
+        while (cap < r->body_len + n)
+            cap = cap > max / 2 ? max : cap * 2;
+        uint8_t *nb = tally_buffer_alloc(cap);
+        if (nb == NULL) {
+            r->body_too_large = true;
+            return;
+        }
+        if (r->body_len)
+            memcpy(nb, r->body, r->body_len);
+        tally_buffer_free(r->body);
+        r->body = nb;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+}
+
+/* The body is complete: decode it and run the handler. */
+static void body_complete(request *r)
+{
+    tally_server *s = r->s;
+    if (r->body_too_large) {
+        http_error(r, TALLY_E_TOO_LARGE,
+                   "the body is more than the %zu bytes this server accepts "
+                   "(--max-body-bytes)",
+                   s->cfg.max_body_bytes);
+        return;
+    }
+    atomic_fetch_add_explicit(&s->metrics.bytes_in, r->body_len,
+                              memory_order_relaxed);
+    const char *ce = http_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    int coding = encoding_parse(ce);
+    if (coding < 0) {
+        http_error(r, TALLY_E_MEDIA_TYPE,
+                   "Content-Encoding \"%.40s\" is not supported (gzip, "
+                   "deflate and identity are)",
+                   ce);
+        return;
+    }
+    if (coding > 0 && r->body_len > 0) {
+        uint8_t *plain;
+        size_t plen;
+        char msg[256];
+        tally_err e =
+            encoding_decode(coding, r->body, r->body_len, s->cfg.max_body_bytes,
+                            &plain, &plen, msg, sizeof msg);
+        if (e != TALLY_E_OK) {
+            http_error(r, e, "%s", msg);
+            return;
+        }
+        /* copy into an aligned buffer: tensors are used in place */
+        uint8_t *aligned = tally_buffer_alloc(plen);
+        if (aligned == NULL) {
+            free(plain);
+            http_error(r, TALLY_E_NOMEM, "out of memory decoding the body");
+            return;
+        }
+        memcpy(aligned, plain, plen);
+        free(plain);
+        tally_buffer_free(r->body);
+        r->body = aligned;
+        r->body_len = r->body_cap = plen;
+    }
+    r->handler(r);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
+                                 const char *url, const char *method,
+                                 const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    tally_server *s = cls;
+    request *r = *con_cls;
+
+    if (r == NULL) {
+        r = request_new(s, conn, url, method);
+        if (r == NULL)
+            return MHD_NO;
+        *con_cls = r;
+        const char *ae = http_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+        r->accepts_gzip = encoding_accepts_gzip(ae);
+        char *q = strchr(r->path, '?');
+        if (q != NULL)
+            *q = '\0';
+        http_match m;
+        http_route_match(s->routes, method, r->path, &m);
+        r->metric_route = m.metric;
+        r->handler = m.handler;
+        if (r->handler == NULL) {
+            if (m.status == 405)
+                http_add_header(r, MHD_HTTP_HEADER_ALLOW, m.allow);
+            http_error(r, m.status == 405 ? TALLY_E_METHOD : TALLY_E_NOT_FOUND,
+                       "%s", m.msg);
+            return send_reply(r);
+        }
+        if (!begin_body(r))
+            return send_reply(r);
+        return MHD_YES;
+    }
+
+    switch (r->state) {
+    case RQ_READING:
+        if (*upload_size > 0) {
+            append_body(r, upload, *upload_size);
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        body_complete(r);
+        if (r->state == RQ_SUSPENDED)
+            return MHD_YES; /* until http_resume() */
+        return send_reply(r);
+    case RQ_RESUMED:
+    case RQ_SUSPENDED:
+        /* called again after MHD_resume_connection */
+        r->state = RQ_RESUMED;
+        r->on_resume(r);
+        return send_reply(r);
+    default:
+        /* a reply went out before the body was read: discard the rest */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+}
+
+/* One JSON line per request, formatted by hand: this runs for every
+ * request, so it avoids building a JSON object. */
+static void access_line(request *r, uint64_t total_ns,
+                        enum MHD_RequestTerminationCode toe)
+{
+    char ts[40], path[512], extra[96] = "";
+    log_stamp(ts, sizeof ts);
+    log_escape(r->path, path, sizeof path);
+    int n = 0;
+    if (r->err != TALLY_E_OK)
+        n = snprintf(extra, sizeof extra, ",\"error\":\"%s\"",
+                     tally_err_name(r->err));
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        snprintf(extra + n, sizeof extra - (size_t)n, ",\"terminated\":%d",
+                 (int)toe);
+    char line[1024];
+    int len = snprintf(
+        line, sizeof line,
+        "{\"ts\":\"%s\",\"module\":\"http\",\"level\":\"info\","
+        "\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,\"bytes_in\":%zu,"
+        "\"bytes_out\":%zu,\"queue_us\":%" PRIu64 ",\"compute_us\":%" PRIu64
+        ",\"total_us\":%" PRIu64 ",\"request_id\":\"%s\"%s}",
+        ts, r->method, path, r->status, r->body_len, r->bytes_out,
+        r->queue_ns / 1000, r->compute_ns / 1000, total_ns / 1000, r->id,
+        extra);
+    if (len > 0)
+        log_access(line,
+                   (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    tally_server *s = cls;
+    request *r = *con_cls;
+    if (r == NULL)
+        return;
+    *con_cls = NULL;
+    uint64_t total = now_ns() - r->t0_ns;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->state != RQ_REPLIED)
+        r->status = 499; /* the client went away first */
+    metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,
+                    r->bytes_out);
+    if (s->cfg.access_log)
+        access_line(r, total, toe);
+    atomic_store(&s->last_done_ns, now_ns());
+    atomic_fetch_sub(&s->metrics.inflight, 1);
+    request_release(r);
+}
+
+/* Counts connections, so that operators (and the client's tests) can see
+ * whether clients keep theirs alive. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)conn;
+    (void)socket_context;
+    tally_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->metrics.connections_opened, 1);
+        atomic_fetch_add(&s->metrics.connections_open, 1);
+    } else {
+        atomic_fetch_sub(&s->metrics.connections_open, 1);
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    log_msg("http", "warn", "libmicrohttpd: %s", msg);
+}
+
+tally_err http_start(tally_server *s, const http_routes *routes, char *msg,
+                     size_t msglen)
+{
+    s->routes = routes;
+    request_seed_ids(s);
+    char host[256];
+    unsigned port;
+    if (!tally_config_split_listen(s->cfg.listen, host, sizeof host, &port))
+        return tally_fail(msg, msglen, TALLY_E_INVALID, "bad listen address");
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai;
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%u", port);
+    int rc = getaddrinfo(host, portstr, &hints, &ai);
+    if (rc != 0)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "cannot resolve listen host \"%s\": %s", host,
+                          gai_strerror(rc));
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL
+                     | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
+        {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.idle_timeout_s, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_connections, NULL},
+        /* 32 KiB: libmicrohttpd clears the pool for every request, so a
+         * larger one slows small requests down more than it speeds large
+         * uploads up */
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+        {s->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+         (intptr_t)s->cfg.http_threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_access, s,
+                              MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (s->mhd == NULL)
+        return tally_fail(msg, msglen, TALLY_E_INVALID,
+                          "cannot listen on %s (in use? see the log above)",
+                          s->cfg.listen);
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info != NULL ? info->port : port;
+    return TALLY_E_OK;
+}
+
+void http_quiesce(tally_server *s)
+{
+    if (s->mhd == NULL)
+        return;
+    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+}
+
+void http_stop(tally_server *s)
+{
+    if (s->mhd != NULL)
+        MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+}

@@ -1,0 +1,54 @@
+/*
+ * http.h - the transport: libmicrohttpd connections, capped bodies,
+ * Content-Encoding, routing through a table, and suspend/resume.
+ *
+ * http.c owns the request lifecycle. It reads the body into a capped
+ * buffer, decodes its Content-Encoding, finds the route in the table that
+ * tallyd hands to http_start(), and calls the route's handler once the
+ * body is complete. The handler answers at once (reply.h) or suspends the
+ * request (http_suspend) while work runs elsewhere; whoever finishes that
+ * work calls http_resume() from any thread, and the transport then runs
+ * the continuation on an HTTP thread and sends its reply.
+ *
+ * The transport never includes a handler, nor anything that knows what
+ * the requests ask for: routes come in as a table.
+ */
+#ifndef TALLY_HTTP_HTTP_H
+#define TALLY_HTTP_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "request.h"
+#include "router.h"
+
+/* Starts libmicrohttpd on cfg.listen (and fills s->port), serving the
+ * routes in `routes` (borrowed: it must outlive the daemon). Loop thread. */
+tally_err http_start(tally_server *s, const http_routes *routes, char *msg,
+                     size_t msglen);
+
+/* Stops accepting new connections (SIGTERM); in-flight requests go on.
+ * Loop thread. */
+void http_quiesce(tally_server *s);
+
+/* Stops the daemon; call only when no request is in flight. Loop thread. */
+void http_stop(tally_server *s);
+
+/*
+ * Suspends r until http_resume(r). Call from a handler, at most once per
+ * request. Under r's handshake lock it calls start(arg), which hands the
+ * work to whoever will call http_resume() (pushes a job, say), and
+ * suspends the connection only if start succeeds, so that the resume can
+ * never come before the suspend. Takes a reference to r for the resumer.
+ * True when suspended: on_resume then runs on an HTTP thread after
+ * http_resume() and replies. False when start failed: nothing was taken,
+ * and the handler still has to reply.
+ */
+bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
+                  void *arg);
+
+/* Resumes a request suspended by http_suspend() and drops the reference it
+ * took. Any thread; exactly once per successful http_suspend(). */
+void http_resume(request *r);
+
+#endif

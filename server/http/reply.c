@@ -1,0 +1,268 @@
+/*
+ * reply.c - the response bodies: what a response sends, how it is
+ * compressed on the way out, and what it frees afterwards.
+ *
+ * A reply is a "source": up to two segments of bytes (a header and the
+ * tensor data, say) and optionally a JSON writer that renders text as
+ * libmicrohttpd asks for it. Small bodies go out with a Content-Length;
+ * gzipped and large JSON bodies are streamed through a callback.
+ */
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer.h"
+#include "encoding.h"
+#include "reply.h"
+
+/* Responses smaller than this are never gzipped. */
+#define GZIP_MIN 1024
+/* JSON tensors up to this many elements are rendered into one buffer (with
+ * a Content-Length); larger ones are streamed. */
+#define JSON_INLINE_MAX 4096
+#define STREAM_BLOCK (64 * 1024)
+
+typedef struct {
+    const uint8_t *seg[2];
+    size_t seglen[2];
+    int nseg, cur;
+    size_t off;
+    bool has_writer;
+    json_writer w;
+
+    gzip_stream *gz;
+    uint8_t *raw;
+    size_t raw_len, raw_off;
+    bool raw_final;
+
+    size_t *count; /* the request's bytes_out, while it is alive */
+
+    /* owned */
+    char *head;
+    uint8_t *body;
+    void *ctx;
+    void (*ctx_free)(void *);
+} reply_src;
+
+static void src_free(void *cls)
+{
+    reply_src *s = cls;
+    if (s == NULL)
+        return;
+    if (s->has_writer)
+        json_writer_free(&s->w);
+    gzip_stream_free(s->gz);
+    free(s->raw);
+    free(s->head);
+    tally_buffer_free(s->body);
+    if (s->ctx_free != NULL)
+        s->ctx_free(s->ctx);
+    free(s);
+}
+
+/* The uncompressed bytes, segments first, then the writer. */
+static size_t src_raw(reply_src *s, uint8_t *buf, size_t max)
+{
+    size_t n = 0;
+    while (n < max && s->cur < s->nseg) {
+        size_t take = s->seglen[s->cur] - s->off;
+        if (take > max - n)
+            take = max - n;
+        memcpy(buf + n, s->seg[s->cur] + s->off, take);
+        n += take;
+        s->off += take;
+        if (s->off == s->seglen[s->cur]) {
+            s->cur++;
+            s->off = 0;
+        }
+    }
+    if (n < max && s->has_writer)
+        n += json_writer_read(&s->w, (char *)buf + n, max - n);
+    return n;
+}
+
+static ssize_t src_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    reply_src *s = cls;
+    if (s->gz == NULL) {
+        size_t n = src_raw(s, (uint8_t *)buf, max);
+        if (n == 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        *s->count += n;
+        return (ssize_t)n;
+    }
+    for (;;) {
+        if (s->raw_off == s->raw_len && !s->raw_final) {
+            s->raw_len = src_raw(s, s->raw, STREAM_BLOCK);
+            s->raw_off = 0;
+            s->raw_final = s->raw_len < STREAM_BLOCK;
+        }
+        size_t in = s->raw_len - s->raw_off, outn = max;
+        bool done = gzip_stream_run(s->gz, s->raw + s->raw_off, &in,
+                                    s->raw_final, (uint8_t *)buf, &outn);
+        s->raw_off += in;
+        if (outn > 0) {
+            *s->count += outn;
+            return (ssize_t)outn;
+        }
+        if (done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+}
+
+/* Hands the request's body and context over to the reply. */
+static void take_memory(request *r, reply_src *s)
+{
+    s->body = r->body;
+    s->ctx = r->ctx;
+    s->ctx_free = r->ctx_free;
+    r->body = NULL;
+    r->ctx = NULL;
+    r->ctx_free = NULL;
+}
+
+/* Makes r->response from a source whose total length is `total`, or
+ * SIZE_MAX when only a stream knows it. */
+static void respond(request *r, int status, const char *type, reply_src *s,
+                    size_t total)
+{
+    s->count = &r->bytes_out;
+    struct MHD_Response *resp = NULL;
+    bool gzip = r->accepts_gzip && (total == SIZE_MAX || total >= GZIP_MIN);
+    if (gzip) {
+        s->gz = gzip_stream_new();
+        s->raw = malloc(STREAM_BLOCK);
+        if (s->gz == NULL || s->raw == NULL) {
+            gzip_stream_free(s->gz);
+            free(s->raw);
+            s->gz = NULL;
+            s->raw = NULL;
+            gzip = false;
+        }
+    }
+    if (gzip || (s->has_writer && total == SIZE_MAX)) {
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
+                                                 src_read, s, src_free);
+    } else if (!s->has_writer) {
+        struct MHD_IoVec iov[2];
+        for (int i = 0; i < s->nseg; i++) {
+            iov[i].iov_base = s->seg[i];
+            iov[i].iov_len = s->seglen[i];
+        }
+        resp =
+            MHD_create_response_from_iovec(iov, (unsigned)s->nseg, src_free, s);
+        r->bytes_out = total;
+    } else {
+        resp = MHD_create_response_from_callback(total, STREAM_BLOCK, src_read,
+                                                 s, src_free);
+    }
+    if (resp == NULL) {
+        src_free(s);
+        r->status = 500;
+        return;
+    }
+    if (gzip)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+    if (total == SIZE_MAX || total >= GZIP_MIN)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (r->response != NULL)
+        MHD_destroy_response(r->response);
+    r->response = resp;
+    r->status = status;
+}
+
+void http_reply_buffer(request *r, int status, const char *type, char *buf,
+                       size_t len)
+{
+    reply_src *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        free(buf);
+        r->status = 500;
+        return;
+    }
+    s->head = buf;
+    s->seg[0] = (const uint8_t *)buf;
+    s->seglen[0] = len;
+    s->nseg = len ? 1 : 0;
+    respond(r, status, type, s, len);
+}
+
+void http_reply_parts(request *r, int status, const char *type, char *head,
+                      size_t head_len, const void *data, size_t data_len)
+{
+    reply_src *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        free(head);
+        r->status = 500;
+        return;
+    }
+    take_memory(r, s);
+    s->head = head;
+    if (head_len) {
+        s->seg[s->nseg] = (const uint8_t *)head;
+        s->seglen[s->nseg++] = head_len;
+    }
+    if (data_len) {
+        s->seg[s->nseg] = data;
+        s->seglen[s->nseg++] = data_len;
+    }
+    respond(r, status, type, s, head_len + data_len);
+}
+
+void http_reply_json(request *r, int status, json_writer *w)
+{
+    reply_src *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        json_writer_free(w);
+        r->status = 500;
+        return;
+    }
+    take_memory(r, s);
+    s->has_writer = true;
+    s->w = *w;
+    memset(w, 0, sizeof *w);
+    size_t total = SIZE_MAX;
+    if (s->w.count <= JSON_INLINE_MAX) {
+        /* small: render now, so that it goes out with a Content-Length */
+        size_t cap =
+            s->w.prefix_len + s->w.suffix_len + (size_t)s->w.count * 42 + 16;
+        char *buf = malloc(cap);
+        if (buf != NULL) {
+            size_t n = json_writer_read(&s->w, buf, cap);
+            json_writer_free(&s->w);
+            s->has_writer = false;
+            free(s->head);
+            s->head = buf;
+            s->seg[0] = (const uint8_t *)buf;
+            s->seglen[0] = n;
+            s->nseg = 1;
+            total = n;
+        }
+    }
+    respond(r, status, "application/json", s, total);
+}
+
+void http_error(request *r, tally_err e, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *j = json_pack("{s:s}", "error", msg);
+    char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    r->err = e == TALLY_E_OK ? TALLY_E_INVALID : e;
+    int status = tally_err_http_status(r->err);
+    if (text == NULL) {
+        r->status = 500;
+        return;
+    }
+    if (r->err == TALLY_E_QUEUE_FULL || r->err == TALLY_E_DRAINING)
+        http_add_header(r, "Retry-After", "1");
+    http_reply_buffer(r, status, "application/json", text, strlen(text));
+}

@@ -1,0 +1,44 @@
+/*
+ * reply.h - answering a request: a status, a type and a body, gzipped when
+ * the client accepts it and the body is worth it, streamed when large.
+ *
+ * A handler calls exactly one of these per request (a later call replaces
+ * the earlier reply); the transport sends it when the handler returns, or
+ * when a suspended request's continuation returns. Every failure goes out
+ * through http_error(), which writes the {"error": "..."} body.
+ *
+ * Memory: each function says what it takes. A reply whose data lies inside
+ * r->body or r->ctx takes both over from the request, and frees them once
+ * the response has been sent.
+ *
+ * Threading: call on the HTTP thread that serves r.
+ */
+#ifndef TALLY_HTTP_REPLY_H
+#define TALLY_HTTP_REPLY_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "json.h"
+#include "request.h"
+
+/* Replies with a malloc'd body, taking it. */
+void http_reply_buffer(request *r, int status, const char *type, char *buf,
+                       size_t len);
+
+/* Replies with head (malloc'd, taken; may be NULL) followed by data, which
+ * lies in r->body or r->ctx's memory: the reply takes both over. */
+void http_reply_parts(request *r, int status, const char *type, char *head,
+                      size_t head_len, const void *data, size_t data_len);
+
+/* Replies with the text of a JSON writer (taken; its data borrowed from
+ * r->body or r->ctx, which the reply takes over); streamed when large. */
+void http_reply_json(request *r, int status, json_writer *w);
+
+/* Replies with {"error": "<message>"} and the status of e's band (with
+ * Retry-After on a full queue or while draining); records e for the
+ * metrics and the access log. */
+void http_error(request *r, tally_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * request.h - one HTTP request, as the transport hands it to a handler.
+ *
+ * The transport (http/) creates a request when libmicrohttpd shows it the
+ * headers, reads the body into it, and calls the route's handler once the
+ * body is complete. The handler reads the body and the headers through
+ * this interface, and answers with reply.h, or hands work to a layer above
+ * the transport that suspends the request (http.h) and answers later.
+ * Nothing here knows what a tensor is.
+ *
+ * Memory: the request owns its body (a tally_buffer) and two attachments,
+ * each freed with the request by its own free function:
+ *   ctx/ctx_free     the handler's parsed request;
+ *   work/work_free   what the layer that suspended the request keeps while
+ *                    its work is out (dispatch's job).
+ * A reply that answers with data inside the body or ctx takes both over
+ * and frees them once the response has been sent (reply.h).
+ *
+ * Threading: a request belongs to the HTTP thread that serves its
+ * connection. The only calls that may come from another thread are
+ * http_resume() and request_release() (http.h).
+ */
+#ifndef TALLY_HTTP_REQUEST_H
+#define TALLY_HTTP_REQUEST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server.h"
+
+typedef struct request request;
+
+/* A route's handler, and the continuation of a suspended request: both
+ * run on an HTTP thread and answer through reply.h. */
+typedef void (*http_handler)(request *r);
+
+struct request {
+    tally_server *s;
+    struct MHD_Connection *conn;
+    char method[8];
+    char *path; /* without the query string */
+    char id[72];
+    route_id metric_route;
+    http_handler handler;
+    uint64_t t0_ns;
+
+    uint8_t *body; /* tally_buffer_alloc'd; NULL when empty */
+    size_t body_len, body_cap;
+    bool body_too_large;
+
+    void *ctx; /* the handler's */
+    void (*ctx_free)(void *ctx);
+    void *work; /* the suspending layer's */
+    void (*work_free)(void *work);
+
+    /* Where the time went, for the access log: filled by whoever ran the
+     * request's work (0 when nothing waited or ran). */
+    uint64_t queue_ns, compute_ns;
+
+    /* the reply */
+    int status;
+    tally_err err;
+    size_t bytes_out;
+    bool accepts_gzip;
+    char *extra_headers[8][2];
+    int nextra;
+    struct MHD_Response *response;
+
+    /* The transport's own: the read state and the suspend/resume
+     * handshake (http.c). Handlers never touch these. */
+    int state;
+    http_handler on_resume;
+    uv_mutex_t mu;
+    bool suspended;
+    atomic_int refs;
+};
+
+/* The value of a request header, or NULL; borrowed, valid while r is. */
+const char *http_header(request *r, const char *name);
+
+/* The value of a query parameter, or NULL; borrowed, valid while r is. */
+const char *http_query(request *r, const char *name);
+
+/* Fails with a message naming the first query parameter not in allowed
+ * (NULL-terminated); true when all are known. */
+bool http_query_known(request *r, const char *const *allowed, char *msg,
+                      size_t msglen);
+
+/* Adds a response header to the coming reply (both strings copied; at most
+ * eight such headers, later ones are dropped). */
+void http_add_header(request *r, const char *name, const char *value);
+
+/* ------------------------------------------------------------------------
+ * For the transport's own files.
+ */
+
+/* A new request with one reference (the connection's); NULL when memory
+ * runs out. The id is X-Request-Id when that is a sane token, else a fresh
+ * one drawn from s->next_id. */
+request *request_new(tally_server *s, struct MHD_Connection *conn,
+                     const char *url, const char *method);
+
+/* Drops a reference; the last one frees the request, its body and both
+ * attachments. Any thread. */
+void request_release(request *r);
+
+/* Seeds s->next_id from /dev/urandom, so that the logs of several replicas,
+ * or of one daemon across restarts, do not share ids. */
+void request_seed_ids(tally_server *s);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * router.h - a route table: method and path pattern to handler.
+ *
+ * A pattern is a path of literal segments and {parameters}, such as
+ * "/v2/models/{model}/versions/{version}/infer". A parameter matches any
+ * one segment; the table's check_param() decides whether its text names
+ * something that exists. Matching a request gives:
+ *   - the handler of the first row whose pattern and method match (a GET
+ *     row serves HEAD too);
+ *   - 405, when some row's pattern matches but none of their methods does:
+ *     Allow lists those rows' methods, in table order;
+ *   - 404, when no pattern matches: with check_param's message when a
+ *     parameter on the way was refused ("unknown model"), else "no route".
+ * The table is the only place a route is written down; the transport knows
+ * nothing of what the routes do.
+ *
+ * Threading: a table is read-only once built; matching is reentrant.
+ */
+#ifndef TALLY_HTTP_ROUTER_H
+#define TALLY_HTTP_ROUTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "metrics.h"
+#include "request.h"
+
+typedef struct {
+    const char *method;  /* "GET" (serves HEAD too), "POST", ... */
+    const char *pattern; /* "/v1/cumsum", "/v2/models/{model}/infer" */
+    http_handler handler;
+    route_id metric; /* what /metrics counts it under */
+} http_route;
+
+typedef struct http_routes {
+    const http_route *rows;
+    size_t nrows;
+    /* Whether the text of parameter `name` names something that exists;
+     * when not, writes why into msg (the 404's message). NULL: any text
+     * matches. Both strings are not NUL-terminated. */
+    bool (*check_param)(const char *name, size_t nlen, const char *value,
+                        size_t vlen, char *msg, size_t msglen);
+} http_routes;
+
+typedef struct {
+    http_handler handler; /* NULL when status is 404 or 405 */
+    route_id metric;      /* ROUTE_OTHER when no pattern matched */
+    int status;           /* 200, 404 or 405 */
+    char allow[64];       /* for 405: "GET, HEAD", "POST", ... */
+    char msg[256];        /* for 404 and 405 */
+} http_match;
+
+/* Matches method and path (without the query string) against t. */
+void http_route_match(const http_routes *t, const char *method,
+                      const char *path, http_match *m);
+
+#endif
