@@ -25,7 +25,7 @@ PREFIX  ?= /usr/local
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
-CPPFLAGS += -Iserver -Iserver/core -Iserver/http -Iserver/dispatch -Iserver/api -Iserver/codec -Iserver/engine
+CPPFLAGS += -Iserver -Iserver/core -Iserver/http -Iserver/dispatch -Iserver/api -Iserver/codec -Iserver/engine -Icommon
 LDLIBS  += -lOpenCL -lm -pthread
 DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz
 
@@ -43,9 +43,19 @@ ifneq ($(V),1)
 Q := @
 endif
 
+# ---------------------------------------------------------------- common
+# What the client and the server share (common/, the tx_ names): built
+# once, position-independent and hidden, and linked into both sides: into
+# the engine's archive for tallyd and the tests, into libtally for the
+# client and the CLI.
+COMMON_SRC := $(wildcard common/*.c)
+COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)
+$(COMMON_OBJ): CPPFLAGS := -Icommon
+$(COMMON_OBJ): CFLAGS += -fPIC -fvisibility=hidden
+
 # ---------------------------------------------------------------- engine
 ENGINE_SRC := $(wildcard server/engine/*.c)
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/kernels.o
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/kernels.o $(COMMON_OBJ)
 ENGINE_LIB := $(BUILD)/libtally_engine.a
 KERNELS    := kernels/scan.cl kernels/copy.cl
 
@@ -79,7 +89,7 @@ $(TALLYD): $(DAEMON_OBJ) $(CODEC_OBJ) $(ENGINE_LIB)
 VERSION    := $(shell sed -n 's/^\#define TALLY_VERSION "\(.*\)"/\1/p' client/include/tally.h)
 SOMAJOR    := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRC := $(wildcard client/lib/*.c)
-CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o) $(COMMON_OBJ)
 CLI_SRC    := $(wildcard client/cli/*.c)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/%.o)
 LIBDIR     := $(BUILD)/lib
@@ -89,9 +99,10 @@ TALLY_CLI  := $(BUILD)/bin/tally
 EXAMPLE    := $(BUILD)/bin/example_cumsum
 CLIENT_LIBS := -lcurl -lm -pthread
 
-$(CLIENT_OBJ): CPPFLAGS := -Iclient/include -Iclient/lib -DTALLY_BUILDING
-$(CLIENT_OBJ): CFLAGS += -fPIC -fvisibility=hidden
-$(CLI_OBJ) $(BUILD)/client/examples/cumsum.o: CPPFLAGS := -Iclient/include
+$(CLIENT_SRC:%.c=$(BUILD)/%.o): CPPFLAGS := -Iclient/include -Iclient/lib -Icommon -DTALLY_BUILDING
+$(CLIENT_SRC:%.c=$(BUILD)/%.o): CFLAGS += -fPIC -fvisibility=hidden
+$(CLI_OBJ): CPPFLAGS := -Iclient/include -Icommon
+$(BUILD)/client/examples/cumsum.o: CPPFLAGS := -Iclient/include
 
 $(CLIENT_A): $(CLIENT_OBJ)
 	@mkdir -p $(@D)

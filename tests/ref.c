@@ -8,28 +8,28 @@
 #include <string.h>
 
 #include "check.h"
-#include "half.h"
+#include "tx_half.h"
 #include "ref.h"
 
-bool ref_is_float(tally_dtype t)
+bool ref_is_float(tx_dtype t)
 {
-    return tally_dtype_kind(t) == TALLY_KIND_FLOAT;
+    return tx_dtype_kind(t) == TX_KIND_FLOAT;
 }
 
-long double ref_get_f(tally_dtype t, const void *buf, size_t i)
+long double ref_get_f(tx_dtype t, const void *buf, size_t i)
 {
     switch (t) {
-    case TALLY_FLOAT16: return tally_f16_to_f32(((const uint16_t *)buf)[i]);
-    case TALLY_BFLOAT16: return tally_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case TALLY_FLOAT32: return ((const float *)buf)[i];
-    case TALLY_FLOAT64: return ((const double *)buf)[i];
+    case TX_FLOAT16: return tx_f16_to_f32(((const uint16_t *)buf)[i]);
+    case TX_BFLOAT16: return tx_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case TX_FLOAT32: return ((const float *)buf)[i];
+    case TX_FLOAT64: return ((const double *)buf)[i];
     default: return (long double)ref_get_u(t, buf, i);
     }
 }
 
-uint64_t ref_get_u(tally_dtype t, const void *buf, size_t i)
+uint64_t ref_get_u(tx_dtype t, const void *buf, size_t i)
 {
-    switch (tally_dtype_size(t)) {
+    switch (tx_dtype_size(t)) {
     case 1: return ((const uint8_t *)buf)[i];
     case 2: return ((const uint16_t *)buf)[i];
     case 4: return ((const uint32_t *)buf)[i];
@@ -37,9 +37,9 @@ uint64_t ref_get_u(tally_dtype t, const void *buf, size_t i)
     }
 }
 
-void ref_set_u(tally_dtype t, void *buf, size_t i, uint64_t v)
+void ref_set_u(tx_dtype t, void *buf, size_t i, uint64_t v)
 {
-    switch (tally_dtype_size(t)) {
+    switch (tx_dtype_size(t)) {
     case 1: ((uint8_t *)buf)[i] = (uint8_t)v; break;
     case 2: ((uint16_t *)buf)[i] = (uint16_t)v; break;
     case 4: ((uint32_t *)buf)[i] = (uint32_t)v; break;
@@ -47,17 +47,17 @@ void ref_set_u(tally_dtype t, void *buf, size_t i, uint64_t v)
     }
 }
 
-void ref_set_f(tally_dtype t, void *buf, size_t i, long double v)
+void ref_set_f(tx_dtype t, void *buf, size_t i, long double v)
 {
     switch (t) {
-    case TALLY_FLOAT16:
-        ((uint16_t *)buf)[i] = tally_f32_to_f16((float)v);
+    case TX_FLOAT16:
+        ((uint16_t *)buf)[i] = tx_f32_to_f16((float)v);
         break;
-    case TALLY_BFLOAT16:
-        ((uint16_t *)buf)[i] = tally_f32_to_bf16((float)v);
+    case TX_BFLOAT16:
+        ((uint16_t *)buf)[i] = tx_f32_to_bf16((float)v);
         break;
-    case TALLY_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case TALLY_FLOAT64: ((double *)buf)[i] = (double)v; break;
+    case TX_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case TX_FLOAT64: ((double *)buf)[i] = (double)v; break;
     default: ref_set_u(t, buf, i, (uint64_t)(int64_t)v); break;
     }
 }
@@ -118,27 +118,27 @@ void ref_free(ref_result *r)
     memset(r, 0, sizeof *r);
 }
 
-long double ref_tolerance(tally_dtype t, long double exact, long double abs,
+long double ref_tolerance(tx_dtype t, long double exact, long double abs,
                           uint64_t n)
 {
     long double m = fabsl(exact);
     switch (t) {
-    case TALLY_FLOAT16: return 0x1p-19L * abs + 0x1.01p-11L * m + 0x1p-24L;
-    case TALLY_BFLOAT16: return 0x1p-19L * abs + 0x1.01p-8L * m + 0x1p-133L;
-    case TALLY_FLOAT32: return 0x1p-19L * abs + 0x1p-24L * m + 0x1p-149L;
-    case TALLY_FLOAT64:
+    case TX_FLOAT16: return 0x1p-19L * abs + 0x1.01p-11L * m + 0x1p-24L;
+    case TX_BFLOAT16: return 0x1p-19L * abs + 0x1.01p-8L * m + 0x1p-133L;
+    case TX_FLOAT32: return 0x1p-19L * abs + 0x1p-24L * m + 0x1p-149L;
+    case TX_FLOAT64:
         return (long double)(n + 16) * 0x1p-53L * abs + 0x1p-53L * m
                + 0x1p-1074L;
     default: return 0;
     }
 }
 
-static long double max_finite(tally_dtype t)
+static long double max_finite(tx_dtype t)
 {
     switch (t) {
-    case TALLY_FLOAT16: return 65504.0L;
-    case TALLY_BFLOAT16: return 0x1.fep127L;
-    case TALLY_FLOAT32: return FLT_MAX;
+    case TX_FLOAT16: return 65504.0L;
+    case TX_BFLOAT16: return 0x1.fep127L;
+    case TX_FLOAT32: return FLT_MAX;
     default: return DBL_MAX;
     }
 }
@@ -182,9 +182,9 @@ static size_t compare(const ref_result *r, const void *got, const char *what,
             snprintf(have, sizeof have, "%.12Lg", y);
         } else {
             uint64_t mask =
-                tally_dtype_size(l->dtype) == 8
+                tx_dtype_size(l->dtype) == 8
                     ? ~0ull
-                    : (1ull << (8 * tally_dtype_size(l->dtype))) - 1;
+                    : (1ull << (8 * tx_dtype_size(l->dtype))) - 1;
             uint64_t y = ref_get_u(l->dtype, got, i), x = r->u[i] & mask;
             ok = y == x;
             snprintf(want, sizeof want, "%llu", (unsigned long long)x);
@@ -211,7 +211,7 @@ size_t ref_compare_split(const ref_result *r, const void *got,
     return compare(r, got, what, 2);
 }
 
-void ref_random(tally_dtype t, void *buf, size_t count, bool small)
+void ref_random(tx_dtype t, void *buf, size_t count, bool small)
 {
     if (!ref_is_float(t)) {
         for (size_t i = 0; i < count; i++)
@@ -221,10 +221,10 @@ void ref_random(tally_dtype t, void *buf, size_t count, bool small)
         return;
     }
     /* float16 sums must stay below 65504: keep its values small */
-    int span = t == TALLY_FLOAT16 ? 0 : 4;
+    int span = t == TX_FLOAT16 ? 0 : 4;
     long double scale =
         ldexpl(1.0L, (int)check_below((uint64_t)(2 * span + 1)) - span);
-    if (t == TALLY_FLOAT16)
+    if (t == TX_FLOAT16)
         scale = 0.25L;
     for (size_t i = 0; i < count; i++) {
         long double u = (long double)check_unit();

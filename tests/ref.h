@@ -23,12 +23,12 @@ typedef struct {
 } ref_result;
 
 /* Reads element i of a buffer of dtype t as a long double / as raw bits. */
-long double ref_get_f(tally_dtype t, const void *buf, size_t i);
-uint64_t ref_get_u(tally_dtype t, const void *buf, size_t i);
-void ref_set_f(tally_dtype t, void *buf, size_t i, long double v);
-void ref_set_u(tally_dtype t, void *buf, size_t i, uint64_t v);
+long double ref_get_f(tx_dtype t, const void *buf, size_t i);
+uint64_t ref_get_u(tx_dtype t, const void *buf, size_t i);
+void ref_set_f(tx_dtype t, void *buf, size_t i, long double v);
+void ref_set_u(tx_dtype t, void *buf, size_t i, uint64_t v);
 
-bool ref_is_float(tally_dtype t);
+bool ref_is_float(tx_dtype t);
 
 /* The reference scan of `in` for desc (which must be valid). */
 void ref_scan(const tally_scan_desc *desc, const void *in, ref_result *r);
@@ -36,7 +36,7 @@ void ref_free(ref_result *r);
 
 /* The error bound a float result must meet, from README.md's accuracy
  * section: |y - exact| <= tol. n is the line length. */
-long double ref_tolerance(tally_dtype t, long double exact, long double abs,
+long double ref_tolerance(tx_dtype t, long double exact, long double abs,
                           uint64_t n);
 
 /* Fills `out` with values that differ from the reference everywhere (NaN
@@ -56,6 +56,6 @@ size_t ref_compare_split(const ref_result *r, const void *got,
 /* Random input of `count` elements: integers over the whole range (or, when
  * small is set, in [-8, 8)); floats uniform in [-1, 1) times a power of two
  * (or [0, 1) when small is set), stored exactly in the dtype. */
-void ref_random(tally_dtype t, void *buf, size_t count, bool small);
+void ref_random(tx_dtype t, void *buf, size_t count, bool small);
 
 #endif

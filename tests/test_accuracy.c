@@ -92,7 +92,7 @@ static void run_on(const char *device)
         {"columns of 2^20", 2, {1u << 20, 64}, 0, false, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        tally_scan_desc d = {.dtype = TALLY_FLOAT32,
+        tally_scan_desc d = {.dtype = TX_FLOAT32,
                              .rank = cases[c].rank,
                              .axis = cases[c].axis,
                              .reverse = cases[c].reverse,

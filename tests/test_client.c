@@ -53,10 +53,10 @@ static tally_client *client_for(const char *url)
 }
 
 /* The engine's dtype of the same name. */
-static tally_dtype engine_dtype(tally_dt t)
+static tx_dtype engine_dtype(tally_dt t)
 {
     const char *name = tally_dt_name(t);
-    return (tally_dtype)tally_dtype_parse(name, strlen(name));
+    return (tx_dtype)tx_dtype_parse(name, strlen(name));
 }
 
 /* A random tensor: its description for both APIs, input, reference. */
@@ -156,7 +156,7 @@ static void case_codes_and_dtypes(void)
         const char *name = tally_dt_name((tally_dt)t);
         CHECK(name != NULL && tally_dt_parse(name) == t, "dtype %d", t);
         CHECK(tally_dt_size((tally_dt)t)
-                  == tally_dtype_size(engine_dtype((tally_dt)t)),
+                  == tx_dtype_size(engine_dtype((tally_dt)t)),
               "size of %s", name);
     }
     CHECK(tally_dt_parse("FP16") == TALLY_DT_FLOAT16, "KServe names");

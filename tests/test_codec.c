@@ -11,14 +11,14 @@
 #include "buffer.h"
 #include "check.h"
 #include "encoding.h"
-#include "half.h"
+#include "tx_half.h"
 #include "json.h"
 #include "kserve.h"
 #include "native.h"
 #include "npy.h"
 #include "numfmt.h"
 
-static bool parse1(tally_dtype t, const char *text, void *dst, char *why)
+static bool parse1(tx_dtype t, const char *text, void *dst, char *why)
 {
     return numfmt_parse(t, text, strlen(text), dst, 0, why, 200);
 }
@@ -37,77 +37,77 @@ static void integers(void)
         uint64_t u64;
     } v;
     struct {
-        tally_dtype t;
+        tx_dtype t;
         const char *text;
         bool ok;
         int64_t want; /* as signed, for the ok ones */
     } cases[] = {
-        {TALLY_INT8, "127", true, 127},
-        {TALLY_INT8, "-128", true, -128},
-        {TALLY_INT8, "128", false, 0},
-        {TALLY_INT8, "300", false, 0},
-        {TALLY_INT8, "-129", false, 0},
-        {TALLY_UINT8, "255", true, 255},
-        {TALLY_UINT8, "-1", false, 0},
-        {TALLY_UINT8, "-0", true, 0},
-        {TALLY_UINT32, "-1", false, 0},
-        {TALLY_INT32, "2.5", false, 0},
-        {TALLY_INT32, "3.0", true, 3},
-        {TALLY_INT32, "1e2", true, 100},
-        {TALLY_INT32, "1.5e1", true, 15},
-        {TALLY_INT32, "150e-1", true, 15},
-        {TALLY_INT32, "1.55e1", false, 0},
-        {TALLY_INT32, "0.000", true, 0},
-        {TALLY_INT32, "2147483647", true, 2147483647},
-        {TALLY_INT32, "2147483648", false, 0},
-        {TALLY_INT64, "9223372036854775807", true, INT64_MAX},
-        {TALLY_INT64, "-9223372036854775808", true, INT64_MIN},
-        {TALLY_INT64, "9223372036854775808", false, 0},
-        {TALLY_INT64, "1e19", false, 0},
-        {TALLY_INT64, "1e-400", false, 0},
-        {TALLY_INT16, "0e999999999", true, 0},
-        {TALLY_INT16, "123456789012345678901234567890", false, 0},
+        {TX_INT8, "127", true, 127},
+        {TX_INT8, "-128", true, -128},
+        {TX_INT8, "128", false, 0},
+        {TX_INT8, "300", false, 0},
+        {TX_INT8, "-129", false, 0},
+        {TX_UINT8, "255", true, 255},
+        {TX_UINT8, "-1", false, 0},
+        {TX_UINT8, "-0", true, 0},
+        {TX_UINT32, "-1", false, 0},
+        {TX_INT32, "2.5", false, 0},
+        {TX_INT32, "3.0", true, 3},
+        {TX_INT32, "1e2", true, 100},
+        {TX_INT32, "1.5e1", true, 15},
+        {TX_INT32, "150e-1", true, 15},
+        {TX_INT32, "1.55e1", false, 0},
+        {TX_INT32, "0.000", true, 0},
+        {TX_INT32, "2147483647", true, 2147483647},
+        {TX_INT32, "2147483648", false, 0},
+        {TX_INT64, "9223372036854775807", true, INT64_MAX},
+        {TX_INT64, "-9223372036854775808", true, INT64_MIN},
+        {TX_INT64, "9223372036854775808", false, 0},
+        {TX_INT64, "1e19", false, 0},
+        {TX_INT64, "1e-400", false, 0},
+        {TX_INT16, "0e999999999", true, 0},
+        {TX_INT16, "123456789012345678901234567890", false, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memset(&v, 0x5a, sizeof v);
         bool ok = parse1(cases[i].t, cases[i].text, &v, why);
         CHECK(ok == cases[i].ok, "%s as %s: %s (%s)", cases[i].text,
-              tally_dtype_name(cases[i].t), ok ? "accepted" : "refused", why);
+              tx_dtype_name(cases[i].t), ok ? "accepted" : "refused", why);
         if (!ok || !cases[i].ok)
             continue;
         int64_t got;
         switch (cases[i].t) {
-        case TALLY_INT8: got = v.i8; break;
-        case TALLY_UINT8: got = v.u8; break;
-        case TALLY_INT16: got = v.i16; break;
-        case TALLY_INT32: got = v.i32; break;
+        case TX_INT8: got = v.i8; break;
+        case TX_UINT8: got = v.u8; break;
+        case TX_INT16: got = v.i16; break;
+        case TX_INT32: got = v.i32; break;
         default: got = v.i64; break;
         }
         CHECK(got == cases[i].want, "%s: got %lld", cases[i].text,
               (long long)got);
     }
     /* uint64's whole range, exactly */
-    CHECK(parse1(TALLY_UINT64, "18446744073709551615", &v, why)
+    CHECK(parse1(TX_UINT64, "18446744073709551615", &v, why)
               && v.u64 == UINT64_MAX,
           "uint64 max");
-    CHECK(!parse1(TALLY_UINT64, "18446744073709551616", &v, why), "2^64");
+    CHECK(!parse1(TX_UINT64, "18446744073709551616", &v, why), "2^64");
     CHECK(strstr(why, "does not fit uint64") != NULL, "message: %s", why);
     /* printing is exact and parses back */
     for (int i = 0; i < 2000; i++) {
         uint64_t bits = check_rand();
-        static const tally_dtype types[] = {
-            TALLY_INT8,  TALLY_INT16,  TALLY_INT32,  TALLY_INT64,
-            TALLY_UINT8, TALLY_UINT16, TALLY_UINT32, TALLY_UINT64};
-        tally_dtype t = types[i % 8];
+        static const tx_dtype types[] = {
+            TX_INT8,  TX_INT16,  TX_INT32,  TX_INT64,
+            TX_UINT8, TX_UINT16, TX_UINT32, TX_UINT64};
+        tx_dtype t = types[i % 8];
         uint64_t in = bits, back = 0;
         char text[NUMFMT_MAX + 1];
         size_t n = numfmt_print(t, &in, 0, text);
         text[n] = '\0';
         CHECK(numfmt_parse(t, text, n, &back, 0, why, sizeof why), "%s: %s",
               text, why);
-        size_t size = tally_dtype_size(t);
+        size_t size = tx_dtype_size(t);
         CHECK(memcmp(&in, &back, size) == 0, "%s %s did not round-trip",
-              tally_dtype_name(t), text);
+              tx_dtype_name(t), text);
     }
 }
 
@@ -117,9 +117,9 @@ static void floats(void)
     /* every finite float16 and bfloat16 prints to text that parses back */
     for (uint32_t i = 0; i < 65536; i++) {
         for (int b = 0; b < 2; b++) {
-            tally_dtype t = b ? TALLY_BFLOAT16 : TALLY_FLOAT16;
+            tx_dtype t = b ? TX_BFLOAT16 : TX_FLOAT16;
             uint16_t h = (uint16_t)i, back = 0;
-            float f = b ? tally_bf16_to_f32(h) : tally_f16_to_f32(h);
+            float f = b ? tx_bf16_to_f32(h) : tx_f16_to_f32(h);
             size_t n = numfmt_print(t, &h, 0, text);
             text[n] = '\0';
             if (isnan(f)) {
@@ -136,7 +136,7 @@ static void floats(void)
                   why);
             /* -0 may come back as +0 only if it printed as "0" */
             CHECK(back == h, "%s 0x%04x printed as %s, read back 0x%04x",
-                  tally_dtype_name(t), i, text, back);
+                  tx_dtype_name(t), i, text, back);
         }
     }
     /* random float32 and float64 */
@@ -149,40 +149,40 @@ static void floats(void)
         memcpy(&d, &bits, 8);
         if (isfinite(f)) {
             float back = 0;
-            size_t n = numfmt_print(TALLY_FLOAT32, &f, 0, text);
+            size_t n = numfmt_print(TX_FLOAT32, &f, 0, text);
             CHECK(
-                numfmt_parse(TALLY_FLOAT32, text, n, &back, 0, why, sizeof why)
+                numfmt_parse(TX_FLOAT32, text, n, &back, 0, why, sizeof why)
                     && memcmp(&back, &f, 4) == 0,
                 "float32 %a printed as %.*s", (double)f, (int)n, text);
         }
         if (isfinite(d)) {
             double back = 0;
-            size_t n = numfmt_print(TALLY_FLOAT64, &d, 0, text);
+            size_t n = numfmt_print(TX_FLOAT64, &d, 0, text);
             CHECK(
-                numfmt_parse(TALLY_FLOAT64, text, n, &back, 0, why, sizeof why)
+                numfmt_parse(TX_FLOAT64, text, n, &back, 0, why, sizeof why)
                     && memcmp(&back, &d, 8) == 0,
                 "float64 %a printed as %.*s", d, (int)n, text);
         }
     }
     /* shortest: 0.1 stays 0.1 */
     float tenth = 0.1f;
-    size_t n = numfmt_print(TALLY_FLOAT32, &tenth, 0, text);
+    size_t n = numfmt_print(TX_FLOAT32, &tenth, 0, text);
     CHECK(n == 3 && memcmp(text, "0.1", 3) == 0, "0.1f printed as %.*s", (int)n,
           text);
     /* out of range */
     float f;
     uint16_t h;
-    CHECK(!parse1(TALLY_FLOAT32, "1e39", &f, why) && strstr(why, "float32"),
+    CHECK(!parse1(TX_FLOAT32, "1e39", &f, why) && strstr(why, "float32"),
           "1e39 float32: %s", why);
-    CHECK(parse1(TALLY_FLOAT32, "1e-50", &f, why) && f == 0, "underflow is 0");
-    CHECK(!parse1(TALLY_FLOAT16, "65520", &h, why), "65520 float16");
-    CHECK(parse1(TALLY_FLOAT16, "65504", &h, why) && h == 0x7bff, "65504");
-    CHECK(numfmt_parse_special(TALLY_FLOAT32, "-Infinity", 9, &f, 0, why, 200)
+    CHECK(parse1(TX_FLOAT32, "1e-50", &f, why) && f == 0, "underflow is 0");
+    CHECK(!parse1(TX_FLOAT16, "65520", &h, why), "65520 float16");
+    CHECK(parse1(TX_FLOAT16, "65504", &h, why) && h == 0x7bff, "65504");
+    CHECK(numfmt_parse_special(TX_FLOAT32, "-Infinity", 9, &f, 0, why, 200)
               && isinf(f) && f < 0,
           "-Infinity");
-    CHECK(!numfmt_parse_special(TALLY_INT32, "NaN", 3, &f, 0, why, 200),
+    CHECK(!numfmt_parse_special(TX_INT32, "NaN", 3, &f, 0, why, 200),
           "NaN int32");
-    CHECK(!numfmt_parse_special(TALLY_FLOAT32, "nan", 3, &f, 0, why, 200),
+    CHECK(!numfmt_parse_special(TX_FLOAT32, "nan", 3, &f, 0, why, 200),
           "lower-case nan");
     /* the JSON number grammar */
     static const char *bad[] = {"01", "-",    "1.",  ".5", "1e",
@@ -195,7 +195,7 @@ static void floats(void)
     CHECK(numfmt_scan("-1.5e+3,", (const char *)"-1.5e+3," + 8) == 7, "scan");
 }
 
-static bool tensor(const char *text, tally_dtype t, const uint64_t *shape,
+static bool tensor(const char *text, tx_dtype t, const uint64_t *shape,
                    int rank, void *dst, char *err)
 {
     jcur c;
@@ -211,38 +211,38 @@ static void json_tensors(void)
     char err[300];
     int32_t v[16];
     uint64_t s23[] = {2, 3}, s3[] = {3}, s20[] = {2, 0};
-    CHECK(tensor("[[1,2,3],[4,5,6]]", TALLY_INT32, s23, 2, v, err) && v[5] == 6,
+    CHECK(tensor("[[1,2,3],[4,5,6]]", TX_INT32, s23, 2, v, err) && v[5] == 6,
           "nested: %s", err);
-    CHECK(tensor(" [1, 2, 3, 4, 5, 6] ", TALLY_INT32, s23, 2, v, err)
+    CHECK(tensor(" [1, 2, 3, 4, 5, 6] ", TX_INT32, s23, 2, v, err)
               && v[3] == 4,
           "flat: %s", err);
-    CHECK(!tensor("[[1,2,3],[4,5]]", TALLY_INT32, s23, 2, v, err)
+    CHECK(!tensor("[[1,2,3],[4,5]]", TX_INT32, s23, 2, v, err)
               && strstr(err, "data[1] has 2 elements"),
           "ragged: %s", err);
-    CHECK(!tensor("[[1,2,3],[4,5,6],[7,8,9]]", TALLY_INT32, s23, 2, v, err)
+    CHECK(!tensor("[[1,2,3],[4,5,6],[7,8,9]]", TX_INT32, s23, 2, v, err)
               && strstr(err, "more than 2"),
           "too many rows: %s", err);
-    CHECK(!tensor("[1,2,3,4,5]", TALLY_INT32, s23, 2, v, err)
+    CHECK(!tensor("[1,2,3,4,5]", TX_INT32, s23, 2, v, err)
               && strstr(err, "5 elements"),
           "flat short: %s", err);
-    CHECK(!tensor("[[1,2,300],[4,5,6]]", TALLY_INT8, s23, 2, v, err)
+    CHECK(!tensor("[[1,2,300],[4,5,6]]", TX_INT8, s23, 2, v, err)
               && strstr(err, "data[0][2]") && strstr(err, "300"),
           "value: %s", err);
-    CHECK(!tensor("[1,\"2\",3]", TALLY_INT32, s3, 1, v, err)
+    CHECK(!tensor("[1,\"2\",3]", TX_INT32, s3, 1, v, err)
               && strstr(err, "data[1]"),
           "string: %s", err);
-    CHECK(!tensor("[1,true,3]", TALLY_INT32, s3, 1, v, err)
+    CHECK(!tensor("[1,true,3]", TX_INT32, s3, 1, v, err)
               && strstr(err, "data[1] must be a number"),
           "bool: %s", err);
-    CHECK(tensor("[1,\"NaN\",\"-Infinity\"]", TALLY_FLOAT32, s3, 1, v, err),
+    CHECK(tensor("[1,\"NaN\",\"-Infinity\"]", TX_FLOAT32, s3, 1, v, err),
           "specials: %s", err);
-    CHECK(!tensor("[1,[2],3]", TALLY_INT32, s3, 1, v, err), "mixed: %s", err);
-    CHECK(tensor("[[],[]]", TALLY_INT32, s20, 2, v, err), "empty rows: %s",
+    CHECK(!tensor("[1,[2],3]", TX_INT32, s3, 1, v, err), "mixed: %s", err);
+    CHECK(tensor("[[],[]]", TX_INT32, s20, 2, v, err), "empty rows: %s",
           err);
-    CHECK(tensor("[]", TALLY_INT32, s20, 2, v, err), "empty flat: %s", err);
-    CHECK(!tensor("[1,2,3", TALLY_INT32, s3, 1, v, err), "unterminated: %s",
+    CHECK(tensor("[]", TX_INT32, s20, 2, v, err), "empty flat: %s", err);
+    CHECK(!tensor("[1,2,3", TX_INT32, s3, 1, v, err), "unterminated: %s",
           err);
-    CHECK(!tensor("{\"a\":1}", TALLY_INT32, s3, 1, v, err), "object: %s", err);
+    CHECK(!tensor("{\"a\":1}", TX_INT32, s3, 1, v, err), "object: %s", err);
     /* deep nesting is refused, not recursed into without end */
     char deep[400];
     memset(deep, '[', 200);
@@ -265,7 +265,7 @@ static void native_requests(void)
                          "\"INT16\",\"axis\":-1,"
                          "\"direction\":\"decreasing\",\"exclusive\":true}",
                          &q, err);
-    CHECK(e == TALLY_E_OK && q.desc.dtype == TALLY_INT16 && q.desc.axis == -1
+    CHECK(e == TALLY_E_OK && q.desc.dtype == TX_INT16 && q.desc.axis == -1
               && q.desc.reverse && q.desc.exclusive
               && ((int16_t *)q.data)[3] == 4,
           "full request: %s", err);
@@ -327,15 +327,15 @@ static void native_requests(void)
 static void npy(void)
 {
     char err[300];
-    uint8_t file[NPY_MAX_HEADER + 64];
+    uint8_t file[TX_NPY_MAX_HEADER + 64];
     uint64_t shape[] = {3, 4};
-    size_t hlen = npy_write_header(TALLY_FLOAT32, shape, 2, file);
+    size_t hlen = tx_npy_write_header(TX_FLOAT32, shape, 2, file);
     CHECK(hlen % 64 == 0 && file[hlen - 1] == '\n', "header padding: %zu",
           hlen);
     memset(file + hlen, 0, 48);
-    npy_header h;
+    tx_npy_header h;
     tally_err e = npy_parse(file, hlen + 48, false, &h, err, sizeof err);
-    CHECK(e == TALLY_E_OK && h.dtype == TALLY_FLOAT32 && h.rank == 2
+    CHECK(e == TALLY_E_OK && h.dtype == TX_FLOAT32 && h.rank == 2
               && h.shape[1] == 4 && !h.fortran_order && h.data_offset == hlen,
           "round trip: %s", err);
     CHECK(npy_parse(file, hlen + 47, false, &h, err, sizeof err)
@@ -345,7 +345,7 @@ static void npy(void)
 
     /* rank 1 writes a one-tuple */
     uint64_t five = 5;
-    hlen = npy_write_header(TALLY_INT64, &five, 1, file);
+    hlen = tx_npy_write_header(TX_INT64, &five, 1, file);
     CHECK(strstr((char *)file + 10, "(5,)") != NULL, "one-tuple");
 
     struct {
@@ -432,11 +432,11 @@ static void npy(void)
     /* Fortran order: a 2x3 array stored column by column */
     int32_t fsrc[6] = {0, 3, 1, 4, 2, 5}, cdst[6];
     uint64_t s23[] = {2, 3};
-    npy_fortran_to_c(fsrc, cdst, 4, s23, 2);
+    tx_npy_fortran_to_c(fsrc, cdst, 4, s23, 2);
     for (int i = 0; i < 6; i++)
         CHECK(cdst[i] == i, "fortran element %d is %d", i, cdst[i]);
     uint16_t sw[2] = {0x0102, 0x0304};
-    npy_byteswap(sw, 2, 2);
+    tx_npy_byteswap(sw, 2, 2);
     CHECK(sw[0] == 0x0201 && sw[1] == 0x0403, "byteswap");
 }
 

@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "engine.h"
-#include "half.h"
+#include "tx_half.h"
 #include "ref.h"
 #include "scan_cl.h"
 
@@ -102,7 +102,7 @@ static size_t run_case(backend *b, const tally_scan_desc *d, const void *in,
     size_t bad = 0;
     char what[256];
     snprintf(what, sizeof what, "%s %s %s axis %lld rank %d%s%s%s", b->name,
-             label, tally_dtype_name(d->dtype), (long long)d->axis, d->rank,
+             label, tx_dtype_name(d->dtype), (long long)d->axis, d->rank,
              d->reverse ? " reverse" : "", d->exclusive ? " exclusive" : "",
              in_place ? " in-place" : "");
     if (getenv("TALLY_TEST_VERBOSE") != NULL) {
@@ -176,8 +176,8 @@ static void golden_on(size_t bi)
         size_t n = 1;
         for (int k = 0; k < G->rank; k++)
             n *= G->shape[k];
-        for (int t = 0; t < TALLY_NDTYPES; t++) {
-            tally_scan_desc d = {.dtype = (tally_dtype)t,
+        for (int t = 0; t < TX_NDTYPES; t++) {
+            tally_scan_desc d = {.dtype = (tx_dtype)t,
                                  .rank = G->rank,
                                  .axis = G->axis,
                                  .reverse = G->reverse,
@@ -194,13 +194,13 @@ static void golden_on(size_t bi)
             char msg[256];
             tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
             CHECK(e == TALLY_E_OK, "%s %s %s: %s", b->name, G->doc,
-                  tally_dtype_name(d.dtype), msg);
+                  tx_dtype_name(d.dtype), msg);
             for (size_t i = 0; i < n && e == TALLY_E_OK; i++) {
                 long double y = ref_is_float(d.dtype)
                                     ? ref_get_f(d.dtype, out, i)
                                     : (long double)ref_get_u(d.dtype, out, i);
                 CHECK(y == G->out[i], "%s %s %s: element %zu is %Lg, want %g",
-                      b->name, G->doc, tally_dtype_name(d.dtype), i, y,
+                      b->name, G->doc, tx_dtype_name(d.dtype), i, y,
                       G->out[i]);
             }
         }
@@ -236,12 +236,12 @@ static void every_axis_on(size_t bi)
 {
     backend *b = get_backend(bi);
     unsigned long cases = 0;
-    for (int t = 0; t < TALLY_NDTYPES; t++)
+    for (int t = 0; t < TX_NDTYPES; t++)
         for (int rank = 1; rank <= 8; rank++)
             for (int axis = 0; axis < rank; axis++)
                 for (int neg = 0; neg < 2; neg++)
                     for (int mode = 0; mode < 4; mode++) {
-                        tally_scan_desc d = {.dtype = (tally_dtype)t,
+                        tally_scan_desc d = {.dtype = (tx_dtype)t,
                                              .rank = rank,
                                              .axis = neg ? axis - rank : axis,
                                              .reverse = mode & 1,
@@ -306,9 +306,9 @@ static const uint64_t inners[] = {1,   2,    3,    7,    8,    9,   15,  16,
 static void boundaries_on(size_t bi)
 {
     backend *b = get_backend(bi);
-    static const tally_dtype types[] = {TALLY_FLOAT32, TALLY_INT32,
-                                        TALLY_UINT8,   TALLY_FLOAT64,
-                                        TALLY_FLOAT16, TALLY_INT64};
+    static const tx_dtype types[] = {TX_FLOAT32, TX_INT32,
+                                        TX_UINT8,   TX_FLOAT64,
+                                        TX_FLOAT16, TX_INT64};
     size_t ntypes = sizeof types / sizeof types[0];
     /* lines of every length, one to a few of them */
     for (size_t i = 0; i < sizeof line_lengths / sizeof line_lengths[0]; i++) {
@@ -367,8 +367,8 @@ static void special_values_on(size_t bi)
         {{1, 2, -INFINITY, 3, 4, 5},
          {1, 3, -INFINITY, -INFINITY, -INFINITY, -INFINITY}},
     };
-    static const tally_dtype types[] = {TALLY_FLOAT16, TALLY_BFLOAT16,
-                                        TALLY_FLOAT32, TALLY_FLOAT64};
+    static const tx_dtype types[] = {TX_FLOAT16, TX_BFLOAT16,
+                                        TX_FLOAT32, TX_FLOAT64};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t t = 0; t < 4; t++)
             for (int layout = 0; layout < 2; layout++) {
@@ -388,7 +388,7 @@ static void special_values_on(size_t bi)
                     double want = cases[c].incl[i];
                     bool ok = isnan(want) ? isnan(y) : y == want;
                     CHECK(ok, "%s %s case %zu element %d: got %Lg, want %g",
-                          b->name, tally_dtype_name(d.dtype), c, i, y, want);
+                          b->name, tx_dtype_name(d.dtype), c, i, y, want);
                 }
             }
 }
@@ -400,7 +400,7 @@ static void empty_on(size_t bi)
 {
     backend *b = get_backend(bi);
     tally_scan_desc d = {
-        .dtype = TALLY_FLOAT32, .rank = 3, .shape = {4, 0, 5}, .axis = 1};
+        .dtype = TX_FLOAT32, .rank = 3, .shape = {4, 0, 5}, .axis = 1};
     float guard = 42;
     char msg[128];
     for (int axis = -3; axis < 3; axis++) {
@@ -423,7 +423,7 @@ static void half_patterns_on(size_t bi)
         in[i] = (uint16_t)i;
     for (int t = 0; t < 2; t++)
         for (int cols = 0; cols < 2; cols++) {
-            tally_dtype dt = t ? TALLY_BFLOAT16 : TALLY_FLOAT16;
+            tx_dtype dt = t ? TX_BFLOAT16 : TX_FLOAT16;
             tally_scan_desc d = {.dtype = dt,
                                  .rank = 2,
                                  .shape = {cols ? 1 : 65536, cols ? 65536 : 1},
@@ -435,18 +435,18 @@ static void half_patterns_on(size_t bi)
             unsigned long bad = 0;
             for (uint32_t i = 0; i < 65536; i++) {
                 float x =
-                    t ? tally_bf16_to_f32(in[i]) : tally_f16_to_f32(in[i]);
+                    t ? tx_bf16_to_f32(in[i]) : tx_f16_to_f32(in[i]);
                 float y =
-                    t ? tally_bf16_to_f32(out[i]) : tally_f16_to_f32(out[i]);
+                    t ? tx_bf16_to_f32(out[i]) : tx_f16_to_f32(out[i]);
                 /* -0 + nothing may come back as +0; NaN as any NaN */
                 bool ok = isnan(x) ? isnan(y) : x == y;
                 if (!ok && bad++ < 3)
                     CHECK(0, "%s %s%s: pattern 0x%04x came back as 0x%04x",
-                          b->name, tally_dtype_name(dt), cols ? " columns" : "",
+                          b->name, tx_dtype_name(dt), cols ? " columns" : "",
                           i, out[i]);
             }
             CHECK(bad == 0, "%s %s: %lu patterns changed", b->name,
-                  tally_dtype_name(dt), bad);
+                  tx_dtype_name(dt), bad);
         }
     free(in);
     free(out);
@@ -493,12 +493,12 @@ static void errors(void)
     backend *b = get_backend(0);
     char msg[256];
     float buf[4] = {1, 2, 3, 4};
-    tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 0};
+    tally_scan_desc d = {.dtype = TX_FLOAT32, .rank = 0};
     tally_err e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_RANK && strstr(msg, "rank 0"), "rank 0: %d %s", e, msg);
 
     d = (tally_scan_desc){
-        .dtype = TALLY_FLOAT32, .rank = 3, .shape = {1, 2, 2}, .axis = 3};
+        .dtype = TX_FLOAT32, .rank = 3, .shape = {1, 2, 2}, .axis = 3};
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_AXIS && strstr(msg, "rank 3") && strstr(msg, "axis 3"),
           "axis 3 of rank 3: %d %s", e, msg);
@@ -507,7 +507,7 @@ static void errors(void)
     CHECK(e == TALLY_E_AXIS && strstr(msg, "-3 to 2"), "axis -4: %d %s", e,
           msg);
 
-    d = (tally_scan_desc){.dtype = TALLY_FLOAT32,
+    d = (tally_scan_desc){.dtype = TX_FLOAT32,
                           .rank = 3,
                           .shape = {1ull << 32, 1ull << 32, 2},
                           .axis = 0};
@@ -519,24 +519,24 @@ static void errors(void)
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_TOO_LARGE, "overflow behind a zero: %d %s", e, msg);
 
-    d = (tally_scan_desc){.dtype = (tally_dtype)99, .rank = 1, .shape = {4}};
+    d = (tally_scan_desc){.dtype = (tx_dtype)99, .rank = 1, .shape = {4}};
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_DTYPE, "bad dtype: %d %s", e, msg);
 
-    d = (tally_scan_desc){.dtype = TALLY_FLOAT32, .rank = TALLY_MAX_RANK + 1};
+    d = (tally_scan_desc){.dtype = TX_FLOAT32, .rank = TALLY_MAX_RANK + 1};
     e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
     CHECK(e == TALLY_E_RANK, "rank too large: %d %s", e, msg);
     CHECK(buf[0] == 1 && buf[3] == 4, "a failed scan wrote its output");
 
     /* beyond 8 dimensions */
     backend *cl = get_backend(2);
-    d = (tally_scan_desc){.dtype = TALLY_INT32,
+    d = (tally_scan_desc){.dtype = TX_INT32,
                           .rank = 12,
                           .shape = {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}};
     for (int axis = -12; axis < 12; axis += 5) {
         d.axis = axis;
         int32_t in[192];
-        ref_random(TALLY_INT32, in, 192, true);
+        ref_random(TX_INT32, in, 192, true);
         run_case(cl, &d, in, false, "rank-12");
         run_case(get_backend(0), &d, in, false, "rank-12");
     }
@@ -574,7 +574,7 @@ static void forced_kernels(void)
         CHECK(s != NULL, "stream: %s", msg);
         for (int c = 0; c < 150 && s != NULL; c++) {
             tally_scan_desc d = {
-                .dtype = (tally_dtype)check_below(TALLY_NDTYPES), .rank = 3};
+                .dtype = (tx_dtype)check_below(TX_NDTYPES), .rank = 3};
             bool rows = check_below(2);
             d.shape[0] = 1 + check_below(4);
             d.shape[1] = 1 + check_below(check_below(3) ? 40 : 400);
@@ -603,7 +603,7 @@ static void forced_kernels(void)
             snprintf(what, sizeof what,
                      "%s %s %s %llux%llux%llu%s%s (hint %llu, %llu tiles)",
                      layouts[li], tally_cl_kernel_name(k),
-                     tally_dtype_name(d.dtype), (unsigned long long)d.shape[0],
+                     tx_dtype_name(d.dtype), (unsigned long long)d.shape[0],
                      (unsigned long long)d.shape[1],
                      (unsigned long long)d.shape[2], d.reverse ? " rev" : "",
                      d.exclusive ? " excl" : "", (unsigned long long)hint,
@@ -644,7 +644,7 @@ static void *worker(void *vp)
     for (int i = 0; i < 40; i++) {
         /* deterministic per worker: check_rand() is not thread-safe */
         uint64_t n = 1000 + (uint64_t)((w->seed * 7919 + i * 104729) % 40000);
-        tally_scan_desc d = {.dtype = TALLY_INT32,
+        tally_scan_desc d = {.dtype = TX_INT32,
                              .rank = 1,
                              .shape = {n},
                              .reverse = i % 2,
@@ -715,14 +715,14 @@ static void copies_and_streaming(void)
         }
     /* 40 MiB and more: past PoCL's 32 MiB cache, aligned, so they stream */
     struct {
-        tally_dtype t;
+        tx_dtype t;
         int rank;
         uint64_t shape[2];
         int axis;
     } big[] = {
-        {TALLY_INT32, 1, {9u << 20}, 0},   {TALLY_INT64, 2, {2, 9u << 18}, 1},
-        {TALLY_INT32, 2, {1152, 8192}, 0}, {TALLY_UINT64, 2, {768, 6144}, 0},
-        {TALLY_INT32, 2, {59000, 160}, 1},
+        {TX_INT32, 1, {9u << 20}, 0},   {TX_INT64, 2, {2, 9u << 18}, 1},
+        {TX_INT32, 2, {1152, 8192}, 0}, {TX_UINT64, 2, {768, 6144}, 0},
+        {TX_INT32, 2, {59000, 160}, 1},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
         for (int pick = 0; pick < 2; pick++) {
@@ -782,7 +782,7 @@ static void planner(void)
         tally_cl_layout L;
         CHECK(tally_cl_layout_for(&dev, layouts[li], &L), "layout");
         for (int c = 0; c < 20000; c++) {
-            tally_lines l = {.dtype = TALLY_FLOAT32};
+            tally_lines l = {.dtype = TX_FLOAT32};
             l.outer = 1 + check_below(check_below(2) ? 10 : 100000);
             l.n = 1 + check_below(check_below(2) ? 20 : 1000000);
             l.inner = check_below(2)

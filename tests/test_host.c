@@ -31,7 +31,7 @@ static void scan_and_check(tally_host *h, const tally_scan_desc *d,
         ref_poison(&r, out);
     char msg[256], label[256];
     snprintf(label, sizeof label, "%s %s %u threads%s%s%s", what,
-             tally_dtype_name(d->dtype), tally_host_threads(h),
+             tx_dtype_name(d->dtype), tally_host_threads(h),
              d->reverse ? " reverse" : "", d->exclusive ? " exclusive" : "",
              in_place ? " in-place" : "");
     tally_err e =
@@ -64,7 +64,7 @@ static void thread_counts(void)
         CHECK(h != NULL, "host of %u threads", threads);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             tally_scan_desc d = {.dtype =
-                                     (tally_dtype)check_below(TALLY_NDTYPES),
+                                     (tx_dtype)check_below(TX_NDTYPES),
                                  .rank = shapes[s].rank,
                                  .axis = shapes[s].axis,
                                  .reverse = check_below(2),

@@ -12,7 +12,7 @@
 #include "check.h"
 #include "dtype.h"
 #include "error.h"
-#include "half.h"
+#include "tx_half.h"
 #include "pool.h"
 #include "tensor.h"
 
@@ -49,37 +49,37 @@ static void dtype_table(void)
                                    "INT8",  "INT16",  "INT32",  "INT64",
                                    "UINT8", "UINT16", "UINT32", "UINT64"};
     static const size_t sizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
-    for (int t = 0; t < TALLY_NDTYPES; t++) {
-        CHECK(strcmp(tally_dtype_name((tally_dtype)t), names[t]) == 0, "%d", t);
-        CHECK(strcmp(tally_dtype_kserve((tally_dtype)t), kserve[t]) == 0, "%d",
+    for (int t = 0; t < TX_NDTYPES; t++) {
+        CHECK(strcmp(tx_dtype_name((tx_dtype)t), names[t]) == 0, "%d", t);
+        CHECK(strcmp(tx_dtype_kserve((tx_dtype)t), kserve[t]) == 0, "%d",
               t);
-        CHECK(tally_dtype_size((tally_dtype)t) == sizes[t], "%s size",
+        CHECK(tx_dtype_size((tx_dtype)t) == sizes[t], "%s size",
               names[t]);
-        CHECK(tally_dtype_parse(names[t], strlen(names[t])) == t, "parse %s",
+        CHECK(tx_dtype_parse(names[t], strlen(names[t])) == t, "parse %s",
               names[t]);
-        CHECK(tally_dtype_parse(kserve[t], strlen(kserve[t])) == t, "parse %s",
+        CHECK(tx_dtype_parse(kserve[t], strlen(kserve[t])) == t, "parse %s",
               kserve[t]);
-        CHECK(strstr(tally_dtype_list(), names[t]) != NULL, "list has %s",
+        CHECK(strstr(tx_dtype_list(), names[t]) != NULL, "list has %s",
               names[t]);
     }
-    CHECK(strncmp(tally_dtype_list(), "float16, ", 9) == 0, "list: %s",
-          tally_dtype_list());
-    CHECK(tally_dtype_parse("float", 5) == -1, "prefix is not a dtype");
-    CHECK(tally_dtype_parse("float322", 8) == -1, "longer is not a dtype");
-    CHECK(tally_dtype_parse("fp32", 4) == -1, "names are case-sensitive");
-    CHECK(tally_dtype_parse("", 0) == -1, "empty");
-    CHECK(tally_dtype_storage(TALLY_INT32) == tally_dtype_storage(TALLY_UINT32),
+    CHECK(strncmp(tx_dtype_list(), "float16, ", 9) == 0, "list: %s",
+          tx_dtype_list());
+    CHECK(tx_dtype_parse("float", 5) == -1, "prefix is not a dtype");
+    CHECK(tx_dtype_parse("float322", 8) == -1, "longer is not a dtype");
+    CHECK(tx_dtype_parse("fp32", 4) == -1, "names are case-sensitive");
+    CHECK(tx_dtype_parse("", 0) == -1, "empty");
+    CHECK(tally_dtype_storage(TX_INT32) == tally_dtype_storage(TX_UINT32),
           "signed and unsigned share a storage class");
 }
 
 /* The nearest float16 to x by search, ties to even: the reference for
- * tally_f32_to_f16 on finite values. */
+ * tx_f32_to_f16 on finite values. */
 static uint16_t nearest_f16(float x)
 {
     uint16_t best = 0;
     double bestd = INFINITY;
     for (uint32_t h = 0; h < 0x7c00; h++) {
-        double v = tally_f16_to_f32((uint16_t)h);
+        double v = tx_f16_to_f32((uint16_t)h);
         double d = fabs(fabs((double)x) - v);
         if (d < bestd || (d == bestd && (h & 1) == 0)) {
             bestd = d;
@@ -97,43 +97,43 @@ static void half_conversions(void)
     /* every float16 and bfloat16 survives a round trip through float32 */
     for (uint32_t i = 0; i < 65536; i++) {
         uint16_t h = (uint16_t)i;
-        float f = tally_f16_to_f32(h);
+        float f = tx_f16_to_f32(h);
         if (isnan(f))
-            CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(f))), "f16 NaN %04x",
+            CHECK(isnan(tx_f16_to_f32(tx_f32_to_f16(f))), "f16 NaN %04x",
                   i);
         else
-            CHECK(tally_f32_to_f16(f) == h, "f16 %04x -> %g -> %04x", i, f,
-                  tally_f32_to_f16(f));
-        float b = tally_bf16_to_f32(h);
+            CHECK(tx_f32_to_f16(f) == h, "f16 %04x -> %g -> %04x", i, f,
+                  tx_f32_to_f16(f));
+        float b = tx_bf16_to_f32(h);
         if (isnan(b))
-            CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(b))),
+            CHECK(isnan(tx_bf16_to_f32(tx_f32_to_bf16(b))),
                   "bf16 NaN %04x", i);
         else
-            CHECK(tally_f32_to_bf16(b) == h, "bf16 %04x", i);
+            CHECK(tx_f32_to_bf16(b) == h, "bf16 %04x", i);
     }
     /* known values */
-    CHECK(tally_f16_to_f32(0x3c00) == 1.0f, "1.0");
-    CHECK(tally_f16_to_f32(0x7bff) == 65504.0f, "max");
-    CHECK(tally_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal");
-    CHECK(tally_f32_to_f16(65520.0f) == 0x7c00, "65520 rounds to inf");
-    CHECK(tally_f32_to_f16(65519.99f) == 0x7bff, "just below rounds down");
-    CHECK(tally_f32_to_f16(0x1p-25f) == 0, "2^-25 ties to even zero");
-    CHECK(tally_f32_to_f16(0x1.000002p-25f) == 1, "above 2^-25 rounds up");
-    CHECK(tally_f32_to_f16(-INFINITY) == 0xfc00, "-inf");
-    CHECK(tally_f32_to_bf16(1.00390625f) == 0x3f80, "bf16 tie to even (down)");
-    CHECK(tally_f32_to_bf16(1.01171875f) == 0x3f82, "bf16 tie to even (up)");
+    CHECK(tx_f16_to_f32(0x3c00) == 1.0f, "1.0");
+    CHECK(tx_f16_to_f32(0x7bff) == 65504.0f, "max");
+    CHECK(tx_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal");
+    CHECK(tx_f32_to_f16(65520.0f) == 0x7c00, "65520 rounds to inf");
+    CHECK(tx_f32_to_f16(65519.99f) == 0x7bff, "just below rounds down");
+    CHECK(tx_f32_to_f16(0x1p-25f) == 0, "2^-25 ties to even zero");
+    CHECK(tx_f32_to_f16(0x1.000002p-25f) == 1, "above 2^-25 rounds up");
+    CHECK(tx_f32_to_f16(-INFINITY) == 0xfc00, "-inf");
+    CHECK(tx_f32_to_bf16(1.00390625f) == 0x3f80, "bf16 tie to even (down)");
+    CHECK(tx_f32_to_bf16(1.01171875f) == 0x3f82, "bf16 tie to even (up)");
     /* NaN whose payload sits in the dropped bits stays NaN */
     uint32_t nanbits = 0x7f800001u;
     float snan;
     memcpy(&snan, &nanbits, sizeof snan);
-    CHECK(isnan(tally_f16_to_f32(tally_f32_to_f16(snan))), "f16 NaN payload");
-    CHECK(isnan(tally_bf16_to_f32(tally_f32_to_bf16(snan))),
+    CHECK(isnan(tx_f16_to_f32(tx_f32_to_f16(snan))), "f16 NaN payload");
+    CHECK(isnan(tx_bf16_to_f32(tx_f32_to_bf16(snan))),
           "bf16 NaN payload");
     /* random floats against a brute-force nearest search */
     for (int i = 0; i < 300; i++) {
         float x = (float)ldexp(check_unit() * 2 - 1, (int)check_below(44) - 26);
-        CHECK(tally_f32_to_f16(x) == nearest_f16(x),
-              "f16 of %a: %04x, want %04x", (double)x, tally_f32_to_f16(x),
+        CHECK(tx_f32_to_f16(x) == nearest_f16(x),
+              "f16 of %a: %04x, want %04x", (double)x, tx_f32_to_f16(x),
               nearest_f16(x));
     }
 }
@@ -142,7 +142,7 @@ static void shapes(void)
 {
     tally_lines l;
     tally_scan_desc d = {
-        .dtype = TALLY_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5}, .axis = 1};
+        .dtype = TX_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5}, .axis = 1};
     CHECK(tally_lines_from_desc(&d, &l, NULL, 0) == TALLY_E_OK, "valid");
     CHECK(l.outer == 2 && l.n == 3 && l.inner == 20 && l.elements == 120
               && l.bytes == 480,
@@ -174,7 +174,7 @@ static void shapes(void)
     d.shape[1] = 2;
     CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_TOO_LARGE,
           "overflow");
-    d.dtype = TALLY_FLOAT64;
+    d.dtype = TX_FLOAT64;
     d.shape[0] = 1ull << 61;
     d.shape[1] = 1;
     CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_TOO_LARGE,

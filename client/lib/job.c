@@ -33,8 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
 #include "internal.h"
+#include "tx_half.h"
 
 /* A split into more blocks than this is refused: the bookkeeping would
  * outweigh the work. */
@@ -292,10 +292,10 @@ static bool block_prepare(tc_transfer *t)
                 float *to = (float *)dst;
                 if (j->dtype == TALLY_DT_FLOAT16)
                     for (uint64_t i = 0; i < b->in; i++)
-                        to[i] = tc_f16_to_float(from[i]);
+                        to[i] = tx_f16_to_f32(from[i]);
                 else
                     for (uint64_t i = 0; i < b->in; i++)
-                        to[i] = tc_bf16_to_float(from[i]);
+                        to[i] = tx_bf16_to_f32(from[i]);
             }
             dst += (size_t)b->in * j->wsize;
         }
@@ -410,8 +410,8 @@ static void add_rows(const tc_job *j, void *out, const void *local,
 #define uint64_t_AT(c) cu[c]
 #define SUM_F32(x, k) ((float)((double)(x) + (k)))
 #define SUM_F64(x, k) ((x) + (k))
-#define SUM_F16(x, k) tc_f16_from_double((double)(x) + (k))
-#define SUM_BF16(x, k) tc_bf16_from_double((double)(x) + (k))
+#define SUM_F16(x, k) tx_f64_to_f16((double)(x) + (k))
+#define SUM_BF16(x, k) tx_f64_to_bf16((double)(x) + (k))
 #define SUM_U8(x, k) ((uint8_t)((x) + (uint8_t)(k)))
 #define SUM_U16(x, k) ((uint16_t)((x) + (uint16_t)(k)))
 #define SUM_U32(x, k) ((uint32_t)((x) + (uint32_t)(k)))

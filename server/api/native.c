@@ -66,7 +66,7 @@ static void add_tensor_headers(request *r, const tally_scan_desc *d)
 {
     char shape[TALLY_MAX_RANK * 21];
     shape_to_text(d->shape, d->rank, shape, sizeof shape);
-    http_add_header(r, "Tensor-Dtype", tally_dtype_name(d->dtype));
+    http_add_header(r, "Tensor-Dtype", tx_dtype_name(d->dtype));
     http_add_header(r, "Tensor-Shape", shape);
 }
 
@@ -140,13 +140,13 @@ static void npy_ctx_free(void *p)
 static void finish_npy(request *r)
 {
     npy_ctx *c = r->ctx;
-    uint8_t *head = malloc(NPY_MAX_HEADER);
+    uint8_t *head = malloc(TX_NPY_WRITE_MAX);
     if (head == NULL) {
         http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
         return;
     }
     size_t hlen =
-        npy_write_header(c->desc.dtype, c->desc.shape, c->desc.rank, head);
+        tx_npy_write_header(c->desc.dtype, c->desc.shape, c->desc.rank, head);
     add_tensor_headers(r, &c->desc);
     http_reply_parts(r, 200, "application/x-npy", (char *)head, hlen, c->data,
                      c->bytes);
@@ -164,8 +164,8 @@ static void native_npy(request *r)
     const char *dt = http_query(r, "dtype");
     bool bf16 = false;
     if (dt != NULL) {
-        int t = tally_dtype_parse(dt, strlen(dt));
-        if (t != TALLY_BFLOAT16) {
+        int t = tx_dtype_parse(dt, strlen(dt));
+        if (t != TX_BFLOAT16) {
             http_error(r, TALLY_E_DTYPE,
                        "dtype=%.32s: a .npy file names its own dtype; the "
                        "dtype parameter only reads a 2-byte array as "
@@ -175,7 +175,7 @@ static void native_npy(request *r)
         }
         bf16 = true;
     }
-    npy_header h;
+    tx_npy_header h;
     tally_err e = npy_parse(r->body, r->body_len, bf16, &h, msg, sizeof msg);
     if (e != TALLY_E_OK) {
         http_error(r, e, "%s", msg);
@@ -197,7 +197,7 @@ static void native_npy(request *r)
         http_error(r, TALLY_E_INVALID, "%s", msg);
         return;
     }
-    size_t size = tally_dtype_size(h.dtype);
+    size_t size = tx_dtype_size(h.dtype);
     size_t count = h.data_bytes / size;
     c->bytes = h.data_bytes;
     /* numpy pads headers so that data starts 64-byte aligned; a file that
@@ -207,7 +207,7 @@ static void native_npy(request *r)
     if (h.data_offset % 128 != 0)
         memmove(c->data, r->body + h.data_offset, h.data_bytes);
     if (h.big_endian)
-        npy_byteswap(c->data, count, size);
+        tx_npy_byteswap(c->data, count, size);
     if (h.fortran_order && h.rank > 1 && count > 0) {
         c->copy = tally_buffer_alloc(h.data_bytes);
         if (c->copy == NULL) {
@@ -215,7 +215,7 @@ static void native_npy(request *r)
                        "out of memory reordering a Fortran-order array");
             return;
         }
-        npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
+        tx_npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
         c->data = c->copy;
     }
     dispatch_submit(r, &c->desc, c->data, -1, finish_npy);
@@ -257,14 +257,14 @@ static void native_raw(request *r)
     }
     r->ctx = c;
     r->ctx_free = free;
-    int t = tally_dtype_parse(dt, strlen(dt));
+    int t = tx_dtype_parse(dt, strlen(dt));
     if (t < 0) {
         http_error(r, TALLY_E_DTYPE,
                    "unknown dtype \"%.32s\" (expected one of %s)", dt,
-                   tally_dtype_list());
+                   tx_dtype_list());
         return;
     }
-    c->desc.dtype = (tally_dtype)t;
+    c->desc.dtype = (tx_dtype)t;
     scan_params p;
     if (!parse_shape_text("shape", sh, c->desc.shape, &c->desc.rank, msg,
                           sizeof msg)
@@ -282,7 +282,7 @@ static void native_raw(request *r)
     if (l.bytes != r->body_len) {
         http_error(r, TALLY_E_INVALID,
                    "the body has %zu bytes, but %s with shape [%s] takes %zu",
-                   r->body_len, tally_dtype_name(c->desc.dtype), sh, l.bytes);
+                   r->body_len, tx_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
     }
     dispatch_submit(r, &c->desc, r->body, -1, finish_raw);

@@ -339,7 +339,7 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank)
 typedef struct {
     jcur *c;
     const char *what;
-    tally_dtype t;
+    tx_dtype t;
     const uint64_t *shape;
     int rank;
     uint64_t count, next;
@@ -457,7 +457,7 @@ static bool nested(tctx *x, int depth)
     return true;
 }
 
-bool jcur_tensor(jcur *c, const char *what, tally_dtype t,
+bool jcur_tensor(jcur *c, const char *what, tx_dtype t,
                  const uint64_t *shape, int rank, uint64_t count, void *dst)
 {
     tctx x = {.c = c,

@@ -65,7 +65,7 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank);
  * either a flat array of count elements or arrays nested to match shape.
  * Numbers must fit the dtype exactly; non-finite floats are the strings
  * "NaN", "Infinity" and "-Infinity". `what` names the member ("data"). */
-bool jcur_tensor(jcur *c, const char *what, tally_dtype t,
+bool jcur_tensor(jcur *c, const char *what, tx_dtype t,
                  const uint64_t *shape, int rank, uint64_t count, void *dst);
 
 /* The span of the value at the cursor, which is then skipped. */
@@ -81,7 +81,7 @@ bool json_eq(const char *s, size_t len, const char *lit);
 typedef struct {
     char *prefix, *suffix; /* owned (malloc), may be NULL */
     size_t prefix_len, suffix_len;
-    tally_dtype dtype;
+    tx_dtype dtype;
     const void *data; /* borrowed: must outlive the writer */
     uint64_t count;
     /* progress */

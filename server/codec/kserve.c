@@ -77,7 +77,7 @@ static bool parse_input(jcur *c, input *in, int index)
             size_t n;
             if (!jcur_string(c, &s, &n))
                 return false;
-            in->dtype = tally_dtype_parse(s, n);
+            in->dtype = tx_dtype_parse(s, n);
             if (in->dtype < 0)
                 return jcur_fail(c,
                                  "inputs[%d].datatype \"%.*s\" is not "
@@ -225,10 +225,10 @@ static bool parse_outputs(jcur *c, kserve_request *r)
 static tally_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
                             size_t msglen)
 {
-    if (in->dtype != TALLY_INT32 && in->dtype != TALLY_INT64)
+    if (in->dtype != TX_INT32 && in->dtype != TX_INT64)
         return tally_fail(msg, msglen, TALLY_E_INVALID,
                           "input \"axis\" must be INT32 or INT64, not %s",
-                          tally_dtype_kserve((tally_dtype)in->dtype));
+                          tx_dtype_kserve((tx_dtype)in->dtype));
     uint64_t count = 1;
     for (int d = 0; d < in->rank; d++)
         count *= in->shape[d];
@@ -239,24 +239,24 @@ static tally_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
                           count);
     int64_t v64 = 0;
     int32_t v32 = 0;
-    void *dst = in->dtype == TALLY_INT32 ? (void *)&v32 : (void *)&v64;
+    void *dst = in->dtype == TX_INT32 ? (void *)&v32 : (void *)&v64;
     if (in->binary) {
-        if (in->binary_size != tally_dtype_size((tally_dtype)in->dtype))
+        if (in->binary_size != tx_dtype_size((tx_dtype)in->dtype))
             return tally_fail(msg, msglen, TALLY_E_INVALID,
                               "input \"axis\": binary_data_size is %" PRIu64
                               ", but one %s takes %zu bytes",
                               in->binary_size,
-                              tally_dtype_kserve((tally_dtype)in->dtype),
-                              tally_dtype_size((tally_dtype)in->dtype));
+                              tx_dtype_kserve((tx_dtype)in->dtype),
+                              tx_dtype_size((tx_dtype)in->dtype));
         memcpy(dst, in->binary_at, (size_t)in->binary_size);
     } else {
         c->p = in->data;
         uint64_t one = 1;
-        if (!jcur_tensor(c, "input \"axis\" data", (tally_dtype)in->dtype, &one,
+        if (!jcur_tensor(c, "input \"axis\" data", (tx_dtype)in->dtype, &one,
                          1, 1, dst))
             return TALLY_E_INVALID;
     }
-    *axis = in->dtype == TALLY_INT32 ? v32 : v64;
+    *axis = in->dtype == TX_INT32 ? v32 : v64;
     return TALLY_E_OK;
 }
 
@@ -397,7 +397,7 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         p.has_axis = true;
     }
 
-    out->desc.dtype = (tally_dtype)x->dtype;
+    out->desc.dtype = (tx_dtype)x->dtype;
     out->desc.rank = x->rank;
     memcpy(out->desc.shape, x->shape, sizeof x->shape);
     if (x->rank == 0)
@@ -479,7 +479,7 @@ void kserve_request_free(kserve_request *r)
  * "y","datatype":"FP32","shape":[..], */
 static bool output_head(char **b, size_t *n, const kserve_request *r)
 {
-    const char *dt = tally_dtype_kserve(r->desc.dtype);
+    const char *dt = tx_dtype_kserve(r->desc.dtype);
     bool ok =
         json_append(b, n,
                     "{\"model_name\":\"" KSERVE_MODEL

@@ -207,12 +207,12 @@ tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
                           "dtype must be a string such as \"float32\"");
     if (!jcur_string(&c, &s, &n))
         return TALLY_E_INVALID;
-    int t = tally_dtype_parse(s, n);
+    int t = tx_dtype_parse(s, n);
     if (t < 0)
         return tally_fail(msg, msglen, TALLY_E_DTYPE,
                           "unknown dtype \"%.*s\" (expected one of %s)",
-                          n > 32 ? 32 : (int)n, s, tally_dtype_list());
-    out->desc.dtype = (tally_dtype)t;
+                          n > 32 ? 32 : (int)n, s, tx_dtype_list());
+    out->desc.dtype = (tx_dtype)t;
 
     /* shape */
     c.p = m.shape;
@@ -293,7 +293,7 @@ bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
 {
     char *pre = NULL, *suf = NULL;
     size_t plen = 0, slen = 0;
-    const char *name = tally_dtype_name(desc->dtype);
+    const char *name = tx_dtype_name(desc->dtype);
     bool ok = json_append(&pre, &plen, "{\"dtype\":\"", 10)
               && json_append(&pre, &plen, name, strlen(name))
               && json_append(&pre, &plen, "\",\"shape\":", 10)

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
+#include "tx_half.h"
 #include "numfmt.h"
 
 static bool is_digit(char c)
@@ -130,9 +130,9 @@ static bool exact_integer(const char *s, size_t len, bool *neg, uint64_t *mag,
     return !*fraction;
 }
 
-static void store_u(tally_dtype t, void *dst, size_t i, uint64_t v)
+static void store_u(tx_dtype t, void *dst, size_t i, uint64_t v)
 {
-    switch (tally_dtype_size(t)) {
+    switch (tx_dtype_size(t)) {
     case 1: ((uint8_t *)dst)[i] = (uint8_t)v; break;
     case 2: ((uint16_t *)dst)[i] = (uint16_t)v; break;
     case 4: ((uint32_t *)dst)[i] = (uint32_t)v; break;
@@ -140,28 +140,28 @@ static void store_u(tally_dtype t, void *dst, size_t i, uint64_t v)
     }
 }
 
-static void store_f(tally_dtype t, void *dst, size_t i, double d, float f)
+static void store_f(tx_dtype t, void *dst, size_t i, double d, float f)
 {
     switch (t) {
-    case TALLY_FLOAT16: ((uint16_t *)dst)[i] = tally_f64_to_f16(d); break;
-    case TALLY_BFLOAT16: ((uint16_t *)dst)[i] = tally_f64_to_bf16(d); break;
-    case TALLY_FLOAT32: ((float *)dst)[i] = f; break;
+    case TX_FLOAT16: ((uint16_t *)dst)[i] = tx_f64_to_f16(d); break;
+    case TX_BFLOAT16: ((uint16_t *)dst)[i] = tx_f64_to_bf16(d); break;
+    case TX_FLOAT32: ((float *)dst)[i] = f; break;
     default: ((double *)dst)[i] = d; break;
     }
 }
 
-bool numfmt_parse(tally_dtype t, const char *s, size_t len, void *dst,
+bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
                   size_t index, char *why, size_t whylen)
 {
     int shown = len > 24 ? 24 : (int)len;
     const char *more = len > 24 ? "..." : "";
-    if (tally_dtype_kind(t) != TALLY_KIND_FLOAT) {
+    if (tx_dtype_kind(t) != TX_KIND_FLOAT) {
         bool neg, fraction = false;
         uint64_t mag;
         bool ok = exact_integer(s, len, &neg, &mag, &fraction);
-        unsigned bits = 8 * (unsigned)tally_dtype_size(t);
+        unsigned bits = 8 * (unsigned)tx_dtype_size(t);
         if (ok) {
-            if (tally_dtype_kind(t) == TALLY_KIND_UNSIGNED) {
+            if (tx_dtype_kind(t) == TX_KIND_UNSIGNED) {
                 uint64_t max = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
                 ok = (!neg || mag == 0) && mag <= max;
                 if (ok) {
@@ -180,7 +180,7 @@ bool numfmt_parse(tally_dtype t, const char *s, size_t len, void *dst,
         snprintf(why, whylen, "%.*s%s %s %s", shown, s, more,
                  fraction ? "is not an integer, so it does not fit"
                           : "does not fit",
-                 tally_dtype_name(t));
+                 tx_dtype_name(t));
         return false;
     }
     char buf[512];
@@ -195,26 +195,26 @@ bool numfmt_parse(tally_dtype t, const char *s, size_t len, void *dst,
     double d = strtod(buf, NULL);
     float f = 0;
     bool overflow = isinf(d);
-    if (t == TALLY_FLOAT32) {
+    if (t == TX_FLOAT32) {
         f = strtof(buf, NULL);
         overflow = isinf(f);
-    } else if (t == TALLY_FLOAT16) {
-        overflow = overflow || (tally_f64_to_f16(d) & 0x7fff) == 0x7c00;
-    } else if (t == TALLY_BFLOAT16) {
-        overflow = overflow || (tally_f64_to_bf16(d) & 0x7fff) == 0x7f80;
+    } else if (t == TX_FLOAT16) {
+        overflow = overflow || (tx_f64_to_f16(d) & 0x7fff) == 0x7c00;
+    } else if (t == TX_BFLOAT16) {
+        overflow = overflow || (tx_f64_to_bf16(d) & 0x7fff) == 0x7f80;
     }
     if (overflow) {
         snprintf(why, whylen,
                  "%.*s%s is out of range for %s (write \"Infinity\" for an "
                  "infinity)",
-                 shown, s, more, tally_dtype_name(t));
+                 shown, s, more, tx_dtype_name(t));
         return false;
     }
     store_f(t, dst, index, d, f);
     return true;
 }
 
-bool numfmt_parse_special(tally_dtype t, const char *s, size_t len, void *dst,
+bool numfmt_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
                           size_t index, char *why, size_t whylen)
 {
     double d;
@@ -231,9 +231,9 @@ bool numfmt_parse_special(tally_dtype t, const char *s, size_t len, void *dst,
                  len > 24 ? 24 : (int)len, s);
         return false;
     }
-    if (tally_dtype_kind(t) != TALLY_KIND_FLOAT) {
+    if (tx_dtype_kind(t) != TX_KIND_FLOAT) {
         snprintf(why, whylen, "%.*s is not a value of %s", (int)len, s,
-                 tally_dtype_name(t));
+                 tx_dtype_name(t));
         return false;
     }
     store_f(t, dst, index, d, (float)d);
@@ -266,7 +266,7 @@ static size_t print_special(double d, char *out)
 
 /* Shortest %.*g (from precision lo to hi) that reads back as the same
  * value of type t. */
-static size_t print_float(tally_dtype t, double d, int lo, int hi, char *out)
+static size_t print_float(tx_dtype t, double d, int lo, int hi, char *out)
 {
     char buf[NUMFMT_MAX];
     int n = 0;
@@ -274,13 +274,13 @@ static size_t print_float(tally_dtype t, double d, int lo, int hi, char *out)
         n = snprintf(buf, sizeof buf, "%.*g", p, d);
         bool same;
         switch (t) {
-        case TALLY_FLOAT16:
-            same = tally_f64_to_f16(strtod(buf, NULL)) == tally_f64_to_f16(d);
+        case TX_FLOAT16:
+            same = tx_f64_to_f16(strtod(buf, NULL)) == tx_f64_to_f16(d);
             break;
-        case TALLY_BFLOAT16:
-            same = tally_f64_to_bf16(strtod(buf, NULL)) == tally_f64_to_bf16(d);
+        case TX_BFLOAT16:
+            same = tx_f64_to_bf16(strtod(buf, NULL)) == tx_f64_to_bf16(d);
             break;
-        case TALLY_FLOAT32: same = strtof(buf, NULL) == (float)d; break;
+        case TX_FLOAT32: same = strtof(buf, NULL) == (float)d; break;
         default: same = strtod(buf, NULL) == d; break;
         }
         if (same)
@@ -290,35 +290,35 @@ static size_t print_float(tally_dtype t, double d, int lo, int hi, char *out)
     return (size_t)n;
 }
 
-size_t numfmt_print(tally_dtype t, const void *src, size_t i, char *out)
+size_t numfmt_print(tx_dtype t, const void *src, size_t i, char *out)
 {
     double d;
     switch (t) {
-    case TALLY_FLOAT16:
-        d = tally_f16_to_f32(((const uint16_t *)src)[i]);
+    case TX_FLOAT16:
+        d = tx_f16_to_f32(((const uint16_t *)src)[i]);
         return isfinite(d) ? print_float(t, d, 3, 6, out)
                            : print_special(d, out);
-    case TALLY_BFLOAT16:
-        d = tally_bf16_to_f32(((const uint16_t *)src)[i]);
+    case TX_BFLOAT16:
+        d = tx_bf16_to_f32(((const uint16_t *)src)[i]);
         return isfinite(d) ? print_float(t, d, 2, 5, out)
                            : print_special(d, out);
-    case TALLY_FLOAT32:
+    case TX_FLOAT32:
         d = ((const float *)src)[i];
         return isfinite(d) ? print_float(t, d, 6, 9, out)
                            : print_special(d, out);
-    case TALLY_FLOAT64:
+    case TX_FLOAT64:
         d = ((const double *)src)[i];
         return isfinite(d) ? print_float(t, d, 15, 17, out)
                            : print_special(d, out);
-    case TALLY_INT8:
-    case TALLY_INT16:
-    case TALLY_INT32:
-    case TALLY_INT64: {
+    case TX_INT8:
+    case TX_INT16:
+    case TX_INT32:
+    case TX_INT64: {
         int64_t v;
         switch (t) {
-        case TALLY_INT8: v = ((const int8_t *)src)[i]; break;
-        case TALLY_INT16: v = ((const int16_t *)src)[i]; break;
-        case TALLY_INT32: v = ((const int32_t *)src)[i]; break;
+        case TX_INT8: v = ((const int8_t *)src)[i]; break;
+        case TX_INT16: v = ((const int16_t *)src)[i]; break;
+        case TX_INT32: v = ((const int32_t *)src)[i]; break;
         default: v = ((const int64_t *)src)[i]; break;
         }
         if (v < 0) {
@@ -327,11 +327,11 @@ size_t numfmt_print(tally_dtype t, const void *src, size_t i, char *out)
         }
         return print_u64((uint64_t)v, out);
     }
-    case TALLY_UINT8: return print_u64(((const uint8_t *)src)[i], out);
-    case TALLY_UINT16: return print_u64(((const uint16_t *)src)[i], out);
-    case TALLY_UINT32: return print_u64(((const uint32_t *)src)[i], out);
-    case TALLY_UINT64: return print_u64(((const uint64_t *)src)[i], out);
-    case TALLY_NDTYPES: break;
+    case TX_UINT8: return print_u64(((const uint8_t *)src)[i], out);
+    case TX_UINT16: return print_u64(((const uint16_t *)src)[i], out);
+    case TX_UINT32: return print_u64(((const uint32_t *)src)[i], out);
+    case TX_UINT64: return print_u64(((const uint64_t *)src)[i], out);
+    case TX_NDTYPES: break;
     }
     return 0;
 }

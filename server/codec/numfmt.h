@@ -25,18 +25,18 @@
 /* Stores the number token s[0..len) (JSON grammar, already checked) as
  * element `index` of dst. On failure returns false and writes a reason
  * ("300 does not fit int8") into why. */
-bool numfmt_parse(tally_dtype t, const char *s, size_t len, void *dst,
+bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
                   size_t index, char *why, size_t whylen);
 
 /* Stores a non-finite value named by a JSON string's contents ("NaN",
  * "Infinity", "-Infinity"); false (with a reason) for anything else or for
  * an integer dtype. */
-bool numfmt_parse_special(tally_dtype t, const char *s, size_t len, void *dst,
+bool numfmt_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
                           size_t index, char *why, size_t whylen);
 
 /* Writes element `index` of src as JSON text into out (NUMFMT_MAX bytes,
  * not NUL-terminated) and returns its length. */
-size_t numfmt_print(tally_dtype t, const void *src, size_t index, char *out);
+size_t numfmt_print(tx_dtype t, const void *src, size_t index, char *out);
 
 /* Checks the JSON number grammar at s (up to end): returns the token's
  * length, or 0 if there is no valid number there. */

@@ -10,7 +10,7 @@
  *   tally_engine *e; tally_stream *s;
  *   tally_engine_open(&o, &e, msg, sizeof msg);
  *   tally_stream_open(e, &s, msg, sizeof msg);
- *   tally_scan_desc d = {.dtype = TALLY_FLOAT32, .rank = 2,
+ *   tally_scan_desc d = {.dtype = TX_FLOAT32, .rank = 2,
  *                        .shape = {3, 4}, .axis = -1};
  *   tally_scan(s, &d, in, out, msg, sizeof msg);   // out may be in
  *   tally_stream_close(s); tally_engine_close(e);

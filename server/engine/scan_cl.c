@@ -400,7 +400,7 @@ static bool streams(const tally_cl_stream *s, const tally_lines *l,
                     const tally_cl_plan *p, const void *outptr)
 {
     const tally_cl_layout *L = &s->progs->layout;
-    size_t size = tally_dtype_size(l->dtype);
+    size_t size = tx_dtype_size(l->dtype);
     if (!L->nt || (size != 4 && size != 8) || l->bytes < s->dev->cache_bytes
         || l->bytes < ((size_t)8 << 20))
         return false;
@@ -630,10 +630,10 @@ tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
     if (buf == NULL)
         return tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
     tally_err e = TALLY_E_OK;
-    for (int t = 0; t < TALLY_NDTYPES && e == TALLY_E_OK; t++) {
-        tally_dtype dt = (tally_dtype)t;
+    for (int t = 0; t < TX_NDTYPES && e == TALLY_E_OK; t++) {
+        tx_dtype dt = (tx_dtype)t;
         /* one dtype per storage class is enough */
-        if (tally_dtype_kind(dt) == TALLY_KIND_UNSIGNED)
+        if (tx_dtype_kind(dt) == TX_KIND_UNSIGNED)
             continue;
         if (tally_dtype_storage(dt) == TALLY_STORAGE_F64 && !s->dev->fp64)
             continue;
@@ -645,7 +645,7 @@ tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
                 .inner = cases[c].inner,
             };
             l.elements = l.outer * l.n * l.inner;
-            l.bytes = (size_t)l.elements * tally_dtype_size(dt);
+            l.bytes = (size_t)l.elements * tx_dtype_size(dt);
             tally_cl_plan p;
             tally_cl_plan_force(&l, L, cases[c].k, cases[c].hint, &p);
             e = tally_cl_scan_plan(s, &l, &p, buf, buf, msg, msglen);

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "half.h"
+#include "tx_half.h"
 #include "pool.h"
 #include "scan_host.h"
 
@@ -283,12 +283,12 @@ static void seg_scan(tally_storage st, const void *src, void *dst, size_t len,
 {
     switch (st) {
     case TALLY_STORAGE_F16:
-        seg_half(src, dst, len, &c->f, rev, excl, tally_f16_to_f32,
-                 tally_f32_to_f16);
+        seg_half(src, dst, len, &c->f, rev, excl, tx_f16_to_f32,
+                 tx_f32_to_f16);
         break;
     case TALLY_STORAGE_BF16:
-        seg_half(src, dst, len, &c->f, rev, excl, tally_bf16_to_f32,
-                 tally_f32_to_bf16);
+        seg_half(src, dst, len, &c->f, rev, excl, tx_bf16_to_f32,
+                 tx_f32_to_bf16);
         break;
     case TALLY_STORAGE_F32: seg_f32(src, dst, len, &c->f, rev, excl); break;
     case TALLY_STORAGE_F64: seg_f64(src, dst, len, &c->f, rev, excl); break;
@@ -328,8 +328,8 @@ static void seg_scan(tally_storage st, const void *src, void *dst, size_t len,
         return (a[0] + a[1]) + (a[2] + a[3]);                                  \
     }
 #define IDENT(x) (x)
-DEFINE_SUM(sum_f16, uint16_t, double, tally_f16_to_f32)
-DEFINE_SUM(sum_bf16, uint16_t, double, tally_bf16_to_f32)
+DEFINE_SUM(sum_f16, uint16_t, double, tx_f16_to_f32)
+DEFINE_SUM(sum_bf16, uint16_t, double, tx_bf16_to_f32)
 DEFINE_SUM(sum_f32, float, double, IDENT)
 DEFINE_SUM(sum_f64, double, double, IDENT)
 DEFINE_SUM(sum_u8, uint8_t, uint64_t, IDENT)
@@ -397,13 +397,13 @@ static void carry_add(tally_storage st, carry *a, carry b)
         }                                                                      \
     }
 #define TO_F32(a) ((float)(a))
-#define TO_F16(a) tally_f32_to_f16((float)(a))
-#define TO_BF16(a) tally_f32_to_bf16((float)(a))
+#define TO_F16(a) tx_f32_to_f16((float)(a))
+#define TO_BF16(a) tx_f32_to_bf16((float)(a))
 #define TO_U8(a) ((uint8_t)(a))
 #define TO_U16(a) ((uint16_t)(a))
 #define TO_U32(a) ((uint32_t)(a))
-DEFINE_COL_SCAN(col_f16, uint16_t, double, tally_f16_to_f32, TO_F16)
-DEFINE_COL_SCAN(col_bf16, uint16_t, double, tally_bf16_to_f32, TO_BF16)
+DEFINE_COL_SCAN(col_f16, uint16_t, double, tx_f16_to_f32, TO_F16)
+DEFINE_COL_SCAN(col_bf16, uint16_t, double, tx_bf16_to_f32, TO_BF16)
 DEFINE_COL_SCAN(col_f32, float, double, IDENT, TO_F32)
 DEFINE_COL_SCAN(col_f64, double, double, IDENT, IDENT)
 DEFINE_COL_SCAN(col_u8, uint8_t, uint64_t, IDENT, TO_U8)
@@ -604,7 +604,7 @@ static tally_err scan(tally_pool *pool, const tally_lines *l, const void *in,
     job j = {
         .l = l,
         .st = tally_dtype_storage(l->dtype),
-        .size = tally_dtype_size(l->dtype),
+        .size = tx_dtype_size(l->dtype),
         .in = in,
         .out = out,
         .rev = l->reverse,

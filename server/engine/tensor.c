@@ -8,10 +8,10 @@
 tally_err tally_lines_from_desc(const tally_scan_desc *desc, tally_lines *out,
                                 char *msg, size_t msglen)
 {
-    if ((unsigned)desc->dtype >= TALLY_NDTYPES)
+    if ((unsigned)desc->dtype >= TX_NDTYPES)
         return tally_fail(msg, msglen, TALLY_E_DTYPE,
                           "unknown dtype %d (expected one of %s)",
-                          (int)desc->dtype, tally_dtype_list());
+                          (int)desc->dtype, tx_dtype_list());
     if (desc->rank < 1)
         return tally_fail(msg, msglen, TALLY_E_RANK,
                           "rank %d: a cumulative sum needs a tensor of rank 1 "
@@ -47,12 +47,12 @@ tally_err tally_lines_from_desc(const tally_scan_desc *desc, tally_lines *out,
     }
     uint64_t n = desc->shape[axis];
     uint64_t elements = outer * n * inner;
-    size_t size = tally_dtype_size(desc->dtype);
+    size_t size = tx_dtype_size(desc->dtype);
     uint64_t bytes;
     if (!tally_mul_u64(total, size, &bytes) || bytes > SIZE_MAX / 2)
         return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
                           "tensor of %" PRIu64 " %s elements is too large",
-                          total, tally_dtype_name(desc->dtype));
+                          total, tx_dtype_name(desc->dtype));
 
     out->dtype = desc->dtype;
     out->outer = outer;

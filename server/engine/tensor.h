@@ -22,7 +22,7 @@
 
 /* A scan request: what to compute, independent of where the data is. */
 typedef struct {
-    tally_dtype dtype;
+    tx_dtype dtype;
     int rank;
     uint64_t shape[TALLY_MAX_RANK];
     int64_t axis;   /* negative counts from the back */
@@ -32,7 +32,7 @@ typedef struct {
 
 /* The collapsed view of a validated request. */
 typedef struct {
-    tally_dtype dtype;
+    tx_dtype dtype;
     uint64_t outer, n, inner;
     uint64_t elements; /* outer * n * inner */
     size_t bytes;      /* elements * dtype size */

@@ -247,7 +247,7 @@ int main(int argc, char **argv)
             in[i] = (float)rand() / (float)RAND_MAX;
         memset(out, 0, bytes);
 
-        tally_scan_desc d = {.dtype = TALLY_FLOAT32,
+        tally_scan_desc d = {.dtype = TX_FLOAT32,
                              .rank = r->rank,
                              .axis = r->axis,
                              .reverse = r->reverse,

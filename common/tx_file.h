@@ -1,0 +1,20 @@
+/*
+ * tx_file.h - writing a whole file atomically, for the client library and
+ * the CLI.
+ */
+#ifndef TALLY_TX_FILE_H
+#define TALLY_TX_FILE_H
+
+#include <stddef.h>
+
+/* Writes head (hlen bytes; may be NULL when 0) then data (dlen bytes) to
+ * path, through a new file beside it that is renamed over path once
+ * complete, so that readers see the old file or the new one, never a
+ * part. The new name is created exclusively (O_EXCL, retried on a
+ * collision) with mode 0666 less the umask. "-" writes to standard output
+ * instead. Returns 0, or the errno value of the step that failed (the
+ * temporary file is then removed). */
+int tx_write_file(const char *path, const void *head, size_t hlen,
+                  const void *data, size_t dlen);
+
+#endif
