@@ -25,7 +25,19 @@ PREFIX  ?= /usr/local
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
-CPPFLAGS += -Iserver -Iserver/core -Iserver/http -Iserver/dispatch -Iserver/api -Iserver/codec -Iserver/engine -Icommon
+# Include paths follow the layers (README, "The layers"): each layer sees
+# its own headers and those of the layers below it, never one above, so an
+# upward include fails to compile. tests/check_layers.py checks the same
+# from the #include lines, and finds cycles between files.
+INC_common   := -Icommon
+INC_engine   := -Iserver/engine $(INC_common)
+INC_codec    := -Iserver/codec $(INC_engine)
+INC_core     := -Iserver/core $(INC_engine)
+INC_http     := -Iserver/http -Iserver/core -Iserver/codec $(INC_engine)
+INC_dispatch := -Iserver/dispatch $(INC_http)
+INC_api      := -Iserver/api $(INC_dispatch)
+# tallyd.c, the tests and the benchmark stand above everything
+CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
 DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz
 
@@ -50,7 +62,7 @@ endif
 # client and the CLI.
 COMMON_SRC := $(wildcard common/*.c)
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)
-$(COMMON_OBJ): CPPFLAGS := -Icommon
+$(COMMON_OBJ): CPPFLAGS := $(INC_common)
 $(COMMON_OBJ): CFLAGS += -fPIC -fvisibility=hidden
 
 # ---------------------------------------------------------------- engine
@@ -58,6 +70,13 @@ ENGINE_SRC := $(wildcard server/engine/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/kernels.o $(COMMON_OBJ)
 ENGINE_LIB := $(BUILD)/libtally_engine.a
 KERNELS    := kernels/scan.cl kernels/copy.cl
+
+$(BUILD)/server/engine/%.o: CPPFLAGS := $(INC_engine)
+$(BUILD)/server/codec/%.o: CPPFLAGS := $(INC_codec)
+$(BUILD)/server/core/%.o: CPPFLAGS := $(INC_core)
+$(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
+$(BUILD)/server/dispatch/%.o: CPPFLAGS := $(INC_dispatch)
+$(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api)
 
 # The host backend's inner loops are worth the extra optimisation.
 $(BUILD)/server/engine/scan_host.o: CFLAGS += -O3 -Wno-psabi
@@ -128,7 +147,7 @@ $(EXAMPLE): $(BUILD)/client/examples/cumsum.o $(CLIENT_SO)
 CLIENT_ALL := $(CLIENT_A) $(CLIENT_SO) $(TALLY_CLI) $(EXAMPLE)
 
 # ---------------------------------------------------------------- tests
-TEST_NAMES := test_units test_codec test_host test_engine test_accuracy
+TEST_NAMES := test_units test_server test_codec test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BUILD)/bin/bench_engine
 
@@ -142,8 +161,15 @@ $(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The daemon's modules, linked as tallyd is but for its main().
+$(BUILD)/bin/test_server: $(BUILD)/tests/server/test_server.o $(TEST_LIB) \
+    $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 # The client's tests: the shared library, the engine's host reference.
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
+$(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(LIBDIR) -ltally \
@@ -196,7 +222,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
-.PHONY: all run load image test test-integration test-container test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check-layers test-server test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-client deps clean format
 
 all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(CLIENT_ALL) $(BUILD)/bin/test_client
@@ -211,10 +237,17 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) \
 
 # `make test` first installs whatever is missing (a no-op when all is).
 test: deps
-	$(Q)$(MAKE) --no-print-directory test-units test-codec test-host test-engine \
-	    test-accuracy test-install test-integration test-container
+	$(Q)$(MAKE) --no-print-directory check-layers test-units test-server test-codec \
+	    test-host test-engine test-accuracy test-install test-integration test-container
+
+# The #include lines against the layers, and the checker against itself.
+check-layers:
+	$(Q)$(PYTHON) tests/check_layers.py
+	$(Q)$(PYTHON) tests/check_layers.py --self-test
 
 test-units: $(BUILD)/bin/test_units
+	$(Q)$(TEST_ENV) $< $(T)
+test-server: $(BUILD)/bin/test_server
 	$(Q)$(TEST_ENV) $< $(T)
 test-codec: $(BUILD)/bin/test_codec
 	$(Q)$(TEST_ENV) $< $(T)
