@@ -1,0 +1,484 @@
+/*
+ * test_server.c - the daemon's own modules, without a socket: the job
+ * queue, the settings, the metrics text and the route table.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "check.h"
+#include "config.h"
+#include "metrics.h"
+#include "queue.h"
+#include "router.h"
+
+/* ------------------------------------------------------------------------
+ * The queue.
+ */
+static job make_job(tx_dtype t, uint64_t n, uint64_t inner, bool exclusive,
+                    uint64_t deadline)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.lines.dtype = t;
+    j.lines.n = n;
+    j.lines.inner = inner;
+    j.lines.exclusive = exclusive;
+    j.deadline_ns = deadline;
+    return j;
+}
+
+static void queue_order(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    job jobs[20];
+    size_t order[20];
+    for (size_t i = 0; i < 20; i++)
+        order[i] = i;
+    /* shuffled dtypes, so that no two neighbours batch together */
+    for (size_t i = 0; i < 20; i++) {
+        jobs[i] = make_job((tx_dtype)(i % TX_NDTYPES), 100 + i, 1, false, 0);
+        CHECK(queue_push(&q, &jobs[i]), "push %zu", i);
+    }
+    CHECK(queue_depth(&q) == 20, "depth %zu", queue_depth(&q));
+    for (size_t i = 0; i < 20; i++) {
+        job *out[4];
+        size_t n = queue_pop(&q, out, 4);
+        CHECK(n == 1 && out[0] == &jobs[order[i]], "pop %zu: %zu jobs", i, n);
+    }
+    CHECK(queue_depth(&q) == 0, "empty");
+    queue_destroy(&q);
+}
+
+static void queue_capacity(void)
+{
+    job_queue q;
+    size_t cap = 1 + check_below(16);
+    printf("  capacity %zu\n", cap);
+    queue_init(&q, cap);
+    job jobs[17];
+    for (size_t i = 0; i < cap; i++) {
+        jobs[i] = make_job(TX_FLOAT32, i + 1, 1, false, 0);
+        CHECK(queue_push(&q, &jobs[i]), "push %zu of %zu", i, cap);
+    }
+    jobs[cap] = make_job(TX_FLOAT32, 99, 1, false, 0);
+    CHECK(!queue_push(&q, &jobs[cap]), "a full queue refuses");
+    CHECK(queue_depth(&q) == cap, "depth %zu", queue_depth(&q));
+    job *out[1];
+    CHECK(queue_pop(&q, out, 1) == 1 && out[0] == &jobs[0], "pop head");
+    CHECK(queue_push(&q, &jobs[cap]), "room again after a pop");
+    queue_destroy(&q);
+}
+
+static void queue_compatible(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    /* a: float32 n=8; b: another dtype; c: float32 n=8 exclusive; d, e:
+     * like a; f: like a but another line length */
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job b = make_job(TX_INT32, 8, 1, false, 0);
+    job c = make_job(TX_FLOAT32, 8, 1, true, 0);
+    job d = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job e = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job f = make_job(TX_FLOAT32, 9, 1, false, 0);
+    job g = make_job(TX_FLOAT32, 8, 2, false, 0);
+    job *all[] = {&a, &b, &c, &d, &e, &f, &g};
+    for (size_t i = 0; i < 7; i++)
+        queue_push(&q, all[i]);
+    /* each pop's jobs, in order; the queue is closed first so that a pop
+     * finding it empty fails the case instead of waiting */
+    queue_close(&q);
+    job *want[][2] = {{&a, &d},   {&b, NULL}, {&c, NULL},
+                      {&e, NULL}, {&f, NULL}, {&g, NULL}};
+    for (size_t i = 0; i < 6; i++) {
+        job *out[8];
+        size_t n = queue_pop(&q, out, i == 0 ? 2 : 8);
+        size_t expect = want[i][1] != NULL ? 2 : 1;
+        CHECK(n == expect && out[0] == want[i][0]
+                  && (expect == 1 || out[1] == want[i][1]),
+              "pop %zu took %zu jobs", i, n);
+    }
+    queue_destroy(&q);
+}
+
+static void queue_expiry(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0);   /* no deadline */
+    job b = make_job(TX_FLOAT32, 8, 1, false, 100); /* expired at 100 */
+    job c = make_job(TX_INT8, 8, 1, false, 300);
+    job d = make_job(TX_INT8, 8, 1, false, 200);
+    job *all[] = {&a, &b, &c, &d};
+    for (size_t i = 0; i < 4; i++)
+        queue_push(&q, all[i]);
+    job *out[8];
+    CHECK(queue_expire(&q, 50, out, 8) == 0, "nothing expired at 50");
+    size_t n = queue_expire(&q, 200, out, 8);
+    CHECK(n == 2 && out[0] == &b && out[1] == &d, "b and d at 200: %zu", n);
+    CHECK(queue_depth(&q) == 2, "a and c remain");
+    n = queue_expire(&q, 1000, out, 1);
+    CHECK(n == 1 && out[0] == &c, "at most max: %zu", n);
+    n = queue_pop(&q, out, 8);
+    CHECK(n == 1 && out[0] == &a, "a is never expired");
+    queue_destroy(&q);
+}
+
+static void queue_close_drains(void)
+{
+    job_queue q;
+    queue_init(&q, 8);
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job b = make_job(TX_INT8, 8, 1, false, 0);
+    queue_push(&q, &a);
+    queue_close(&q);
+    CHECK(!queue_push(&q, &b), "a closed queue refuses");
+    job *out[2];
+    CHECK(queue_pop(&q, out, 2) == 1 && out[0] == &a, "what was queued drains");
+    CHECK(queue_pop(&q, out, 2) == 0, "then pops return 0 without waiting");
+    queue_destroy(&q);
+}
+
+/* ------------------------------------------------------------------------
+ * Settings.
+ */
+enum { STR, UINT, SIZE, BOOL };
+
+static const struct {
+    const char *flag, *env;
+    int kind;
+    size_t offset;
+} settings[] = {
+#define ROW(field, flag, env, kind, def, help)                                 \
+    {flag, env, kind, offsetof(tally_config, field)},
+    TALLY_SETTINGS(ROW)
+#undef ROW
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+/* A valid value for setting i other than its default, and whether the
+ * loaded field holds it. */
+static const char *other_value(size_t i, int variant)
+{
+    if (strcmp(settings[i].flag, "listen") == 0)
+        return variant ? "[::1]:9001" : "127.0.0.2:9000";
+    switch (settings[i].kind) {
+    case STR: return variant ? "gpu" : "host";
+    case UINT: return variant ? "17" : "3";
+    case SIZE: return variant ? "2k" : "3MiB";
+    default: return variant ? "off" : "yes";
+    }
+}
+
+static bool holds(const tally_config *c, size_t i, int variant)
+{
+    const char *field = (const char *)c + settings[i].offset;
+    switch (settings[i].kind) {
+    case STR:
+        return strcmp(*(char *const *)field, other_value(i, variant)) == 0;
+    case UINT: return *(const unsigned *)field == (variant ? 17u : 3u);
+    case SIZE:
+        return *(const size_t *)field == (variant ? 2048u : (size_t)3 << 20);
+    default: return *(const bool *)field == !variant;
+    }
+}
+
+static bool load(tally_config *c, int argc, char **argv, char *msg, size_t len)
+{
+    bool ok = tally_config_load(c, argc, argv, msg, len);
+    return ok;
+}
+
+static void config_every_setting(void)
+{
+    char msg[512];
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        tally_config c;
+        /* the environment */
+        setenv(settings[i].env, other_value(i, 0), 1);
+        char *argv0[] = {"tallyd", NULL};
+        bool ok = load(&c, 1, argv0, msg, sizeof msg);
+        CHECK(ok && holds(&c, i, 0), "%s=%s: %s", settings[i].env,
+              other_value(i, 0), ok ? "not applied" : msg);
+        tally_config_free(&c);
+        /* a flag beats the environment, as --flag=value and --flag value */
+        char arg[128];
+        snprintf(arg, sizeof arg, "--%s=%s", settings[i].flag,
+                 other_value(i, 1));
+        char *argv1[] = {"tallyd", arg, NULL};
+        ok = load(&c, 2, argv1, msg, sizeof msg);
+        CHECK(ok && holds(&c, i, 1), "%s: %s", arg, ok ? "not applied" : msg);
+        tally_config_free(&c);
+        if (settings[i].kind != BOOL) {
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", settings[i].flag);
+            char *argv2[] = {"tallyd", flag, (char *)other_value(i, 1), NULL};
+            ok = load(&c, 3, argv2, msg, sizeof msg);
+            CHECK(ok && holds(&c, i, 1), "%s %s: %s", flag, other_value(i, 1),
+                  ok ? "not applied" : msg);
+            tally_config_free(&c);
+        } else {
+            char flag[64];
+            snprintf(flag, sizeof flag, "--no-%s", settings[i].flag);
+            char *argv2[] = {"tallyd", flag, NULL};
+            ok = load(&c, 2, argv2, msg, sizeof msg);
+            CHECK(ok && holds(&c, i, 1), "%s: %s", flag,
+                  ok ? "not applied" : msg);
+            tally_config_free(&c);
+        }
+        unsetenv(settings[i].env);
+    }
+}
+
+static void config_bad_values(void)
+{
+    static const struct {
+        int kind;
+        const char *value;
+    } bad[] = {
+        {UINT, "-1"},    {UINT, "1x"}, {UINT, ""},  {UINT, "999999999999"},
+        {SIZE, "1TB"},   {SIZE, "-5"}, {SIZE, "k"}, {SIZE, "99999999999G"},
+        {BOOL, "maybe"}, {BOOL, "2"},  {BOOL, ""},
+    };
+    char msg[512];
+    for (size_t i = 0; i < NSETTINGS; i++)
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            if (bad[b].kind != settings[i].kind)
+                continue;
+            tally_config c;
+            /* as a flag, and from the environment */
+            char arg[128];
+            snprintf(arg, sizeof arg, "--%s=%s", settings[i].flag,
+                     bad[b].value);
+            char *argv[] = {"tallyd", arg, NULL};
+            msg[0] = '\0';
+            CHECK(!tally_config_load(&c, 2, argv, msg, sizeof msg)
+                      && strstr(msg, settings[i].flag) != NULL,
+                  "%s accepted, or the message does not name it: %s", arg, msg);
+            tally_config_free(&c);
+            setenv(settings[i].env, bad[b].value, 1);
+            char *argv0[] = {"tallyd", NULL};
+            msg[0] = '\0';
+            CHECK(!tally_config_load(&c, 1, argv0, msg, sizeof msg)
+                      && strstr(msg, settings[i].env) != NULL,
+                  "%s=%s accepted: %s", settings[i].env, bad[b].value, msg);
+            tally_config_free(&c);
+            unsetenv(settings[i].env);
+        }
+    /* the command line itself, and the cross-checks */
+    static const char *const lines[][3] = {
+        {"--nope", NULL, "unknown option"},
+        {"stray", NULL, "unexpected argument"},
+        {"--workers", NULL, "needs a value"},
+        {"--no-warmup=1", NULL, "takes no value"},
+        {"--workers=0", NULL, "at least 1"},
+        {"--queue-depth=0", NULL, "at least 1"},
+        {"--listen=nohost", NULL, "HOST:PORT"},
+        {"--listen=1.2.3.4:99999", NULL, "HOST:PORT"},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        tally_config c;
+        char *argv[] = {"tallyd", (char *)lines[i][0], NULL};
+        msg[0] = '\0';
+        CHECK(!tally_config_load(&c, 2, argv, msg, sizeof msg)
+                  && strstr(msg, lines[i][2]) != NULL,
+              "%s: \"%s\"", lines[i][0], msg);
+        tally_config_free(&c);
+    }
+    tally_config c;
+    char *argv[] = {"tallyd",         "--help",       "--version",
+                    "--list-devices", "--warm-cache", NULL};
+    CHECK(tally_config_load(&c, 5, argv, msg, sizeof msg) && c.help && c.version
+              && c.list_devices && c.warm_cache,
+          "one-shot actions: %s", msg);
+    tally_config_free(&c);
+}
+
+/* ------------------------------------------------------------------------
+ * Metrics.
+ */
+static void metrics_text(void)
+{
+    metrics m;
+    metrics_init(&m, 2);
+    uint64_t ms = 1000000;
+    metrics_request(&m, ROUTE_NATIVE, 200, TALLY_E_OK, 3 * ms, 10, 20);
+    metrics_request(&m, ROUTE_NATIVE, 200, TALLY_E_OK, 700 * ms, 10, 20);
+    metrics_request(&m, ROUTE_INFER, 503, TALLY_E_QUEUE_FULL, ms, 0, 30);
+    metrics_request(&m, ROUTE_INFER, 418, TALLY_E_INVALID, ms, 0, 30);
+    metrics_observe(&m.queue, 2 * ms);
+    atomic_store(&m.busy_ns[1], 1500 * ms);
+    size_t len;
+    char *t = metrics_render(&m, 7, "dev \"x\"\\y", "9.9.9", &len);
+    CHECK(t != NULL && strlen(t) == len, "rendered");
+    if (t == NULL)
+        return;
+    static const char *const want[] = {
+        "tally_build_info{version=\"9.9.9\",device=\"dev \\\"x\\\"\\\\y\"} 1\n",
+        "tally_requests_total{route=\"native\",code=\"200\"} 2\n",
+        "tally_requests_total{route=\"infer\",code=\"503\"} 1\n",
+        "tally_requests_total{route=\"infer\",code=\"other\"} 1\n",
+        "tally_request_failures_total{route=\"infer\",reason=\"QUEUE_FULL\"} "
+        "1\n",
+        "tally_request_duration_seconds_count{route=\"native\"} 2\n",
+        "tally_queue_depth 7\n",
+        "# TYPE tally_request_duration_seconds histogram\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK(strstr(t, want[i]) != NULL, "missing: %s", want[i]);
+    CHECK(strstr(t, "route=\"health\"") == NULL, "unused routes are left out");
+    /* histogram buckets are cumulative and end at +Inf with the count */
+    const char *p = strstr(t, "tally_request_duration_seconds_bucket{route="
+                              "\"native\"");
+    unsigned long long prev = 0;
+    bool monotone = p != NULL, inf = false;
+    while (p != NULL
+           && strncmp(p,
+                      "tally_request_duration_seconds_bucket{"
+                      "route=\"native\"",
+                      50)
+                  == 0) {
+        const char *sp = strchr(p, '}');
+        unsigned long long v = strtoull(sp + 2, NULL, 10);
+        monotone = monotone && v >= prev;
+        prev = v;
+        inf = strstr(p, "le=\"+Inf\"") != NULL && strstr(p, "le=\"+Inf\"") < sp;
+        p = strchr(p, '\n') + 1;
+    }
+    CHECK(monotone && inf && prev == 2, "native buckets: last %llu", prev);
+    /* every line is a comment or "name{labels} value" */
+    for (const char *l = t; *l != '\0'; l = strchr(l, '\n') + 1) {
+        const char *nl = strchr(l, '\n');
+        CHECK(nl != NULL, "the text ends with a newline");
+        if (nl == NULL)
+            break;
+        if (*l != '#') {
+            const char *sp = memchr(l, ' ', (size_t)(nl - l));
+            CHECK(sp != NULL && strncmp(l, "tally_", 6) == 0, "line: %.*s",
+                  (int)(nl - l), l);
+        }
+    }
+    free(t);
+}
+
+/* ------------------------------------------------------------------------
+ * Routes.
+ */
+static void routes_table(void)
+{
+    static const struct {
+        const char *method, *path;
+        http_handler handler;
+        int status;
+        const char *says; /* in the message, or Allow for 405 */
+    } cases[] = {
+        {"POST", "/v1/cumsum", api_native, 200, NULL},
+        {"GET", "/v1/cumsum", NULL, 405, "POST"},
+        {"GET", "/metrics", api_metrics, 200, NULL},
+        {"HEAD", "/metrics", api_metrics, 200, NULL},
+        {"POST", "/metrics", NULL, 405, "GET, HEAD"},
+        {"GET", "/v2", api_server_metadata, 200, NULL},
+        {"GET", "/v2/health/live", api_health_live, 200, NULL},
+        {"GET", "/v2/health/ready", api_health_ready, 200, NULL},
+        {"GET", "/v2/models/cumsum", api_model_metadata, 200, NULL},
+        {"GET", "/v2/models/cumsum/versions/1", api_model_metadata, 200, NULL},
+        {"GET", "/v2/models/cumsum/ready", api_model_ready, 200, NULL},
+        {"GET", "/v2/models/cumsum/versions/1/ready", api_model_ready, 200,
+         NULL},
+        {"GET", "/v2/models/cumsum/config", api_model_config, 200, NULL},
+        {"POST", "/v2/models/cumsum/infer", api_infer, 200, NULL},
+        {"POST", "/v2/models/cumsum/versions/1/infer", api_infer, 200, NULL},
+        {"GET", "/v2/models/cumsum/infer", NULL, 405, "POST"},
+        {"DELETE", "/v2/models/cumsum", NULL, 405, "GET, HEAD"},
+        {"POST", "/v2/models/resnet/infer", NULL, 404, "unknown model"},
+        {"GET", "/v2/models/nope", NULL, 404, "\"nope\""},
+        {"GET", "/v2/models/", NULL, 404, "unknown model"},
+        {"GET", "/v2/models/cumsum/versions/2", NULL, 404, "no version \"2\""},
+        {"GET", "/v2/models/cumsum/versions/1/config", NULL, 404, "no route"},
+        {"GET", "/v2/models/cumsum/", NULL, 404, "no route"},
+        {"GET", "/nope", NULL, 404, "no route GET /nope"},
+        {"GET", "/", NULL, 404, "no route"},
+        {"POST", "/v1/cumsum/", NULL, 404, "no route"},
+        {"POST", "/v1//cumsum", NULL, 404, "no route"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        http_match m;
+        http_route_match(&api_routes, cases[i].method, cases[i].path, &m);
+        const char *where = m.status == 405 ? m.allow : m.msg;
+        CHECK(m.status == cases[i].status && m.handler == cases[i].handler
+                  && (cases[i].says == NULL
+                      || strstr(where, cases[i].says) != NULL),
+              "%s %s: status %d, \"%s\"", cases[i].method, cases[i].path,
+              m.status, where);
+        if (m.status == 405)
+            CHECK(strcmp(m.allow, cases[i].says) == 0
+                      && strstr(m.msg, "is not allowed") != NULL,
+                  "%s %s: Allow \"%s\"", cases[i].method, cases[i].path,
+                  m.allow);
+    }
+    http_match m;
+    http_route_match(&api_routes, "POST", "/v2/models/cumsum/infer", &m);
+    CHECK(m.metric == ROUTE_INFER, "infer counts as infer");
+    http_route_match(&api_routes, "GET", "/v1/cumsum", &m);
+    CHECK(m.metric == ROUTE_NATIVE, "a 405 counts under its route");
+    http_route_match(&api_routes, "GET", "/nope", &m);
+    CHECK(m.metric == ROUTE_OTHER, "a 404 counts as other");
+}
+
+static void stub(request *r)
+{
+    (void)r;
+}
+
+static void other_stub(request *r)
+{
+    (void)r;
+}
+
+static void router_rules(void)
+{
+    /* the matcher on its own: first match wins, Allow is the union of the
+     * matching rows' methods in order, parameters match one segment */
+    static const http_route rows[] = {
+        {"PUT", "/a/{x}", stub, ROUTE_OTHER},
+        {"GET", "/a/{x}", other_stub, ROUTE_HEALTH},
+        {"GET", "/a/b", stub, ROUTE_METRICS},
+        {"POST", "/a/{x}/c", stub, ROUTE_NATIVE},
+    };
+    http_routes t = {rows, 4, NULL};
+    http_match m;
+    http_route_match(&t, "GET", "/a/b", &m);
+    CHECK(m.handler == other_stub && m.metric == ROUTE_HEALTH,
+          "the first matching row wins");
+    http_route_match(&t, "DELETE", "/a/zz", &m);
+    CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
+          "Allow: \"%s\"", m.allow);
+    http_route_match(&t, "POST", "/a/q/c", &m);
+    CHECK(m.status == 200 && m.metric == ROUTE_NATIVE, "a parameter mid-path");
+    http_route_match(&t, "POST", "/a/q/r/c", &m);
+    CHECK(m.status == 404, "a parameter is one segment");
+    http_route_match(&t, "GET", "/a", &m);
+    CHECK(m.status == 404, "a parameter is not optional");
+}
+
+static const check_case cases[] = {
+    {"queue_order", queue_order},
+    {"queue_capacity", queue_capacity},
+    {"queue_compatible", queue_compatible},
+    {"queue_expiry", queue_expiry},
+    {"queue_close", queue_close_drains},
+    {"config_every_setting", config_every_setting},
+    {"config_bad_values", config_bad_values},
+    {"metrics_text", metrics_text},
+    {"routes_table", routes_table},
+    {"router_rules", router_rules},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
