@@ -48,7 +48,7 @@
 
 #define TICK_MS 5
 
-static tally_server server;
+static tallyd_server server;
 
 /* Until the loop's signal handlers take over, SIGTERM and SIGINT end the
  * process at once: nothing is in flight yet (compiling kernels can take a
@@ -71,7 +71,7 @@ static void engine_log(void *user, const char *line)
     log_msg("engine", "info", "%s", line);
 }
 
-static void stop_everything(tally_server *s)
+static void stop_everything(tallyd_server *s)
 {
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
@@ -84,7 +84,7 @@ static void stop_everything(tally_server *s)
  * gone, or the ones left have sent nothing for --drain-idle-ms (a client
  * may have sent a request on its keep-alive connection just as the signal
  * came; closing that connection at once would lose the request). */
-static bool drain_done(tally_server *s, uint64_t now)
+static bool drain_done(tallyd_server *s, uint64_t now)
 {
     if (atomic_load(&s->metrics.inflight) > 0)
         return false;
@@ -98,7 +98,7 @@ static bool drain_done(tally_server *s, uint64_t now)
 
 static void on_tick(uv_timer_t *t)
 {
-    tally_server *s = t->data;
+    tallyd_server *s = t->data;
     dispatch_expire(s);
     log_flush();
     if (!atomic_load(&s->draining))
@@ -124,7 +124,7 @@ static void on_tick(uv_timer_t *t)
     stop_everything(s);
 }
 
-static void begin_drain(tally_server *s, const char *why)
+static void begin_drain(tallyd_server *s, const char *why)
 {
     if (atomic_exchange(&s->draining, true))
         return;
@@ -138,7 +138,7 @@ static void begin_drain(tally_server *s, const char *why)
 
 static void on_signal(uv_signal_t *h, int signum)
 {
-    tally_server *s = h->data;
+    tallyd_server *s = h->data;
     if (signum == SIGHUP) {
         log_msg("tallyd", "info",
                 "SIGHUP: nothing to reload (settings are read at startup)");
@@ -149,23 +149,23 @@ static void on_signal(uv_signal_t *h, int signum)
 
 int main(int argc, char **argv)
 {
-    tally_server *s = &server;
+    tallyd_server *s = &server;
     char msg[1024];
-    s->version = TALLY_VERSION;
-    if (!tally_config_load(&s->cfg, argc, argv, msg, sizeof msg)) {
+    s->version = TALLYD_VERSION;
+    if (!tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg)) {
         fprintf(stderr, "tallyd: %s\n", msg);
         return 2;
     }
     if (s->cfg.help) {
-        tally_config_usage(stdout, argv[0]);
+        tallyd_config_usage(stdout, argv[0]);
         return 0;
     }
     if (s->cfg.version) {
-        printf("tallyd %s\n", TALLY_VERSION);
+        printf("tallyd %s\n", TALLYD_VERSION);
         return 0;
     }
     if (s->cfg.list_devices) {
-        int n = tally_engine_list(stdout);
+        int n = eng_engine_list(stdout);
         printf("host  the C backend on this machine's cores (--device host)\n");
         return n >= 0 ? 0 : 1;
     }
@@ -177,8 +177,8 @@ int main(int argc, char **argv)
 
     /* the engine: warming up compiles every kernel (slow once per machine
      * with PoCL, cached afterwards) so that no request pays for it */
-    tally_engine_options o;
-    tally_engine_options_init(&o);
+    eng_engine_options o;
+    eng_engine_options_init(&o);
     o.device = s->cfg.device;
     o.layout = s->cfg.layout;
     o.warmup = s->cfg.warmup || s->cfg.warm_cache;
@@ -188,24 +188,23 @@ int main(int argc, char **argv)
         (unsigned)(cores > (long)s->cfg.workers ? cores / (long)s->cfg.workers
                                                 : 1);
     uint64_t t0 = now_ns();
-    if (tally_engine_open(&o, &s->engine, msg, sizeof msg) != TALLY_E_OK) {
+    if (eng_engine_open(&o, &s->engine, msg, sizeof msg) != ENG_E_OK) {
         log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
         return 1;
     }
-    snprintf(s->device, sizeof s->device, "%s",
-             tally_engine_describe(s->engine));
+    snprintf(s->device, sizeof s->device, "%s", eng_engine_describe(s->engine));
     log_msg("tallyd", "info", "device ready in %.1f s: %s",
             (double)(now_ns() - t0) * 1e-9, s->device);
     if (s->cfg.warm_cache) { /* --warm-cache: for images and installers */
-        tally_engine_close(s->engine);
-        tally_config_free(&s->cfg);
+        eng_engine_close(s->engine);
+        tallyd_config_free(&s->cfg);
         log_flush();
         return 0;
     }
 
     metrics_init(&s->metrics, s->cfg.workers);
     queue_init(&s->queue, s->cfg.queue_depth);
-    if (dispatch_start(s, msg, sizeof msg) != TALLY_E_OK) {
+    if (dispatch_start(s, msg, sizeof msg) != ENG_E_OK) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
         return 1;
     }
@@ -222,7 +221,7 @@ int main(int argc, char **argv)
     s->tick.data = s;
     uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
 
-    if (http_start(s, &api_routes, msg, sizeof msg) != TALLY_E_OK) {
+    if (http_start(s, &api_routes, msg, sizeof msg) != ENG_E_OK) {
         log_msg("tallyd", "error", "%s", msg);
         dispatch_stop(s);
         return 1;
@@ -230,7 +229,7 @@ int main(int argc, char **argv)
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
-            TALLY_VERSION, s->cfg.listen, s->port, s->cfg.workers,
+            TALLYD_VERSION, s->cfg.listen, s->port, s->cfg.workers,
             s->cfg.http_threads, s->cfg.queue_depth, s->cfg.max_body_bytes);
 
     uv_run(s->loop, UV_RUN_DEFAULT);
@@ -239,8 +238,8 @@ int main(int argc, char **argv)
     http_stop(s);
     uv_loop_close(s->loop);
     queue_destroy(&s->queue);
-    tally_engine_close(s->engine);
-    tally_config_free(&s->cfg);
+    eng_engine_close(s->engine);
+    tallyd_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");
     log_flush();
     return s->exit_code;

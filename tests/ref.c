@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "tx_half.h"
 #include "ref.h"
+#include "tx_half.h"
 
 bool ref_is_float(tx_dtype t)
 {
@@ -50,27 +50,23 @@ void ref_set_u(tx_dtype t, void *buf, size_t i, uint64_t v)
 void ref_set_f(tx_dtype t, void *buf, size_t i, long double v)
 {
     switch (t) {
-    case TX_FLOAT16:
-        ((uint16_t *)buf)[i] = tx_f32_to_f16((float)v);
-        break;
-    case TX_BFLOAT16:
-        ((uint16_t *)buf)[i] = tx_f32_to_bf16((float)v);
-        break;
+    case TX_FLOAT16: ((uint16_t *)buf)[i] = tx_f32_to_f16((float)v); break;
+    case TX_BFLOAT16: ((uint16_t *)buf)[i] = tx_f32_to_bf16((float)v); break;
     case TX_FLOAT32: ((float *)buf)[i] = (float)v; break;
     case TX_FLOAT64: ((double *)buf)[i] = (double)v; break;
     default: ref_set_u(t, buf, i, (uint64_t)(int64_t)v); break;
     }
 }
 
-void ref_scan(const tally_scan_desc *desc, const void *in, ref_result *r)
+void ref_scan(const eng_scan_desc *desc, const void *in, ref_result *r)
 {
     memset(r, 0, sizeof *r);
-    tally_err e = tally_lines_from_desc(desc, &r->l, NULL, 0);
-    if (e != TALLY_E_OK) {
+    eng_err e = eng_lines_from_desc(desc, &r->l, NULL, 0);
+    if (e != ENG_E_OK) {
         fprintf(stderr, "ref_scan: invalid desc\n");
         abort();
     }
-    const tally_lines *l = &r->l;
+    const eng_lines *l = &r->l;
     size_t count = (size_t)l->elements;
     bool fl = ref_is_float(l->dtype);
     if (fl) {
@@ -145,7 +141,7 @@ static long double max_finite(tx_dtype t)
 
 void ref_poison(const ref_result *r, void *out)
 {
-    const tally_lines *l = &r->l;
+    const eng_lines *l = &r->l;
     for (size_t i = 0; i < (size_t)l->elements; i++) {
         if (ref_is_float(l->dtype))
             ref_set_f(l->dtype, out, i, NAN);
@@ -157,7 +153,7 @@ void ref_poison(const ref_result *r, void *out)
 static size_t compare(const ref_result *r, const void *got, const char *what,
                       long double abs_scale)
 {
-    const tally_lines *l = &r->l;
+    const eng_lines *l = &r->l;
     size_t bad = 0;
     for (size_t i = 0; i < (size_t)l->elements; i++) {
         bool ok;
@@ -181,10 +177,9 @@ static size_t compare(const ref_result *r, const void *got, const char *what,
             snprintf(want, sizeof want, "%.12Lg (tol %.3Lg)", x, tol);
             snprintf(have, sizeof have, "%.12Lg", y);
         } else {
-            uint64_t mask =
-                tx_dtype_size(l->dtype) == 8
-                    ? ~0ull
-                    : (1ull << (8 * tx_dtype_size(l->dtype))) - 1;
+            uint64_t mask = tx_dtype_size(l->dtype) == 8
+                                ? ~0ull
+                                : (1ull << (8 * tx_dtype_size(l->dtype))) - 1;
             uint64_t y = ref_get_u(l->dtype, got, i), x = r->u[i] & mask;
             ok = y == x;
             snprintf(want, sizeof want, "%llu", (unsigned long long)x);
@@ -205,8 +200,7 @@ size_t ref_compare(const ref_result *r, const void *got, const char *what)
     return compare(r, got, what, 1);
 }
 
-size_t ref_compare_split(const ref_result *r, const void *got,
-                         const char *what)
+size_t ref_compare_split(const ref_result *r, const void *got, const char *what)
 {
     return compare(r, got, what, 2);
 }

@@ -16,7 +16,7 @@
 #include "tensor.h"
 
 typedef struct {
-    tally_lines l;
+    eng_lines l;
     long double *f;   /* float types: exact-ish sums */
     long double *abs; /* float types: running sums of |x| */
     uint64_t *u;      /* integer types: sums modulo 2^64 */
@@ -31,7 +31,7 @@ void ref_set_u(tx_dtype t, void *buf, size_t i, uint64_t v);
 bool ref_is_float(tx_dtype t);
 
 /* The reference scan of `in` for desc (which must be valid). */
-void ref_scan(const tally_scan_desc *desc, const void *in, ref_result *r);
+void ref_scan(const eng_scan_desc *desc, const void *in, ref_result *r);
 void ref_free(ref_result *r);
 
 /* The error bound a float result must meet, from README.md's accuracy

@@ -29,7 +29,7 @@ static void quiet(void *user, const char *line)
 }
 
 /* Reference along lines of n elements, `inner` apart, in the mode's order. */
-static void make_reference(const tally_scan_desc *d, uint64_t n, uint64_t inner)
+static void make_reference(const eng_scan_desc *d, uint64_t n, uint64_t inner)
 {
     for (uint64_t k = 0; k < inner; k++) {
         double s = 0;
@@ -65,16 +65,16 @@ static double max_relative_error(const float *y)
 
 static void run_on(const char *device)
 {
-    tally_engine_options o;
-    tally_engine_options_init(&o);
+    eng_engine_options o;
+    eng_engine_options_init(&o);
     o.device = device;
     o.warmup = false;
     o.log = quiet;
-    tally_engine *e;
-    tally_stream *s;
+    eng_engine *e;
+    eng_stream *s;
     char msg[256];
-    if (tally_engine_open(&o, &e, msg, sizeof msg) != TALLY_E_OK
-        || tally_stream_open(e, &s, msg, sizeof msg) != TALLY_E_OK) {
+    if (eng_engine_open(&o, &e, msg, sizeof msg) != ENG_E_OK
+        || eng_stream_open(e, &s, msg, sizeof msg) != ENG_E_OK) {
         CHECK(0, "%s: %s", device, msg);
         return;
     }
@@ -92,29 +92,29 @@ static void run_on(const char *device)
         {"columns of 2^20", 2, {1u << 20, 64}, 0, false, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        tally_scan_desc d = {.dtype = TX_FLOAT32,
-                             .rank = cases[c].rank,
-                             .axis = cases[c].axis,
-                             .reverse = cases[c].reverse,
-                             .exclusive = cases[c].exclusive};
+        eng_scan_desc d = {.dtype = TX_FLOAT32,
+                           .rank = cases[c].rank,
+                           .axis = cases[c].axis,
+                           .reverse = cases[c].reverse,
+                           .exclusive = cases[c].exclusive};
         memcpy(d.shape, cases[c].shape, sizeof cases[c].shape);
         uint64_t inner = d.rank == 2 ? d.shape[1] : 1;
         make_reference(&d, d.shape[0], inner);
         for (size_t i = 0; i < N; i++)
             out[i] = NAN;
-        if (tally_scan(s, &d, input, out, msg, sizeof msg) != TALLY_E_OK) {
+        if (eng_scan(s, &d, input, out, msg, sizeof msg) != ENG_E_OK) {
             CHECK(0, "%s %s: %s", device, cases[c].what, msg);
             continue;
         }
         double err = max_relative_error(out);
         printf("    %-28s %-14s max relative error %.3g\n",
-               tally_engine_describe(e), cases[c].what, err);
+               eng_engine_describe(e), cases[c].what, err);
         CHECK(err < 1e-5, "%s %s: max relative error %g", device, cases[c].what,
               err);
     }
     free(out);
-    tally_stream_close(s);
-    tally_engine_close(e);
+    eng_stream_close(s);
+    eng_engine_close(e);
 }
 
 static void setup(void)
@@ -143,7 +143,7 @@ static void host(void)
 static void naive_float32_for_scale(void)
 {
     setup();
-    tally_scan_desc d = {.rank = 1};
+    eng_scan_desc d = {.rank = 1};
     make_reference(&d, N, 1);
     float s = 0, *y = check_alloc((size_t)N * sizeof(float));
     for (size_t i = 0; i < N; i++)

@@ -79,11 +79,11 @@ static void tensor_make(tensor *t, tally_dt dt, int rank, const int64_t *shape,
     t->axis = axis;
     t->flags = flags;
     memcpy(t->shape, shape, (size_t)rank * sizeof *shape);
-    tally_scan_desc d = {.dtype = engine_dtype(dt),
-                         .rank = rank,
-                         .axis = axis,
-                         .exclusive = flags & TALLY_EXCLUSIVE,
-                         .reverse = flags & TALLY_REVERSE};
+    eng_scan_desc d = {.dtype = engine_dtype(dt),
+                       .rank = rank,
+                       .axis = axis,
+                       .exclusive = flags & TALLY_EXCLUSIVE,
+                       .reverse = flags & TALLY_REVERSE};
     t->count = 1;
     for (int i = 0; i < rank; i++) {
         d.shape[i] = (uint64_t)shape[i];

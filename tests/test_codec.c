@@ -11,12 +11,12 @@
 #include "buffer.h"
 #include "check.h"
 #include "encoding.h"
-#include "tx_half.h"
 #include "json.h"
 #include "kserve.h"
 #include "native.h"
 #include "npy.h"
 #include "numfmt.h"
+#include "tx_half.h"
 
 static bool parse1(tx_dtype t, const char *text, void *dst, char *why)
 {
@@ -95,9 +95,9 @@ static void integers(void)
     /* printing is exact and parses back */
     for (int i = 0; i < 2000; i++) {
         uint64_t bits = check_rand();
-        static const tx_dtype types[] = {
-            TX_INT8,  TX_INT16,  TX_INT32,  TX_INT64,
-            TX_UINT8, TX_UINT16, TX_UINT32, TX_UINT64};
+        static const tx_dtype types[] = {TX_INT8,   TX_INT16, TX_INT32,
+                                         TX_INT64,  TX_UINT8, TX_UINT16,
+                                         TX_UINT32, TX_UINT64};
         tx_dtype t = types[i % 8];
         uint64_t in = bits, back = 0;
         char text[NUMFMT_MAX + 1];
@@ -150,18 +150,16 @@ static void floats(void)
         if (isfinite(f)) {
             float back = 0;
             size_t n = numfmt_print(TX_FLOAT32, &f, 0, text);
-            CHECK(
-                numfmt_parse(TX_FLOAT32, text, n, &back, 0, why, sizeof why)
-                    && memcmp(&back, &f, 4) == 0,
-                "float32 %a printed as %.*s", (double)f, (int)n, text);
+            CHECK(numfmt_parse(TX_FLOAT32, text, n, &back, 0, why, sizeof why)
+                      && memcmp(&back, &f, 4) == 0,
+                  "float32 %a printed as %.*s", (double)f, (int)n, text);
         }
         if (isfinite(d)) {
             double back = 0;
             size_t n = numfmt_print(TX_FLOAT64, &d, 0, text);
-            CHECK(
-                numfmt_parse(TX_FLOAT64, text, n, &back, 0, why, sizeof why)
-                    && memcmp(&back, &d, 8) == 0,
-                "float64 %a printed as %.*s", d, (int)n, text);
+            CHECK(numfmt_parse(TX_FLOAT64, text, n, &back, 0, why, sizeof why)
+                      && memcmp(&back, &d, 8) == 0,
+                  "float64 %a printed as %.*s", d, (int)n, text);
         }
     }
     /* shortest: 0.1 stays 0.1 */
@@ -213,8 +211,7 @@ static void json_tensors(void)
     uint64_t s23[] = {2, 3}, s3[] = {3}, s20[] = {2, 0};
     CHECK(tensor("[[1,2,3],[4,5,6]]", TX_INT32, s23, 2, v, err) && v[5] == 6,
           "nested: %s", err);
-    CHECK(tensor(" [1, 2, 3, 4, 5, 6] ", TX_INT32, s23, 2, v, err)
-              && v[3] == 4,
+    CHECK(tensor(" [1, 2, 3, 4, 5, 6] ", TX_INT32, s23, 2, v, err) && v[3] == 4,
           "flat: %s", err);
     CHECK(!tensor("[[1,2,3],[4,5]]", TX_INT32, s23, 2, v, err)
               && strstr(err, "data[1] has 2 elements"),
@@ -237,11 +234,9 @@ static void json_tensors(void)
     CHECK(tensor("[1,\"NaN\",\"-Infinity\"]", TX_FLOAT32, s3, 1, v, err),
           "specials: %s", err);
     CHECK(!tensor("[1,[2],3]", TX_INT32, s3, 1, v, err), "mixed: %s", err);
-    CHECK(tensor("[[],[]]", TX_INT32, s20, 2, v, err), "empty rows: %s",
-          err);
+    CHECK(tensor("[[],[]]", TX_INT32, s20, 2, v, err), "empty rows: %s", err);
     CHECK(tensor("[]", TX_INT32, s20, 2, v, err), "empty flat: %s", err);
-    CHECK(!tensor("[1,2,3", TX_INT32, s3, 1, v, err), "unterminated: %s",
-          err);
+    CHECK(!tensor("[1,2,3", TX_INT32, s3, 1, v, err), "unterminated: %s", err);
     CHECK(!tensor("{\"a\":1}", TX_INT32, s3, 1, v, err), "object: %s", err);
     /* deep nesting is refused, not recursed into without end */
     char deep[400];
@@ -252,7 +247,7 @@ static void json_tensors(void)
     CHECK(!jcur_skip(&c) && strstr(err, "nested"), "deep: %s", err);
 }
 
-static tally_err native(const char *text, native_request *out, char *err)
+static eng_err native(const char *text, native_request *out, char *err)
 {
     return native_parse_json(text, strlen(text), 1 << 20, out, err, 300);
 }
@@ -261,56 +256,55 @@ static void native_requests(void)
 {
     char err[300];
     native_request q;
-    tally_err e = native("{\"shape\":[2,2],\"data\":[[1,2],[3,4]],\"dtype\":"
-                         "\"INT16\",\"axis\":-1,"
-                         "\"direction\":\"decreasing\",\"exclusive\":true}",
-                         &q, err);
-    CHECK(e == TALLY_E_OK && q.desc.dtype == TX_INT16 && q.desc.axis == -1
+    eng_err e = native("{\"shape\":[2,2],\"data\":[[1,2],[3,4]],\"dtype\":"
+                       "\"INT16\",\"axis\":-1,"
+                       "\"direction\":\"decreasing\",\"exclusive\":true}",
+                       &q, err);
+    CHECK(e == ENG_E_OK && q.desc.dtype == TX_INT16 && q.desc.axis == -1
               && q.desc.reverse && q.desc.exclusive
               && ((int16_t *)q.data)[3] == 4,
           "full request: %s", err);
-    tally_buffer_free(q.data);
+    eng_buffer_free(q.data);
     struct {
         const char *text;
-        tally_err want;
+        eng_err want;
         const char *says;
     } bad[] = {
-        {"", TALLY_E_INVALID, "empty"},
-        {"[1]", TALLY_E_INVALID, "expected an object"},
-        {"{\"dtype\":\"float32\",\"shape\":[1]}", TALLY_E_INVALID, "\"data\""},
+        {"", ENG_E_INVALID, "empty"},
+        {"[1]", ENG_E_INVALID, "expected an object"},
+        {"{\"dtype\":\"float32\",\"shape\":[1]}", ENG_E_INVALID, "\"data\""},
         {"{\"dtype\":\"float32\",\"shape\":[1],\"data\":[1],\"axes\":0}",
-         TALLY_E_INVALID, "unknown member \"axes\""},
+         ENG_E_INVALID, "unknown member \"axes\""},
         {"{\"dtype\":\"float32\",\"dtype\":\"int8\",\"shape\":[1],\"data\":[1]"
          "}",
-         TALLY_E_INVALID, "twice"},
-        {"{\"dtype\":\"float33\",\"shape\":[1],\"data\":[1]}", TALLY_E_DTYPE,
+         ENG_E_INVALID, "twice"},
+        {"{\"dtype\":\"float33\",\"shape\":[1],\"data\":[1]}", ENG_E_DTYPE,
          "float33"},
-        {"{\"dtype\":32,\"shape\":[1],\"data\":[1]}", TALLY_E_DTYPE, "string"},
-        {"{\"dtype\":\"int8\",\"shape\":[],\"data\":[]}", TALLY_E_RANK,
-         "rank 0"},
-        {"{\"dtype\":\"int8\",\"shape\":[-1],\"data\":[]}", TALLY_E_INVALID,
+        {"{\"dtype\":32,\"shape\":[1],\"data\":[1]}", ENG_E_DTYPE, "string"},
+        {"{\"dtype\":\"int8\",\"shape\":[],\"data\":[]}", ENG_E_RANK, "rank 0"},
+        {"{\"dtype\":\"int8\",\"shape\":[-1],\"data\":[]}", ENG_E_INVALID,
          "negative"},
-        {"{\"dtype\":\"int8\",\"shape\":[\"2\"],\"data\":[1,2]}",
-         TALLY_E_INVALID, "shape[0] must be an integer"},
+        {"{\"dtype\":\"int8\",\"shape\":[\"2\"],\"data\":[1,2]}", ENG_E_INVALID,
+         "shape[0] must be an integer"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":\"0\"}",
-         TALLY_E_INVALID, "axis must be an integer"},
+         ENG_E_INVALID, "axis must be an integer"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":1.0}",
-         TALLY_E_INVALID, "axis must be an integer"},
+         ENG_E_INVALID, "axis must be an integer"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":1}",
-         TALLY_E_AXIS, "rank 1"},
+         ENG_E_AXIS, "rank 1"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"exclusive\":1}",
-         TALLY_E_INVALID, "true or false"},
+         ENG_E_INVALID, "true or false"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"reverse\":true,"
          "\"direction\":\"increasing\"}",
-         TALLY_E_INVALID, "disagrees"},
+         ENG_E_INVALID, "disagrees"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"direction\":"
          "\"up\"}",
-         TALLY_E_INVALID, "increasing"},
+         ENG_E_INVALID, "increasing"},
         {"{\"dtype\":\"int8\",\"shape\":[4294967296,4294967296,4],\"data\":[]}",
-         TALLY_E_TOO_LARGE, "overflows"},
+         ENG_E_TOO_LARGE, "overflows"},
         {"{\"dtype\":\"int64\",\"shape\":[1048576],\"data\":[]}",
-         TALLY_E_TOO_LARGE, "more than the"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2]} x", TALLY_E_INVALID,
+         ENG_E_TOO_LARGE, "more than the"},
+        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2]} x", ENG_E_INVALID,
          "after the object"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -318,9 +312,9 @@ static void native_requests(void)
         e = native(bad[i].text, &q, err);
         CHECK(e == bad[i].want && strstr(err, bad[i].says) != NULL,
               "%s: got %s \"%s\", want %s mentioning \"%s\"", bad[i].text,
-              tally_err_name(e), err, tally_err_name(bad[i].want), bad[i].says);
-        if (e == TALLY_E_OK)
-            tally_buffer_free(q.data);
+              eng_err_name(e), err, eng_err_name(bad[i].want), bad[i].says);
+        if (e == ENG_E_OK)
+            eng_buffer_free(q.data);
     }
 }
 
@@ -334,12 +328,12 @@ static void npy(void)
           hlen);
     memset(file + hlen, 0, 48);
     tx_npy_header h;
-    tally_err e = npy_parse(file, hlen + 48, false, &h, err, sizeof err);
-    CHECK(e == TALLY_E_OK && h.dtype == TX_FLOAT32 && h.rank == 2
+    eng_err e = npy_parse(file, hlen + 48, false, &h, err, sizeof err);
+    CHECK(e == ENG_E_OK && h.dtype == TX_FLOAT32 && h.rank == 2
               && h.shape[1] == 4 && !h.fortran_order && h.data_offset == hlen,
           "round trip: %s", err);
     CHECK(npy_parse(file, hlen + 47, false, &h, err, sizeof err)
-                  == TALLY_E_INVALID
+                  == ENG_E_INVALID
               && strstr(err, "48 bytes"),
           "short data: %s", err);
 
@@ -351,38 +345,38 @@ static void npy(void)
     struct {
         const char *dict;
         int version;
-        tally_err want;
+        eng_err want;
         const char *says;
     } cases[] = {
         {"{'descr': '>i2', 'fortran_order': True, 'shape': (2, 3), }", 1,
-         TALLY_E_OK, ""},
+         ENG_E_OK, ""},
         {"{\"descr\":\"<u8\",\"fortran_order\":False,\"shape\":(6,)}", 2,
-         TALLY_E_OK, ""},
+         ENG_E_OK, ""},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (6L,), }", 3,
-         TALLY_E_OK, ""},
+         ENG_E_OK, ""},
         {"{'descr': '<c8', 'fortran_order': False, 'shape': (6,), }", 1,
-         TALLY_E_DTYPE, "c8"},
+         ENG_E_DTYPE, "c8"},
         {"{'descr': '|b1', 'fortran_order': False, 'shape': (6,), }", 1,
-         TALLY_E_DTYPE, "b1"},
+         ENG_E_DTYPE, "b1"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1,
-         TALLY_E_RANK, "rank 0"},
-        {"{'descr': '<f4', 'fortran_order': False}", 1, TALLY_E_INVALID,
+         ENG_E_RANK, "rank 0"},
+        {"{'descr': '<f4', 'fortran_order': False}", 1, ENG_E_INVALID,
          "required"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1}", 1,
-         TALLY_E_INVALID, "unknown"},
+         ENG_E_INVALID, "unknown"},
         {"{'descr': '<f4', 'fortran_order': 0, 'shape': (6,)}", 1,
-         TALLY_E_INVALID, "fortran_order"},
+         ENG_E_INVALID, "fortran_order"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (-6,)}", 1,
-         TALLY_E_INVALID, "shape"},
+         ENG_E_INVALID, "shape"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,)", 1,
-         TALLY_E_INVALID, "','"},
-        {"['<f4']", 1, TALLY_E_INVALID, "dict"},
+         ENG_E_INVALID, "','"},
+        {"['<f4']", 1, ENG_E_INVALID, "dict"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': "
          "(99999999999999999999,)}",
-         1, TALLY_E_INVALID, "shape"},
+         1, ENG_E_INVALID, "shape"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, "
          "4294967296)}",
-         1, TALLY_E_TOO_LARGE, "overflow"},
+         1, ENG_E_TOO_LARGE, "overflow"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t dl = strlen(cases[i].dict);
@@ -395,7 +389,7 @@ static void npy(void)
         if (pre == 12)
             file[10] = file[11] = 0;
         memcpy(file + pre, cases[i].dict, dl);
-        size_t data = cases[i].want == TALLY_E_OK
+        size_t data = cases[i].want == ENG_E_OK
                           ? (strstr(cases[i].dict, "i2")   ? 12
                              : strstr(cases[i].dict, "u8") ? 48
                                                            : 24)
@@ -404,28 +398,28 @@ static void npy(void)
         memset(err, 0, sizeof err);
         e = npy_parse(file, pre + dl + data, false, &h, err, sizeof err);
         CHECK(e == cases[i].want && strstr(err, cases[i].says) != NULL,
-              "%s: got %s \"%s\"", cases[i].dict, tally_err_name(e), err);
+              "%s: got %s \"%s\"", cases[i].dict, eng_err_name(e), err);
     }
     CHECK(h.big_endian == false, "last parse");
     /* the preamble itself */
     CHECK(npy_parse((const uint8_t *)"\x93NUMPX\x01\x00\x00\x00", 10, false, &h,
                     err, sizeof err)
-                  == TALLY_E_INVALID
+                  == ENG_E_INVALID
               && strstr(err, "not a .npy"),
           "magic: %s", err);
     CHECK(npy_parse((const uint8_t *)"\x93NUMPY\x01\x00\xff\xff{", 11, false,
                     &h, err, sizeof err)
-                  == TALLY_E_INVALID
+                  == ENG_E_INVALID
               && strstr(err, "claims"),
           "lying header length: %s", err);
     CHECK(npy_parse((const uint8_t *)"\x93NUMPY\x02\x00\xff\xff\xff\x7f", 12,
                     false, &h, err, sizeof err)
-                  == TALLY_E_INVALID
+                  == ENG_E_INVALID
               && strstr(err, "more than"),
           "huge header: %s", err);
     CHECK(npy_parse((const uint8_t *)"\x93NUMPY\x04\x00\x00\x00", 10, false, &h,
                     err, sizeof err)
-                  == TALLY_E_INVALID
+                  == ENG_E_INVALID
               && strstr(err, "version"),
           "version 4: %s", err);
 
@@ -440,9 +434,8 @@ static void npy(void)
     CHECK(sw[0] == 0x0201 && sw[1] == 0x0403, "byteswap");
 }
 
-static tally_err kparse(const char *json, const uint8_t *bin, size_t binlen,
-                        bool binary, kserve_request *r, uint8_t *body,
-                        char *err)
+static eng_err kparse(const char *json, const uint8_t *bin, size_t binlen,
+                      bool binary, kserve_request *r, uint8_t *body, char *err)
 {
     size_t jl = strlen(json);
     memcpy(body, json, jl);
@@ -457,13 +450,13 @@ static void kserve(void)
     char err[300];
     _Alignas(128) uint8_t body[4096];
     kserve_request r;
-    tally_err e =
+    eng_err e =
         kparse("{\"id\":\"a\\\"b\",\"inputs\":[{\"name\":\"x\",\"shape\":[2,2],"
                "\"datatype\":\"INT32\",\"data\":[1,2,3,4]}],\"parameters\":{"
                "\"axis\":1,"
                "\"timeout\":5000,\"unknown\":[1]}}",
                NULL, 0, false, &r, body, err);
-    CHECK(e == TALLY_E_OK && r.desc.axis == 1 && r.data_owned && r.has_timeout
+    CHECK(e == ENG_E_OK && r.desc.axis == 1 && r.data_owned && r.has_timeout
               && r.timeout_us == 5000 && r.id_len == 4,
           "json request: %s", err);
     json_writer w;
@@ -489,7 +482,7 @@ static void kserve(void)
         "{\"binary_data_size\":8}}],\"outputs\":[{\"name\":\"y\","
         "\"parameters\":{\"binary_data\":true}}]}",
         bin, 20, true, &r, body, err);
-    CHECK(e == TALLY_E_OK && !r.data_owned && r.binary_output && r.bytes == 12
+    CHECK(e == ENG_E_OK && !r.data_owned && r.binary_output && r.bytes == 12
               && (uintptr_t)r.data % 128 == 0 && ((float *)r.data)[2] == 3,
           "binary request (aligned in place): %s", err);
     size_t hl;
@@ -556,15 +549,15 @@ static void kserve(void)
         memset(err, 0, sizeof err);
         e = kparse(bad[i].json, zeros, bad[i].binlen, bad[i].binary, &r, body,
                    err);
-        CHECK(e != TALLY_E_OK && strstr(err, bad[i].says) != NULL,
-              "%s: got %s \"%s\"", bad[i].json, tally_err_name(e), err);
-        if (e == TALLY_E_OK)
+        CHECK(e != ENG_E_OK && strstr(err, bad[i].says) != NULL,
+              "%s: got %s \"%s\"", bad[i].json, eng_err_name(e), err);
+        if (e == ENG_E_OK)
             kserve_request_free(&r);
     }
     /* a header length longer than the body */
     memcpy(body, "{}", 2);
     e = kserve_parse(body, 2, 10, 1 << 20, &r, err, sizeof err);
-    CHECK(e == TALLY_E_INVALID && strstr(err, "only 2"), "header length: %s",
+    CHECK(e == ENG_E_INVALID && strstr(err, "only 2"), "header length: %s",
           err);
 }
 
@@ -600,18 +593,18 @@ static void encodings(void)
     size_t plen;
     char err[300];
     CHECK(encoding_decode(1, z, zlen, n, &plain, &plen, err, sizeof err)
-                  == TALLY_E_OK
+                  == ENG_E_OK
               && plen == n && memcmp(plain, in, n) == 0,
           "gzip round trip: %s", err);
     free(plain);
     CHECK(encoding_decode(1, z, zlen, n - 1, &plain, &plen, err, sizeof err)
-              == TALLY_E_TOO_LARGE,
+              == ENG_E_TOO_LARGE,
           "capped: %s", err);
     CHECK(encoding_decode(1, z, zlen / 2, n, &plain, &plen, err, sizeof err)
-              == TALLY_E_ENCODING,
+              == ENG_E_ENCODING,
           "truncated: %s", err);
     CHECK(encoding_decode(2, in, 100, n, &plain, &plen, err, sizeof err)
-              == TALLY_E_ENCODING,
+              == ENG_E_ENCODING,
           "not deflate: %s", err);
     free(in);
     free(z);

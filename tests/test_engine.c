@@ -20,17 +20,17 @@
 
 #include "check.h"
 #include "engine.h"
-#include "tx_half.h"
 #include "ref.h"
 #include "scan_cl.h"
+#include "tx_half.h"
 
 typedef struct {
     const char *name;
     const char *device; /* NULL: TALLY_TEST_DEVICE or auto */
     const char *layout;
     unsigned host_threads;
-    tally_engine *e;
-    tally_stream *s;
+    eng_engine *e;
+    eng_stream *s;
 } backend;
 
 static backend backends[] = {
@@ -62,24 +62,24 @@ static backend *get_backend(size_t i)
     backend *b = &backends[i];
     if (b->s != NULL)
         return b;
-    tally_engine_options o;
-    tally_engine_options_init(&o);
+    eng_engine_options o;
+    eng_engine_options_init(&o);
     o.device = b->device != NULL ? b->device : test_device();
     o.layout = b->layout;
     o.warmup = false;
     o.host_threads = b->host_threads;
     o.log = quiet;
     char msg[512];
-    if (tally_engine_open(&o, &b->e, msg, sizeof msg) != TALLY_E_OK
-        || tally_stream_open(b->e, &b->s, msg, sizeof msg) != TALLY_E_OK) {
+    if (eng_engine_open(&o, &b->e, msg, sizeof msg) != ENG_E_OK
+        || eng_stream_open(b->e, &b->s, msg, sizeof msg) != ENG_E_OK) {
         fprintf(stderr, "cannot open backend %s: %s\n", b->name, msg);
         exit(2);
     }
-    if (b->device == NULL && tally_engine_is_host(b->e)) {
+    if (b->device == NULL && eng_engine_is_host(b->e)) {
         fprintf(stderr,
                 "backend %s: no OpenCL device (%s); these tests "
                 "need one (install pocl-opencl-icd)\n",
-                b->name, tally_engine_describe(b->e));
+                b->name, eng_engine_describe(b->e));
         exit(2);
     }
     return b;
@@ -87,7 +87,7 @@ static backend *get_backend(size_t i)
 
 /* Runs one scan on backend b and checks it; in place when asked. Returns
  * the number of bad elements. */
-static size_t run_case(backend *b, const tally_scan_desc *d, const void *in,
+static size_t run_case(backend *b, const eng_scan_desc *d, const void *in,
                        bool in_place, const char *label)
 {
     ref_result r;
@@ -111,10 +111,9 @@ static size_t run_case(backend *b, const tally_scan_desc *d, const void *in,
             fprintf(stderr, " %llu", (unsigned long long)d->shape[k]);
         fprintf(stderr, "\n");
     }
-    tally_err e =
-        tally_scan(b->s, d, in_place ? out : in, out, msg, sizeof msg);
-    if (e != TALLY_E_OK) {
-        CHECK(0, "%s: scan failed: %s: %s", what, tally_err_name(e), msg);
+    eng_err e = eng_scan(b->s, d, in_place ? out : in, out, msg, sizeof msg);
+    if (e != ENG_E_OK) {
+        CHECK(0, "%s: scan failed: %s: %s", what, eng_err_name(e), msg);
         bad = 1;
     } else {
         bad = ref_compare(&r, out, what);
@@ -177,11 +176,11 @@ static void golden_on(size_t bi)
         for (int k = 0; k < G->rank; k++)
             n *= G->shape[k];
         for (int t = 0; t < TX_NDTYPES; t++) {
-            tally_scan_desc d = {.dtype = (tx_dtype)t,
-                                 .rank = G->rank,
-                                 .axis = G->axis,
-                                 .reverse = G->reverse,
-                                 .exclusive = G->exclusive};
+            eng_scan_desc d = {.dtype = (tx_dtype)t,
+                               .rank = G->rank,
+                               .axis = G->axis,
+                               .reverse = G->reverse,
+                               .exclusive = G->exclusive};
             memcpy(d.shape, G->shape, sizeof G->shape);
             unsigned char in[96], out[96];
             for (size_t i = 0; i < n; i++) {
@@ -192,16 +191,15 @@ static void golden_on(size_t bi)
             }
             memset(out, 0xa5, sizeof out);
             char msg[256];
-            tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
-            CHECK(e == TALLY_E_OK, "%s %s %s: %s", b->name, G->doc,
+            eng_err e = eng_scan(b->s, &d, in, out, msg, sizeof msg);
+            CHECK(e == ENG_E_OK, "%s %s %s: %s", b->name, G->doc,
                   tx_dtype_name(d.dtype), msg);
-            for (size_t i = 0; i < n && e == TALLY_E_OK; i++) {
+            for (size_t i = 0; i < n && e == ENG_E_OK; i++) {
                 long double y = ref_is_float(d.dtype)
                                     ? ref_get_f(d.dtype, out, i)
                                     : (long double)ref_get_u(d.dtype, out, i);
                 CHECK(y == G->out[i], "%s %s %s: element %zu is %Lg, want %g",
-                      b->name, G->doc, tx_dtype_name(d.dtype), i, y,
-                      G->out[i]);
+                      b->name, G->doc, tx_dtype_name(d.dtype), i, y, G->out[i]);
             }
         }
     }
@@ -217,7 +215,7 @@ static const uint64_t axis_sizes[] = {1,  2,   3,   4,   5,   7,   8,  9,
                                       65, 100, 127, 128, 129, 255, 257};
 static const uint64_t other_sizes[] = {1, 1, 2, 2, 3, 4, 5, 7, 8, 9, 16, 17};
 
-static void random_shape(tally_scan_desc *d, int axis, uint64_t budget)
+static void random_shape(eng_scan_desc *d, int axis, uint64_t budget)
 {
     uint64_t total = 1;
     for (int k = 0; k < d->rank; k++) {
@@ -241,11 +239,11 @@ static void every_axis_on(size_t bi)
             for (int axis = 0; axis < rank; axis++)
                 for (int neg = 0; neg < 2; neg++)
                     for (int mode = 0; mode < 4; mode++) {
-                        tally_scan_desc d = {.dtype = (tx_dtype)t,
-                                             .rank = rank,
-                                             .axis = neg ? axis - rank : axis,
-                                             .reverse = mode & 1,
-                                             .exclusive = mode >> 1};
+                        eng_scan_desc d = {.dtype = (tx_dtype)t,
+                                           .rank = rank,
+                                           .axis = neg ? axis - rank : axis,
+                                           .reverse = mode & 1,
+                                           .exclusive = mode >> 1};
                         random_shape(&d, axis, 1500);
                         size_t count = 1;
                         for (int k = 0; k < rank; k++)
@@ -306,18 +304,17 @@ static const uint64_t inners[] = {1,   2,    3,    7,    8,    9,   15,  16,
 static void boundaries_on(size_t bi)
 {
     backend *b = get_backend(bi);
-    static const tx_dtype types[] = {TX_FLOAT32, TX_INT32,
-                                        TX_UINT8,   TX_FLOAT64,
-                                        TX_FLOAT16, TX_INT64};
+    static const tx_dtype types[] = {TX_FLOAT32, TX_INT32,   TX_UINT8,
+                                     TX_FLOAT64, TX_FLOAT16, TX_INT64};
     size_t ntypes = sizeof types / sizeof types[0];
     /* lines of every length, one to a few of them */
     for (size_t i = 0; i < sizeof line_lengths / sizeof line_lengths[0]; i++) {
         uint64_t n = line_lengths[i];
         uint64_t lines = n > 20000 ? 1 + check_below(3) : 1 + check_below(7);
-        tally_scan_desc d = {.dtype = types[check_below(ntypes)],
-                             .rank = 2,
-                             .shape = {lines, n},
-                             .axis = 1};
+        eng_scan_desc d = {.dtype = types[check_below(ntypes)],
+                           .rank = 2,
+                           .shape = {lines, n},
+                           .axis = 1};
         int mode = (int)check_below(4);
         d.reverse = mode & 1;
         d.exclusive = mode >> 1;
@@ -335,10 +332,10 @@ static void boundaries_on(size_t bi)
             n = 3000 + check_below(3000); /* long columns: chained */
         while (outer * n * inner > 600000)
             n = n / 2 + 1;
-        tally_scan_desc d = {.dtype = types[check_below(ntypes)],
-                             .rank = 3,
-                             .shape = {outer, n, inner},
-                             .axis = 1};
+        eng_scan_desc d = {.dtype = types[check_below(ntypes)],
+                           .rank = 3,
+                           .shape = {outer, n, inner},
+                           .axis = 1};
         int mode = (int)check_below(4);
         d.reverse = mode & 1;
         d.exclusive = mode >> 1;
@@ -367,22 +364,22 @@ static void special_values_on(size_t bi)
         {{1, 2, -INFINITY, 3, 4, 5},
          {1, 3, -INFINITY, -INFINITY, -INFINITY, -INFINITY}},
     };
-    static const tx_dtype types[] = {TX_FLOAT16, TX_BFLOAT16,
-                                        TX_FLOAT32, TX_FLOAT64};
+    static const tx_dtype types[] = {TX_FLOAT16, TX_BFLOAT16, TX_FLOAT32,
+                                     TX_FLOAT64};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t t = 0; t < 4; t++)
             for (int layout = 0; layout < 2; layout++) {
                 /* as one line (rows kernels) and as a column (cols kernels) */
-                tally_scan_desc d = {.dtype = types[t],
-                                     .rank = 2,
-                                     .shape = {layout ? 6 : 1, layout ? 1 : 6},
-                                     .axis = layout ? 0 : 1};
+                eng_scan_desc d = {.dtype = types[t],
+                                   .rank = 2,
+                                   .shape = {layout ? 6 : 1, layout ? 1 : 6},
+                                   .axis = layout ? 0 : 1};
                 unsigned char in[48], out[48];
                 for (int i = 0; i < 6; i++)
                     ref_set_f(d.dtype, in, (size_t)i, cases[c].in[i]);
                 char msg[256];
-                tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
-                CHECK(e == TALLY_E_OK, "%s: %s", b->name, msg);
+                eng_err e = eng_scan(b->s, &d, in, out, msg, sizeof msg);
+                CHECK(e == ENG_E_OK, "%s: %s", b->name, msg);
                 for (int i = 0; i < 6; i++) {
                     long double y = ref_get_f(d.dtype, out, (size_t)i);
                     double want = cases[c].incl[i];
@@ -399,14 +396,14 @@ static void special_values_on(size_t bi)
 static void empty_on(size_t bi)
 {
     backend *b = get_backend(bi);
-    tally_scan_desc d = {
+    eng_scan_desc d = {
         .dtype = TX_FLOAT32, .rank = 3, .shape = {4, 0, 5}, .axis = 1};
     float guard = 42;
     char msg[128];
     for (int axis = -3; axis < 3; axis++) {
         d.axis = axis;
-        tally_err e = tally_scan(b->s, &d, &guard, &guard, msg, sizeof msg);
-        CHECK(e == TALLY_E_OK && guard == 42, "%s: empty tensor, axis %d: %d",
+        eng_err e = eng_scan(b->s, &d, &guard, &guard, msg, sizeof msg);
+        CHECK(e == ENG_E_OK && guard == 42, "%s: empty tensor, axis %d: %d",
               b->name, axis, e);
     }
 }
@@ -424,26 +421,24 @@ static void half_patterns_on(size_t bi)
     for (int t = 0; t < 2; t++)
         for (int cols = 0; cols < 2; cols++) {
             tx_dtype dt = t ? TX_BFLOAT16 : TX_FLOAT16;
-            tally_scan_desc d = {.dtype = dt,
-                                 .rank = 2,
-                                 .shape = {cols ? 1 : 65536, cols ? 65536 : 1},
-                                 .axis = cols ? 0 : 1};
+            eng_scan_desc d = {.dtype = dt,
+                               .rank = 2,
+                               .shape = {cols ? 1 : 65536, cols ? 65536 : 1},
+                               .axis = cols ? 0 : 1};
             memset(out, 0, 65536 * 2);
             char msg[256];
-            tally_err e = tally_scan(b->s, &d, in, out, msg, sizeof msg);
-            CHECK(e == TALLY_E_OK, "%s: %s", b->name, msg);
+            eng_err e = eng_scan(b->s, &d, in, out, msg, sizeof msg);
+            CHECK(e == ENG_E_OK, "%s: %s", b->name, msg);
             unsigned long bad = 0;
             for (uint32_t i = 0; i < 65536; i++) {
-                float x =
-                    t ? tx_bf16_to_f32(in[i]) : tx_f16_to_f32(in[i]);
-                float y =
-                    t ? tx_bf16_to_f32(out[i]) : tx_f16_to_f32(out[i]);
+                float x = t ? tx_bf16_to_f32(in[i]) : tx_f16_to_f32(in[i]);
+                float y = t ? tx_bf16_to_f32(out[i]) : tx_f16_to_f32(out[i]);
                 /* -0 + nothing may come back as +0; NaN as any NaN */
                 bool ok = isnan(x) ? isnan(y) : x == y;
                 if (!ok && bad++ < 3)
                     CHECK(0, "%s %s%s: pattern 0x%04x came back as 0x%04x",
-                          b->name, tx_dtype_name(dt), cols ? " columns" : "",
-                          i, out[i]);
+                          b->name, tx_dtype_name(dt), cols ? " columns" : "", i,
+                          out[i]);
             }
             CHECK(bad == 0, "%s %s: %lu patterns changed", b->name,
                   tx_dtype_name(dt), bad);
@@ -493,46 +488,45 @@ static void errors(void)
     backend *b = get_backend(0);
     char msg[256];
     float buf[4] = {1, 2, 3, 4};
-    tally_scan_desc d = {.dtype = TX_FLOAT32, .rank = 0};
-    tally_err e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_RANK && strstr(msg, "rank 0"), "rank 0: %d %s", e, msg);
+    eng_scan_desc d = {.dtype = TX_FLOAT32, .rank = 0};
+    eng_err e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_RANK && strstr(msg, "rank 0"), "rank 0: %d %s", e, msg);
 
-    d = (tally_scan_desc){
+    d = (eng_scan_desc){
         .dtype = TX_FLOAT32, .rank = 3, .shape = {1, 2, 2}, .axis = 3};
-    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_AXIS && strstr(msg, "rank 3") && strstr(msg, "axis 3"),
+    e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_AXIS && strstr(msg, "rank 3") && strstr(msg, "axis 3"),
           "axis 3 of rank 3: %d %s", e, msg);
     d.axis = -4;
-    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_AXIS && strstr(msg, "-3 to 2"), "axis -4: %d %s", e,
-          msg);
+    e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_AXIS && strstr(msg, "-3 to 2"), "axis -4: %d %s", e, msg);
 
-    d = (tally_scan_desc){.dtype = TX_FLOAT32,
-                          .rank = 3,
-                          .shape = {1ull << 32, 1ull << 32, 2},
-                          .axis = 0};
-    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_TOO_LARGE, "overflowing shape: %d %s", e, msg);
+    d = (eng_scan_desc){.dtype = TX_FLOAT32,
+                        .rank = 3,
+                        .shape = {1ull << 32, 1ull << 32, 2},
+                        .axis = 0};
+    e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_TOO_LARGE, "overflowing shape: %d %s", e, msg);
     d.shape[2] = 0; /* an empty dimension must not hide the overflow */
     d.shape[0] = 1ull << 40;
     d.shape[1] = 1ull << 40;
-    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_TOO_LARGE, "overflow behind a zero: %d %s", e, msg);
+    e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_TOO_LARGE, "overflow behind a zero: %d %s", e, msg);
 
-    d = (tally_scan_desc){.dtype = (tx_dtype)99, .rank = 1, .shape = {4}};
-    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_DTYPE, "bad dtype: %d %s", e, msg);
+    d = (eng_scan_desc){.dtype = (tx_dtype)99, .rank = 1, .shape = {4}};
+    e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_DTYPE, "bad dtype: %d %s", e, msg);
 
-    d = (tally_scan_desc){.dtype = TX_FLOAT32, .rank = TALLY_MAX_RANK + 1};
-    e = tally_scan(b->s, &d, buf, buf, msg, sizeof msg);
-    CHECK(e == TALLY_E_RANK, "rank too large: %d %s", e, msg);
+    d = (eng_scan_desc){.dtype = TX_FLOAT32, .rank = ENG_MAX_RANK + 1};
+    e = eng_scan(b->s, &d, buf, buf, msg, sizeof msg);
+    CHECK(e == ENG_E_RANK, "rank too large: %d %s", e, msg);
     CHECK(buf[0] == 1 && buf[3] == 4, "a failed scan wrote its output");
 
     /* beyond 8 dimensions */
     backend *cl = get_backend(2);
-    d = (tally_scan_desc){.dtype = TX_INT32,
-                          .rank = 12,
-                          .shape = {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}};
+    d = (eng_scan_desc){.dtype = TX_INT32,
+                        .rank = 12,
+                        .shape = {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}};
     for (int axis = -12; axis < 12; axis += 5) {
         d.axis = axis;
         int32_t in[192];
@@ -550,10 +544,10 @@ static void errors(void)
 static void forced_kernels(void)
 {
     char msg[512];
-    tally_cl_device dev;
+    eng_cl_device dev;
     bool none;
-    if (tally_cl_device_open(test_device(), &dev, &none, msg, sizeof msg)
-        != TALLY_E_OK) {
+    if (eng_cl_device_open(test_device(), &dev, &none, msg, sizeof msg)
+        != ENG_E_OK) {
         CHECK(0, "no OpenCL device: %s", msg);
         return;
     }
@@ -561,20 +555,21 @@ static void forced_kernels(void)
      * with an odd number of persistent work-groups */
     static const char *layouts[] = {"cpu,row_k=16,col_w=16,blk=2",
                                     "gpu,wg=8,row_k=8,col_w=8,blk=3",
-                                    "cpu,groups=5", "gpu",
+                                    "cpu,groups=5",
+                                    "gpu",
                                     "cpu,row_k=8,col_w=8,blk=2,lazy=1",
                                     "gpu,wg=4,row_k=8,col_w=8,blk=2,lazy=1"};
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
-        tally_cl_layout L;
-        CHECK(tally_cl_layout_for(&dev, layouts[li], &L), "layout %s",
+        eng_cl_layout L;
+        CHECK(eng_cl_layout_for(&dev, layouts[li], &L), "layout %s",
               layouts[li]);
-        tally_cl_programs progs;
-        tally_cl_programs_init(&progs, &dev, &L);
-        tally_cl_stream *s = tally_cl_stream_new(&progs, msg, sizeof msg);
+        eng_cl_programs progs;
+        eng_cl_programs_init(&progs, &dev, &L);
+        eng_cl_stream *s = eng_cl_stream_new(&progs, msg, sizeof msg);
         CHECK(s != NULL, "stream: %s", msg);
         for (int c = 0; c < 150 && s != NULL; c++) {
-            tally_scan_desc d = {
-                .dtype = (tx_dtype)check_below(TX_NDTYPES), .rank = 3};
+            eng_scan_desc d = {.dtype = (tx_dtype)check_below(TX_NDTYPES),
+                               .rank = 3};
             bool rows = check_below(2);
             d.shape[0] = 1 + check_below(4);
             d.shape[1] = 1 + check_below(check_below(3) ? 40 : 400);
@@ -582,14 +577,13 @@ static void forced_kernels(void)
             d.axis = 1;
             d.reverse = check_below(2);
             d.exclusive = check_below(2);
-            tally_lines l;
-            tally_lines_from_desc(&d, &l, NULL, 0);
-            tally_cl_kernel_id k =
-                rows ? (tally_cl_kernel_id)check_below(4)
-                     : (tally_cl_kernel_id)(2 + check_below(2));
+            eng_lines l;
+            eng_lines_from_desc(&d, &l, NULL, 0);
+            eng_cl_kernel_id k = rows ? (eng_cl_kernel_id)check_below(4)
+                                      : (eng_cl_kernel_id)(2 + check_below(2));
             uint64_t hint = check_below(2 * d.shape[1] + 2);
-            tally_cl_plan p;
-            tally_cl_plan_force(&l, &L, k, hint, &p);
+            eng_cl_plan p;
+            eng_cl_plan_force(&l, &L, k, hint, &p);
 
             size_t count = (size_t)l.elements;
             void *in = check_alloc(count * 8), *out = check_alloc(count * 8);
@@ -597,18 +591,17 @@ static void forced_kernels(void)
             ref_result r;
             ref_scan(&d, in, &r);
             ref_poison(&r, out);
-            tally_err e =
-                tally_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
+            eng_err e = eng_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
             char what[200];
             snprintf(what, sizeof what,
                      "%s %s %s %llux%llux%llu%s%s (hint %llu, %llu tiles)",
-                     layouts[li], tally_cl_kernel_name(k),
-                     tx_dtype_name(d.dtype), (unsigned long long)d.shape[0],
+                     layouts[li], eng_cl_kernel_name(k), tx_dtype_name(d.dtype),
+                     (unsigned long long)d.shape[0],
                      (unsigned long long)d.shape[1],
                      (unsigned long long)d.shape[2], d.reverse ? " rev" : "",
                      d.exclusive ? " excl" : "", (unsigned long long)hint,
                      (unsigned long long)p.ntiles);
-            if (e != TALLY_E_OK)
+            if (e != ENG_E_OK)
                 CHECK(0, "%s: %s", what, msg);
             else
                 CHECK(ref_compare(&r, out, what) == 0, "%s: wrong result",
@@ -617,17 +610,17 @@ static void forced_kernels(void)
             free(in);
             free(out);
         }
-        tally_cl_stream_free(s);
-        tally_cl_programs_free(&progs);
+        eng_cl_stream_free(s);
+        eng_cl_programs_free(&progs);
     }
-    tally_cl_device_close(&dev);
+    eng_cl_device_close(&dev);
 }
 
 /* ------------------------------------------------------------------------
  * One engine, several threads with a stream each, scanning at once.
  */
 typedef struct {
-    tally_engine *e;
+    eng_engine *e;
     int seed;
     size_t bad;
 } worker_arg;
@@ -635,24 +628,24 @@ typedef struct {
 static void *worker(void *vp)
 {
     worker_arg *w = vp;
-    tally_stream *s;
+    eng_stream *s;
     char msg[256];
-    if (tally_stream_open(w->e, &s, msg, sizeof msg) != TALLY_E_OK) {
+    if (eng_stream_open(w->e, &s, msg, sizeof msg) != ENG_E_OK) {
         w->bad = 1;
         return NULL;
     }
     for (int i = 0; i < 40; i++) {
         /* deterministic per worker: check_rand() is not thread-safe */
         uint64_t n = 1000 + (uint64_t)((w->seed * 7919 + i * 104729) % 40000);
-        tally_scan_desc d = {.dtype = TX_INT32,
-                             .rank = 1,
-                             .shape = {n},
-                             .reverse = i % 2,
-                             .exclusive = (i / 2) % 2};
+        eng_scan_desc d = {.dtype = TX_INT32,
+                           .rank = 1,
+                           .shape = {n},
+                           .reverse = i % 2,
+                           .exclusive = (i / 2) % 2};
         int32_t *in = check_alloc(n * 4), *out = check_alloc(n * 4);
         for (uint64_t j = 0; j < n; j++)
             in[j] = (int32_t)((j * 2654435761u) ^ (uint32_t)w->seed);
-        if (tally_scan(s, &d, in, out, msg, sizeof msg) != TALLY_E_OK)
+        if (eng_scan(s, &d, in, out, msg, sizeof msg) != ENG_E_OK)
             w->bad++;
         uint32_t acc = 0;
         for (uint64_t j0 = 0; j0 < n; j0++) {
@@ -666,7 +659,7 @@ static void *worker(void *vp)
         free(in);
         free(out);
     }
-    tally_stream_close(s);
+    eng_stream_close(s);
     return NULL;
 }
 
@@ -704,9 +697,9 @@ static void copies_and_streaming(void)
             for (size_t k = 0; k < sizes[i]; k++)
                 in[k] = (uint8_t)check_rand();
             out[sizes[i]] = 0xee;
-            tally_err e =
-                tally_copy(b->s, in, out, sizes[i], streaming, msg, sizeof msg);
-            CHECK(e == TALLY_E_OK && memcmp(in, out, sizes[i]) == 0
+            eng_err e =
+                eng_copy(b->s, in, out, sizes[i], streaming, msg, sizeof msg);
+            CHECK(e == ENG_E_OK && memcmp(in, out, sizes[i]) == 0
                       && out[sizes[i]] == 0xee,
                   "%s copy of %zu bytes: %s", streaming ? "streaming" : "plain",
                   sizes[i], msg);
@@ -728,11 +721,11 @@ static void copies_and_streaming(void)
         for (int pick = 0; pick < 2; pick++) {
             /* two of the four modes each: large references are slow */
             int mode = (int)((i + (size_t)pick * 2 + check_below(2)) % 4);
-            tally_scan_desc d = {.dtype = big[i].t,
-                                 .rank = big[i].rank,
-                                 .axis = big[i].axis,
-                                 .reverse = mode & 1,
-                                 .exclusive = mode >> 1};
+            eng_scan_desc d = {.dtype = big[i].t,
+                               .rank = big[i].rank,
+                               .axis = big[i].axis,
+                               .reverse = mode & 1,
+                               .exclusive = mode >> 1};
             memcpy(d.shape, big[i].shape, sizeof big[i].shape);
             size_t count = (size_t)(big[i].shape[0]
                                     * (big[i].rank == 2 ? big[i].shape[1] : 1));
@@ -749,25 +742,24 @@ static void copies_and_streaming(void)
  * CPU layout's 4096 failed to launch on an H100). */
 static void layout_limits(void)
 {
-    tally_cl_device cpu = {
+    eng_cl_device cpu = {
         .type = CL_DEVICE_TYPE_CPU, .compute_units = 2, .max_wg = 4096};
-    tally_cl_device gpu = {
+    eng_cl_device gpu = {
         .type = CL_DEVICE_TYPE_GPU, .compute_units = 132, .max_wg = 64};
-    tally_cl_layout L;
-    CHECK(tally_cl_layout_for(&cpu, "cpu", &L) && L.col_w == 4096
-              && L.wg == 1,
+    eng_cl_layout L;
+    CHECK(eng_cl_layout_for(&cpu, "cpu", &L) && L.col_w == 4096 && L.wg == 1,
           "cpu layout on a CPU: col_w %u wg %u", L.col_w, L.wg);
-    CHECK(tally_cl_layout_for(&gpu, "cpu", &L)
-              && L.col_w == TALLY_CL_GPU_COL_W && L.wg == 1,
+    CHECK(eng_cl_layout_for(&gpu, "cpu", &L) && L.col_w == TALLY_CL_GPU_COL_W
+              && L.wg == 1,
           "cpu layout on a GPU: col_w %u wg %u", L.col_w, L.wg);
-    CHECK(tally_cl_layout_for(&gpu, "gpu,col_w=1024", &L)
+    CHECK(eng_cl_layout_for(&gpu, "gpu,col_w=1024", &L)
               && L.col_w == TALLY_CL_GPU_COL_W && L.wg == 64,
           "gpu,col_w=1024 on a GPU: col_w %u wg %u", L.col_w, L.wg);
-    CHECK(tally_cl_layout_for(&gpu, "gpu,col_w=16", &L) && L.col_w == 16,
+    CHECK(eng_cl_layout_for(&gpu, "gpu,col_w=16", &L) && L.col_w == 16,
           "gpu,col_w=16 on a GPU: col_w %u", L.col_w);
-    CHECK(tally_cl_layout_for(&cpu, "gpu,col_w=1024", &L) && L.col_w == 1024,
+    CHECK(eng_cl_layout_for(&cpu, "gpu,col_w=1024", &L) && L.col_w == 1024,
           "gpu,col_w=1024 on a CPU: col_w %u", L.col_w);
-    CHECK(!tally_cl_layout_for(&gpu, "cpu,col_w=12", &L), "col_w=12 taken");
+    CHECK(!eng_cl_layout_for(&gpu, "cpu,col_w=12", &L), "col_w=12 taken");
 }
 
 /* ------------------------------------------------------------------------
@@ -775,23 +767,23 @@ static void layout_limits(void)
  */
 static void planner(void)
 {
-    tally_cl_device dev = {
+    eng_cl_device dev = {
         .type = CL_DEVICE_TYPE_CPU, .compute_units = 2, .max_wg = 4096};
     const char *layouts[] = {"cpu", "gpu", "cpu,row_k=16,col_w=16"};
     for (size_t li = 0; li < 3; li++) {
-        tally_cl_layout L;
-        CHECK(tally_cl_layout_for(&dev, layouts[li], &L), "layout");
+        eng_cl_layout L;
+        CHECK(eng_cl_layout_for(&dev, layouts[li], &L), "layout");
         for (int c = 0; c < 20000; c++) {
-            tally_lines l = {.dtype = TX_FLOAT32};
+            eng_lines l = {.dtype = TX_FLOAT32};
             l.outer = 1 + check_below(check_below(2) ? 10 : 100000);
             l.n = 1 + check_below(check_below(2) ? 20 : 1000000);
             l.inner = check_below(2)
                           ? 1
                           : 1 + check_below(check_below(2) ? 9 : 70000);
-            tally_cl_plan p;
-            tally_cl_plan_make(&l, &L, &p);
-            bool rows = p.kernel == TALLY_K_ROWS_DIRECT
-                        || p.kernel == TALLY_K_ROWS_CHAINED;
+            eng_cl_plan p;
+            eng_cl_plan_make(&l, &L, &p);
+            bool rows =
+                p.kernel == ENG_K_ROWS_DIRECT || p.kernel == ENG_K_ROWS_CHAINED;
             CHECK(!rows || l.inner == 1, "rows kernel for inner %llu",
                   (unsigned long long)l.inner);
             CHECK(p.ntiles >= 1 && p.groups >= 1
@@ -803,9 +795,9 @@ static void planner(void)
                 CHECK(p.nblk * L.wg * p.cw >= l.inner, "columns not covered");
                 CHECK((p.nblk - 1) * L.wg * p.cw < l.inner, "empty block");
             }
-            if (p.kernel == TALLY_K_ROWS_DIRECT)
+            if (p.kernel == ENG_K_ROWS_DIRECT)
                 CHECK(p.ntiles * L.wg * p.rpt >= l.outer, "lines not covered");
-            if (p.kernel == TALLY_K_COLS_CHAINED)
+            if (p.kernel == ENG_K_COLS_CHAINED)
                 CHECK(p.rows >= 1 && p.rows % L.blk == 0, "rows %llu",
                       (unsigned long long)p.rows);
         }
@@ -861,8 +853,8 @@ int main(int argc, char **argv)
 {
     int rc = check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     for (size_t i = 0; i < NBACKENDS; i++) {
-        tally_stream_close(backends[i].s);
-        tally_engine_close(backends[i].e);
+        eng_stream_close(backends[i].s);
+        eng_engine_close(backends[i].e);
     }
     return rc;
 }

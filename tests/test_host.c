@@ -14,11 +14,11 @@
 #include "ref.h"
 #include "scan_host.h"
 
-static void scan_and_check(tally_host *h, const tally_scan_desc *d,
+static void scan_and_check(eng_host *h, const eng_scan_desc *d,
                            const char *what)
 {
-    tally_lines l;
-    CHECK(tally_lines_from_desc(d, &l, NULL, 0) == TALLY_E_OK, "%s", what);
+    eng_lines l;
+    CHECK(eng_lines_from_desc(d, &l, NULL, 0) == ENG_E_OK, "%s", what);
     size_t count = (size_t)l.elements;
     void *in = check_alloc(count * 8), *out = check_alloc(count * 8);
     ref_random(d->dtype, in, count, false);
@@ -31,12 +31,11 @@ static void scan_and_check(tally_host *h, const tally_scan_desc *d,
         ref_poison(&r, out);
     char msg[256], label[256];
     snprintf(label, sizeof label, "%s %s %u threads%s%s%s", what,
-             tx_dtype_name(d->dtype), tally_host_threads(h),
+             tx_dtype_name(d->dtype), eng_host_threads(h),
              d->reverse ? " reverse" : "", d->exclusive ? " exclusive" : "",
              in_place ? " in-place" : "");
-    tally_err e =
-        tally_host_scan(h, &l, in_place ? out : in, out, msg, sizeof msg);
-    CHECK(e == TALLY_E_OK, "%s: %s", label, msg);
+    eng_err e = eng_host_scan(h, &l, in_place ? out : in, out, msg, sizeof msg);
+    CHECK(e == ENG_E_OK, "%s: %s", label, msg);
     CHECK(ref_compare(&r, out, label) == 0, "%s: wrong", label);
     ref_free(&r);
     free(in);
@@ -60,19 +59,18 @@ static void thread_counts(void)
         {"first axis", 3, {300, 9, 70}, 0},
     };
     for (unsigned threads = 1; threads <= 5; threads++) {
-        tally_host *h = tally_host_new(threads);
+        eng_host *h = eng_host_new(threads);
         CHECK(h != NULL, "host of %u threads", threads);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            tally_scan_desc d = {.dtype =
-                                     (tx_dtype)check_below(TX_NDTYPES),
-                                 .rank = shapes[s].rank,
-                                 .axis = shapes[s].axis,
-                                 .reverse = check_below(2),
-                                 .exclusive = check_below(2)};
+            eng_scan_desc d = {.dtype = (tx_dtype)check_below(TX_NDTYPES),
+                               .rank = shapes[s].rank,
+                               .axis = shapes[s].axis,
+                               .reverse = check_below(2),
+                               .exclusive = check_below(2)};
             memcpy(d.shape, shapes[s].shape, sizeof shapes[s].shape);
             scan_and_check(h, &d, shapes[s].what);
         }
-        tally_host_free(h);
+        eng_host_free(h);
     }
 }
 

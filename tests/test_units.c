@@ -12,32 +12,29 @@
 #include "check.h"
 #include "dtype.h"
 #include "error.h"
-#include "tx_half.h"
 #include "pool.h"
 #include "tensor.h"
+#include "tx_half.h"
 
 static void error_table(void)
 {
-    for (int e = TALLY_E_OK; e <= TALLY_E_ENCODING; e++) {
-        const char *name = tally_err_name((tally_err)e);
-        const char *text = tally_err_text((tally_err)e);
-        int status = tally_err_http_status((tally_err)e);
+    for (int e = ENG_E_OK; e <= ENG_E_ENCODING; e++) {
+        const char *name = eng_err_name((eng_err)e);
+        const char *text = eng_err_text((eng_err)e);
+        int status = eng_err_http_status((eng_err)e);
         CHECK(strcmp(name, "UNKNOWN") != 0 && text[0] != '\0', "code %d", e);
-        CHECK(e == TALLY_E_OK ? status == 200 : status >= 400 && status < 600,
+        CHECK(e == ENG_E_OK ? status == 200 : status >= 400 && status < 600,
               "%s: status %d", name, status);
     }
-    CHECK(tally_err_http_status(TALLY_E_AXIS) == 400, "AXIS is a 400");
-    CHECK(tally_err_http_status(TALLY_E_TOO_LARGE) == 413,
-          "TOO_LARGE is a 413");
-    CHECK(tally_err_http_status(TALLY_E_NOMEM) == 503, "NOMEM is a 503");
-    CHECK(tally_err_http_status(TALLY_E_DEVICE) == 500, "DEVICE is a 500");
+    CHECK(eng_err_http_status(ENG_E_AXIS) == 400, "AXIS is a 400");
+    CHECK(eng_err_http_status(ENG_E_TOO_LARGE) == 413, "TOO_LARGE is a 413");
+    CHECK(eng_err_http_status(ENG_E_NOMEM) == 503, "NOMEM is a 503");
+    CHECK(eng_err_http_status(ENG_E_DEVICE) == 500, "DEVICE is a 500");
     char buf[32];
-    CHECK(tally_fail(buf, sizeof buf, TALLY_E_AXIS, "axis %d", 7)
-                  == TALLY_E_AXIS
+    CHECK(eng_fail(buf, sizeof buf, ENG_E_AXIS, "axis %d", 7) == ENG_E_AXIS
               && strcmp(buf, "axis 7") == 0,
-          "tally_fail formats: %s", buf);
-    CHECK(tally_fail(NULL, 0, TALLY_E_RANK, "x") == TALLY_E_RANK,
-          "NULL buffer");
+          "eng_fail formats: %s", buf);
+    CHECK(eng_fail(NULL, 0, ENG_E_RANK, "x") == ENG_E_RANK, "NULL buffer");
 }
 
 static void dtype_table(void)
@@ -51,10 +48,8 @@ static void dtype_table(void)
     static const size_t sizes[] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8};
     for (int t = 0; t < TX_NDTYPES; t++) {
         CHECK(strcmp(tx_dtype_name((tx_dtype)t), names[t]) == 0, "%d", t);
-        CHECK(strcmp(tx_dtype_kserve((tx_dtype)t), kserve[t]) == 0, "%d",
-              t);
-        CHECK(tx_dtype_size((tx_dtype)t) == sizes[t], "%s size",
-              names[t]);
+        CHECK(strcmp(tx_dtype_kserve((tx_dtype)t), kserve[t]) == 0, "%d", t);
+        CHECK(tx_dtype_size((tx_dtype)t) == sizes[t], "%s size", names[t]);
         CHECK(tx_dtype_parse(names[t], strlen(names[t])) == t, "parse %s",
               names[t]);
         CHECK(tx_dtype_parse(kserve[t], strlen(kserve[t])) == t, "parse %s",
@@ -68,7 +63,7 @@ static void dtype_table(void)
     CHECK(tx_dtype_parse("float322", 8) == -1, "longer is not a dtype");
     CHECK(tx_dtype_parse("fp32", 4) == -1, "names are case-sensitive");
     CHECK(tx_dtype_parse("", 0) == -1, "empty");
-    CHECK(tally_dtype_storage(TX_INT32) == tally_dtype_storage(TX_UINT32),
+    CHECK(eng_dtype_storage(TX_INT32) == eng_dtype_storage(TX_UINT32),
           "signed and unsigned share a storage class");
 }
 
@@ -99,15 +94,13 @@ static void half_conversions(void)
         uint16_t h = (uint16_t)i;
         float f = tx_f16_to_f32(h);
         if (isnan(f))
-            CHECK(isnan(tx_f16_to_f32(tx_f32_to_f16(f))), "f16 NaN %04x",
-                  i);
+            CHECK(isnan(tx_f16_to_f32(tx_f32_to_f16(f))), "f16 NaN %04x", i);
         else
             CHECK(tx_f32_to_f16(f) == h, "f16 %04x -> %g -> %04x", i, f,
                   tx_f32_to_f16(f));
         float b = tx_bf16_to_f32(h);
         if (isnan(b))
-            CHECK(isnan(tx_bf16_to_f32(tx_f32_to_bf16(b))),
-                  "bf16 NaN %04x", i);
+            CHECK(isnan(tx_bf16_to_f32(tx_f32_to_bf16(b))), "bf16 NaN %04x", i);
         else
             CHECK(tx_f32_to_bf16(b) == h, "bf16 %04x", i);
     }
@@ -127,57 +120,54 @@ static void half_conversions(void)
     float snan;
     memcpy(&snan, &nanbits, sizeof snan);
     CHECK(isnan(tx_f16_to_f32(tx_f32_to_f16(snan))), "f16 NaN payload");
-    CHECK(isnan(tx_bf16_to_f32(tx_f32_to_bf16(snan))),
-          "bf16 NaN payload");
+    CHECK(isnan(tx_bf16_to_f32(tx_f32_to_bf16(snan))), "bf16 NaN payload");
     /* random floats against a brute-force nearest search */
     for (int i = 0; i < 300; i++) {
         float x = (float)ldexp(check_unit() * 2 - 1, (int)check_below(44) - 26);
-        CHECK(tx_f32_to_f16(x) == nearest_f16(x),
-              "f16 of %a: %04x, want %04x", (double)x, tx_f32_to_f16(x),
-              nearest_f16(x));
+        CHECK(tx_f32_to_f16(x) == nearest_f16(x), "f16 of %a: %04x, want %04x",
+              (double)x, tx_f32_to_f16(x), nearest_f16(x));
     }
 }
 
 static void shapes(void)
 {
-    tally_lines l;
-    tally_scan_desc d = {
+    eng_lines l;
+    eng_scan_desc d = {
         .dtype = TX_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5}, .axis = 1};
-    CHECK(tally_lines_from_desc(&d, &l, NULL, 0) == TALLY_E_OK, "valid");
+    CHECK(eng_lines_from_desc(&d, &l, NULL, 0) == ENG_E_OK, "valid");
     CHECK(l.outer == 2 && l.n == 3 && l.inner == 20 && l.elements == 120
               && l.bytes == 480,
           "collapse: %llu %llu %llu", (unsigned long long)l.outer,
           (unsigned long long)l.n, (unsigned long long)l.inner);
     d.axis = -1;
-    tally_lines_from_desc(&d, &l, NULL, 0);
+    eng_lines_from_desc(&d, &l, NULL, 0);
     CHECK(l.outer == 24 && l.n == 5 && l.inner == 1, "axis -1");
     d.axis = -4;
-    tally_lines_from_desc(&d, &l, NULL, 0);
+    eng_lines_from_desc(&d, &l, NULL, 0);
     CHECK(l.outer == 1 && l.n == 2 && l.inner == 60, "axis -4");
     char msg[200];
     d.axis = 4;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_AXIS
+    CHECK(eng_lines_from_desc(&d, &l, msg, sizeof msg) == ENG_E_AXIS
               && strstr(msg, "rank 4"),
           "axis 4: %s", msg);
     d.axis = -5;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_AXIS, "-5");
+    CHECK(eng_lines_from_desc(&d, &l, msg, sizeof msg) == ENG_E_AXIS, "-5");
     d.axis = 0;
     d.rank = 0;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_RANK,
-          "rank 0");
+    CHECK(eng_lines_from_desc(&d, &l, msg, sizeof msg) == ENG_E_RANK, "rank 0");
     d.rank = 2;
     d.shape[0] = 0;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_OK
+    CHECK(eng_lines_from_desc(&d, &l, msg, sizeof msg) == ENG_E_OK
               && l.elements == 0 && l.bytes == 0,
           "empty");
     d.shape[0] = UINT64_MAX;
     d.shape[1] = 2;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_TOO_LARGE,
+    CHECK(eng_lines_from_desc(&d, &l, msg, sizeof msg) == ENG_E_TOO_LARGE,
           "overflow");
     d.dtype = TX_FLOAT64;
     d.shape[0] = 1ull << 61;
     d.shape[1] = 1;
-    CHECK(tally_lines_from_desc(&d, &l, msg, sizeof msg) == TALLY_E_TOO_LARGE,
+    CHECK(eng_lines_from_desc(&d, &l, msg, sizeof msg) == ENG_E_TOO_LARGE,
           "bytes overflow: %s", msg);
 }
 
@@ -192,22 +182,22 @@ static void count_task(void *arg, size_t i)
 static void pool(void)
 {
     for (unsigned threads = 1; threads <= 5; threads++) {
-        tally_pool *p = tally_pool_new(threads);
-        CHECK(p != NULL && tally_pool_threads(p) == threads, "pool of %u",
+        eng_pool *p = eng_pool_new(threads);
+        CHECK(p != NULL && eng_pool_threads(p) == threads, "pool of %u",
               threads);
         for (int round = 0; round < 50; round++) {
             size_t n = check_below(1000);
             for (size_t i = 0; i < 1000; i++)
                 atomic_store(&hits[i], 0);
-            tally_pool_run(p, n, count_task, NULL);
+            eng_pool_run(p, n, count_task, NULL);
             for (size_t i = 0; i < 1000; i++)
                 CHECK(atomic_load(&hits[i]) == (i < n ? 1u : 0u),
                       "%u threads, %zu tasks: task %zu ran %u times", threads,
                       n, i, atomic_load(&hits[i]));
         }
-        tally_pool_free(p);
+        eng_pool_free(p);
     }
-    tally_pool_free(NULL);
+    eng_pool_free(NULL);
 }
 
 static void buffers(void)
@@ -215,31 +205,31 @@ static void buffers(void)
     /* alignment, small and large */
     size_t sizes[] = {0, 1, 127, 128, 4096, (2 << 20) - 200, 2 << 20, 5 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        unsigned char *p = tally_buffer_alloc(sizes[i]);
+        unsigned char *p = eng_buffer_alloc(sizes[i]);
         CHECK(p != NULL && (uintptr_t)p % 128 == 0, "size %zu", sizes[i]);
         if (sizes[i])
             p[sizes[i] - 1] = 1; /* usable to the end */
-        tally_buffer_free(p);
+        eng_buffer_free(p);
     }
-    tally_buffer_free(NULL);
+    eng_buffer_free(NULL);
     /* a freed large buffer comes back for a similar size, not a tiny one */
-    tally_buffer_cache_clear();
-    void *a = tally_buffer_alloc(8 << 20);
-    tally_buffer_free(a);
-    void *b = tally_buffer_alloc((8 << 20) - 1000);
+    eng_buffer_cache_clear();
+    void *a = eng_buffer_alloc(8 << 20);
+    eng_buffer_free(a);
+    void *b = eng_buffer_alloc((8 << 20) - 1000);
     CHECK(a == b, "large buffer reused");
-    tally_buffer_free(b);
-    void *c = tally_buffer_alloc(3 << 20);
+    eng_buffer_free(b);
+    void *c = eng_buffer_alloc(3 << 20);
     CHECK(c != a, "a 8 MiB buffer is not spent on 3 MiB");
-    tally_buffer_free(c);
+    eng_buffer_free(c);
     /* the budget */
-    tally_buffer_cache_limit(0);
-    void *d = tally_buffer_alloc(8 << 20);
-    tally_buffer_free(d);
-    void *e = tally_buffer_alloc(8 << 20);
-    tally_buffer_free(e);
-    tally_buffer_cache_limit((size_t)512 << 20);
-    tally_buffer_cache_clear();
+    eng_buffer_cache_limit(0);
+    void *d = eng_buffer_alloc(8 << 20);
+    eng_buffer_free(d);
+    void *e = eng_buffer_alloc(8 << 20);
+    eng_buffer_free(e);
+    eng_buffer_cache_limit((size_t)512 << 20);
+    eng_buffer_cache_clear();
 }
 
 static const check_case cases[] = {

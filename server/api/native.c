@@ -62,9 +62,9 @@ static bool query_params(request *r, scan_params *p, char *msg, size_t msglen)
     return true;
 }
 
-static void add_tensor_headers(request *r, const tally_scan_desc *d)
+static void add_tensor_headers(request *r, const eng_scan_desc *d)
 {
-    char shape[TALLY_MAX_RANK * 21];
+    char shape[ENG_MAX_RANK * 21];
     shape_to_text(d->shape, d->rank, shape, sizeof shape);
     http_add_header(r, "Tensor-Dtype", tx_dtype_name(d->dtype));
     http_add_header(r, "Tensor-Shape", shape);
@@ -78,7 +78,7 @@ typedef struct {
 static void json_ctx_free(void *p)
 {
     json_ctx *c = p;
-    tally_buffer_free(c->req.data);
+    eng_buffer_free(c->req.data);
     free(c);
 }
 
@@ -87,7 +87,7 @@ static void finish_json(request *r)
     json_ctx *c = r->ctx;
     json_writer w;
     if (!native_json_writer(&w, &c->req.desc, c->req.data)) {
-        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
         return;
     }
     http_reply_json(r, 200, &w);
@@ -98,7 +98,7 @@ static void native_json(request *r)
     char msg[512];
     static const char *const none[] = {NULL};
     if (!http_query_known(r, none, msg, sizeof msg)) {
-        http_error(r, TALLY_E_INVALID,
+        http_error(r, ENG_E_INVALID,
                    "%s: with a JSON body, axis, exclusive, reverse and "
                    "direction are members of the JSON object",
                    msg);
@@ -106,13 +106,13 @@ static void native_json(request *r)
     }
     json_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
+        http_error(r, ENG_E_NOMEM, "out of memory");
         return;
     }
-    tally_err e =
+    eng_err e =
         native_parse_json((const char *)r->body, r->body_len,
                           r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
-    if (e != TALLY_E_OK) {
+    if (e != ENG_E_OK) {
         free(c);
         http_error(r, e, "%s", msg);
         return;
@@ -124,7 +124,7 @@ static void native_json(request *r)
 
 /* .npy */
 typedef struct {
-    tally_scan_desc desc;
+    eng_scan_desc desc;
     void *data; /* in the body, or `copy` */
     void *copy; /* the C-order copy of a Fortran-order array */
     size_t bytes;
@@ -133,7 +133,7 @@ typedef struct {
 static void npy_ctx_free(void *p)
 {
     npy_ctx *c = p;
-    tally_buffer_free(c->copy);
+    eng_buffer_free(c->copy);
     free(c);
 }
 
@@ -142,7 +142,7 @@ static void finish_npy(request *r)
     npy_ctx *c = r->ctx;
     uint8_t *head = malloc(TX_NPY_WRITE_MAX);
     if (head == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory writing the response");
+        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
         return;
     }
     size_t hlen =
@@ -158,7 +158,7 @@ static void native_npy(request *r)
     static const char *const allowed[] = {"axis",      "exclusive", "reverse",
                                           "direction", "dtype",     NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
-        http_error(r, TALLY_E_INVALID, "%s", msg);
+        http_error(r, ENG_E_INVALID, "%s", msg);
         return;
     }
     const char *dt = http_query(r, "dtype");
@@ -166,7 +166,7 @@ static void native_npy(request *r)
     if (dt != NULL) {
         int t = tx_dtype_parse(dt, strlen(dt));
         if (t != TX_BFLOAT16) {
-            http_error(r, TALLY_E_DTYPE,
+            http_error(r, ENG_E_DTYPE,
                        "dtype=%.32s: a .npy file names its own dtype; the "
                        "dtype parameter only reads a 2-byte array as "
                        "bfloat16 (dtype=bfloat16)",
@@ -176,15 +176,15 @@ static void native_npy(request *r)
         bf16 = true;
     }
     tx_npy_header h;
-    tally_err e = npy_parse(r->body, r->body_len, bf16, &h, msg, sizeof msg);
-    if (e != TALLY_E_OK) {
+    eng_err e = npy_parse(r->body, r->body_len, bf16, &h, msg, sizeof msg);
+    if (e != ENG_E_OK) {
         http_error(r, e, "%s", msg);
         return;
     }
     scan_params p;
     npy_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
+        http_error(r, ENG_E_NOMEM, "out of memory");
         return;
     }
     r->ctx = c;
@@ -194,7 +194,7 @@ static void native_npy(request *r)
     memcpy(c->desc.shape, h.shape, sizeof h.shape);
     if (!query_params(r, &p, msg, sizeof msg)
         || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
-        http_error(r, TALLY_E_INVALID, "%s", msg);
+        http_error(r, ENG_E_INVALID, "%s", msg);
         return;
     }
     size_t size = tx_dtype_size(h.dtype);
@@ -209,9 +209,9 @@ static void native_npy(request *r)
     if (h.big_endian)
         tx_npy_byteswap(c->data, count, size);
     if (h.fortran_order && h.rank > 1 && count > 0) {
-        c->copy = tally_buffer_alloc(h.data_bytes);
+        c->copy = eng_buffer_alloc(h.data_bytes);
         if (c->copy == NULL) {
-            http_error(r, TALLY_E_NOMEM,
+            http_error(r, ENG_E_NOMEM,
                        "out of memory reordering a Fortran-order array");
             return;
         }
@@ -223,7 +223,7 @@ static void native_npy(request *r)
 
 /* raw bytes */
 typedef struct {
-    tally_scan_desc desc;
+    eng_scan_desc desc;
 } raw_ctx;
 
 static void finish_raw(request *r)
@@ -240,26 +240,26 @@ static void native_raw(request *r)
     static const char *const allowed[] = {
         "axis", "exclusive", "reverse", "direction", "dtype", "shape", NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
-        http_error(r, TALLY_E_INVALID, "%s", msg);
+        http_error(r, ENG_E_INVALID, "%s", msg);
         return;
     }
     const char *dt = http_query(r, "dtype"), *sh = http_query(r, "shape");
     if (dt == NULL || sh == NULL) {
-        http_error(r, TALLY_E_INVALID,
+        http_error(r, ENG_E_INVALID,
                    "a raw body needs dtype and shape in the query string, "
                    "such as ?dtype=float32&shape=3,4");
         return;
     }
     raw_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
+        http_error(r, ENG_E_NOMEM, "out of memory");
         return;
     }
     r->ctx = c;
     r->ctx_free = free;
     int t = tx_dtype_parse(dt, strlen(dt));
     if (t < 0) {
-        http_error(r, TALLY_E_DTYPE,
+        http_error(r, ENG_E_DTYPE,
                    "unknown dtype \"%.32s\" (expected one of %s)", dt,
                    tx_dtype_list());
         return;
@@ -270,17 +270,17 @@ static void native_raw(request *r)
                           sizeof msg)
         || !query_params(r, &p, msg, sizeof msg)
         || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
-        http_error(r, TALLY_E_INVALID, "%s", msg);
+        http_error(r, ENG_E_INVALID, "%s", msg);
         return;
     }
-    tally_lines l;
-    tally_err e = tally_lines_from_desc(&c->desc, &l, msg, sizeof msg);
-    if (e != TALLY_E_OK) {
+    eng_lines l;
+    eng_err e = eng_lines_from_desc(&c->desc, &l, msg, sizeof msg);
+    if (e != ENG_E_OK) {
         http_error(r, e, "%s", msg);
         return;
     }
     if (l.bytes != r->body_len) {
-        http_error(r, TALLY_E_INVALID,
+        http_error(r, ENG_E_INVALID,
                    "the body has %zu bytes, but %s with shape [%s] takes %zu",
                    r->body_len, tx_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
@@ -300,7 +300,7 @@ void api_native(request *r)
     else if (strcmp(type, "application/octet-stream") == 0)
         native_raw(r);
     else
-        http_error(r, TALLY_E_MEDIA_TYPE,
+        http_error(r, ENG_E_MEDIA_TYPE,
                    "%s%s%s: POST /v1/cumsum takes application/json, "
                    "application/x-npy or application/octet-stream",
                    type[0] ? "Content-Type " : "no Content-Type",

@@ -12,7 +12,7 @@
 static void reply_owned_json(request *r, int status, char *text)
 {
     if (text == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
+        http_error(r, ENG_E_NOMEM, "out of memory");
         return;
     }
     http_reply_buffer(r, status, "application/json", text, strlen(text));
@@ -65,12 +65,12 @@ void api_model_config(request *r)
 /* GET /metrics */
 void api_metrics(request *r)
 {
-    tally_server *s = r->s;
+    tallyd_server *s = r->s;
     size_t len;
     char *text = metrics_render(&s->metrics, queue_depth(&s->queue), s->device,
                                 s->version, &len);
     if (text == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory");
+        http_error(r, ENG_E_NOMEM, "out of memory");
         return;
     }
     http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,

@@ -87,9 +87,9 @@ static int inflate_all(int window, const uint8_t *in, size_t len, size_t max,
     return rc;
 }
 
-tally_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
-                          uint8_t **out, size_t *out_len, char *msg,
-                          size_t msglen)
+eng_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
+                        uint8_t **out, size_t *out_len, char *msg,
+                        size_t msglen)
 {
     const char *name = coding == 1 ? "gzip" : "deflate";
     /* gzip: gzip header; deflate: zlib header, or raw as some clients send */
@@ -98,20 +98,20 @@ tally_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
     if (coding == 2 && rc == Z_DATA_ERROR)
         rc = inflate_all(-MAX_WBITS, in, len, max, out, out_len);
     switch (rc) {
-    case Z_STREAM_END: return TALLY_E_OK;
+    case Z_STREAM_END: return ENG_E_OK;
     case Z_BUF_ERROR:
-        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
-                          "the %s body expands to more than the %zu bytes "
-                          "this server accepts",
-                          name, max);
+        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
+                        "the %s body expands to more than the %zu bytes "
+                        "this server accepts",
+                        name, max);
     case Z_MEM_ERROR:
-        return tally_fail(msg, msglen, TALLY_E_NOMEM,
-                          "out of memory decoding the %s body", name);
+        return eng_fail(msg, msglen, ENG_E_NOMEM,
+                        "out of memory decoding the %s body", name);
     default:
-        return tally_fail(msg, msglen, TALLY_E_ENCODING,
-                          "the body is not valid %s data (Content-Encoding: "
-                          "%s)",
-                          name, name);
+        return eng_fail(msg, msglen, ENG_E_ENCODING,
+                        "the body is not valid %s data (Content-Encoding: "
+                        "%s)",
+                        name, name);
     }
 }
 

@@ -20,11 +20,11 @@
 int encoding_parse(const char *value);
 
 /* Decodes in[0..len) (coding 1 or 2) into a new malloc'd buffer of at most
- * max bytes. TALLY_E_TOO_LARGE when it would be larger, TALLY_E_ENCODING
+ * max bytes. ENG_E_TOO_LARGE when it would be larger, ENG_E_ENCODING
  * when the data is not valid for the coding. */
-tally_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
-                          uint8_t **out, size_t *out_len, char *msg,
-                          size_t msglen);
+eng_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
+                        uint8_t **out, size_t *out_len, char *msg,
+                        size_t msglen);
 
 /* True when an Accept-Encoding value accepts gzip (q > 0). */
 bool encoding_accepts_gzip(const char *accept);

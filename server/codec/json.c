@@ -322,9 +322,9 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank)
                              "%s is %" PRId64 ": dimensions cannot be "
                              "negative",
                              name, v);
-        if (r >= TALLY_MAX_RANK)
+        if (r >= ENG_MAX_RANK)
             return jcur_fail(c, "%s has more than %d dimensions", what,
-                             TALLY_MAX_RANK);
+                             ENG_MAX_RANK);
         shape[r++] = (uint64_t)v;
     }
     if (c->failed)
@@ -344,7 +344,7 @@ typedef struct {
     int rank;
     uint64_t count, next;
     void *dst;
-    uint64_t path[TALLY_MAX_RANK]; /* element indices, for messages */
+    uint64_t path[ENG_MAX_RANK]; /* element indices, for messages */
 } tctx;
 
 /* "data[1][2]" for the current nesting, or "data[7]" when flat. */
@@ -457,8 +457,8 @@ static bool nested(tctx *x, int depth)
     return true;
 }
 
-bool jcur_tensor(jcur *c, const char *what, tx_dtype t,
-                 const uint64_t *shape, int rank, uint64_t count, void *dst)
+bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
+                 int rank, uint64_t count, void *dst)
 {
     tctx x = {.c = c,
               .what = what,
@@ -606,7 +606,7 @@ size_t json_writer_read(json_writer *w, char *out, size_t max)
 
 bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,
                       char *suffix, size_t suffix_len,
-                      const tally_scan_desc *desc, const void *data)
+                      const eng_scan_desc *desc, const void *data)
 {
     memset(w, 0, sizeof *w);
     if (!ok) {

@@ -58,15 +58,15 @@ bool jcur_element(jcur *c, bool *first);
 bool jcur_int64(jcur *c, const char *what, int64_t *out);
 bool jcur_bool(jcur *c, const char *what, bool *out);
 
-/* A shape: an array of non-negative integers (at most TALLY_MAX_RANK). */
+/* A shape: an array of non-negative integers (at most ENG_MAX_RANK). */
 bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank);
 
 /* Parses tensor data at the cursor into dst (count elements of dtype t):
  * either a flat array of count elements or arrays nested to match shape.
  * Numbers must fit the dtype exactly; non-finite floats are the strings
  * "NaN", "Infinity" and "-Infinity". `what` names the member ("data"). */
-bool jcur_tensor(jcur *c, const char *what, tx_dtype t,
-                 const uint64_t *shape, int rank, uint64_t count, void *dst);
+bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
+                 int rank, uint64_t count, void *dst);
 
 /* The span of the value at the cursor, which is then skipped. */
 bool jcur_span(jcur *c, const char **s, size_t *len);
@@ -102,7 +102,7 @@ size_t json_writer_read(json_writer *w, char *out, size_t max);
  * pass the result of building them straight in. */
 bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,
                       char *suffix, size_t suffix_len,
-                      const tally_scan_desc *desc, const void *data);
+                      const eng_scan_desc *desc, const void *data);
 
 /* Frees prefix and suffix. */
 void json_writer_free(json_writer *w);

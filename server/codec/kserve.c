@@ -23,7 +23,7 @@ typedef struct {
     const char *name;
     size_t name_len;
     int dtype; /* -1 until known */
-    uint64_t shape[TALLY_MAX_RANK];
+    uint64_t shape[ENG_MAX_RANK];
     int rank;
     bool has_shape;
     const char *data; /* span of the JSON data array, or NULL */
@@ -32,10 +32,10 @@ typedef struct {
     uint8_t *binary_at; /* where its bytes are in the body */
 } input;
 
-static tally_err fail_invalid(jcur *c)
+static eng_err fail_invalid(jcur *c)
 {
     (void)c;
-    return TALLY_E_INVALID;
+    return ENG_E_INVALID;
 }
 
 /* An input's "parameters": binary_data_size matters, the rest is ignored
@@ -222,63 +222,63 @@ static bool parse_outputs(jcur *c, kserve_request *r)
 }
 
 /* The axis input: one INT32 or INT64 element. */
-static tally_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
-                            size_t msglen)
+static eng_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
+                          size_t msglen)
 {
     if (in->dtype != TX_INT32 && in->dtype != TX_INT64)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "input \"axis\" must be INT32 or INT64, not %s",
-                          tx_dtype_kserve((tx_dtype)in->dtype));
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "input \"axis\" must be INT32 or INT64, not %s",
+                        tx_dtype_kserve((tx_dtype)in->dtype));
     uint64_t count = 1;
     for (int d = 0; d < in->rank; d++)
         count *= in->shape[d];
     if (count != 1)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "input \"axis\" must hold one element (shape [1]), "
-                          "not %" PRIu64,
-                          count);
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "input \"axis\" must hold one element (shape [1]), "
+                        "not %" PRIu64,
+                        count);
     int64_t v64 = 0;
     int32_t v32 = 0;
     void *dst = in->dtype == TX_INT32 ? (void *)&v32 : (void *)&v64;
     if (in->binary) {
         if (in->binary_size != tx_dtype_size((tx_dtype)in->dtype))
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "input \"axis\": binary_data_size is %" PRIu64
-                              ", but one %s takes %zu bytes",
-                              in->binary_size,
-                              tx_dtype_kserve((tx_dtype)in->dtype),
-                              tx_dtype_size((tx_dtype)in->dtype));
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "input \"axis\": binary_data_size is %" PRIu64
+                            ", but one %s takes %zu bytes",
+                            in->binary_size,
+                            tx_dtype_kserve((tx_dtype)in->dtype),
+                            tx_dtype_size((tx_dtype)in->dtype));
         memcpy(dst, in->binary_at, (size_t)in->binary_size);
     } else {
         c->p = in->data;
         uint64_t one = 1;
-        if (!jcur_tensor(c, "input \"axis\" data", (tx_dtype)in->dtype, &one,
-                         1, 1, dst))
-            return TALLY_E_INVALID;
+        if (!jcur_tensor(c, "input \"axis\" data", (tx_dtype)in->dtype, &one, 1,
+                         1, dst))
+            return ENG_E_INVALID;
     }
     *axis = in->dtype == TX_INT32 ? v32 : v64;
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
-                       size_t max_bytes, kserve_request *out, char *msg,
-                       size_t msglen)
+eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
+                     size_t max_bytes, kserve_request *out, char *msg,
+                     size_t msglen)
 {
     memset(out, 0, sizeof *out);
     bool binary = header_len != SIZE_MAX;
     if (binary && header_len > len)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "Inference-Header-Content-Length is %zu but the "
-                          "body has only %zu bytes",
-                          header_len, len);
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "Inference-Header-Content-Length is %zu but the "
+                        "body has only %zu bytes",
+                        header_len, len);
     size_t jlen = binary ? header_len : len;
     jcur c;
     jcur_init(&c, (const char *)body, jlen, msg, msglen);
     jcur_ws(&c);
     if (c.p >= c.end)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "the inference request is empty: expected a JSON "
-                          "object with \"inputs\"");
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "the inference request is empty: expected a JSON "
+                        "object with \"inputs\"");
 
     input inputs[MAX_INPUTS];
     int ninputs = 0;
@@ -291,8 +291,8 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         if (json_eq(k, kn, "id")) {
             jcur_ws(&c);
             if (c.p < c.end && *c.p != '"')
-                return tally_fail(msg, msglen, TALLY_E_INVALID,
-                                  "id must be a string");
+                return eng_fail(msg, msglen, ENG_E_INVALID,
+                                "id must be a string");
             if (!jcur_string(&c, &out->id, &out->id_len))
                 return fail_invalid(&c);
         } else if (json_eq(k, kn, "parameters")) {
@@ -303,9 +303,9 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
             have_inputs = true;
             while (jcur_element(&c, &efirst)) {
                 if (ninputs >= MAX_INPUTS)
-                    return tally_fail(msg, msglen, TALLY_E_INVALID,
-                                      "too many inputs (the model takes \"x\" "
-                                      "and optionally \"axis\")");
+                    return eng_fail(msg, msglen, ENG_E_INVALID,
+                                    "too many inputs (the model takes \"x\" "
+                                    "and optionally \"axis\")");
                 memset(&inputs[ninputs], 0, sizeof inputs[ninputs]);
                 if (!parse_input(&c, &inputs[ninputs], ninputs))
                     return fail_invalid(&c);
@@ -324,13 +324,13 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         return fail_invalid(&c);
     jcur_ws(&c);
     if (c.p != c.end)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          binary ? "the JSON header is longer or shorter than "
-                                   "Inference-Header-Content-Length says"
-                                 : "invalid JSON: text after the object");
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        binary ? "the JSON header is longer or shorter than "
+                                 "Inference-Header-Content-Length says"
+                               : "invalid JSON: text after the object");
     if (!have_inputs)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "the request has no \"inputs\"");
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "the request has no \"inputs\"");
 
     /* place binary tensors and find x and axis */
     uint8_t *at = body + jlen;
@@ -340,59 +340,59 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         input *in = &inputs[i];
         if (in->binary) {
             if (!binary)
-                return tally_fail(msg, msglen, TALLY_E_INVALID,
-                                  "input \"%.*s\" declares binary_data_size "
-                                  "but the request has no "
-                                  "Inference-Header-Content-Length header",
-                                  (int)in->name_len, in->name);
+                return eng_fail(msg, msglen, ENG_E_INVALID,
+                                "input \"%.*s\" declares binary_data_size "
+                                "but the request has no "
+                                "Inference-Header-Content-Length header",
+                                (int)in->name_len, in->name);
             if (in->binary_size > left)
-                return tally_fail(msg, msglen, TALLY_E_INVALID,
-                                  "input \"%.*s\" declares %" PRIu64 " bytes "
-                                  "of binary data but only %zu remain in the "
-                                  "body",
-                                  (int)in->name_len, in->name, in->binary_size,
-                                  left);
+                return eng_fail(msg, msglen, ENG_E_INVALID,
+                                "input \"%.*s\" declares %" PRIu64 " bytes "
+                                "of binary data but only %zu remain in the "
+                                "body",
+                                (int)in->name_len, in->name, in->binary_size,
+                                left);
             in->binary_at = at;
             at += in->binary_size;
             left -= (size_t)in->binary_size;
         }
         if (json_eq(in->name, in->name_len, "x")) {
             if (x != NULL)
-                return tally_fail(msg, msglen, TALLY_E_INVALID,
-                                  "input \"x\" appears twice");
+                return eng_fail(msg, msglen, ENG_E_INVALID,
+                                "input \"x\" appears twice");
             x = in;
         } else if (json_eq(in->name, in->name_len, "axis")) {
             if (axis_in != NULL)
-                return tally_fail(msg, msglen, TALLY_E_INVALID,
-                                  "input \"axis\" appears twice");
+                return eng_fail(msg, msglen, ENG_E_INVALID,
+                                "input \"axis\" appears twice");
             axis_in = in;
         } else {
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "unknown input \"%.*s\" (the model takes \"x\" "
-                              "and optionally \"axis\")",
-                              in->name_len > 32 ? 32 : (int)in->name_len,
-                              in->name);
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "unknown input \"%.*s\" (the model takes \"x\" "
+                            "and optionally \"axis\")",
+                            in->name_len > 32 ? 32 : (int)in->name_len,
+                            in->name);
         }
     }
     if (binary && left != 0)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "%zu bytes of binary data follow the header but the "
-                          "inputs declare none of them",
-                          left);
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "%zu bytes of binary data follow the header but the "
+                        "inputs declare none of them",
+                        left);
     if (x == NULL)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "the request has no input \"x\"");
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "the request has no input \"x\"");
 
     if (axis_in != NULL) {
         int64_t a = 0;
-        tally_err e = axis_value(&c, axis_in, &a, msg, msglen);
-        if (e != TALLY_E_OK)
+        eng_err e = axis_value(&c, axis_in, &a, msg, msglen);
+        if (e != ENG_E_OK)
             return e;
         if (p.has_axis && p.axis != a)
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "input \"axis\" (%" PRId64 ") disagrees with "
-                              "parameters.axis (%" PRId64 ")",
-                              a, p.axis);
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "input \"axis\" (%" PRId64 ") disagrees with "
+                            "parameters.axis (%" PRId64 ")",
+                            a, p.axis);
         p.axis = a;
         p.has_axis = true;
     }
@@ -401,21 +401,21 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
     out->desc.rank = x->rank;
     memcpy(out->desc.shape, x->shape, sizeof x->shape);
     if (x->rank == 0)
-        return tally_fail(msg, msglen, TALLY_E_RANK,
-                          "input \"x\" has shape [] (rank 0): a cumulative "
-                          "sum needs at least one axis");
+        return eng_fail(msg, msglen, ENG_E_RANK,
+                        "input \"x\" has shape [] (rank 0): a cumulative "
+                        "sum needs at least one axis");
     if (!scan_params_apply(&p, &out->desc, msg, msglen))
-        return TALLY_E_INVALID;
-    tally_lines l;
-    tally_err e = tally_lines_from_desc(&out->desc, &l, msg, msglen);
-    if (e != TALLY_E_OK)
+        return ENG_E_INVALID;
+    eng_lines l;
+    eng_err e = eng_lines_from_desc(&out->desc, &l, msg, msglen);
+    if (e != ENG_E_OK)
         return e;
     out->bytes = l.bytes;
     /* the id lives in the JSON text, which the tensor may be moved over */
     if (out->id != NULL) {
         char *id = malloc(out->id_len + 1);
         if (id == NULL)
-            return tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
+            return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
         memcpy(id, out->id, out->id_len);
         id[out->id_len] = '\0';
         out->id = id;
@@ -424,10 +424,10 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
     if (x->binary) {
         if (x->binary_size != l.bytes) {
             kserve_request_free(out);
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "input \"x\": binary_data_size is %" PRIu64
-                              " but shape and datatype need %zu bytes",
-                              x->binary_size, l.bytes);
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "input \"x\": binary_data_size is %" PRIu64
+                            " but shape and datatype need %zu bytes",
+                            x->binary_size, l.bytes);
         }
         /* Binary data follows a JSON header of any length. Slide it down
          * to a 128-byte boundary inside the body (over the header, no
@@ -438,35 +438,35 @@ tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         if (to != x->binary_at)
             memmove(to, x->binary_at, l.bytes);
         out->data = to;
-        return TALLY_E_OK;
+        return ENG_E_OK;
     }
     if (l.bytes > max_bytes) {
         kserve_request_free(out);
-        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
-                          "input \"x\" would take %zu bytes, more than the "
-                          "%zu this server accepts",
-                          l.bytes, max_bytes);
+        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
+                        "input \"x\" would take %zu bytes, more than the "
+                        "%zu this server accepts",
+                        l.bytes, max_bytes);
     }
-    out->data = tally_buffer_alloc(l.bytes);
+    out->data = eng_buffer_alloc(l.bytes);
     if (out->data == NULL) {
         kserve_request_free(out);
-        return tally_fail(msg, msglen, TALLY_E_NOMEM,
-                          "out of memory for a %zu-byte tensor", l.bytes);
+        return eng_fail(msg, msglen, ENG_E_NOMEM,
+                        "out of memory for a %zu-byte tensor", l.bytes);
     }
     out->data_owned = true;
     c.p = x->data;
     if (!jcur_tensor(&c, "input \"x\" data", out->desc.dtype, out->desc.shape,
                      out->desc.rank, l.elements, out->data)) {
         kserve_request_free(out);
-        return TALLY_E_INVALID;
+        return ENG_E_INVALID;
     }
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
 void kserve_request_free(kserve_request *r)
 {
     if (r->data_owned)
-        tally_buffer_free(r->data);
+        eng_buffer_free(r->data);
     if (r->id_owned)
         free((char *)r->id);
     r->data = NULL;

@@ -28,9 +28,9 @@
 #define KSERVE_VERSION "1"
 
 typedef struct {
-    tally_scan_desc desc;
+    eng_scan_desc desc;
     void *data;      /* the tensor "x": in the body, or owned when JSON */
-    bool data_owned; /* free data with tally_buffer_free() */
+    bool data_owned; /* free data with eng_buffer_free() */
     size_t bytes;
     const char *id; /* the request id as written (escaped), or NULL */
     size_t id_len;
@@ -46,9 +46,9 @@ typedef struct {
  * kserve_request_free() after a success. header_len is the value of
  * Inference-Header-Content-Length, or SIZE_MAX without that header. JSON
  * tensors may take at most max_bytes. */
-tally_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
-                       size_t max_bytes, kserve_request *out, char *msg,
-                       size_t msglen);
+eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
+                     size_t max_bytes, kserve_request *out, char *msg,
+                     size_t msglen);
 
 /* Frees what kserve_parse allocated. */
 void kserve_request_free(kserve_request *r);

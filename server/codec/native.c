@@ -10,7 +10,7 @@
 #include "buffer.h"
 #include "native.h"
 
-bool scan_params_apply(const scan_params *p, tally_scan_desc *desc, char *msg,
+bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
                        size_t msglen)
 {
     desc->axis = p->has_axis ? p->axis : 0;
@@ -101,9 +101,9 @@ bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
             snprintf(msg, msglen, "%s: dimension %d is too large", name, r);
             return false;
         }
-        if (r >= TALLY_MAX_RANK) {
+        if (r >= ENG_MAX_RANK) {
             snprintf(msg, msglen, "%s has more than %d dimensions", name,
-                     TALLY_MAX_RANK);
+                     ENG_MAX_RANK);
             return false;
         }
         shape[r++] = d;
@@ -138,8 +138,8 @@ typedef struct {
     size_t dtype_len;
 } members;
 
-tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
-                            native_request *out, char *msg, size_t msglen)
+eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
+                          native_request *out, char *msg, size_t msglen)
 {
     memset(out, 0, sizeof *out);
     jcur c;
@@ -150,9 +150,9 @@ tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
     size_t klen;
     jcur_ws(&c);
     if (c.p >= c.end)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "the body is empty: "
-                          "expected a JSON object with dtype, shape and data");
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "the body is empty: "
+                        "expected a JSON object with dtype, shape and data");
     while (jcur_member(&c, &first, &key, &klen)) {
         const char **slot;
         if (json_eq(key, klen, "dtype"))
@@ -170,32 +170,32 @@ tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
         else if (json_eq(key, klen, "direction"))
             slot = &m.direction;
         else
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "unknown member \"%.*s\" (expected dtype, "
-                              "shape, data, axis, exclusive, reverse or "
-                              "direction)",
-                              klen > 40 ? 40 : (int)klen, key);
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "unknown member \"%.*s\" (expected dtype, "
+                            "shape, data, axis, exclusive, reverse or "
+                            "direction)",
+                            klen > 40 ? 40 : (int)klen, key);
         if (*slot != NULL)
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "member \"%.*s\" appears twice", (int)klen, key);
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "member \"%.*s\" appears twice", (int)klen, key);
         *slot = c.p;
         if (!jcur_skip(&c))
-            return TALLY_E_INVALID;
+            return ENG_E_INVALID;
     }
     if (c.failed)
-        return TALLY_E_INVALID;
+        return ENG_E_INVALID;
     jcur_ws(&c);
     if (c.p != c.end)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "invalid JSON: text after the object at byte %zu",
-                          (size_t)(c.p - c.base));
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "invalid JSON: text after the object at byte %zu",
+                        (size_t)(c.p - c.base));
     if (m.dtype == NULL || m.shape == NULL || m.data == NULL)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "missing member \"%s\" (dtype, shape and data are "
-                          "required)",
-                          m.dtype == NULL   ? "dtype"
-                          : m.shape == NULL ? "shape"
-                                            : "data");
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "missing member \"%s\" (dtype, shape and data are "
+                        "required)",
+                        m.dtype == NULL   ? "dtype"
+                        : m.shape == NULL ? "shape"
+                                          : "data");
 
     /* dtype */
     const char *s;
@@ -203,92 +203,92 @@ tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
     c.p = m.dtype;
     jcur_ws(&c);
     if (c.p < c.end && *c.p != '"')
-        return tally_fail(msg, msglen, TALLY_E_DTYPE,
-                          "dtype must be a string such as \"float32\"");
+        return eng_fail(msg, msglen, ENG_E_DTYPE,
+                        "dtype must be a string such as \"float32\"");
     if (!jcur_string(&c, &s, &n))
-        return TALLY_E_INVALID;
+        return ENG_E_INVALID;
     int t = tx_dtype_parse(s, n);
     if (t < 0)
-        return tally_fail(msg, msglen, TALLY_E_DTYPE,
-                          "unknown dtype \"%.*s\" (expected one of %s)",
-                          n > 32 ? 32 : (int)n, s, tx_dtype_list());
+        return eng_fail(msg, msglen, ENG_E_DTYPE,
+                        "unknown dtype \"%.*s\" (expected one of %s)",
+                        n > 32 ? 32 : (int)n, s, tx_dtype_list());
     out->desc.dtype = (tx_dtype)t;
 
     /* shape */
     c.p = m.shape;
     if (!jcur_shape(&c, "shape", out->desc.shape, &out->desc.rank))
-        return TALLY_E_INVALID;
+        return ENG_E_INVALID;
     if (out->desc.rank == 0)
-        return tally_fail(msg, msglen, TALLY_E_RANK,
-                          "shape is [] (rank 0): a cumulative sum needs at "
-                          "least one axis");
+        return eng_fail(msg, msglen, ENG_E_RANK,
+                        "shape is [] (rank 0): a cumulative sum needs at "
+                        "least one axis");
 
     /* parameters */
     scan_params p = {0};
     if (m.axis != NULL) {
         c.p = m.axis;
         if (!jcur_int64(&c, "axis", &p.axis))
-            return TALLY_E_INVALID;
+            return ENG_E_INVALID;
         p.has_axis = true;
     }
     if (m.exclusive != NULL) {
         c.p = m.exclusive;
         if (!jcur_bool(&c, "exclusive", &p.exclusive))
-            return TALLY_E_INVALID;
+            return ENG_E_INVALID;
         p.has_exclusive = true;
     }
     if (m.reverse != NULL) {
         c.p = m.reverse;
         if (!jcur_bool(&c, "reverse", &p.reverse))
-            return TALLY_E_INVALID;
+            return ENG_E_INVALID;
         p.has_reverse = true;
     }
     if (m.direction != NULL) {
         c.p = m.direction;
         jcur_ws(&c);
         if (c.p < c.end && *c.p != '"')
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "direction must be the string \"increasing\" "
-                              "or \"decreasing\"");
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "direction must be the string \"increasing\" "
+                            "or \"decreasing\"");
         if (!jcur_string(&c, &s, &n))
-            return TALLY_E_INVALID;
+            return ENG_E_INVALID;
         if (!json_eq(s, n, "increasing") && !json_eq(s, n, "decreasing"))
-            return tally_fail(msg, msglen, TALLY_E_INVALID,
-                              "direction must be \"increasing\" or "
-                              "\"decreasing\", not \"%.*s\"",
-                              n > 32 ? 32 : (int)n, s);
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "direction must be \"increasing\" or "
+                            "\"decreasing\", not \"%.*s\"",
+                            n > 32 ? 32 : (int)n, s);
         p.decreasing = s[0] == 'd';
         p.has_direction = true;
     }
     if (!scan_params_apply(&p, &out->desc, msg, msglen))
-        return TALLY_E_INVALID;
+        return ENG_E_INVALID;
 
     /* sizes, checked before allocating */
-    tally_lines l;
-    tally_err e = tally_lines_from_desc(&out->desc, &l, msg, msglen);
-    if (e != TALLY_E_OK)
+    eng_lines l;
+    eng_err e = eng_lines_from_desc(&out->desc, &l, msg, msglen);
+    if (e != ENG_E_OK)
         return e;
     if (l.bytes > max_bytes)
-        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
-                          "the tensor would take %zu bytes, more than the "
-                          "%zu this server accepts",
-                          l.bytes, max_bytes);
-    void *data = tally_buffer_alloc(l.bytes);
+        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
+                        "the tensor would take %zu bytes, more than the "
+                        "%zu this server accepts",
+                        l.bytes, max_bytes);
+    void *data = eng_buffer_alloc(l.bytes);
     if (data == NULL)
-        return tally_fail(msg, msglen, TALLY_E_NOMEM,
-                          "out of memory for a %zu-byte tensor", l.bytes);
+        return eng_fail(msg, msglen, ENG_E_NOMEM,
+                        "out of memory for a %zu-byte tensor", l.bytes);
     c.p = m.data;
     if (!jcur_tensor(&c, "data", out->desc.dtype, out->desc.shape,
                      out->desc.rank, l.elements, data)) {
-        tally_buffer_free(data);
-        return TALLY_E_INVALID;
+        eng_buffer_free(data);
+        return ENG_E_INVALID;
     }
     out->data = data;
     out->bytes = l.bytes;
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
+bool native_json_writer(json_writer *w, const eng_scan_desc *desc,
                         const void *data)
 {
     char *pre = NULL, *suf = NULL;

@@ -25,7 +25,7 @@ typedef struct {
 
 /* Sets desc's axis, exclusive and reverse from p (defaults: 0, false,
  * false). False, with a message, when reverse and direction disagree. */
-bool scan_params_apply(const scan_params *p, tally_scan_desc *desc, char *msg,
+bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
                        size_t msglen);
 
 /* Query-string values: "true"/"false"/"1"/"0"; a decimal integer; a
@@ -40,24 +40,24 @@ bool parse_direction_text(const char *name, const char *v, bool *decreasing,
 bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
                       int *rank, char *msg, size_t msglen);
 
-/* A parsed JSON request. data holds the tensor (tally_scan_desc's dtype
- * and shape); the caller frees it with tally_buffer_free(). */
+/* A parsed JSON request. data holds the tensor (eng_scan_desc's dtype
+ * and shape); the caller frees it with eng_buffer_free(). */
 typedef struct {
-    tally_scan_desc desc;
+    eng_scan_desc desc;
     void *data;
     size_t bytes;
 } native_request;
 
 /* Parses a JSON request body. The tensor may take at most max_bytes
- * (TALLY_E_TOO_LARGE otherwise). Errors are TALLY_E_INVALID, _DTYPE,
+ * (ENG_E_TOO_LARGE otherwise). Errors are ENG_E_INVALID, _DTYPE,
  * _RANK, _AXIS or _TOO_LARGE with a message naming the member, element
  * index or problem; nothing needs freeing then. */
-tally_err native_parse_json(const char *body, size_t len, size_t max_bytes,
-                            native_request *out, char *msg, size_t msglen);
+eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
+                          native_request *out, char *msg, size_t msglen);
 
 /* A writer for the JSON response {"dtype", "shape", "data"} of a result
  * with desc's dtype and shape at data (borrowed). False when out of memory. */
-bool native_json_writer(json_writer *w, const tally_scan_desc *desc,
+bool native_json_writer(json_writer *w, const eng_scan_desc *desc,
                         const void *data);
 
 /* "3,4" for a shape, into buf. */

@@ -17,9 +17,9 @@
 #include "tx_npy.h"
 
 /* Parses the header of the body at buf (len bytes), and checks that the
- * body holds exactly the data the header implies. Returns TALLY_E_INVALID,
+ * body holds exactly the data the header implies. Returns ENG_E_INVALID,
  * _DTYPE, _RANK or _TOO_LARGE with a message on failure. */
-tally_err npy_parse(const uint8_t *buf, size_t len, bool bf16, tx_npy_header *h,
-                    char *msg, size_t msglen);
+eng_err npy_parse(const uint8_t *buf, size_t len, bool bf16, tx_npy_header *h,
+                  char *msg, size_t msglen);
 
 #endif

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tx_half.h"
 #include "numfmt.h"
+#include "tx_half.h"
 
 static bool is_digit(char c)
 {

@@ -18,10 +18,10 @@ typedef struct {
 } setting;
 
 static const setting settings[] = {
-#define TALLY_SETTING_ROW(field, flag, env, kind, def, help)                   \
-    {flag, env, def, help, kind, offsetof(tally_config, field)},
-    TALLY_SETTINGS(TALLY_SETTING_ROW)
-#undef TALLY_SETTING_ROW
+#define TALLYD_SETTING_ROW(field, flag, env, kind, def, help)                  \
+    {flag, env, def, help, kind, offsetof(tallyd_config, field)},
+    TALLYD_SETTINGS(TALLYD_SETTING_ROW)
+#undef TALLYD_SETTING_ROW
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -55,7 +55,7 @@ static bool parse_size(const char *v, size_t *out)
     return true;
 }
 
-static bool set(tally_config *c, const setting *s, const char *v,
+static bool set(tallyd_config *c, const setting *s, const char *v,
                 const char *from, char *msg, size_t msglen)
 {
     void *field = (char *)c + s->offset;
@@ -111,8 +111,8 @@ static bool set(tally_config *c, const setting *s, const char *v,
     return false;
 }
 
-bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
-                       size_t msglen)
+bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
+                        size_t msglen)
 {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < NSETTINGS; i++)
@@ -196,7 +196,7 @@ bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
     }
     char host[256];
     unsigned port;
-    if (!tally_config_split_listen(c->listen, host, sizeof host, &port)) {
+    if (!tallyd_config_split_listen(c->listen, host, sizeof host, &port)) {
         snprintf(msg, msglen,
                  "listen must be HOST:PORT (such as "
                  "127.0.0.1:8080 or [::1]:8080), not \"%s\"",
@@ -206,7 +206,7 @@ bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
     return true;
 }
 
-void tally_config_free(tally_config *c)
+void tallyd_config_free(tallyd_config *c)
 {
     for (size_t i = 0; i < NSETTINGS; i++)
         if (settings[i].kind == STR) {
@@ -216,8 +216,8 @@ void tally_config_free(tally_config *c)
         }
 }
 
-bool tally_config_split_listen(const char *listen, char *host, size_t hostlen,
-                               unsigned *port)
+bool tallyd_config_split_listen(const char *listen, char *host, size_t hostlen,
+                                unsigned *port)
 {
     const char *colon;
     const char *h = listen;
@@ -249,7 +249,7 @@ bool tally_config_split_listen(const char *listen, char *host, size_t hostlen,
     return true;
 }
 
-void tally_config_usage(FILE *f, const char *prog)
+void tallyd_config_usage(FILE *f, const char *prog)
 {
     fprintf(
         f,

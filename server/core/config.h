@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 /* X(field, flag, env, kind, default, help); kind: STR, UINT, SIZE, BOOL. */
-#define TALLY_SETTINGS(X)                                                      \
+#define TALLYD_SETTINGS(X)                                                     \
     X(listen, "listen", "TALLY_LISTEN", STR, "127.0.0.1:8080",                 \
       "address and port to serve on, HOST:PORT ([::1]:8080 for IPv6)")         \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
@@ -37,7 +37,7 @@
       "seconds SIGTERM waits for in-flight requests before giving up")         \
     X(drain_idle_ms, "drain-idle-ms", "TALLY_DRAIN_IDLE_MS", UINT, "1000",     \
       "after SIGTERM, how long an idle keep-alive connection may still send "  \
-      "a request (answered, with Connection: close) before it is closed")     \
+      "a request (answered, with Connection: close) before it is closed")      \
     X(max_connections, "max-connections", "TALLY_MAX_CONNECTIONS", UINT,       \
       "4096", "open connections allowed at once")                              \
     X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
@@ -56,24 +56,25 @@
 typedef struct {
     char *listen, *device, *layout;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
-        drain_timeout_s, drain_idle_ms, max_connections, max_batch, inline_max, fault_delay_ms;
+        drain_timeout_s, drain_idle_ms, max_connections, max_batch, inline_max,
+        fault_delay_ms;
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;
-} tally_config;
+} tallyd_config;
 
 /* Fills c from the defaults, the environment and argv. Returns false with
- * a message for a bad flag or value. Free with tally_config_free(). */
-bool tally_config_load(tally_config *c, int argc, char **argv, char *msg,
-                       size_t msglen);
-void tally_config_free(tally_config *c);
+ * a message for a bad flag or value. Free with tallyd_config_free(). */
+bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
+                        size_t msglen);
+void tallyd_config_free(tallyd_config *c);
 
 /* Writes the --help text. */
-void tally_config_usage(FILE *f, const char *prog);
+void tallyd_config_usage(FILE *f, const char *prog);
 
 /* Splits "host:port" / "[v6]:port"; false when it is not one. */
-bool tally_config_split_listen(const char *listen, char *host, size_t hostlen,
-                               unsigned *port);
+bool tallyd_config_split_listen(const char *listen, char *host, size_t hostlen,
+                                unsigned *port);
 
 #endif

@@ -50,7 +50,7 @@ void metrics_observe(histogram *h, uint64_t ns)
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
-void metrics_request(metrics *m, route_id r, int status, tally_err err,
+void metrics_request(metrics *m, route_id r, int status, eng_err err,
                      uint64_t total_ns, uint64_t bytes_in, uint64_t bytes_out)
 {
     size_t si = METRIC_NSTATUS - 1;
@@ -58,7 +58,7 @@ void metrics_request(metrics *m, route_id r, int status, tally_err err,
         if (statuses[i] == status)
             si = i;
     atomic_fetch_add_explicit(&m->requests[r][si], 1, memory_order_relaxed);
-    if (err != TALLY_E_OK && (unsigned)err < METRIC_NERRORS)
+    if (err != ENG_E_OK && (unsigned)err < METRIC_NERRORS)
         atomic_fetch_add_explicit(&m->failures[r][err], 1,
                                   memory_order_relaxed);
     metrics_observe(&m->total[r], total_ns);
@@ -125,8 +125,7 @@ static void put_histogram(out *o, const char *name, const char *labels,
     const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
     put(o, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
         (double)load(&h->sum_ns) * 1e-9);
-    put(o, "%s_count%s%s%s %llu\n", name, open, labels, close,
-        load(&h->count));
+    put(o, "%s_count%s%s%s %llu\n", name, open, labels, close, load(&h->count));
 }
 
 /* Escapes a label value (backslash, quote, newline). */
@@ -188,7 +187,7 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
                 put(&o,
                     "tally_request_failures_total{route=\"%s\","
                     "reason=\"%s\"} %llu\n",
-                    route_name((route_id)r), tally_err_name((tally_err)e), v);
+                    route_name((route_id)r), eng_err_name((eng_err)e), v);
         }
 
     put(&o, "# HELP tally_request_duration_seconds Time from the request's "

@@ -29,7 +29,7 @@ typedef enum {
     X(200) X(400) X(404) X(405) X(413) X(415) X(500) X(503) X(504)
 #define METRIC_NSTATUS 10 /* the list plus "other" */
 #define METRIC_NBUCKETS 17
-#define METRIC_NERRORS 32 /* room for every tally_err */
+#define METRIC_NERRORS 32 /* room for every eng_err */
 #define METRIC_MAX_WORKERS 64
 
 typedef struct {
@@ -53,8 +53,8 @@ void metrics_init(metrics *m, unsigned workers);
 
 void metrics_observe(histogram *h, uint64_t ns);
 
-/* One finished request. err is TALLY_E_OK for successes. */
-void metrics_request(metrics *m, route_id r, int status, tally_err err,
+/* One finished request. err is ENG_E_OK for successes. */
+void metrics_request(metrics *m, route_id r, int status, eng_err err,
                      uint64_t total_ns, uint64_t bytes_in, uint64_t bytes_out);
 
 /* Renders the text exposition into a malloc'd string (length in *len);

@@ -29,13 +29,13 @@ typedef struct job job;
 typedef void (*job_done_fn)(job *j);
 
 struct job {
-    tally_scan_desc desc;
-    tally_lines lines; /* desc collapsed: the batching key */
+    eng_scan_desc desc;
+    eng_lines lines; /* desc collapsed: the batching key */
     const void *in;
     void *out;            /* may equal in */
     uint64_t deadline_ns; /* monotonic; 0 for none */
     uint64_t enqueued_ns, started_ns, finished_ns;
-    tally_err err;
+    eng_err err;
     char msg[256];
     unsigned worker; /* which worker ran it */
     job_done_fn done;

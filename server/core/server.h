@@ -23,16 +23,16 @@
 #include "metrics.h"
 #include "queue.h"
 
-#define TALLY_VERSION "0.1.0"
+#define TALLYD_VERSION "0.1.0"
 
 struct MHD_Daemon;
 struct http_routes;
 typedef struct worker worker;
 
-typedef struct tally_server {
-    tally_config cfg;
+typedef struct tallyd_server {
+    tallyd_config cfg;
     const char *version;
-    tally_engine *engine;
+    eng_engine *engine;
     char device[320];
 
     job_queue queue;
@@ -53,6 +53,6 @@ typedef struct tally_server {
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
     int exit_code;
-} tally_server;
+} tallyd_server;
 
 #endif

@@ -21,7 +21,7 @@ typedef struct {
     job j;
     request *r;
     http_handler finish;
-    tally_server *s;
+    tallyd_server *s;
 } pending;
 
 /* Copies a finished job's times into the request, for the access log. */
@@ -38,13 +38,13 @@ static void note_times(request *r, const job *j)
 /* Replies with a finished job's error; true if there was one. */
 static bool job_failed(request *r, const job *j)
 {
-    if (j->err == TALLY_E_OK)
+    if (j->err == ENG_E_OK)
         return false;
-    if (j->err == TALLY_E_DEADLINE) {
+    if (j->err == ENG_E_DEADLINE) {
         uint64_t waited =
             ((j->finished_ns ? j->finished_ns : now_ns()) - j->enqueued_ns)
             / 1000000u;
-        http_error(r, TALLY_E_DEADLINE,
+        http_error(r, ENG_E_DEADLINE,
                    "the deadline of %" PRIu64 " ms expired after %" PRIu64
                    " ms %s",
                    (j->deadline_ns - j->enqueued_ns) / 1000000u, waited,
@@ -52,7 +52,7 @@ static bool job_failed(request *r, const job *j)
                                  : "in the queue; the work was dropped");
         return true;
     }
-    http_error(r, j->err, "%s", j->msg[0] ? j->msg : tally_err_text(j->err));
+    http_error(r, j->err, "%s", j->msg[0] ? j->msg : eng_err_text(j->err));
     return true;
 }
 
@@ -61,7 +61,7 @@ static bool job_failed(request *r, const job *j)
 static void on_job_done(job *j)
 {
     pending *p = j->user;
-    tally_server *s = p->s;
+    tallyd_server *s = p->s;
     if (j->started_ns != 0) {
         metrics_observe(&s->metrics.queue, j->started_ns - j->enqueued_ns);
         metrics_observe(&s->metrics.compute, j->finished_ns - j->started_ns);
@@ -103,15 +103,15 @@ static int64_t header_timeout_ms(request *r, char *msg, size_t msglen,
     return v;
 }
 
-void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
+void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
                      int64_t timeout_ms, http_handler finish)
 {
-    tally_server *s = r->s;
+    tallyd_server *s = r->s;
     char msg[256];
     job j;
     memset(&j, 0, sizeof j);
-    tally_err e = tally_lines_from_desc(desc, &j.lines, msg, sizeof msg);
-    if (e != TALLY_E_OK) {
+    eng_err e = eng_lines_from_desc(desc, &j.lines, msg, sizeof msg);
+    if (e != ENG_E_OK) {
         http_error(r, e, "%s", msg);
         return;
     }
@@ -119,7 +119,7 @@ void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
         bool bad;
         timeout_ms = header_timeout_ms(r, msg, sizeof msg, &bad);
         if (bad) {
-            http_error(r, TALLY_E_INVALID, "%s", msg);
+            http_error(r, ENG_E_INVALID, "%s", msg);
             return;
         }
     }
@@ -136,7 +136,7 @@ void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
      * worker and back (let alone a device launch). */
     if (j.lines.elements <= s->cfg.inline_max) {
         j.started_ns = now_ns();
-        j.err = tally_scan_inline(desc, inout, inout, j.msg, sizeof j.msg);
+        j.err = eng_scan_inline(desc, inout, inout, j.msg, sizeof j.msg);
         j.finished_ns = now_ns();
         metrics_observe(&s->metrics.queue, 0);
         metrics_observe(&s->metrics.compute, j.finished_ns - j.started_ns);
@@ -148,7 +148,7 @@ void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
 
     pending *p = malloc(sizeof *p);
     if (p == NULL) {
-        http_error(r, TALLY_E_NOMEM, "out of memory queueing the job");
+        http_error(r, ENG_E_NOMEM, "out of memory queueing the job");
         return;
     }
     p->j = j;
@@ -162,9 +162,9 @@ void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
     if (http_suspend(r, after_job, push, p))
         return;
     if (atomic_load(&s->draining))
-        http_error(r, TALLY_E_DRAINING, "the server is shutting down");
+        http_error(r, ENG_E_DRAINING, "the server is shutting down");
     else
-        http_error(r, TALLY_E_QUEUE_FULL,
+        http_error(r, ENG_E_QUEUE_FULL,
                    "the queue is full (%u jobs wait); retry after a moment",
                    s->cfg.queue_depth);
 }
@@ -173,24 +173,24 @@ void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
  * else scanned on the worker's stream, then completed. */
 static void dispatch_run(worker *w, job *j)
 {
-    tally_server *s = w->s;
+    tallyd_server *s = w->s;
     if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
         uv_sleep(s->cfg.fault_delay_ms);
     uint64_t start = now_ns();
     j->worker = w->id;
     if (j->deadline_ns != 0 && start >= j->deadline_ns) {
-        j->err = TALLY_E_DEADLINE;
+        j->err = ENG_E_DEADLINE;
         j->finished_ns = start;
         j->done(j);
         return;
     }
     j->started_ns = start;
     j->err =
-        tally_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
+        eng_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
     j->finished_ns = now_ns();
-    if (j->err == TALLY_E_OK && j->deadline_ns != 0
+    if (j->err == ENG_E_OK && j->deadline_ns != 0
         && j->finished_ns > j->deadline_ns)
-        j->err = TALLY_E_DEADLINE;
+        j->err = ENG_E_DEADLINE;
     if (w->id < METRIC_MAX_WORKERS)
         atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id],
                                   j->finished_ns - j->started_ns,
@@ -200,24 +200,24 @@ static void dispatch_run(worker *w, job *j)
 
 #define MAX_EXPIRE 256
 
-void dispatch_expire(tally_server *s)
+void dispatch_expire(tallyd_server *s)
 {
     job *expired[MAX_EXPIRE];
     uint64_t now = now_ns();
     size_t n = queue_expire(&s->queue, now, expired, MAX_EXPIRE);
     for (size_t i = 0; i < n; i++) {
-        expired[i]->err = TALLY_E_DEADLINE;
+        expired[i]->err = ENG_E_DEADLINE;
         expired[i]->finished_ns = now;
         expired[i]->done(expired[i]);
     }
 }
 
-tally_err dispatch_start(tally_server *s, char *msg, size_t msglen)
+eng_err dispatch_start(tallyd_server *s, char *msg, size_t msglen)
 {
     return workers_start(s, dispatch_run, msg, msglen);
 }
 
-void dispatch_stop(tally_server *s)
+void dispatch_stop(tallyd_server *s)
 {
     workers_stop(s);
 }

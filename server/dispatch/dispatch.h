@@ -33,17 +33,17 @@
  * ran it. timeout_ms < 0 takes the X-Timeout-Ms header or the server's
  * default. When the scan cannot be queued or fails, dispatch replies with
  * the error itself and finish is never called. */
-void dispatch_submit(request *r, const tally_scan_desc *desc, void *inout,
+void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
                      int64_t timeout_ms, http_handler finish);
 
 /* Starts the device workers, which run queued jobs through dispatch. */
-tally_err dispatch_start(tally_server *s, char *msg, size_t msglen);
+eng_err dispatch_start(tallyd_server *s, char *msg, size_t msglen);
 
 /* Closes the queue, lets the workers finish what it holds, and stops
  * them. */
-void dispatch_stop(tally_server *s);
+void dispatch_stop(tallyd_server *s);
 
 /* Fails the queued jobs whose deadline has passed (the loop's tick). */
-void dispatch_expire(tally_server *s);
+void dispatch_expire(tallyd_server *s);
 
 #endif

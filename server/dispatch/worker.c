@@ -11,7 +11,7 @@
 static void worker_main(void *arg)
 {
     worker *w = arg;
-    tally_server *s = w->s;
+    tallyd_server *s = w->s;
     job *batch[MAX_BATCH];
     size_t max = s->cfg.max_batch < MAX_BATCH ? s->cfg.max_batch : MAX_BATCH;
     for (;;) {
@@ -25,40 +25,40 @@ static void worker_main(void *arg)
     }
 }
 
-tally_err workers_start(tally_server *s, worker_run_fn run, char *msg,
-                        size_t msglen)
+eng_err workers_start(tallyd_server *s, worker_run_fn run, char *msg,
+                      size_t msglen)
 {
     s->workers = calloc(s->cfg.workers, sizeof *s->workers);
     if (s->workers == NULL)
-        return tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
+        return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
     s->nworkers = s->cfg.workers;
     for (unsigned i = 0; i < s->nworkers; i++) {
         worker *w = &s->workers[i];
         w->s = s;
         w->id = i;
         w->run = run;
-        tally_err e = tally_stream_open(s->engine, &w->stream, msg, msglen);
-        if (e != TALLY_E_OK)
+        eng_err e = eng_stream_open(s->engine, &w->stream, msg, msglen);
+        if (e != ENG_E_OK)
             return e;
     }
     for (unsigned i = 0; i < s->nworkers; i++) {
         worker *w = &s->workers[i];
         if (uv_thread_create(&w->thread, worker_main, w) != 0)
-            return tally_fail(msg, msglen, TALLY_E_NOMEM,
-                              "cannot start worker thread %u", i);
+            return eng_fail(msg, msglen, ENG_E_NOMEM,
+                            "cannot start worker thread %u", i);
         w->started = true;
     }
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-void workers_stop(tally_server *s)
+void workers_stop(tallyd_server *s)
 {
     queue_close(&s->queue);
     for (unsigned i = 0; i < s->nworkers; i++) {
         worker *w = &s->workers[i];
         if (w->started)
             uv_thread_join(&w->thread);
-        tally_stream_close(w->stream);
+        eng_stream_close(w->stream);
     }
     free(s->workers);
     s->workers = NULL;

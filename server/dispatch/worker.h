@@ -16,21 +16,21 @@
 typedef void (*worker_run_fn)(worker *w, job *j);
 
 struct worker {
-    tally_server *s;
+    tallyd_server *s;
     unsigned id;
     uv_thread_t thread;
-    tally_stream *stream;
+    eng_stream *stream;
     worker_run_fn run;
     bool started;
 };
 
 /* Opens a stream per worker (--workers) and starts the threads, each
  * handing the jobs it pops to run. Loop thread. */
-tally_err workers_start(tally_server *s, worker_run_fn run, char *msg,
-                        size_t msglen);
+eng_err workers_start(tallyd_server *s, worker_run_fn run, char *msg,
+                      size_t msglen);
 
 /* Closes the queue, waits for the workers to drain it and stop, and closes
  * their streams. Loop thread. */
-void workers_stop(tally_server *s);
+void workers_stop(tallyd_server *s);
 
 #endif

@@ -2,7 +2,7 @@
  * buffer.c - the tensor buffer allocator and its cache.
  *
  * Each buffer is preceded by a 128-byte header recording its capacity, so
- * that tally_buffer_free() knows what it is given. The cache is a small
+ * that eng_buffer_free() knows what it is given. The cache is a small
  * array of free large buffers; an allocation takes the smallest one that
  * fits without wasting more than half of it.
  */
@@ -41,7 +41,7 @@ static header *header_of(void *p)
     return (header *)((char *)p - HEADER);
 }
 
-void *tally_buffer_alloc(size_t bytes)
+void *eng_buffer_alloc(size_t bytes)
 {
     if (bytes > SIZE_MAX - LARGE - HEADER)
         return NULL;
@@ -78,7 +78,7 @@ void *tally_buffer_alloc(size_t bytes)
     return data_of(h);
 }
 
-void tally_buffer_free(void *p)
+void eng_buffer_free(void *p)
 {
     if (p == NULL)
         return;
@@ -99,16 +99,16 @@ void tally_buffer_free(void *p)
     free(h);
 }
 
-void tally_buffer_cache_limit(size_t bytes)
+void eng_buffer_cache_limit(size_t bytes)
 {
     pthread_mutex_lock(&mu);
     budget = bytes;
     pthread_mutex_unlock(&mu);
     if (cached_bytes > bytes)
-        tally_buffer_cache_clear();
+        eng_buffer_cache_clear();
 }
 
-void tally_buffer_cache_clear(void)
+void eng_buffer_cache_clear(void)
 {
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < ncached; i++)

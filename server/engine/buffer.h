@@ -18,17 +18,17 @@
 
 /* At least `bytes` bytes (a zero-byte request gets a small buffer), or NULL
  * when memory runs out. Contents are unspecified. Free with
- * tally_buffer_free(). */
-void *tally_buffer_alloc(size_t bytes);
+ * eng_buffer_free(). */
+void *eng_buffer_alloc(size_t bytes);
 
-/* Returns a buffer from tally_buffer_alloc(); NULL is a no-op. */
-void tally_buffer_free(void *p);
+/* Returns a buffer from eng_buffer_alloc(); NULL is a no-op. */
+void eng_buffer_free(void *p);
 
 /* How many bytes of freed large buffers may be kept for reuse (default
  * 512 MiB; 0 keeps none). */
-void tally_buffer_cache_limit(size_t bytes);
+void eng_buffer_cache_limit(size_t bytes);
 
 /* Frees every cached buffer. */
-void tally_buffer_cache_clear(void);
+void eng_buffer_cache_clear(void);
 
 #endif

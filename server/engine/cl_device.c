@@ -11,7 +11,7 @@
 #define MAX_PLATFORMS 16
 #define MAX_DEVICES 64
 
-const char *tally_cl_strerror(cl_int err)
+const char *eng_cl_strerror(cl_int err)
 {
     switch (err) {
     case CL_SUCCESS: return "CL_SUCCESS";
@@ -93,8 +93,8 @@ static bool parse_index(const char *s, unsigned long *p, unsigned long *d)
     return errno == 0 && *end == '\0';
 }
 
-static tally_err fill(tally_cl_device *dev, cl_platform_id p, cl_device_id d,
-                      char *msg, size_t msglen)
+static eng_err fill(eng_cl_device *dev, cl_platform_id p, cl_device_id d,
+                    char *msg, size_t msglen)
 {
     cl_int err;
     memset(dev, 0, sizeof *dev);
@@ -127,14 +127,14 @@ static tally_err fill(tally_cl_device *dev, cl_platform_id p, cl_device_id d,
                                      (cl_context_properties)p, 0};
     dev->context = clCreateContext(props, 1, &d, NULL, NULL, &err);
     if (err != CL_SUCCESS)
-        return tally_fail(msg, msglen, TALLY_E_NO_DEVICE,
-                          "cannot create an OpenCL context on %s: %s",
-                          dev->name, tally_cl_strerror(err));
-    return TALLY_E_OK;
+        return eng_fail(msg, msglen, ENG_E_NO_DEVICE,
+                        "cannot create an OpenCL context on %s: %s", dev->name,
+                        eng_cl_strerror(err));
+    return ENG_E_OK;
 }
 
-tally_err tally_cl_device_open(const char *spec, tally_cl_device *dev,
-                               bool *none_at_all, char *msg, size_t msglen)
+eng_err eng_cl_device_open(const char *spec, eng_cl_device *dev,
+                           bool *none_at_all, char *msg, size_t msglen)
 {
     cl_platform_id plats[MAX_PLATFORMS];
     cl_uint np = 0;
@@ -142,10 +142,10 @@ tally_err tally_cl_device_open(const char *spec, tally_cl_device *dev,
     *none_at_all = false;
     if (err != CL_SUCCESS || np == 0) {
         *none_at_all = true;
-        return tally_fail(msg, msglen, TALLY_E_NO_DEVICE,
-                          "no OpenCL platform is installed (%s)",
-                          err != CL_SUCCESS ? tally_cl_strerror(err)
-                                            : "the ICD loader found none");
+        return eng_fail(msg, msglen, ENG_E_NO_DEVICE,
+                        "no OpenCL platform is installed (%s)",
+                        err != CL_SUCCESS ? eng_cl_strerror(err)
+                                          : "the ICD loader found none");
     }
     if (np > MAX_PLATFORMS)
         np = MAX_PLATFORMS;
@@ -202,24 +202,24 @@ tally_err tally_cl_device_open(const char *spec, tally_cl_device *dev,
     if (best_d == NULL) {
         *none_at_all = total == 0;
         if (total == 0)
-            return tally_fail(msg, msglen, TALLY_E_NO_DEVICE,
-                              "the OpenCL platforms report no devices");
-        return tally_fail(msg, msglen, TALLY_E_NO_DEVICE,
-                          "no OpenCL device matches \"%s\" (%u found; "
-                          "`tallyd --list-devices` shows them)",
-                          spec, total);
+            return eng_fail(msg, msglen, ENG_E_NO_DEVICE,
+                            "the OpenCL platforms report no devices");
+        return eng_fail(msg, msglen, ENG_E_NO_DEVICE,
+                        "no OpenCL device matches \"%s\" (%u found; "
+                        "`tallyd --list-devices` shows them)",
+                        spec, total);
     }
     return fill(dev, best_p, best_d, msg, msglen);
 }
 
-void tally_cl_device_close(tally_cl_device *dev)
+void eng_cl_device_close(eng_cl_device *dev)
 {
     if (dev->context != NULL)
         clReleaseContext(dev->context);
     dev->context = NULL;
 }
 
-int tally_cl_list(FILE *f)
+int eng_cl_list(FILE *f)
 {
     cl_platform_id plats[MAX_PLATFORMS];
     cl_uint np = 0;

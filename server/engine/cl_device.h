@@ -34,23 +34,23 @@ typedef struct {
     uint64_t cache_bytes; /* CL_DEVICE_GLOBAL_MEM_CACHE_SIZE */
     bool unified;         /* host and device share memory */
     bool fp64;
-} tally_cl_device;
+} eng_cl_device;
 
 /* Opens the device `spec` names and creates a context on it. Returns
- * TALLY_E_NO_DEVICE with a message when there is no OpenCL platform, no
+ * ENG_E_NO_DEVICE with a message when there is no OpenCL platform, no
  * device, or none that matches; *none_at_all is set when OpenCL has no
  * platform or device whatsoever (so "auto" may fall back to the host).
- * Release with tally_cl_device_close(). */
-tally_err tally_cl_device_open(const char *spec, tally_cl_device *dev,
-                               bool *none_at_all, char *msg, size_t msglen);
+ * Release with eng_cl_device_close(). */
+eng_err eng_cl_device_open(const char *spec, eng_cl_device *dev,
+                           bool *none_at_all, char *msg, size_t msglen);
 
-void tally_cl_device_close(tally_cl_device *dev);
+void eng_cl_device_close(eng_cl_device *dev);
 
 /* Prints every platform and device with its "P:D" index; returns the number
  * of devices. */
-int tally_cl_list(FILE *f);
+int eng_cl_list(FILE *f);
 
 /* "CL_OUT_OF_RESOURCES" for -5, etc.; static storage. */
-const char *tally_cl_strerror(cl_int err);
+const char *eng_cl_strerror(cl_int err);
 
 #endif

@@ -15,7 +15,7 @@ extern const unsigned char kernels_copy_cl[];
 extern const unsigned int kernels_copy_cl_len;
 
 /* Applies "key=value" overrides (comma-separated) to a layout. */
-static bool layout_override(tally_cl_layout *l, const char *opts)
+static bool layout_override(eng_cl_layout *l, const char *opts)
 {
     while (*opts != '\0') {
         const char *eq = strchr(opts, '=');
@@ -54,8 +54,8 @@ static bool layout_override(tally_cl_layout *l, const char *opts)
     return l->row_k % 8 == 0 && l->col_w % 8 == 0 && (l->wg & (l->wg - 1)) == 0;
 }
 
-bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
-                         tally_cl_layout *out)
+bool eng_cl_layout_for(const eng_cl_device *dev, const char *spec,
+                       eng_cl_layout *out)
 {
     const char *opts = "";
     size_t nlen = 0;
@@ -79,15 +79,15 @@ bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
          * vectors, one persistent work-group per core. Tiles of 128K
          * elements: on a Zen 5 core 16K-element tiles held a long line
          * near 36 GB/s whatever the memory could do (BENCHMARKS.md). */
-        *out = (tally_cl_layout){"cpu", 1, 131072, 4096, 8, dev->compute_units,
-                                 3,     1,      0};
+        *out = (eng_cl_layout){"cpu", 1, 131072, 4096, 8, dev->compute_units,
+                               3,     1, 0};
     } else {
         /* Work-groups of 128 sharing tiles of 4096 elements. groups sets
          * the parallelism the planner aims for (4 * groups tiles): on an
          * H100, 2 per compute unit ran column scans up to 1.6x faster
          * than 8 and changed nothing else (BENCHMARKS.md). */
-        *out = (tally_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 2,
-                                 2,     0,   0};
+        *out = (eng_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 2,
+                               2,     0,   0};
     }
     if (!layout_override(out, opts))
         return false;
@@ -98,13 +98,14 @@ bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
      * A CPU has that on its stack; NVIDIA's H100 driver refused to launch
      * cols_chained with it (CL_OUT_OF_HOST_MEMORY), so other devices get
      * at most TALLY_CL_GPU_COL_W columns (12 KiB). */
-    if ((dev->type & CL_DEVICE_TYPE_CPU) == 0 && out->col_w > TALLY_CL_GPU_COL_W)
+    if ((dev->type & CL_DEVICE_TYPE_CPU) == 0
+        && out->col_w > TALLY_CL_GPU_COL_W)
         out->col_w = TALLY_CL_GPU_COL_W;
     return true;
 }
 
-void tally_cl_programs_init(tally_cl_programs *p, const tally_cl_device *dev,
-                            const tally_cl_layout *layout)
+void eng_cl_programs_init(eng_cl_programs *p, const eng_cl_device *dev,
+                          const eng_cl_layout *layout)
 {
     memset(p, 0, sizeof *p);
     p->dev = dev;
@@ -112,9 +113,9 @@ void tally_cl_programs_init(tally_cl_programs *p, const tally_cl_device *dev,
     pthread_mutex_init(&p->mu, NULL);
 }
 
-void tally_cl_programs_free(tally_cl_programs *p)
+void eng_cl_programs_free(eng_cl_programs *p)
 {
-    for (int i = 0; i <= TALLY_NSTORAGE; i++)
+    for (int i = 0; i <= ENG_NSTORAGE; i++)
         if (p->scan[i] != NULL)
             clReleaseProgram(p->scan[i]);
     if (p->copy != NULL)
@@ -124,18 +125,18 @@ void tally_cl_programs_free(tally_cl_programs *p)
 
 /* Builds one program from embedded source; on failure puts the head of the
  * build log into msg. */
-static tally_err build(const tally_cl_device *dev, const unsigned char *src,
-                       size_t len, const char *options, const char *what,
-                       cl_program *out, char *msg, size_t msglen)
+static eng_err build(const eng_cl_device *dev, const unsigned char *src,
+                     size_t len, const char *options, const char *what,
+                     cl_program *out, char *msg, size_t msglen)
 {
     cl_int err;
     const char *text = (const char *)src;
     cl_program prog =
         clCreateProgramWithSource(dev->context, 1, &text, &len, &err);
     if (err != CL_SUCCESS)
-        return tally_fail(msg, msglen, TALLY_E_DEVICE,
-                          "cannot create the %s program: %s", what,
-                          tally_cl_strerror(err));
+        return eng_fail(msg, msglen, ENG_E_DEVICE,
+                        "cannot create the %s program: %s", what,
+                        eng_cl_strerror(err));
     err = clBuildProgram(prog, 1, &dev->device, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         char log[2048] = "";
@@ -146,27 +147,27 @@ static tally_err build(const tally_cl_device *dev, const unsigned char *src,
         const char *line = e != NULL ? e : log;
         int n = (int)strcspn(line, "\n");
         clReleaseProgram(prog);
-        return tally_fail(msg, msglen, TALLY_E_DEVICE,
-                          "building the %s kernels for %s failed (%s): %.*s",
-                          what, dev->name, tally_cl_strerror(err), n, line);
+        return eng_fail(msg, msglen, ENG_E_DEVICE,
+                        "building the %s kernels for %s failed (%s): %.*s",
+                        what, dev->name, eng_cl_strerror(err), n, line);
     }
     *out = prog;
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-tally_err tally_cl_program_scan(tally_cl_programs *p, tally_storage st,
-                                cl_program *out, char *msg, size_t msglen)
+eng_err eng_cl_program_scan(eng_cl_programs *p, eng_storage st, cl_program *out,
+                            char *msg, size_t msglen)
 {
-    if (st == TALLY_STORAGE_F64 && !p->dev->fp64)
-        return tally_fail(msg, msglen, TALLY_E_UNSUPPORTED,
-                          "device %s does not support float64 "
-                          "(no cl_khr_fp64)",
-                          p->dev->name);
-    tally_err e = TALLY_E_OK;
+    if (st == ENG_STORAGE_F64 && !p->dev->fp64)
+        return eng_fail(msg, msglen, ENG_E_UNSUPPORTED,
+                        "device %s does not support float64 "
+                        "(no cl_khr_fp64)",
+                        p->dev->name);
+    eng_err e = ENG_E_OK;
     pthread_mutex_lock(&p->mu);
     if (p->scan[st] == NULL) {
         char options[320], what[32];
-        const tally_cl_layout *l = &p->layout;
+        const eng_cl_layout *l = &p->layout;
         snprintf(options, sizeof options,
                  "-w -DTALLY_STORAGE=%d -DTALLY_WG=%u -DTALLY_ROW_K=%u "
                  "-DTALLY_COL_W=%u -DTALLY_BLK=%u -DTALLY_PIPE=%u "
@@ -182,10 +183,10 @@ tally_err tally_cl_program_scan(tally_cl_programs *p, tally_storage st,
     return e;
 }
 
-tally_err tally_cl_program_copy(tally_cl_programs *p, cl_program *out,
-                                char *msg, size_t msglen)
+eng_err eng_cl_program_copy(eng_cl_programs *p, cl_program *out, char *msg,
+                            size_t msglen)
 {
-    tally_err e = TALLY_E_OK;
+    eng_err e = ENG_E_OK;
     pthread_mutex_lock(&p->mu);
     if (p->copy == NULL)
         e = build(p->dev, kernels_copy_cl, kernels_copy_cl_len,

@@ -3,7 +3,7 @@
  *
  * kernels/scan.cl is embedded in the binary at build time and built once
  * per storage class for the device's layout; kernels/copy.cl once. Builds
- * happen on first use (or all at once by tally_engine_warmup()), never per
+ * happen on first use (or all at once by eng_engine_warmup()), never per
  * request: every later caller gets the cached cl_program.
  *
  * Threading: any thread may ask for a program; builds are serialised by the
@@ -30,7 +30,7 @@ typedef struct {
     unsigned pipe;    /* tiles in flight per rows_chained work-group */
     unsigned nt;      /* the compiler has non-temporal stores (TALLY_NT) */
     unsigned lazy;    /* testing: no inclusive prefixes (TALLY_LAZY) */
-} tally_cl_layout;
+} eng_cl_layout;
 
 /* The layout for a device from a spec: "cpu", "gpu", or NULL/""/"auto" to
  * choose by the device's type, optionally followed by comma-separated
@@ -40,30 +40,30 @@ typedef struct {
  * power of two). wg is cut to the device's largest work-group, and on a
  * device that is not a CPU col_w to TALLY_CL_GPU_COL_W (private memory). */
 #define TALLY_CL_GPU_COL_W 256
-bool tally_cl_layout_for(const tally_cl_device *dev, const char *spec,
-                         tally_cl_layout *out);
+bool eng_cl_layout_for(const eng_cl_device *dev, const char *spec,
+                       eng_cl_layout *out);
 
 typedef struct {
-    const tally_cl_device *dev;
-    tally_cl_layout layout;
+    const eng_cl_device *dev;
+    eng_cl_layout layout;
     pthread_mutex_t mu;
-    cl_program scan[TALLY_NSTORAGE + 1]; /* indexed by tally_storage */
+    cl_program scan[ENG_NSTORAGE + 1]; /* indexed by eng_storage */
     cl_program copy;
-} tally_cl_programs;
+} eng_cl_programs;
 
-void tally_cl_programs_init(tally_cl_programs *p, const tally_cl_device *dev,
-                            const tally_cl_layout *layout);
-void tally_cl_programs_free(tally_cl_programs *p);
+void eng_cl_programs_init(eng_cl_programs *p, const eng_cl_device *dev,
+                          const eng_cl_layout *layout);
+void eng_cl_programs_free(eng_cl_programs *p);
 
 /* The scan program for a storage class, built on first use. The program is
  * owned by the cache: do not release it. On a build failure returns
- * TALLY_E_UNSUPPORTED (float64 on a device without it) or TALLY_E_DEVICE,
+ * ENG_E_UNSUPPORTED (float64 on a device without it) or ENG_E_DEVICE,
  * with the start of the build log in msg. */
-tally_err tally_cl_program_scan(tally_cl_programs *p, tally_storage st,
-                                cl_program *out, char *msg, size_t msglen);
+eng_err eng_cl_program_scan(eng_cl_programs *p, eng_storage st, cl_program *out,
+                            char *msg, size_t msglen);
 
 /* The copy program, likewise. */
-tally_err tally_cl_program_copy(tally_cl_programs *p, cl_program *out,
-                                char *msg, size_t msglen);
+eng_err eng_cl_program_copy(eng_cl_programs *p, cl_program *out, char *msg,
+                            size_t msglen);
 
 #endif

@@ -12,19 +12,19 @@
 
 /* Storage classes; the numbers are TALLY_STORAGE in kernels/scan.cl. */
 typedef enum {
-    TALLY_STORAGE_F16 = 1,
-    TALLY_STORAGE_BF16 = 2,
-    TALLY_STORAGE_F32 = 3,
-    TALLY_STORAGE_F64 = 4,
-    TALLY_STORAGE_B8 = 5,
-    TALLY_STORAGE_B16 = 6,
-    TALLY_STORAGE_B32 = 7,
-    TALLY_STORAGE_B64 = 8,
-} tally_storage;
+    ENG_STORAGE_F16 = 1,
+    ENG_STORAGE_BF16 = 2,
+    ENG_STORAGE_F32 = 3,
+    ENG_STORAGE_F64 = 4,
+    ENG_STORAGE_B8 = 5,
+    ENG_STORAGE_B16 = 6,
+    ENG_STORAGE_B32 = 7,
+    ENG_STORAGE_B64 = 8,
+} eng_storage;
 
-#define TALLY_NSTORAGE 8
+#define ENG_NSTORAGE 8
 
 /* The storage class of a valid dtype. */
-tally_storage tally_dtype_storage(tx_dtype t);
+eng_storage eng_dtype_storage(tx_dtype t);
 
 #endif

@@ -10,40 +10,40 @@
 
 #include "error.h"
 
-const char *tally_err_text(tally_err e)
+const char *eng_err_text(eng_err e)
 {
     switch (e) {
-#define TALLY_ERR_TEXT(name, status, text)                                     \
-    case TALLY_E_##name: return text;
-        TALLY_ERRORS(TALLY_ERR_TEXT)
-#undef TALLY_ERR_TEXT
+#define ENG_ERR_TEXT(name, status, text)                                       \
+    case ENG_E_##name: return text;
+        ENG_ERRORS(ENG_ERR_TEXT)
+#undef ENG_ERR_TEXT
     }
     return "unknown error";
 }
 
-const char *tally_err_name(tally_err e)
+const char *eng_err_name(eng_err e)
 {
     switch (e) {
-#define TALLY_ERR_NAME(name, status, text)                                     \
-    case TALLY_E_##name: return #name;
-        TALLY_ERRORS(TALLY_ERR_NAME)
-#undef TALLY_ERR_NAME
+#define ENG_ERR_NAME(name, status, text)                                       \
+    case ENG_E_##name: return #name;
+        ENG_ERRORS(ENG_ERR_NAME)
+#undef ENG_ERR_NAME
     }
     return "UNKNOWN";
 }
 
-int tally_err_http_status(tally_err e)
+int eng_err_http_status(eng_err e)
 {
     switch (e) {
-#define TALLY_ERR_STATUS(name, status, text)                                   \
-    case TALLY_E_##name: return status;
-        TALLY_ERRORS(TALLY_ERR_STATUS)
-#undef TALLY_ERR_STATUS
+#define ENG_ERR_STATUS(name, status, text)                                     \
+    case ENG_E_##name: return status;
+        ENG_ERRORS(ENG_ERR_STATUS)
+#undef ENG_ERR_STATUS
     }
     return 500;
 }
 
-tally_err tally_fail(char *buf, size_t len, tally_err e, const char *fmt, ...)
+eng_err eng_fail(char *buf, size_t len, eng_err e, const char *fmt, ...)
 {
     if (buf != NULL && len > 0) {
         va_list ap;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 /* X(name, http_status, description) */
-#define TALLY_ERRORS(X)                                                        \
+#define ENG_ERRORS(X)                                                          \
     X(OK, 200, "success")                                                      \
     X(INVALID, 400, "invalid argument")                                        \
     X(DTYPE, 400, "unknown dtype")                                             \
@@ -32,23 +32,23 @@
     X(ENCODING, 400, "bad content encoding")
 
 typedef enum {
-#define TALLY_ERR_ENUM(name, status, text) TALLY_E_##name,
-    TALLY_ERRORS(TALLY_ERR_ENUM)
-#undef TALLY_ERR_ENUM
-} tally_err;
+#define ENG_ERR_ENUM(name, status, text) ENG_E_##name,
+    ENG_ERRORS(ENG_ERR_ENUM)
+#undef ENG_ERR_ENUM
+} eng_err;
 
 /* A sentence describing the code; static storage. */
-const char *tally_err_text(tally_err e);
+const char *eng_err_text(eng_err e);
 
 /* The code's name without prefix, e.g. "AXIS"; static storage. */
-const char *tally_err_name(tally_err e);
+const char *eng_err_name(eng_err e);
 
 /* The HTTP status a request failing with this code should get. */
-int tally_err_http_status(tally_err e);
+int eng_err_http_status(eng_err e);
 
 /* Formats a message into buf (if buf is not NULL) and returns e, so that
- * callers can write `return tally_fail(msg, len, TALLY_E_AXIS, "...", ...)`. */
-tally_err tally_fail(char *buf, size_t len, tally_err e, const char *fmt, ...)
+ * callers can write `return eng_fail(msg, len, ENG_E_AXIS, "...", ...)`. */
+eng_err eng_fail(char *buf, size_t len, eng_err e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 #endif

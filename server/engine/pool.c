@@ -13,7 +13,7 @@
 
 #include "pool.h"
 
-struct tally_pool {
+struct eng_pool {
     pthread_mutex_t mu;
     pthread_cond_t start, done;
     unsigned threads;
@@ -22,13 +22,13 @@ struct tally_pool {
     int stopping;
     unsigned busy; /* helpers still inside the current job */
 
-    tally_pool_fn fn;
+    eng_pool_fn fn;
     void *arg;
     size_t ntasks;
     atomic_size_t next;
 };
 
-static void work(tally_pool *p)
+static void work(eng_pool *p)
 {
     for (;;) {
         size_t i = atomic_fetch_add(&p->next, 1);
@@ -40,7 +40,7 @@ static void work(tally_pool *p)
 
 static void *helper_main(void *vp)
 {
-    tally_pool *p = vp;
+    eng_pool *p = vp;
     unsigned long seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -59,11 +59,11 @@ static void *helper_main(void *vp)
     return NULL;
 }
 
-tally_pool *tally_pool_new(unsigned threads)
+eng_pool *eng_pool_new(unsigned threads)
 {
     if (threads == 0)
         threads = 1;
-    tally_pool *p = calloc(1, sizeof *p);
+    eng_pool *p = calloc(1, sizeof *p);
     if (p == NULL)
         return NULL;
     p->threads = threads;
@@ -74,13 +74,13 @@ tally_pool *tally_pool_new(unsigned threads)
     if (threads > 1) {
         p->helpers = calloc(threads - 1, sizeof *p->helpers);
         if (p->helpers == NULL) {
-            tally_pool_free(p);
+            eng_pool_free(p);
             return NULL;
         }
         for (unsigned i = 0; i < threads - 1; i++) {
             if (pthread_create(&p->helpers[i], NULL, helper_main, p) != 0) {
                 p->threads = i + 1; /* join only those started */
-                tally_pool_free(p);
+                eng_pool_free(p);
                 return NULL;
             }
         }
@@ -88,7 +88,7 @@ tally_pool *tally_pool_new(unsigned threads)
     return p;
 }
 
-void tally_pool_free(tally_pool *p)
+void eng_pool_free(eng_pool *p)
 {
     if (p == NULL)
         return;
@@ -106,12 +106,12 @@ void tally_pool_free(tally_pool *p)
     free(p);
 }
 
-unsigned tally_pool_threads(const tally_pool *p)
+unsigned eng_pool_threads(const eng_pool *p)
 {
     return p->threads;
 }
 
-void tally_pool_run(tally_pool *p, size_t ntasks, tally_pool_fn fn, void *arg)
+void eng_pool_run(eng_pool *p, size_t ntasks, eng_pool_fn fn, void *arg)
 {
     if (p->threads == 1 || ntasks <= 1) {
         for (size_t i = 0; i < ntasks; i++)

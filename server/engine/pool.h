@@ -7,7 +7,7 @@
  * balance themselves.
  *
  * Threading: a pool is used by one thread at a time (its owner, a
- * tally_stream); its helpers touch only the job the owner publishes under
+ * eng_stream); its helpers touch only the job the owner publishes under
  * the pool's mutex.
  */
 #ifndef TALLY_POOL_H
@@ -15,21 +15,21 @@
 
 #include <stddef.h>
 
-typedef struct tally_pool tally_pool;
+typedef struct eng_pool eng_pool;
 
-typedef void (*tally_pool_fn)(void *arg, size_t task);
+typedef void (*eng_pool_fn)(void *arg, size_t task);
 
 /* A pool that runs jobs on `threads` threads in all, the caller's
  * included (threads - 1 helpers). Returns NULL when threads cannot be
- * started. Free with tally_pool_free(). */
-tally_pool *tally_pool_new(unsigned threads);
+ * started. Free with eng_pool_free(). */
+eng_pool *eng_pool_new(unsigned threads);
 
 /* Joins the helpers. NULL is a no-op. */
-void tally_pool_free(tally_pool *p);
+void eng_pool_free(eng_pool *p);
 
 /* The number of threads a job runs on. */
-unsigned tally_pool_threads(const tally_pool *p);
+unsigned eng_pool_threads(const eng_pool *p);
 
-void tally_pool_run(tally_pool *p, size_t ntasks, tally_pool_fn fn, void *arg);
+void eng_pool_run(eng_pool *p, size_t ntasks, eng_pool_fn fn, void *arg);
 
 #endif

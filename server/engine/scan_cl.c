@@ -27,24 +27,24 @@
 
 #include "scan_cl.h"
 
-struct tally_cl_stream {
-    tally_cl_programs *progs;
-    const tally_cl_device *dev;
+struct eng_cl_stream {
+    eng_cl_programs *progs;
+    const eng_cl_device *dev;
     cl_command_queue q;
-    cl_kernel k[TALLY_NSTORAGE + 1][TALLY_NKERNELS];
+    cl_kernel k[ENG_NSTORAGE + 1][ENG_NKERNELS];
     cl_kernel copy, copy_stream;
     cl_mem state, vals, stage, stage2;
     size_t state_cap, vals_cap, stage_cap, stage2_cap;
 };
 
-static const char *const kernel_names[TALLY_NKERNELS] = {
-    [TALLY_K_ROWS_DIRECT] = "tally_rows_direct",
-    [TALLY_K_ROWS_CHAINED] = "tally_rows_chained",
-    [TALLY_K_COLS_DIRECT] = "tally_cols_direct",
-    [TALLY_K_COLS_CHAINED] = "tally_cols_chained",
+static const char *const kernel_names[ENG_NKERNELS] = {
+    [ENG_K_ROWS_DIRECT] = "tally_rows_direct",
+    [ENG_K_ROWS_CHAINED] = "tally_rows_chained",
+    [ENG_K_COLS_DIRECT] = "tally_cols_direct",
+    [ENG_K_COLS_CHAINED] = "tally_cols_chained",
 };
 
-const char *tally_cl_kernel_name(tally_cl_kernel_id k)
+const char *eng_cl_kernel_name(eng_cl_kernel_id k)
 {
     return kernel_names[k] + strlen("tally_");
 }
@@ -63,43 +63,43 @@ static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
 }
 
 /* Bytes of one carry_t of kernels/scan.cl: two values of the compute type. */
-static size_t carry_size(tally_storage st)
+static size_t carry_size(eng_storage st)
 {
     switch (st) {
-    case TALLY_STORAGE_F16:
-    case TALLY_STORAGE_BF16:
-    case TALLY_STORAGE_F32: return 8;
-    case TALLY_STORAGE_F64: return 16;
-    case TALLY_STORAGE_B8: return 2;
-    case TALLY_STORAGE_B16: return 4;
-    case TALLY_STORAGE_B32: return 8;
-    case TALLY_STORAGE_B64: return 16;
+    case ENG_STORAGE_F16:
+    case ENG_STORAGE_BF16:
+    case ENG_STORAGE_F32: return 8;
+    case ENG_STORAGE_F64: return 16;
+    case ENG_STORAGE_B8: return 2;
+    case ENG_STORAGE_B16: return 4;
+    case ENG_STORAGE_B32: return 8;
+    case ENG_STORAGE_B64: return 16;
     }
     return 16;
 }
 
-static void plan_finish(const tally_lines *l, const tally_cl_layout *L,
-                        tally_cl_plan *p)
+static void plan_finish(const eng_lines *l, const eng_cl_layout *L,
+                        eng_cl_plan *p)
 {
     /* persistent work-groups (one work-item each) on CPU layouts; one
      * work-group per tile on wider layouts (see kernels/scan.cl) */
     uint64_t g = L->wg == 1 ? (L->groups ? L->groups : 1) : p->ntiles;
     p->groups = (size_t)(p->ntiles < g ? (p->ntiles ? p->ntiles : 1) : g);
     p->state_bytes = (size_t)(4 * (1 + p->ntiles));
-    if (p->kernel == TALLY_K_ROWS_CHAINED)
+    if (p->kernel == ENG_K_ROWS_CHAINED)
         p->vals_bytes =
-            (size_t)(2 * p->ntiles * carry_size(tally_dtype_storage(l->dtype)));
-    else if (p->kernel == TALLY_K_COLS_CHAINED)
+            (size_t)(2 * p->ntiles * carry_size(eng_dtype_storage(l->dtype)));
+    else if (p->kernel == ENG_K_COLS_CHAINED)
         p->vals_bytes = (size_t)(2 * p->ntiles * L->wg * p->cw
-                                 * carry_size(tally_dtype_storage(l->dtype)));
+                                 * carry_size(eng_dtype_storage(l->dtype)));
     else
         p->vals_bytes = 0;
 }
 
 /* Column blocking: cw columns per work-item, nblk blocks per slice, aiming
  * at `want` tiles over the outer slices without going below 8 columns. */
-static void plan_columns(const tally_lines *l, const tally_cl_layout *L,
-                         uint64_t want, tally_cl_plan *p)
+static void plan_columns(const eng_lines *l, const eng_cl_layout *L,
+                         uint64_t want, eng_cl_plan *p)
 {
     uint64_t wg = L->wg, inner = l->inner;
     if (inner < 8) {
@@ -115,8 +115,8 @@ static void plan_columns(const tally_lines *l, const tally_cl_layout *L,
     p->nblk = ceil_div(inner, wg * p->cw);
 }
 
-void tally_cl_plan_make(const tally_lines *l, const tally_cl_layout *L,
-                        tally_cl_plan *p)
+void eng_cl_plan_make(const eng_lines *l, const eng_cl_layout *L,
+                      eng_cl_plan *p)
 {
     memset(p, 0, sizeof *p);
     uint64_t g = L->groups ? L->groups : 1, wg = L->wg;
@@ -126,13 +126,13 @@ void tally_cl_plan_make(const tally_lines *l, const tally_cl_layout *L,
         uint64_t lines = l->outer, n = l->n;
         bool small = n == 1 || n == 2 || n == 4 || n == 8;
         if (small || n <= L->row_k || lines >= want * wg) {
-            p->kernel = TALLY_K_ROWS_DIRECT;
+            p->kernel = ENG_K_ROWS_DIRECT;
             p->P = small ? (unsigned)n : 0;
             uint64_t cap = L->row_k / n > 1 ? L->row_k / n : 1;
             p->rpt = clamp_u64(ceil_div(lines, want * wg), 1, cap);
             p->ntiles = ceil_div(lines, wg * p->rpt);
         } else {
-            p->kernel = TALLY_K_ROWS_CHAINED;
+            p->kernel = ENG_K_ROWS_CHAINED;
             p->ntiles = lines * ceil_div(n, wg * L->row_k);
         }
     } else {
@@ -140,10 +140,10 @@ void tally_cl_plan_make(const tally_lines *l, const tally_cl_layout *L,
         uint64_t tiles = l->outer * p->nblk;
         if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
             || (tiles >= g && tiles % g == 0)) {
-            p->kernel = TALLY_K_COLS_DIRECT;
+            p->kernel = ENG_K_COLS_DIRECT;
             p->ntiles = tiles;
         } else {
-            p->kernel = TALLY_K_COLS_CHAINED;
+            p->kernel = ENG_K_COLS_CHAINED;
             uint64_t nchunks = ceil_div(want, tiles);
             p->rows = ceil_div(ceil_div(l->n, nchunks), L->blk) * L->blk;
             p->ntiles = tiles * ceil_div(l->n, p->rows);
@@ -152,35 +152,34 @@ void tally_cl_plan_make(const tally_lines *l, const tally_cl_layout *L,
     plan_finish(l, L, p);
 }
 
-void tally_cl_plan_force(const tally_lines *l, const tally_cl_layout *L,
-                         tally_cl_kernel_id k, uint64_t hint, tally_cl_plan *p)
+void eng_cl_plan_force(const eng_lines *l, const eng_cl_layout *L,
+                       eng_cl_kernel_id k, uint64_t hint, eng_cl_plan *p)
 {
-    tally_cl_plan_make(l, L, p);
+    eng_cl_plan_make(l, L, p);
     uint64_t wg = L->wg;
     switch (k) {
-    case TALLY_K_ROWS_DIRECT: {
+    case ENG_K_ROWS_DIRECT: {
         bool small = l->n == 1 || l->n == 2 || l->n == 4 || l->n == 8;
         p->P = small && hint % 2 == 0 ? (unsigned)l->n : 0;
         p->rpt = hint >> 1 ? hint >> 1 : 1;
         p->ntiles = ceil_div(l->outer, wg * p->rpt);
         break;
     }
-    case TALLY_K_ROWS_CHAINED:
+    case ENG_K_ROWS_CHAINED:
         p->ntiles = l->outer * ceil_div(l->n ? l->n : 1, wg * L->row_k);
         break;
-    case TALLY_K_COLS_DIRECT:
-    case TALLY_K_COLS_CHAINED:
-        if (p->kernel != TALLY_K_COLS_DIRECT
-            && p->kernel != TALLY_K_COLS_CHAINED)
+    case ENG_K_COLS_DIRECT:
+    case ENG_K_COLS_CHAINED:
+        if (p->kernel != ENG_K_COLS_DIRECT && p->kernel != ENG_K_COLS_CHAINED)
             plan_columns(l, L, 4 * (L->groups ? L->groups : 1), p);
-        if (k == TALLY_K_COLS_DIRECT) {
+        if (k == ENG_K_COLS_DIRECT) {
             p->ntiles = l->outer * p->nblk;
         } else {
             p->rows = hint ? hint : 1;
             p->ntiles = l->outer * p->nblk * ceil_div(l->n, p->rows);
         }
         break;
-    case TALLY_NKERNELS: break;
+    case ENG_NKERNELS: break;
     }
     p->kernel = k;
     plan_finish(l, L, p);
@@ -189,12 +188,12 @@ void tally_cl_plan_force(const tally_lines *l, const tally_cl_layout *L,
 /* ------------------------------------------------------------------------
  * Streams.
  */
-tally_cl_stream *tally_cl_stream_new(tally_cl_programs *progs, char *msg,
-                                     size_t msglen)
+eng_cl_stream *eng_cl_stream_new(eng_cl_programs *progs, char *msg,
+                                 size_t msglen)
 {
-    tally_cl_stream *s = calloc(1, sizeof *s);
+    eng_cl_stream *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
+        eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
         return NULL;
     }
     s->progs = progs;
@@ -202,22 +201,22 @@ tally_cl_stream *tally_cl_stream_new(tally_cl_programs *progs, char *msg,
     cl_int err;
     s->q = clCreateCommandQueue(s->dev->context, s->dev->device, 0, &err);
     if (err != CL_SUCCESS) {
-        tally_fail(msg, msglen, TALLY_E_DEVICE,
-                   "cannot create a command queue on %s: %s", s->dev->name,
-                   tally_cl_strerror(err));
+        eng_fail(msg, msglen, ENG_E_DEVICE,
+                 "cannot create a command queue on %s: %s", s->dev->name,
+                 eng_cl_strerror(err));
         free(s);
         return NULL;
     }
     return s;
 }
 
-void tally_cl_stream_free(tally_cl_stream *s)
+void eng_cl_stream_free(eng_cl_stream *s)
 {
     if (s == NULL)
         return;
     clFinish(s->q);
-    for (int st = 0; st <= TALLY_NSTORAGE; st++)
-        for (int k = 0; k < TALLY_NKERNELS; k++)
+    for (int st = 0; st <= ENG_NSTORAGE; st++)
+        for (int k = 0; k < ENG_NKERNELS; k++)
             if (s->k[st][k] != NULL)
                 clReleaseKernel(s->k[st][k]);
     if (s->copy != NULL)
@@ -236,21 +235,21 @@ void tally_cl_stream_free(tally_cl_stream *s)
     free(s);
 }
 
-static tally_err cl_fail(char *msg, size_t msglen, const char *what, cl_int err)
+static eng_err cl_fail(char *msg, size_t msglen, const char *what, cl_int err)
 {
-    tally_err e = TALLY_E_DEVICE;
+    eng_err e = ENG_E_DEVICE;
     if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)
-        e = TALLY_E_NOMEM;
-    return tally_fail(msg, msglen, e, "OpenCL %s failed: %s", what,
-                      tally_cl_strerror(err));
+        e = ENG_E_NOMEM;
+    return eng_fail(msg, msglen, e, "OpenCL %s failed: %s", what,
+                    eng_cl_strerror(err));
 }
 
 /* Grows a scratch buffer to at least `bytes`. */
-static tally_err reserve(tally_cl_stream *s, cl_mem *buf, size_t *cap,
-                         size_t bytes, char *msg, size_t msglen)
+static eng_err reserve(eng_cl_stream *s, cl_mem *buf, size_t *cap, size_t bytes,
+                       char *msg, size_t msglen)
 {
     if (*cap >= bytes && *buf != NULL)
-        return TALLY_E_OK;
+        return ENG_E_OK;
     if (*buf != NULL)
         clReleaseMemObject(*buf);
     *buf = NULL;
@@ -263,17 +262,16 @@ static tally_err reserve(tally_cl_stream *s, cl_mem *buf, size_t *cap,
         return cl_fail(msg, msglen, "buffer allocation", err);
     }
     *cap = want;
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-static tally_err kernel_for(tally_cl_stream *s, tally_storage st,
-                            tally_cl_kernel_id k, cl_kernel *out, char *msg,
-                            size_t msglen)
+static eng_err kernel_for(eng_cl_stream *s, eng_storage st, eng_cl_kernel_id k,
+                          cl_kernel *out, char *msg, size_t msglen)
 {
     if (s->k[st][k] == NULL) {
         cl_program prog;
-        tally_err e = tally_cl_program_scan(s->progs, st, &prog, msg, msglen);
-        if (e != TALLY_E_OK)
+        eng_err e = eng_cl_program_scan(s->progs, st, &prog, msg, msglen);
+        if (e != ENG_E_OK)
             return e;
         cl_int err;
         s->k[st][k] = clCreateKernel(prog, kernel_names[k], &err);
@@ -283,7 +281,7 @@ static tally_err kernel_for(tally_cl_stream *s, tally_storage st,
         }
     }
     *out = s->k[st][k];
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
 /* The buffers a launch reads and writes, and how to finish with them. */
@@ -292,17 +290,17 @@ typedef struct {
     bool wrapped; /* USE_HOST_PTR buffers to release; else the stage */
 } io;
 
-static tally_err io_begin(tally_cl_stream *s, const void *in, void *out,
-                          size_t bytes, io *b, char *msg, size_t msglen)
+static eng_err io_begin(eng_cl_stream *s, const void *in, void *out,
+                        size_t bytes, io *b, char *msg, size_t msglen)
 {
     cl_int err;
     memset(b, 0, sizeof *b);
     if (bytes > s->dev->max_alloc)
-        return tally_fail(msg, msglen, TALLY_E_TOO_LARGE,
-                          "tensor of %zu bytes is larger than the largest "
-                          "buffer %s allows (%llu bytes)",
-                          bytes, s->dev->name,
-                          (unsigned long long)s->dev->max_alloc);
+        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
+                        "tensor of %zu bytes is larger than the largest "
+                        "buffer %s allows (%llu bytes)",
+                        bytes, s->dev->name,
+                        (unsigned long long)s->dev->max_alloc);
     if (s->dev->unified) {
         b->wrapped = true;
         if (in == out) {
@@ -311,7 +309,7 @@ static tally_err io_begin(tally_cl_stream *s, const void *in, void *out,
                 out, &err);
             if (err != CL_SUCCESS)
                 return cl_fail(msg, msglen, "clCreateBuffer", err);
-            return TALLY_E_OK;
+            return ENG_E_OK;
         }
         b->in = clCreateBuffer(s->dev->context,
                                CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, bytes,
@@ -325,37 +323,36 @@ static tally_err io_begin(tally_cl_stream *s, const void *in, void *out,
             clReleaseMemObject(b->in);
             return cl_fail(msg, msglen, "clCreateBuffer", err);
         }
-        return TALLY_E_OK;
+        return ENG_E_OK;
     }
-    tally_err e = reserve(s, &s->stage, &s->stage_cap, bytes, msg, msglen);
-    if (e != TALLY_E_OK)
+    eng_err e = reserve(s, &s->stage, &s->stage_cap, bytes, msg, msglen);
+    if (e != ENG_E_OK)
         return e;
     b->in = b->out = s->stage;
     err = clEnqueueWriteBuffer(s->q, s->stage, CL_FALSE, 0, bytes, in, 0, NULL,
                                NULL);
     if (err != CL_SUCCESS)
         return cl_fail(msg, msglen, "clEnqueueWriteBuffer", err);
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
 /* Waits for everything queued on the stream; returns e, or the wait's
- * failure when e is still TALLY_E_OK. */
-static tally_err finish(tally_cl_stream *s, tally_err e, char *msg,
-                        size_t msglen)
+ * failure when e is still ENG_E_OK. */
+static eng_err finish(eng_cl_stream *s, eng_err e, char *msg, size_t msglen)
 {
     cl_int err = clFinish(s->q);
-    if (e == TALLY_E_OK && err != CL_SUCCESS)
+    if (e == ENG_E_OK && err != CL_SUCCESS)
         e = cl_fail(msg, msglen, "clFinish", err);
     return e;
 }
 
 /* Waits for the launch and makes the result visible in `out`. Always
  * releases what io_begin created, also when `e` is already an error. */
-static tally_err io_end(tally_cl_stream *s, void *out, size_t bytes, io *b,
-                        tally_err e, char *msg, size_t msglen)
+static eng_err io_end(eng_cl_stream *s, void *out, size_t bytes, io *b,
+                      eng_err e, char *msg, size_t msglen)
 {
     cl_int err;
-    if (e == TALLY_E_OK) {
+    if (e == ENG_E_OK) {
         if (b->wrapped) {
             void *p = clEnqueueMapBuffer(s->q, b->out, CL_TRUE, CL_MAP_READ, 0,
                                          bytes, 0, NULL, NULL, &err);
@@ -396,10 +393,10 @@ static tally_err io_end(tally_cl_stream *s, void *out, size_t bytes, io *b,
  * when the buffer is and lines (or rows) start at multiples of 32 bytes.
  * outptr is the host memory the output buffer wraps, NULL for a device
  * buffer (always aligned). */
-static bool streams(const tally_cl_stream *s, const tally_lines *l,
-                    const tally_cl_plan *p, const void *outptr)
+static bool streams(const eng_cl_stream *s, const eng_lines *l,
+                    const eng_cl_plan *p, const void *outptr)
 {
-    const tally_cl_layout *L = &s->progs->layout;
+    const eng_cl_layout *L = &s->progs->layout;
     size_t size = tx_dtype_size(l->dtype);
     if (!L->nt || (size != 4 && size != 8) || l->bytes < s->dev->cache_bytes
         || l->bytes < ((size_t)8 << 20))
@@ -407,35 +404,34 @@ static bool streams(const tally_cl_stream *s, const tally_lines *l,
     if (outptr != NULL && (uintptr_t)outptr % 32 != 0)
         return false;
     switch (p->kernel) {
-    case TALLY_K_ROWS_DIRECT: return p->P == 0 && (l->n * size) % 32 == 0;
-    case TALLY_K_ROWS_CHAINED: return (l->n * size) % 32 == 0;
-    case TALLY_K_COLS_DIRECT:
-    case TALLY_K_COLS_CHAINED:
+    case ENG_K_ROWS_DIRECT: return p->P == 0 && (l->n * size) % 32 == 0;
+    case ENG_K_ROWS_CHAINED: return (l->n * size) % 32 == 0;
+    case ENG_K_COLS_DIRECT:
+    case ENG_K_COLS_CHAINED:
         return (l->inner * size) % 32 == 0 && p->cw % 8 == 0;
-    case TALLY_NKERNELS: break;
+    case ENG_NKERNELS: break;
     }
     return false;
 }
 
 /* Sets the arguments of plan's kernel and enqueues it. */
-static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
-                         const tally_cl_plan *p, cl_mem in, cl_mem out,
-                         const void *outptr, char *msg, size_t msglen)
+static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
+                       const eng_cl_plan *p, cl_mem in, cl_mem out,
+                       const void *outptr, char *msg, size_t msglen)
 {
-    tally_storage st = tally_dtype_storage(l->dtype);
+    eng_storage st = eng_dtype_storage(l->dtype);
     cl_kernel k = NULL;
-    tally_err e = kernel_for(s, st, p->kernel, &k, msg, msglen);
-    if (e != TALLY_E_OK)
+    eng_err e = kernel_for(s, st, p->kernel, &k, msg, msglen);
+    if (e != ENG_E_OK)
         return e;
     if (p->ntiles >= (1ull << 31))
-        return tally_fail(
-            msg, msglen, TALLY_E_TOO_LARGE,
-            "tensor needs %llu tiles, more than the kernels count",
-            (unsigned long long)p->ntiles);
+        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
+                        "tensor needs %llu tiles, more than the kernels count",
+                        (unsigned long long)p->ntiles);
     e = reserve(s, &s->state, &s->state_cap, p->state_bytes, msg, msglen);
-    if (e == TALLY_E_OK && p->vals_bytes)
+    if (e == ENG_E_OK && p->vals_bytes)
         e = reserve(s, &s->vals, &s->vals_cap, p->vals_bytes, msg, msglen);
-    if (e != TALLY_E_OK)
+    if (e != ENG_E_OK)
         return e;
 
     cl_uint mode = (l->reverse ? 1u : 0u) | (l->exclusive ? 2u : 0u)
@@ -447,20 +443,20 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
     SET_ARG(k, 1, out);
     SET_ARG(k, 2, s->state);
     switch (p->kernel) {
-    case TALLY_K_ROWS_DIRECT:
+    case ENG_K_ROWS_DIRECT:
         SET_ARG(k, 3, outer);
         SET_ARG(k, 4, n);
         SET_ARG(k, 5, rpt);
         SET_ARG(k, 6, P);
         SET_ARG(k, 7, mode);
         break;
-    case TALLY_K_ROWS_CHAINED:
+    case ENG_K_ROWS_CHAINED:
         SET_ARG(k, 3, s->vals);
         SET_ARG(k, 4, outer);
         SET_ARG(k, 5, n);
         SET_ARG(k, 6, mode);
         break;
-    case TALLY_K_COLS_DIRECT:
+    case ENG_K_COLS_DIRECT:
         SET_ARG(k, 3, outer);
         SET_ARG(k, 4, n);
         SET_ARG(k, 5, inner);
@@ -468,7 +464,7 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
         SET_ARG(k, 7, nblk);
         SET_ARG(k, 8, mode);
         break;
-    case TALLY_K_COLS_CHAINED:
+    case ENG_K_COLS_CHAINED:
         SET_ARG(k, 3, s->vals);
         SET_ARG(k, 4, outer);
         SET_ARG(k, 5, n);
@@ -478,7 +474,7 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
         SET_ARG(k, 9, rows);
         SET_ARG(k, 10, mode);
         break;
-    case TALLY_NKERNELS: break;
+    case ENG_NKERNELS: break;
     }
 
     cl_uint zero = 0;
@@ -496,58 +492,57 @@ static tally_err enqueue(tally_cl_stream *s, const tally_lines *l,
     if (err != CL_SUCCESS)
         return cl_fail(msg, msglen, "the scan kernel", err);
 #endif
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-tally_err tally_cl_scan_plan(tally_cl_stream *s, const tally_lines *l,
-                             const tally_cl_plan *p, const void *in, void *out,
-                             char *msg, size_t msglen)
+eng_err eng_cl_scan_plan(eng_cl_stream *s, const eng_lines *l,
+                         const eng_cl_plan *p, const void *in, void *out,
+                         char *msg, size_t msglen)
 {
     if (l->elements == 0)
-        return TALLY_E_OK;
+        return ENG_E_OK;
     io b;
-    tally_err e = io_begin(s, in, out, l->bytes, &b, msg, msglen);
-    if (e != TALLY_E_OK)
+    eng_err e = io_begin(s, in, out, l->bytes, &b, msg, msglen);
+    if (e != ENG_E_OK)
         return e;
     e = enqueue(s, l, p, b.in, b.out, b.wrapped ? out : NULL, msg, msglen);
     return io_end(s, out, l->bytes, &b, e, msg, msglen);
 }
 
-const tally_cl_layout *tally_cl_stream_layout(const tally_cl_stream *s)
+const eng_cl_layout *eng_cl_stream_layout(const eng_cl_stream *s)
 {
     return &s->progs->layout;
 }
 
-tally_err tally_cl_scan(tally_cl_stream *s, const tally_lines *l,
-                        const void *in, void *out, char *msg, size_t msglen)
+eng_err eng_cl_scan(eng_cl_stream *s, const eng_lines *l, const void *in,
+                    void *out, char *msg, size_t msglen)
 {
-    tally_cl_plan p;
-    tally_cl_plan_make(l, &s->progs->layout, &p);
-    return tally_cl_scan_plan(s, l, &p, in, out, msg, msglen);
+    eng_cl_plan p;
+    eng_cl_plan_make(l, &s->progs->layout, &p);
+    return eng_cl_scan_plan(s, l, &p, in, out, msg, msglen);
 }
 
-tally_err tally_cl_scan_buffers(tally_cl_stream *s, const tally_lines *l,
-                                cl_mem in, cl_mem out, char *msg,
-                                size_t msglen)
+eng_err eng_cl_scan_buffers(eng_cl_stream *s, const eng_lines *l, cl_mem in,
+                            cl_mem out, char *msg, size_t msglen)
 {
     if (l->elements == 0)
-        return TALLY_E_OK;
-    tally_cl_plan p;
-    tally_cl_plan_make(l, &s->progs->layout, &p);
+        return ENG_E_OK;
+    eng_cl_plan p;
+    eng_cl_plan_make(l, &s->progs->layout, &p);
     return finish(s, enqueue(s, l, &p, in, out, NULL, msg, msglen), msg,
                   msglen);
 }
 
 /* Enqueues the plain or streaming copy kernel from in to out. */
-static tally_err enqueue_copy(tally_cl_stream *s, cl_mem in, cl_mem out,
-                              size_t bytes, bool streaming, char *msg,
-                              size_t msglen)
+static eng_err enqueue_copy(eng_cl_stream *s, cl_mem in, cl_mem out,
+                            size_t bytes, bool streaming, char *msg,
+                            size_t msglen)
 {
     cl_kernel *kp = streaming ? &s->copy_stream : &s->copy;
     if (*kp == NULL) {
         cl_program prog;
-        tally_err e = tally_cl_program_copy(s->progs, &prog, msg, msglen);
-        if (e != TALLY_E_OK)
+        eng_err e = eng_cl_program_copy(s->progs, &prog, msg, msglen);
+        if (e != ENG_E_OK)
             return e;
         cl_int err;
         *kp = clCreateKernel(
@@ -572,24 +567,24 @@ static tally_err enqueue_copy(tally_cl_stream *s, cl_mem in, cl_mem out,
                                      NULL);
     if (err != CL_SUCCESS)
         return cl_fail(msg, msglen, "the copy kernel", err);
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
-                        size_t bytes, bool streaming, char *msg, size_t msglen)
+eng_err eng_cl_copy(eng_cl_stream *s, const void *in, void *out, size_t bytes,
+                    bool streaming, char *msg, size_t msglen)
 {
     if (bytes == 0)
-        return TALLY_E_OK;
+        return ENG_E_OK;
     io b;
-    tally_err e = io_begin(s, in, out, bytes, &b, msg, msglen);
-    if (e != TALLY_E_OK)
+    eng_err e = io_begin(s, in, out, bytes, &b, msg, msglen);
+    if (e != ENG_E_OK)
         return e;
     if (in == out) /* nothing to move */
         return io_end(s, out, bytes, &b, e, msg, msglen);
     if (b.in == b.out) {
         /* staged: copy into a second device buffer and read that back */
         e = reserve(s, &s->stage2, &s->stage2_cap, bytes, msg, msglen);
-        if (e != TALLY_E_OK)
+        if (e != ENG_E_OK)
             return io_end(s, out, bytes, &b, e, msg, msglen);
         b.out = s->stage2;
     }
@@ -597,29 +592,29 @@ tally_err tally_cl_copy(tally_cl_stream *s, const void *in, void *out,
     return io_end(s, out, bytes, &b, e, msg, msglen);
 }
 
-tally_err tally_cl_copy_buffers(tally_cl_stream *s, cl_mem in, cl_mem out,
-                                size_t bytes, bool streaming, char *msg,
-                                size_t msglen)
+eng_err eng_cl_copy_buffers(eng_cl_stream *s, cl_mem in, cl_mem out,
+                            size_t bytes, bool streaming, char *msg,
+                            size_t msglen)
 {
     if (bytes == 0)
-        return TALLY_E_OK;
+        return ENG_E_OK;
     return finish(s, enqueue_copy(s, in, out, bytes, streaming, msg, msglen),
                   msg, msglen);
 }
 
-tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
+eng_err eng_cl_warmup(eng_cl_stream *s, char *msg, size_t msglen)
 {
-    const tally_cl_layout *L = &s->progs->layout;
+    const eng_cl_layout *L = &s->progs->layout;
     /* one shape per kernel, small but large enough for its kernel */
     uint64_t chained_n = (uint64_t)L->wg * L->row_k + 1;
     struct {
-        tally_cl_kernel_id k;
+        eng_cl_kernel_id k;
         uint64_t outer, n, inner, hint;
     } cases[] = {
-        {TALLY_K_ROWS_DIRECT, 3, 5, 1, 2},
-        {TALLY_K_ROWS_CHAINED, 1, chained_n, 1, 0},
-        {TALLY_K_COLS_DIRECT, 1, 3, 9, 0},
-        {TALLY_K_COLS_CHAINED, 1, 16, 2, 8},
+        {ENG_K_ROWS_DIRECT, 3, 5, 1, 2},
+        {ENG_K_ROWS_CHAINED, 1, chained_n, 1, 0},
+        {ENG_K_COLS_DIRECT, 1, 3, 9, 0},
+        {ENG_K_COLS_CHAINED, 1, 16, 2, 8},
     };
     size_t most = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -628,17 +623,17 @@ tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
     }
     void *buf = calloc(1, most);
     if (buf == NULL)
-        return tally_fail(msg, msglen, TALLY_E_NOMEM, "out of memory");
-    tally_err e = TALLY_E_OK;
-    for (int t = 0; t < TX_NDTYPES && e == TALLY_E_OK; t++) {
+        return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
+    eng_err e = ENG_E_OK;
+    for (int t = 0; t < TX_NDTYPES && e == ENG_E_OK; t++) {
         tx_dtype dt = (tx_dtype)t;
         /* one dtype per storage class is enough */
         if (tx_dtype_kind(dt) == TX_KIND_UNSIGNED)
             continue;
-        if (tally_dtype_storage(dt) == TALLY_STORAGE_F64 && !s->dev->fp64)
+        if (eng_dtype_storage(dt) == ENG_STORAGE_F64 && !s->dev->fp64)
             continue;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            tally_lines l = {
+            eng_lines l = {
                 .dtype = dt,
                 .outer = cases[c].outer,
                 .n = cases[c].n,
@@ -646,18 +641,18 @@ tally_err tally_cl_warmup(tally_cl_stream *s, char *msg, size_t msglen)
             };
             l.elements = l.outer * l.n * l.inner;
             l.bytes = (size_t)l.elements * tx_dtype_size(dt);
-            tally_cl_plan p;
-            tally_cl_plan_force(&l, L, cases[c].k, cases[c].hint, &p);
-            e = tally_cl_scan_plan(s, &l, &p, buf, buf, msg, msglen);
-            if (e != TALLY_E_OK)
+            eng_cl_plan p;
+            eng_cl_plan_force(&l, L, cases[c].k, cases[c].hint, &p);
+            e = eng_cl_scan_plan(s, &l, &p, buf, buf, msg, msglen);
+            if (e != ENG_E_OK)
                 break;
         }
     }
-    if (e == TALLY_E_OK) {
+    if (e == ENG_E_OK) {
         char tmp[64];
-        e = tally_cl_copy(s, buf, tmp, sizeof tmp, false, msg, msglen);
-        if (e == TALLY_E_OK)
-            e = tally_cl_copy(s, buf, tmp, sizeof tmp, true, msg, msglen);
+        e = eng_cl_copy(s, buf, tmp, sizeof tmp, false, msg, msglen);
+        if (e == ENG_E_OK)
+            e = eng_cl_copy(s, buf, tmp, sizeof tmp, true, msg, msglen);
     }
     free(buf);
     return e;

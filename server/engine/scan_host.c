@@ -23,24 +23,24 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tx_half.h"
 #include "pool.h"
 #include "scan_host.h"
+#include "tx_half.h"
 
-struct tally_host {
-    tally_pool *pool;
+struct eng_host {
+    eng_pool *pool;
 };
 
-tally_host *tally_host_new(unsigned threads)
+eng_host *eng_host_new(unsigned threads)
 {
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
     }
-    tally_host *h = calloc(1, sizeof *h);
+    eng_host *h = calloc(1, sizeof *h);
     if (h == NULL)
         return NULL;
-    h->pool = tally_pool_new(threads);
+    h->pool = eng_pool_new(threads);
     if (h->pool == NULL) {
         free(h);
         return NULL;
@@ -48,17 +48,17 @@ tally_host *tally_host_new(unsigned threads)
     return h;
 }
 
-void tally_host_free(tally_host *h)
+void eng_host_free(eng_host *h)
 {
     if (h == NULL)
         return;
-    tally_pool_free(h->pool);
+    eng_pool_free(h->pool);
     free(h);
 }
 
-unsigned tally_host_threads(const tally_host *h)
+unsigned eng_host_threads(const eng_host *h)
 {
-    return tally_pool_threads(h->pool);
+    return eng_pool_threads(h->pool);
 }
 
 /* The hot loops are compiled twice on x86-64: for the baseline and for
@@ -278,39 +278,38 @@ typedef union {
     uint64_t u;
 } carry;
 
-static void seg_scan(tally_storage st, const void *src, void *dst, size_t len,
+static void seg_scan(eng_storage st, const void *src, void *dst, size_t len,
                      carry *c, int rev, int excl)
 {
     switch (st) {
-    case TALLY_STORAGE_F16:
-        seg_half(src, dst, len, &c->f, rev, excl, tx_f16_to_f32,
-                 tx_f32_to_f16);
+    case ENG_STORAGE_F16:
+        seg_half(src, dst, len, &c->f, rev, excl, tx_f16_to_f32, tx_f32_to_f16);
         break;
-    case TALLY_STORAGE_BF16:
+    case ENG_STORAGE_BF16:
         seg_half(src, dst, len, &c->f, rev, excl, tx_bf16_to_f32,
                  tx_f32_to_bf16);
         break;
-    case TALLY_STORAGE_F32: seg_f32(src, dst, len, &c->f, rev, excl); break;
-    case TALLY_STORAGE_F64: seg_f64(src, dst, len, &c->f, rev, excl); break;
-    case TALLY_STORAGE_B8: {
+    case ENG_STORAGE_F32: seg_f32(src, dst, len, &c->f, rev, excl); break;
+    case ENG_STORAGE_F64: seg_f64(src, dst, len, &c->f, rev, excl); break;
+    case ENG_STORAGE_B8: {
         uint8_t v = (uint8_t)c->u;
         seg_u8(src, dst, len, &v, rev, excl);
         c->u = v;
         break;
     }
-    case TALLY_STORAGE_B16: {
+    case ENG_STORAGE_B16: {
         uint16_t v = (uint16_t)c->u;
         seg_u16(src, dst, len, &v, rev, excl);
         c->u = v;
         break;
     }
-    case TALLY_STORAGE_B32: {
+    case ENG_STORAGE_B32: {
         uint32_t v = (uint32_t)c->u;
         seg_u32(src, dst, len, &v, rev, excl);
         c->u = v;
         break;
     }
-    case TALLY_STORAGE_B64: seg_u64(src, dst, len, &c->u, rev, excl); break;
+    case ENG_STORAGE_B64: seg_u64(src, dst, len, &c->u, rev, excl); break;
     }
 }
 
@@ -338,28 +337,28 @@ DEFINE_SUM(sum_u32, uint32_t, uint64_t, IDENT)
 DEFINE_SUM(sum_u64, uint64_t, uint64_t, IDENT)
 
 /* Sum of `len` elements `stride` apart, as a carry. */
-static carry seg_sum(tally_storage st, const void *p, size_t len, size_t stride)
+static carry seg_sum(eng_storage st, const void *p, size_t len, size_t stride)
 {
     carry c = {0};
     switch (st) {
-    case TALLY_STORAGE_F16: c.f = sum_f16(p, len, stride); break;
-    case TALLY_STORAGE_BF16: c.f = sum_bf16(p, len, stride); break;
-    case TALLY_STORAGE_F32: c.f = sum_f32(p, len, stride); break;
-    case TALLY_STORAGE_F64: c.f = sum_f64(p, len, stride); break;
-    case TALLY_STORAGE_B8: c.u = sum_u8(p, len, stride); break;
-    case TALLY_STORAGE_B16: c.u = sum_u16(p, len, stride); break;
-    case TALLY_STORAGE_B32: c.u = sum_u32(p, len, stride); break;
-    case TALLY_STORAGE_B64: c.u = sum_u64(p, len, stride); break;
+    case ENG_STORAGE_F16: c.f = sum_f16(p, len, stride); break;
+    case ENG_STORAGE_BF16: c.f = sum_bf16(p, len, stride); break;
+    case ENG_STORAGE_F32: c.f = sum_f32(p, len, stride); break;
+    case ENG_STORAGE_F64: c.f = sum_f64(p, len, stride); break;
+    case ENG_STORAGE_B8: c.u = sum_u8(p, len, stride); break;
+    case ENG_STORAGE_B16: c.u = sum_u16(p, len, stride); break;
+    case ENG_STORAGE_B32: c.u = sum_u32(p, len, stride); break;
+    case ENG_STORAGE_B64: c.u = sum_u64(p, len, stride); break;
     }
     return c;
 }
 
-static int is_float_storage(tally_storage st)
+static int is_float_storage(eng_storage st)
 {
-    return st <= TALLY_STORAGE_F64;
+    return st <= ENG_STORAGE_F64;
 }
 
-static void carry_add(tally_storage st, carry *a, carry b)
+static void carry_add(eng_storage st, carry *a, carry b)
 {
     if (is_float_storage(st))
         a->f += b.f;
@@ -412,7 +411,7 @@ DEFINE_COL_SCAN(col_u32, uint32_t, uint64_t, IDENT, TO_U32)
 DEFINE_COL_SCAN(col_u64, uint64_t, uint64_t, IDENT, IDENT)
 
 /* acc holds ncols carries (the union's member for the storage class). */
-static void col_scan(tally_storage st, const void *src, void *dst, size_t rows,
+static void col_scan(eng_storage st, const void *src, void *dst, size_t rows,
                      size_t inner, size_t ncols, carry *acc, int rev, int excl)
 {
     /* carry is a union of two 8-byte members, so an array of carries is an
@@ -420,28 +419,28 @@ static void col_scan(tally_storage st, const void *src, void *dst, size_t rows,
     double *af = &acc[0].f;
     uint64_t *au = &acc[0].u;
     switch (st) {
-    case TALLY_STORAGE_F16:
+    case ENG_STORAGE_F16:
         col_f16(src, dst, rows, inner, ncols, af, rev, excl);
         break;
-    case TALLY_STORAGE_BF16:
+    case ENG_STORAGE_BF16:
         col_bf16(src, dst, rows, inner, ncols, af, rev, excl);
         break;
-    case TALLY_STORAGE_F32:
+    case ENG_STORAGE_F32:
         col_f32(src, dst, rows, inner, ncols, af, rev, excl);
         break;
-    case TALLY_STORAGE_F64:
+    case ENG_STORAGE_F64:
         col_f64(src, dst, rows, inner, ncols, af, rev, excl);
         break;
-    case TALLY_STORAGE_B8:
+    case ENG_STORAGE_B8:
         col_u8(src, dst, rows, inner, ncols, au, rev, excl);
         break;
-    case TALLY_STORAGE_B16:
+    case ENG_STORAGE_B16:
         col_u16(src, dst, rows, inner, ncols, au, rev, excl);
         break;
-    case TALLY_STORAGE_B32:
+    case ENG_STORAGE_B32:
         col_u32(src, dst, rows, inner, ncols, au, rev, excl);
         break;
-    case TALLY_STORAGE_B64:
+    case ENG_STORAGE_B64:
         col_u64(src, dst, rows, inner, ncols, au, rev, excl);
         break;
     }
@@ -451,8 +450,8 @@ static void col_scan(tally_storage st, const void *src, void *dst, size_t rows,
  * Tasks.
  */
 typedef struct {
-    const tally_lines *l;
-    tally_storage st;
+    const eng_lines *l;
+    eng_storage st;
     size_t size;
     const char *in;
     char *out;
@@ -585,25 +584,25 @@ static void carries_exclusive(job *j, size_t groups, size_t width)
 }
 
 /* Runs tasks on the pool, or one after another without one. */
-static void run_tasks(tally_pool *pool, size_t n, tally_pool_fn fn, void *arg)
+static void run_tasks(eng_pool *pool, size_t n, eng_pool_fn fn, void *arg)
 {
     if (pool != NULL) {
-        tally_pool_run(pool, n, fn, arg);
+        eng_pool_run(pool, n, fn, arg);
         return;
     }
     for (size_t i = 0; i < n; i++)
         fn(arg, i);
 }
 
-static tally_err scan(tally_pool *pool, const tally_lines *l, const void *in,
-                      void *out, char *msg, size_t msglen)
+static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
+                    void *out, char *msg, size_t msglen)
 {
     if (l->elements == 0)
-        return TALLY_E_OK;
-    unsigned threads = pool != NULL ? tally_pool_threads(pool) : 1;
+        return ENG_E_OK;
+    unsigned threads = pool != NULL ? eng_pool_threads(pool) : 1;
     job j = {
         .l = l,
-        .st = tally_dtype_storage(l->dtype),
+        .st = eng_dtype_storage(l->dtype),
         .size = tx_dtype_size(l->dtype),
         .in = in,
         .out = out,
@@ -624,52 +623,52 @@ static tally_err scan(tally_pool *pool, const tally_lines *l, const void *in,
             run_tasks(pool,
                       (l->outer + j.lines_per_task - 1) / j.lines_per_task,
                       task_rows_direct, &j);
-            return TALLY_E_OK;
+            return ENG_E_OK;
         }
         j.nchunks = (want + l->outer - 1) / l->outer;
         j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
         size_t ntasks = l->outer * j.nchunks;
         j.carries = calloc(ntasks, sizeof *j.carries);
         if (j.carries == NULL)
-            return tally_fail(msg, msglen, TALLY_E_NOMEM,
-                              "host backend: out of memory for %zu carries",
-                              ntasks);
+            return eng_fail(msg, msglen, ENG_E_NOMEM,
+                            "host backend: out of memory for %zu carries",
+                            ntasks);
         run_tasks(pool, ntasks, task_rows_reduce, &j);
         carries_exclusive(&j, l->outer, 1);
         run_tasks(pool, ntasks, task_rows_scan, &j);
         free(j.carries);
-        return TALLY_E_OK;
+        return ENG_E_OK;
     }
 
     j.ncblk = (l->inner + COL_BLOCK - 1) / COL_BLOCK;
     size_t blocks = l->outer * j.ncblk;
     if (blocks >= want || l->n < 64 || threads == 1) {
         run_tasks(pool, blocks, task_cols_direct, &j);
-        return TALLY_E_OK;
+        return ENG_E_OK;
     }
     j.nchunks = (want + blocks - 1) / blocks;
     j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
     size_t ntasks = blocks * j.nchunks;
     j.carries = calloc(ntasks * COL_BLOCK, sizeof *j.carries);
     if (j.carries == NULL)
-        return tally_fail(msg, msglen, TALLY_E_NOMEM,
-                          "host backend: out of memory for %zu carries",
-                          ntasks * COL_BLOCK);
+        return eng_fail(msg, msglen, ENG_E_NOMEM,
+                        "host backend: out of memory for %zu carries",
+                        ntasks * COL_BLOCK);
     run_tasks(pool, ntasks, task_cols_reduce, &j);
     carries_exclusive(&j, blocks, COL_BLOCK);
     run_tasks(pool, ntasks, task_cols_scan, &j);
     free(j.carries);
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
-                          void *out, char *msg, size_t msglen)
+eng_err eng_host_scan(eng_host *h, const eng_lines *l, const void *in,
+                      void *out, char *msg, size_t msglen)
 {
     return scan(h->pool, l, in, out, msg, msglen);
 }
 
-tally_err tally_host_scan_serial(const tally_lines *l, const void *in,
-                                 void *out, char *msg, size_t msglen)
+eng_err eng_host_scan_serial(const eng_lines *l, const void *in, void *out,
+                             char *msg, size_t msglen)
 {
     return scan(NULL, l, in, out, msg, msglen);
 }

@@ -8,7 +8,7 @@
  * in float32 within 8-element vectors and carry running totals in float64;
  * float64 adds in float64.
  *
- * Threading: a tally_host belongs to one thread at a time (a stream's
+ * Threading: a eng_host belongs to one thread at a time (a stream's
  * owner); it fans work out over its own pool.
  */
 #ifndef TALLY_SCAN_HOST_H
@@ -16,27 +16,27 @@
 
 #include "tensor.h"
 
-typedef struct tally_host tally_host;
+typedef struct eng_host eng_host;
 
 /* A host scanner on `threads` threads (0 = one per online core). Returns
- * NULL when its threads cannot be started. Free with tally_host_free(). */
-tally_host *tally_host_new(unsigned threads);
+ * NULL when its threads cannot be started. Free with eng_host_free(). */
+eng_host *eng_host_new(unsigned threads);
 
 /* NULL is a no-op. */
-void tally_host_free(tally_host *h);
+void eng_host_free(eng_host *h);
 
-unsigned tally_host_threads(const tally_host *h);
+unsigned eng_host_threads(const eng_host *h);
 
 /* Scans `in` into `out` as `l` describes. out may equal in; otherwise the
- * two must not overlap. Both hold l->bytes bytes. Returns TALLY_E_NOMEM
- * (with a message) if scratch memory cannot be had, else TALLY_E_OK. */
-tally_err tally_host_scan(tally_host *h, const tally_lines *l, const void *in,
-                          void *out, char *msg, size_t msglen);
+ * two must not overlap. Both hold l->bytes bytes. Returns ENG_E_NOMEM
+ * (with a message) if scratch memory cannot be had, else ENG_E_OK. */
+eng_err eng_host_scan(eng_host *h, const eng_lines *l, const void *in,
+                      void *out, char *msg, size_t msglen);
 
-/* The same on the calling thread alone, with no tally_host: for tensors
+/* The same on the calling thread alone, with no eng_host: for tensors
  * so small that handing them to another thread costs more than the sum.
  * Thread-safe. */
-tally_err tally_host_scan_serial(const tally_lines *l, const void *in,
-                                 void *out, char *msg, size_t msglen);
+eng_err eng_host_scan_serial(const eng_lines *l, const void *in, void *out,
+                             char *msg, size_t msglen);
 
 #endif

@@ -18,17 +18,17 @@
 
 /* The largest rank accepted. Nothing in the engine depends on it beyond
  * the size of fixed arrays; DirectML's limit is 8, NumPy's 32 (64 in 2.x). */
-#define TALLY_MAX_RANK 64
+#define ENG_MAX_RANK TX_MAX_RANK
 
 /* A scan request: what to compute, independent of where the data is. */
 typedef struct {
     tx_dtype dtype;
     int rank;
-    uint64_t shape[TALLY_MAX_RANK];
+    uint64_t shape[ENG_MAX_RANK];
     int64_t axis;   /* negative counts from the back */
     bool exclusive; /* each element gets the sum of those before it */
     bool reverse;   /* sum from the end of the axis (DML's DECREASING) */
-} tally_scan_desc;
+} eng_scan_desc;
 
 /* The collapsed view of a validated request. */
 typedef struct {
@@ -37,16 +37,16 @@ typedef struct {
     uint64_t elements; /* outer * n * inner */
     size_t bytes;      /* elements * dtype size */
     bool exclusive, reverse;
-} tally_lines;
+} eng_lines;
 
-/* Validates desc (dtype, rank 1..TALLY_MAX_RANK, axis in [-rank, rank),
+/* Validates desc (dtype, rank 1..ENG_MAX_RANK, axis in [-rank, rank),
  * sizes that fit in memory) and collapses it. On failure writes a message
  * naming the problem into msg. */
-tally_err tally_lines_from_desc(const tally_scan_desc *desc, tally_lines *out,
-                                char *msg, size_t msglen);
+eng_err eng_lines_from_desc(const eng_scan_desc *desc, eng_lines *out,
+                            char *msg, size_t msglen);
 
 /* *r = a * b; returns false on overflow of uint64_t. */
-static inline bool tally_mul_u64(uint64_t a, uint64_t b, uint64_t *r)
+static inline bool eng_mul_u64(uint64_t a, uint64_t b, uint64_t *r)
 {
     return !__builtin_mul_overflow(a, b, r);
 }

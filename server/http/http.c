@@ -107,7 +107,7 @@ static enum MHD_Result send_reply(request *r)
 /* Sizes the body buffer from Content-Length, or refuses it. */
 static bool begin_body(request *r)
 {
-    tally_server *s = r->s;
+    tallyd_server *s = r->s;
     const char *cl = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl == NULL)
         return true; /* chunked or empty: grown as it comes */
@@ -117,16 +117,16 @@ static bool begin_body(request *r)
     if (errno != 0 || *end != '\0')
         return true; /* libmicrohttpd rejects malformed lengths itself */
     if (n > s->cfg.max_body_bytes) {
-        http_error(r, TALLY_E_TOO_LARGE,
+        http_error(r, ENG_E_TOO_LARGE,
                    "the body is %llu bytes, more than the %zu this server "
                    "accepts (--max-body-bytes)",
                    n, s->cfg.max_body_bytes);
         return false;
     }
     if (n > 0) {
-        r->body = tally_buffer_alloc((size_t)n);
+        r->body = eng_buffer_alloc((size_t)n);
         if (r->body == NULL) {
-            http_error(r, TALLY_E_NOMEM,
+            http_error(r, ENG_E_NOMEM,
                        "out of memory for a %llu-byte body; retry later", n);
             return false;
         }
@@ -148,14 +148,14 @@ static void append_body(request *r, const char *data, size_t n)
         size_t cap = r->body_cap ? r->body_cap : 65536;
         while (cap < r->body_len + n)
             cap = cap > max / 2 ? max : cap * 2;
-        uint8_t *nb = tally_buffer_alloc(cap);
+        uint8_t *nb = eng_buffer_alloc(cap);
         if (nb == NULL) {
             r->body_too_large = true;
             return;
         }
         if (r->body_len)
             memcpy(nb, r->body, r->body_len);
-        tally_buffer_free(r->body);
+        eng_buffer_free(r->body);
         r->body = nb;
         r->body_cap = cap;
     }
@@ -166,9 +166,9 @@ static void append_body(request *r, const char *data, size_t n)
 /* The body is complete: decode it and run the handler. */
 static void body_complete(request *r)
 {
-    tally_server *s = r->s;
+    tallyd_server *s = r->s;
     if (r->body_too_large) {
-        http_error(r, TALLY_E_TOO_LARGE,
+        http_error(r, ENG_E_TOO_LARGE,
                    "the body is more than the %zu bytes this server accepts "
                    "(--max-body-bytes)",
                    s->cfg.max_body_bytes);
@@ -179,7 +179,7 @@ static void body_complete(request *r)
     const char *ce = http_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
     int coding = encoding_parse(ce);
     if (coding < 0) {
-        http_error(r, TALLY_E_MEDIA_TYPE,
+        http_error(r, ENG_E_MEDIA_TYPE,
                    "Content-Encoding \"%.40s\" is not supported (gzip, "
                    "deflate and identity are)",
                    ce);
@@ -189,23 +189,23 @@ static void body_complete(request *r)
         uint8_t *plain;
         size_t plen;
         char msg[256];
-        tally_err e =
+        eng_err e =
             encoding_decode(coding, r->body, r->body_len, s->cfg.max_body_bytes,
                             &plain, &plen, msg, sizeof msg);
-        if (e != TALLY_E_OK) {
+        if (e != ENG_E_OK) {
             http_error(r, e, "%s", msg);
             return;
         }
         /* copy into an aligned buffer: tensors are used in place */
-        uint8_t *aligned = tally_buffer_alloc(plen);
+        uint8_t *aligned = eng_buffer_alloc(plen);
         if (aligned == NULL) {
             free(plain);
-            http_error(r, TALLY_E_NOMEM, "out of memory decoding the body");
+            http_error(r, ENG_E_NOMEM, "out of memory decoding the body");
             return;
         }
         memcpy(aligned, plain, plen);
         free(plain);
-        tally_buffer_free(r->body);
+        eng_buffer_free(r->body);
         r->body = aligned;
         r->body_len = r->body_cap = plen;
     }
@@ -218,7 +218,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
-    tally_server *s = cls;
+    tallyd_server *s = cls;
     request *r = *con_cls;
 
     if (r == NULL) {
@@ -238,7 +238,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         if (r->handler == NULL) {
             if (m.status == 405)
                 http_add_header(r, MHD_HTTP_HEADER_ALLOW, m.allow);
-            http_error(r, m.status == 405 ? TALLY_E_METHOD : TALLY_E_NOT_FOUND,
+            http_error(r, m.status == 405 ? ENG_E_METHOD : ENG_E_NOT_FOUND,
                        "%s", m.msg);
             return send_reply(r);
         }
@@ -280,9 +280,9 @@ static void access_line(request *r, uint64_t total_ns,
     log_stamp(ts, sizeof ts);
     log_escape(r->path, path, sizeof path);
     int n = 0;
-    if (r->err != TALLY_E_OK)
+    if (r->err != ENG_E_OK)
         n = snprintf(extra, sizeof extra, ",\"error\":\"%s\"",
-                     tally_err_name(r->err));
+                     eng_err_name(r->err));
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         snprintf(extra + n, sizeof extra - (size_t)n, ",\"terminated\":%d",
                  (int)toe);
@@ -305,7 +305,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)conn;
-    tally_server *s = cls;
+    tallyd_server *s = cls;
     request *r = *con_cls;
     if (r == NULL)
         return;
@@ -330,7 +330,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 {
     (void)conn;
     (void)socket_context;
-    tally_server *s = cls;
+    tallyd_server *s = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->metrics.connections_opened, 1);
         atomic_fetch_add(&s->metrics.connections_open, 1);
@@ -350,15 +350,15 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_msg("http", "warn", "libmicrohttpd: %s", msg);
 }
 
-tally_err http_start(tally_server *s, const http_routes *routes, char *msg,
-                     size_t msglen)
+eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
+                   size_t msglen)
 {
     s->routes = routes;
     request_seed_ids(s);
     char host[256];
     unsigned port;
-    if (!tally_config_split_listen(s->cfg.listen, host, sizeof host, &port))
-        return tally_fail(msg, msglen, TALLY_E_INVALID, "bad listen address");
+    if (!tallyd_config_split_listen(s->cfg.listen, host, sizeof host, &port))
+        return eng_fail(msg, msglen, ENG_E_INVALID, "bad listen address");
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -367,9 +367,9 @@ tally_err http_start(tally_server *s, const http_routes *routes, char *msg,
     snprintf(portstr, sizeof portstr, "%u", port);
     int rc = getaddrinfo(host, portstr, &hints, &ai);
     if (rc != 0)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "cannot resolve listen host \"%s\": %s", host,
-                          gai_strerror(rc));
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "cannot resolve listen host \"%s\": %s", host,
+                        gai_strerror(rc));
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL
                      | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
@@ -394,16 +394,16 @@ tally_err http_start(tally_server *s, const http_routes *routes, char *msg,
                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (s->mhd == NULL)
-        return tally_fail(msg, msglen, TALLY_E_INVALID,
-                          "cannot listen on %s (in use? see the log above)",
-                          s->cfg.listen);
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "cannot listen on %s (in use? see the log above)",
+                        s->cfg.listen);
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info != NULL ? info->port : port;
-    return TALLY_E_OK;
+    return ENG_E_OK;
 }
 
-void http_quiesce(tally_server *s)
+void http_quiesce(tallyd_server *s)
 {
     if (s->mhd == NULL)
         return;
@@ -412,7 +412,7 @@ void http_quiesce(tally_server *s)
         close(fd);
 }
 
-void http_stop(tally_server *s)
+void http_stop(tallyd_server *s)
 {
     if (s->mhd != NULL)
         MHD_stop_daemon(s->mhd);

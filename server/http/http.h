@@ -24,15 +24,15 @@
 
 /* Starts libmicrohttpd on cfg.listen (and fills s->port), serving the
  * routes in `routes` (borrowed: it must outlive the daemon). Loop thread. */
-tally_err http_start(tally_server *s, const http_routes *routes, char *msg,
-                     size_t msglen);
+eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
+                   size_t msglen);
 
 /* Stops accepting new connections (SIGTERM); in-flight requests go on.
  * Loop thread. */
-void http_quiesce(tally_server *s);
+void http_quiesce(tallyd_server *s);
 
 /* Stops the daemon; call only when no request is in flight. Loop thread. */
-void http_stop(tally_server *s);
+void http_stop(tallyd_server *s);
 
 /*
  * Suspends r until http_resume(r). Call from a handler, at most once per

@@ -56,7 +56,7 @@ static void src_free(void *cls)
     gzip_stream_free(s->gz);
     free(s->raw);
     free(s->head);
-    tally_buffer_free(s->body);
+    eng_buffer_free(s->body);
     if (s->ctx_free != NULL)
         s->ctx_free(s->ctx);
     free(s);
@@ -246,7 +246,7 @@ void http_reply_json(request *r, int status, json_writer *w)
     respond(r, status, "application/json", s, total);
 }
 
-void http_error(request *r, tally_err e, const char *fmt, ...)
+void http_error(request *r, eng_err e, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -256,13 +256,13 @@ void http_error(request *r, tally_err e, const char *fmt, ...)
     json_t *j = json_pack("{s:s}", "error", msg);
     char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    r->err = e == TALLY_E_OK ? TALLY_E_INVALID : e;
-    int status = tally_err_http_status(r->err);
+    r->err = e == ENG_E_OK ? ENG_E_INVALID : e;
+    int status = eng_err_http_status(r->err);
     if (text == NULL) {
         r->status = 500;
         return;
     }
-    if (r->err == TALLY_E_QUEUE_FULL || r->err == TALLY_E_DRAINING)
+    if (r->err == ENG_E_QUEUE_FULL || r->err == ENG_E_DRAINING)
         http_add_header(r, "Retry-After", "1");
     http_reply_buffer(r, status, "application/json", text, strlen(text));
 }

@@ -38,7 +38,7 @@ void http_reply_json(request *r, int status, json_writer *w);
 /* Replies with {"error": "<message>"} and the status of e's band (with
  * Retry-After on a full queue or while draining); records e for the
  * metrics and the access log. */
-void http_error(request *r, tally_err e, const char *fmt, ...)
+void http_error(request *r, eng_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -23,7 +23,7 @@ static uint64_t mix64(uint64_t x)
 
 /* Generated request ids start from a random point, so that the logs of
  * several replicas, or of one daemon across restarts, do not share ids. */
-void request_seed_ids(tally_server *s)
+void request_seed_ids(tallyd_server *s)
 {
     uint64_t seed = 0;
     FILE *f = fopen("/dev/urandom", "rb");
@@ -34,7 +34,7 @@ void request_seed_ids(tally_server *s)
     atomic_store(&s->next_id, seed);
 }
 
-request *request_new(tally_server *s, struct MHD_Connection *conn,
+request *request_new(tallyd_server *s, struct MHD_Connection *conn,
                      const char *url, const char *method)
 {
     request *r = calloc(1, sizeof *r);
@@ -77,7 +77,7 @@ void request_release(request *r)
         r->work_free(r->work);
     if (r->ctx_free != NULL)
         r->ctx_free(r->ctx);
-    tally_buffer_free(r->body);
+    eng_buffer_free(r->body);
     free(r->path);
     for (int i = 0; i < r->nextra; i++) {
         free(r->extra_headers[i][0]);

@@ -38,7 +38,7 @@ typedef struct request request;
 typedef void (*http_handler)(request *r);
 
 struct request {
-    tally_server *s;
+    tallyd_server *s;
     struct MHD_Connection *conn;
     char method[8];
     char *path; /* without the query string */
@@ -47,7 +47,7 @@ struct request {
     http_handler handler;
     uint64_t t0_ns;
 
-    uint8_t *body; /* tally_buffer_alloc'd; NULL when empty */
+    uint8_t *body; /* eng_buffer_alloc'd; NULL when empty */
     size_t body_len, body_cap;
     bool body_too_large;
 
@@ -62,7 +62,7 @@ struct request {
 
     /* the reply */
     int status;
-    tally_err err;
+    eng_err err;
     size_t bytes_out;
     bool accepts_gzip;
     char *extra_headers[8][2];
@@ -100,7 +100,7 @@ void http_add_header(request *r, const char *name, const char *value);
 /* A new request with one reference (the connection's); NULL when memory
  * runs out. The id is X-Request-Id when that is a sane token, else a fresh
  * one drawn from s->next_id. */
-request *request_new(tally_server *s, struct MHD_Connection *conn,
+request *request_new(tallyd_server *s, struct MHD_Connection *conn,
                      const char *url, const char *method);
 
 /* Drops a reference; the last one frees the request, its body and both
@@ -109,6 +109,6 @@ void request_release(request *r);
 
 /* Seeds s->next_id from /dev/urandom, so that the logs of several replicas,
  * or of one daemon across restarts, do not share ids. */
-void request_seed_ids(tally_server *s);
+void request_seed_ids(tallyd_server *s);
 
 #endif

@@ -4,7 +4,7 @@
  * For float32 tensors of 1M, 16M and 64M elements, scanned along the last,
  * a middle and the first axis (plus a few lines the engine must also be
  * fast on: one long line, decreasing and exclusive, many short lines), it
- * times tally_scan() and tally_copy() on the same device, alternating the
+ * times eng_scan() and eng_copy() on the same device, alternating the
  * two so that drift in this noisy machine hits both alike, and reports:
  *
  *   engine GB/s   bytes read + written per second, median of the runs
@@ -104,45 +104,45 @@ static double numpy_gbs(const char *script, const row *r)
 
 /* Times one row on device buffers: the scan kernel against the copy
  * kernel, alternating; returns the median ratio copy time / scan time. */
-static double resident_row(tally_cl_stream *s, const tally_cl_device *dev,
-                           const tally_scan_desc *d, const float *in,
+static double resident_row(eng_cl_stream *s, const eng_cl_device *dev,
+                           const eng_scan_desc *d, const float *in,
                            size_t bytes, bool quick)
 {
     char msg[512];
-    tally_lines l;
-    if (tally_lines_from_desc(d, &l, msg, sizeof msg) != TALLY_E_OK)
+    eng_lines l;
+    if (eng_lines_from_desc(d, &l, msg, sizeof msg) != ENG_E_OK)
         die("lines", msg);
     cl_int err;
-    cl_mem a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL,
-                              &err);
-    cl_mem b = err == CL_SUCCESS ? clCreateBuffer(dev->context,
-                                                  CL_MEM_READ_WRITE, bytes,
-                                                  NULL, &err)
-                                 : NULL;
+    cl_mem a =
+        clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    cl_mem b =
+        err == CL_SUCCESS
+            ? clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err)
+            : NULL;
     if (err != CL_SUCCESS)
         die("device buffers", "clCreateBuffer failed");
-    cl_command_queue q = clCreateCommandQueue(dev->context, dev->device, 0,
-                                              &err);
+    cl_command_queue q =
+        clCreateCommandQueue(dev->context, dev->device, 0, &err);
     if (err != CL_SUCCESS
         || clEnqueueWriteBuffer(q, a, CL_TRUE, 0, bytes, in, 0, NULL, NULL)
                != CL_SUCCESS)
         die("device buffers", "cannot write the input");
     clReleaseCommandQueue(q);
     for (int w = 0; w < 3; w++)
-        if (tally_cl_scan_buffers(s, &l, a, b, msg, sizeof msg) != TALLY_E_OK
-            || tally_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg)
-                   != TALLY_E_OK)
+        if (eng_cl_scan_buffers(s, &l, a, b, msg, sizeof msg) != ENG_E_OK
+            || eng_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg)
+                   != ENG_E_OK)
             die("resident", msg);
     int reps = quick ? 5 : 41;
     double ts[64], tc[64], ratio[64];
     for (int k = 0; k < reps; k++) {
         double t0 = now();
-        if (tally_cl_scan_buffers(s, &l, a, b, msg, sizeof msg) != TALLY_E_OK)
+        if (eng_cl_scan_buffers(s, &l, a, b, msg, sizeof msg) != ENG_E_OK)
             die("resident scan", msg);
         ts[k] = now() - t0;
         t0 = now();
-        if (tally_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg)
-            != TALLY_E_OK)
+        if (eng_cl_copy_buffers(s, a, b, bytes, false, msg, sizeof msg)
+            != ENG_E_OK)
             die("resident copy", msg);
         tc[k] = now() - t0;
         ratio[k] = tc[k] / ts[k];
@@ -185,45 +185,45 @@ int main(int argc, char **argv)
     }
 
     char msg[512];
-    tally_engine_options o;
-    tally_engine_options_init(&o);
+    eng_engine_options o;
+    eng_engine_options_init(&o);
     o.device = device;
     o.layout = layout;
     o.log = quiet;
-    tally_engine *dev, *host;
-    tally_stream *ds, *hs;
-    if (tally_engine_open(&o, &dev, msg, sizeof msg) != TALLY_E_OK)
+    eng_engine *dev, *host;
+    eng_stream *ds, *hs;
+    if (eng_engine_open(&o, &dev, msg, sizeof msg) != ENG_E_OK)
         die("device", msg);
     o.device = "host";
     o.layout = NULL;
-    if (tally_engine_open(&o, &host, msg, sizeof msg) != TALLY_E_OK)
+    if (eng_engine_open(&o, &host, msg, sizeof msg) != ENG_E_OK)
         die("host", msg);
-    if (tally_stream_open(dev, &ds, msg, sizeof msg) != TALLY_E_OK
-        || tally_stream_open(host, &hs, msg, sizeof msg) != TALLY_E_OK)
+    if (eng_stream_open(dev, &ds, msg, sizeof msg) != ENG_E_OK
+        || eng_stream_open(host, &hs, msg, sizeof msg) != ENG_E_OK)
         die("stream", msg);
 
     /* the OpenCL layer itself, for the kernels-only rows on a device with
      * memory of its own */
-    tally_cl_device cl;
-    tally_cl_programs progs;
-    tally_cl_stream *kcs = NULL;
+    eng_cl_device cl;
+    eng_cl_programs progs;
+    eng_cl_stream *kcs = NULL;
     bool none;
-    if (tally_cl_device_open(device != NULL ? device : "auto", &cl, &none, msg,
-                             sizeof msg)
-        == TALLY_E_OK) {
-        tally_cl_layout L;
-        if (!cl.unified && tally_cl_layout_for(&cl, layout, &L)) {
-            tally_cl_programs_init(&progs, &cl, &L);
-            kcs = tally_cl_stream_new(&progs, msg, sizeof msg);
+    if (eng_cl_device_open(device != NULL ? device : "auto", &cl, &none, msg,
+                           sizeof msg)
+        == ENG_E_OK) {
+        eng_cl_layout L;
+        if (!cl.unified && eng_cl_layout_for(&cl, layout, &L)) {
+            eng_cl_programs_init(&progs, &cl, &L);
+            kcs = eng_cl_stream_new(&progs, msg, sizeof msg);
             if (kcs == NULL)
                 die("device stream", msg);
         }
         if (kcs == NULL)
-            tally_cl_device_close(&cl);
+            eng_cl_device_close(&cl);
     }
 
-    printf("device: %s\n", tally_engine_describe(dev));
-    printf("host:   %s\n", tally_engine_describe(host));
+    printf("device: %s\n", eng_engine_describe(dev));
+    printf("host:   %s\n", eng_engine_describe(host));
     printf("float32, out of place; GB/s = (bytes read + bytes written) / s, "
            "median of runs;\nratio = copy time / scan time, median of "
            "back-to-back pairs\n\n");
@@ -247,22 +247,21 @@ int main(int argc, char **argv)
             in[i] = (float)rand() / (float)RAND_MAX;
         memset(out, 0, bytes);
 
-        tally_scan_desc d = {.dtype = TX_FLOAT32,
-                             .rank = r->rank,
-                             .axis = r->axis,
-                             .reverse = r->reverse,
-                             .exclusive = r->exclusive};
+        eng_scan_desc d = {.dtype = TX_FLOAT32,
+                           .rank = r->rank,
+                           .axis = r->axis,
+                           .reverse = r->reverse,
+                           .exclusive = r->exclusive};
         memcpy(d.shape, r->shape, sizeof r->shape);
 
         /* warm up, and size the run count to about two seconds per row */
         double t0 = now();
         for (int w = 0; w < 2; w++) {
-            if (tally_scan(ds, &d, in, out, msg, sizeof msg) != TALLY_E_OK)
+            if (eng_scan(ds, &d, in, out, msg, sizeof msg) != ENG_E_OK)
                 die("scan", msg);
-            if (tally_copy(ds, in, out, bytes, false, msg, sizeof msg)
-                    != TALLY_E_OK
-                || tally_copy(ds, in, out, bytes, true, msg, sizeof msg)
-                       != TALLY_E_OK)
+            if (eng_copy(ds, in, out, bytes, false, msg, sizeof msg) != ENG_E_OK
+                || eng_copy(ds, in, out, bytes, true, msg, sizeof msg)
+                       != ENG_E_OK)
                 die("copy", msg);
         }
         double per = (now() - t0) / 2;
@@ -274,13 +273,13 @@ int main(int argc, char **argv)
         double ts[64], tc[64], tn[64], th[64], ratio[64], ratio_nt[64];
         for (int k = 0; k < reps; k++) {
             t0 = now();
-            tally_scan(ds, &d, in, out, msg, sizeof msg);
+            eng_scan(ds, &d, in, out, msg, sizeof msg);
             ts[k] = now() - t0;
             t0 = now();
-            tally_copy(ds, in, out, bytes, false, msg, sizeof msg);
+            eng_copy(ds, in, out, bytes, false, msg, sizeof msg);
             tc[k] = now() - t0;
             t0 = now();
-            tally_copy(ds, in, out, bytes, true, msg, sizeof msg);
+            eng_copy(ds, in, out, bytes, true, msg, sizeof msg);
             tn[k] = now() - t0;
             ratio[k] = tc[k] / ts[k];
             ratio_nt[k] = tn[k] / ts[k];
@@ -288,7 +287,7 @@ int main(int argc, char **argv)
         int hreps = reps < 9 ? reps : 9;
         for (int k = 0; k < hreps; k++) {
             t0 = now();
-            if (tally_scan(hs, &d, in, out, msg, sizeof msg) != TALLY_E_OK)
+            if (eng_scan(hs, &d, in, out, msg, sizeof msg) != ENG_E_OK)
                 die("host scan", msg);
             th[k] = now() - t0;
         }
@@ -325,14 +324,14 @@ int main(int argc, char **argv)
         free(in);
         free(out);
     }
-    tally_stream_close(ds);
-    tally_stream_close(hs);
-    tally_engine_close(dev);
-    tally_engine_close(host);
+    eng_stream_close(ds);
+    eng_stream_close(hs);
+    eng_engine_close(dev);
+    eng_engine_close(host);
     if (kcs != NULL) {
-        tally_cl_stream_free(kcs);
-        tally_cl_programs_free(&progs);
-        tally_cl_device_close(&cl);
+        eng_cl_stream_free(kcs);
+        eng_cl_programs_free(&progs);
+        eng_cl_device_close(&cl);
         printf("min ratio to copy, on the device: %.2f\n", min_resident);
     }
     printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);

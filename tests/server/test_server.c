@@ -154,8 +154,8 @@ static const struct {
     size_t offset;
 } settings[] = {
 #define ROW(field, flag, env, kind, def, help)                                 \
-    {flag, env, kind, offsetof(tally_config, field)},
-    TALLY_SETTINGS(ROW)
+    {flag, env, kind, offsetof(tallyd_config, field)},
+    TALLYD_SETTINGS(ROW)
 #undef ROW
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -174,7 +174,7 @@ static const char *other_value(size_t i, int variant)
     }
 }
 
-static bool holds(const tally_config *c, size_t i, int variant)
+static bool holds(const tallyd_config *c, size_t i, int variant)
 {
     const char *field = (const char *)c + settings[i].offset;
     switch (settings[i].kind) {
@@ -187,9 +187,9 @@ static bool holds(const tally_config *c, size_t i, int variant)
     }
 }
 
-static bool load(tally_config *c, int argc, char **argv, char *msg, size_t len)
+static bool load(tallyd_config *c, int argc, char **argv, char *msg, size_t len)
 {
-    bool ok = tally_config_load(c, argc, argv, msg, len);
+    bool ok = tallyd_config_load(c, argc, argv, msg, len);
     return ok;
 }
 
@@ -197,14 +197,14 @@ static void config_every_setting(void)
 {
     char msg[512];
     for (size_t i = 0; i < NSETTINGS; i++) {
-        tally_config c;
+        tallyd_config c;
         /* the environment */
         setenv(settings[i].env, other_value(i, 0), 1);
         char *argv0[] = {"tallyd", NULL};
         bool ok = load(&c, 1, argv0, msg, sizeof msg);
         CHECK(ok && holds(&c, i, 0), "%s=%s: %s", settings[i].env,
               other_value(i, 0), ok ? "not applied" : msg);
-        tally_config_free(&c);
+        tallyd_config_free(&c);
         /* a flag beats the environment, as --flag=value and --flag value */
         char arg[128];
         snprintf(arg, sizeof arg, "--%s=%s", settings[i].flag,
@@ -212,7 +212,7 @@ static void config_every_setting(void)
         char *argv1[] = {"tallyd", arg, NULL};
         ok = load(&c, 2, argv1, msg, sizeof msg);
         CHECK(ok && holds(&c, i, 1), "%s: %s", arg, ok ? "not applied" : msg);
-        tally_config_free(&c);
+        tallyd_config_free(&c);
         if (settings[i].kind != BOOL) {
             char flag[64];
             snprintf(flag, sizeof flag, "--%s", settings[i].flag);
@@ -220,7 +220,7 @@ static void config_every_setting(void)
             ok = load(&c, 3, argv2, msg, sizeof msg);
             CHECK(ok && holds(&c, i, 1), "%s %s: %s", flag, other_value(i, 1),
                   ok ? "not applied" : msg);
-            tally_config_free(&c);
+            tallyd_config_free(&c);
         } else {
             char flag[64];
             snprintf(flag, sizeof flag, "--no-%s", settings[i].flag);
@@ -228,7 +228,7 @@ static void config_every_setting(void)
             ok = load(&c, 2, argv2, msg, sizeof msg);
             CHECK(ok && holds(&c, i, 1), "%s: %s", flag,
                   ok ? "not applied" : msg);
-            tally_config_free(&c);
+            tallyd_config_free(&c);
         }
         unsetenv(settings[i].env);
     }
@@ -249,24 +249,24 @@ static void config_bad_values(void)
         for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
             if (bad[b].kind != settings[i].kind)
                 continue;
-            tally_config c;
+            tallyd_config c;
             /* as a flag, and from the environment */
             char arg[128];
             snprintf(arg, sizeof arg, "--%s=%s", settings[i].flag,
                      bad[b].value);
             char *argv[] = {"tallyd", arg, NULL};
             msg[0] = '\0';
-            CHECK(!tally_config_load(&c, 2, argv, msg, sizeof msg)
+            CHECK(!tallyd_config_load(&c, 2, argv, msg, sizeof msg)
                       && strstr(msg, settings[i].flag) != NULL,
                   "%s accepted, or the message does not name it: %s", arg, msg);
-            tally_config_free(&c);
+            tallyd_config_free(&c);
             setenv(settings[i].env, bad[b].value, 1);
             char *argv0[] = {"tallyd", NULL};
             msg[0] = '\0';
-            CHECK(!tally_config_load(&c, 1, argv0, msg, sizeof msg)
+            CHECK(!tallyd_config_load(&c, 1, argv0, msg, sizeof msg)
                       && strstr(msg, settings[i].env) != NULL,
                   "%s=%s accepted: %s", settings[i].env, bad[b].value, msg);
-            tally_config_free(&c);
+            tallyd_config_free(&c);
             unsetenv(settings[i].env);
         }
     /* the command line itself, and the cross-checks */
@@ -281,21 +281,21 @@ static void config_bad_values(void)
         {"--listen=1.2.3.4:99999", NULL, "HOST:PORT"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-        tally_config c;
+        tallyd_config c;
         char *argv[] = {"tallyd", (char *)lines[i][0], NULL};
         msg[0] = '\0';
-        CHECK(!tally_config_load(&c, 2, argv, msg, sizeof msg)
+        CHECK(!tallyd_config_load(&c, 2, argv, msg, sizeof msg)
                   && strstr(msg, lines[i][2]) != NULL,
               "%s: \"%s\"", lines[i][0], msg);
-        tally_config_free(&c);
+        tallyd_config_free(&c);
     }
-    tally_config c;
+    tallyd_config c;
     char *argv[] = {"tallyd",         "--help",       "--version",
                     "--list-devices", "--warm-cache", NULL};
-    CHECK(tally_config_load(&c, 5, argv, msg, sizeof msg) && c.help && c.version
-              && c.list_devices && c.warm_cache,
+    CHECK(tallyd_config_load(&c, 5, argv, msg, sizeof msg) && c.help
+              && c.version && c.list_devices && c.warm_cache,
           "one-shot actions: %s", msg);
-    tally_config_free(&c);
+    tallyd_config_free(&c);
 }
 
 /* ------------------------------------------------------------------------
@@ -306,10 +306,10 @@ static void metrics_text(void)
     metrics m;
     metrics_init(&m, 2);
     uint64_t ms = 1000000;
-    metrics_request(&m, ROUTE_NATIVE, 200, TALLY_E_OK, 3 * ms, 10, 20);
-    metrics_request(&m, ROUTE_NATIVE, 200, TALLY_E_OK, 700 * ms, 10, 20);
-    metrics_request(&m, ROUTE_INFER, 503, TALLY_E_QUEUE_FULL, ms, 0, 30);
-    metrics_request(&m, ROUTE_INFER, 418, TALLY_E_INVALID, ms, 0, 30);
+    metrics_request(&m, ROUTE_NATIVE, 200, ENG_E_OK, 3 * ms, 10, 20);
+    metrics_request(&m, ROUTE_NATIVE, 200, ENG_E_OK, 700 * ms, 10, 20);
+    metrics_request(&m, ROUTE_INFER, 503, ENG_E_QUEUE_FULL, ms, 0, 30);
+    metrics_request(&m, ROUTE_INFER, 418, ENG_E_INVALID, ms, 0, 30);
     metrics_observe(&m.queue, 2 * ms);
     atomic_store(&m.busy_ns[1], 1500 * ms);
     size_t len;
