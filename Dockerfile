@@ -23,11 +23,12 @@ RUN apt-get update \
 WORKDIR /src
 COPY Makefile ./
 COPY kernels/ kernels/
+COPY common/ common/
 COPY server/ server/
 COPY client/ client/
 COPY tests/ tests/
-RUN make -j"$(nproc)" build/bin/tallyd build/bin/tally build/bin/test_units build/bin/test_codec \
- && make test-units test-codec \
+RUN make -j"$(nproc)" build/bin/tallyd build/bin/tally build/bin/test_units build/bin/test_server build/bin/test_codec \
+ && make test-units test-server test-codec \
  && make install PREFIX=/usr/local DESTDIR=/out >/dev/null
 # The kernels, compiled once here rather than at every container start.
 # PoCL keys its cache by the CPU: on another CPU model tallyd compiles them

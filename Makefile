@@ -302,7 +302,7 @@ run: deps
 	$(Q)exec $(TALLYD) --listen $(LISTEN) $(ARGS)
 
 format:
-	$(Q)clang-format -i server/*.[ch] server/*/*.[ch] client/*/*.[ch] tests/*.[ch] tests/*/*.[ch]
+	$(Q)clang-format -i common/*.[ch] server/*.[ch] server/*/*.[ch] client/*/*.[ch] tests/*.[ch] tests/*/*.[ch]
 
 clean:
 	rm -rf build build-*

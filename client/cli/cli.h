@@ -1,7 +1,9 @@
 /*
  * cli.h - what the `tally` command's subcommands share: option parsing,
  * the options every subcommand takes (servers, timeouts, retries), exit
- * codes and error reports. The CLI uses libtally's public header only.
+ * codes and error reports (common.c). The CLI uses libtally's public
+ * header, and of the code the client and the server share (common/) only
+ * the atomic file write.
  */
 #ifndef TALLY_CLI_H
 #define TALLY_CLI_H
