@@ -11,8 +11,9 @@
  *   GET  /metrics                             Prometheus metrics
  *
  * HEAD is served wherever GET is. routes.c holds the table; native.c,
- * kserve.c and ops.c the handlers. proto/openapi.yaml documents the same
- * routes, and tests/integration checks that the two agree.
+ * kserve.c and ops.c the handlers; json_reply.c their JSON answers.
+ * proto/openapi.yaml documents the same routes, and tests/integration checks
+ * that the two agree.
  *
  * Every handler runs on an HTTP thread once the body is complete, and
  * answers through reply.h or hands a scan to dispatch.
@@ -20,6 +21,7 @@
 #ifndef TALLY_API_H
 #define TALLY_API_H
 
+#include "json.h"
 #include "router.h"
 
 /* The table tallyd hands to http_start(). */
@@ -34,5 +36,10 @@ void api_model_metadata(request *r);
 void api_model_ready(request *r);
 void api_model_config(request *r);
 void api_metrics(request *r);
+
+/* Replies with the text of a JSON writer (taken; its data borrowed from
+ * r->body or r->ctx, which the reply takes over): rendered at once when
+ * small, streamed when large (json_reply.c). */
+void api_reply_json(request *r, int status, json_writer *w);
 
 #endif

@@ -48,7 +48,7 @@ static void finish_infer(request *r)
         http_error(r, ENG_E_NOMEM, "out of memory writing the response");
         return;
     }
-    http_reply_json(r, 200, &w);
+    api_reply_json(r, 200, &w);
 }
 
 void api_infer(request *r)

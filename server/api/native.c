@@ -90,7 +90,7 @@ static void finish_json(request *r)
         http_error(r, ENG_E_NOMEM, "out of memory writing the response");
         return;
     }
-    http_reply_json(r, 200, &w);
+    api_reply_json(r, 200, &w);
 }
 
 static void native_json(request *r)

@@ -21,7 +21,6 @@ typedef struct {
     job j;
     request *r;
     http_handler finish;
-    tallyd_server *s;
 } pending;
 
 /* Copies a finished job's times into the request, for the access log. */
@@ -61,7 +60,7 @@ static bool job_failed(request *r, const job *j)
 static void on_job_done(job *j)
 {
     pending *p = j->user;
-    tallyd_server *s = p->s;
+    tallyd_server *s = p->r->s;
     if (j->started_ns != 0) {
         metrics_observe(&s->metrics.queue, j->started_ns - j->enqueued_ns);
         metrics_observe(&s->metrics.compute, j->finished_ns - j->started_ns);
@@ -83,7 +82,7 @@ static void after_job(request *r)
 static bool push(void *arg)
 {
     pending *p = arg;
-    return queue_push(&p->s->queue, &p->j);
+    return queue_push(&p->r->s->queue, &p->j);
 }
 
 static int64_t header_timeout_ms(request *r, char *msg, size_t msglen,
@@ -156,7 +155,6 @@ void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
     p->j.user = p;
     p->r = r;
     p->finish = finish;
-    p->s = s;
     r->work = p;
     r->work_free = free;
     if (http_suspend(r, after_job, push, p))

@@ -3,9 +3,10 @@
  * compressed on the way out, and what it frees afterwards.
  *
  * A reply is a "source": up to two segments of bytes (a header and the
- * tensor data, say) and optionally a JSON writer that renders text as
- * libmicrohttpd asks for it. Small bodies go out with a Content-Length;
- * gzipped and large JSON bodies are streamed through a callback.
+ * tensor data, say) and optionally a stream that produces text as
+ * libmicrohttpd asks for it. Bodies of known length go out with a
+ * Content-Length; gzipped bodies and streams go out chunked, through a
+ * callback.
  */
 #include <jansson.h>
 #include <microhttpd.h>
@@ -19,9 +20,6 @@
 
 /* Responses smaller than this are never gzipped. */
 #define GZIP_MIN 1024
-/* JSON tensors up to this many elements are rendered into one buffer (with
- * a Content-Length); larger ones are streamed. */
-#define JSON_INLINE_MAX 4096
 #define STREAM_BLOCK (64 * 1024)
 
 typedef struct {
@@ -29,8 +27,9 @@ typedef struct {
     size_t seglen[2];
     int nseg, cur;
     size_t off;
-    bool has_writer;
-    json_writer w;
+    http_body_read read; /* a streamed body after the segments, or NULL */
+    void *state;
+    void (*state_free)(void *state);
 
     gzip_stream *gz;
     uint8_t *raw;
@@ -51,8 +50,8 @@ static void src_free(void *cls)
     reply_src *s = cls;
     if (s == NULL)
         return;
-    if (s->has_writer)
-        json_writer_free(&s->w);
+    if (s->state_free != NULL)
+        s->state_free(s->state);
     gzip_stream_free(s->gz);
     free(s->raw);
     free(s->head);
@@ -62,7 +61,8 @@ static void src_free(void *cls)
     free(s);
 }
 
-/* The uncompressed bytes, segments first, then the writer. */
+/* The uncompressed bytes, segments first, then the stream; fewer than max
+ * only at the end. */
 static size_t src_raw(reply_src *s, uint8_t *buf, size_t max)
 {
     size_t n = 0;
@@ -78,8 +78,12 @@ static size_t src_raw(reply_src *s, uint8_t *buf, size_t max)
             s->off = 0;
         }
     }
-    if (n < max && s->has_writer)
-        n += json_writer_read(&s->w, (char *)buf + n, max - n);
+    while (n < max && s->read != NULL) {
+        size_t got = s->read(s->state, (char *)buf + n, max - n);
+        if (got == 0)
+            break;
+        n += got;
+    }
     return n;
 }
 
@@ -143,10 +147,10 @@ static void respond(request *r, int status, const char *type, reply_src *s,
             gzip = false;
         }
     }
-    if (gzip || (s->has_writer && total == SIZE_MAX)) {
+    if (gzip || s->read != NULL) {
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                  src_read, s, src_free);
-    } else if (!s->has_writer) {
+    } else {
         struct MHD_IoVec iov[2];
         for (int i = 0; i < s->nseg; i++) {
             iov[i].iov_base = s->seg[i];
@@ -155,9 +159,6 @@ static void respond(request *r, int status, const char *type, reply_src *s,
         resp =
             MHD_create_response_from_iovec(iov, (unsigned)s->nseg, src_free, s);
         r->bytes_out = total;
-    } else {
-        resp = MHD_create_response_from_callback(total, STREAM_BLOCK, src_read,
-                                                 s, src_free);
     }
     if (resp == NULL) {
         src_free(s);
@@ -213,37 +214,22 @@ void http_reply_parts(request *r, int status, const char *type, char *head,
     respond(r, status, type, s, head_len + data_len);
 }
 
-void http_reply_json(request *r, int status, json_writer *w)
+void http_reply_stream(request *r, int status, const char *type,
+                       http_body_read read, void *state,
+                       void (*state_free)(void *state))
 {
     reply_src *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        json_writer_free(w);
+        if (state_free != NULL)
+            state_free(state);
         r->status = 500;
         return;
     }
     take_memory(r, s);
-    s->has_writer = true;
-    s->w = *w;
-    memset(w, 0, sizeof *w);
-    size_t total = SIZE_MAX;
-    if (s->w.count <= JSON_INLINE_MAX) {
-        /* small: render now, so that it goes out with a Content-Length */
-        size_t cap =
-            s->w.prefix_len + s->w.suffix_len + (size_t)s->w.count * 42 + 16;
-        char *buf = malloc(cap);
-        if (buf != NULL) {
-            size_t n = json_writer_read(&s->w, buf, cap);
-            json_writer_free(&s->w);
-            s->has_writer = false;
-            free(s->head);
-            s->head = buf;
-            s->seg[0] = (const uint8_t *)buf;
-            s->seglen[0] = n;
-            s->nseg = 1;
-            total = n;
-        }
-    }
-    respond(r, status, "application/json", s, total);
+    s->read = read;
+    s->state = state;
+    s->state_free = state_free;
+    respond(r, status, type, s, SIZE_MAX);
 }
 
 void http_error(request *r, eng_err e, const char *fmt, ...)

@@ -3,9 +3,11 @@
  * the client accepts it and the body is worth it, streamed when large.
  *
  * A handler calls exactly one of these per request (a later call replaces
- * the earlier reply); the transport sends it when the handler returns, or
- * when a suspended request's continuation returns. Every failure goes out
- * through http_error(), which writes the {"error": "..."} body.
+ * the earlier reply). The transport knows bytes, not formats: a body that
+ * is rendered as it goes out (a large JSON tensor) comes as a stream. the
+ * transport sends it when the handler returns, or when a suspended request's
+ * continuation returns. Every failure goes out through http_error(), which
+ * writes the {"error": "..."} body.
  *
  * Memory: each function says what it takes. A reply whose data lies inside
  * r->body or r->ctx takes both over from the request, and frees them once
@@ -19,7 +21,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#include "json.h"
 #include "request.h"
 
 /* Replies with a malloc'd body, taking it. */
@@ -31,9 +32,18 @@ void http_reply_buffer(request *r, int status, const char *type, char *buf,
 void http_reply_parts(request *r, int status, const char *type, char *head,
                       size_t head_len, const void *data, size_t data_len);
 
-/* Replies with the text of a JSON writer (taken; its data borrowed from
- * r->body or r->ctx, which the reply takes over); streamed when large. */
-void http_reply_json(request *r, int status, json_writer *w);
+/* Produces the next part of a streamed body into buf (at most max bytes)
+ * and returns its length; 0 once the body is complete. */
+typedef size_t (*http_body_read)(void *state, char *buf, size_t max);
+
+/* Replies with a body of unknown length that read() produces from state,
+ * sent chunked (and gzipped when the client accepts it). Takes state: it is
+ * freed with state_free (may be NULL) once the response has been sent, or
+ * at once when the reply cannot be made. The data read() reads from lies in
+ * r->body or r->ctx, which the reply takes over. */
+void http_reply_stream(request *r, int status, const char *type,
+                       http_body_read read, void *state,
+                       void (*state_free)(void *state));
 
 /* Replies with {"error": "<message>"} and the status of e's band (with
  * Retry-After on a full queue or while draining); records e for the
