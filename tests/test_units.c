@@ -18,7 +18,7 @@
 
 static void error_table(void)
 {
-    for (int e = ENG_E_OK; e <= ENG_E_ENCODING; e++) {
+    for (int e = ENG_E_OK; e < ENG_NERRORS; e++) {
         const char *name = eng_err_name((eng_err)e);
         const char *text = eng_err_text((eng_err)e);
         int status = eng_err_http_status((eng_err)e);

@@ -30,6 +30,8 @@ typedef enum {
 #define METRIC_NSTATUS 10 /* the list plus "other" */
 #define METRIC_NBUCKETS 17
 #define METRIC_NERRORS 32 /* room for every eng_err */
+_Static_assert(ENG_NERRORS <= METRIC_NERRORS,
+               "metrics count failures by eng_err: make room");
 #define METRIC_MAX_WORKERS 64
 
 typedef struct {

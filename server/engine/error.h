@@ -37,6 +37,11 @@ typedef enum {
 #undef ENG_ERR_ENUM
 } eng_err;
 
+/* How many codes there are (not a code: no switch has a case for it). */
+#define ENG_ERR_COUNT(name, status, text) +1
+enum { ENG_NERRORS = 0 ENG_ERRORS(ENG_ERR_COUNT) };
+#undef ENG_ERR_COUNT
+
 /* A sentence describing the code; static storage. */
 const char *eng_err_text(eng_err e);
 
