@@ -5,16 +5,19 @@
  * between them:
  *
  *   the loop thread (main)   runs the libuv loop: SIGTERM/SIGINT/SIGHUP,
- *                            and a 5 ms timer that takes expired jobs out
- *                            of the queue and, while draining, watches the
- *                            in-flight count. It starts and stops the HTTP
+ *                            and a 5 ms timer that fails expired jobs
+ *                            (dispatch_expire) and, while draining,
+ *                            watches the in-flight count. It starts and stops the HTTP
  *                            daemon and the workers.
- *   HTTP threads             libmicrohttpd's (--http-threads): accept, read
- *                            bodies, parse, enqueue jobs, suspend their
+ *   HTTP threads             libmicrohttpd's (--http-threads), in http/:
+ *                            accept, read bodies, route, run the handlers
+ *                            (api/), which parse and hand scans to dispatch;
+ *                            dispatch queues them and suspends the
  *                            connection; after a resume, build and queue the
  *                            response. They never wait on a device.
- *   device workers           worker.c (--workers), one engine stream each:
- *                            pop jobs, run the scan, complete the job.
+ *   device workers           dispatch/worker.c (--workers), one engine
+ *                            stream each: pop jobs and run them through
+ *                            dispatch, which completes each job.
  *
  * A job is completed exactly once, by a worker or (when it expires in the
  * queue) by the loop thread, through dispatch.c's on_job_done(): that calls
