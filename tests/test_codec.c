@@ -265,6 +265,36 @@ static void native_requests(void)
               && ((int16_t *)q.data)[3] == 4,
           "full request: %s", err);
     eng_buffer_free(q.data);
+    /* dtype and shape read off the data, as numpy.array reads it */
+    struct {
+        const char *text;
+        tx_dtype dtype;
+        int rank;
+        uint64_t shape[3];
+    } inferred[] = {
+        {"{\"data\":[[1,2,3],[4,5,6]]}", TX_INT64, 2, {2, 3}},
+        {"{\"data\":[[[1],[2]]]}", TX_INT64, 3, {1, 2, 1}},
+        {"{\"data\":[1,2.5]}", TX_FLOAT64, 1, {2}},
+        {"{\"data\":[1,2E3]}", TX_FLOAT64, 1, {2}},
+        {"{\"data\":[\"Infinity\",1]}", TX_FLOAT64, 1, {2}},
+        {"{\"data\":[]}", TX_FLOAT64, 1, {0}},
+        {"{\"data\":[[],[]]}", TX_FLOAT64, 2, {2, 0}},
+        {"{\"data\":[[1,2]],\"dtype\":\"uint8\"}", TX_UINT8, 2, {1, 2}},
+        {"{\"shape\":[2,2],\"data\":[1,2,3,4]}", TX_INT64, 2, {2, 2}},
+    };
+    for (size_t i = 0; i < sizeof inferred / sizeof inferred[0]; i++) {
+        memset(err, 0, sizeof err);
+        e = native(inferred[i].text, &q, err);
+        bool same = e == ENG_E_OK && q.desc.dtype == inferred[i].dtype
+                    && q.desc.rank == inferred[i].rank;
+        for (int d = 0; same && d < inferred[i].rank; d++)
+            same = q.desc.shape[d] == inferred[i].shape[d];
+        CHECK(same, "%s: %s (dtype %d, rank %d)", inferred[i].text, err,
+              (int)q.desc.dtype, q.desc.rank);
+        if (e == ENG_E_OK)
+            eng_buffer_free(q.data);
+    }
+
     struct {
         const char *text;
         eng_err want;
@@ -306,6 +336,15 @@ static void native_requests(void)
          ENG_E_TOO_LARGE, "more than the"},
         {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2]} x", ENG_E_INVALID,
          "after the object"},
+        /* without a shape, the nesting must be regular */
+        {"{\"data\":[[1,2],[3]]}", ENG_E_INVALID, "data[1] has 1 element "},
+        {"{\"data\":[[1,2],3]}", ENG_E_INVALID, "data[1] is a number"},
+        {"{\"data\":[1,[2]]}", ENG_E_INVALID, "data[1] is an array"},
+        {"{\"data\":[[1],[]]}", ENG_E_INVALID, "data[1] has 0 elements"},
+        {"{\"data\":[[[]],[]]}", ENG_E_INVALID, "data[1] is an empty array"},
+        {"{\"data\":7}", ENG_E_INVALID, "must be an array"},
+        {"{\"dtype\":\"int8\",\"data\":[[1],[2,3]]}", ENG_E_INVALID,
+         "data[1] has 2 elements"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(err, 0, sizeof err);

@@ -457,6 +457,119 @@ static bool nested(tctx *x, int depth)
     return true;
 }
 
+/* ------------------------------------------------------------------------
+ * Inferring a tensor's shape and kind from its nesting, as numpy.array
+ * does.
+ */
+typedef struct {
+    jcur *c;
+    const char *what;
+    uint64_t *shape;
+    bool seen[ENG_MAX_RANK]; /* shape[d] is known */
+    int rank;                /* -1 until the first number or empty array */
+    bool any_number, is_float;
+    uint64_t path[ENG_MAX_RANK];
+} ictx;
+
+static void ipath(const ictx *x, int depth, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s", x->what);
+    for (int d = 0; d < depth && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, "[%" PRIu64 "]", x->path[d]);
+}
+
+/* A leaf level at depth: numbers, or an empty array, end the nesting
+ * there; every leaf must end it at the same depth. */
+static bool leaf_at(ictx *x, int depth, bool number)
+{
+    if (x->rank < 0) {
+        x->rank = depth;
+        return true;
+    }
+    if (x->rank == depth)
+        return true;
+    char where[160];
+    ipath(x, number ? depth : depth - 1, where, sizeof where);
+    return jcur_fail(x->c,
+                     "%s is %s where earlier elements nest %d deep (ragged "
+                     "nesting: without a shape, data must be a regular "
+                     "array of arrays)",
+                     where, number ? "a number" : "an empty array", x->rank);
+}
+
+static bool infer_level(ictx *x, int depth)
+{
+    jcur *c = x->c;
+    char where[160];
+    if (depth >= ENG_MAX_RANK) {
+        ipath(x, depth, where, sizeof where);
+        return jcur_fail(c, "%s nests more than %d arrays deep", where,
+                         ENG_MAX_RANK);
+    }
+    bool first = true;
+    uint64_t n = 0;
+    while (jcur_element(c, &first)) {
+        x->path[depth] = n;
+        if (*c->p == '[') {
+            if (x->rank >= 0 && depth + 1 >= x->rank) {
+                ipath(x, depth + 1, where, sizeof where);
+                return jcur_fail(c,
+                                 "%s is an array where earlier elements are "
+                                 "numbers (ragged nesting: without a shape, "
+                                 "data must be a regular array of arrays)",
+                                 where);
+            }
+            if (!infer_level(x, depth + 1))
+                return false;
+        } else {
+            if (!leaf_at(x, depth + 1, true))
+                return false;
+            const char *v;
+            size_t len;
+            if (!jcur_span(c, &v, &len))
+                return false;
+            x->any_number = true;
+            if (v[0] == '"')
+                x->is_float = true; /* "NaN", "Infinity": checked later */
+            for (size_t i = 0; i < len && !x->is_float; i++)
+                x->is_float = v[i] == '.' || v[i] == 'e' || v[i] == 'E';
+        }
+        n++;
+    }
+    if (c->failed)
+        return false;
+    if (n == 0 && !leaf_at(x, depth + 1, false))
+        return false;
+    if (!x->seen[depth]) {
+        x->seen[depth] = true;
+        x->shape[depth] = n;
+    } else if (x->shape[depth] != n) {
+        ipath(x, depth, where, sizeof where);
+        return jcur_fail(c,
+                         "%s has %" PRIu64 " element%s where the arrays "
+                         "before it at that depth have %" PRIu64
+                         " (ragged nesting: without a shape, data must be a "
+                         "regular array of arrays)",
+                         where, n, n == 1 ? "" : "s", x->shape[depth]);
+    }
+    return true;
+}
+
+bool jcur_infer(jcur *c, const char *what, uint64_t *shape, int *rank,
+                bool *is_float)
+{
+    ictx x = {.c = c, .what = what, .shape = shape, .rank = -1};
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '[')
+        return jcur_fail(c, "%s must be an array, not %s", what, found(c));
+    if (!infer_level(&x, 0))
+        return false;
+    *rank = x.rank;
+    /* numpy makes an array without numbers float64 too */
+    *is_float = x.is_float || !x.any_number;
+    return true;
+}
+
 bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
                  int rank, uint64_t count, void *dst)
 {

@@ -68,6 +68,16 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank);
 bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
                  int rank, uint64_t count, void *dst);
 
+/* Infers the shape of the nested arrays at the cursor, as numpy.array
+ * does: the lengths along the first path, with every array at one depth of
+ * the same length and every number at the deepest level (ragged nesting
+ * fails, naming the first bad index); [] is shape [0]. *is_float: some
+ * number has a fraction or an exponent, or is "NaN"/"Infinity", or there is
+ * no number at all (numpy's float64 for an empty array). The numbers are
+ * not converted: jcur_tensor() does that, and reports bad ones. */
+bool jcur_infer(jcur *c, const char *what, uint64_t *shape, int *rank,
+                bool *is_float);
+
 /* The span of the value at the cursor, which is then skipped. */
 bool jcur_span(jcur *c, const char **s, size_t *len);
 

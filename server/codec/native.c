@@ -152,7 +152,7 @@ eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
     if (c.p >= c.end)
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "the body is empty: "
-                        "expected a JSON object with dtype, shape and data");
+                        "expected a JSON object with data (and dtype, shape)");
     while (jcur_member(&c, &first, &key, &klen)) {
         const char **slot;
         if (json_eq(key, klen, "dtype"))
@@ -189,39 +189,57 @@ eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "invalid JSON: text after the object at byte %zu",
                         (size_t)(c.p - c.base));
-    if (m.dtype == NULL || m.shape == NULL || m.data == NULL)
+    if (m.data == NULL)
         return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "missing member \"%s\" (dtype, shape and data are "
-                        "required)",
-                        m.dtype == NULL   ? "dtype"
-                        : m.shape == NULL ? "shape"
-                                          : "data");
+                        "missing member \"data\" (the tensor's elements)");
+
+    /* Without a shape or a dtype, they are read off the data as
+     * numpy.array would: the nesting gives the shape, and the numbers give
+     * int64, or float64 when one has a fraction or an exponent. */
+    uint64_t inferred[ENG_MAX_RANK];
+    int inferred_rank = 0;
+    bool is_float = false;
+    if (m.dtype == NULL || m.shape == NULL) {
+        c.p = m.data;
+        if (!jcur_infer(&c, "data", inferred, &inferred_rank, &is_float))
+            return ENG_E_INVALID;
+    }
 
     /* dtype */
     const char *s;
     size_t n;
-    c.p = m.dtype;
-    jcur_ws(&c);
-    if (c.p < c.end && *c.p != '"')
-        return eng_fail(msg, msglen, ENG_E_DTYPE,
-                        "dtype must be a string such as \"float32\"");
-    if (!jcur_string(&c, &s, &n))
-        return ENG_E_INVALID;
-    int t = tx_dtype_parse(s, n);
-    if (t < 0)
-        return eng_fail(msg, msglen, ENG_E_DTYPE,
-                        "unknown dtype \"%.*s\" (expected one of %s)",
-                        n > 32 ? 32 : (int)n, s, tx_dtype_list());
-    out->desc.dtype = (tx_dtype)t;
+    if (m.dtype == NULL) {
+        out->desc.dtype = is_float ? TX_FLOAT64 : TX_INT64;
+    } else {
+        c.p = m.dtype;
+        jcur_ws(&c);
+        if (c.p < c.end && *c.p != '"')
+            return eng_fail(msg, msglen, ENG_E_DTYPE,
+                            "dtype must be a string such as \"float32\"");
+        if (!jcur_string(&c, &s, &n))
+            return ENG_E_INVALID;
+        int t = tx_dtype_parse(s, n);
+        if (t < 0)
+            return eng_fail(msg, msglen, ENG_E_DTYPE,
+                            "unknown dtype \"%.*s\" (expected one of %s)",
+                            n > 32 ? 32 : (int)n, s, tx_dtype_list());
+        out->desc.dtype = (tx_dtype)t;
+    }
 
     /* shape */
-    c.p = m.shape;
-    if (!jcur_shape(&c, "shape", out->desc.shape, &out->desc.rank))
-        return ENG_E_INVALID;
-    if (out->desc.rank == 0)
-        return eng_fail(msg, msglen, ENG_E_RANK,
-                        "shape is [] (rank 0): a cumulative sum needs at "
-                        "least one axis");
+    if (m.shape == NULL) {
+        out->desc.rank = inferred_rank;
+        memcpy(out->desc.shape, inferred,
+               (size_t)inferred_rank * sizeof inferred[0]);
+    } else {
+        c.p = m.shape;
+        if (!jcur_shape(&c, "shape", out->desc.shape, &out->desc.rank))
+            return ENG_E_INVALID;
+        if (out->desc.rank == 0)
+            return eng_fail(msg, msglen, ENG_E_RANK,
+                            "shape is [] (rank 0): a cumulative sum needs at "
+                            "least one axis");
+    }
 
     /* parameters */
     scan_params p = {0};

@@ -233,3 +233,66 @@ def test_request_id_echo(tallyd):
     assert hdrs["x-request-id"] == "my-id-42"
     status, hdrs, _ = tallyd.post_json("/v1/cumsum", {"dtype": "int8", "shape": [1], "data": [1]})
     assert len(hdrs["x-request-id"]) == 16
+
+
+def test_json_inferred_as_numpy_reads_it(tallyd):
+    """Without dtype and shape, data is read as numpy.array reads it: the
+    nesting gives the shape; integers give int64, and a fraction or an
+    exponent anywhere gives float64."""
+    seed = int(np.random.default_rng().integers(2**31))
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for case in range(24):
+        rank = int(rng.integers(1, 5))
+        shape = tuple(int(s) for s in rng.integers(1, 5, size=rank))
+        as_float = case % 2 == 1
+        if as_float:
+            x = rng.integers(-1000, 1000, size=shape) / 8.0
+            x.flat[int(rng.integers(x.size))] += 0.5  # at least one fraction
+        else:
+            x = rng.integers(-10**12, 10**12, size=shape)
+        axis = int(rng.integers(-rank, rank))
+        reverse = bool(rng.integers(2))
+        status, _, body = tallyd.post_json("/v1/cumsum", {
+            "data": x.tolist(), "axis": axis, "reverse": reverse})
+        want = np.array(x.tolist())  # numpy's own reading of the same data
+        assert status == 200, (seed, body)
+        assert body["dtype"] == str(want.dtype) and body["shape"] == list(shape), (seed, body)
+        expect = cumsum(want, axis, False, reverse)
+        if as_float:
+            assert np.allclose(np.array(body["data"]), expect.ravel()), seed
+        else:
+            assert [int(v) for v in body["data"]] == [int(v) for v in expect.ravel()], seed
+
+
+def test_json_inference_rules(tallyd):
+    cases = [
+        ({"data": [[1, 2, 3], [4, 5, 6]], "axis": 1}, "int64", [2, 3], [1, 3, 6, 4, 9, 15]),
+        ({"data": [1e2, 3]}, "float64", [2], [100, 103]),
+        ({"data": [1, 2.0]}, "float64", [2], [1, 3]),
+        ({"data": []}, "float64", [0], []),
+        ({"data": [[], []], "axis": 1}, "float64", [2, 0], []),
+        # a dtype alone: the shape is inferred; a shape alone: the dtype
+        ({"dtype": "float32", "data": [[1, 2], [3, 4]]}, "float32", [2, 2], [1, 2, 4, 6]),
+        ({"shape": [2, 2], "data": [1, 2, 3, 4.5]}, "float64", [2, 2], [1, 2, 4, 6.5]),
+        ({"shape": [2], "data": [5, 6]}, "int64", [2], [5, 11]),
+    ]
+    for body, dtype, shape, data in cases:
+        status, _, out = tallyd.post_json("/v1/cumsum", body)
+        assert status == 200, (body, out)
+        assert (out["dtype"], out["shape"], out["data"]) == (dtype, shape, data), (body, out)
+    # numpy reads these as numpy.array([np.nan, 1.0]): float64
+    status, _, out = tallyd.post_json("/v1/cumsum", {"data": ["NaN", 1]})
+    assert status == 200 and out["dtype"] == "float64" and out["data"] == ["NaN", "NaN"]
+
+
+def test_json_from_curl_d(tallyd):
+    """curl -d sends application/x-www-form-urlencoded; a JSON object is
+    read as JSON, and form fields are refused with 415."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    status, _, body = tallyd.request("POST", "/v1/cumsum", b' {"data": [1, 2, 3]}', form)
+    assert status == 200 and json.loads(body)["data"] == [1, 3, 6]
+    status, _, body = tallyd.request("POST", "/v1/cumsum", b"data=1&data=2", form)
+    assert status == 415 and "form fields" in json.loads(body)["error"]
+    status, _, body = tallyd.request("POST", "/v1/cumsum", b'{"data": [1,', form)
+    assert status == 400 and "invalid JSON" in json.loads(body)["error"]
