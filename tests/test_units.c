@@ -1,6 +1,7 @@
 /*
- * test_units.c - the engine's small modules: errors, dtypes, float16 and
- * bfloat16 conversions, shape collapsing and the thread pool.
+ * test_units.c - the engine's small modules and common/'s: errors, dtypes,
+ * float16 and bfloat16 conversions, shape collapsing, the thread pool,
+ * buffers, and DirectML's strided buffer-tensor arithmetic.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -15,6 +16,7 @@
 #include "pool.h"
 #include "tensor.h"
 #include "tx_half.h"
+#include "tx_strides.h"
 
 static void error_table(void)
 {
@@ -232,6 +234,102 @@ static void buffers(void)
     eng_buffer_cache_clear();
 }
 
+/* DirectML buffer-tensor arithmetic (common/tx_strides.c). */
+static void strides(void)
+{
+    uint64_t st[4], last, bytes;
+    uint64_t s234[] = {2, 3, 4};
+    CHECK(tx_strides_packed(3, s234, st) && st[0] == 12 && st[1] == 4
+              && st[2] == 1,
+          "packed [2,3,4]");
+    uint64_t s0[] = {2, 0};
+    CHECK(!tx_strides_packed(2, s0, st)
+              && !tx_strides_last_index(2, s0, NULL, &last),
+          "a size of 0 is invalid");
+    /* the example: NHWC data described with NCHW sizes */
+    uint64_t nchw[] = {1, 1, 3, 4}, nhwc[] = {12, 12, 1, 3};
+    CHECK(tx_strides_last_index(4, nchw, nhwc, &last) && last == 11,
+          "last index %llu", (unsigned long long)last);
+    CHECK(tx_strides_buffer_bytes(4, 4, nchw, nhwc, &bytes) && bytes == 48,
+          "float32 bytes %llu", (unsigned long long)bytes);
+    CHECK(tx_strides_disjoint(4, nchw, nhwc), "a permutation is disjoint");
+    /* rounded up to 4 bytes, packed or not */
+    uint64_t three[] = {3}, one[] = {1}, two[] = {2};
+    CHECK(tx_strides_buffer_bytes(1, 1, three, NULL, &bytes) && bytes == 4,
+          "int8 [3]: %llu", (unsigned long long)bytes);
+    CHECK(tx_strides_buffer_bytes(2, 1, three, one, &bytes) && bytes == 8,
+          "float16 [3]: %llu", (unsigned long long)bytes);
+    CHECK(tx_strides_buffer_bytes(8, 1, three, two, &bytes) && bytes == 40,
+          "float64 [3] stride 2: %llu", (unsigned long long)bytes);
+    /* broadcast: stride 0 addresses one element, and overlaps */
+    uint64_t b[] = {5, 3}, bst[] = {0, 1};
+    CHECK(tx_strides_last_index(2, b, bst, &last) && last == 2, "broadcast");
+    CHECK(!tx_strides_disjoint(2, b, bst), "broadcast output overlaps");
+    uint64_t b1[] = {1, 3}, b1st[] = {0, 1};
+    CHECK(tx_strides_disjoint(2, b1, b1st), "stride 0 on a size-1 dim is fine");
+    /* overflow is reported, never wrapped */
+    uint64_t big[] = {1ull << 33, 1ull << 33}, bigst[] = {1ull << 40, 1};
+    CHECK(!tx_strides_packed(2, big, st), "packed overflow");
+    CHECK(!tx_strides_last_index(2, big, bigst, &last), "index overflow");
+    uint64_t fit[] = {2}, fitst[] = {UINT64_MAX / 8};
+    CHECK(!tx_strides_buffer_bytes(8, 1, fit, fitst, &bytes), "byte overflow");
+    CHECK(!tx_strides_disjoint(2, big, bigst), "disjoint overflow");
+
+    /* brute force on small layouts: the last index is the largest offset,
+     * and a layout the test calls disjoint has no two indices at one
+     * offset; permuted and padded packed layouts always pass */
+    for (int trial = 0; trial < 3000; trial++) {
+        int rank = 1 + (int)check_below(4);
+        uint64_t sz[4], sd[4];
+        size_t count = 1;
+        for (int d = 0; d < rank; d++) {
+            sz[d] = 1 + check_below(4);
+            count *= (size_t)sz[d];
+        }
+        bool family = trial % 2 == 0;
+        if (family) { /* a permutation of packed, with padding */
+            int perm[4] = {0, 1, 2, 3};
+            for (int d = rank - 1; d > 0; d--) {
+                int k = (int)check_below((uint64_t)d + 1), t = perm[d];
+                perm[d] = perm[k];
+                perm[k] = t;
+            }
+            uint64_t step = 1;
+            for (int i = 0; i < rank; i++) {
+                sd[perm[i]] = step;
+                step = step * sz[perm[i]] + check_below(3);
+            }
+        } else {
+            for (int d = 0; d < rank; d++)
+                sd[d] = check_below(13);
+        }
+        uint64_t max = 0, seen_last = 0;
+        static unsigned char hit[4096];
+        memset(hit, 0, sizeof hit);
+        bool distinct = true;
+        for (size_t i = 0; i < count; i++) {
+            size_t rest = i;
+            uint64_t off = 0;
+            for (int d = rank - 1; d >= 0; d--) {
+                off += (rest % sz[d]) * sd[d];
+                rest /= sz[d];
+            }
+            if (off > max)
+                max = off;
+            distinct = distinct && !hit[off];
+            hit[off] = 1;
+        }
+        bool ok = tx_strides_last_index(rank, sz, sd, &seen_last);
+        CHECK(ok && seen_last == max, "trial %d: last %llu, max %llu", trial,
+              (unsigned long long)seen_last, (unsigned long long)max);
+        bool disjoint = tx_strides_disjoint(rank, sz, sd);
+        CHECK(!disjoint || distinct, "trial %d: called disjoint, overlaps",
+              trial);
+        CHECK(!family || disjoint, "trial %d: packed permutation refused",
+              trial);
+    }
+}
+
 static const check_case cases[] = {
     {"error_table", error_table},
     {"dtype_table", dtype_table},
@@ -239,6 +337,7 @@ static const check_case cases[] = {
     {"shapes", shapes},
     {"pool", pool},
     {"buffers", buffers},
+    {"strides", strides},
 };
 
 int main(int argc, char **argv)
