@@ -59,20 +59,12 @@ static bool method_serves(const char *row, const char *method)
            || (strcmp(row, "GET") == 0 && strcmp(method, "HEAD") == 0);
 }
 
-/* Appends a row's method (and HEAD after GET) to Allow, once each. */
+/* Appends a method (and HEAD after GET) to Allow. */
 static void allow_add(char *allow, size_t len, const char *method)
 {
-    const char *names[2] = {method, strcmp(method, "GET") == 0 ? "HEAD" : NULL};
-    for (int i = 0; i < 2 && names[i] != NULL; i++) {
-        size_t n = strlen(allow), m = strlen(names[i]);
-        bool seen = false;
-        for (const char *a = allow; !seen && (a = strstr(a, names[i])) != NULL;
-             a += m)
-            seen =
-                (a == allow || a[-1] == ' ') && (a[m] == '\0' || a[m] == ',');
-        if (!seen)
-            snprintf(allow + n, len - n, "%s%s", n ? ", " : "", names[i]);
-    }
+    size_t n = strlen(allow);
+    snprintf(allow + n, len - n, "%s%s%s", n ? ", " : "", method,
+             strcmp(method, "GET") == 0 ? ", HEAD" : "");
 }
 
 void http_route_match(const http_routes *t, const char *method,
@@ -82,6 +74,8 @@ void http_route_match(const http_routes *t, const char *method,
     m->metric = ROUTE_OTHER;
     char refused[sizeof m->msg] = "";
     const http_route *first = NULL;
+    const char *methods[8]; /* in Allow so far */
+    size_t nlisted = 0;
     for (size_t i = 0; i < t->nrows; i++) {
         const http_route *row = &t->rows[i];
         if (!match_pattern(t, row->pattern, path, refused, sizeof refused))
@@ -94,7 +88,13 @@ void http_route_match(const http_routes *t, const char *method,
         }
         if (first == NULL)
             first = row;
-        allow_add(m->allow, sizeof m->allow, row->method);
+        bool listed = false; /* by an earlier row of the same path */
+        for (size_t k = 0; k < nlisted && !listed; k++)
+            listed = strcmp(methods[k], row->method) == 0;
+        if (!listed && nlisted < sizeof methods / sizeof methods[0]) {
+            methods[nlisted++] = row->method;
+            allow_add(m->allow, sizeof m->allow, row->method);
+        }
     }
     if (first != NULL) {
         m->metric = first->metric;

@@ -187,12 +187,6 @@ static bool holds(const tallyd_config *c, size_t i, int variant)
     }
 }
 
-static bool load(tallyd_config *c, int argc, char **argv, char *msg, size_t len)
-{
-    bool ok = tallyd_config_load(c, argc, argv, msg, len);
-    return ok;
-}
-
 static void config_every_setting(void)
 {
     char msg[512];
@@ -201,7 +195,7 @@ static void config_every_setting(void)
         /* the environment */
         setenv(settings[i].env, other_value(i, 0), 1);
         char *argv0[] = {"tallyd", NULL};
-        bool ok = load(&c, 1, argv0, msg, sizeof msg);
+        bool ok = tallyd_config_load(&c, 1, argv0, msg, sizeof msg);
         CHECK(ok && holds(&c, i, 0), "%s=%s: %s", settings[i].env,
               other_value(i, 0), ok ? "not applied" : msg);
         tallyd_config_free(&c);
@@ -210,14 +204,14 @@ static void config_every_setting(void)
         snprintf(arg, sizeof arg, "--%s=%s", settings[i].flag,
                  other_value(i, 1));
         char *argv1[] = {"tallyd", arg, NULL};
-        ok = load(&c, 2, argv1, msg, sizeof msg);
+        ok = tallyd_config_load(&c, 2, argv1, msg, sizeof msg);
         CHECK(ok && holds(&c, i, 1), "%s: %s", arg, ok ? "not applied" : msg);
         tallyd_config_free(&c);
         if (settings[i].kind != BOOL) {
             char flag[64];
             snprintf(flag, sizeof flag, "--%s", settings[i].flag);
             char *argv2[] = {"tallyd", flag, (char *)other_value(i, 1), NULL};
-            ok = load(&c, 3, argv2, msg, sizeof msg);
+            ok = tallyd_config_load(&c, 3, argv2, msg, sizeof msg);
             CHECK(ok && holds(&c, i, 1), "%s %s: %s", flag, other_value(i, 1),
                   ok ? "not applied" : msg);
             tallyd_config_free(&c);
@@ -225,7 +219,7 @@ static void config_every_setting(void)
             char flag[64];
             snprintf(flag, sizeof flag, "--no-%s", settings[i].flag);
             char *argv2[] = {"tallyd", flag, NULL};
-            ok = load(&c, 2, argv2, msg, sizeof msg);
+            ok = tallyd_config_load(&c, 2, argv2, msg, sizeof msg);
             CHECK(ok && holds(&c, i, 1), "%s: %s", flag,
                   ok ? "not applied" : msg);
             tallyd_config_free(&c);
@@ -457,6 +451,9 @@ static void router_rules(void)
     http_route_match(&t, "DELETE", "/a/zz", &m);
     CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
           "Allow: \"%s\"", m.allow);
+    http_route_match(&t, "DELETE", "/a/b", &m);
+    CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
+          "two GET rows match: Allow lists GET once: \"%s\"", m.allow);
     http_route_match(&t, "POST", "/a/q/c", &m);
     CHECK(m.status == 200 && m.metric == ROUTE_NATIVE, "a parameter mid-path");
     http_route_match(&t, "POST", "/a/q/r/c", &m);
