@@ -10,14 +10,11 @@
  * common/tx_npy.c, which the server uses too; this file does the I/O.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "tx_file.h"

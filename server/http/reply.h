@@ -18,7 +18,6 @@
 #ifndef TALLY_HTTP_REPLY_H
 #define TALLY_HTTP_REPLY_H
 
-#include <stdarg.h>
 #include <stddef.h>
 
 #include "request.h"
