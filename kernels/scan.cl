@@ -14,6 +14,12 @@
  *     tally_cols_direct walks whole columns; tally_cols_chained cuts them into
  *     row chunks chained with a look-back when there are too few columns to
  *     keep the device busy.
+ *   strided layouts (DirectML's buffer tensors: any element strides, in the
+ *     input and the output alike): tally_strided_direct and
+ *     tally_strided_chained are the two column kernels with every offset
+ *     taken through the strides. The host collapses such a tensor to rows
+ *     along the axis, one dimension of columns and any number of outer
+ *     dimensions, and passes them in a small `geom` buffer.
  *
  * Work-groups are persistent: each one takes tile ids from an atomic counter
  * until none are left. Because ids are handed out in order, a tile only ever
@@ -928,9 +934,9 @@ static inline void colacc_set(colacc_t *a, uint v, uint nvec, uint ntail,
     }
 }
 
-/* Walk rows [0, rows) of a column block whose first element is at
- * in[base], rows `inner` apart, scanning into out in the mode's row order,
- * so that each row is read as one sequential run. Each column keeps a
+/* Walk rows [0, rows) of a column block laid out as span_t (below) says,
+ * scanning into out in the mode's row order, so that each row of a packed
+ * tensor is read as one sequential run. Each column keeps a
  * float-float carry (h, l); during a block of TALLY_BLK rows the low part
  * and the rows' sum build up in `run` (which starts at l), so an element
  * costs two additions, and the pair is renormalised once per block. Leaves
@@ -946,10 +952,45 @@ static inline void colacc_set(colacc_t *a, uint v, uint nvec, uint ntail,
 #define COL_FOLD8(h, l, run) ((h) = (run))
 #endif
 
-#define DEFINE_COL_WALK(NAME, REV, EXCL)                                       \
+/* Where a work-item's columns lie: the offsets of its first column in
+ * row 0, and the steps between rows and between columns, in elements, in
+ * the input and the output. Packed tiles have ri == ro == inner and
+ * ci == co == 1; strided tiles (tally_strided_*) have anything. */
+typedef struct {
+    ulong bi, bo, ri, ro, ci, co;
+} span_t;
+
+/* 8 elements s apart: one vector access when they are adjacent. */
+#define LOADG8(p, s)                                                           \
+    ((s) == 1 ? LOAD8(p)                                                       \
+              : (CT8)(LOAD1(p), LOAD1((p) + (s)), LOAD1((p) + 2 * (s)),        \
+                      LOAD1((p) + 3 * (s)), LOAD1((p) + 4 * (s)),              \
+                      LOAD1((p) + 5 * (s)), LOAD1((p) + 6 * (s)),              \
+                      LOAD1((p) + 7 * (s))))
+#define STOREG8(p, s, v)                                                       \
+    do {                                                                       \
+        CT8 w_ = (v);                                                          \
+        if ((s) == 1) {                                                        \
+            STORE8((p), w_);                                                   \
+        } else {                                                               \
+            STORE1((p), w_.s0);                                                \
+            STORE1((p) + (s), w_.s1);                                          \
+            STORE1((p) + 2 * (s), w_.s2);                                      \
+            STORE1((p) + 3 * (s), w_.s3);                                      \
+            STORE1((p) + 4 * (s), w_.s4);                                      \
+            STORE1((p) + 5 * (s), w_.s5);                                      \
+            STORE1((p) + 6 * (s), w_.s6);                                      \
+            STORE1((p) + 7 * (s), w_.s7);                                      \
+        }                                                                      \
+    } while (0)
+
+/* Column c of a row: adjacent in packed walks (STRIDED 0, so that the
+ * compiler sees the unit step), c * step in strided ones. */
+#define COL_AT(STRIDED, p, c, step) ((STRIDED) ? (p) + (c) * (step) : (p) + (c))
+
+#define DEFINE_COL_WALK(NAME, REV, EXCL, STRIDED)                              \
     static void NAME(uint mode, global const ST *in, global ST *out,           \
-                     ulong base, ulong rows, ulong inner, uint ncols,          \
-                     colacc_t *a)                                              \
+                     span_t sp, ulong rows, uint ncols, colacc_t *a)           \
     {                                                                          \
         uint nvec = ncols / 8, ntail = ncols % 8;                              \
         for (ulong r0 = 0; r0 < rows; r0 += TALLY_BLK) {                       \
@@ -961,31 +1002,41 @@ static inline void colacc_set(colacc_t *a, uint v, uint nvec, uint ntail,
                 a->trun[t] = CARRY_FF ? a->tl[t] : a->th[t];                   \
             for (ulong r = r0; r < r1; r++) {                                  \
                 ulong row = REV ? rows - 1 - r : r;                            \
-                global const ST *x = in + base + row * inner;                  \
-                global ST *y = out + base + row * inner;                       \
+                global const ST *x = in + sp.bi + row * sp.ri;                 \
+                global ST *y = out + sp.bo + row * sp.ro;                      \
                 /* decreasing scans also walk each row backwards, so that     \
                  * the whole block is one descending stream */                 \
                 for (uint i = 0; i < nvec; i++) {                              \
                     uint v = REV ? nvec - 1 - i : i;                           \
-                    CT8 xv = LOAD8(x + 8 * v), run = a->run[v];                \
+                    global const ST *xp = COL_AT(STRIDED, x, 8 * v, sp.ci);    \
+                    global ST *yp = COL_AT(STRIDED, y, 8 * v, sp.co);          \
+                    CT8 xv = STRIDED ? LOADG8(xp, sp.ci) : LOAD8(xp);          \
+                    CT8 run = a->run[v], o;                                    \
                     if (EXCL) {                                                \
-                        STORE8S(mode, y + 8 * v, COL_OUT(a->h[v], run));       \
+                        o = COL_OUT(a->h[v], run);                             \
                         run += xv;                                             \
                     } else {                                                   \
                         run += xv;                                             \
-                        STORE8S(mode, y + 8 * v, COL_OUT(a->h[v], run));       \
+                        o = COL_OUT(a->h[v], run);                             \
                     }                                                          \
+                    if (STRIDED)                                               \
+                        STOREG8(yp, sp.co, o);                                 \
+                    else                                                       \
+                        STORE8S(mode, yp, o);                                  \
                     a->run[v] = run;                                           \
                 }                                                              \
                 for (uint i = 0; i < ntail; i++) {                             \
                     uint t = REV ? ntail - 1 - i : i;                          \
-                    CT xs = LOAD1(x + 8 * nvec + t), run = a->trun[t];         \
+                    uint c = 8 * nvec + t;                                     \
+                    CT xs = LOAD1(COL_AT(STRIDED, x, c, sp.ci));               \
+                    CT run = a->trun[t];                                       \
+                    global ST *yp = COL_AT(STRIDED, y, c, sp.co);              \
                     if (EXCL) {                                                \
-                        STORE1(y + 8 * nvec + t, COL_OUT(a->th[t], run));      \
+                        STORE1(yp, COL_OUT(a->th[t], run));                    \
                         run += xs;                                             \
                     } else {                                                   \
                         run += xs;                                             \
-                        STORE1(y + 8 * nvec + t, COL_OUT(a->th[t], run));      \
+                        STORE1(yp, COL_OUT(a->th[t], run));                    \
                     }                                                          \
                     a->trun[t] = run;                                          \
                 }                                                              \
@@ -1003,53 +1054,198 @@ static inline void colacc_set(colacc_t *a, uint v, uint nvec, uint ntail,
         }                                                                      \
     }
 
-DEFINE_COL_WALK(col_fi, 0, 0)
-DEFINE_COL_WALK(col_fx, 0, 1)
-DEFINE_COL_WALK(col_ri, 1, 0)
-DEFINE_COL_WALK(col_rx, 1, 1)
+DEFINE_COL_WALK(col_fi, 0, 0, 0)
+DEFINE_COL_WALK(col_fx, 0, 1, 0)
+DEFINE_COL_WALK(col_ri, 1, 0, 0)
+DEFINE_COL_WALK(col_rx, 1, 1, 0)
+DEFINE_COL_WALK(scol_fi, 0, 0, 1)
+DEFINE_COL_WALK(scol_fx, 0, 1, 1)
+DEFINE_COL_WALK(scol_ri, 1, 0, 1)
+DEFINE_COL_WALK(scol_rx, 1, 1, 1)
 
-static inline void col_walk(uint mode, global const ST *in, global ST *out,
-                            ulong base, ulong rows, ulong inner, uint ncols,
-                            colacc_t *a)
+/* Strided walks whose output runs along the rows (ro == 1: each output
+ * line is contiguous) go 64 rows by 16 columns at a time, so that every
+ * column's 64 outputs are written as one run of whole cache lines; each
+ * column's rows are scanned in vector lanes, as rows_direct scans a line.
+ * An input that is not contiguous along the rows is read a row of 16
+ * columns at a time and transposed in registers; its cache lines serve all
+ * 16 columns while they are in the cache. (Measured: writing long runs is
+ * what a transposed layout needs on a CPU; scattering single elements to
+ * far-apart lines, the plain walk's way, runs at a quarter of the speed.) */
+#define TR 64 /* rows per tile: TR / 8 vectors per column */
+#define TC 16 /* columns per tile */
+
+/* The transpose of an 8 x 8 block in registers: three rounds of
+ * shuffles, each swapping the off-diagonal quarters of ever larger
+ * blocks (1 x 1 within 2 x 2, 2 x 2 within 4 x 4, 4 x 4 within 8 x 8). */
+static inline void transpose8(const CT8 *a, CT8 *d)
 {
-    switch (mode & 3u) {
-    case 0:
-        col_fi(mode, in, out, base, rows, inner, ncols, a);
-        break;
-    case MODE_REVERSE:
-        col_ri(mode, in, out, base, rows, inner, ncols, a);
-        break;
-    case MODE_EXCLUSIVE:
-        col_fx(mode, in, out, base, rows, inner, ncols, a);
-        break;
-    default:
-        col_rx(mode, in, out, base, rows, inner, ncols, a);
-        break;
+    CT8 b[8], c[8];
+    for (uint i = 0; i < 8; i += 2) {
+        CT8 x = a[i], y = a[i + 1];
+        b[i] = (CT8)(x.s0, y.s0, x.s2, y.s2, x.s4, y.s4, x.s6, y.s6);
+        b[i + 1] = (CT8)(x.s1, y.s1, x.s3, y.s3, x.s5, y.s5, x.s7, y.s7);
+    }
+    for (uint i = 0; i < 8; i += (i % 2 ? 3 : 1)) { /* 0, 1, 4, 5 */
+        CT8 x = b[i], y = b[i + 2];
+        c[i] = (CT8)(x.s01, y.s01, x.s45, y.s45);
+        c[i + 2] = (CT8)(x.s23, y.s23, x.s67, y.s67);
+    }
+    for (uint i = 0; i < 4; i++) {
+        d[i] = (CT8)(c[i].lo, c[i + 4].lo);
+        d[i + 4] = (CT8)(c[i].hi, c[i + 4].hi);
     }
 }
 
-/* Column sums of `rows` rows starting at in[base] into *a, in the same
- * blocked order as the walk. */
-static void col_reduce(global const ST *in, ulong base, ulong rows,
-                       ulong inner, uint ncols, colacc_t *a)
-{
-    uint nvec = ncols / 8, ntail = ncols % 8;
-    for (ulong r0 = 0; r0 < rows; r0 += TALLY_BLK) {
-        uint nr = (uint)min((ulong)TALLY_BLK, rows - r0);
-        global const ST *x0 = in + base + r0 * inner;
-        for (uint v = 0; v < nvec; v++) {
-            CT8 r = (CT8)Z;
-            for (uint k = 0; k < nr; k++)
-                r += LOAD8(x0 + k * inner + 8 * v);
-            FF_ADD8(a->h[v], a->l[v], r);
-        }
-        for (uint t = 0; t < ntail; t++) {
-            CT r = Z;
-            for (uint k = 0; k < nr; k++)
-                r += LOAD1(x0 + k * inner + 8 * nvec + t);
-            FF_ADD(a->th[t], a->tl[t], r);
-        }
+/* The first nt tiles of TR rows in scan order, for ncols columns (a
+ * multiple of TC), into an output with ro == 1. */
+#define DEFINE_COL_TILES(NAME, REV, EXCL)                                      \
+    static void NAME(global const ST *in, global ST *out, span_t sp,           \
+                     ulong rows, ulong nt, uint ncols, colacc_t *a)            \
+    {                                                                          \
+        bool tin = sp.ri == 1;                                                 \
+        for (uint g = 0; g < ncols / TC; g++) {                                \
+            CT hs[TC], ls[TC];                                                 \
+            vstore8(a->h[2 * g], 0, hs);                                       \
+            vstore8(a->h[2 * g + 1], 0, hs + 8);                               \
+            vstore8(a->l[2 * g], 0, ls);                                       \
+            vstore8(a->l[2 * g + 1], 0, ls + 8);                               \
+            for (ulong b = 0; b < nt; b++) {                                   \
+                ulong p0 = REV ? rows - TR * (b + 1) : TR * b;                 \
+                global const ST *x0 =                                          \
+                    in + sp.bi + p0 * sp.ri + TC * g * sp.ci;                  \
+                global ST *y0 = out + sp.bo + p0 + TC * g * sp.co;             \
+                CT8 C[TC][TR / 8];                                             \
+                if (tin) {                                                     \
+                    for (uint c = 0; c < TC; c++)                              \
+                        for (uint j = 0; j < TR / 8; j++)                      \
+                            C[c][j] = LOAD8(x0 + c * sp.ci + 8 * j);           \
+                } else {                                                       \
+                    for (uint k = 0; k < TR / 8; k++)                          \
+                        for (uint h = 0; h < 2; h++) {                         \
+                            CT8 R[8], T[8];                                    \
+                            for (uint r = 0; r < 8; r++)                       \
+                                R[r] = LOADG8(x0 + (8 * k + r) * sp.ri         \
+                                                  + 8 * h * sp.ci,             \
+                                              sp.ci);                          \
+                            transpose8(R, T);                                  \
+                            for (uint i = 0; i < 8; i++)                       \
+                                C[8 * h + i][k] = T[i];                        \
+                        }                                                      \
+                }                                                              \
+                for (uint c = 0; c < TC; c++) {                                \
+                    CT h = hs[c], run = CARRY_FF ? ls[c] : hs[c];              \
+                    (void)h;                                                   \
+                    for (uint q = 0; q < TR / 8; q++) {                        \
+                        uint j = REV ? TR / 8 - 1 - q : q;                     \
+                        CT8 s = REV ? scan8r(C[c][j]) : scan8f(C[c][j]);       \
+                        CT8 o = EXCL ? (REV ? excl8r(s) : excl8f(s)) : s;      \
+                        STORE8(y0 + c * sp.co + 8 * j, COL_OUT(h, run + o));   \
+                        run += REV ? s.s0 : s.s7;                              \
+                        if (q % TALLY_BLK == TALLY_BLK - 1) {                  \
+                            CT l = Z;                                          \
+                            COL_FOLD(h, l, run);                               \
+                            run = CARRY_FF ? l : h;                            \
+                        }                                                      \
+                    }                                                          \
+                    CT l = Z;                                                  \
+                    COL_FOLD(h, l, run);                                       \
+                    hs[c] = h;                                                 \
+                    ls[c] = CARRY_FF ? l : h;                                  \
+                }                                                              \
+            }                                                                  \
+            a->h[2 * g] = vload8(0, hs);                                       \
+            a->h[2 * g + 1] = vload8(0, hs + 8);                               \
+            a->l[2 * g] = vload8(0, ls);                                       \
+            a->l[2 * g + 1] = vload8(0, ls + 8);                               \
+        }                                                                      \
     }
+
+DEFINE_COL_TILES(tile_fi, 0, 0)
+DEFINE_COL_TILES(tile_fx, 0, 1)
+DEFINE_COL_TILES(tile_ri, 1, 0)
+DEFINE_COL_TILES(tile_rx, 1, 1)
+
+/* One row at a time (see DEFINE_COL_WALK). */
+static inline void col_walk_rows(uint mode, bool strided, global const ST *in,
+                                 global ST *out, span_t sp, ulong rows,
+                                 uint ncols, colacc_t *a)
+{
+    switch ((mode & 3u) | (strided ? 4u : 0u)) {
+    case 0: col_fi(mode, in, out, sp, rows, ncols, a); break;
+    case MODE_REVERSE: col_ri(mode, in, out, sp, rows, ncols, a); break;
+    case MODE_EXCLUSIVE: col_fx(mode, in, out, sp, rows, ncols, a); break;
+    case 3: col_rx(mode, in, out, sp, rows, ncols, a); break;
+    case 4: scol_fi(mode, in, out, sp, rows, ncols, a); break;
+    case 4 | MODE_REVERSE: scol_ri(mode, in, out, sp, rows, ncols, a); break;
+    case 4 | MODE_EXCLUSIVE: scol_fx(mode, in, out, sp, rows, ncols, a); break;
+    default: scol_rx(mode, in, out, sp, rows, ncols, a); break;
+    }
+}
+
+static inline void col_walk(uint mode, bool strided, global const ST *in,
+                            global ST *out, span_t sp, ulong rows, uint ncols,
+                            colacc_t *a)
+{
+    if (strided && sp.ro == 1 && ncols % TC == 0 && ncols > 0 && rows >= TR) {
+        ulong nt = rows / TR, left = rows - TR * nt;
+        switch (mode & 3u) {
+        case 0: tile_fi(in, out, sp, rows, nt, ncols, a); break;
+        case MODE_REVERSE: tile_ri(in, out, sp, rows, nt, ncols, a); break;
+        case MODE_EXCLUSIVE: tile_fx(in, out, sp, rows, nt, ncols, a); break;
+        default: tile_rx(in, out, sp, rows, nt, ncols, a); break;
+        }
+        if (left == 0)
+            return;
+        /* the rows left over, in scan order after the tiles: the first
+         * physical rows when decreasing, the last ones otherwise */
+        if (!(mode & MODE_REVERSE)) {
+            sp.bi += TR * nt * sp.ri;
+            sp.bo += TR * nt * sp.ro;
+        }
+        rows = left;
+    }
+    col_walk_rows(mode, strided, in, out, sp, rows, ncols, a);
+}
+
+/* Column sums of `rows` rows of the input side of sp into *a, in the same
+ * blocked order as the walk. */
+#define DEFINE_COL_REDUCE(NAME, STRIDED)                                       \
+    static void NAME(global const ST *in, span_t sp, ulong rows, uint ncols,   \
+                     colacc_t *a)                                              \
+    {                                                                          \
+        uint nvec = ncols / 8, ntail = ncols % 8;                              \
+        for (ulong r0 = 0; r0 < rows; r0 += TALLY_BLK) {                       \
+            uint nr = (uint)min((ulong)TALLY_BLK, rows - r0);                  \
+            global const ST *x0 = in + sp.bi + r0 * sp.ri;                     \
+            for (uint v = 0; v < nvec; v++) {                                  \
+                CT8 r = (CT8)Z;                                                \
+                for (uint k = 0; k < nr; k++) {                                \
+                    global const ST *p =                                       \
+                        COL_AT(STRIDED, x0 + k * sp.ri, 8 * v, sp.ci);         \
+                    r += STRIDED ? LOADG8(p, sp.ci) : LOAD8(p);                \
+                }                                                              \
+                FF_ADD8(a->h[v], a->l[v], r);                                  \
+            }                                                                  \
+            for (uint t = 0; t < ntail; t++) {                                 \
+                CT r = Z;                                                      \
+                for (uint k = 0; k < nr; k++)                                  \
+                    r += LOAD1(                                                \
+                        COL_AT(STRIDED, x0 + k * sp.ri, 8 * nvec + t, sp.ci)); \
+                FF_ADD(a->th[t], a->tl[t], r);                                 \
+            }                                                                  \
+        }                                                                      \
+    }
+DEFINE_COL_REDUCE(col_reduce_packed, 0)
+DEFINE_COL_REDUCE(col_reduce_strided, 1)
+
+static inline void col_reduce(bool strided, global const ST *in, span_t sp,
+                              ulong rows, uint ncols, colacc_t *a)
+{
+    if (strided)
+        col_reduce_strided(in, sp, rows, ncols, a);
+    else
+        col_reduce_packed(in, sp, rows, ncols, a);
 }
 
 /* This work-item's columns in a column tile: the first column and count. */
@@ -1062,17 +1258,49 @@ static inline uint col_span(ulong blk, ulong inner, uint cw, ulong *c0)
     return (uint)min((ulong)cw, inner - first);
 }
 
-static void cols_direct_tile(global const ST *in, global ST *out, ulong t,
-                             ulong n, ulong inner, uint cw, ulong nblk,
-                             uint mode)
+/* The span of this work-item's columns in column block blk of outer
+ * slice o, and their count (0: none). geom is NULL for packed tensors of
+ * (outer, n, inner); for strided ones it holds, as ulongs: ri, ro, ci, co,
+ * the number of outer dimensions d, then their d sizes, d input strides
+ * and d output strides, outermost first. */
+static inline uint tile_columns(global const ulong *geom, ulong o, ulong blk,
+                                ulong n, ulong inner, uint cw, span_t *sp)
 {
-    ulong o = t / nblk, c0;
-    uint ncols = col_span(t % nblk, inner, cw, &c0);
+    ulong c0;
+    uint ncols = col_span(blk, inner, cw, &c0);
+    if (geom == 0) {
+        sp->bi = sp->bo = o * n * inner + c0;
+        sp->ri = sp->ro = inner;
+        sp->ci = sp->co = 1;
+        return ncols;
+    }
+    sp->ri = geom[0];
+    sp->ro = geom[1];
+    sp->ci = geom[2];
+    sp->co = geom[3];
+    ulong nd = geom[4], bi = c0 * sp->ci, bo = c0 * sp->co;
+    for (ulong k = nd; k-- > 0;) {
+        ulong size = geom[5 + k], i = o % size;
+        o /= size;
+        bi += i * geom[5 + nd + k];
+        bo += i * geom[5 + 2 * nd + k];
+    }
+    sp->bi = bi;
+    sp->bo = bo;
+    return ncols;
+}
+
+static void cols_direct_tile(global const ST *in, global ST *out,
+                             global const ulong *geom, ulong t, ulong n,
+                             ulong inner, uint cw, ulong nblk, uint mode)
+{
+    span_t sp;
+    uint ncols = tile_columns(geom, t / nblk, t % nblk, n, inner, cw, &sp);
     if (ncols == 0)
         return;
     colacc_t a;
     colacc_init(&a, ncols / 8, ncols % 8);
-    col_walk(mode, in, out, o * n * inner + c0, n, inner, ncols, &a);
+    col_walk(mode, geom != 0, in, out, sp, n, ncols, &a);
 }
 
 kernel __attribute__((reqd_work_group_size(TALLY_WG, 1, 1)))
@@ -1082,7 +1310,20 @@ void tally_cols_direct(global const ST *in, global ST *out,
 {
     local uint tile_sh;
     EACH_TILE(t, outer * nblk, &tile_sh,
-              cols_direct_tile(in, out, t, n, inner, cw, nblk, mode));
+              cols_direct_tile(in, out, 0, t, n, inner, cw, nblk, mode));
+}
+
+/* tally_cols_direct through strides: the geometry is in geom (see
+ * tile_columns); outer counts the outer slices, inner the columns. */
+kernel __attribute__((reqd_work_group_size(TALLY_WG, 1, 1)))
+void tally_strided_direct(global const ST *in, global ST *out,
+                          global volatile uint *state,
+                          global const ulong *geom, ulong outer, ulong n,
+                          ulong inner, uint cw, ulong nblk, uint mode)
+{
+    local uint tile_sh;
+    EACH_TILE(t, outer * nblk, &tile_sh,
+              cols_direct_tile(in, out, geom, t, n, inner, cw, nblk, mode));
 }
 
 /* Chained columns: tile t is chunk t % nchunks (of `rows` rows, in scan
@@ -1093,7 +1334,8 @@ void tally_cols_direct(global const ST *in, global ST *out,
  * work-items without columns just have nothing to publish. */
 static void cols_chained_tile(global const ST *in, global ST *out,
                               global volatile uint *state,
-                              global volatile carry_t *vals, ulong t, ulong n,
+                              global volatile carry_t *vals,
+                              global const ulong *geom, ulong t, ulong n,
                               ulong inner, uint cw, ulong nblk, ulong rows,
                               uint mode)
 {
@@ -1101,19 +1343,22 @@ static void cols_chained_tile(global const ST *in, global ST *out,
     ulong width = (ulong)TALLY_WG * cw;
     uint lid = get_local_id(0);
     ulong chunk = t % nchunks, slice = t / nchunks;
-    ulong o = slice / nblk, c0;
-    uint ncols = col_span(slice % nblk, inner, cw, &c0);
+    span_t sp;
+    uint ncols =
+        tile_columns(geom, slice / nblk, slice % nblk, n, inner, cw, &sp);
     ulong r0 = chunk * rows, nr = min(rows, n - r0);
     /* rows [r0, r0 + nr) in scan order; the physical first row: */
     ulong prow = (mode & MODE_REVERSE) ? n - r0 - nr : r0;
-    ulong base = o * n * inner + prow * inner + c0;
+    sp.bi += prow * sp.ri;
+    sp.bo += prow * sp.ro;
+    bool strided = geom != 0;
     uint nvec = ncols / 8, ntail = ncols % 8;
     uint st = chunk == 0 ? ST_PREFIX : ST_AGGREGATE;
     colacc_t a;
 
     /* 1. reduce and publish this tile's column sums */
     colacc_init(&a, nvec, ntail);
-    col_reduce(in, base, nr, inner, ncols, &a);
+    col_reduce(strided, in, sp, nr, ncols, &a);
     for (uint v = 0; v < nvec + (ntail > 0); v++) {
         CT h[8], l[8];
         colacc_get(&a, v, nvec, ntail, h, l);
@@ -1161,7 +1406,7 @@ static void cols_chained_tile(global const ST *in, global ST *out,
 
     /* 3. scan the tile from the prefixes */
     if (ncols)
-        col_walk(mode, in, out, base, nr, inner, ncols, &pre);
+        col_walk(mode, strided, in, out, sp, nr, ncols, &pre);
 }
 
 kernel __attribute__((reqd_work_group_size(TALLY_WG, 1, 1)))
@@ -1174,6 +1419,22 @@ void tally_cols_chained(global const ST *in, global ST *out,
     local uint tile_sh;
     ulong ntiles = outer * nblk * ((n + rows - 1) / rows);
     EACH_TILE(t, ntiles, &tile_sh,
-              cols_chained_tile(in, out, state, vals, t, n, inner, cw, nblk,
-                                rows, mode));
+              cols_chained_tile(in, out, state, vals, 0, t, n, inner, cw,
+                                nblk, rows, mode));
+}
+
+/* tally_cols_chained through strides (see tally_strided_direct). */
+kernel __attribute__((reqd_work_group_size(TALLY_WG, 1, 1)))
+void tally_strided_chained(global const ST *in, global ST *out,
+                           global volatile uint *state,
+                           global volatile carry_t *vals,
+                           global const ulong *geom, ulong outer, ulong n,
+                           ulong inner, uint cw, ulong nblk, ulong rows,
+                           uint mode)
+{
+    local uint tile_sh;
+    ulong ntiles = outer * nblk * ((n + rows - 1) / rows);
+    EACH_TILE(t, ntiles, &tile_sh,
+              cols_chained_tile(in, out, state, vals, geom, t, n, inner, cw,
+                                nblk, rows, mode));
 }

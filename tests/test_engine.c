@@ -258,6 +258,331 @@ static void every_axis_on(size_t bi)
 }
 
 /* ------------------------------------------------------------------------
+ * Strided layouts (DirectML's buffer tensors): random descriptors in every
+ * dtype and rank 1 to 8 with permuted, padded and broadcast input strides
+ * and output layouts of their own, half of them in place. The reference
+ * is the packed scan of the gathered input, and the check gathers the
+ * output back; output bytes that no element addresses must keep their
+ * 0x5a fill.
+ */
+
+/* Random strides: the dimensions in a random order, each with a little
+ * padding now and then, and (inputs only) a broadcast dimension. */
+static void random_strides(const eng_scan_desc *d, bool input,
+                           uint64_t *strides)
+{
+    int perm[ENG_MAX_RANK];
+    for (int k = 0; k < d->rank; k++) {
+        int j = (int)check_below((uint64_t)k + 1);
+        perm[k] = perm[j];
+        perm[j] = k;
+    }
+    uint64_t step = 1;
+    for (int i = 0; i < d->rank; i++) {
+        int k = perm[i];
+        if (input && check_below(5) == 0) {
+            strides[k] = 0;
+            continue;
+        }
+        strides[k] = step;
+        step = step * d->shape[k] + (check_below(3) == 0 ? check_below(4) : 0);
+    }
+}
+
+/* The element offset of packed index i under strides. */
+static uint64_t strided_offset(const eng_scan_desc *d, const uint64_t *strides,
+                               uint64_t i)
+{
+    uint64_t off = 0;
+    for (int k = d->rank - 1; k >= 0; k--) {
+        off += i % d->shape[k] * strides[k];
+        i /= d->shape[k];
+    }
+    return off;
+}
+
+static uint64_t span_of(const eng_scan_desc *d, const uint64_t *strides)
+{
+    uint64_t last = 0, count = 1;
+    for (int k = 0; k < d->rank; k++) {
+        last += (d->shape[k] - 1) * strides[k];
+        count *= d->shape[k];
+    }
+    return count ? last + 1 : 0;
+}
+
+/* One strided case on backend b (NULL: eng_scan_strided_inline), or with a
+ * forced plan on stream cl when cl is not NULL. Returns bad elements. */
+static size_t run_strided(backend *b, eng_cl_stream *cl, int chained,
+                          const eng_scan_desc *d, const uint64_t *is,
+                          const uint64_t *os, bool in_place, const char *label)
+{
+    size_t size = tx_dtype_size(d->dtype);
+    uint64_t count = 1;
+    for (int k = 0; k < d->rank; k++)
+        count *= d->shape[k];
+    uint64_t in_span = span_of(d, is), out_span = span_of(d, os);
+    size_t in_bytes = (size_t)in_span * size + check_below(9);
+    size_t out_bytes = (size_t)out_span * size + check_below(9);
+    if (in_place)
+        out_bytes = in_bytes = in_bytes > out_bytes ? in_bytes : out_bytes;
+    unsigned char *in = check_alloc(in_bytes + 8);
+    unsigned char *packed = check_alloc((size_t)count * size + 8);
+    ref_random(d->dtype, in, in_bytes / size, check_below(4) == 0);
+    for (uint64_t i = 0; i < count; i++)
+        memcpy(packed + i * size, in + strided_offset(d, is, i) * size, size);
+    ref_result r;
+    ref_scan(d, packed, &r);
+
+    unsigned char *out = in;
+    unsigned char *before = check_alloc(out_bytes + 8);
+    if (!in_place) {
+        out = check_alloc(out_bytes + 8);
+        memset(out, 0x5a, out_bytes);
+        ref_poison(&r, packed);
+        for (uint64_t i = 0; i < count; i++)
+            memcpy(out + strided_offset(d, os, i) * size, packed + i * size,
+                   size);
+    }
+    memcpy(before, out, out_bytes);
+
+    char what[256], msg[512] = "";
+    snprintf(what, sizeof what, "%s %s %s axis %lld rank %d%s%s%s",
+             b != NULL ? b->name : "inline", label, tx_dtype_name(d->dtype),
+             (long long)d->axis, d->rank, d->reverse ? " reverse" : "",
+             d->exclusive ? " exclusive" : "", in_place ? " in-place" : "");
+    eng_view iv = {is, in_bytes}, ov = {os, out_bytes};
+    eng_err e;
+    if (cl != NULL) {
+        eng_strided v;
+        bool pk;
+        e = eng_strided_from_desc(d, &iv, &ov, &v, &pk, msg, sizeof msg);
+        if (e == ENG_E_OK && pk)
+            e = eng_cl_scan(cl, &v.l, in, out, msg, sizeof msg);
+        else if (e == ENG_E_OK) {
+            eng_cl_plan p;
+            eng_cl_plan_strided_force(&v, eng_cl_stream_layout(cl), chained,
+                                      1 + check_below(5), &p);
+            e = eng_cl_scan_strided_plan(cl, &v, &p, in, out, msg, sizeof msg);
+        }
+    } else if (b != NULL) {
+        e = eng_scan_strided(b->s, d, &iv, in, &ov, out, msg, sizeof msg);
+    } else {
+        e = eng_scan_strided_inline(d, &iv, in, &ov, out, msg, sizeof msg);
+    }
+    size_t bad = 0;
+    if (e != ENG_E_OK) {
+        CHECK(0, "%s: %s: %s", what, eng_err_name(e), msg);
+        bad = 1;
+    } else {
+        for (uint64_t i = 0; i < count; i++)
+            memcpy(packed + i * size, out + strided_offset(d, os, i) * size,
+                   size);
+        bad = ref_compare(&r, packed, what);
+        /* every byte that no element addresses is as it was */
+        unsigned char *hit = calloc(out_bytes + 1, 1);
+        for (uint64_t i = 0; i < count; i++)
+            memset(hit + strided_offset(d, os, i) * size, 1, size);
+        size_t moved = 0;
+        for (size_t k = 0; k < out_bytes; k++)
+            moved += !hit[k] && out[k] != before[k];
+        free(hit);
+        CHECK(moved == 0, "%s: %zu bytes outside the elements changed", what,
+              moved);
+        bad += moved;
+    }
+    if (bad) {
+        fprintf(stderr, "  %s: shape/in/out strides:", what);
+        for (int k = 0; k < d->rank; k++)
+            fprintf(stderr, " %llu/%llu/%llu", (unsigned long long)d->shape[k],
+                    (unsigned long long)is[k], (unsigned long long)os[k]);
+        fprintf(stderr, "\n");
+    }
+    ref_free(&r);
+    if (out != in)
+        free(out);
+    free(in);
+    free(before);
+    free(packed);
+    return bad;
+}
+
+/* A 2-D case where one side runs along the axis (transposed, or lines
+ * contiguous in memory): the kernels' 8 x 8 blocked walk, with leftover
+ * rows and columns around its blocks. */
+static void transposed_case(eng_scan_desc *d, uint64_t *is, uint64_t *os,
+                            bool *in_place)
+{
+    static const uint64_t sizes[] = {8, 9, 15, 16, 17, 24, 33, 70};
+    d->dtype = (tx_dtype)check_below(TX_NDTYPES);
+    d->rank = 2;
+    d->shape[0] = sizes[check_below(8)];
+    d->shape[1] = sizes[check_below(8)];
+    d->axis = (int64_t)check_below(2);
+    d->reverse = check_below(2);
+    d->exclusive = check_below(2);
+    uint64_t pad = check_below(2) * check_below(5);
+    uint64_t col[2] = {1, d->shape[0] + pad}, row[2] = {d->shape[1] + pad, 1};
+    bool in_col = check_below(2), out_col = check_below(2);
+    memcpy(is, in_col ? col : row, sizeof col);
+    memcpy(os, out_col ? col : row, sizeof col);
+    if (check_below(4) == 0) /* a broadcast input dimension */
+        is[check_below(2)] = 0;
+    *in_place = false;
+}
+
+/* A random strided case: *in_place tells whether it is one. */
+static void random_strided_case(eng_scan_desc *d, uint64_t *is, uint64_t *os,
+                                bool *in_place)
+{
+    if (check_below(3) == 0) {
+        transposed_case(d, is, os, in_place);
+        return;
+    }
+    d->dtype = (tx_dtype)check_below(TX_NDTYPES);
+    d->rank = 1 + (int)check_below(8);
+    int axis = (int)check_below((uint64_t)d->rank);
+    d->axis = check_below(2) ? axis : axis - d->rank;
+    d->reverse = check_below(2);
+    d->exclusive = check_below(2);
+    random_shape(d, axis, 600);
+    random_strides(d, true, is);
+    random_strides(d, false, os);
+    *in_place = check_below(4) == 0;
+    if (*in_place) /* in place: one layout, which must not overlap */
+        memcpy(is, os, sizeof *os * (size_t)d->rank);
+}
+
+static void strided_on(size_t bi)
+{
+    backend *b = bi < NBACKENDS ? get_backend(bi) : NULL;
+    size_t bad = 0;
+    for (int c = 0; c < 240; c++) {
+        eng_scan_desc d;
+        memset(&d, 0, sizeof d);
+        uint64_t is[ENG_MAX_RANK], os[ENG_MAX_RANK];
+        bool in_place;
+        random_strided_case(&d, is, os, &in_place);
+        bad += run_strided(b, NULL, 0, &d, is, os, in_place, "strided") != 0;
+    }
+    CHECK(bad == 0, "%zu strided cases wrong", bad);
+}
+
+static void strided_inline(void)
+{
+    strided_on(NBACKENDS);
+}
+
+/* The two strided kernels forced on every shape, on the tiny layouts. */
+static void strided_kernels(void)
+{
+    static const char *layouts[] = {
+        "cpu,row_k=16,col_w=16,blk=2", "gpu,wg=8,row_k=8,col_w=8,blk=3",
+        "cpu,groups=5", "cpu,row_k=8,col_w=8,blk=2,lazy=1"};
+    char msg[512];
+    eng_cl_device dev;
+    bool none;
+    if (eng_cl_device_open(test_device(), &dev, &none, msg, sizeof msg)
+        != ENG_E_OK) {
+        CHECK(0, "no OpenCL device: %s", msg);
+        return;
+    }
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        eng_cl_layout L;
+        CHECK(eng_cl_layout_for(&dev, layouts[li], &L), "layout %s",
+              layouts[li]);
+        eng_cl_programs progs;
+        eng_cl_programs_init(&progs, &dev, &L);
+        eng_cl_stream *s = eng_cl_stream_new(&progs, msg, sizeof msg);
+        CHECK(s != NULL, "stream: %s", msg);
+        for (int c = 0; c < 80 && s != NULL; c++) {
+            eng_scan_desc d;
+            memset(&d, 0, sizeof d);
+            uint64_t is[ENG_MAX_RANK], os[ENG_MAX_RANK];
+            bool in_place;
+            random_strided_case(&d, is, os, &in_place);
+            char label[96];
+            int chained = (int)check_below(2);
+            snprintf(label, sizeof label, "%s strided_%s", layouts[li],
+                     chained ? "chained" : "direct");
+            run_strided(NULL, s, chained, &d, is, os, in_place, label);
+        }
+        eng_cl_stream_free(s);
+        eng_cl_programs_free(&progs);
+    }
+    eng_cl_device_close(&dev);
+}
+
+/* The rules of eng_scan_strided: each refused with ENG_E_SHAPE and a
+ * message, and nothing written. */
+static void strided_errors(void)
+{
+    backend *b = get_backend(0);
+    eng_scan_desc d = {.dtype = TX_FLOAT32, .rank = 2, .shape = {3, 4}};
+    float in[32] = {0}, out[32];
+    char msg[256];
+    static const uint64_t packed[2] = {4, 1}, overlap[2] = {1, 1},
+                          broadcast[2] = {0, 1}, transposed[2] = {1, 3};
+    struct {
+        const char *what;
+        const uint64_t *is, *os;
+        size_t in_bytes, out_bytes;
+        bool in_place;
+        const char *says;
+    } cases[] = {
+        {"input buffer too small", packed, packed, 11 * 4, 128, false,
+         "input strides address 48 bytes"},
+        {"output buffer too small", packed, transposed, 128, 47, false,
+         "output strides address 48 bytes"},
+        {"output overlaps", packed, overlap, 128, 128, false, "share"},
+        {"output broadcasts", packed, broadcast, 128, 128, false, "share"},
+        {"in place, two layouts", packed, transposed, 128, 128, true,
+         "the same"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int k = 0; k < 32; k++)
+            out[k] = (float)k;
+        float *o = cases[c].in_place ? in : out;
+        eng_view iv = {cases[c].is, cases[c].in_bytes},
+                 ov = {cases[c].os, cases[c].out_bytes};
+        msg[0] = '\0';
+        eng_err e =
+            eng_scan_strided(b->s, &d, &iv, in, &ov, o, msg, sizeof msg);
+        CHECK(e == ENG_E_SHAPE, "%s: got %s", cases[c].what, eng_err_name(e));
+        CHECK(strstr(msg, cases[c].says) != NULL, "%s: message \"%s\"",
+              cases[c].what, msg);
+        bool same = true;
+        for (int k = 0; k < 32; k++)
+            same = same && out[k] == (float)k && in[k] == 0;
+        CHECK(same, "%s: a buffer was written", cases[c].what);
+    }
+    /* a broadcast input is fine, and packed-equivalent layouts (NHWC
+     * described as NCHW on both sides) take the packed path */
+    eng_view iv = {broadcast, 16}, ov = {NULL, 48};
+    for (int k = 0; k < 4; k++)
+        in[k] = (float)(k + 1);
+    CHECK(eng_scan_strided(b->s, &d, &iv, in, &ov, out, msg, sizeof msg)
+              == ENG_E_OK,
+          "broadcast input: %s", msg);
+    CHECK(out[0] == 1 && out[4] == 2 && out[8] == 3 && out[11] == 12,
+          "broadcast input scanned along axis 0: %g %g %g %g", out[0], out[4],
+          out[8], out[11]);
+    eng_scan_desc nchw = {
+        .dtype = TX_FLOAT32, .rank = 4, .shape = {2, 3, 4, 5}, .axis = 1};
+    static const uint64_t nhwc[4] = {60, 1, 15, 3};
+    eng_view a = {nhwc, 480}, bview = {nhwc, 480};
+    eng_strided v;
+    bool pk = false;
+    CHECK(eng_strided_from_desc(&nchw, &a, &bview, &v, &pk, msg, sizeof msg)
+                  == ENG_E_OK
+              && pk && v.l.outer == 40 && v.l.n == 3 && v.l.inner == 1
+              && v.l.elements == 120,
+          "NHWC as NCHW, axis C: packed %d (%llu, %llu, %llu)", pk,
+          (unsigned long long)v.l.outer, (unsigned long long)v.l.n,
+          (unsigned long long)v.l.inner);
+}
+
+/* ------------------------------------------------------------------------
  * Sizes around vector, block, tile and work-group boundaries, and sizes
  * that need many tiles, for a few dtypes in every mode.
  */
@@ -483,6 +808,23 @@ BACKEND_CASES(5)
  * Errors: rank, axis and size problems are reported with a message that
  * names them, and nothing is written.
  */
+static void strided_host1(void)
+{
+    strided_on(0);
+}
+static void strided_host3(void)
+{
+    strided_on(1);
+}
+static void strided_cl_cpu(void)
+{
+    strided_on(2);
+}
+static void strided_cl_gpu(void)
+{
+    strided_on(3);
+}
+
 static void errors(void)
 {
     backend *b = get_backend(0);
@@ -841,6 +1183,13 @@ static const check_case cases[] = {
     {"boundaries_cl_gpu", boundaries_3},
     {"boundaries_cl_cpu_tiny", boundaries_4},
     {"boundaries_cl_gpu_tiny", boundaries_5},
+    {"strided_host1", strided_host1},
+    {"strided_host3", strided_host3},
+    {"strided_cl_cpu", strided_cl_cpu},
+    {"strided_cl_gpu", strided_cl_gpu},
+    {"strided_inline", strided_inline},
+    {"strided_kernels", strided_kernels},
+    {"strided_errors", strided_errors},
     {"errors", errors},
     {"forced_kernels", forced_kernels},
     {"concurrent_streams", concurrent_streams},

@@ -208,6 +208,58 @@ eng_err eng_scan_inline(const eng_scan_desc *d, const void *in, void *out,
     return eng_host_scan_serial(&l, in, out, msg, msglen);
 }
 
+/* Validates a strided request; *packed when it is a packed one. */
+static eng_err strided_prepare(const eng_scan_desc *d, const eng_view *iv,
+                               const void *in, const eng_view *ov,
+                               const void *out, eng_strided *v, bool *packed,
+                               char *msg, size_t msglen)
+{
+    eng_err err = eng_strided_from_desc(d, iv, ov, v, packed, msg, msglen);
+    if (err != ENG_E_OK || in != out)
+        return err;
+    bool same = (iv->strides == NULL) == (ov->strides == NULL);
+    for (int k = 0; same && iv->strides != NULL && k < d->rank; k++)
+        same = d->shape[k] == 1 || iv->strides[k] == ov->strides[k];
+    if (!same)
+        return eng_fail(msg, msglen, ENG_E_SHAPE,
+                        "in place, the input and output layouts must be "
+                        "the same");
+    return ENG_E_OK;
+}
+
+eng_err eng_scan_strided(eng_stream *s, const eng_scan_desc *d,
+                         const eng_view *iv, const void *in, const eng_view *ov,
+                         void *out, char *msg, size_t msglen)
+{
+    eng_strided v;
+    bool packed;
+    eng_err err = strided_prepare(d, iv, in, ov, out, &v, &packed, msg, msglen);
+    if (err != ENG_E_OK)
+        return err;
+    if (packed) {
+        if (s->host != NULL)
+            return eng_host_scan(s->host, &v.l, in, out, msg, msglen);
+        return eng_cl_scan(s->cl, &v.l, in, out, msg, msglen);
+    }
+    if (s->host != NULL)
+        return eng_host_scan_strided(s->host, &v, in, out, msg, msglen);
+    return eng_cl_scan_strided(s->cl, &v, in, out, msg, msglen);
+}
+
+eng_err eng_scan_strided_inline(const eng_scan_desc *d, const eng_view *iv,
+                                const void *in, const eng_view *ov, void *out,
+                                char *msg, size_t msglen)
+{
+    eng_strided v;
+    bool packed;
+    eng_err err = strided_prepare(d, iv, in, ov, out, &v, &packed, msg, msglen);
+    if (err != ENG_E_OK)
+        return err;
+    if (packed)
+        return eng_host_scan_serial(&v.l, in, out, msg, msglen);
+    return eng_host_scan_strided_serial(&v, in, out, msg, msglen);
+}
+
 eng_err eng_copy(eng_stream *s, const void *in, void *out, size_t bytes,
                  bool streaming, char *msg, size_t msglen)
 {

@@ -109,6 +109,27 @@ eng_err eng_scan(eng_stream *s, const eng_scan_desc *d, const void *in,
 eng_err eng_scan_inline(const eng_scan_desc *d, const void *in, void *out,
                         char *msg, size_t msglen);
 
+/* eng_scan() for tensors that lie in their buffers as DirectML's buffer
+ * tensor descriptors say (tensor.h's eng_view: strides in elements, 0 to
+ * broadcast an input dimension, and the buffer's size). The scan reads
+ * and writes every element through the strides itself, on the host
+ * backend and in the OpenCL kernels; bytes of out that no element
+ * addresses are left as they were. Layouts that are packed after all (no
+ * strides, or an NHWC tensor described as NCHW on both sides) take
+ * eng_scan()'s path. Besides eng_scan()'s errors: ENG_E_SHAPE when a
+ * buffer is smaller than what its strides address, when the output strides
+ * could make two elements share an address, or when in == out with two
+ * different layouts (in place needs the same layout on both sides).
+ * Other overlaps of in and out are the caller's to avoid. */
+eng_err eng_scan_strided(eng_stream *s, const eng_scan_desc *d,
+                         const eng_view *iv, const void *in, const eng_view *ov,
+                         void *out, char *msg, size_t msglen);
+
+/* eng_scan_strided() on the calling thread, as eng_scan_inline(). */
+eng_err eng_scan_strided_inline(const eng_scan_desc *d, const eng_view *iv,
+                                const void *in, const eng_view *ov, void *out,
+                                char *msg, size_t msglen);
+
 /* Copies `bytes` from in to out on the device, through the same buffers a
  * scan uses: the yardstick for benchmarks (memcpy on the host backend).
  * With streaming, the copy writes with non-temporal stores where the

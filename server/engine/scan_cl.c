@@ -33,8 +33,8 @@ struct eng_cl_stream {
     cl_command_queue q;
     cl_kernel k[ENG_NSTORAGE + 1][ENG_NKERNELS];
     cl_kernel copy, copy_stream;
-    cl_mem state, vals, stage, stage2;
-    size_t state_cap, vals_cap, stage_cap, stage2_cap;
+    cl_mem state, vals, stage, stage2, geom;
+    size_t state_cap, vals_cap, stage_cap, stage2_cap, geom_cap;
 };
 
 static const char *const kernel_names[ENG_NKERNELS] = {
@@ -42,6 +42,8 @@ static const char *const kernel_names[ENG_NKERNELS] = {
     [ENG_K_ROWS_CHAINED] = "tally_rows_chained",
     [ENG_K_COLS_DIRECT] = "tally_cols_direct",
     [ENG_K_COLS_CHAINED] = "tally_cols_chained",
+    [ENG_K_STRIDED_DIRECT] = "tally_strided_direct",
+    [ENG_K_STRIDED_CHAINED] = "tally_strided_chained",
 };
 
 const char *eng_cl_kernel_name(eng_cl_kernel_id k)
@@ -89,7 +91,8 @@ static void plan_finish(const eng_lines *l, const eng_cl_layout *L,
     if (p->kernel == ENG_K_ROWS_CHAINED)
         p->vals_bytes =
             (size_t)(2 * p->ntiles * carry_size(eng_dtype_storage(l->dtype)));
-    else if (p->kernel == ENG_K_COLS_CHAINED)
+    else if (p->kernel == ENG_K_COLS_CHAINED
+             || p->kernel == ENG_K_STRIDED_CHAINED)
         p->vals_bytes = (size_t)(2 * p->ntiles * L->wg * p->cw
                                  * carry_size(eng_dtype_storage(l->dtype)));
     else
@@ -99,7 +102,7 @@ static void plan_finish(const eng_lines *l, const eng_cl_layout *L,
 /* Column blocking: cw columns per work-item, nblk blocks per slice, aiming
  * at `want` tiles over the outer slices without going below 8 columns. */
 static void plan_columns(const eng_lines *l, const eng_cl_layout *L,
-                         uint64_t want, eng_cl_plan *p)
+                         unsigned col_w, uint64_t want, eng_cl_plan *p)
 {
     uint64_t wg = L->wg, inner = l->inner;
     if (inner < 8) {
@@ -107,11 +110,11 @@ static void plan_columns(const eng_lines *l, const eng_cl_layout *L,
         p->nblk = 1;
         return;
     }
-    uint64_t nblk_min = ceil_div(inner, wg * L->col_w);
+    uint64_t nblk_min = ceil_div(inner, wg * col_w);
     uint64_t nblk_max = ceil_div(inner, wg * 8);
     uint64_t nblk = clamp_u64(ceil_div(want, l->outer), nblk_min, nblk_max);
     uint64_t cw = ceil_div(ceil_div(inner, wg * nblk), 8) * 8;
-    p->cw = (unsigned)(cw < L->col_w ? cw : L->col_w);
+    p->cw = (unsigned)(cw < col_w ? cw : col_w);
     p->nblk = ceil_div(inner, wg * p->cw);
 }
 
@@ -136,7 +139,7 @@ void eng_cl_plan_make(const eng_lines *l, const eng_cl_layout *L,
             p->ntiles = lines * ceil_div(n, wg * L->row_k);
         }
     } else {
-        plan_columns(l, L, want, p);
+        plan_columns(l, L, L->col_w, want, p);
         uint64_t tiles = l->outer * p->nblk;
         if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
             || (tiles >= g && tiles % g == 0)) {
@@ -171,7 +174,7 @@ void eng_cl_plan_force(const eng_lines *l, const eng_cl_layout *L,
     case ENG_K_COLS_DIRECT:
     case ENG_K_COLS_CHAINED:
         if (p->kernel != ENG_K_COLS_DIRECT && p->kernel != ENG_K_COLS_CHAINED)
-            plan_columns(l, L, 4 * (L->groups ? L->groups : 1), p);
+            plan_columns(l, L, L->col_w, 4 * (L->groups ? L->groups : 1), p);
         if (k == ENG_K_COLS_DIRECT) {
             p->ntiles = l->outer * p->nblk;
         } else {
@@ -179,10 +182,68 @@ void eng_cl_plan_force(const eng_lines *l, const eng_cl_layout *L,
             p->ntiles = l->outer * p->nblk * ceil_div(l->n, p->rows);
         }
         break;
-    case ENG_NKERNELS: break;
+    case ENG_K_STRIDED_DIRECT:
+    case ENG_K_STRIDED_CHAINED:
+    case ENG_NKERNELS: break; /* eng_cl_plan_strided_force() */
     }
     p->kernel = k;
     plan_finish(l, L, p);
+}
+
+/* Columns far apart in memory each cost a cache line per row: a work-item
+ * takes at most GATHER_COLS of them, so that their lines stay in the cache
+ * until every element of them has been used (64 measured best on the CPU
+ * device among 8, 16, 32 and 64: BENCHMARKS.md). Outputs that run along
+ * the rows (ro == 1) take kernels/scan.cl's 64 x 16 tiles, TILE_COLS
+ * columns (a multiple of 16) per work-item. */
+#define GATHER_COLS 64
+#define TILE_COLS 64
+
+void eng_cl_plan_strided(const eng_strided *v, const eng_cl_layout *L,
+                         eng_cl_plan *p)
+{
+    const eng_lines *l = &v->l;
+    memset(p, 0, sizeof *p);
+    uint64_t g = L->groups ? L->groups : 1, want = 4 * g;
+    unsigned col_w = L->col_w;
+    bool tiled = v->ro == 1; /* kernels/scan.cl: 64 x 16 tiles */
+    unsigned cap = tiled ? TILE_COLS : GATHER_COLS;
+    if ((v->ci != 1 || v->co != 1 || tiled) && col_w > cap)
+        col_w = cap;
+    plan_columns(l, L, col_w, want, p);
+    if (tiled && p->cw % 16 != 0 && p->cw + 8 <= col_w) {
+        p->cw += 8;
+        p->nblk = ceil_div(l->inner, (uint64_t)L->wg * p->cw);
+    }
+    uint64_t tiles = l->outer * p->nblk;
+    if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
+        || (tiles >= g && tiles % g == 0)) {
+        p->kernel = ENG_K_STRIDED_DIRECT;
+        p->ntiles = tiles;
+    } else {
+        p->kernel = ENG_K_STRIDED_CHAINED;
+        uint64_t nchunks = ceil_div(want, tiles);
+        p->rows = ceil_div(ceil_div(l->n, nchunks), L->blk) * L->blk;
+        p->ntiles = tiles * ceil_div(l->n, p->rows);
+    }
+    plan_finish(l, L, p);
+}
+
+void eng_cl_plan_strided_force(const eng_strided *v, const eng_cl_layout *L,
+                               bool chained, uint64_t rows, eng_cl_plan *p)
+{
+    eng_cl_plan_strided(v, L, p);
+    uint64_t tiles = v->l.outer * p->nblk;
+    if (chained) {
+        p->kernel = ENG_K_STRIDED_CHAINED;
+        p->rows = rows ? rows : 1;
+        p->ntiles = tiles * ceil_div(v->l.n, p->rows);
+    } else {
+        p->kernel = ENG_K_STRIDED_DIRECT;
+        p->rows = 0;
+        p->ntiles = tiles;
+    }
+    plan_finish(&v->l, L, p);
 }
 
 /* ------------------------------------------------------------------------
@@ -231,6 +292,8 @@ void eng_cl_stream_free(eng_cl_stream *s)
         clReleaseMemObject(s->stage);
     if (s->stage2 != NULL)
         clReleaseMemObject(s->stage2);
+    if (s->geom != NULL)
+        clReleaseMemObject(s->geom);
     clReleaseCommandQueue(s->q);
     free(s);
 }
@@ -290,47 +353,64 @@ typedef struct {
     bool wrapped; /* USE_HOST_PTR buffers to release; else the stage */
 } io;
 
-static eng_err io_begin(eng_cl_stream *s, const void *in, void *out,
-                        size_t bytes, io *b, char *msg, size_t msglen)
+/* Wraps (unified memory) or stages the buffers of a launch. The input is
+ * in_bytes at in, the output out_bytes at out. Staged launches scan in
+ * place in one device buffer unless `separate` (strided layouts that
+ * differ) asks for two; `keep_out` uploads out too, for outputs with bytes
+ * that no element addresses and that must come back unchanged. */
+static eng_err io_begin(eng_cl_stream *s, const void *in, size_t in_bytes,
+                        void *out, size_t out_bytes, bool separate,
+                        bool keep_out, io *b, char *msg, size_t msglen)
 {
     cl_int err;
     memset(b, 0, sizeof *b);
-    if (bytes > s->dev->max_alloc)
+    size_t most = in_bytes > out_bytes ? in_bytes : out_bytes;
+    if (most > s->dev->max_alloc)
         return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
                         "tensor of %zu bytes is larger than the largest "
                         "buffer %s allows (%llu bytes)",
-                        bytes, s->dev->name,
+                        most, s->dev->name,
                         (unsigned long long)s->dev->max_alloc);
     if (s->dev->unified) {
         b->wrapped = true;
         if (in == out) {
             b->in = b->out = clCreateBuffer(
-                s->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes,
+                s->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, most,
                 out, &err);
             if (err != CL_SUCCESS)
                 return cl_fail(msg, msglen, "clCreateBuffer", err);
             return ENG_E_OK;
         }
         b->in = clCreateBuffer(s->dev->context,
-                               CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, bytes,
+                               CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, in_bytes,
                                (void *)in, &err);
         if (err != CL_SUCCESS)
             return cl_fail(msg, msglen, "clCreateBuffer", err);
-        b->out = clCreateBuffer(s->dev->context,
-                                CL_MEM_WRITE_ONLY | CL_MEM_USE_HOST_PTR, bytes,
-                                out, &err);
+        b->out =
+            clCreateBuffer(s->dev->context,
+                           (keep_out ? CL_MEM_READ_WRITE : CL_MEM_WRITE_ONLY)
+                               | CL_MEM_USE_HOST_PTR,
+                           out_bytes, out, &err);
         if (err != CL_SUCCESS) {
             clReleaseMemObject(b->in);
             return cl_fail(msg, msglen, "clCreateBuffer", err);
         }
         return ENG_E_OK;
     }
-    eng_err e = reserve(s, &s->stage, &s->stage_cap, bytes, msg, msglen);
+    separate = separate && in != out;
+    eng_err e = reserve(s, &s->stage, &s->stage_cap, separate ? in_bytes : most,
+                        msg, msglen);
+    if (e == ENG_E_OK && separate)
+        e = reserve(s, &s->stage2, &s->stage2_cap, out_bytes, msg, msglen);
     if (e != ENG_E_OK)
         return e;
-    b->in = b->out = s->stage;
-    err = clEnqueueWriteBuffer(s->q, s->stage, CL_FALSE, 0, bytes, in, 0, NULL,
-                               NULL);
+    b->in = s->stage;
+    b->out = separate ? s->stage2 : s->stage;
+    err = clEnqueueWriteBuffer(s->q, s->stage, CL_FALSE, 0, in_bytes, in, 0,
+                               NULL, NULL);
+    if (err == CL_SUCCESS && separate && keep_out)
+        err = clEnqueueWriteBuffer(s->q, s->stage2, CL_FALSE, 0, out_bytes, out,
+                                   0, NULL, NULL);
     if (err != CL_SUCCESS)
         return cl_fail(msg, msglen, "clEnqueueWriteBuffer", err);
     return ENG_E_OK;
@@ -409,6 +489,8 @@ static bool streams(const eng_cl_stream *s, const eng_lines *l,
     case ENG_K_COLS_DIRECT:
     case ENG_K_COLS_CHAINED:
         return (l->inner * size) % 32 == 0 && p->cw % 8 == 0;
+    case ENG_K_STRIDED_DIRECT:
+    case ENG_K_STRIDED_CHAINED: /* strided stores are scalar */
     case ENG_NKERNELS: break;
     }
     return false;
@@ -416,7 +498,7 @@ static bool streams(const eng_cl_stream *s, const eng_lines *l,
 
 /* Sets the arguments of plan's kernel and enqueues it. */
 static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
-                       const eng_cl_plan *p, cl_mem in, cl_mem out,
+                       const eng_cl_plan *p, cl_mem in, cl_mem out, cl_mem geom,
                        const void *outptr, char *msg, size_t msglen)
 {
     eng_storage st = eng_dtype_storage(l->dtype);
@@ -435,7 +517,7 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
         return e;
 
     cl_uint mode = (l->reverse ? 1u : 0u) | (l->exclusive ? 2u : 0u)
-                   | (streams(s, l, p, outptr) ? 4u : 0u);
+                   | (geom == NULL && streams(s, l, p, outptr) ? 4u : 0u);
     cl_ulong outer = l->outer, n = l->n, inner = l->inner;
     cl_ulong rpt = p->rpt, nblk = p->nblk, rows = p->rows;
     cl_uint P = p->P, cw = p->cw;
@@ -474,6 +556,26 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
         SET_ARG(k, 9, rows);
         SET_ARG(k, 10, mode);
         break;
+    case ENG_K_STRIDED_DIRECT:
+        SET_ARG(k, 3, geom);
+        SET_ARG(k, 4, outer);
+        SET_ARG(k, 5, n);
+        SET_ARG(k, 6, inner);
+        SET_ARG(k, 7, cw);
+        SET_ARG(k, 8, nblk);
+        SET_ARG(k, 9, mode);
+        break;
+    case ENG_K_STRIDED_CHAINED:
+        SET_ARG(k, 3, s->vals);
+        SET_ARG(k, 4, geom);
+        SET_ARG(k, 5, outer);
+        SET_ARG(k, 6, n);
+        SET_ARG(k, 7, inner);
+        SET_ARG(k, 8, cw);
+        SET_ARG(k, 9, nblk);
+        SET_ARG(k, 10, rows);
+        SET_ARG(k, 11, mode);
+        break;
     case ENG_NKERNELS: break;
     }
 
@@ -502,10 +604,12 @@ eng_err eng_cl_scan_plan(eng_cl_stream *s, const eng_lines *l,
     if (l->elements == 0)
         return ENG_E_OK;
     io b;
-    eng_err e = io_begin(s, in, out, l->bytes, &b, msg, msglen);
+    eng_err e =
+        io_begin(s, in, l->bytes, out, l->bytes, false, false, &b, msg, msglen);
     if (e != ENG_E_OK)
         return e;
-    e = enqueue(s, l, p, b.in, b.out, b.wrapped ? out : NULL, msg, msglen);
+    e = enqueue(s, l, p, b.in, b.out, NULL, b.wrapped ? out : NULL, msg,
+                msglen);
     return io_end(s, out, l->bytes, &b, e, msg, msglen);
 }
 
@@ -522,6 +626,56 @@ eng_err eng_cl_scan(eng_cl_stream *s, const eng_lines *l, const void *in,
     return eng_cl_scan_plan(s, l, &p, in, out, msg, msglen);
 }
 
+eng_err eng_cl_scan_strided_plan(eng_cl_stream *s, const eng_strided *v,
+                                 const eng_cl_plan *p, const void *in,
+                                 void *out, char *msg, size_t msglen)
+{
+    const eng_lines *l = &v->l;
+    if (l->elements == 0)
+        return ENG_E_OK;
+    /* the geometry of kernels/scan.cl's tile_columns() */
+    cl_ulong geom[5 + 3 * ENG_MAX_RANK];
+    int nd = v->nouter;
+    geom[0] = v->ri;
+    geom[1] = v->ro;
+    geom[2] = v->ci;
+    geom[3] = v->co;
+    geom[4] = (cl_ulong)nd;
+    for (int k = 0; k < nd; k++) {
+        geom[5 + k] = v->osize[k];
+        geom[5 + nd + k] = v->oi[k];
+        geom[5 + 2 * nd + k] = v->oo[k];
+    }
+    size_t gbytes = (size_t)(5 + 3 * nd) * sizeof geom[0];
+    eng_err e = reserve(s, &s->geom, &s->geom_cap, gbytes, msg, msglen);
+    if (e != ENG_E_OK)
+        return e;
+    /* blocking: the array is on this stack frame */
+    cl_int err = clEnqueueWriteBuffer(s->q, s->geom, CL_TRUE, 0, gbytes, geom,
+                                      0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return cl_fail(msg, msglen, "clEnqueueWriteBuffer", err);
+
+    size_t size = tx_dtype_size(l->dtype);
+    size_t in_bytes = (size_t)v->in_span * size;
+    size_t out_bytes = (size_t)v->out_span * size;
+    io b;
+    e = io_begin(s, in, in_bytes, out, out_bytes, true,
+                 v->out_span != l->elements, &b, msg, msglen);
+    if (e != ENG_E_OK)
+        return e;
+    e = enqueue(s, l, p, b.in, b.out, s->geom, NULL, msg, msglen);
+    return io_end(s, out, out_bytes, &b, e, msg, msglen);
+}
+
+eng_err eng_cl_scan_strided(eng_cl_stream *s, const eng_strided *v,
+                            const void *in, void *out, char *msg, size_t msglen)
+{
+    eng_cl_plan p;
+    eng_cl_plan_strided(v, &s->progs->layout, &p);
+    return eng_cl_scan_strided_plan(s, v, &p, in, out, msg, msglen);
+}
+
 eng_err eng_cl_scan_buffers(eng_cl_stream *s, const eng_lines *l, cl_mem in,
                             cl_mem out, char *msg, size_t msglen)
 {
@@ -529,7 +683,7 @@ eng_err eng_cl_scan_buffers(eng_cl_stream *s, const eng_lines *l, cl_mem in,
         return ENG_E_OK;
     eng_cl_plan p;
     eng_cl_plan_make(l, &s->progs->layout, &p);
-    return finish(s, enqueue(s, l, &p, in, out, NULL, msg, msglen), msg,
+    return finish(s, enqueue(s, l, &p, in, out, NULL, NULL, msg, msglen), msg,
                   msglen);
 }
 
@@ -576,7 +730,8 @@ eng_err eng_cl_copy(eng_cl_stream *s, const void *in, void *out, size_t bytes,
     if (bytes == 0)
         return ENG_E_OK;
     io b;
-    eng_err e = io_begin(s, in, out, bytes, &b, msg, msglen);
+    eng_err e =
+        io_begin(s, in, bytes, out, bytes, false, false, &b, msg, msglen);
     if (e != ENG_E_OK)
         return e;
     if (in == out) /* nothing to move */
@@ -646,6 +801,25 @@ eng_err eng_cl_warmup(eng_cl_stream *s, char *msg, size_t msglen)
             e = eng_cl_scan_plan(s, &l, &p, buf, buf, msg, msglen);
             if (e != ENG_E_OK)
                 break;
+        }
+    }
+    /* the strided kernels, on a transposed 4 x 3 tensor */
+    static const uint64_t transposed[2] = {1, 4};
+    for (int t = 0; t < TX_NDTYPES && e == ENG_E_OK; t++) {
+        tx_dtype dt = (tx_dtype)t;
+        if (tx_dtype_kind(dt) == TX_KIND_UNSIGNED
+            || (eng_dtype_storage(dt) == ENG_STORAGE_F64 && !s->dev->fp64))
+            continue;
+        eng_scan_desc d = {.dtype = dt, .rank = 2, .shape = {4, 3}};
+        eng_view iv = {transposed, most}, ov = {NULL, most};
+        eng_strided v;
+        bool packed;
+        char out[12 * 8];
+        e = eng_strided_from_desc(&d, &iv, &ov, &v, &packed, msg, msglen);
+        for (int chained = 0; chained < 2 && e == ENG_E_OK; chained++) {
+            eng_cl_plan p;
+            eng_cl_plan_strided_force(&v, L, chained, 2, &p);
+            e = eng_cl_scan_strided_plan(s, &v, &p, buf, out, msg, msglen);
         }
     }
     if (e == ENG_E_OK) {

@@ -23,6 +23,8 @@ typedef enum {
     ENG_K_ROWS_CHAINED,
     ENG_K_COLS_DIRECT,
     ENG_K_COLS_CHAINED,
+    ENG_K_STRIDED_DIRECT,
+    ENG_K_STRIDED_CHAINED,
     ENG_NKERNELS
 } eng_cl_kernel_id;
 
@@ -52,6 +54,17 @@ void eng_cl_plan_make(const eng_lines *l, const eng_cl_layout *layout,
 void eng_cl_plan_force(const eng_lines *l, const eng_cl_layout *layout,
                        eng_cl_kernel_id k, uint64_t hint, eng_cl_plan *plan);
 
+/* The plan for a strided request (tensor.h's eng_strided): always one
+ * of the two strided column kernels. */
+void eng_cl_plan_strided(const eng_strided *v, const eng_cl_layout *layout,
+                         eng_cl_plan *plan);
+
+/* The same with the kernel forced: chained with `rows` rows per chunk
+ * (0: 1), or direct. For tests. */
+void eng_cl_plan_strided_force(const eng_strided *v,
+                               const eng_cl_layout *layout, bool chained,
+                               uint64_t rows, eng_cl_plan *plan);
+
 /* "rows_chained" etc.; static storage. */
 const char *eng_cl_kernel_name(eng_cl_kernel_id k);
 
@@ -69,6 +82,18 @@ eng_err eng_cl_scan(eng_cl_stream *s, const eng_lines *l, const void *in,
 eng_err eng_cl_scan_plan(eng_cl_stream *s, const eng_lines *l,
                          const eng_cl_plan *plan, const void *in, void *out,
                          char *msg, size_t msglen);
+
+/* Scans a strided request: reads v->in_span elements at in and writes
+ * the addressed elements of the v->out_span at out, leaving the others as
+ * they were. out may equal in only when the two layouts are the same. */
+eng_err eng_cl_scan_strided(eng_cl_stream *s, const eng_strided *v,
+                            const void *in, void *out, char *msg,
+                            size_t msglen);
+
+/* eng_cl_scan_strided() with a given plan (eng_cl_plan_strided_force()). */
+eng_err eng_cl_scan_strided_plan(eng_cl_stream *s, const eng_strided *v,
+                                 const eng_cl_plan *plan, const void *in,
+                                 void *out, char *msg, size_t msglen);
 
 /* The layout the stream's kernels are built for. */
 const eng_cl_layout *eng_cl_stream_layout(const eng_cl_stream *s);

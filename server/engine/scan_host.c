@@ -374,26 +374,40 @@ static void carry_add(eng_storage st, carry *a, carry b)
 #define COL_BLOCK 512
 
 #define DEFINE_COL_SCAN(NAME, T, ACC, WIDEN, NARROW)                           \
-    static void NAME(const T *src, T *dst, size_t rows, size_t inner,          \
-                     size_t ncols, ACC *acc, int rev, int excl)                \
+    static inline __attribute__((always_inline)) void NAME##_any(              \
+        const T *src, T *dst, size_t rows, size_t ri, size_t ro, size_t ci,    \
+        size_t co, size_t ncols, ACC *acc, int rev, int excl)                  \
     {                                                                          \
         for (size_t r = 0; r < rows; r++) {                                    \
             size_t row = rev ? rows - 1 - r : r;                               \
-            const T *x = src + row * inner;                                    \
-            T *y = dst + row * inner;                                          \
+            const T *x = src + row * ri;                                       \
+            T *y = dst + row * ro;                                             \
             if (excl) {                                                        \
                 for (size_t k = 0; k < ncols; k++) {                           \
-                    ACC v = (ACC)WIDEN(x[k]);                                  \
-                    y[k] = NARROW(acc[k]);                                     \
+                    ACC v = (ACC)WIDEN(x[k * ci]);                             \
+                    y[k * co] = NARROW(acc[k]);                                \
                     acc[k] += v;                                               \
                 }                                                              \
             } else {                                                           \
                 for (size_t k = 0; k < ncols; k++) {                           \
-                    acc[k] += (ACC)WIDEN(x[k]);                                \
-                    y[k] = NARROW(acc[k]);                                     \
+                    acc[k] += (ACC)WIDEN(x[k * ci]);                           \
+                    y[k * co] = NARROW(acc[k]);                                \
                 }                                                              \
             }                                                                  \
         }                                                                      \
+    }                                                                          \
+    /* packed: rows `inner` apart in both buffers, columns adjacent */         \
+    static void NAME(const T *src, T *dst, size_t rows, size_t inner,          \
+                     size_t ncols, ACC *acc, int rev, int excl)                \
+    {                                                                          \
+        NAME##_any(src, dst, rows, inner, inner, 1, 1, ncols, acc, rev, excl); \
+    }                                                                          \
+    /* strided: any strides, in elements */                                    \
+    static void NAME##_s(const T *src, T *dst, size_t rows, size_t ri,         \
+                         size_t ro, size_t ci, size_t co, size_t ncols,        \
+                         ACC *acc, int rev, int excl)                          \
+    {                                                                          \
+        NAME##_any(src, dst, rows, ri, ro, ci, co, ncols, acc, rev, excl);     \
     }
 #define TO_F32(a) ((float)(a))
 #define TO_F16(a) tx_f32_to_f16((float)(a))
@@ -446,6 +460,28 @@ static void col_scan(eng_storage st, const void *src, void *dst, size_t rows,
     }
 }
 
+/* col_scan() through any strides: rows ri/ro apart, columns ci/co. */
+static void col_scan_s(eng_storage st, const void *src, void *dst, size_t rows,
+                       const size_t str[4], size_t ncols, carry *acc, int rev,
+                       int excl)
+{
+    double *af = &acc[0].f;
+    uint64_t *au = &acc[0].u;
+#define COL_S(fn, a)                                                           \
+    fn(src, dst, rows, str[0], str[1], str[2], str[3], ncols, a, rev, excl)
+    switch (st) {
+    case ENG_STORAGE_F16: COL_S(col_f16_s, af); break;
+    case ENG_STORAGE_BF16: COL_S(col_bf16_s, af); break;
+    case ENG_STORAGE_F32: COL_S(col_f32_s, af); break;
+    case ENG_STORAGE_F64: COL_S(col_f64_s, af); break;
+    case ENG_STORAGE_B8: COL_S(col_u8_s, au); break;
+    case ENG_STORAGE_B16: COL_S(col_u16_s, au); break;
+    case ENG_STORAGE_B32: COL_S(col_u32_s, au); break;
+    case ENG_STORAGE_B64: COL_S(col_u64_s, au); break;
+    }
+#undef COL_S
+}
+
 /* ------------------------------------------------------------------------
  * Tasks.
  */
@@ -456,6 +492,10 @@ typedef struct {
     const char *in;
     char *out;
     int rev, excl;
+
+    /* strided requests: the view, and its strides as col_scan_s wants */
+    const eng_strided *sv;
+    size_t str[4];
 
     /* direct rows: lines per task */
     size_t lines_per_task;
@@ -659,6 +699,152 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
     run_tasks(pool, ntasks, task_cols_scan, &j);
     free(j.carries);
     return ENG_E_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Strided requests: the column tasks above, with every offset taken
+ * through the view's strides. Blocks are narrower than packed ones:
+ * columns that are far apart in memory each cost a cache line, and
+ * SCOL_BLOCK of them stay in the first-level cache between rows.
+ */
+#define SCOL_BLOCK 64
+
+/* The byte offsets of column block b (first column c0) of outer slice o. */
+static void scol_at(const job *j, size_t t, size_t *ai, size_t *ao,
+                    size_t *ncols)
+{
+    const eng_strided *v = j->sv;
+    size_t o = t / j->ncblk, c0 = t % j->ncblk * SCOL_BLOCK;
+    uint64_t bi, bo;
+    eng_strided_outer(v, o, &bi, &bo);
+    size_t left = v->l.inner - c0;
+    *ncols = left < SCOL_BLOCK ? left : SCOL_BLOCK;
+    *ai = (bi + c0 * v->ci) * j->size;
+    *ao = (bo + c0 * v->co) * j->size;
+}
+
+static void task_scols_direct(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t ai, ao, ncols;
+    scol_at(j, t, &ai, &ao, &ncols);
+    carry acc[SCOL_BLOCK];
+    memset(acc, 0, sizeof acc);
+    col_scan_s(j->st, j->in + ai, j->out + ao, j->sv->l.n, j->str, ncols, acc,
+               j->rev, j->excl);
+}
+
+/* Two passes: task t is chunk t % nchunks of block t / nchunks. */
+static void scols_chunk(const job *j, size_t t, size_t *ai, size_t *ao,
+                        size_t *rows, size_t *ncols)
+{
+    size_t off;
+    scol_at(j, t / j->nchunks, ai, ao, ncols);
+    chunk_range(j, t % j->nchunks, j->sv->l.n, &off, rows);
+    *ai += off * j->sv->ri * j->size;
+    *ao += off * j->sv->ro * j->size;
+}
+
+static void task_scols_reduce(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t ai, ao, rows, ncols;
+    scols_chunk(j, t, &ai, &ao, &rows, &ncols);
+    carry *c = j->carries + t * SCOL_BLOCK;
+    for (size_t k = 0; k < ncols; k++)
+        c[k] = seg_sum(j->st, j->in + ai + k * j->sv->ci * j->size, rows,
+                       j->sv->ri);
+}
+
+static void task_scols_scan(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t ai, ao, rows, ncols;
+    scols_chunk(j, t, &ai, &ao, &rows, &ncols);
+    col_scan_s(j->st, j->in + ai, j->out + ao, rows, j->str, ncols,
+               j->carries + t * SCOL_BLOCK, j->rev, j->excl);
+}
+
+/* Lines contiguous on both sides (ri == ro == 1: padded rows, a
+ * broadcast row, NHWC lines): each task scans whole lines with the
+ * vectorised segment scan, lines_per_task of them. */
+static void task_slines(void *arg, size_t t)
+{
+    job *j = arg;
+    const eng_strided *v = j->sv;
+    size_t first = t * j->lines_per_task, lines = v->l.outer * v->l.inner;
+    size_t last =
+        first + j->lines_per_task < lines ? first + j->lines_per_task : lines;
+    for (size_t line = first; line < last; line++) {
+        uint64_t bi, bo, c = line % v->l.inner;
+        eng_strided_outer(v, line / v->l.inner, &bi, &bo);
+        carry acc = {0};
+        seg_scan(j->st, j->in + (bi + c * v->ci) * j->size,
+                 j->out + (bo + c * v->co) * j->size, v->l.n, &acc, j->rev,
+                 j->excl);
+    }
+}
+
+static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
+                            const void *in, void *out, char *msg, size_t msglen)
+{
+    const eng_lines *l = &v->l;
+    if (l->elements == 0)
+        return ENG_E_OK;
+    unsigned threads = pool != NULL ? eng_pool_threads(pool) : 1;
+    job j = {
+        .l = l,
+        .st = eng_dtype_storage(l->dtype),
+        .size = tx_dtype_size(l->dtype),
+        .in = in,
+        .out = out,
+        .rev = l->reverse,
+        .excl = l->exclusive,
+        .sv = v,
+        .str = {v->ri, v->ro, v->ci, v->co},
+    };
+    size_t want = 4 * (size_t)threads;
+    size_t lines = l->outer * l->inner;
+    if (v->ri == 1 && v->ro == 1 && l->n > 1
+        && (lines >= want || threads == 1)) {
+        j.lines_per_task = (1 << 16) / l->n + 1;
+        if (j.lines_per_task > (lines + want - 1) / want)
+            j.lines_per_task = (lines + want - 1) / want;
+        run_tasks(pool, (lines + j.lines_per_task - 1) / j.lines_per_task,
+                  task_slines, &j);
+        return ENG_E_OK;
+    }
+    j.ncblk = (l->inner + SCOL_BLOCK - 1) / SCOL_BLOCK;
+    size_t blocks = l->outer * j.ncblk;
+    if (blocks >= want || l->n < 64 || threads == 1) {
+        run_tasks(pool, blocks, task_scols_direct, &j);
+        return ENG_E_OK;
+    }
+    j.nchunks = (want + blocks - 1) / blocks;
+    j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
+    size_t ntasks = blocks * j.nchunks;
+    j.carries = calloc(ntasks * SCOL_BLOCK, sizeof *j.carries);
+    if (j.carries == NULL)
+        return eng_fail(msg, msglen, ENG_E_NOMEM,
+                        "host backend: out of memory for %zu carries",
+                        ntasks * SCOL_BLOCK);
+    run_tasks(pool, ntasks, task_scols_reduce, &j);
+    carries_exclusive(&j, blocks, SCOL_BLOCK);
+    run_tasks(pool, ntasks, task_scols_scan, &j);
+    free(j.carries);
+    return ENG_E_OK;
+}
+
+eng_err eng_host_scan_strided(eng_host *h, const eng_strided *v, const void *in,
+                              void *out, char *msg, size_t msglen)
+{
+    return scan_strided(h->pool, v, in, out, msg, msglen);
+}
+
+eng_err eng_host_scan_strided_serial(const eng_strided *v, const void *in,
+                                     void *out, char *msg, size_t msglen)
+{
+    return scan_strided(NULL, v, in, out, msg, msglen);
 }
 
 eng_err eng_host_scan(eng_host *h, const eng_lines *l, const void *in,

@@ -39,4 +39,12 @@ eng_err eng_host_scan(eng_host *h, const eng_lines *l, const void *in,
 eng_err eng_host_scan_serial(const eng_lines *l, const void *in, void *out,
                              char *msg, size_t msglen);
 
+/* The same for a strided request (tensor.h's eng_strided): reads and
+ * writes every element through the view's strides and touches no other
+ * byte of out. out may equal in only when both layouts are the same. */
+eng_err eng_host_scan_strided(eng_host *h, const eng_strided *v, const void *in,
+                              void *out, char *msg, size_t msglen);
+eng_err eng_host_scan_strided_serial(const eng_strided *v, const void *in,
+                                     void *out, char *msg, size_t msglen);
+
 #endif

@@ -45,6 +45,47 @@ typedef struct {
 eng_err eng_lines_from_desc(const eng_scan_desc *desc, eng_lines *out,
                             char *msg, size_t msglen);
 
+/* Where a tensor lies in its buffer: DirectML's DML_BUFFER_TENSOR_DESC
+ * less what eng_scan_desc already says. */
+typedef struct {
+    /* rank entries, in elements: index (i0, ..., ik) lies at element
+     * sum(i_d * strides[d]) of the buffer. 0 broadcasts (inputs only).
+     * NULL: packed row-major. */
+    const uint64_t *strides;
+    /* The buffer's size; the last element addressed must lie inside. */
+    size_t bytes;
+} eng_view;
+
+/* The collapsed view of a strided request. Dimensions of size 1 are
+ * dropped, the others sorted by input stride and merged where both
+ * layouts allow, so that any rank becomes lines along the axis ("rows",
+ * n of them, ri/ro apart in the input/output) side by side in `cols`
+ * columns (ci/co apart), repeated over up to ENG_MAX_RANK - 2 outer
+ * dimensions (outermost first). Offsets are in elements. */
+typedef struct {
+    eng_lines l;     /* outer = product of osize, n, inner = cols */
+    uint64_t ri, ro; /* along the axis */
+    uint64_t ci, co; /* between columns */
+    int nouter;
+    uint64_t osize[ENG_MAX_RANK], oi[ENG_MAX_RANK], oo[ENG_MAX_RANK];
+    uint64_t in_span, out_span; /* last element addressed + 1 */
+} eng_strided;
+
+/* Validates desc and the two layouts (each buffer large enough for the
+ * elements it addresses; output strides must not let two indices share an
+ * element, by tx_strides_disjoint's test) and collapses them. When both
+ * layouts turn out to be one packed (outer, n, inner) tensor, as packed
+ * data, an NHWC tensor described as NCHW on both sides or size-1
+ * dimensions with odd strides are, sets *packed and fills only v->l, for
+ * the packed scanners. Messages name the problem. */
+eng_err eng_strided_from_desc(const eng_scan_desc *desc, const eng_view *in,
+                              const eng_view *out, eng_strided *v, bool *packed,
+                              char *msg, size_t msglen);
+
+/* The input and output offsets of outer slice o (0 <= o < v->l.outer). */
+void eng_strided_outer(const eng_strided *v, uint64_t o, uint64_t *bi,
+                       uint64_t *bo);
+
 /* *r = a * b; returns false on overflow of uint64_t. */
 static inline bool eng_mul_u64(uint64_t a, uint64_t b, uint64_t *r)
 {
