@@ -10,8 +10,9 @@
  *   POST /v2/models/cumsum[/versions/1]/infer inference
  *   GET  /metrics                             Prometheus metrics
  *
- * HEAD is served wherever GET is. routes.c holds the table; native.c,
- * kserve.c and ops.c the handlers; json_reply.c their JSON answers.
+ * HEAD is served wherever GET is. routes.c holds the table; native.c
+ * (with dml.c for DirectML's operator description), kserve.c and ops.c the
+ * handlers; json_reply.c their JSON answers.
  * proto/openapi.yaml documents the same routes, and tests/integration checks
  * that the two agree.
  *
@@ -28,6 +29,8 @@
 extern const http_routes api_routes;
 
 void api_native(request *r);          /* native.c */
+void api_dml_json(request *r);        /* dml.c, from api_native */
+void api_dml_binary(request *r, const char *header);
 void api_infer(request *r);           /* kserve.c */
 void api_server_metadata(request *r); /* ops.c */
 void api_health_live(request *r);

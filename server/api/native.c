@@ -1,5 +1,7 @@
 /*
  * native.c - POST /v1/cumsum: a tensor as JSON, .npy or raw bytes.
+ * DirectML's operator description, in JSON or with a DML-Operator header,
+ * goes on to dml.c.
  *
  * Each format is validated and parsed with its codec, then the scan is
  * handed to dispatch. The tensor bytes of a raw or .npy body are scanned
@@ -113,8 +115,12 @@ static void native_json(request *r)
         native_parse_json((const char *)r->body, r->body_len,
                           r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
     if (e != ENG_E_OK) {
+        bool dml = c->req.dml;
         free(c);
-        http_error(r, e, "%s", msg);
+        if (dml)
+            api_dml_json(r);
+        else
+            http_error(r, e, "%s", msg);
         return;
     }
     r->ctx = c;
@@ -322,6 +328,9 @@ void api_native(request *r)
     else if (strcmp(type, "application/x-npy") == 0
              || strcmp(type, "application/npy") == 0)
         native_npy(r);
+    else if (strcmp(type, "application/octet-stream") == 0
+             && http_header(r, "DML-Operator") != NULL)
+        api_dml_binary(r, http_header(r, "DML-Operator"));
     else if (strcmp(type, "application/octet-stream") == 0)
         native_raw(r);
     else

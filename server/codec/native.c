@@ -169,7 +169,15 @@ eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
             slot = &m.reverse;
         else if (json_eq(key, klen, "direction"))
             slot = &m.direction;
-        else
+        else if (json_eq(key, klen, "InputTensor")
+                 || json_eq(key, klen, "OutputTensor")
+                 || json_eq(key, klen, "Axis")
+                 || json_eq(key, klen, "AxisDirection")
+                 || json_eq(key, klen, "HasExclusiveSum")) {
+            out->dml = true; /* DirectML's form: the caller's to parse */
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "a DirectML operator description");
+        } else
             return eng_fail(msg, msglen, ENG_E_INVALID,
                             "unknown member \"%.*s\" (expected dtype, "
                             "shape, data, axis, exclusive, reverse or "

@@ -46,12 +46,16 @@ typedef struct {
     eng_scan_desc desc;
     void *data;
     size_t bytes;
+    bool dml; /* the body is DirectML's form (dml.h) */
 } native_request;
 
 /* Parses a JSON request body. The tensor may take at most max_bytes
  * (ENG_E_TOO_LARGE otherwise). Errors are ENG_E_INVALID, _DTYPE,
  * _RANK, _AXIS or _TOO_LARGE with a message naming the member, element
- * index or problem; nothing needs freeing then. */
+ * index or problem; nothing needs freeing then. A body with a member of
+ * DirectML's (InputTensor, OutputTensor, Axis, AxisDirection or
+ * HasExclusiveSum) fails with out->dml set: it is DirectML's operator
+ * description (dml.h). */
 eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
                           native_request *out, char *msg, size_t msglen);
 

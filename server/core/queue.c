@@ -50,8 +50,8 @@ bool queue_push(job_queue *q, job *j)
  * and mode (their outer dimensions would stack). */
 static bool compatible(const job *a, const job *b)
 {
-    return a->lines.dtype == b->lines.dtype && a->lines.n == b->lines.n
-           && a->lines.inner == b->lines.inner
+    return a->iv == NULL && b->iv == NULL && a->lines.dtype == b->lines.dtype
+           && a->lines.n == b->lines.n && a->lines.inner == b->lines.inner
            && a->lines.reverse == b->lines.reverse
            && a->lines.exclusive == b->lines.exclusive;
 }

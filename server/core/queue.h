@@ -32,7 +32,10 @@ struct job {
     eng_scan_desc desc;
     eng_lines lines; /* desc collapsed: the batching key */
     const void *in;
-    void *out;            /* may equal in */
+    void *out; /* may equal in */
+    /* strided layouts (eng_scan_strided), owned by the submitter and valid
+     * until done; NULL for packed tensors. Strided jobs never batch. */
+    const eng_view *iv, *ov;
     uint64_t deadline_ns; /* monotonic; 0 for none */
     uint64_t enqueued_ns, started_ns, finished_ns;
     eng_err err;

@@ -102,8 +102,9 @@ static int64_t header_timeout_ms(request *r, char *msg, size_t msglen,
     return v;
 }
 
-void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
-                     int64_t timeout_ms, http_handler finish)
+static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
+                   const void *in, const eng_view *ov, void *out,
+                   int64_t timeout_ms, http_handler finish)
 {
     tallyd_server *s = r->s;
     char msg[256];
@@ -125,8 +126,10 @@ void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
     if (timeout_ms < 0)
         timeout_ms = s->cfg.timeout_ms;
     j.desc = *desc;
-    j.in = inout;
-    j.out = inout;
+    j.in = in;
+    j.out = out;
+    j.iv = iv;
+    j.ov = ov;
     j.enqueued_ns = now_ns();
     j.deadline_ns =
         timeout_ms > 0 ? j.enqueued_ns + (uint64_t)timeout_ms * 1000000u : 0;
@@ -135,7 +138,10 @@ void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
      * worker and back (let alone a device launch). */
     if (j.lines.elements <= s->cfg.inline_max) {
         j.started_ns = now_ns();
-        j.err = eng_scan_inline(desc, inout, inout, j.msg, sizeof j.msg);
+        j.err = iv != NULL
+                    ? eng_scan_strided_inline(desc, iv, in, ov, out, j.msg,
+                                              sizeof j.msg)
+                    : eng_scan_inline(desc, in, out, j.msg, sizeof j.msg);
         j.finished_ns = now_ns();
         metrics_observe(&s->metrics.queue, 0);
         metrics_observe(&s->metrics.compute, j.finished_ns - j.started_ns);
@@ -167,6 +173,20 @@ void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
                    s->cfg.queue_depth);
 }
 
+void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
+                     int64_t timeout_ms, http_handler finish)
+{
+    submit(r, desc, NULL, inout, NULL, inout, timeout_ms, finish);
+}
+
+void dispatch_submit_strided(request *r, const eng_scan_desc *desc,
+                             const eng_view *iv, const void *in,
+                             const eng_view *ov, void *out, int64_t timeout_ms,
+                             http_handler finish)
+{
+    submit(r, desc, iv, in, ov, out, timeout_ms, finish);
+}
+
 /* A worker runs one job: dropped if its deadline passed while it waited,
  * else scanned on the worker's stream, then completed. */
 static void dispatch_run(worker *w, job *j)
@@ -183,8 +203,12 @@ static void dispatch_run(worker *w, job *j)
         return;
     }
     j->started_ns = start;
-    j->err =
-        eng_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
+    if (j->iv != NULL)
+        j->err = eng_scan_strided(w->stream, &j->desc, j->iv, j->in, j->ov,
+                                  j->out, j->msg, sizeof j->msg);
+    else
+        j->err =
+            eng_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
     j->finished_ns = now_ns();
     if (j->err == ENG_E_OK && j->deadline_ns != 0
         && j->finished_ns > j->deadline_ns)

@@ -36,6 +36,15 @@
 void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
                      int64_t timeout_ms, http_handler finish);
 
+/* The same for a tensor laid out in its buffers as DirectML's buffer
+ * tensors are (engine.h's eng_scan_strided): reads in through iv, writes
+ * out through ov. The views and both buffers must live as long as the
+ * request (in r->body or r->ctx). */
+void dispatch_submit_strided(request *r, const eng_scan_desc *desc,
+                             const eng_view *iv, const void *in,
+                             const eng_view *ov, void *out, int64_t timeout_ms,
+                             http_handler finish);
+
 /* Starts the device workers, which run queued jobs through dispatch. */
 eng_err dispatch_start(tallyd_server *s, char *msg, size_t msglen);
 
