@@ -480,6 +480,183 @@ static void case_in_place(void)
     tally_client_free(c);
 }
 
+/* ------------------------------------------------------------------------
+ * Strided buffers (tally_cumsum_strided): random permuted and padded
+ * layouts on both sides, every dtype, rank 1 to 8, some in place. The
+ * input is the packed tensor scattered through its strides; the output is
+ * gathered back and compared with the packed reference, and every byte
+ * of the output buffer that no element addresses must keep its fill.
+ */
+static void random_layout(int rank, const uint64_t *sizes, uint64_t *strides)
+{
+    int perm[TALLY_MAX_RANK];
+    for (int k = 0; k < rank; k++) {
+        int j = (int)check_below((uint64_t)k + 1);
+        perm[k] = perm[j];
+        perm[j] = k;
+    }
+    uint64_t step = 1;
+    for (int i = 0; i < rank; i++) {
+        strides[perm[i]] = step;
+        step =
+            step * sizes[perm[i]] + (check_below(3) == 0 ? check_below(4) : 0);
+    }
+}
+
+static uint64_t offset_of(int rank, const uint64_t *sizes,
+                          const uint64_t *strides, size_t i)
+{
+    uint64_t off = 0;
+    for (int k = rank - 1; k >= 0; k--) {
+        off += i % sizes[k] * strides[k];
+        i /= sizes[k];
+    }
+    return off;
+}
+
+static void case_strided(void)
+{
+    const char *url = need_env("TALLY_URL");
+    CHECK(url != NULL, "no server");
+    if (url == NULL)
+        return;
+    tally_client *c = client_for(url);
+    for (int dt = 0; dt < TALLY_NDT; dt++)
+        for (int rank = 1; rank <= 8; rank++) {
+            int64_t shape[TALLY_MAX_RANK];
+            random_shape(rank, 400, shape);
+            for (int k = 0; k < rank; k++)
+                shape[k] = shape[k] ? shape[k] : 1; /* DirectML: >= 1 */
+            tensor t;
+            int axis =
+                (int)check_below((uint64_t)rank) - (check_below(2) ? rank : 0);
+            tensor_make(&t, (tally_dt)dt, rank, shape, axis,
+                        (unsigned)check_below(4));
+            uint64_t sizes[TALLY_MAX_RANK], is[TALLY_MAX_RANK],
+                os[TALLY_MAX_RANK];
+            for (int k = 0; k < rank; k++)
+                sizes[k] = (uint64_t)shape[k];
+            bool in_place = check_below(4) == 0;
+            random_layout(rank, sizes, is);
+            if (in_place)
+                memcpy(os, is, sizeof is);
+            else
+                random_layout(rank, sizes, os);
+            tally_tensor_desc id = {(tally_dt)dt, rank, sizes, is, 0};
+            tally_tensor_desc od = {(tally_dt)dt, rank, sizes, os, 0};
+            uint64_t ib, ob;
+            CHECK(tally_buffer_bytes(&id, &ib) == TALLY_OK
+                      && tally_buffer_bytes(&od, &ob) == TALLY_OK,
+                  "buffer bytes");
+            size_t size = tally_dt_size((tally_dt)dt);
+            unsigned char *in = check_alloc((size_t)ib);
+            unsigned char *out = in_place ? in : check_alloc((size_t)ob);
+            memset(in, 0x5a, (size_t)ib);
+            if (!in_place)
+                memset(out, 0x5a, (size_t)ob);
+            for (size_t i = 0; i < t.count; i++)
+                memcpy(in + offset_of(rank, sizes, is, i) * size,
+                       (char *)t.in + i * size, size);
+            if (check_below(2)) /* the whole buffer, with its size */
+                id.total_bytes = ib;
+            char what[256];
+            describe(&t, what, sizeof what);
+            tally_code code =
+                tally_cumsum_strided(c, &id, in, &od, out, t.axis, t.flags);
+            CHECK(code == TALLY_OK, "%s strided: %s: %s", what,
+                  tally_code_name(code), tally_last_message(c));
+            if (code == TALLY_OK) {
+                for (size_t i = 0; i < t.count; i++)
+                    memcpy((char *)t.out + i * size,
+                           out + offset_of(rank, sizes, os, i) * size, size);
+                CHECK(ref_compare(&t.ref, t.out, what) == 0,
+                      "%s strided%s: wrong elements", what,
+                      in_place ? " in place" : "");
+                unsigned char *hit = calloc((size_t)ob, 1);
+                for (size_t i = 0; i < t.count; i++)
+                    memset(hit + offset_of(rank, sizes, os, i) * size, 1, size);
+                size_t moved = 0;
+                for (size_t k = 0; k < ob; k++)
+                    moved += !hit[k] && out[k] != 0x5a;
+                free(hit);
+                CHECK(moved == 0,
+                      "%s strided: %zu bytes outside the "
+                      "elements written",
+                      what, moved);
+            }
+            if (!in_place)
+                free(out);
+            free(in);
+            tensor_free(&t);
+        }
+
+    /* refused arguments leave out alone */
+    uint64_t sizes[2] = {2, 3}, other[2] = {3, 2}, overlap[2] = {1, 1},
+             col[2] = {1, 2};
+    float in[8] = {1, 2, 3, 4, 5, 6}, out[8];
+    struct {
+        const char *what;
+        tally_tensor_desc id, od;
+        const void *in;
+        void *out;
+        int axis;
+    } bad[] = {
+        {"sizes differ",
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         {TALLY_DT_FLOAT32, 2, other, NULL, 0},
+         in,
+         out,
+         0},
+        {"dtypes differ",
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         {TALLY_DT_INT32, 2, sizes, NULL, 0},
+         in,
+         out,
+         0},
+        {"output overlaps",
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         {TALLY_DT_FLOAT32, 2, sizes, overlap, 0},
+         in,
+         out,
+         0},
+        {"in place, two layouts",
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         {TALLY_DT_FLOAT32, 2, sizes, col, 0},
+         in,
+         in,
+         0},
+        {"total too small",
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 20},
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         in,
+         out,
+         0},
+        {"axis",
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         {TALLY_DT_FLOAT32, 2, sizes, NULL, 0},
+         in,
+         out,
+         2},
+        {"rank 0",
+         {TALLY_DT_FLOAT32, 0, sizes, NULL, 0},
+         {TALLY_DT_FLOAT32, 0, sizes, NULL, 0},
+         in,
+         out,
+         0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int k = 0; k < 8; k++)
+            out[k] = -1;
+        tally_code code = tally_cumsum_strided(
+            c, &bad[i].id, bad[i].in, &bad[i].od, bad[i].out, bad[i].axis, 0);
+        CHECK(code == TALLYE_ARGUMENT, "%s: %s", bad[i].what,
+              tally_code_name(code));
+        CHECK(out[0] == -1 && out[5] == -1 && in[0] == 1, "%s: written",
+              bad[i].what);
+    }
+    tally_client_free(c);
+}
+
 /* A batch of many small tensors of every kind, over four connections. */
 static void case_batch(void)
 {
@@ -892,6 +1069,7 @@ int main(int argc, char **argv)
         {"npy_files", case_npy_files},
         {"every_dtype", case_every_dtype},
         {"in_place", case_in_place},
+        {"strided", case_strided},
         {"batch", case_batch},
         {"threads", case_threads},
         {"http", case_http},

@@ -89,6 +89,10 @@ void cli_say(const char *cmd, const char *fmt, ...)
 bool cli_parse_shape(const char *cmd, const char *text, int *rank,
                      int64_t *shape);
 
+/* The same for option opt ("--strides"), which messages name. */
+bool cli_parse_sizes(const char *cmd, const char *opt, const char *text,
+                     int *rank, int64_t *shape);
+
 /* Reads a whole file ("-": standard input) into a new buffer (free()),
  * with a NUL after it; false (after printing why) on failure. */
 bool cli_read_file(const char *cmd, const char *path, char **data, size_t *len);

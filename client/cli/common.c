@@ -290,6 +290,12 @@ tally_client *cli_client(const char *cmd, const cli_common *o, int url_index,
 bool cli_parse_shape(const char *cmd, const char *text, int *rank,
                      int64_t *shape)
 {
+    return cli_parse_sizes(cmd, "--shape", text, rank, shape);
+}
+
+bool cli_parse_sizes(const char *cmd, const char *opt, const char *text,
+                     int *rank, int64_t *shape)
+{
     int r = 0;
     const char *p = text;
     for (;;) {
@@ -299,13 +305,13 @@ bool cli_parse_shape(const char *cmd, const char *text, int *rank,
         if (end == p || errno != 0 || v < 0 || (*end != ',' && *end != '\0')
             || *p == '+' || *p == ' ') {
             cli_say(cmd,
-                    "--shape needs sizes separated by commas, such as 3,4, "
+                    "%s needs numbers separated by commas, such as 3,4, "
                     "not \"%s\"",
-                    text);
+                    opt, text);
             return false;
         }
         if (r == TALLY_MAX_RANK) {
-            cli_say(cmd, "--shape has more than %d sizes", TALLY_MAX_RANK);
+            cli_say(cmd, "%s has more than %d numbers", opt, TALLY_MAX_RANK);
             return false;
         }
         shape[r++] = v;

@@ -3,8 +3,9 @@
  * service into another file.
  *
  * .npy and raw tensors go through tally_cumsum() (binary, split into
- * chunks over the servers when large); a JSON tensor is sent as it is to
- * POST /v1/cumsum with the command line's parameters added as members, and
+ * chunks over the servers when large), and raw buffers with --strides or
+ * --out-strides through tally_cumsum_strided(); a JSON tensor is sent as it is
+ * to POST /v1/cumsum with the command line's parameters added as members, and
  * the server's JSON answer is written out.
  */
 #include <stdio.h>
@@ -31,6 +32,12 @@ static const char help[] =
     "                       float64 int8..int64 uint8..uint64); npy: bfloat16\n"
     "                       reads a 2-byte array as bfloat16\n"
     "  --shape D0,D1,...    raw: the shape, such as 3,4\n"
+    "  --strides S0,S1,...  raw: IN is a buffer laid out as DirectML's\n"
+    "                       buffer tensors are: element (i0, i1, ...) lies at\n"
+    "                       element i0*S0 + i1*S1 + ... of the file (0\n"
+    "                       repeats one element along a dimension)\n"
+    "  --out-strides S0,... raw: lay OUT out with these strides (default\n"
+    "                       packed); bytes that no element addresses are 0\n"
     "\n"
     "Server options:\n"
     "  --url URL            a server (repeat for several: large tensors are\n"
@@ -53,7 +60,9 @@ static const char help[] =
     "Examples:\n"
     "  tally cumsum --axis 1 x.npy y.npy\n"
     "  tally cumsum --exclusive --reverse - - < x.npy > y.npy\n"
-    "  tally cumsum --format raw --dtype int32 --shape 2,3 x.bin y.bin\n";
+    "  tally cumsum --format raw --dtype int32 --shape 2,3 x.bin y.bin\n"
+    "  tally cumsum --format raw --dtype float32 --shape 2,3 --strides 1,2 \\\n"
+    "      --out-strides 1,2 --axis 1 colmajor.bin out.bin\n";
 
 /* The JSON body with the command line's members inserted after its '{'. */
 static char *json_with_params(const char *cmd, const char *text, size_t len,
@@ -133,6 +142,99 @@ static int run_json(const char *cmd, tally_client *c, const char *in,
     bool ok = cli_write_file(cmd, out, resp, rlen + nl);
     tally_free(resp);
     return ok ? EXIT_OK : EXIT_FILE;
+}
+
+/* Raw buffers with strides: tally_cumsum_strided(). OUT gets the whole
+ * output buffer (DMLCalcBufferTensorSize bytes). */
+static int run_strided(const char *cmd, tally_client *c, const char *in,
+                       const char *out, const char *dtype_name,
+                       const char *shape_text, const char *strides_text,
+                       const char *out_strides_text, long axis, unsigned flags)
+{
+    int t = tally_dt_parse(dtype_name);
+    if (dtype_name == NULL || shape_text == NULL || t < 0) {
+        cli_say(cmd, "--strides and --out-strides need --format raw with a "
+                     "valid --dtype and a --shape");
+        return EXIT_USAGE;
+    }
+    int rank, nis = 0, nos = 0;
+    int64_t shape[TALLY_MAX_RANK], is[TALLY_MAX_RANK], os[TALLY_MAX_RANK];
+    uint64_t sizes[TALLY_MAX_RANK], ius[TALLY_MAX_RANK], ous[TALLY_MAX_RANK];
+    if (!cli_parse_shape(cmd, shape_text, &rank, shape)
+        || (strides_text != NULL
+            && !cli_parse_sizes(cmd, "--strides", strides_text, &nis, is))
+        || (out_strides_text != NULL
+            && !cli_parse_sizes(cmd, "--out-strides", out_strides_text, &nos,
+                                os)))
+        return EXIT_USAGE;
+    if ((strides_text != NULL && nis != rank)
+        || (out_strides_text != NULL && nos != rank)) {
+        cli_say(cmd,
+                "--strides and --out-strides need one number per "
+                "dimension of --shape (%d)",
+                rank);
+        return EXIT_USAGE;
+    }
+    for (int k = 0; k < rank; k++) {
+        sizes[k] = (uint64_t)shape[k];
+        ius[k] = strides_text != NULL ? (uint64_t)is[k] : 0;
+        ous[k] = out_strides_text != NULL ? (uint64_t)os[k] : 0;
+    }
+    tally_tensor_desc id = {(tally_dt)t, rank, sizes,
+                            strides_text != NULL ? ius : NULL, 0};
+    tally_tensor_desc od = {(tally_dt)t, rank, sizes,
+                            out_strides_text != NULL ? ous : NULL, 0};
+    uint64_t in_min, out_bytes;
+    if (tally_buffer_bytes(&id, &in_min) != TALLYE_OK
+        || tally_buffer_bytes(&od, &out_bytes) != TALLYE_OK
+        || out_bytes > SIZE_MAX / 2) {
+        cli_say(cmd, "--shape and the strides describe no buffer (a size "
+                     "of 0, or more than 2^64 bytes)");
+        return EXIT_USAGE;
+    }
+    char *data;
+    size_t bytes;
+    if (!cli_read_file(cmd, in, &data, &bytes))
+        return EXIT_FILE;
+    /* a file of exactly the addressed bytes is sent as it is; a longer one
+     * is the whole buffer (TotalTensorSizeInBytes) */
+    uint64_t exact = 0;
+    for (int k = 0; k < rank; k++)
+        exact += (sizes[k] - 1) * (strides_text != NULL ? ius[k] : 0);
+    if (strides_text == NULL) {
+        exact = 1;
+        for (int k = 0; k < rank; k++)
+            exact *= sizes[k];
+        exact -= 1;
+    }
+    exact = (exact + 1) * tally_dt_size((tally_dt)t);
+    if (bytes < exact || (bytes > exact && bytes < in_min)) {
+        cli_say(cmd,
+                "%s has %zu bytes, but the --shape and --strides address "
+                "%llu (or a buffer of %llu or more)",
+                in, bytes, (unsigned long long)exact,
+                (unsigned long long)in_min);
+        free(data);
+        return EXIT_USAGE;
+    }
+    if (bytes > exact)
+        id.total_bytes = bytes;
+    char *result = calloc(1, out_bytes ? (size_t)out_bytes : 1);
+    if (result == NULL) {
+        free(data);
+        cli_say(cmd, "out of memory");
+        return EXIT_FILE;
+    }
+    tally_code code =
+        tally_cumsum_strided(c, &id, data, &od, result, (int)axis, flags);
+    int rc = EXIT_OK;
+    if (code != TALLYE_OK)
+        rc = cli_fail(cmd, code, tally_last_message(c));
+    else if (!cli_write_file(cmd, out, result, (size_t)out_bytes))
+        rc = EXIT_FILE;
+    free(result);
+    free(data);
+    return rc;
 }
 
 static int run_binary(const char *cmd, tally_client *c, const char *fmt,
@@ -241,7 +343,7 @@ int cmd_cumsum(int argc, char **argv)
     long axis = 0;
     bool exclusive = false, reverse = false;
     const char *direction = NULL, *format = NULL, *dtype = NULL, *shape = NULL;
-    const char *axis_text = NULL;
+    const char *axis_text = NULL, *strides = NULL, *out_strides = NULL;
     cli_opt opts[] = {
         {"axis", OPT_STRING, &axis_text, true},
         {"exclusive", OPT_FLAG, &exclusive, false},
@@ -250,6 +352,8 @@ int cmd_cumsum(int argc, char **argv)
         {"format", OPT_STRING, &format, false},
         {"dtype", OPT_STRING, &dtype, false},
         {"shape", OPT_STRING, &shape, false},
+        {"strides", OPT_STRING, &strides, false},
+        {"out-strides", OPT_STRING, &out_strides, false},
         {NULL, OPT_FLAG, NULL, false},
     };
     cli_common common;
@@ -304,13 +408,21 @@ int cmd_cumsum(int argc, char **argv)
                      "and --shape are for --format raw");
         return EXIT_USAGE;
     }
+    if ((strides != NULL || out_strides != NULL)
+        && strcmp(format, "raw") != 0) {
+        cli_say(cmd, "--strides and --out-strides are for --format raw");
+        return EXIT_USAGE;
+    }
     cli_resolve_urls(&common);
     tally_client *c = cli_client(cmd, &common, -1, &rc);
     if (c == NULL)
         return rc;
     unsigned flags =
         (exclusive ? TALLY_EXCLUSIVE : 0u) | (reverse ? TALLY_REVERSE : 0u);
-    if (strcmp(format, "json") == 0)
+    if (strides != NULL || out_strides != NULL)
+        rc = run_strided(cmd, c, pos[0], pos[1], dtype, shape, strides,
+                         out_strides, axis, flags);
+    else if (strcmp(format, "json") == 0)
         rc = run_json(cmd, c, pos[0], pos[1], axis_text != NULL, axis,
                       exclusive, reverse);
     else

@@ -248,6 +248,51 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
                                   unsigned flags, const void *in, void *out);
 
 /* ------------------------------------------------------------------------
+ * Strided tensors, as DirectML describes buffers (DML_BUFFER_TENSOR_DESC).
+ */
+
+/* A tensor in a buffer. Element (i0, ..., i[rank-1]) lies at element
+ * sum(i_k * strides[k]) of the buffer; a stride of 0 repeats one element
+ * along its dimension (inputs only). */
+typedef struct {
+    tally_dt dtype;          /* DataType */
+    int rank;                /* DimensionCount: 1 to TALLY_MAX_RANK */
+    const uint64_t *sizes;   /* Sizes: rank entries, each 1 or more */
+    const uint64_t *strides; /* Strides, in elements; NULL: packed */
+    /* TotalTensorSizeInBytes: the buffer's size, at least
+     * tally_buffer_bytes(); 0 for that minimum. */
+    uint64_t total_bytes;
+} tally_tensor_desc;
+
+/* DMLCalcBufferTensorSize: the smallest buffer that holds d's elements,
+ * (last addressed element + 1) * element size, rounded up to a multiple
+ * of 4 bytes. Returns TALLYE_ARGUMENT (for NULL, a bad rank or dtype, a
+ * size of 0, or a size over 2^64), else TALLY_OK. */
+TALLY_API tally_code tally_buffer_bytes(const tally_tensor_desc *d,
+                                        uint64_t *bytes);
+
+/*
+ * tally_cumsum() for strided tensors: DirectML's
+ * DML_CUMULATIVE_SUMMATION_OPERATOR_DESC with these buffer tensors. The
+ * two descriptors must have the same dtype and sizes; out_desc's strides
+ * choose the layout of the answer and must not let two elements share an
+ * address (a broadcast output is refused). `in` is read from element 0 to
+ * the last element in_desc addresses (in_desc->total_bytes bytes when it
+ * is not 0); only the elements out_desc addresses are written, no other
+ * byte of `out`. `out` may be `in` when the two descriptors are the same
+ * (in place); otherwise they must not overlap. axis counts from the back
+ * when negative. One request, never split: the input must fit the server's
+ * body limit. Returns tally_cumsum()'s codes; on failure `out` is
+ * untouched.
+ */
+TALLY_API tally_code tally_cumsum_strided(tally_client *c,
+                                          const tally_tensor_desc *in_desc,
+                                          const void *in,
+                                          const tally_tensor_desc *out_desc,
+                                          void *out, int axis,
+                                          unsigned flags);
+
+/* ------------------------------------------------------------------------
  * Batches: many independent cumulative sums, run concurrently over a few
  * connections (TALLYOPT_MAX_CONNECTIONS) from one thread.
  */

@@ -96,6 +96,7 @@ struct tc_transfer {
     const char *method;       /* "GET", "POST" */
     char *path;               /* owned: path and query after the base URL */
     const char *content_type; /* or NULL */
+    const char *header;       /* one more "Name: value" line, or NULL */
     const void *body;         /* borrowed; or NULL */
     size_t body_len;
     size_t url;          /* index of the first URL to try */

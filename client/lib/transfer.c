@@ -453,6 +453,8 @@ static bool start(tally_client *c, tc_transfer *t)
             tc_fmt(h, sizeof h, "Content-Type: %s", t->content_type);
             ok = add_header(t, h);
         }
+        if (ok && t->header != NULL)
+            ok = add_header(t, t->header);
         if (ok && t->body_len < EXPECT_MIN_BYTES)
             ok = add_header(t, "Expect:");
         if (ok && c->timeout_ms > 0) {

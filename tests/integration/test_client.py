@@ -105,7 +105,8 @@ def test_library_offline(name):
     run_case(name, {})
 
 
-@pytest.mark.parametrize("name", ["every_dtype", "in_place", "batch", "threads", "http"])
+@pytest.mark.parametrize("name", ["every_dtype", "in_place", "strided", "batch", "threads",
+                                  "http"])
 def test_library(tallyd, name):
     run_case(name, {"TALLY_URL": url(tallyd)})
 
@@ -264,6 +265,39 @@ def test_cli_json_and_raw(tallyd, tmp_path):
     r = tally("cumsum", "--url", url(tallyd), "--format", "raw", "--dtype", "int16",
               "--shape", "2,4", tmp_path / "x.bin", tmp_path / "y.bin")
     assert r.returncode == 2 and b"12 bytes" in r.stderr and b"16" in r.stderr
+
+
+def test_cli_strides(tallyd, tmp_path):
+    """--strides and --out-strides: raw buffers laid out as DirectML says."""
+    x = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)
+    (tmp_path / "cm.bin").write_bytes(x.T.tobytes())  # column-major
+    base = ["cumsum", "--url", url(tallyd), "--format", "raw", "--dtype", "float32",
+            "--shape", "2,3", "--axis", "1"]
+    r = tally(*base, "--strides", "1,2", tmp_path / "cm.bin", tmp_path / "y.bin")
+    assert r.returncode == 0, r.stderr
+    y = np.frombuffer((tmp_path / "y.bin").read_bytes(), dtype=np.float32)
+    assert y.tolist() == np.cumsum(x, axis=1).ravel().tolist()
+    # the answer column-major too, and padded rows with holes left at 0
+    r = tally(*base, "--strides", "1,2", "--out-strides", "1,2", tmp_path / "cm.bin",
+              tmp_path / "y.bin")
+    assert r.returncode == 0, r.stderr
+    y = np.frombuffer((tmp_path / "y.bin").read_bytes(), dtype=np.float32)
+    assert y.tolist() == np.cumsum(x, axis=1).T.ravel().tolist()
+    r = tally(*base, "--strides", "1,2", "--out-strides", "4,1", tmp_path / "cm.bin",
+              tmp_path / "y.bin")
+    assert r.returncode == 0, r.stderr
+    y = np.frombuffer((tmp_path / "y.bin").read_bytes(), dtype=np.float32)
+    assert y.tolist() == [1, 3, 6, 0, 4, 9, 15]
+    # refusals
+    r = tally(*base, "--strides", "1", tmp_path / "cm.bin", tmp_path / "y.bin")
+    assert r.returncode == 2 and b"one number per dimension" in r.stderr
+    r = tally(*base, "--out-strides", "1,1", tmp_path / "cm.bin", tmp_path / "y.bin")
+    assert r.returncode == 2 and b"share an address" in r.stderr
+    r = tally(*base, "--strides", "1,3", tmp_path / "cm.bin", tmp_path / "y.bin")
+    assert r.returncode == 2 and b"24 bytes" in r.stderr and b"address 32" in r.stderr
+    r = tally("cumsum", "--url", url(tallyd), "--strides", "1,2", tmp_path / "cm.bin",
+              tmp_path / "y.npy")
+    assert r.returncode == 2 and b"--format raw" in r.stderr
 
 
 def test_cli_split_over_two_servers(tallyd, second, tmp_path):
