@@ -16,12 +16,19 @@
  *   host GB/s     the host backend (engine "host")
  *   numpy GB/s    numpy.cumsum with out=, where python3 and numpy exist
  *
+ * A second table times strided layouts (DirectML's buffer tensors:
+ * transposed, broadcast and padded, on either side) against the packed
+ * scan of the same sizes and the copy; its worst ratio to packed is the
+ * line `min ratio of strided to packed`.
+ *
  * The last line is `min ratio to copy: X.XX`, the smallest ratio to the
  * plain copy over the 16M and 64M rows; the line before gives the same for
  * the streaming copy. The scan and the copies run out of place on 4 KiB
  * aligned host memory, so on PoCL nothing is copied to or from the device.
  *
- * usage: bench_engine [--quick] [--numpy PATH] [--device SPEC] [--layout SPEC]
+ * usage: bench_engine [--quick] [--strided] [--numpy PATH] [--device SPEC]
+ *                     [--layout SPEC]
+ * (--strided: the strided table alone)
  * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
 #include <stdio.h>
@@ -156,6 +163,131 @@ static double resident_row(eng_cl_stream *s, const eng_cl_device *dev,
     return rr;
 }
 
+/* ------------------------------------------------------------------------
+ * Strided layouts (DirectML's buffer tensors), float32 [4096, 4096]: each
+ * row times eng_scan_strided() against eng_scan() on the packed tensor of
+ * the same sizes and against the copy, alternating the three. GB/s counts
+ * the elements read and written (4 bytes each way per element), whatever
+ * the buffers' sizes.
+ */
+typedef struct {
+    const char *label;
+    uint64_t in_strides[2], out_strides[2]; /* 0,0: packed */
+    int axis;
+} strided_row;
+
+#define SN 4096
+static const strided_row srows[] = {
+    {"transposed in", {1, SN}, {0, 0}, 0},
+    {"transposed in", {1, SN}, {0, 0}, 1},
+    {"transposed out", {0, 0}, {1, SN}, 0},
+    {"transposed out", {0, 0}, {1, SN}, 1},
+    {"broadcast rows", {0, 1}, {0, 0}, 0},
+    {"broadcast rows", {0, 1}, {0, 0}, 1},
+    {"broadcast cols", {1, 0}, {0, 0}, 0},
+    {"broadcast cols", {1, 0}, {0, 0}, 1},
+    {"padded rows", {SN + 64, 1}, {0, 0}, 0},
+    {"padded rows", {SN + 64, 1}, {0, 0}, 1},
+    {"padded both", {SN + 64, 1}, {SN + 32, 1}, 1},
+};
+
+static const uint64_t *strides_or_null(const uint64_t *s)
+{
+    return s[0] == 0 && s[1] == 0 ? NULL : s;
+}
+
+static size_t buffer_elems(const uint64_t *s)
+{
+    if (strides_or_null(s) == NULL)
+        return (size_t)SN * SN;
+    return (size_t)((SN - 1) * s[0] + (SN - 1) * s[1] + 1);
+}
+
+static double strided_rows(eng_stream *ds, eng_stream *hs, bool quick)
+{
+    char msg[512];
+    printf("\nstrided layouts, float32 %dx%d (DirectML buffer tensors); "
+           "vs packed = packed scan time / strided scan time\n",
+           SN, SN);
+    printf("%-15s %-12s %-12s %-4s %8s %8s %8s %9s %8s %8s\n", "layout",
+           "in strides", "out strides", "axis", "strided", "packed", "copy",
+           "vs packed", "vs copy", "host");
+    double min_ratio = 1e9;
+    size_t n = (size_t)SN * SN, bytes = n * sizeof(float);
+    for (size_t ri = 0; ri < sizeof srows / sizeof srows[0]; ri++) {
+        const strided_row *r = &srows[ri];
+        size_t ni = buffer_elems(r->in_strides),
+               no = buffer_elems(r->out_strides);
+        size_t big = ni > n ? ni : n;
+        float *in = aligned_alloc(4096, (big * 4 + 4095) / 4096 * 4096);
+        float *out =
+            aligned_alloc(4096, ((no > n ? no : n) * 4 + 4095) / 4096 * 4096);
+        if (in == NULL || out == NULL)
+            die("alloc", "out of memory");
+        srand(1);
+        for (size_t i = 0; i < big; i++)
+            in[i] = (float)rand() / (float)RAND_MAX;
+        memset(out, 0, no * 4);
+        eng_scan_desc d = {
+            .dtype = TX_FLOAT32, .rank = 2, .shape = {SN, SN}, .axis = r->axis};
+        eng_view iv = {strides_or_null(r->in_strides), ni * 4},
+                 ov = {strides_or_null(r->out_strides), no * 4};
+        for (int w = 0; w < 2; w++)
+            if (eng_scan_strided(ds, &d, &iv, in, &ov, out, msg, sizeof msg)
+                    != ENG_E_OK
+                || eng_scan(ds, &d, in, out, msg, sizeof msg) != ENG_E_OK
+                || eng_copy(ds, in, out, bytes, false, msg, sizeof msg)
+                       != ENG_E_OK)
+                die("strided", msg);
+        int reps = quick ? 3 : 15;
+        double ts[64], tp[64], tc[64], th[16], rp[64], rc[64];
+        for (int k = 0; k < reps; k++) {
+            double t0 = now();
+            eng_scan_strided(ds, &d, &iv, in, &ov, out, msg, sizeof msg);
+            ts[k] = now() - t0;
+            t0 = now();
+            eng_scan(ds, &d, in, out, msg, sizeof msg);
+            tp[k] = now() - t0;
+            t0 = now();
+            eng_copy(ds, in, out, bytes, false, msg, sizeof msg);
+            tc[k] = now() - t0;
+            rp[k] = tp[k] / ts[k];
+            rc[k] = tc[k] / ts[k];
+        }
+        int hreps = quick ? 1 : 5;
+        for (int k = 0; k < hreps; k++) {
+            double t0 = now();
+            if (eng_scan_strided(hs, &d, &iv, in, &ov, out, msg, sizeof msg)
+                != ENG_E_OK)
+                die("host strided", msg);
+            th[k] = now() - t0;
+        }
+        double gb = 2.0 * (double)bytes / 1e9;
+        double vp = median(rp, reps);
+        char is[24], os[24];
+        snprintf(is, sizeof is, "%s", "packed");
+        snprintf(os, sizeof os, "%s", "packed");
+        if (strides_or_null(r->in_strides) != NULL)
+            snprintf(is, sizeof is, "%llu,%llu",
+                     (unsigned long long)r->in_strides[0],
+                     (unsigned long long)r->in_strides[1]);
+        if (strides_or_null(r->out_strides) != NULL)
+            snprintf(os, sizeof os, "%llu,%llu",
+                     (unsigned long long)r->out_strides[0],
+                     (unsigned long long)r->out_strides[1]);
+        printf("%-15s %-12s %-12s %-4d %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f\n",
+               r->label, is, os, r->axis, gb / median(ts, reps),
+               gb / median(tp, reps), gb / median(tc, reps), vp,
+               median(rc, reps), gb / median(th, hreps));
+        fflush(stdout);
+        if (vp < min_ratio)
+            min_ratio = vp;
+        free(in);
+        free(out);
+    }
+    return min_ratio;
+}
+
 static void quiet(void *user, const char *line)
 {
     (void)user;
@@ -165,10 +297,12 @@ static void quiet(void *user, const char *line)
 int main(int argc, char **argv)
 {
     const char *numpy_script = NULL, *device = NULL, *layout = NULL;
-    bool quick = false;
+    bool quick = false, strided_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
+        else if (strcmp(argv[i], "--strided") == 0)
+            strided_only = true;
         else if (strcmp(argv[i], "--numpy") == 0 && i + 1 < argc)
             numpy_script = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
@@ -177,8 +311,8 @@ int main(int argc, char **argv)
             layout = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--numpy PATH] [--device SPEC] "
-                    "[--layout SPEC]\n",
+                    "usage: %s [--quick] [--strided] [--numpy PATH] "
+                    "[--device SPEC] [--layout SPEC]\n",
                     argv[0]);
             return 2;
         }
@@ -232,7 +366,8 @@ int main(int argc, char **argv)
            "ratio-nt", "host", "numpy");
 
     double min_ratio = 1e9, min_ratio_nt = 1e9, min_resident = 1e9;
-    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+    for (size_t ri = 0; ri < (strided_only ? 0 : sizeof rows / sizeof rows[0]);
+         ri++) {
         const row *r = &rows[ri];
         size_t n = 1;
         for (int d = 0; d < r->rank; d++)
@@ -324,6 +459,7 @@ int main(int argc, char **argv)
         free(in);
         free(out);
     }
+    double min_strided = strided_rows(ds, hs, quick);
     eng_stream_close(ds);
     eng_stream_close(hs);
     eng_engine_close(dev);
@@ -334,6 +470,7 @@ int main(int argc, char **argv)
         eng_cl_device_close(&cl);
         printf("min ratio to copy, on the device: %.2f\n", min_resident);
     }
+    printf("min ratio of strided to packed: %.2f\n", min_strided);
     printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);
     printf("min ratio to copy: %.2f\n", min_ratio);
     return 0;
