@@ -7,6 +7,8 @@
 #   make install    tallyd, the tally CLI, libtally and tally.pc under
 #                   PREFIX (default /usr/local; DESTDIR for staging)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
+#   make bench-numbers  number text: print and parse speed per dtype
+#   make bench-json     JSON requests through tallyd against Python's json
 #   make bench-client   what the client's tensor splitting costs
 #   make image          build the container image tally:VERSION with podman
 #   make test-container build the Dockerfile and run it with podman
@@ -18,6 +20,7 @@
 .DEFAULT_GOAL := all
 
 CC      ?= cc
+CXX     ?= c++
 PYTHON  ?= python3
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -39,7 +42,11 @@ INC_api      := -Iserver/api $(INC_dispatch)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
-DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz
+DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz -ldouble-conversion -lstdc++
+# numconv.cc, the shim over fast_float and double-conversion, is the only
+# C++: no exceptions, no RTTI, the C code's warnings.
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -fno-exceptions -fno-rtti -MMD -MP
 
 comma := ,
 ifeq ($(DEBUG),1)
@@ -92,7 +99,7 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 
 # ---------------------------------------------------------------- daemon
 CODEC_SRC  := $(wildcard server/codec/*.c)
-CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o)
+CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o
 DAEMON_SRC := $(wildcard server/*.c server/core/*.c server/http/*.c server/dispatch/*.c server/api/*.c)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 TALLYD     := $(BUILD)/bin/tallyd
@@ -179,11 +186,20 @@ $(BENCH_BIN): $(BUILD)/tests/bench/bench_engine.o $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 # ---------------------------------------------------------------- rules
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(@D)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer) -c -o $@ $<
 
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
@@ -223,9 +239,10 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
 .PHONY: all run load image test check-layers test-server test-integration test-container test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-client deps clean format
+        bench-engine bench-numbers bench-json bench-client deps clean format
 
-all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(CLIENT_ALL) $(BUILD)/bin/test_client
+all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(BUILD)/bin/bench_numbers \
+    $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
 # one crash PoCL. Within one `make test` the directory is reused, so each
@@ -287,6 +304,12 @@ load: $(TALLYD)
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).
 bench-client: $(TALLYD) $(TALLY_CLI)
 	$(Q)TALLYD=$(abspath $(TALLYD)) TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/bench/bench_client.sh
+
+bench-numbers: $(BUILD)/bin/bench_numbers
+	$(Q)$< $(BENCH_ARGS)
+
+bench-json: $(TALLYD)
+	$(Q)$(PYTHON) tests/bench/bench_json.py $(BENCH_ARGS)
 
 bench-engine: $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)

@@ -7,10 +7,9 @@
  *   the loop thread (main)   runs the libuv loop: SIGTERM/SIGINT/SIGHUP,
  *                            and a 5 ms timer that fails expired jobs
  *                            (dispatch_expire) and, while draining,
- *                            watches the in-flight count. It starts and stops the HTTP
- *                            daemon and the workers.
- *   HTTP threads             libmicrohttpd's (--http-threads), in http/:
- *                            accept, read bodies, route, run the handlers
+ *                            watches the in-flight count. It starts and stops
+ * the HTTP daemon and the workers. HTTP threads             libmicrohttpd's
+ * (--http-threads), in http/: accept, read bodies, route, run the handlers
  *                            (api/), which parse and hand scans to dispatch;
  *                            dispatch queues them and suspends the
  *                            connection; after a resume, build and queue the
@@ -48,6 +47,7 @@
 #include "dispatch.h"
 #include "http.h"
 #include "log.h"
+#include "numfmt.h"
 
 #define TICK_MS 5
 
@@ -191,6 +191,7 @@ int main(int argc, char **argv)
         (unsigned)(cores > (long)s->cfg.workers ? cores / (long)s->cfg.workers
                                                 : 1);
     uint64_t t0 = now_ns();
+    numfmt_init(); /* float16 text, so that no request pays for it */
     if (eng_engine_open(&o, &s->engine, msg, sizeof msg) != ENG_E_OK) {
         log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
         return 1;

@@ -193,6 +193,123 @@ static void floats(void)
     CHECK(numfmt_scan("-1.5e+3,", (const char *)"-1.5e+3," + 8) == 7, "scan");
 }
 
+/* Correct rounding, once, from the decimal: every case names the exact
+ * result (bits), worked out from the decimal and the type's neighbours. */
+static void rounding(void)
+{
+    char why[200];
+    struct {
+        tx_dtype t;
+        const char *text;
+        uint64_t bits; /* the expected pattern; ~0: out of range */
+    } cases[] = {
+        /* float16: the double is a midpoint, the decimal is not */
+        {TX_FLOAT16, "32759.999999999999", 0x77ff},      /* 32752 */
+        {TX_FLOAT16, "32760.000000000001", 0x7800},      /* 32768 */
+        {TX_FLOAT16, "32760", 0x7800},                   /* tie: even */
+        {TX_FLOAT16, "32744", 0x77fe},                   /* tie: even */
+        {TX_FLOAT16, "65519.99999999999999999", 0x7bff}, /* 65504 */
+        {TX_FLOAT16, "65519", 0x7bff},
+        {TX_FLOAT16, "65520", ~0ull}, /* tie to infinity */
+        {TX_FLOAT16, "2049", 0x6800}, /* 2048 (even) */
+        {TX_FLOAT16, "2051", 0x6802}, /* 2052 (even) */
+        {TX_FLOAT16, "2049.0000000000000000001", 0x6801},
+        {TX_FLOAT16, "-2049.0000000000000000001", 0xe801},
+        /* subnormals: 2^-24 is the least, 2^-25 the midpoint below it */
+        {TX_FLOAT16, "5.9604644775390625e-8", 0x0001},
+        {TX_FLOAT16, "2.98023223876953125e-8", 0x0000},
+        {TX_FLOAT16, "2.98023223876953125000001e-8", 0x0001},
+        {TX_FLOAT16, "-2.98023223876953124999999e-8", 0x8000},
+        {TX_FLOAT16, "8.940696716308594e-8", 0x0002}, /* 1.5 * 2^-24: even */
+        {TX_FLOAT16, "-0", 0x8000},
+        {TX_FLOAT16, "0e-999999", 0x0000},
+        /* bfloat16 */
+        {TX_BFLOAT16, "650.0000000000000000000000000000000504",
+         0x4423},                     /* 652 */
+        {TX_BFLOAT16, "650", 0x4422}, /* tie: 648 (even) */
+        {TX_BFLOAT16, "649.99999999999999999999", 0x4422},
+        {TX_BFLOAT16, "-0.0", 0x8000},
+        {TX_BFLOAT16, "3.3895313892515355e38", 0x7f7f}, /* the largest */
+        {TX_BFLOAT16, "3.40e38", ~0ull},
+        /* float32 and float64, through fast_float */
+        {TX_FLOAT32, "16777217", 0x4b800000}, /* tie: 16777216 */
+        {TX_FLOAT32, "16777219", 0x4b800002}, /* tie: 16777220 */
+        {TX_FLOAT32, "16777217.000000000000000001", 0x4b800001},
+        {TX_FLOAT32, "1.17549435e-38", 0x00800000}, /* the least normal */
+        {TX_FLOAT32, "1.4e-45", 0x00000001},
+        {TX_FLOAT32, "7e-46", 0x00000000}, /* below the tie */
+        {TX_FLOAT32, "3.4028235e38", 0x7f7fffff},
+        {TX_FLOAT32, "3.4028236e38", ~0ull},
+        {TX_FLOAT64, "9007199254740993", 0x4340000000000000ull}, /* tie */
+        {TX_FLOAT64, "9007199254740993.0000000000000001",
+         0x4340000000000001ull},
+        {TX_FLOAT64,
+         "0.1000000000000000055511151231257827021181583404541015625",
+         0x3fb999999999999aull},
+        {TX_FLOAT64, "4.9406564584124654e-324", 0x0000000000000001ull},
+        {TX_FLOAT64, "2.4703282292062327e-324", 0x0000000000000000ull},
+        {TX_FLOAT64, "2.4703282292062328e-324", 0x0000000000000001ull},
+        {TX_FLOAT64, "1.7976931348623157e308", 0x7fefffffffffffffull},
+        {TX_FLOAT64, "1e309", ~0ull},
+        {TX_FLOAT64, "1e-400", 0x0000000000000000ull},
+        {TX_FLOAT64, "-0e0", 0x8000000000000000ull},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t got = 0;
+        bool ok = parse1(cases[i].t, cases[i].text, &got, why);
+        size_t size = tx_dtype_size(cases[i].t);
+        if (size < 8)
+            got &= (1ull << (8 * size)) - 1;
+        if (cases[i].bits == ~0ull)
+            CHECK(!ok && strstr(why, "out of range") != NULL,
+                  "%s %s: got 0x%llx, expected out of range",
+                  tx_dtype_name(cases[i].t), cases[i].text,
+                  (unsigned long long)got);
+        else
+            CHECK(ok && got == cases[i].bits,
+                  "%s %s: got 0x%llx (%s), want 0x%llx",
+                  tx_dtype_name(cases[i].t), cases[i].text,
+                  (unsigned long long)got, ok ? "ok" : why,
+                  (unsigned long long)cases[i].bits);
+    }
+}
+
+/* Ten million random float32 and float64 values (random bit patterns,
+ * every finite one alike) print and parse back bit-exact; float16 and
+ * bfloat16 are checked exhaustively by `floats`. */
+static void round_trip(void)
+{
+    char why[200], text[NUMFMT_MAX + 1];
+    size_t bad32 = 0, bad64 = 0;
+    for (long i = 0; i < 10000000; i++) {
+        uint64_t bits = check_rand();
+        uint32_t b32 = (uint32_t)(bits >> 32);
+        float f, fb = 0;
+        double d, db = 0;
+        memcpy(&f, &b32, 4);
+        memcpy(&d, &bits, 8);
+        if (isfinite(f)) {
+            size_t n = numfmt_print(TX_FLOAT32, &f, 0, text);
+            if (!numfmt_parse(TX_FLOAT32, text, n, &fb, 0, why, sizeof why)
+                || memcmp(&fb, &f, 4) != 0)
+                if (bad32++ < 5)
+                    CHECK(0, "float32 %a printed as %.*s", (double)f, (int)n,
+                          text);
+        }
+        if (isfinite(d)) {
+            size_t n = numfmt_print(TX_FLOAT64, &d, 0, text);
+            if (!numfmt_parse(TX_FLOAT64, text, n, &db, 0, why, sizeof why)
+                || memcmp(&db, &d, 8) != 0)
+                if (bad64++ < 5)
+                    CHECK(0, "float64 %a printed as %.*s", d, (int)n, text);
+        }
+    }
+    CHECK(bad32 == 0 && bad64 == 0,
+          "%zu float32 and %zu float64 values "
+          "did not round-trip",
+          bad32, bad64);
+}
+
 static bool tensor(const char *text, tx_dtype t, const uint64_t *shape,
                    int rank, void *dst, char *err)
 {
@@ -652,6 +769,8 @@ static void encodings(void)
 static const check_case cases[] = {
     {"integers", integers},
     {"floats", floats},
+    {"rounding", rounding},
+    {"round_trip", round_trip},
     {"json_tensors", json_tensors},
     {"native_requests", native_requests},
     {"npy", npy},

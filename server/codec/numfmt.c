@@ -3,18 +3,26 @@
  *
  * Integers are parsed digit by digit: the token's digits and exponent give
  * an exact integer (or prove it is not one) without going through a
- * double, so every uint64 and int64 is exact. Floats use strtof/strtod,
- * which glibc rounds correctly; float16 and bfloat16 round the double once
- * more, directly. Printing tries increasing precisions of %.*g and keeps the
- * first that reads back as the same value: the shortest round-trip text.
+ * double, so every uint64 and int64 is exact.
+ *
+ * float32 and float64 are parsed (correctly rounded, by Eisel-Lemire with
+ * an exact fallback) and printed (shortest round trip) by fast_float and
+ * double-conversion, through numconv.h. float16 and bfloat16 are parsed to
+ * the nearest double first; that double decides the rounding to the
+ * narrower type unless it lies exactly halfway between two of its values,
+ * where the decimal itself may lie on either side (or on the midpoint):
+ * then the token is compared with the midpoint's exact decimal expansion,
+ * so they too are rounded once, from the decimal. They print as the
+ * fewest significant digits that read back as the same value.
  */
-#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "numconv.h"
 #include "numfmt.h"
 #include "tx_half.h"
 
@@ -68,14 +76,17 @@ static bool exact_integer(const char *s, size_t len, bool *neg, uint64_t *mag,
     size_t nd = 0, dropped = 0; /* digits beyond 64 that must all be 0 */
     long exp10 = 0;
     bool leading = true;
+    bool lost = false; /* a nonzero digit beyond the 64 kept */
     for (; p < end && is_digit(*p); p++) {
         if (leading && *p == '0')
             continue;
         leading = false;
         if (nd < sizeof digits)
             digits[nd++] = *p;
-        else
+        else {
             dropped++;
+            lost = lost || *p != '0';
+        }
     }
     exp10 += (long)dropped;
     if (p < end && *p == '.') {
@@ -103,6 +114,12 @@ static bool exact_integer(const char *s, size_t len, bool *neg, uint64_t *mag,
             if (e < 100000)
                 e = e * 10 + (*p - '0');
         exp10 += eneg ? -e : e;
+    }
+    /* more than 64 significant digits: no integer below 2^64 has them
+     * (a fraction, when the exponent reaches below the last one) */
+    if (lost) {
+        *fraction = *fraction || exp10 < (long)dropped;
+        return false;
     }
     /* drop trailing zeros into the exponent */
     while (nd > 0 && digits[nd - 1] == '0') {
@@ -138,6 +155,108 @@ static void store_u(tx_dtype t, void *dst, size_t i, uint64_t v)
     case 4: ((uint32_t *)dst)[i] = (uint32_t)v; break;
     default: ((uint64_t *)dst)[i] = v; break;
     }
+}
+
+/* The significant digits of a positive decimal token (JSON grammar, no
+ * sign) into dig (as many bytes as the token), without leading or
+ * trailing zeros, and the exponent e of its value 0.d1d2... * 10^e. */
+static size_t decimal_digits(const char *p, size_t len, char *dig, long *e)
+{
+    const char *end = p + len;
+    size_t nd = 0;
+    long before = 0; /* digits before the point, less leading zeros after it */
+    bool seen = false, frac = false;
+    for (; p < end && (is_digit(*p) || *p == '.'); p++) {
+        if (*p == '.') {
+            frac = true;
+        } else if (!seen && *p == '0') {
+            before -= frac;
+        } else {
+            seen = true;
+            dig[nd++] = *p;
+            before += !frac;
+        }
+    }
+    long ex = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        bool neg = *p == '-';
+        if (*p == '+' || *p == '-')
+            p++;
+        for (; p < end && is_digit(*p); p++)
+            if (ex < 100000000)
+                ex = ex * 10 + (*p - '0');
+        ex = neg ? -ex : ex;
+    }
+    while (nd > 0 && dig[nd - 1] == '0')
+        nd--;
+    *e = before + ex;
+    return nd;
+}
+
+/* Compares two positive decimal tokens by value: -1, 0 or 1. */
+static int compare_decimal(const char *a, size_t alen, const char *b,
+                           size_t blen)
+{
+    char *da = malloc(alen + 1), *db = malloc(blen + 1);
+    int r = 0; /* without memory, equal: the double's rounding stands */
+    if (da != NULL && db != NULL) {
+        long ea, eb;
+        size_t na = decimal_digits(a, alen, da, &ea);
+        size_t nb = decimal_digits(b, blen, db, &eb);
+        if (na == 0 || nb == 0)
+            r = (na != 0) - (nb != 0);
+        else if (ea != eb)
+            r = ea > eb ? 1 : -1;
+        else
+            for (size_t i = 0; r == 0 && i < (na > nb ? na : nb); i++) {
+                int x = i < na ? da[i] : '0', y = i < nb ? db[i] : '0';
+                r = (x > y) - (x < y);
+            }
+    }
+    free(da);
+    free(db);
+    return r;
+}
+
+/* A float16 (half) or bfloat16 magnitude as a double; infinity for the
+ * pattern one past the largest finite value. */
+static double narrow_value(bool half, uint16_t bits)
+{
+    return half ? tx_f16_to_f32(bits) : tx_bf16_to_f32(bits);
+}
+
+/* The token s[0..len) rounded once to float16 (half) or bfloat16 (!half),
+ * given its nearest double d: the bits of the result. */
+static uint16_t round_narrow(bool half, const char *s, size_t len, double d)
+{
+    uint16_t r = half ? tx_f64_to_f16(d) : tx_f64_to_bf16(d);
+    if (!isfinite(d) || d == 0)
+        return r;
+    double a = fabs(d);
+    uint16_t sign = signbit(d) ? 0x8000 : 0, inf = half ? 0x7c00 : 0x7f80;
+    uint16_t rm = r & 0x7fff;
+    /* the neighbours of a in the narrow type: lo <= a < lo + 1 */
+    uint16_t lo = narrow_value(half, rm) <= a ? rm : (uint16_t)(rm - 1);
+    if (lo >= inf)
+        return r;
+    double lv = narrow_value(half, lo);
+    /* past the largest finite value, the next step of the same size */
+    double hv = lo + 1 < inf ? narrow_value(half, (uint16_t)(lo + 1))
+                             : (half ? 65536.0 : ldexp(1.0, 128));
+    double mid = (lv + hv) / 2; /* exact: a few bits more than the type */
+    if (a != mid)
+        return r; /* the decimal lies on the same side of mid as d */
+    /* mid's exact decimal (glibc prints exactly): an odd multiple of
+     * 2^-25 at least for float16, 2^-134 for bfloat16, so 40 and 110
+     * significant digits hold every one */
+    char m[160];
+    int n = snprintf(m, sizeof m, "%.*e", half ? 40 : 110, mid);
+    bool neg = s[0] == '-';
+    int c = compare_decimal(s + neg, len - neg, m, n > 0 ? (size_t)n : 0);
+    if (c == 0)
+        return r; /* a true tie: the double's rounding is to even */
+    return (uint16_t)(sign | (c > 0 ? lo + 1 : lo));
 }
 
 static void store_f(tx_dtype t, void *dst, size_t i, double d, float f)
@@ -183,25 +302,24 @@ bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
                  tx_dtype_name(t));
         return false;
     }
-    char buf[512];
-    if (len >= sizeof buf) {
-        snprintf(why, whylen, "number %.*s%s is longer than %zu characters",
-                 shown, s, more, sizeof buf - 1);
+    double d = 0;
+    float f = 0;
+    uint16_t h = 0;
+    bool ok = t == TX_FLOAT32 ? numconv_parse_f32(s, len, &f)
+                              : numconv_parse_f64(s, len, &d);
+    if (!ok) {
+        snprintf(why, whylen, "%.*s%s is not a number", shown, s, more);
         return false;
     }
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    errno = 0;
-    double d = strtod(buf, NULL);
-    float f = 0;
-    bool overflow = isinf(d);
-    if (t == TX_FLOAT32) {
-        f = strtof(buf, NULL);
-        overflow = isinf(f);
-    } else if (t == TX_FLOAT16) {
-        overflow = overflow || (tx_f64_to_f16(d) & 0x7fff) == 0x7c00;
-    } else if (t == TX_BFLOAT16) {
-        overflow = overflow || (tx_f64_to_bf16(d) & 0x7fff) == 0x7f80;
+    bool overflow;
+    switch (t) {
+    case TX_FLOAT16:
+    case TX_BFLOAT16:
+        h = round_narrow(t == TX_FLOAT16, s, len, d);
+        overflow = (h & 0x7fff) == (t == TX_FLOAT16 ? 0x7c00 : 0x7f80);
+        break;
+    case TX_FLOAT32: overflow = isinf(f); break;
+    default: overflow = isinf(d); break;
     }
     if (overflow) {
         snprintf(why, whylen,
@@ -210,7 +328,12 @@ bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
                  shown, s, more, tx_dtype_name(t));
         return false;
     }
-    store_f(t, dst, index, d, f);
+    switch (t) {
+    case TX_FLOAT16:
+    case TX_BFLOAT16: ((uint16_t *)dst)[index] = h; break;
+    case TX_FLOAT32: ((float *)dst)[index] = f; break;
+    default: ((double *)dst)[index] = d; break;
+    }
     return true;
 }
 
@@ -264,30 +387,64 @@ static size_t print_special(double d, char *out)
     return n;
 }
 
-/* Shortest %.*g (from precision lo to hi) that reads back as the same
- * value of type t. */
-static size_t print_float(tx_dtype t, double d, int lo, int hi, char *out)
+/* The fewest significant digits (up to 5) that read back as the same
+ * float16 (half) or bfloat16 value, through the one rounding numfmt_parse()
+ * does. */
+static size_t shortest_narrow(bool half, uint16_t bits, char *out)
 {
-    char buf[NUMFMT_MAX];
-    int n = 0;
-    for (int p = lo; p <= hi; p++) {
-        n = snprintf(buf, sizeof buf, "%.*g", p, d);
-        bool same;
-        switch (t) {
-        case TX_FLOAT16:
-            same = tx_f64_to_f16(strtod(buf, NULL)) == tx_f64_to_f16(d);
-            break;
-        case TX_BFLOAT16:
-            same = tx_f64_to_bf16(strtod(buf, NULL)) == tx_f64_to_bf16(d);
-            break;
-        case TX_FLOAT32: same = strtof(buf, NULL) == (float)d; break;
-        default: same = strtod(buf, NULL) == d; break;
-        }
-        if (same)
+    double d = narrow_value(half, bits);
+    size_t n = 0;
+    for (int p = 1; p <= 5; p++) {
+        n = numconv_precision(d, p, out);
+        double back;
+        if (numconv_parse_f64(out, n, &back)
+            && round_narrow(half, out, n, back) == bits)
             break;
     }
-    memcpy(out, buf, (size_t)n);
-    return (size_t)n;
+    return n;
+}
+
+/* Both 16-bit float types have only 65536 values: their text is worked out
+ * once, on first use, into a table (2 x 1 MiB; every entry at most
+ * NARROW_TEXT - 1 bytes, its length in the last byte). */
+#define NARROW_TEXT 16
+static char (*narrow_text[2])[NARROW_TEXT];
+static pthread_once_t narrow_once = PTHREAD_ONCE_INIT;
+
+static void narrow_init(void)
+{
+    for (int k = 0; k < 2; k++) {
+        char(*t)[NARROW_TEXT] = malloc((size_t)65536 * NARROW_TEXT);
+        if (t == NULL)
+            continue; /* print_narrow() works them out one by one */
+        for (uint32_t b = 0; b < 65536; b++) {
+            char tmp[NUMCONV_MAX];
+            double d = narrow_value(k == 0, (uint16_t)b);
+            size_t n =
+                isfinite(d) ? shortest_narrow(k == 0, (uint16_t)b, tmp) : 0;
+            if (n >= NARROW_TEXT)
+                n = 0; /* does not happen: 5 digits and an exponent */
+            memcpy(t[b], tmp, n);
+            t[b][NARROW_TEXT - 1] = (char)n;
+        }
+        narrow_text[k] = t;
+    }
+}
+
+void numfmt_init(void)
+{
+    pthread_once(&narrow_once, narrow_init);
+}
+
+static size_t print_narrow(bool half, uint16_t bits, char *out)
+{
+    numfmt_init();
+    const char(*t)[NARROW_TEXT] = narrow_text[half ? 0 : 1];
+    if (t == NULL || t[bits][NARROW_TEXT - 1] == 0)
+        return shortest_narrow(half, bits, out);
+    size_t n = (size_t)t[bits][NARROW_TEXT - 1];
+    memcpy(out, t[bits], n);
+    return n;
 }
 
 size_t numfmt_print(tx_dtype t, const void *src, size_t i, char *out)
@@ -295,20 +452,20 @@ size_t numfmt_print(tx_dtype t, const void *src, size_t i, char *out)
     double d;
     switch (t) {
     case TX_FLOAT16:
-        d = tx_f16_to_f32(((const uint16_t *)src)[i]);
-        return isfinite(d) ? print_float(t, d, 3, 6, out)
+    case TX_BFLOAT16: {
+        uint16_t b = ((const uint16_t *)src)[i];
+        d = narrow_value(t == TX_FLOAT16, b);
+        return isfinite(d) ? print_narrow(t == TX_FLOAT16, b, out)
                            : print_special(d, out);
-    case TX_BFLOAT16:
-        d = tx_bf16_to_f32(((const uint16_t *)src)[i]);
-        return isfinite(d) ? print_float(t, d, 2, 5, out)
-                           : print_special(d, out);
-    case TX_FLOAT32:
-        d = ((const float *)src)[i];
-        return isfinite(d) ? print_float(t, d, 6, 9, out)
-                           : print_special(d, out);
+    }
+    case TX_FLOAT32: {
+        float f = ((const float *)src)[i];
+        return isfinite(f) ? numconv_shortest_f32(f, out)
+                           : print_special(f, out);
+    }
     case TX_FLOAT64:
         d = ((const double *)src)[i];
-        return isfinite(d) ? print_float(t, d, 15, 17, out)
+        return isfinite(d) ? numconv_shortest_f64(d, out)
                            : print_special(d, out);
     case TX_INT8:
     case TX_INT16:

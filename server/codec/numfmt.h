@@ -10,6 +10,8 @@
  * Printing gives the shortest decimal that reads back as the same value,
  * and the strings "NaN", "Infinity" and "-Infinity" (with their quotes)
  * for non-finite floats, as the protobuf JSON mapping does.
+ *
+ * Threading: every function may be called from any thread.
  */
 #ifndef TALLY_NUMFMT_H
 #define TALLY_NUMFMT_H
@@ -18,6 +20,11 @@
 #include <stddef.h>
 
 #include "dtype.h"
+
+/* Works out the text of every float16 and bfloat16 value into a table
+ * (about 40 ms, 2 MiB), which the first print of either type would
+ * otherwise do; tallyd calls it at start-up. Idempotent, thread-safe. */
+void numfmt_init(void);
 
 /* Longest text numfmt_print() writes, with room to spare. */
 #define NUMFMT_MAX 40
