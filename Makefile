@@ -47,6 +47,9 @@ DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz -ldouble-conversion -lstdc++
 # C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -fno-exceptions -fno-rtti -MMD -MP
+# double-conversion's inline StringBuilder asserts (a strlen per number)
+# unless NDEBUG: measured at 5% of a large JSON answer.
+CXXFLAGS += -DNDEBUG
 
 comma := ,
 ifeq ($(DEBUG),1)

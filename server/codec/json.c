@@ -385,6 +385,17 @@ static bool scalar(tctx *x, int depth)
             return false;
         ok = numfmt_parse_special(x->t, s, n, x->dst, (size_t)x->next, why,
                                   sizeof why);
+    } else if (tx_dtype_kind(x->t) == TX_KIND_FLOAT) {
+        /* one pass: fast_float finds the token's end as it parses */
+        size_t n = 0;
+        ok = c->p < c->end
+             && numfmt_parse_float_at(x->t, c->p, c->end, x->dst,
+                                      (size_t)x->next, &n, why, sizeof why);
+        if (n == 0) {
+            path_text(x, depth, where, sizeof where);
+            return jcur_fail(c, "%s must be a number, not %s", where, found(c));
+        }
+        c->p += n;
     } else {
         size_t n = c->p < c->end ? numfmt_scan(c->p, c->end) : 0;
         if (n == 0) {

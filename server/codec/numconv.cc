@@ -40,6 +40,16 @@ template <typename T> bool parse(const char *s, size_t len, T *out)
     return true;
 }
 
+template <typename T> size_t prefix(const char *s, const char *end, T *out)
+{
+    T v;
+    auto r = fast_float::from_chars(s, end, v);
+    if (r.ec != std::errc() && r.ec != std::errc::result_out_of_range)
+        return 0;
+    *out = v;
+    return (size_t)(r.ptr - s);
+}
+
 } // namespace
 
 extern "C" size_t numconv_shortest_f64(double v, char *out)
@@ -80,4 +90,16 @@ extern "C" bool numconv_parse_f64(const char *s, size_t len, double *out)
 extern "C" bool numconv_parse_f32(const char *s, size_t len, float *out)
 {
     return parse(s, len, out);
+}
+
+extern "C" size_t numconv_prefix_f64(const char *s, const char *end,
+                                     double *out)
+{
+    return prefix(s, end, out);
+}
+
+extern "C" size_t numconv_prefix_f32(const char *s, const char *end,
+                                     float *out)
+{
+    return prefix(s, end, out);
 }

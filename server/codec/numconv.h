@@ -34,6 +34,12 @@ size_t numconv_precision(double v, int digits, char *out);
 bool numconv_parse_f64(const char *s, size_t len, double *out);
 bool numconv_parse_f32(const char *s, size_t len, float *out);
 
+/* The longest number at s (before end) in fast_float's general grammar,
+ * which is wider than JSON's ("1.", "01", ".5", "inf"): the caller checks
+ * JSON's rules on the span. Returns its length, 0 when there is none. */
+size_t numconv_prefix_f64(const char *s, const char *end, double *out);
+size_t numconv_prefix_f32(const char *s, const char *end, float *out);
+
 #ifdef __cplusplus
 }
 #endif

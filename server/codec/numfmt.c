@@ -269,6 +269,42 @@ static void store_f(tx_dtype t, void *dst, size_t i, double d, float f)
     }
 }
 
+/* Stores the parsed token s[0..len) (d, or f for float32) as element
+ * index of dst, rounding once more for the 16-bit types; false with a
+ * reason when it is out of range. */
+static bool store_float(tx_dtype t, const char *s, size_t len, double d,
+                        float f, void *dst, size_t index, char *why,
+                        size_t whylen)
+{
+    int shown = len > 24 ? 24 : (int)len;
+    const char *more = len > 24 ? "..." : "";
+    uint16_t h = 0;
+    bool overflow;
+    switch (t) {
+    case TX_FLOAT16:
+    case TX_BFLOAT16:
+        h = round_narrow(t == TX_FLOAT16, s, len, d);
+        overflow = (h & 0x7fff) == (t == TX_FLOAT16 ? 0x7c00 : 0x7f80);
+        break;
+    case TX_FLOAT32: overflow = isinf(f); break;
+    default: overflow = isinf(d); break;
+    }
+    if (overflow) {
+        snprintf(why, whylen,
+                 "%.*s%s is out of range for %s (write \"Infinity\" for an "
+                 "infinity)",
+                 shown, s, more, tx_dtype_name(t));
+        return false;
+    }
+    switch (t) {
+    case TX_FLOAT16:
+    case TX_BFLOAT16: ((uint16_t *)dst)[index] = h; break;
+    case TX_FLOAT32: ((float *)dst)[index] = f; break;
+    default: ((double *)dst)[index] = d; break;
+    }
+    return true;
+}
+
 bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
                   size_t index, char *why, size_t whylen)
 {
@@ -304,37 +340,39 @@ bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
     }
     double d = 0;
     float f = 0;
-    uint16_t h = 0;
     bool ok = t == TX_FLOAT32 ? numconv_parse_f32(s, len, &f)
                               : numconv_parse_f64(s, len, &d);
     if (!ok) {
         snprintf(why, whylen, "%.*s%s is not a number", shown, s, more);
         return false;
     }
-    bool overflow;
-    switch (t) {
-    case TX_FLOAT16:
-    case TX_BFLOAT16:
-        h = round_narrow(t == TX_FLOAT16, s, len, d);
-        overflow = (h & 0x7fff) == (t == TX_FLOAT16 ? 0x7c00 : 0x7f80);
-        break;
-    case TX_FLOAT32: overflow = isinf(f); break;
-    default: overflow = isinf(d); break;
-    }
-    if (overflow) {
-        snprintf(why, whylen,
-                 "%.*s%s is out of range for %s (write \"Infinity\" for an "
-                 "infinity)",
-                 shown, s, more, tx_dtype_name(t));
+    return store_float(t, s, len, d, f, dst, index, why, whylen);
+}
+
+bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
+                           void *dst, size_t index, size_t *used, char *why,
+                           size_t whylen)
+{
+    double d = 0;
+    float f = 0;
+    size_t n = t == TX_FLOAT32 ? numconv_prefix_f32(s, end, &f)
+                               : numconv_prefix_f64(s, end, &d);
+    /* JSON's grammar within fast_float's: a digit after an optional
+     * minus, no leading zero, digits after a point, and an exponent that
+     * fast_float did not stop short of */
+    const char *p = s + (n > 0 && *s == '-'), *q = s + n;
+    bool json = n > 0 && p < q && is_digit(*p)
+                && !(*p == '0' && p + 1 < q && is_digit(p[1]))
+                && !(q < end && (*q == '.' || *q == 'e' || *q == 'E'));
+    for (const char *r = p; json && r < q; r++)
+        if (*r == '.')
+            json = r + 1 < q && is_digit(r[1]);
+    *used = json ? n : 0;
+    if (!json) {
+        snprintf(why, whylen, "not a number");
         return false;
     }
-    switch (t) {
-    case TX_FLOAT16:
-    case TX_BFLOAT16: ((uint16_t *)dst)[index] = h; break;
-    case TX_FLOAT32: ((float *)dst)[index] = f; break;
-    default: ((double *)dst)[index] = d; break;
-    }
-    return true;
+    return store_float(t, s, n, d, f, dst, index, why, whylen);
 }
 
 bool numfmt_parse_special(tx_dtype t, const char *s, size_t len, void *dst,

@@ -35,6 +35,14 @@ void numfmt_init(void);
 bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
                   size_t index, char *why, size_t whylen);
 
+/* numfmt_scan() and numfmt_parse() in one pass, for a float dtype t: the
+ * number token at s (before end) is parsed and stored, and its length
+ * returned in *used. Returns false with a reason in why when the text is
+ * not a JSON number (*used == 0) or does not fit t (*used > 0). */
+bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
+                           void *dst, size_t index, size_t *used, char *why,
+                           size_t whylen);
+
 /* Stores a non-finite value named by a JSON string's contents ("NaN",
  * "Infinity", "-Infinity"); false (with a reason) for anything else or for
  * an integer dtype. */
