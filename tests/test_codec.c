@@ -310,6 +310,46 @@ static void round_trip(void)
           bad32, bad64);
 }
 
+/* json_writer_render() on 1 to 8 threads writes exactly the text that
+ * json_writer_read() streams, for every dtype and sizes around the split
+ * points (0, 1 and a few elements included). */
+static void parallel_render(void)
+{
+    static const uint64_t counts[] = {0, 1, 2, 3, 7, 8, 9, 1000, 65537};
+    for (int t = 0; t < TX_NDTYPES; t++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            uint64_t n = counts[c];
+            size_t size = tx_dtype_size((tx_dtype)t);
+            uint8_t *data = check_alloc((size_t)n * size + 1);
+            for (size_t i = 0; i < (size_t)n * size; i++)
+                data[i] = (uint8_t)check_rand();
+            eng_scan_desc d = {.dtype = (tx_dtype)t, .rank = 1, .shape = {n}};
+            for (unsigned threads = 1; threads <= 9; threads += 2) {
+                json_writer a, b;
+                char *pa = strdup("{\"x\":["), *pb = strdup("{\"x\":[");
+                char *sa = strdup("]}"), *sb = strdup("]}");
+                CHECK(json_writer_init(&a, true, pa, 6, sa, 2, &d, data)
+                          && json_writer_init(&b, true, pb, 6, sb, 2, &d, data),
+                      "init");
+                size_t cap = (size_t)n * (NUMFMT_MAX + 1) + 16, len = 0;
+                char *streamed = check_alloc(cap), *rendered = NULL;
+                size_t got, at = 0;
+                while ((got = json_writer_read(&a, streamed + at, 100)) > 0)
+                    at += got;
+                json_writer_free(&a);
+                CHECK(json_writer_render(&b, threads, &rendered, &len),
+                      "render");
+                CHECK(len == at && memcmp(rendered, streamed, len) == 0,
+                      "%s x %llu on %u threads: %zu bytes, streamed %zu",
+                      tx_dtype_name((tx_dtype)t), (unsigned long long)n,
+                      threads, len, at);
+                free(rendered);
+                free(streamed);
+            }
+            free(data);
+        }
+}
+
 static bool tensor(const char *text, tx_dtype t, const uint64_t *shape,
                    int rank, void *dst, char *err)
 {
@@ -771,6 +811,7 @@ static const check_case cases[] = {
     {"floats", floats},
     {"rounding", rounding},
     {"round_trip", round_trip},
+    {"parallel_render", parallel_render},
     {"json_tensors", json_tensors},
     {"native_requests", native_requests},
     {"npy", npy},

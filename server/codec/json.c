@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -726,6 +727,74 @@ size_t json_writer_read(json_writer *w, char *out, size_t max)
         }
     }
     return n;
+}
+
+/* One thread's share of json_writer_render(): elements [a, b). */
+typedef struct {
+    const json_writer *w;
+    uint64_t a, b;
+    char *dst;
+    size_t n;
+} render_part;
+
+static void *render_part_run(void *arg)
+{
+    render_part *p = arg;
+    size_t n = 0;
+    for (uint64_t i = p->a; i < p->b; i++) {
+        if (i > 0)
+            p->dst[n++] = ',';
+        n += numfmt_print(p->w->dtype, p->w->data, (size_t)i, p->dst + n);
+    }
+    p->n = n;
+    return NULL;
+}
+
+bool json_writer_render(json_writer *w, unsigned threads, char **out,
+                        size_t *len)
+{
+    const size_t per = NUMFMT_MAX + 1; /* an element and its comma */
+    if (threads < 1)
+        threads = 1;
+    if (threads > 8)
+        threads = 8;
+    if (w->count > (SIZE_MAX - w->prefix_len - w->suffix_len) / per / 2)
+        return false;
+    char *buf = malloc(w->prefix_len + w->suffix_len + (size_t)w->count * per);
+    if (buf == NULL)
+        return false;
+    render_part parts[8];
+    pthread_t tid[8];
+    unsigned started = 0;
+    for (unsigned k = 0; k < threads; k++) {
+        parts[k].w = w;
+        parts[k].a = w->count * k / threads;
+        parts[k].b = w->count * (k + 1) / threads;
+        parts[k].dst = buf + w->prefix_len + (size_t)parts[k].a * per;
+        parts[k].n = 0;
+    }
+    for (unsigned k = 1; k < threads; k++) {
+        if (pthread_create(&tid[k], NULL, render_part_run, &parts[k]) != 0)
+            break;
+        started++;
+    }
+    /* parts whose thread did not start are rendered here */
+    for (unsigned k = 1 + started; k < threads; k++)
+        render_part_run(&parts[k]);
+    render_part_run(&parts[0]);
+    for (unsigned k = 1; k <= started; k++)
+        pthread_join(tid[k], NULL);
+    memcpy(buf, w->prefix, w->prefix_len);
+    size_t at = w->prefix_len;
+    for (unsigned k = 0; k < threads; k++) {
+        memmove(buf + at, parts[k].dst, parts[k].n);
+        at += parts[k].n;
+    }
+    memcpy(buf + at, w->suffix, w->suffix_len);
+    *out = buf;
+    *len = at + w->suffix_len;
+    json_writer_free(w);
+    return true;
 }
 
 bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,

@@ -114,6 +114,15 @@ bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,
                       char *suffix, size_t suffix_len,
                       const eng_scan_desc *desc, const void *data);
 
+/* Renders all of w's text into one new buffer (*out, free()), the
+ * elements split between `threads` threads (the caller's and threads - 1
+ * started here, 1 to 8): for large answers on a machine with cores to
+ * spare. The writer is then spent. Memory: up to NUMFMT_MAX + 1 bytes
+ * an element until the parts are joined. False when memory or a thread
+ * cannot be had; w is untouched then. */
+bool json_writer_render(json_writer *w, unsigned threads, char **out,
+                        size_t *len);
+
 /* Frees prefix and suffix. */
 void json_writer_free(json_writer *w);
 
