@@ -386,25 +386,20 @@ static bool scalar(tctx *x, int depth)
             return false;
         ok = numfmt_parse_special(x->t, s, n, x->dst, (size_t)x->next, why,
                                   sizeof why);
-    } else if (tx_dtype_kind(x->t) == TX_KIND_FLOAT) {
-        /* one pass: fast_float finds the token's end as it parses */
-        size_t n = 0;
-        ok = c->p < c->end
-             && numfmt_parse_float_at(x->t, c->p, c->end, x->dst,
-                                      (size_t)x->next, &n, why, sizeof why);
-        if (n == 0) {
-            path_text(x, depth, where, sizeof where);
-            return jcur_fail(c, "%s must be a number, not %s", where, found(c));
-        }
-        c->p += n;
     } else {
-        size_t n = c->p < c->end ? numfmt_scan(c->p, c->end) : 0;
+        /* one pass: the parser finds the token's end as it parses */
+        size_t n = 0;
+        if (c->p < c->end && tx_dtype_kind(x->t) == TX_KIND_FLOAT)
+            ok = numfmt_parse_float_at(x->t, c->p, c->end, x->dst,
+                                       (size_t)x->next, &n, why, sizeof why);
+        else
+            ok = c->p < c->end
+                 && numfmt_parse_int_at(x->t, c->p, c->end, x->dst,
+                                        (size_t)x->next, &n, why, sizeof why);
         if (n == 0) {
             path_text(x, depth, where, sizeof where);
             return jcur_fail(c, "%s must be a number, not %s", where, found(c));
         }
-        ok = numfmt_parse(x->t, c->p, n, x->dst, (size_t)x->next, why,
-                          sizeof why);
         c->p += n;
     }
     if (!ok) {

@@ -375,6 +375,51 @@ bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
     return store_float(t, s, n, d, f, dst, index, why, whylen);
 }
 
+bool numfmt_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
+                         size_t index, size_t *used, char *why, size_t whylen)
+{
+    /* the common case in one pass: an optional minus and at most 19
+     * digits, which fit a uint64_t without a check */
+    const char *p = s;
+    bool neg = p < end && *p == '-';
+    p += neg;
+    const char *d0 = p;
+    uint64_t v = 0;
+    while (p < end && is_digit(*p) && p - d0 < 19)
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    size_t nd = (size_t)(p - d0);
+    bool plain =
+        nd > 0
+        && !(p < end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E'));
+    if (plain && *d0 == '0' && nd > 1) {
+        *used = 0; /* "01" is not JSON */
+        snprintf(why, whylen, "not a number");
+        return false;
+    }
+    if (plain) {
+        unsigned bits = 8 * (unsigned)tx_dtype_size(t);
+        bool fits;
+        if (tx_dtype_kind(t) == TX_KIND_UNSIGNED)
+            fits = (!neg || v == 0) && (bits == 64 || v < (1ull << bits));
+        else
+            fits = neg ? v <= 1ull << (bits - 1) : v < 1ull << (bits - 1);
+        if (fits) {
+            *used = nd + neg;
+            store_u(t, dst, index, neg ? 0 - v : v);
+            return true;
+        }
+    }
+    /* anything else (fractions, exponents, 20 digits and more, values
+     * that do not fit) through the general path and its messages */
+    size_t n = s < end ? numfmt_scan(s, end) : 0;
+    *used = n;
+    if (n == 0) {
+        snprintf(why, whylen, "not a number");
+        return false;
+    }
+    return numfmt_parse(t, s, n, dst, index, why, whylen);
+}
+
 bool numfmt_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
                           size_t index, char *why, size_t whylen)
 {
@@ -401,17 +446,36 @@ bool numfmt_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
     return true;
 }
 
-/* Unsigned decimal, right to left. */
+/* Unsigned decimal: two digits at a time from a table, right to left
+ * into a scratch buffer, then copied out. */
 static size_t print_u64(uint64_t v, char *out)
 {
+    static const char pairs[201] = "00010203040506070809"
+                                   "10111213141516171819"
+                                   "20212223242526272829"
+                                   "30313233343536373839"
+                                   "40414243444546474849"
+                                   "50515253545556575859"
+                                   "60616263646566676869"
+                                   "70717273747576777879"
+                                   "80818283848586878889"
+                                   "90919293949596979899";
     char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
+    char *q = tmp + sizeof tmp;
+    while (v >= 100) {
+        unsigned k = (unsigned)(v % 100) * 2;
+        v /= 100;
+        *--q = pairs[k + 1];
+        *--q = pairs[k];
+    }
+    if (v >= 10) {
+        *--q = pairs[v * 2 + 1];
+        *--q = pairs[v * 2];
+    } else {
+        *--q = (char)('0' + v);
+    }
+    size_t n = (size_t)(tmp + sizeof tmp - q);
+    memcpy(out, q, n);
     return n;
 }
 

@@ -43,6 +43,12 @@ bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
                            void *dst, size_t index, size_t *used, char *why,
                            size_t whylen);
 
+/* The same for an integer dtype t: the common token (an optional minus and
+ * up to 19 digits) in one pass; the rest through numfmt_scan() and
+ * numfmt_parse(), with their messages. */
+bool numfmt_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
+                         size_t index, size_t *used, char *why, size_t whylen);
+
 /* Stores a non-finite value named by a JSON string's contents ("NaN",
  * "Infinity", "-Infinity"); false (with a reason) for anything else or for
  * an integer dtype. */
