@@ -361,6 +361,87 @@ static bool tensor(const char *text, tx_dtype t, const uint64_t *shape,
     return jcur_tensor(&c, "data", t, shape, rank, count, dst);
 }
 
+/* Flat arrays long enough for the two-thread parse: every element lands
+ * where the one-thread parse puts it, and every kind of fault in either
+ * half is refused with the message the one-thread parse words. */
+static void flat_parallel(void)
+{
+    enum { N = 200003 };
+    char err[300];
+    static const tx_dtype types[] = {TX_FLOAT32, TX_INT64, TX_FLOAT16,
+                                     TX_UINT8};
+    char *text = check_alloc((size_t)N * 24 + 64);
+    uint64_t *dst = check_alloc((size_t)N * 8);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        tx_dtype t = types[k];
+        size_t n = 0;
+        text[n++] = '[';
+        for (int i = 0; i < N; i++)
+            n += (size_t)sprintf(text + n, "%s%s%d%s", i ? "," : "",
+                                 i % 7 == 0 ? " " : "", i % 200,
+                                 tx_dtype_kind(t) == TX_KIND_FLOAT ? ".5" : "");
+        text[n++] = ']';
+        text[n] = '\0';
+        uint64_t shape[1] = {N};
+        memset(dst, 0xff, (size_t)N * 8);
+        CHECK(tensor(text, t, shape, 1, dst, err), "%s: %s", tx_dtype_name(t),
+              err);
+        size_t wrong = 0;
+        for (int i = 0; i < N; i++) {
+            double want =
+                i % 200 + (tx_dtype_kind(t) == TX_KIND_FLOAT ? .5 : 0);
+            double got;
+            switch (t) {
+            case TX_FLOAT32: got = ((float *)dst)[i]; break;
+            case TX_INT64: got = (double)((int64_t *)dst)[i]; break;
+            case TX_FLOAT16: got = tx_f16_to_f32(((uint16_t *)dst)[i]); break;
+            default: got = ((uint8_t *)dst)[i]; break;
+            }
+            wrong += got != want;
+        }
+        CHECK(wrong == 0, "%s: %zu elements wrong", tx_dtype_name(t), wrong);
+    }
+    /* faults: element i replaced by text, and the message wanted */
+    struct {
+        int index;
+        const char *element, *says;
+    } faults[] = {
+        {5, "x", "data[5] must be a number"},
+        {150000, "x", "data[150000] must be a number"},
+        {150000, "\"a,b\"", "data[150000]"},
+        {100001, "\"]\"", "data[100001]"},
+        {150000, "[1]", "data[150000] is an array in a flat data list"},
+        {150000, "300", "data[150000]: 300 does not fit uint8"},
+        {199999, "1,1", "more than the 200003 elements"},
+    };
+    for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
+        size_t n = 0;
+        text[n++] = '[';
+        for (int i = 0; i < N; i++)
+            n +=
+                (size_t)sprintf(text + n, "%s%s", i ? "," : "",
+                                i == faults[f].index ? faults[f].element : "1");
+        text[n++] = ']';
+        text[n] = '\0';
+        uint64_t shape[1] = {N};
+        CHECK(!tensor(text, TX_UINT8, shape, 1, dst, err)
+                  && strstr(err, faults[f].says) != NULL,
+              "fault %zu: \"%s\"", f, err);
+    }
+    /* too few elements */
+    size_t n = 0;
+    text[n++] = '[';
+    for (int i = 0; i < N; i++)
+        n += (size_t)sprintf(text + n, "%s1", i ? "," : "");
+    text[n++] = ']';
+    text[n] = '\0';
+    uint64_t more[1] = {N + 1};
+    CHECK(!tensor(text, TX_UINT8, more, 1, dst, err),
+          "a count short of the shape is refused");
+    free(text);
+    free(dst);
+}
+
 static void json_tensors(void)
 {
     char err[300];
@@ -812,6 +893,7 @@ static const check_case cases[] = {
     {"rounding", rounding},
     {"round_trip", round_trip},
     {"parallel_render", parallel_render},
+    {"flat_parallel", flat_parallel},
     {"json_tensors", json_tensors},
     {"native_requests", native_requests},
     {"npy", npy},

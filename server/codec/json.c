@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "numfmt.h"
@@ -150,6 +151,45 @@ static bool literal(jcur *c, const char *lit)
     return jcur_fail(c, "invalid JSON at byte %zu", offset(c));
 }
 
+static bool is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+/* The array at c->p when it holds numbers only, as tensor data does: one
+ * tight loop over it, each number's grammar checked. True with c->p past
+ * the array; false, with c untouched, for anything else (the caller's
+ * general walk then finds and words any problem). */
+static bool skip_numbers(jcur *c)
+{
+    const char *p = c->p + 1, *end = c->end;
+    while (p < end && is_ws(*p))
+        p++;
+    if (p < end && *p == ']') {
+        c->p = p + 1;
+        return true;
+    }
+    for (;;) {
+        size_t n = p < end ? numfmt_scan(p, end) : 0;
+        if (n == 0)
+            return false;
+        p += n;
+        while (p < end && is_ws(*p))
+            p++;
+        if (p >= end)
+            return false;
+        if (*p == ']') {
+            c->p = p + 1;
+            return true;
+        }
+        if (*p != ',')
+            return false;
+        p++;
+        while (p < end && is_ws(*p))
+            p++;
+    }
+}
+
 static bool skip_depth(jcur *c, int depth)
 {
     if (depth > MAX_DEPTH)
@@ -169,6 +209,8 @@ static bool skip_depth(jcur *c, int depth)
                 return false;
         return !c->failed;
     case '[':
+        if (skip_numbers(c))
+            return true;
         while (jcur_element(c, &first))
             if (!skip_depth(c, depth + 1))
                 return false;
@@ -577,6 +619,84 @@ bool jcur_infer(jcur *c, const char *what, uint64_t *shape, int *rank,
     return true;
 }
 
+/* ------------------------------------------------------------------------
+ * Large flat arrays on two threads. The text is cut at a comma near its
+ * middle; the commas before the cut say where the second half's elements
+ * go, and each half is parsed into place by its own thread. Any failure
+ * (a bad number, a string holding a comma or a bracket, a count that does
+ * not add up) falls back to the one-thread parse, which finds the first
+ * problem and words its message. */
+#define FLAT_PARALLEL_MIN 131072
+
+typedef struct {
+    tctx x;
+    jcur c;
+    char err[200];
+    bool ok;
+} flat_part;
+
+static void *flat_part_run(void *arg)
+{
+    flat_part *f = arg;
+    jcur *c = &f->c;
+    f->x.c = c;
+    f->ok = false;
+    for (;;) {
+        jcur_ws(c);
+        if (c->p >= c->end || *c->p == '[' || !scalar(&f->x, 1))
+            return NULL;
+        jcur_ws(c);
+        if (c->p >= c->end)
+            break;
+        if (*c->p != ',')
+            return NULL;
+        c->p++;
+    }
+    f->ok = true;
+    return NULL;
+}
+
+/* True when the flat array at c->p ('[') was parsed into x on two
+ * threads; c->p is then past its ']'. False leaves c and x as they were
+ * (x's elements may have been written: the caller parses them again). */
+static bool flat_parallel(jcur *c, tctx *x)
+{
+    const char *open = c->p;
+    const char *close = memchr(open, ']', (size_t)(c->end - open));
+    if (close == NULL)
+        return false;
+    const char *cut = memchr(open + (close - open) / 2, ',',
+                             (size_t)(close - (open + (close - open) / 2)));
+    if (cut == NULL)
+        return false;
+    uint64_t before = 1; /* elements before the cut: its commas, plus one */
+    for (const char *q = open;
+         (q = memchr(q + 1, ',', (size_t)(cut - q - 1))) != NULL;)
+        before++;
+    flat_part parts[2];
+    for (int k = 0; k < 2; k++) {
+        parts[k].x = *x;
+        parts[k].x.next = k ? before : 0;
+        jcur_init(&parts[k].c, c->base, (size_t)(c->end - c->base),
+                  parts[k].err, sizeof parts[k].err);
+        parts[k].c.p = k ? cut + 1 : open + 1;
+        parts[k].c.end = k ? close : cut;
+    }
+    pthread_t tid;
+    bool threaded = pthread_create(&tid, NULL, flat_part_run, &parts[1]) == 0;
+    if (!threaded)
+        flat_part_run(&parts[1]);
+    flat_part_run(&parts[0]);
+    if (threaded)
+        pthread_join(tid, NULL);
+    if (!parts[0].ok || !parts[1].ok || parts[0].x.next != before
+        || parts[1].x.next != x->count)
+        return false;
+    x->next = x->count;
+    c->p = close + 1;
+    return true;
+}
+
 bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
                  int rank, uint64_t count, void *dst)
 {
@@ -598,6 +718,9 @@ bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
         return nested(&x, 0);
     if (rank == 0)
         return jcur_fail(c, "%s: shape is empty (rank 0)", what);
+    if (count >= FLAT_PARALLEL_MIN && sysconf(_SC_NPROCESSORS_ONLN) > 1
+        && flat_parallel(c, &x))
+        return true;
     bool first = true;
     while (jcur_element(c, &first)) {
         x.path[0] = x.next;
