@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs what tally needs to build, test and run on Debian 12 (bookworm):
 # a C compiler and make (and g++ for the one C++ shim over fast_float and
-# double-conversion), the OpenCL ICD loader and headers, PoCL (an OpenCL
+# {fmt}), the OpenCL ICD loader and headers, PoCL (an OpenCL
 # implementation for the CPU), xxd, and the libraries of the daemon and the
 # client. Python packages for the integration tests and benchmarks come
 # from PyPI. Safe to run again: it installs only what is missing.
@@ -10,7 +10,7 @@ set -eu
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
-  g++ libfast-float-dev libdouble-conversion-dev"
+  g++ libfast-float-dev libfmt-dev"
 # module:pip-name pairs for the integration tests and benchmarks
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   tritonclient.http:tritonclient[http] openapi_spec_validator:openapi-spec-validator \

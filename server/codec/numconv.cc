@@ -1,33 +1,22 @@
 /*
- * numconv.cc - numconv.h over fast_float and double-conversion.
+ * numconv.cc - numconv.h over fast_float (parsing) and {fmt} (printing:
+ * its Dragonbox shortest round trip, and printf's %g for a precision),
+ * both Debian packages, both used header-only.
  */
-#include <double-conversion/double-to-string.h>
+#define FMT_HEADER_ONLY
 #include <fast_float/fast_float.h>
+#include <fmt/compile.h>
+#include <fmt/format.h>
 
 #include <cstring>
 
 #include "numconv.h"
 
-using double_conversion::DoubleToStringConverter;
-using double_conversion::StringBuilder;
-
 namespace {
 
-/* Numbers as JavaScript writes them: plain decimals from 1e-7 to 1e21,
- * exponents outside, with an explicit '+'; in precision mode the same
- * range, trailing zeros dropped. */
-const DoubleToStringConverter &converter()
-{
-    static const DoubleToStringConverter conv(
-        DoubleToStringConverter::EMIT_POSITIVE_EXPONENT_SIGN
-            | DoubleToStringConverter::NO_TRAILING_ZERO,
-        "Infinity", "NaN", 'e', -7, 21, 6, 21);
-    return conv;
-}
-
 /* fast_float's general format also accepts what JSON does not ("1.",
- * ".5", "+1", "inf"); the caller has checked the grammar, and a token must
- * be consumed whole. */
+ * ".5", "inf"); the caller has checked the grammar, and a token must be
+ * consumed whole. */
 template <typename T> bool parse(const char *s, size_t len, T *out)
 {
     T v;
@@ -52,34 +41,24 @@ template <typename T> size_t prefix(const char *s, const char *end, T *out)
 
 } // namespace
 
+/* "{}" is the shortest text that reads back as the same value, fixed
+ * between 1e-5 and 1e16 and with an exponent outside ("1e+21",
+ * "1e-07"): always a JSON number for a finite value. */
 extern "C" size_t numconv_shortest_f64(double v, char *out)
 {
-    char buf[NUMCONV_MAX + 8];
-    StringBuilder b(buf, sizeof buf);
-    converter().ToShortest(v, &b);
-    size_t n = (size_t)b.position();
-    memcpy(out, b.Finalize(), n);
-    return n;
+    return (size_t)(fmt::format_to(out, FMT_COMPILE("{}"), v) - out);
 }
 
 extern "C" size_t numconv_shortest_f32(float v, char *out)
 {
-    char buf[NUMCONV_MAX + 8];
-    StringBuilder b(buf, sizeof buf);
-    converter().ToShortestSingle(v, &b);
-    size_t n = (size_t)b.position();
-    memcpy(out, b.Finalize(), n);
-    return n;
+    return (size_t)(fmt::format_to(out, FMT_COMPILE("{}"), v) - out);
 }
 
+/* printf's %.*g: correctly rounded, trailing zeros dropped. */
 extern "C" size_t numconv_precision(double v, int digits, char *out)
 {
-    char buf[NUMCONV_MAX + 8];
-    StringBuilder b(buf, sizeof buf);
-    converter().ToPrecision(v, digits, &b);
-    size_t n = (size_t)b.position();
-    memcpy(out, b.Finalize(), n);
-    return n;
+    return (size_t)(fmt::format_to(out, FMT_COMPILE("{:.{}g}"), v, digits)
+                    - out);
 }
 
 extern "C" bool numconv_parse_f64(const char *s, size_t len, double *out)

@@ -1,8 +1,8 @@
 /*
  * numconv.h - binary floating point to and from decimal text, through two
  * well-kept libraries behind a C interface: fast_float (Eisel-Lemire
- * parsing, correctly rounded) and Google's double-conversion (shortest
- * round-trip printing). numconv.cc is the only C++ in tally.
+ * parsing, correctly rounded) and {fmt} (Dragonbox shortest round-trip
+ * printing). numconv.cc is the only C++ in tally.
  *
  * Threading: every function is pure and thread-safe.
  */
@@ -20,7 +20,7 @@ extern "C" {
 #define NUMCONV_MAX 32
 
 /* The shortest decimal that reads back as v (finite), as a JSON number:
- * "0.1", "1e+21", "-2.5e-7". Not NUL-terminated; returns the length. */
+ * "0.1", "1e+21", "-2.5e-07". Not NUL-terminated; returns the length. */
 size_t numconv_shortest_f64(double v, char *out);
 size_t numconv_shortest_f32(float v, char *out);
 
