@@ -7,7 +7,7 @@
  *
  * float32 and float64 are parsed (correctly rounded, by Eisel-Lemire with
  * an exact fallback) and printed (shortest round trip) by fast_float and
- * double-conversion, through numconv.h. float16 and bfloat16 are parsed to
+ * {fmt} (Dragonbox), through numconv.h. float16 and bfloat16 are parsed to
  * the nearest double first; that double decides the rounding to the
  * narrower type unless it lies exactly halfway between two of its values,
  * where the decimal itself may lie on either side (or on the midpoint):
