@@ -118,6 +118,27 @@ static void plan_columns(const eng_lines *l, const eng_cl_layout *L,
     p->nblk = ceil_div(inner, wg * p->cw);
 }
 
+/* After plan_columns(): whole columns per tile (`direct`) when there are
+ * enough column blocks to go round, or when the lines are short; else
+ * columns cut into chunks of rows chained by look-back (`chained`). */
+static void plan_direct_or_chained(const eng_lines *l, const eng_cl_layout *L,
+                                   eng_cl_kernel_id direct,
+                                   eng_cl_kernel_id chained, eng_cl_plan *p)
+{
+    uint64_t g = L->groups ? L->groups : 1, want = 4 * g;
+    uint64_t tiles = l->outer * p->nblk;
+    if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
+        || (tiles >= g && tiles % g == 0)) {
+        p->kernel = direct;
+        p->ntiles = tiles;
+    } else {
+        p->kernel = chained;
+        uint64_t nchunks = ceil_div(want, tiles);
+        p->rows = ceil_div(ceil_div(l->n, nchunks), L->blk) * L->blk;
+        p->ntiles = tiles * ceil_div(l->n, p->rows);
+    }
+}
+
 void eng_cl_plan_make(const eng_lines *l, const eng_cl_layout *L,
                       eng_cl_plan *p)
 {
@@ -140,17 +161,7 @@ void eng_cl_plan_make(const eng_lines *l, const eng_cl_layout *L,
         }
     } else {
         plan_columns(l, L, L->col_w, want, p);
-        uint64_t tiles = l->outer * p->nblk;
-        if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
-            || (tiles >= g && tiles % g == 0)) {
-            p->kernel = ENG_K_COLS_DIRECT;
-            p->ntiles = tiles;
-        } else {
-            p->kernel = ENG_K_COLS_CHAINED;
-            uint64_t nchunks = ceil_div(want, tiles);
-            p->rows = ceil_div(ceil_div(l->n, nchunks), L->blk) * L->blk;
-            p->ntiles = tiles * ceil_div(l->n, p->rows);
-        }
+        plan_direct_or_chained(l, L, ENG_K_COLS_DIRECT, ENG_K_COLS_CHAINED, p);
     }
     plan_finish(l, L, p);
 }
@@ -215,17 +226,8 @@ void eng_cl_plan_strided(const eng_strided *v, const eng_cl_layout *L,
         p->cw += 8;
         p->nblk = ceil_div(l->inner, (uint64_t)L->wg * p->cw);
     }
-    uint64_t tiles = l->outer * p->nblk;
-    if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
-        || (tiles >= g && tiles % g == 0)) {
-        p->kernel = ENG_K_STRIDED_DIRECT;
-        p->ntiles = tiles;
-    } else {
-        p->kernel = ENG_K_STRIDED_CHAINED;
-        uint64_t nchunks = ceil_div(want, tiles);
-        p->rows = ceil_div(ceil_div(l->n, nchunks), L->blk) * L->blk;
-        p->ntiles = tiles * ceil_div(l->n, p->rows);
-    }
+    plan_direct_or_chained(l, L, ENG_K_STRIDED_DIRECT, ENG_K_STRIDED_CHAINED,
+                           p);
     plan_finish(l, L, p);
 }
 

@@ -634,6 +634,38 @@ static void run_tasks(eng_pool *pool, size_t n, eng_pool_fn fn, void *arg)
         fn(arg, i);
 }
 
+/* Column blocks of `width` columns (j->l's inner), packed or strided:
+ * each task takes whole columns when there are blocks enough for every
+ * thread (or the lines are short); otherwise the columns are cut into
+ * chunks along the axis, reduced, their carries prefix-summed, and
+ * scanned. */
+static eng_err run_columns(eng_pool *pool, job *j, unsigned threads,
+                           size_t width, eng_pool_fn direct, eng_pool_fn reduce,
+                           eng_pool_fn scan_fn, char *msg, size_t msglen)
+{
+    const eng_lines *l = j->l;
+    size_t want = 4 * (size_t)threads;
+    j->ncblk = (l->inner + width - 1) / width;
+    size_t blocks = l->outer * j->ncblk;
+    if (blocks >= want || l->n < 64 || threads == 1) {
+        run_tasks(pool, blocks, direct, j);
+        return ENG_E_OK;
+    }
+    j->nchunks = (want + blocks - 1) / blocks;
+    j->chunk_len = (l->n + j->nchunks - 1) / j->nchunks;
+    size_t ntasks = blocks * j->nchunks;
+    j->carries = calloc(ntasks * width, sizeof *j->carries);
+    if (j->carries == NULL)
+        return eng_fail(msg, msglen, ENG_E_NOMEM,
+                        "host backend: out of memory for %zu carries",
+                        ntasks * width);
+    run_tasks(pool, ntasks, reduce, j);
+    carries_exclusive(j, blocks, width);
+    run_tasks(pool, ntasks, scan_fn, j);
+    free(j->carries);
+    return ENG_E_OK;
+}
+
 static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
                     void *out, char *msg, size_t msglen)
 {
@@ -680,25 +712,8 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
         return ENG_E_OK;
     }
 
-    j.ncblk = (l->inner + COL_BLOCK - 1) / COL_BLOCK;
-    size_t blocks = l->outer * j.ncblk;
-    if (blocks >= want || l->n < 64 || threads == 1) {
-        run_tasks(pool, blocks, task_cols_direct, &j);
-        return ENG_E_OK;
-    }
-    j.nchunks = (want + blocks - 1) / blocks;
-    j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
-    size_t ntasks = blocks * j.nchunks;
-    j.carries = calloc(ntasks * COL_BLOCK, sizeof *j.carries);
-    if (j.carries == NULL)
-        return eng_fail(msg, msglen, ENG_E_NOMEM,
-                        "host backend: out of memory for %zu carries",
-                        ntasks * COL_BLOCK);
-    run_tasks(pool, ntasks, task_cols_reduce, &j);
-    carries_exclusive(&j, blocks, COL_BLOCK);
-    run_tasks(pool, ntasks, task_cols_scan, &j);
-    free(j.carries);
-    return ENG_E_OK;
+    return run_columns(pool, &j, threads, COL_BLOCK, task_cols_direct,
+                       task_cols_reduce, task_cols_scan, msg, msglen);
 }
 
 /* ------------------------------------------------------------------------
@@ -814,25 +829,8 @@ static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
                   task_slines, &j);
         return ENG_E_OK;
     }
-    j.ncblk = (l->inner + SCOL_BLOCK - 1) / SCOL_BLOCK;
-    size_t blocks = l->outer * j.ncblk;
-    if (blocks >= want || l->n < 64 || threads == 1) {
-        run_tasks(pool, blocks, task_scols_direct, &j);
-        return ENG_E_OK;
-    }
-    j.nchunks = (want + blocks - 1) / blocks;
-    j.chunk_len = (l->n + j.nchunks - 1) / j.nchunks;
-    size_t ntasks = blocks * j.nchunks;
-    j.carries = calloc(ntasks * SCOL_BLOCK, sizeof *j.carries);
-    if (j.carries == NULL)
-        return eng_fail(msg, msglen, ENG_E_NOMEM,
-                        "host backend: out of memory for %zu carries",
-                        ntasks * SCOL_BLOCK);
-    run_tasks(pool, ntasks, task_scols_reduce, &j);
-    carries_exclusive(&j, blocks, SCOL_BLOCK);
-    run_tasks(pool, ntasks, task_scols_scan, &j);
-    free(j.carries);
-    return ENG_E_OK;
+    return run_columns(pool, &j, threads, SCOL_BLOCK, task_scols_direct,
+                       task_scols_reduce, task_scols_scan, msg, msglen);
 }
 
 eng_err eng_host_scan_strided(eng_host *h, const eng_strided *v, const void *in,
