@@ -1069,9 +1069,10 @@ DEFINE_COL_WALK(scol_rx, 1, 1, 1)
  * column's rows are scanned in vector lanes, as rows_direct scans a line.
  * An input that is not contiguous along the rows is read a row of 16
  * columns at a time and transposed in registers; its cache lines serve all
- * 16 columns while they are in the cache. (Measured: writing long runs is
- * what a transposed layout needs on a CPU; scattering single elements to
- * far-apart lines, the plain walk's way, runs at a quarter of the speed.) */
+ * 16 columns while they are in the cache. (Measured, BENCHMARKS.md: for
+ * lines contiguous on both sides this runs at the packed scan's speed,
+ * where the row-at-a-time walk ran at a fifth of it; for layouts that
+ * transpose, it is no faster than that walk.) */
 #define TR 64 /* rows per tile: TR / 8 vectors per column */
 #define TC 16 /* columns per tile */
 
