@@ -44,10 +44,15 @@ static size_t offset(const jcur *c)
     return (size_t)(c->p - c->base);
 }
 
+/* JSON's four whitespace characters. */
+static bool is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
 void jcur_ws(jcur *c)
 {
-    while (c->p < c->end
-           && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+    while (c->p < c->end && is_ws(*c->p))
         c->p++;
 }
 
@@ -149,11 +154,6 @@ static bool literal(jcur *c, const char *lit)
         return true;
     }
     return jcur_fail(c, "invalid JSON at byte %zu", offset(c));
-}
-
-static bool is_ws(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
 }
 
 /* The array at c->p when it holds numbers only, as tensor data does: one
@@ -712,7 +712,7 @@ bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
         return jcur_fail(c, "%s must be an array, not %s", what, found(c));
     /* nested when the first element is itself an array */
     const char *q = c->p + 1;
-    while (q < c->end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+    while (q < c->end && is_ws(*q))
         q++;
     if (q < c->end && *q == '[' && rank > 1)
         return nested(&x, 0);

@@ -123,7 +123,7 @@ def tricky(dtype, rng, n):
             m = (a + b) / 2
             eps = abs(m) * Fraction(1, 10 ** int(rng.integers(18, 40)))
             for w in (m, m + eps, m - eps):
-                out.append("%.60e" % 0 if w == 0 else format(Decimal(w.numerator) / Decimal(w.denominator), ".60e"))
+                out.append(format(Decimal(w.numerator) / Decimal(w.denominator), ".60e"))
         out += [repr(float(info.max)), repr(float(info.tiny)), repr(float(info.smallest_subnormal)),
                 "1e-400", "-0e0"]
     for _ in range(n):
