@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "digits.h"
 #include "numconv.h"
 #include "numfmt.h"
 #include "tx_half.h"
@@ -375,6 +376,62 @@ bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
     return store_float(t, s, n, d, f, dst, index, why, whylen);
 }
 
+/* JSON's number grammar on a span fast_float took: a digit after the
+ * optional minus, no leading zero, a digit after a point, and nothing
+ * fast_float stopped short of (a point or an exponent right after). */
+static bool json_span(const char *s, const char *q, const char *end)
+{
+    const char *p = s + (*s == '-');
+    if (p >= q || !is_digit(*p) || (*p == '0' && p + 1 < q && is_digit(p[1])))
+        return false;
+    if (q < end && (*q == '.' || *q == 'e' || *q == 'E'))
+        return false;
+    for (const char *r = p; r < q; r++)
+        if (*r == '.')
+            return r + 1 < q && is_digit(r[1]);
+    return true;
+}
+
+const char *numfmt_float_fast(tx_dtype t, const char *p, const char *end,
+                              void *dst, size_t index)
+{
+    if (t == TX_FLOAT32) {
+        float f;
+        size_t n = numconv_prefix_f32(p, end, &f);
+        if (n == 0 || isinf(f) || !json_span(p, p + n, end))
+            return NULL;
+        ((float *)dst)[index] = f;
+        return p + n;
+    }
+    double d;
+    size_t n = numconv_prefix_f64(p, end, &d);
+    if (n == 0 || isinf(d) || !json_span(p, p + n, end))
+        return NULL;
+    if (t == TX_FLOAT64) {
+        ((double *)dst)[index] = d;
+        return p + n;
+    }
+    /* float16 and bfloat16: d rounded once more, unless it lies exactly
+     * halfway between two of their values (the bits dropped are 100...0),
+     * or rounds to infinity: round_narrow() and its messages decide those */
+    bool half = t == TX_FLOAT16;
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    int exp = (int)((bits >> 52) & 0x7ff) - 1023;
+    int frac = half ? 10 : 7, emin = half ? -14 : -126;
+    int drop = 52 - frac + (exp < emin ? emin - exp : 0);
+    if (exp > -1023 && drop <= 53) {
+        uint64_t full = (bits & ((1ull << 52) - 1)) | (1ull << 52);
+        if ((full & ((1ull << drop) - 1)) == 1ull << (drop - 1))
+            return NULL;
+    }
+    uint16_t h = half ? tx_f64_to_f16(d) : tx_f64_to_bf16(d);
+    if ((h & 0x7fff) == (half ? 0x7c00 : 0x7f80))
+        return NULL;
+    ((uint16_t *)dst)[index] = h;
+    return p + n;
+}
+
 bool numfmt_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
                          size_t index, size_t *used, char *why, size_t whylen)
 {
@@ -446,37 +503,12 @@ bool numfmt_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
     return true;
 }
 
-/* Unsigned decimal: two digits at a time from a table, right to left
- * into a scratch buffer, then copied out. */
+/* Unsigned decimal, written in place (digits.h). */
 static size_t print_u64(uint64_t v, char *out)
 {
-    static const char pairs[201] = "00010203040506070809"
-                                   "10111213141516171819"
-                                   "20212223242526272829"
-                                   "30313233343536373839"
-                                   "40414243444546474849"
-                                   "50515253545556575859"
-                                   "60616263646566676869"
-                                   "70717273747576777879"
-                                   "80818283848586878889"
-                                   "90919293949596979899";
-    char tmp[24];
-    char *q = tmp + sizeof tmp;
-    while (v >= 100) {
-        unsigned k = (unsigned)(v % 100) * 2;
-        v /= 100;
-        *--q = pairs[k + 1];
-        *--q = pairs[k];
-    }
-    if (v >= 10) {
-        *--q = pairs[v * 2 + 1];
-        *--q = pairs[v * 2];
-    } else {
-        *--q = (char)('0' + v);
-    }
-    size_t n = (size_t)(tmp + sizeof tmp - q);
-    memcpy(out, q, n);
-    return n;
+    int n = digits_count(v);
+    digits_write(out, n, v);
+    return (size_t)n;
 }
 
 static size_t print_special(double d, char *out)
@@ -516,9 +548,10 @@ static pthread_once_t narrow_once = PTHREAD_ONCE_INIT;
 static void narrow_init(void)
 {
     for (int k = 0; k < 2; k++) {
-        char(*t)[NARROW_TEXT] = malloc((size_t)65536 * NARROW_TEXT);
+        /* zeroed: print_one() copies whole entries */
+        char(*t)[NARROW_TEXT] = calloc(65536, NARROW_TEXT);
         if (t == NULL)
-            continue; /* print_narrow() works them out one by one */
+            continue; /* print_one() works them out one by one */
         for (uint32_t b = 0; b < 65536; b++) {
             char tmp[NUMCONV_MAX];
             double d = narrow_value(k == 0, (uint16_t)b);
@@ -538,37 +571,11 @@ void numfmt_init(void)
     pthread_once(&narrow_once, narrow_init);
 }
 
-static size_t print_narrow(bool half, uint16_t bits, char *out)
+/* One element of a dtype known at compile time, for print_list_t(). */
+static inline __attribute__((always_inline)) size_t
+print_one(tx_dtype t, const void *src, size_t i, char *out)
 {
-    numfmt_init();
-    const char(*t)[NARROW_TEXT] = narrow_text[half ? 0 : 1];
-    if (t == NULL || t[bits][NARROW_TEXT - 1] == 0)
-        return shortest_narrow(half, bits, out);
-    size_t n = (size_t)t[bits][NARROW_TEXT - 1];
-    memcpy(out, t[bits], n);
-    return n;
-}
-
-size_t numfmt_print(tx_dtype t, const void *src, size_t i, char *out)
-{
-    double d;
     switch (t) {
-    case TX_FLOAT16:
-    case TX_BFLOAT16: {
-        uint16_t b = ((const uint16_t *)src)[i];
-        d = narrow_value(t == TX_FLOAT16, b);
-        return isfinite(d) ? print_narrow(t == TX_FLOAT16, b, out)
-                           : print_special(d, out);
-    }
-    case TX_FLOAT32: {
-        float f = ((const float *)src)[i];
-        return isfinite(f) ? numconv_shortest_f32(f, out)
-                           : print_special(f, out);
-    }
-    case TX_FLOAT64:
-        d = ((const double *)src)[i];
-        return isfinite(d) ? numconv_shortest_f64(d, out)
-                           : print_special(d, out);
     case TX_INT8:
     case TX_INT16:
     case TX_INT32:
@@ -580,17 +587,104 @@ size_t numfmt_print(tx_dtype t, const void *src, size_t i, char *out)
         case TX_INT32: v = ((const int32_t *)src)[i]; break;
         default: v = ((const int64_t *)src)[i]; break;
         }
-        if (v < 0) {
-            out[0] = '-';
-            return 1 + print_u64(0 - (uint64_t)v, out + 1);
-        }
-        return print_u64((uint64_t)v, out);
+        size_t neg = v < 0;
+        out[0] = '-';
+        return neg + print_u64(neg ? 0 - (uint64_t)v : (uint64_t)v, out + neg);
     }
     case TX_UINT8: return print_u64(((const uint8_t *)src)[i], out);
     case TX_UINT16: return print_u64(((const uint16_t *)src)[i], out);
     case TX_UINT32: return print_u64(((const uint32_t *)src)[i], out);
     case TX_UINT64: return print_u64(((const uint64_t *)src)[i], out);
+    case TX_FLOAT32: {
+        float f = ((const float *)src)[i];
+        return isfinite(f) ? numconv_shortest_f32(f, out)
+                           : print_special(f, out);
+    }
+    case TX_FLOAT64: {
+        double d = ((const double *)src)[i];
+        return isfinite(d) ? numconv_shortest_f64(d, out)
+                           : print_special(d, out);
+    }
+    case TX_FLOAT16:
+    case TX_BFLOAT16: {
+        bool half = t == TX_FLOAT16;
+        uint16_t b = ((const uint16_t *)src)[i];
+        const char(*tab)[NARROW_TEXT] = narrow_text[half ? 0 : 1];
+        size_t n = tab != NULL ? (size_t)tab[b][NARROW_TEXT - 1] : 0;
+        if (n == 0) { /* not finite, or no table */
+            double d = narrow_value(half, b);
+            return isfinite(d) ? shortest_narrow(half, b, out)
+                               : print_special(d, out);
+        }
+        memcpy(out, tab[b], NARROW_TEXT - 1); /* the whole entry: faster */
+        return n;
+    }
     case TX_NDTYPES: break;
     }
     return 0;
+}
+
+static inline __attribute__((always_inline)) size_t
+print_list_t(tx_dtype t, const void *src, size_t a, size_t b, char *out)
+{
+    char *p = out;
+    for (size_t i = a; i < b; i++) {
+        *p = ',';
+        p += i > 0;
+        p += print_one(t, src, i, p);
+    }
+    return (size_t)(p - out);
+}
+
+size_t numfmt_print_list(tx_dtype t, const void *src, size_t a, size_t b,
+                         char *out)
+{
+    numfmt_init();
+    switch (t) {
+    case TX_FLOAT16: return print_list_t(TX_FLOAT16, src, a, b, out);
+    case TX_BFLOAT16: return print_list_t(TX_BFLOAT16, src, a, b, out);
+    case TX_FLOAT32: return print_list_t(TX_FLOAT32, src, a, b, out);
+    case TX_FLOAT64: return print_list_t(TX_FLOAT64, src, a, b, out);
+    case TX_INT8: return print_list_t(TX_INT8, src, a, b, out);
+    case TX_INT16: return print_list_t(TX_INT16, src, a, b, out);
+    case TX_INT32: return print_list_t(TX_INT32, src, a, b, out);
+    case TX_INT64: return print_list_t(TX_INT64, src, a, b, out);
+    case TX_UINT8: return print_list_t(TX_UINT8, src, a, b, out);
+    case TX_UINT16: return print_list_t(TX_UINT16, src, a, b, out);
+    case TX_UINT32: return print_list_t(TX_UINT32, src, a, b, out);
+    case TX_UINT64: return print_list_t(TX_UINT64, src, a, b, out);
+    case TX_NDTYPES: break;
+    }
+    return 0;
+}
+
+size_t numfmt_max_len(tx_dtype t)
+{
+    switch (t) {
+    case TX_INT8: return 4;   /* -128 */
+    case TX_INT16: return 6;  /* -32768 */
+    case TX_INT32: return 11; /* -2147483648 */
+    case TX_INT64: return 20; /* -9223372036854775808 */
+    case TX_UINT8: return 3;
+    case TX_UINT16: return 5;
+    case TX_UINT32: return 10;
+    case TX_UINT64: return 20;
+    /* "-Infinity" with its quotes is 11; finite values: float16
+     * "-6.1035e-05" 11, bfloat16 "-1.1755e-38" 11, float32
+     * "-1.1754944e-38" 14 or "-3402823500000000" (fixed up to 10^16) 17,
+     * float64 "-2.2250738585072014e-308" 24 */
+    case TX_FLOAT16:
+    case TX_BFLOAT16: return NARROW_TEXT - 1;
+    case TX_FLOAT32: return 17;
+    case TX_FLOAT64: return 24;
+    case TX_NDTYPES: break;
+    }
+    return NUMFMT_MAX;
+}
+
+size_t numfmt_print(tx_dtype t, const void *src, size_t i, char *out)
+{
+    /* element i alone: no comma before it */
+    const char *at = (const char *)src + i * tx_dtype_size(t);
+    return numfmt_print_list(t, at, 0, 1, out);
 }
