@@ -224,6 +224,19 @@ static void buffers(void)
     void *c = eng_buffer_alloc(3 << 20);
     CHECK(c != a, "a 8 MiB buffer is not spent on 3 MiB");
     eng_buffer_free(c);
+    /* medium buffers (64 KiB to 2 MiB) are kept too */
+    void *m = eng_buffer_alloc(300000);
+    ((unsigned char *)m)[299999] = 1;
+    eng_buffer_free(m);
+    void *m2 = eng_buffer_alloc(350000);
+    CHECK(m2 == m, "a medium buffer is reused for a similar size");
+    void *m3 = eng_buffer_alloc(100000);
+    CHECK(m3 != m2, "two live buffers are distinct");
+    eng_buffer_free(m3);
+    eng_buffer_free(m2);
+    void *m4 = eng_buffer_alloc(1000);
+    CHECK(m4 != m2, "a small buffer does not take a medium one");
+    eng_buffer_free(m4);
     /* the budget */
     eng_buffer_cache_limit(0);
     void *d = eng_buffer_alloc(8 << 20);

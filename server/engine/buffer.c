@@ -3,8 +3,12 @@
  *
  * Each buffer is preceded by a 128-byte header recording its capacity, so
  * that eng_buffer_free() knows what it is given. The cache is a small
- * array of free large buffers; an allocation takes the smallest one that
- * fits without wasting more than half of it.
+ * array of free buffers of 64 KiB and more; an allocation takes the
+ * smallest one that fits without wasting more than half of it. Buffers
+ * from 64 KiB to 2 MiB are rounded up to a power of two, so that one
+ * freed serves the next request of about that size: without the cache,
+ * glibc gives them back and maps them again, and a 64K-element JSON
+ * request paid for about 300 page faults (BENCHMARKS.md).
  */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <pthread.h>
@@ -15,8 +19,9 @@
 #include "buffer.h"
 
 #define HEADER 128u
+#define MEDIUM ((size_t)64 << 10)
 #define LARGE ((size_t)2 << 20)
-#define SLOTS 16
+#define SLOTS 32
 #define MAGIC 0x74616c6c79627566ull /* "tallybuf" */
 
 typedef struct {
@@ -45,7 +50,7 @@ void *eng_buffer_alloc(size_t bytes)
 {
     if (bytes > SIZE_MAX - LARGE - HEADER)
         return NULL;
-    if (bytes + HEADER >= LARGE) {
+    if (bytes + HEADER >= MEDIUM) {
         pthread_mutex_lock(&mu);
         size_t best = SLOTS;
         for (size_t i = 0; i < ncached; i++)
@@ -60,11 +65,20 @@ void *eng_buffer_alloc(size_t bytes)
             return data_of(h);
         }
         pthread_mutex_unlock(&mu);
-        size_t total = (bytes + HEADER + LARGE - 1) / LARGE * LARGE;
-        header *h = aligned_alloc(LARGE, total);
+        size_t total;
+        header *h;
+        if (bytes + HEADER >= LARGE) {
+            total = (bytes + HEADER + LARGE - 1) / LARGE * LARGE;
+            h = aligned_alloc(LARGE, total);
+            if (h != NULL)
+                madvise(h, total, MADV_HUGEPAGE);
+        } else {
+            for (total = MEDIUM; total < bytes + HEADER; total *= 2)
+                ;
+            h = aligned_alloc(128, total);
+        }
         if (h == NULL)
             return NULL;
-        madvise(h, total, MADV_HUGEPAGE);
         h->magic = MAGIC;
         h->cap = total - HEADER;
         return data_of(h);
@@ -85,7 +99,7 @@ void eng_buffer_free(void *p)
     header *h = header_of(p);
     if (h->magic != MAGIC)
         abort(); /* not ours: a programming error */
-    if (h->cap + HEADER >= LARGE) {
+    if (h->cap + HEADER >= MEDIUM) {
         pthread_mutex_lock(&mu);
         if (ncached < SLOTS && cached_bytes + h->cap <= budget) {
             cache[ncached].h = h;

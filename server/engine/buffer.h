@@ -4,10 +4,10 @@
  * Request bodies and tensors are allocated here. Every buffer is aligned to
  * 128 bytes, which lets a device that shares memory with the host (PoCL)
  * use it in place. Buffers of 2 MiB and more sit on 2 MiB boundaries with
- * transparent huge pages requested, and when freed they are kept, up to a
- * budget, for the next request of a similar size: a fresh 64 MiB buffer
- * costs thousands of page faults and the kernel zeroing it, a reused one
- * nothing.
+ * transparent huge pages requested. Buffers of 64 KiB and more are kept
+ * when freed, up to a budget, for the next request of a similar size: a
+ * fresh 64 MiB buffer costs thousands of page faults and the kernel
+ * zeroing it, a reused one nothing.
  *
  * Threading: any thread; the cache has its own mutex.
  */
