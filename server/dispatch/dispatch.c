@@ -71,12 +71,21 @@ static void on_job_done(job *j)
     http_resume(p->r);
 }
 
+/* Runs finish, timing it as the render step (less the gzip it may do,
+ * which the transport times apart). */
+static void render(request *r, http_handler finish)
+{
+    uint64_t t = now_ns(), gzip = r->gzip_ns;
+    finish(r);
+    r->render_ns = now_ns() - t - (r->gzip_ns - gzip);
+}
+
 /* The continuation, on an HTTP thread once the request is resumed. */
 static void after_job(request *r)
 {
     pending *p = r->work;
     if (!job_failed(r, &p->j))
-        p->finish(r);
+        render(r, p->finish);
 }
 
 static bool push(void *arg)
@@ -110,6 +119,8 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     char msg[256];
     job j;
     memset(&j, 0, sizeof j);
+    if (r->handler_ns != 0)
+        r->parse_ns = now_ns() - r->handler_ns;
     eng_err e = eng_lines_from_desc(desc, &j.lines, msg, sizeof msg);
     if (e != ENG_E_OK) {
         http_error(r, e, "%s", msg);
@@ -147,7 +158,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         metrics_observe(&s->metrics.compute, j.finished_ns - j.started_ns);
         note_times(r, &j);
         if (!job_failed(r, &j))
-            finish(r);
+            render(r, finish);
         return;
     }
 

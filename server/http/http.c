@@ -79,6 +79,7 @@ void http_resume(request *r)
 static enum MHD_Result send_reply(request *r)
 {
     r->state = RQ_REPLIED;
+    r->reply_ns = now_ns();
     if (r->response == NULL) {
         static const char fallback[] = "{\"error\":\"internal error\"}";
         r->response = MHD_create_response_from_buffer(
@@ -167,6 +168,7 @@ static void append_body(request *r, const char *data, size_t n)
 static void body_complete(request *r)
 {
     tallyd_server *s = r->s;
+    r->body_ns = now_ns();
     if (r->body_too_large) {
         http_error(r, ENG_E_TOO_LARGE,
                    "the body is more than the %zu bytes this server accepts "
@@ -186,6 +188,7 @@ static void body_complete(request *r)
         return;
     }
     if (coding > 0 && r->body_len > 0) {
+        uint64_t t = now_ns();
         uint8_t *plain;
         size_t plen;
         char msg[256];
@@ -208,7 +211,9 @@ static void body_complete(request *r)
         eng_buffer_free(r->body);
         r->body = aligned;
         r->body_len = r->body_cap = plen;
+        r->decode_ns = now_ns() - t;
     }
+    r->handler_ns = now_ns();
     r->handler(r);
 }
 
@@ -271,9 +276,18 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     }
 }
 
+/* Microseconds between two stamps, 0 when either is missing. */
+static uint64_t span_us(uint64_t from, uint64_t to)
+{
+    return from != 0 && to > from ? (to - from) / 1000 : 0;
+}
+
 /* One JSON line per request, formatted by hand: this runs for every
- * request, so it avoids building a JSON object. */
-static void access_line(request *r, uint64_t total_ns,
+ * request, so it avoids building a JSON object. The steps: recv (headers
+ * to the end of the body), decode (Content-Encoding), parse (the handler,
+ * up to its scan), queue, compute, render (writing the answer), send (the
+ * reply queued to the last byte handed to the socket), of which gzip. */
+static void access_line(request *r, uint64_t done_ns,
                         enum MHD_RequestTerminationCode toe)
 {
     char ts[40], path[512], extra[96] = "";
@@ -286,16 +300,21 @@ static void access_line(request *r, uint64_t total_ns,
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
         snprintf(extra + n, sizeof extra - (size_t)n, ",\"terminated\":%d",
                  (int)toe);
-    char line[1024];
+    char line[1280];
     int len = snprintf(
         line, sizeof line,
         "{\"ts\":\"%s\",\"module\":\"http\",\"level\":\"info\","
         "\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,\"bytes_in\":%zu,"
-        "\"bytes_out\":%zu,\"queue_us\":%" PRIu64 ",\"compute_us\":%" PRIu64
-        ",\"total_us\":%" PRIu64 ",\"request_id\":\"%s\"%s}",
+        "\"bytes_out\":%zu,\"recv_us\":%" PRIu64 ",\"decode_us\":%" PRIu64
+        ",\"parse_us\":%" PRIu64 ",\"queue_us\":%" PRIu64
+        ",\"compute_us\":%" PRIu64 ",\"render_us\":%" PRIu64
+        ",\"send_us\":%" PRIu64 ",\"gzip_us\":%" PRIu64 ",\"total_us\":%" PRIu64
+        ",\"request_id\":\"%s\"%s}",
         ts, r->method, path, r->status, r->body_len, r->bytes_out,
-        r->queue_ns / 1000, r->compute_ns / 1000, total_ns / 1000, r->id,
-        extra);
+        span_us(r->t0_ns, r->body_ns), r->decode_ns / 1000,
+        r->parse_ns / 1000, r->queue_ns / 1000, r->compute_ns / 1000,
+        r->render_ns / 1000, span_us(r->reply_ns, done_ns), r->gzip_ns / 1000,
+        span_us(r->t0_ns, done_ns), r->id, extra);
     if (len > 0)
         log_access(line,
                    (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
@@ -310,13 +329,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r == NULL)
         return;
     *con_cls = NULL;
-    uint64_t total = now_ns() - r->t0_ns;
+    uint64_t done = now_ns(), total = done - r->t0_ns;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->state != RQ_REPLIED)
         r->status = 499; /* the client went away first */
     metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,
                     r->bytes_out);
     if (s->cfg.access_log)
-        access_line(r, total, toe);
+        access_line(r, done, toe);
     atomic_store(&s->last_done_ns, now_ns());
     atomic_fetch_sub(&s->metrics.inflight, 1);
     request_release(r);

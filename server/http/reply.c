@@ -36,7 +36,9 @@ typedef struct {
     size_t raw_len, raw_off;
     bool raw_final;
 
-    size_t *count; /* the request's bytes_out, while it is alive */
+    /* the request's bytes_out and gzip_ns, while it is alive */
+    size_t *count;
+    uint64_t *gzip_ns;
 
     /* owned */
     char *head;
@@ -98,6 +100,7 @@ static ssize_t src_read(void *cls, uint64_t pos, char *buf, size_t max)
         *s->count += n;
         return (ssize_t)n;
     }
+    uint64_t t = now_ns();
     for (;;) {
         if (s->raw_off == s->raw_len && !s->raw_final) {
             s->raw_len = src_raw(s, s->raw, STREAM_BLOCK);
@@ -108,6 +111,8 @@ static ssize_t src_read(void *cls, uint64_t pos, char *buf, size_t max)
         bool done = gzip_stream_run(s->gz, s->raw + s->raw_off, &in,
                                     s->raw_final, (uint8_t *)buf, &outn);
         s->raw_off += in;
+        if (outn > 0 || done)
+            *s->gzip_ns += now_ns() - t;
         if (outn > 0) {
             *s->count += outn;
             return (ssize_t)outn;
@@ -134,6 +139,7 @@ static void respond(request *r, int status, const char *type, reply_src *s,
                     size_t total)
 {
     s->count = &r->bytes_out;
+    s->gzip_ns = &r->gzip_ns;
     struct MHD_Response *resp = NULL;
     bool gzip = r->accepts_gzip && (total == SIZE_MAX || total >= GZIP_MIN);
     if (gzip) {

@@ -56,9 +56,15 @@ struct request {
     void *work; /* the suspending layer's */
     void (*work_free)(void *work);
 
-    /* Where the time went, for the access log: filled by whoever ran the
-     * request's work (0 when nothing waited or ran). */
-    uint64_t queue_ns, compute_ns;
+    /* Where the time went, step by step, for the access log (0 for a step
+     * that did not happen). The transport stamps body_ns (the body is
+     * complete), handler_ns (decoded; the handler starts) and reply_ns
+     * (the reply is queued), and measures decode_ns (Content-Encoding)
+     * and gzip_ns (compressing the reply as it is sent). The layer that
+     * runs the work fills the rest: parse_ns (the handler, up to its
+     * scan), queue_ns, compute_ns and render_ns (writing the answer). */
+    uint64_t body_ns, handler_ns, reply_ns;
+    uint64_t decode_ns, parse_ns, queue_ns, compute_ns, render_ns, gzip_ns;
 
     /* the reply */
     int status;

@@ -1,4 +1,6 @@
 """Operations: metrics, health, logs, the OpenAPI document, the CLI flags."""
+import gzip
+import json
 import os
 import re
 import shutil
@@ -82,6 +84,47 @@ def test_access_log(tallyd):
     assert line["status"] == 200 and line["bytes_in"] > 0 and line["bytes_out"] > 0
     for k in ("queue_us", "compute_us", "total_us", "ts"):
         assert k in line
+
+
+def log_line(d, request_id):
+    for _ in range(200):  # access lines are flushed every few milliseconds
+        lines = [l for l in d.log_lines() if l.get("request_id") == request_id]
+        if lines:
+            return lines[0]
+        time.sleep(0.02)
+    raise AssertionError("no access line for " + request_id)
+
+
+STEPS = ("recv_us", "decode_us", "parse_us", "queue_us", "compute_us", "render_us",
+         "send_us", "gzip_us")
+
+
+def test_access_log_steps(tallyd):
+    """Each step of a request is timed in its access line: a large JSON
+    tensor is received, parsed, queued and computed, rendered and sent, and
+    gzip is timed too. The steps do not overlap, so they add up to no more
+    than the whole."""
+    n = 70000
+    doc = json.dumps({"dtype": "int64", "shape": [n], "data": list(range(n))})
+    for rid, extra in (("steps-plain", {}), ("steps-gzip", {"Accept-Encoding": "gzip"}),
+                       ("steps-deflated", {"Content-Encoding": "gzip"})):
+        body = gzip.compress(doc.encode()) if "Content-Encoding" in extra else doc
+        status, hdrs, raw = tallyd.request("POST", "/v1/cumsum", body, dict(
+            {"Content-Type": "application/json", "X-Request-Id": rid}, **extra))
+        assert status == 200
+        if "Accept-Encoding" in extra:
+            assert hdrs["content-encoding"] == "gzip"
+            raw = gzip.decompress(raw)
+        assert json.loads(raw)["data"][-1] == n * (n - 1) // 2
+        line = log_line(tallyd, rid)
+        for k in STEPS:
+            assert isinstance(line[k], int) and line[k] >= 0, (k, line)
+        assert line["parse_us"] > 0 and line["render_us"] > 0, line
+        # gzip is timed inside render or send, whichever compressed
+        assert sum(line[k] for k in STEPS if k != "gzip_us") <= line["total_us"] + len(STEPS), line
+        assert line["gzip_us"] <= line["total_us"], line
+        assert (line["gzip_us"] > 0) == (rid == "steps-gzip"), line
+        assert (line["decode_us"] > 0) == (rid == "steps-deflated"), line
 
 
 def test_openapi_matches_routes(tallyd):
