@@ -4,6 +4,8 @@
  * content codings.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "buffer.h"
 #include "check.h"
 #include "encoding.h"
+#include "fanout.h"
 #include "json.h"
 #include "kserve.h"
 #include "native.h"
@@ -277,45 +280,340 @@ static void rounding(void)
 /* Ten million random float32 and float64 values (random bit patterns,
  * every finite one alike) print and parse back bit-exact; float16 and
  * bfloat16 are checked exhaustively by `floats`. */
+/* Random float32 and float64 values round-trip bit-exact through the
+ * paths a JSON request takes: 10 million of each printed as an array with
+ * numfmt_print_list() (the writer's path) and read back with
+ * jcur_tensor() (the fast path of the parse), in chunks; and a million
+ * more of each one by one through numfmt_print() and numfmt_parse() (the
+ * general path). float16 and bfloat16 are covered whole by floats(). */
 static void round_trip(void)
 {
-    char why[200], text[NUMFMT_MAX + 1];
+    enum { CHUNK = 100000, CHUNKS = 100 };
+    char err[300];
+    float *f = check_alloc(CHUNK * sizeof *f), *fb = check_alloc(CHUNK * sizeof *fb);
+    double *d = check_alloc(CHUNK * sizeof *d), *db = check_alloc(CHUNK * sizeof *db);
+    char *text = check_alloc((size_t)CHUNK * 26 + 16);
     size_t bad32 = 0, bad64 = 0;
-    for (long i = 0; i < 10000000; i++) {
+    for (int k = 0; k < CHUNKS; k++) {
+        for (int i = 0; i < CHUNK; i++) {
+            do {
+                uint32_t b = (uint32_t)check_rand();
+                memcpy(&f[i], &b, 4);
+            } while (!isfinite(f[i]));
+            do {
+                uint64_t b = check_rand();
+                memcpy(&d[i], &b, 8);
+            } while (!isfinite(d[i]));
+        }
+        for (int t = 0; t < 2; t++) {
+            tx_dtype dt = t ? TX_FLOAT64 : TX_FLOAT32;
+            size_t n = 0;
+            text[n++] = '[';
+            n += numfmt_print_list(dt, t ? (void *)d : (void *)f, 0, CHUNK,
+                                   text + n);
+            text[n++] = ']';
+            jcur c;
+            jcur_init(&c, text, n, err, sizeof err);
+            uint64_t shape[1] = {CHUNK};
+            memset(t ? (void *)db : (void *)fb, 0xa5, CHUNK * (t ? 8 : 4));
+            bool ok = jcur_tensor(&c, "data", dt, shape, 1, CHUNK,
+                                  t ? (void *)db : (void *)fb);
+            CHECK(ok, "%s chunk %d: %s", tx_dtype_name(dt), k, err);
+            for (int i = 0; ok && i < CHUNK; i++) {
+                bool same = t ? memcmp(&db[i], &d[i], 8) == 0
+                              : memcmp(&fb[i], &f[i], 4) == 0;
+                if (!same && (t ? bad64++ : bad32++) < 5)
+                    CHECK(0, "%s %a came back as %a", tx_dtype_name(dt),
+                          t ? d[i] : (double)f[i], t ? db[i] : (double)fb[i]);
+            }
+        }
+    }
+    char why[200], one[NUMFMT_MAX + 1];
+    for (long i = 0; i < 1000000; i++) {
         uint64_t bits = check_rand();
         uint32_t b32 = (uint32_t)(bits >> 32);
-        float f, fb = 0;
-        double d, db = 0;
-        memcpy(&f, &b32, 4);
-        memcpy(&d, &bits, 8);
-        if (isfinite(f)) {
-            size_t n = numfmt_print(TX_FLOAT32, &f, 0, text);
-            if (!numfmt_parse(TX_FLOAT32, text, n, &fb, 0, why, sizeof why)
-                || memcmp(&fb, &f, 4) != 0)
+        float x, xb = 0;
+        double y, yb = 0;
+        memcpy(&x, &b32, 4);
+        memcpy(&y, &bits, 8);
+        if (isfinite(x)) {
+            size_t n = numfmt_print(TX_FLOAT32, &x, 0, one);
+            if (!numfmt_parse(TX_FLOAT32, one, n, &xb, 0, why, sizeof why)
+                || memcmp(&xb, &x, 4) != 0)
                 if (bad32++ < 5)
-                    CHECK(0, "float32 %a printed as %.*s", (double)f, (int)n,
-                          text);
+                    CHECK(0, "float32 %a printed as %.*s", (double)x, (int)n,
+                          one);
         }
-        if (isfinite(d)) {
-            size_t n = numfmt_print(TX_FLOAT64, &d, 0, text);
-            if (!numfmt_parse(TX_FLOAT64, text, n, &db, 0, why, sizeof why)
-                || memcmp(&db, &d, 8) != 0)
+        if (isfinite(y)) {
+            size_t n = numfmt_print(TX_FLOAT64, &y, 0, one);
+            if (!numfmt_parse(TX_FLOAT64, one, n, &yb, 0, why, sizeof why)
+                || memcmp(&yb, &y, 8) != 0)
                 if (bad64++ < 5)
-                    CHECK(0, "float64 %a printed as %.*s", d, (int)n, text);
+                    CHECK(0, "float64 %a printed as %.*s", y, (int)n, one);
         }
     }
     CHECK(bad32 == 0 && bad64 == 0,
-          "%zu float32 and %zu float64 values "
-          "did not round-trip",
-          bad32, bad64);
+          "%zu float32 and %zu float64 values did not round-trip", bad32,
+          bad64);
+    free(f);
+    free(fb);
+    free(d);
+    free(db);
+    free(text);
 }
 
-/* json_writer_render() on 1 to 8 threads writes exactly the text that
- * json_writer_read() streams, for every dtype and sizes around the split
- * points (0, 1 and a few elements included). */
+/* ------------------------------------------------------------------------
+ * Lists of numbers in every shape the fast loops meet, against a reference
+ * that reads each token alone with numfmt_parse(): the same verdict, the
+ * same values, and on a refusal a message naming the first bad element.
+ */
+
+/* What lies between two tokens: json.dumps' ", ", compact ",", and rarer
+ * whitespace, weighted towards the common ones; or (bad) none, two commas
+ * or a comma out of place. */
+static const char *separator(bool bad)
+{
+    static const char *const common[] = {",", ", "};
+    static const char *const rare[] = {" ,", ",\n  ", ",\t", " , ", "\r\n,",
+                                       ",  "};
+    static const char *const wrong[] = {",,", " ", "", ", ,", ";", ",]"};
+    if (bad)
+        return wrong[check_below(sizeof wrong / sizeof wrong[0])];
+    if (check_below(100) != 0)
+        return common[check_below(2)];
+    return rare[check_below(sizeof rare / sizeof rare[0])];
+}
+
+/* A token for dtype t: values that fit, of every length, and sometimes
+ * "odd" ones: some fine ("-0", "2.0"), most not (a fraction, too many
+ * digits, not a number at all). */
+static int int_token_text(tx_dtype t, bool odd_one, char *out)
+{
+    static const char *const odd[] = {
+        "007", "-0", "0", "1.5", "2.0", "1e3", "3E0", "-", "--1", "+1", "1x",
+        "\"1\"", "99999999999999999999", "18446744073709551616", "1.", ".5",
+        "-9223372036854775809", "9223372036854775808", "NaN", "[1]", "1e-1",
+        "10000000000000000000000000000000000000000e-40"};
+    if (odd_one)
+        return sprintf(out, "%s", odd[check_below(sizeof odd / sizeof odd[0])]);
+    unsigned bits = 8 * (unsigned)tx_dtype_size(t);
+    bool sign = tx_dtype_kind(t) == TX_KIND_SIGNED;
+    if (check_below(50) == 0) { /* a limit of the dtype, exactly */
+        uint64_t max = bits == 64 ? (sign ? (uint64_t)INT64_MAX : UINT64_MAX)
+                                  : (sign ? (1ull << (bits - 1)) - 1
+                                          : (1ull << bits) - 1);
+        if (check_rand() & 1)
+            return sprintf(out, "%llu", (unsigned long long)max);
+        return sign ? sprintf(out, "-%llu", (unsigned long long)max + 1)
+                    : sprintf(out, "0");
+    }
+    /* a length in digits, then a value of about that size */
+    int digits = 1 + (int)check_below(bits == 64 ? 20 : bits == 32 ? 10 : 5);
+    uint64_t v = check_rand();
+    uint64_t cap = 1;
+    for (int k = 1; k < digits && cap <= UINT64_MAX / 10; k++)
+        cap *= 10;
+    v %= cap * (digits < 20 ? 10 : 1);
+    if (true) { /* in range: the odd ones are out of it */
+        uint64_t max = bits == 64 ? (sign ? (uint64_t)INT64_MAX : UINT64_MAX)
+                                  : (sign ? (1ull << (bits - 1)) - 1
+                                          : (1ull << bits) - 1);
+        v %= max + (max < UINT64_MAX);
+    }
+    bool neg = (sign || check_below(300) == 0) && (check_rand() & 1);
+    return sprintf(out, "%s%llu", neg ? "-" : "", (unsigned long long)v);
+}
+
+static int float_token_text(tx_dtype t, bool odd_one, char *out)
+{
+    static const char *const odd[] = {
+        "-0", "0", "0.0", "1e400", "-1e400", "1e-400", "\"NaN\"",
+        "\"Infinity\"", "\"-Infinity\"", "\"inf\"", "1.", ".5", "01.5", "1e",
+        "1e+", "--1", "1.5.5", "0x10", "65519.99999999999999999",
+        "32759.999999999999", "650.0000000000000000000000000000000504", "[1]"};
+    uint64_t r = check_below(1000);
+    if (odd_one)
+        return sprintf(out, "%s", odd[check_below(sizeof odd / sizeof odd[0])]);
+    if (r < 200 && (t == TX_FLOAT16 || t == TX_BFLOAT16)) {
+        /* exactly halfway between two neighbours, or just off it */
+        bool half = t == TX_FLOAT16;
+        uint16_t b = (uint16_t)(check_rand() & 0x7fff);
+        if ((b & (half ? 0x7c00 : 0x7f80)) == (half ? 0x7c00 : 0x7f80))
+            b = 0x3c00;
+        double lo = half ? tx_f16_to_f32(b) : tx_bf16_to_f32(b);
+        double hi = half ? tx_f16_to_f32((uint16_t)(b + 1))
+                         : tx_bf16_to_f32((uint16_t)(b + 1));
+        if (!isfinite(hi))
+            hi = half ? 65536.0 : ldexp(1.0, 128);
+        int n = sprintf(out, "%s%.60g", check_rand() & 1 ? "-" : "",
+                        (lo + hi) / 2);
+        if (r < 50 && strchr(out, 'e') == NULL) /* a hair above */
+            n += sprintf(out + n, "%s0000000000000000000001",
+                         strchr(out, '.') != NULL ? "" : ".");
+        return n;
+    }
+    double d;
+    switch (check_below(4)) {
+    case 0: { /* any double's bits */
+        uint64_t b = check_rand();
+        memcpy(&d, &b, 8);
+        if (!isfinite(d))
+            d = 1.5;
+        return sprintf(out, "%.17g", d);
+    }
+    case 1: return sprintf(out, "%.9g", (check_unit() * 2 - 1) * 1000);
+    case 2: return sprintf(out, "%lld", (long long)check_below(100000) - 50000);
+    default:
+        return sprintf(out, "%.*e", (int)check_below(25),
+                       (check_unit() - 0.5) * pow(10, (double)check_below(80) - 40));
+    }
+}
+
+/* Builds a list of n tokens of dtype t into text (with brackets): clean,
+ * or with one odd token, or with one bad separator, at a random place;
+ * parses it with jcur_tensor(), and checks it against the reference. */
+static void list_case(tx_dtype t, uint64_t n, char *text, uint8_t *got,
+                      uint8_t *want)
+{
+    uint64_t mode = check_below(3), at_fault = check_below(n);
+    size_t size = tx_dtype_size(t), at = 0;
+    bool is_float = tx_dtype_kind(t) == TX_KIND_FLOAT;
+    /* where each token starts, to read them again alone */
+    size_t *start = check_alloc((size_t)n * sizeof *start);
+    size_t *len = check_alloc((size_t)n * sizeof *len);
+    bool sep_fault = false; /* first_bad is a separator's, before it */
+    int64_t first_bad = -1;
+    text[at++] = '[';
+    if (check_below(20) == 0)
+        text[at++] = ' ';
+    for (uint64_t i = 0; i < n; i++) {
+        if (i > 0) {
+            const char *sep = separator(mode == 2 && i == at_fault);
+            /* exactly one comma, with whitespace around it */
+            int commas = 0, other = 0;
+            for (const char *q = sep; *q; q++) {
+                commas += *q == ',';
+                other += *q != ',' && !strchr(" \t\r\n", *q);
+            }
+            if ((commas != 1 || other != 0) && first_bad < 0)
+                first_bad = (int64_t)i, sep_fault = true;
+            at += (size_t)sprintf(text + at, "%s", sep);
+        }
+        start[i] = at;
+        bool odd = mode == 1 && i == at_fault;
+        int k = is_float ? float_token_text(t, odd, text + at)
+                         : int_token_text(t, odd, text + at);
+        len[i] = (size_t)k;
+        at += (size_t)k;
+    }
+    text[at++] = ']';
+    /* the reference, token by token */
+    char why[200];
+    for (uint64_t i = 0; i < n && (first_bad < 0 || (uint64_t)first_bad > i);
+         i++) {
+        const char *s = text + start[i];
+        bool ok;
+        if (s[0] == '"')
+            ok = len[i] >= 2 && s[len[i] - 1] == '"'
+                 && numfmt_parse_special(t, s + 1, len[i] - 2, want,
+                                         (size_t)i, why, sizeof why);
+        else
+            ok = numfmt_scan(s, s + len[i]) == len[i]
+                 && numfmt_parse(t, s, len[i], want, (size_t)i, why,
+                                 sizeof why);
+        if (!ok)
+            first_bad = (int64_t)i;
+    }
+    char err[300];
+    jcur c;
+    jcur_init(&c, text, at, err, sizeof err);
+    uint64_t shape[1] = {n};
+    memset(got, 0xa5, (size_t)n * size);
+    bool ok = jcur_tensor(&c, "data", t, shape, 1, n, got);
+    if (first_bad < 0) {
+        CHECK(ok, "%s x %llu: refused: %s [%.*s]", tx_dtype_name(t),
+              (unsigned long long)n, err, (int)(at < 400 ? at : 400), text);
+        if (ok)
+            for (uint64_t i = 0; i < n; i++)
+                if (memcmp(got + i * size, want + i * size, size) != 0) {
+                    CHECK(0, "%s x %llu: element %llu (%.*s) differs",
+                          tx_dtype_name(t), (unsigned long long)n,
+                          (unsigned long long)i, (int)len[i],
+                          text + start[i]);
+                    break;
+                }
+    } else {
+        /* a bad token names its index; a fault of syntax ("1x", two
+         * commas) is worded as invalid JSON at a byte of that token or of
+         * the text after it, before the next token. A bad separator must
+         * be refused, but what is found first varies. */
+        int64_t from = sep_fault ? first_bad - 1 : first_bad;
+        char where[40];
+        snprintf(where, sizeof where, "data[%lld]", (long long)from);
+        const char *b = strstr(err, "at byte ");
+        size_t byte = b != NULL ? (size_t)strtoull(b + 8, NULL, 10) : 0;
+        int64_t upto = sep_fault ? first_bad : first_bad + 1;
+        bool located = b != NULL && byte >= start[from]
+                       && ((uint64_t)upto == n || byte <= start[upto]);
+        /* two tokens run together may read as one number: then the count
+         * is short, or a later fault shows first */
+        CHECK(!ok
+                  && (strstr(err, where) != NULL || sep_fault || located),
+              "%s x %llu: element %lld (%.*s) is bad, but: %s",
+              tx_dtype_name(t), (unsigned long long)n, (long long)first_bad,
+              (int)len[first_bad], text + start[first_bad],
+              ok ? "accepted" : err);
+    }
+    free(start);
+    free(len);
+}
+
+static void number_lists(void)
+{
+    enum { MAXN = 140000 };
+    char *text = check_alloc((size_t)MAXN * 96 + 16);
+    uint8_t *got = check_alloc((size_t)MAXN * 8), *want = check_alloc((size_t)MAXN * 8);
+    static const uint64_t sizes[] = {1, 2, 7, 100, 3000, 20000, 70000, 140000};
+    for (int t = 0; t < TX_NDTYPES; t++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            uint64_t n = sizes[k];
+            /* the big lists are slow for the floats' exact reference */
+            if (n > 20000 && tx_dtype_kind((tx_dtype)t) == TX_KIND_FLOAT
+                && t != TX_FLOAT32)
+                continue;
+            for (int rep = 0; rep < (n < 1000 ? 30 : 6); rep++)
+                list_case((tx_dtype)t, n, text, got, want);
+        }
+    free(text);
+    free(got);
+    free(want);
+}
+
+/* The text of n elements printed one by one with numfmt_print(), between
+ * the prefix and suffix parallel_render() uses: what the writer must
+ * produce however it batches them. */
+static size_t reference_text(tx_dtype t, const void *data, uint64_t n,
+                             char *out)
+{
+    size_t at = (size_t)sprintf(out, "{\"x\":[");
+    for (uint64_t i = 0; i < n; i++) {
+        if (i > 0)
+            out[at++] = ',';
+        at += numfmt_print(t, data, (size_t)i, out + at);
+    }
+    memcpy(out + at, "]}", 2);
+    return at + 2;
+}
+
+/* json_writer_read() in chunks of any size, and json_writer_render() on 1
+ * to 9 threads with its pieces joined, write exactly the elements printed
+ * one by one, for every dtype and sizes around the split points (0, 1 and
+ * a few elements included); no element's text is longer than
+ * numfmt_max_len(). */
 static void parallel_render(void)
 {
     static const uint64_t counts[] = {0, 1, 2, 3, 7, 8, 9, 1000, 65537};
+    static const size_t chunks[] = {1, 7, 100, 4096};
     for (int t = 0; t < TX_NDTYPES; t++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
             uint64_t n = counts[c];
@@ -324,28 +622,59 @@ static void parallel_render(void)
             for (size_t i = 0; i < (size_t)n * size; i++)
                 data[i] = (uint8_t)check_rand();
             eng_scan_desc d = {.dtype = (tx_dtype)t, .rank = 1, .shape = {n}};
-            for (unsigned threads = 1; threads <= 9; threads += 2) {
-                json_writer a, b;
-                char *pa = strdup("{\"x\":["), *pb = strdup("{\"x\":[");
-                char *sa = strdup("]}"), *sb = strdup("]}");
-                CHECK(json_writer_init(&a, true, pa, 6, sa, 2, &d, data)
-                          && json_writer_init(&b, true, pb, 6, sb, 2, &d, data),
-                      "init");
-                size_t cap = (size_t)n * (NUMFMT_MAX + 1) + 16, len = 0;
-                char *streamed = check_alloc(cap), *rendered = NULL;
-                size_t got, at = 0;
-                while ((got = json_writer_read(&a, streamed + at, 100)) > 0)
-                    at += got;
-                json_writer_free(&a);
-                CHECK(json_writer_render(&b, threads, &rendered, &len),
-                      "render");
-                CHECK(len == at && memcmp(rendered, streamed, len) == 0,
-                      "%s x %llu on %u threads: %zu bytes, streamed %zu",
-                      tx_dtype_name((tx_dtype)t), (unsigned long long)n,
-                      threads, len, at);
-                free(rendered);
-                free(streamed);
+            size_t cap = (size_t)n * (NUMFMT_MAX + 1) + 16;
+            char *want = check_alloc(cap), *got = check_alloc(cap);
+            size_t wlen = reference_text((tx_dtype)t, data, n, want);
+            size_t longest = 0;
+            for (uint64_t i = 0; i < n; i++) {
+                char one[NUMFMT_MAX + 1];
+                size_t k = numfmt_print((tx_dtype)t, data, (size_t)i, one);
+                longest = k > longest ? k : longest;
             }
+            CHECK(longest <= numfmt_max_len((tx_dtype)t),
+                  "%s: an element of %zu bytes, numfmt_max_len says %zu",
+                  tx_dtype_name((tx_dtype)t), longest,
+                  numfmt_max_len((tx_dtype)t));
+            for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+                json_writer a;
+                CHECK(json_writer_init(&a, true, strdup("{\"x\":["), 6,
+                                       strdup("]}"), 2, &d, data),
+                      "init");
+                size_t n_read, at = 0;
+                while (at < cap
+                       && (n_read = json_writer_read(&a, got + at, chunks[k]))
+                              > 0)
+                    at += n_read;
+                json_writer_free(&a);
+                CHECK(at == wlen && memcmp(got, want, wlen) == 0,
+                      "%s x %llu streamed in chunks of %zu: %zu bytes, "
+                      "want %zu",
+                      tx_dtype_name((tx_dtype)t), (unsigned long long)n,
+                      chunks[k], at, wlen);
+            }
+            for (unsigned threads = 1; threads <= 9; threads += 2) {
+                json_writer b;
+                CHECK(json_writer_init(&b, true, strdup("{\"x\":["), 6,
+                                       strdup("]}"), 2, &d, data),
+                      "init");
+                json_text text;
+                CHECK(json_writer_render(&b, threads, &text), "render");
+                size_t at = 0;
+                for (int i = 0; i < text.n; i++) {
+                    CHECK(text.piece[i].len > 0 && at + text.piece[i].len <= cap,
+                          "piece %d", i);
+                    memcpy(got + at, text.buf + text.piece[i].off,
+                           text.piece[i].len);
+                    at += text.piece[i].len;
+                }
+                CHECK(at == wlen && memcmp(got, want, wlen) == 0,
+                      "%s x %llu on %u threads: %zu bytes, want %zu",
+                      tx_dtype_name((tx_dtype)t), (unsigned long long)n,
+                      threads, at, wlen);
+                eng_buffer_free(text.buf);
+            }
+            free(want);
+            free(got);
             free(data);
         }
 }
@@ -384,8 +713,11 @@ static void flat_parallel(void)
         text[n] = '\0';
         uint64_t shape[1] = {N};
         memset(dst, 0xff, (size_t)N * 8);
+        unsigned long long before = jcur_parallel_parses();
         CHECK(tensor(text, t, shape, 1, dst, err), "%s: %s", tx_dtype_name(t),
               err);
+        CHECK(fanout_width() == 1 || jcur_parallel_parses() == before + 1,
+              "%s: parsed in parts", tx_dtype_name(t));
         size_t wrong = 0;
         for (int i = 0; i < N; i++) {
             double want =
@@ -469,6 +801,9 @@ static void json_tensors(void)
     CHECK(!tensor("[1,true,3]", TX_INT32, s3, 1, v, err)
               && strstr(err, "data[1] must be a number"),
           "bool: %s", err);
+    CHECK(!tensor("[1,01,3]", TX_INT32, s3, 1, v, err)
+              && strstr(err, "data[1]: 01 is not a number in JSON's grammar"),
+          "leading zero: %s", err);
     CHECK(tensor("[1,\"NaN\",\"-Infinity\"]", TX_FLOAT32, s3, 1, v, err),
           "specials: %s", err);
     CHECK(!tensor("[1,[2],3]", TX_INT32, s3, 1, v, err), "mixed: %s", err);
@@ -887,6 +1222,54 @@ static void encodings(void)
     free(z);
 }
 
+/* fanout_run(): every part runs once, whoever runs it, with several
+ * callers at once; the caller's stack holds the parts. */
+typedef struct {
+    atomic_int runs;
+    int payload;
+} fan_part;
+
+static void fan_part_run(void *arg)
+{
+    fan_part *p = arg;
+    atomic_fetch_add(&p->runs, 1);
+    volatile int x = 0;
+    for (int i = 0; i < p->payload; i++)
+        x += i;
+}
+
+static void *fan_caller(void *arg)
+{
+    int *bad = arg;
+    for (int round = 0; round < 300; round++) {
+        unsigned n = 1 + (unsigned)(round % FANOUT_MAX);
+        fan_part parts[FANOUT_MAX];
+        for (unsigned k = 0; k < n; k++) {
+            atomic_init(&parts[k].runs, 0);
+            parts[k].payload = (int)(round * 37 % 5000);
+        }
+        fanout_run(fan_part_run, parts, sizeof parts[0], n);
+        for (unsigned k = 0; k < n; k++)
+            *bad += atomic_load(&parts[k].runs) != 1;
+    }
+    return NULL;
+}
+
+static void fanout(void)
+{
+    unsigned w = fanout_width();
+    CHECK(w >= 1 && w <= FANOUT_MAX, "width %u", w);
+    pthread_t t[3];
+    int bad[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        CHECK(pthread_create(&t[k], NULL, fan_caller, &bad[k]) == 0, "thread");
+    for (int k = 0; k < 3; k++)
+        pthread_join(t[k], NULL);
+    CHECK(bad[0] + bad[1] + bad[2] == 0, "%d parts did not run exactly once",
+          bad[0] + bad[1] + bad[2]);
+    fanout_run(fan_part_run, NULL, 0, 0); /* nothing to do */
+}
+
 static const check_case cases[] = {
     {"integers", integers},
     {"floats", floats},
@@ -894,6 +1277,8 @@ static const check_case cases[] = {
     {"round_trip", round_trip},
     {"parallel_render", parallel_render},
     {"flat_parallel", flat_parallel},
+    {"number_lists", number_lists},
+    {"fanout", fanout},
     {"json_tensors", json_tensors},
     {"native_requests", native_requests},
     {"npy", npy},

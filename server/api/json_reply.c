@@ -1,25 +1,26 @@
 /*
- * json_reply.c - answering with a JSON tensor: rendered at once when small,
- * so that it goes out with a Content-Length; rendered at once by several
- * threads when large; streamed as the transport asks for it when huge, so
- * that no copy of the whole text is made.
+ * json_reply.c - answering with a JSON tensor: rendered at once, so that it
+ * goes out with a Content-Length (by several threads when large), or
+ * streamed as the transport asks for it when huge, so that no copy of the
+ * whole text is made.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api.h"
+#include "fanout.h"
 #include "reply.h"
 
-/* JSON tensors up to this many elements are rendered into one buffer;
- * larger ones are streamed. */
-#define JSON_INLINE_MAX 4096
-/* From here to JSON_PARALLEL_MAX elements the text is rendered at once by
- * one thread per core (up to 4): on two cores a 1M-element float32
- * KServe round trip went from 166 to 135 ms (BENCHMARKS.md); beyond, the
- * text could take gigabytes, so it is streamed. */
+/* From here to JSON_PARALLEL_MAX elements the text is rendered at once in
+ * one part per core (fanout.h): on two cores a 1M-element float32 KServe
+ * round trip went from 166 to 135 ms (BENCHMARKS.md). Smaller answers are
+ * rendered at once by this thread; beyond the maximum, the text could take
+ * gigabytes, so it is streamed. */
 #define JSON_PARALLEL_MIN 65536
 #define JSON_PARALLEL_MAX (4u << 20)
+
+_Static_assert(JSON_MAX_PIECES <= HTTP_MAX_PIECES,
+               "a rendered text's pieces fit a reply");
 
 static size_t writer_read(void *state, char *buf, size_t max)
 {
@@ -34,24 +35,17 @@ static void writer_free(void *state)
 
 void api_reply_json(request *r, int status, json_writer *w)
 {
-    if (w->count <= JSON_INLINE_MAX) {
-        /* at most 42 bytes an element, and the text around them */
-        size_t cap = w->prefix_len + w->suffix_len + (size_t)w->count * 42 + 16;
-        char *buf = malloc(cap);
-        if (buf != NULL) {
-            size_t n = json_writer_read(w, buf, cap);
-            json_writer_free(w);
-            http_reply_buffer(r, status, "application/json", buf, n);
-            return;
-        }
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 1 && w->count >= JSON_PARALLEL_MIN
-        && w->count <= JSON_PARALLEL_MAX) {
-        char *buf;
-        size_t n;
-        if (json_writer_render(w, cores > 4 ? 4 : (unsigned)cores, &buf, &n)) {
-            http_reply_buffer(r, status, "application/json", buf, n);
+    if (w->count <= JSON_PARALLEL_MAX) {
+        unsigned parts = w->count >= JSON_PARALLEL_MIN ? fanout_width() : 1;
+        json_text t;
+        if (json_writer_render(w, parts, &t)) {
+            http_piece pieces[JSON_MAX_PIECES];
+            for (int i = 0; i < t.n; i++) {
+                pieces[i].base = t.buf + t.piece[i].off;
+                pieces[i].len = t.piece[i].len;
+            }
+            http_reply_pieces(r, status, "application/json", t.buf, pieces,
+                              t.n);
             return;
         }
     }

@@ -10,6 +10,9 @@
  *
  * Errors are reported as text naming the member, element index or byte
  * offset; the caller turns them into a 400.
+ *
+ * json.c is the scanner, json_data.c reads tensor data (jcur_tensor,
+ * jcur_infer), json_writer.c writes it.
  */
 #ifndef TALLY_JSON_H
 #define TALLY_JSON_H
@@ -35,6 +38,10 @@ bool jcur_fail(jcur *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void jcur_ws(jcur *c);
+
+/* What is at the cursor, for messages: "a string", "the end of the
+ * body", "invalid JSON"... */
+const char *jcur_found(const jcur *c);
 
 /* Consumes ch (after whitespace) or fails naming what was expected. */
 bool jcur_expect(jcur *c, char ch, const char *what);
@@ -67,6 +74,12 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank);
  * "NaN", "Infinity" and "-Infinity". `what` names the member ("data"). */
 bool jcur_tensor(jcur *c, const char *what, tx_dtype t, const uint64_t *shape,
                  int rank, uint64_t count, void *dst);
+
+/* How many flat arrays have been parsed in parts on several cores (from
+ * 65536 elements, when there are cores to share) since the process
+ * started; an array whose parts disagree is parsed again on one thread,
+ * and not counted. For tests and benchmarks. */
+unsigned long long jcur_parallel_parses(void);
 
 /* Infers the shape of the nested arrays at the cursor, as numpy.array
  * does: the lengths along the first path, with every array at one depth of
@@ -114,14 +127,25 @@ bool json_writer_init(json_writer *w, bool ok, char *prefix, size_t prefix_len,
                       char *suffix, size_t suffix_len,
                       const eng_scan_desc *desc, const void *data);
 
-/* Renders all of w's text into one new buffer (*out, free()), the
- * elements split between `threads` threads (the caller's and threads - 1
- * started here, 1 to 8): for large answers on a machine with cores to
- * spare. The writer is then spent. Memory: up to NUMFMT_MAX + 1 bytes
- * an element until the parts are joined. False when memory or a thread
- * cannot be had; w is untouched then. */
-bool json_writer_render(json_writer *w, unsigned threads, char **out,
-                        size_t *len);
+/* Text rendered at once: pieces of one buffer, to be sent one after
+ * another. buf is eng_buffer_alloc'd (free it with eng_buffer_free). */
+#define JSON_MAX_PIECES 8
+typedef struct {
+    char *buf;
+    int n;
+    struct {
+        size_t off, len;
+    } piece[JSON_MAX_PIECES];
+} json_text;
+
+/* Renders all of w's text into *out, the elements split into `parts`
+ * parts (1 to JSON_MAX_PIECES) that fanout.h's helpers and the caller
+ * share: for large answers on a machine with cores to spare. Each part is
+ * written in place in the one buffer, which is sized for the longest text
+ * of every element (numfmt_max_len() + 1 bytes each), and the parts are
+ * sent from where they lie instead of being moved together. The writer is
+ * then spent. False when memory cannot be had; w is untouched then. */
+bool json_writer_render(json_writer *w, unsigned parts, json_text *out);
 
 /* Frees prefix and suffix. */
 void json_writer_free(json_writer *w);

@@ -1,10 +1,12 @@
 /*
  * kserve.c - parsing inference requests and writing responses.
  *
- * The request is walked once with the json.c scanner, member by member;
- * inputs are collected first (their data spans remembered), and tensors
- * are decoded once the whole header has been read, because a binary
- * tensor's place in the body depends on every input before it.
+ * The request is walked once with the json.c scanner, member by member.
+ * x's JSON data is parsed where it is met when its name, datatype and
+ * shape came first (eager_data); otherwise inputs are collected first
+ * (their data spans remembered), and tensors are decoded once the whole
+ * header has been read, because a binary tensor's place in the body
+ * depends on every input before it.
  * Metadata documents are small and built with jansson.
  */
 #include <inttypes.h>
@@ -30,7 +32,14 @@ typedef struct {
     bool binary;
     uint64_t binary_size;
     uint8_t *binary_at; /* where its bytes are in the body */
+    bool parsed;        /* x's data, parsed as it was met (eager_data) */
 } input;
+
+/* What parse_input() needs besides the input itself. */
+typedef struct {
+    size_t max_bytes;
+    kserve_request *out;
+} parse_ctx;
 
 static eng_err fail_invalid(jcur *c)
 {
@@ -61,7 +70,35 @@ static bool input_parameters(jcur *c, input *in)
     return !c->failed;
 }
 
-static bool parse_input(jcur *c, input *in, int index)
+/* When x's name, datatype and shape come before its data, as tritonclient
+ * writes them, the data is parsed as soon as it is met, so that the
+ * document is walked once. Anything unusual (another order, a size over
+ * the limit, no memory) leaves it to kserve_parse(), which skips the data
+ * now and parses it at the end, with the messages for those cases. True
+ * when the data was taken or left; false when it was taken and is bad. */
+static bool eager_data(jcur *c, input *in, const parse_ctx *px)
+{
+    if (px->out->data != NULL || in->binary || in->dtype < 0 || !in->has_shape
+        || in->rank == 0 || !json_eq(in->name, in->name_len, "x"))
+        return true;
+    uint64_t elements = 1, bytes;
+    for (int d = 0; d < in->rank; d++)
+        if (!eng_mul_u64(elements, in->shape[d], &elements))
+            return true;
+    if (!eng_mul_u64(elements, tx_dtype_size((tx_dtype)in->dtype), &bytes)
+        || bytes > px->max_bytes)
+        return true;
+    void *data = eng_buffer_alloc((size_t)bytes);
+    if (data == NULL)
+        return true;
+    px->out->data = data;
+    px->out->data_owned = true;
+    in->parsed = true;
+    return jcur_tensor(c, "input \"x\" data", (tx_dtype)in->dtype, in->shape,
+                       in->rank, elements, data);
+}
+
+static bool parse_input(jcur *c, input *in, int index, const parse_ctx *px)
 {
     bool first = true;
     const char *k;
@@ -95,7 +132,9 @@ static bool parse_input(jcur *c, input *in, int index)
         } else if (json_eq(k, kn, "data")) {
             jcur_ws(c);
             in->data = c->p;
-            if (!jcur_skip(c))
+            if (!eager_data(c, in, px))
+                return false;
+            if (!in->parsed && !jcur_skip(c))
                 return false;
         } else if (!jcur_skip(c)) {
             return false;
@@ -260,11 +299,10 @@ static eng_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
     return ENG_E_OK;
 }
 
-eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
-                     size_t max_bytes, kserve_request *out, char *msg,
-                     size_t msglen)
+static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
+                             size_t max_bytes, kserve_request *out, char *msg,
+                             size_t msglen)
 {
-    memset(out, 0, sizeof *out);
     bool binary = header_len != SIZE_MAX;
     if (binary && header_len > len)
         return eng_fail(msg, msglen, ENG_E_INVALID,
@@ -307,7 +345,8 @@ eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
                                     "too many inputs (the model takes \"x\" "
                                     "and optionally \"axis\")");
                 memset(&inputs[ninputs], 0, sizeof inputs[ninputs]);
-                if (!parse_input(&c, &inputs[ninputs], ninputs))
+                parse_ctx px = {max_bytes, out};
+                if (!parse_input(&c, &inputs[ninputs], ninputs, &px))
                     return fail_invalid(&c);
                 ninputs++;
             }
@@ -440,6 +479,8 @@ eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         out->data = to;
         return ENG_E_OK;
     }
+    if (x->parsed)
+        return ENG_E_OK; /* eager_data() did the rest */
     if (l.bytes > max_bytes) {
         kserve_request_free(out);
         return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
@@ -461,6 +502,17 @@ eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
         return ENG_E_INVALID;
     }
     return ENG_E_OK;
+}
+
+eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
+                     size_t max_bytes, kserve_request *out, char *msg,
+                     size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    eng_err e = parse_request(body, len, header_len, max_bytes, out, msg, msglen);
+    if (e != ENG_E_OK)
+        kserve_request_free(out); /* x's data, when it was parsed early */
+    return e;
 }
 
 void kserve_request_free(kserve_request *r)

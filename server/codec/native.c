@@ -138,10 +138,46 @@ typedef struct {
     size_t dtype_len;
 } members;
 
-eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
-                          native_request *out, char *msg, size_t msglen)
+/* When dtype and shape come before data, the data is parsed as soon as it
+ * is met, so that the document is walked once. Anything unusual (a dtype
+ * or shape that does not read, a size over the limit, no memory) leaves it
+ * to the second pass, with the messages for those cases. True when the
+ * data was taken (*data set) or left; false when it was taken and is bad
+ * (*data is then set too, for the caller to free). */
+static bool eager_data(jcur *c, const members *m, size_t max_bytes,
+                       void **data, uint64_t *bytes_out)
 {
-    memset(out, 0, sizeof *out);
+    jcur q;
+    const char *s;
+    size_t n;
+    uint64_t shape[ENG_MAX_RANK];
+    int rank, t;
+    jcur_init(&q, c->base, (size_t)(c->end - c->base), NULL, 0);
+    q.p = m->dtype;
+    if (!jcur_string(&q, &s, &n) || (t = tx_dtype_parse(s, n)) < 0)
+        return true;
+    q.p = m->shape;
+    if (!jcur_shape(&q, "shape", shape, &rank) || rank == 0)
+        return true;
+    uint64_t elements = 1, bytes;
+    for (int d = 0; d < rank; d++)
+        if (!eng_mul_u64(elements, shape[d], &elements))
+            return true;
+    if (!eng_mul_u64(elements, tx_dtype_size((tx_dtype)t), &bytes)
+        || bytes > max_bytes)
+        return true;
+    *data = eng_buffer_alloc((size_t)bytes);
+    if (*data == NULL)
+        return true;
+    *bytes_out = bytes;
+    return jcur_tensor(c, "data", (tx_dtype)t, shape, rank, elements, *data);
+}
+
+static eng_err parse_json(const char *body, size_t len, size_t max_bytes,
+                          native_request *out, void **early, char *msg,
+                          size_t msglen)
+{
+    uint64_t early_bytes = 0;
     jcur c;
     jcur_init(&c, body, len, msg, msglen);
     members m = {0};
@@ -187,6 +223,14 @@ eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
             return eng_fail(msg, msglen, ENG_E_INVALID,
                             "member \"%.*s\" appears twice", (int)klen, key);
         *slot = c.p;
+        if (slot == &m.data && m.dtype != NULL && m.shape != NULL) {
+            jcur_ws(&c);
+            m.data = c.p;
+            if (!eager_data(&c, &m, max_bytes, early, &early_bytes))
+                return ENG_E_INVALID;
+            if (*early != NULL)
+                continue;
+        }
         if (!jcur_skip(&c))
             return ENG_E_INVALID;
     }
@@ -294,6 +338,12 @@ eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
     eng_err e = eng_lines_from_desc(&out->desc, &l, msg, msglen);
     if (e != ENG_E_OK)
         return e;
+    if (*early != NULL && early_bytes == l.bytes) {
+        out->data = *early; /* parsed where it was met */
+        out->bytes = l.bytes;
+        *early = NULL;
+        return ENG_E_OK;
+    }
     if (l.bytes > max_bytes)
         return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
                         "the tensor would take %zu bytes, more than the "
@@ -312,6 +362,16 @@ eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
     out->data = data;
     out->bytes = l.bytes;
     return ENG_E_OK;
+}
+
+eng_err native_parse_json(const char *body, size_t len, size_t max_bytes,
+                          native_request *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    void *early = NULL; /* the data, when eager_data() parsed it */
+    eng_err e = parse_json(body, len, max_bytes, out, &early, msg, msglen);
+    eng_buffer_free(early);
+    return e;
 }
 
 bool native_json_writer(json_writer *w, const eng_scan_desc *desc,

@@ -2,11 +2,11 @@
  * reply.c - the response bodies: what a response sends, how it is
  * compressed on the way out, and what it frees afterwards.
  *
- * A reply is a "source": up to two segments of bytes (a header and the
- * tensor data, say) and optionally a stream that produces text as
- * libmicrohttpd asks for it. Bodies of known length go out with a
- * Content-Length; gzipped bodies and streams go out chunked, through a
- * callback.
+ * A reply is a "source": a few segments of bytes (a header and the tensor
+ * data, say, or the pieces of a rendered text) and optionally a stream
+ * that produces text as libmicrohttpd asks for it. Bodies of known length
+ * go out with a Content-Length; gzipped bodies and streams go out chunked,
+ * through a callback.
  */
 #include <jansson.h>
 #include <microhttpd.h>
@@ -23,8 +23,8 @@
 #define STREAM_BLOCK (64 * 1024)
 
 typedef struct {
-    const uint8_t *seg[2];
-    size_t seglen[2];
+    const uint8_t *seg[HTTP_MAX_PIECES];
+    size_t seglen[HTTP_MAX_PIECES];
     int nseg, cur;
     size_t off;
     http_body_read read; /* a streamed body after the segments, or NULL */
@@ -42,7 +42,8 @@ typedef struct {
 
     /* owned */
     char *head;
-    uint8_t *body;
+    uint8_t *body; /* both eng_buffer_alloc'd */
+    void *text;
     void *ctx;
     void (*ctx_free)(void *);
 } reply_src;
@@ -58,6 +59,7 @@ static void src_free(void *cls)
     free(s->raw);
     free(s->head);
     eng_buffer_free(s->body);
+    eng_buffer_free(s->text);
     if (s->ctx_free != NULL)
         s->ctx_free(s->ctx);
     free(s);
@@ -157,7 +159,7 @@ static void respond(request *r, int status, const char *type, reply_src *s,
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                  src_read, s, src_free);
     } else {
-        struct MHD_IoVec iov[2];
+        struct MHD_IoVec iov[HTTP_MAX_PIECES];
         for (int i = 0; i < s->nseg; i++) {
             iov[i].iov_base = s->seg[i];
             iov[i].iov_len = s->seglen[i];
@@ -218,6 +220,28 @@ void http_reply_parts(request *r, int status, const char *type, char *head,
         s->seglen[s->nseg++] = data_len;
     }
     respond(r, status, type, s, head_len + data_len);
+}
+
+void http_reply_pieces(request *r, int status, const char *type, void *buf,
+                       const http_piece *pieces, int n)
+{
+    reply_src *s = calloc(1, sizeof *s);
+    if (s == NULL || n > HTTP_MAX_PIECES) {
+        free(s);
+        eng_buffer_free(buf);
+        r->status = 500;
+        return;
+    }
+    s->text = buf;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (pieces[i].len == 0)
+            continue;
+        s->seg[s->nseg] = pieces[i].base;
+        s->seglen[s->nseg++] = pieces[i].len;
+        total += pieces[i].len;
+    }
+    respond(r, status, type, s, total);
 }
 
 void http_reply_stream(request *r, int status, const char *type,

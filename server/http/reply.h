@@ -31,6 +31,20 @@ void http_reply_buffer(request *r, int status, const char *type, char *buf,
 void http_reply_parts(request *r, int status, const char *type, char *head,
                       size_t head_len, const void *data, size_t data_len);
 
+/* A piece of a body: len bytes at base. */
+#define HTTP_MAX_PIECES 10
+typedef struct {
+    const void *base;
+    size_t len;
+} http_piece;
+
+/* Replies with n pieces (at most HTTP_MAX_PIECES), sent one after
+ * another, that all lie in buf: a buffer from eng_buffer_alloc(), taken,
+ * and freed once the response has been sent. Text rendered in parts is
+ * sent from where each part was written, without joining them. */
+void http_reply_pieces(request *r, int status, const char *type, void *buf,
+                       const http_piece *pieces, int n);
+
 /* Produces the next part of a streamed body into buf (at most max bytes)
  * and returns its length; 0 once the body is complete. */
 typedef size_t (*http_body_read)(void *state, char *buf, size_t max);

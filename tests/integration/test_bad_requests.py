@@ -58,7 +58,11 @@ CATALOGUE = [
     ("bad escape", "POST", "/v1/cumsum", J, '{"dtype":"int\\q8","shape":[1],"data":[1]}', 400, "escape"),
     ("control character", "POST", "/v1/cumsum", J, '{"dtype":"int\n8","shape":[1],"data":[1]}', 400, "control"),
     ("deep nesting", "POST", "/v1/cumsum", J, '{"dtype":"int8","shape":[1],"data":' + "[" * 500 + "]" * 500 + "}",
-     400, "nested"),
+     400, "data[0] is an array"),
+    ("deep nesting, data first", "POST", "/v1/cumsum", J,
+     '{"data":' + "[" * 500 + "]" * 500 + ',"dtype":"int8","shape":[1]}', 400, "nested"),
+    ("bare NaN token, data first", "POST", "/v1/cumsum", J,
+     '{"data":[NaN],"dtype":"float32","shape":[1]}', 400, '"NaN"'),
     ("unterminated string", "POST", "/v1/cumsum", J, '{"dtype":"int8', 400, "unterminated"),
     # native JSON: members
     # without dtype and shape both are read off the data (test_native.py);
