@@ -19,7 +19,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends make gcc libc6-dev pkg-config xxd \
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
       libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
-      g++ libfast-float-dev libfmt-dev \
+      g++ libfast-float-dev libfmt-dev libdeflate-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
@@ -47,7 +47,7 @@ ARG SOURCE_URL=
 ARG REVISION=
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ocl-icd-libopencl1 pocl-opencl-icd \
-      libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libstdc++6 \
+      libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
  && mkdir -p /etc/OpenCL/vendors \
  && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd \

@@ -42,7 +42,7 @@ INC_api      := -Iserver/api $(INC_dispatch)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
-DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz -lstdc++
+DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz -ldeflate -lstdc++
 # numconv.cc, the shim over fast_float and {fmt} (both header-only), is the
 # only C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g

@@ -1218,6 +1218,26 @@ static void encodings(void)
     CHECK(encoding_decode(2, in, 100, n, &plain, &plen, err, sizeof err)
               == ENG_E_ENCODING,
           "not deflate: %s", err);
+    /* the whole-buffer encoder (libdeflate): one gzip member, decoded by
+     * zlib to the same bytes, and smaller */
+    uint8_t *whole;
+    size_t wlen;
+    CHECK(gzip_whole(in, n, &whole, &wlen), "gzip_whole");
+    CHECK(wlen < n / 2, "gzip_whole: %zu bytes from %zu", wlen, n);
+    CHECK(encoding_decode(1, whole, wlen, n, &plain, &plen, err, sizeof err)
+                  == ENG_E_OK
+              && plen == n && memcmp(plain, in, n) == 0,
+          "gzip_whole round trip: %s", err);
+    free(plain);
+    free(whole);
+    CHECK(gzip_whole(in, 0, &whole, &wlen)
+              && encoding_decode(1, whole, wlen, n, &plain, &plen, err,
+                                 sizeof err)
+                     == ENG_E_OK
+              && plen == 0,
+          "gzip_whole of nothing: %s", err);
+    free(plain);
+    free(whole);
     free(in);
     free(z);
 }
