@@ -86,7 +86,7 @@ void api_dml_json(request *r)
     if (!attach(r, c, bytes))
         return;
     dispatch_submit_strided(r, &c->q.desc, &c->q.iv, c->q.data, &c->q.ov,
-                            c->out, -1, finish_json);
+                            c->out, -1, DISPATCH_TEXT, finish_json);
 }
 
 static void finish_binary(request *r)
@@ -139,5 +139,5 @@ void api_dml_binary(request *r, const char *header)
     if (!attach(r, c, (size_t)c->q.out.total_bytes))
         return;
     dispatch_submit_strided(r, &c->q.desc, &c->q.iv, r->body, &c->q.ov, c->out,
-                            -1, finish_binary);
+                            -1, DISPATCH_BYTES, finish_binary);
 }

@@ -93,5 +93,7 @@ void api_infer(request *r)
     if (c->req.has_timeout)
         timeout_ms =
             c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
-    dispatch_submit(r, &c->req.desc, c->req.data, timeout_ms, finish_infer);
+    dispatch_submit(r, &c->req.desc, c->req.data, timeout_ms,
+                    c->req.data_owned ? DISPATCH_TEXT : DISPATCH_BYTES,
+                    finish_infer);
 }

@@ -125,7 +125,8 @@ static void native_json(request *r)
     }
     r->ctx = c;
     r->ctx_free = json_ctx_free;
-    dispatch_submit(r, &c->req.desc, c->req.data, -1, finish_json);
+    dispatch_submit(r, &c->req.desc, c->req.data, -1, DISPATCH_TEXT,
+                    finish_json);
 }
 
 /* .npy */
@@ -224,7 +225,7 @@ static void native_npy(request *r)
         tx_npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
         c->data = c->copy;
     }
-    dispatch_submit(r, &c->desc, c->data, -1, finish_npy);
+    dispatch_submit(r, &c->desc, c->data, -1, DISPATCH_BYTES, finish_npy);
 }
 
 /* raw bytes */
@@ -291,7 +292,7 @@ static void native_raw(request *r)
                    r->body_len, tx_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
     }
-    dispatch_submit(r, &c->desc, r->body, -1, finish_raw);
+    dispatch_submit(r, &c->desc, r->body, -1, DISPATCH_BYTES, finish_raw);
 }
 
 /* `curl -d '{...}'` sends a JSON object as application/x-www-form-urlencoded:

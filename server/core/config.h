@@ -46,6 +46,10 @@
       "4096",                                                                  \
       "tensors this small are summed on the HTTP thread, on the host (a "      \
       "device launch costs more); 0: never")                                   \
+    X(json_inline_max, "json-inline-max-elements",                             \
+      "TALLY_JSON_INLINE_MAX_ELEMENTS", UINT, "65536",                         \
+      "tensors that came as JSON text are summed on the HTTP thread up to "    \
+      "this size (their text costs 10-50x the sum); 0: never")                 \
     X(fault_delay_ms, "fault-delay-ms", "TALLY_FAULT_DELAY_MS", UINT, "0",     \
       "testing: workers wait this long before each job (a slow device)")       \
     X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
@@ -57,7 +61,7 @@ typedef struct {
     char *listen, *device, *layout;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         drain_timeout_s, drain_idle_ms, max_connections, max_batch, inline_max,
-        fault_delay_ms;
+        json_inline_max, fault_delay_ms;
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */

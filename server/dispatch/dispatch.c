@@ -113,7 +113,7 @@ static int64_t header_timeout_ms(request *r, char *msg, size_t msglen,
 
 static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
                    const void *in, const eng_view *ov, void *out,
-                   int64_t timeout_ms, http_handler finish)
+                   int64_t timeout_ms, dispatch_from from, http_handler finish)
 {
     tallyd_server *s = r->s;
     char msg[256];
@@ -145,9 +145,13 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     j.deadline_ns =
         timeout_ms > 0 ? j.enqueued_ns + (uint64_t)timeout_ms * 1000000u : 0;
 
-    /* Tiny tensors: summing them here is cheaper than the hand-off to a
-     * worker and back (let alone a device launch). */
-    if (j.lines.elements <= s->cfg.inline_max) {
+    /* Tiny tensors, and text tensors up to their own bound: summing them
+     * here is cheaper than the hand-off to a worker and back (let alone a
+     * device launch). */
+    uint64_t inline_max = s->cfg.inline_max;
+    if (from == DISPATCH_TEXT && s->cfg.json_inline_max > inline_max)
+        inline_max = s->cfg.json_inline_max;
+    if (j.lines.elements <= inline_max) {
         j.started_ns = now_ns();
         j.err = iv != NULL
                     ? eng_scan_strided_inline(desc, iv, in, ov, out, j.msg,
@@ -185,17 +189,18 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
 }
 
 void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
-                     int64_t timeout_ms, http_handler finish)
+                     int64_t timeout_ms, dispatch_from from,
+                     http_handler finish)
 {
-    submit(r, desc, NULL, inout, NULL, inout, timeout_ms, finish);
+    submit(r, desc, NULL, inout, NULL, inout, timeout_ms, from, finish);
 }
 
 void dispatch_submit_strided(request *r, const eng_scan_desc *desc,
                              const eng_view *iv, const void *in,
                              const eng_view *ov, void *out, int64_t timeout_ms,
-                             http_handler finish)
+                             dispatch_from from, http_handler finish)
 {
-    submit(r, desc, iv, in, ov, out, timeout_ms, finish);
+    submit(r, desc, iv, in, ov, out, timeout_ms, from, finish);
 }
 
 /* A worker runs one job: dropped if its deadline passed while it waited,

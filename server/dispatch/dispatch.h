@@ -5,9 +5,10 @@
  * function that writes the answer. Dispatch owns everything in between:
  *   - the deadline: the X-Timeout-Ms header, the protocol's own timeout, or
  *     --timeout-ms;
- *   - the choice: tensors of at most --inline-max-elements are summed at
- *     once on the HTTP thread; larger ones are queued for a device worker,
- *     and the request is suspended;
+ *   - the choice: tensors of at most --inline-max-elements (or, when they
+ *     came as JSON text, --json-inline-max-elements) are summed at once on
+ *     the HTTP thread; larger ones are queued for a device worker, and the
+ *     request is suspended;
  *   - refusal: a full queue answers 503 with Retry-After, and so does a
  *     draining server;
  *   - running: workers call back into dispatch_run(), which drops a job
@@ -28,13 +29,20 @@
 
 #include "http.h"
 
+/* What the tensor came as, for the choice between summing it at once and
+ * queueing it: a text tensor has already cost its parse (and will cost its
+ * printing) on the HTTP thread, 10 to 50 times the sum, so a device hand-off
+ * saves nothing until it is large. */
+typedef enum { DISPATCH_BYTES, DISPATCH_TEXT } dispatch_from;
+
 /* Scans desc over inout (in place; inout lies in r->body or r->ctx) and
  * calls finish to reply: at once for a small tensor, else after a worker
  * ran it. timeout_ms < 0 takes the X-Timeout-Ms header or the server's
  * default. When the scan cannot be queued or fails, dispatch replies with
  * the error itself and finish is never called. */
 void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
-                     int64_t timeout_ms, http_handler finish);
+                     int64_t timeout_ms, dispatch_from from,
+                     http_handler finish);
 
 /* The same for a tensor laid out in its buffers as DirectML's buffer
  * tensors are (engine.h's eng_scan_strided): reads in through iv, writes
@@ -43,7 +51,7 @@ void dispatch_submit(request *r, const eng_scan_desc *desc, void *inout,
 void dispatch_submit_strided(request *r, const eng_scan_desc *desc,
                              const eng_view *iv, const void *in,
                              const eng_view *ov, void *out, int64_t timeout_ms,
-                             http_handler finish);
+                             dispatch_from from, http_handler finish);
 
 /* Starts the device workers, which run queued jobs through dispatch. */
 eng_err dispatch_start(tallyd_server *s, char *msg, size_t msglen);

@@ -53,7 +53,8 @@ def busy():
     """A daemon that turns most concurrent requests away: one slow worker
     and room for one waiting job."""
     d = Daemon("--workers", "1", "--queue-depth", "1", "--max-batch", "1",
-               "--inline-max-elements", "0", "--fault-delay-ms", "100")
+               "--inline-max-elements", "0", "--json-inline-max-elements", "0",
+               "--fault-delay-ms", "100")
     yield d
     d.cleanup()
 

@@ -97,7 +97,8 @@ def test_queue_full_gives_503_with_retry_after(spawn):
     """One slow worker and a queue of one: the first job runs, the second
     waits, and the third finds the queue full."""
     d = spawn("--queue-depth", "1", "--workers", "1", "--max-batch", "1",
-              "--inline-max-elements", "0", "--fault-delay-ms", "1500")
+              "--inline-max-elements", "0", "--json-inline-max-elements", "0",
+              "--fault-delay-ms", "1500")
     first, r1 = background(d, 1, SMALL, JSON)
     wait_for(d, r"^tally_inflight_requests [2-9]")       # running (+ this poll)
     second, r2 = background(d, 1, SMALL, JSON)
@@ -117,7 +118,7 @@ def test_queued_jobs_taken_together_and_apart(spawn):
     of compatible ones (same dtype, line and mode), the rest left queued in
     order: every one of a mixed crowd is answered, with its own result."""
     d = spawn("--workers", "1", "--max-batch", "4", "--inline-max-elements", "0",
-              "--fault-delay-ms", "300")
+              "--json-inline-max-elements", "0", "--fault-delay-ms", "300")
     blocker, rb = background(d, 1, SMALL, JSON)
     wait_for(d, r"^tally_inflight_requests [2-9]")
     rng = np.random.default_rng(7)
@@ -159,7 +160,7 @@ def test_deadlines(spawn):
     """A job whose deadline passes while it waits is dropped with 504; so is
     one whose computation outlasts it; a generous deadline is met."""
     d = spawn("--workers", "1", "--max-batch", "1", "--inline-max-elements", "0",
-              "--fault-delay-ms", "1000")
+              "--json-inline-max-elements", "0", "--fault-delay-ms", "1000")
     blocker, rb = background(d, 1, SMALL, JSON)
     wait_for(d, r"^tally_inflight_requests [2-9]")
     # waits behind the blocker: expires in the queue

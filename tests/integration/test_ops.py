@@ -127,6 +127,36 @@ def test_access_log_steps(tallyd):
         assert (line["decode_us"] > 0) == (rid == "steps-deflated"), line
 
 
+def test_json_tensors_summed_inline(spawn):
+    """A tensor that came as JSON is summed on the HTTP thread up to
+    --json-inline-max-elements, where a binary one of the same size goes
+    to a device worker (its busy time grows); past the bound, JSON goes
+    to the workers too."""
+    d = spawn("--json-inline-max-elements", "10000")
+
+    def busy():
+        text = d.request("GET", "/metrics")[2].decode()
+        return sum(float(v) for v in re.findall(
+            r"^tally_device_busy_seconds_total\{[^}]*\} (\S+)$", text, re.M))
+
+    def post_json(n):
+        status, _, out = d.post_json("/v1/cumsum", {"dtype": "int32", "shape": [n],
+                                                    "data": [1] * n})
+        assert status == 200 and out["data"][-1] == n
+
+    before = busy()
+    post_json(8000)
+    assert busy() == before
+    status, _, raw = d.request("POST", "/v1/cumsum?dtype=int32&shape=8000",
+                               b"\x01\x00\x00\x00" * 8000,
+                               {"Content-Type": "application/octet-stream"})
+    assert status == 200 and raw[-4:] == (8000).to_bytes(4, "little")
+    after_raw = busy()
+    assert after_raw > before
+    post_json(12000)
+    assert busy() > after_raw
+
+
 def test_openapi_matches_routes(tallyd):
     """Every route in proto/openapi.yaml answers as documented, and every
     documented status exists."""
