@@ -8,9 +8,15 @@ the same run, it times Python's json.loads of the same request document and
 json.dumps of the answer (and orjson's, if installed), and prints the ratio
 of tally's round trip to json.loads + json.dumps.
 
-usage: python3 tests/bench/bench_json.py [--url URL] [--reps N]
-Without --url it starts build/bin/tallyd on a free port (its own PoCL
-cache under build/).
+Two more tables follow, when the benchmark started the daemon itself (it
+reads the daemon's access log, which times each step of every request):
+where the time of the same requests went inside tallyd, step by step
+(medians), and the KServe requests again with Accept-Encoding: gzip (the
+answer compressed, not decompressed by curl), with the time gzip took.
+
+usage: python3 tests/bench/bench_json.py [--url URL] [--reps N] [--tallyd PATH]
+Without --url it starts build/bin/tallyd (or PATH, say an older build to
+compare with) on a free port, with its own PoCL cache under build/.
 """
 import argparse
 import json
@@ -27,6 +33,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KSERVE = {"float32": "FP32", "int64": "INT64", "float16": "FP16"}
+STEPS = ("recv", "parse", "queue", "compute", "render", "send", "gzip")
 
 
 def free_port():
@@ -35,13 +42,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_tallyd():
+def start_tallyd(binary, log_path):
     port = free_port()
     env = dict(os.environ)
     env["POCL_CACHE_DIR"] = os.path.join(ROOT, "build", "pocl-bench-json")
-    log = open(os.path.join(tempfile.gettempdir(), "bench_json_tallyd.log"), "wb")
-    proc = subprocess.Popen([os.path.join(ROOT, "build", "bin", "tallyd"), "--listen",
-                             "127.0.0.1:%d" % port], stdout=log, stderr=log, env=env)
+    log = open(log_path, "wb")
+    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:%d" % port],
+                            stdout=log, stderr=log, env=env)
     url = "http://127.0.0.1:%d" % port
     for _ in range(3000):
         try:
@@ -69,17 +76,22 @@ def documents(dtype, x):
     return native, kserve
 
 
-def curl(url, path, body_file, out_file):
-    r = subprocess.run(["curl", "-s", "-o", out_file, "-w", "%{http_code} %{time_total}",
-                        "-H", "Content-Type: application/json", "--data-binary",
-                        "@" + body_file, url + path], capture_output=True, text=True, check=True)
-    code, t = r.stdout.split()
+def curl(url, path, body_file, out_file, request_id, gzip=False):
+    """One request; returns (time_total, bytes downloaded)."""
+    cmd = ["curl", "-s", "-o", out_file, "-w", "%{http_code} %{time_total} %{size_download}",
+           "-H", "Content-Type: application/json", "-H", "X-Request-Id: " + request_id,
+           "--data-binary", "@" + body_file, url + path]
+    if gzip:
+        cmd[1:1] = ["-H", "Accept-Encoding: gzip"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    code, t, size = r.stdout.split()
     if code != "200":
-        sys.exit("bench_json: %s answered %s: %s" % (path, code, open(out_file).read()[:300]))
-    return float(t)
+        said = open(out_file).read()[:300] if out_file != os.devnull else ""
+        sys.exit("bench_json: %s answered %s: %s" % (path, code, said))
+    return float(t), int(size)
 
 
-def best_of(fn, reps):
+def median_of(fn, reps):
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -88,10 +100,27 @@ def best_of(fn, reps):
     return statistics.median(ts)
 
 
+def steps_of(log_path, prefix):
+    """Median microseconds of each step over the access-log lines whose
+    request id starts with prefix (the log is flushed every few ms)."""
+    time.sleep(0.05)
+    per = {k: [] for k in STEPS + ("total",)}
+    with open(log_path) as f:
+        for line in f:
+            if '"request_id":"' + prefix not in line:
+                continue
+            rec = json.loads(line)
+            for k in per:
+                if k + "_us" in rec:  # older builds logged fewer steps
+                    per[k].append(rec[k + "_us"])
+    return {k: statistics.median(v) if v else -1 for k, v in per.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url")
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--tallyd", default=os.path.join(ROOT, "build", "bin", "tallyd"))
     args = ap.parse_args()
     try:
         import orjson
@@ -99,48 +128,83 @@ def main():
         orjson = None
     proc = None
     url = args.url
-    if url is None:
-        proc, url = start_tallyd()
-    rng = np.random.default_rng(1)
     tmp = tempfile.mkdtemp(prefix="bench_json-")
+    log_path = None
+    if url is None:
+        log_path = os.path.join(tmp, "tallyd.log")
+        proc, url = start_tallyd(args.tallyd, log_path)
+    rng = np.random.default_rng(1)
     body_file, out_file = os.path.join(tmp, "in.json"), os.path.join(tmp, "out.json")
     print("round trip = curl's time_total, median of %d; MB/s = JSON bytes / round trip" % args.reps)
     print("py = json.loads(request) + json.dumps(answer), median; ratio = round trip / py")
-    print("%-8s %-8s %-7s %9s %9s %9s %9s %9s %7s %9s" % (
-        "dtype", "n", "api", "in MB", "out MB", "rt ms", "in MB/s", "py ms", "ratio",
-        "orjson ms"))
+    print("%-8s %-8s %-7s %7s %7s %8s %8s %8s %8s %6s %8s" % (
+        "dtype", "n", "api", "in MB", "out MB", "rt ms", "in MB/s", "out MB/s", "py ms",
+        "ratio", "orjson"))
     worst = 0.0
+    cases = []
     try:
         for dtype in ("float32", "int64", "float16"):
             for n in (65536, 1 << 20):
                 x = tensor(dtype, n, rng)
                 for api, doc in zip(("native", "kserve"), documents(dtype, x)):
                     path = "/v1/cumsum" if api == "native" else "/v2/models/cumsum/infer"
+                    tag = "bj-%s-%d-%s-" % (dtype, n, api)
                     with open(body_file, "w") as f:
                         f.write(doc)
-                    curl(url, path, body_file, out_file)  # warm up
-                    rt = statistics.median(curl(url, path, body_file, out_file)
-                                           for _ in range(args.reps))
+                    curl(url, path, body_file, out_file, "warm-" + tag)  # and the answer
+                    rt = statistics.median(curl(url, path, body_file, os.devnull, tag + str(i))[0]
+                                           for i in range(args.reps))
                     with open(out_file) as f:
                         answer_text = f.read()
                     answer = json.loads(answer_text)
-                    py = best_of(lambda: json.loads(doc), args.reps) + \
-                        best_of(lambda: json.dumps(answer), args.reps)
+                    py = median_of(lambda: json.loads(doc), args.reps) + \
+                        median_of(lambda: json.dumps(answer), args.reps)
                     oj = "-"
                     if orjson is not None:
-                        oj = "%.1f" % (1e3 * (best_of(lambda: orjson.loads(doc), args.reps)
-                                              + best_of(lambda: orjson.dumps(answer), args.reps)))
+                        oj = "%.1f" % (1e3 * (median_of(lambda: orjson.loads(doc), args.reps)
+                                              + median_of(lambda: orjson.dumps(answer),
+                                                          args.reps)))
                     ratio = rt / py
                     worst = max(worst, ratio)
-                    print("%-8s %-8d %-7s %9.2f %9.2f %9.1f %9.1f %9.1f %7.2f %9s" % (
+                    print("%-8s %-8d %-7s %7.2f %7.2f %8.1f %8.1f %8.1f %8.1f %6.2f %8s" % (
                         dtype, n, api, len(doc) / 1e6, len(answer_text) / 1e6, rt * 1e3,
-                        len(doc) / rt / 1e6, py * 1e3, ratio, oj))
+                        len(doc) / rt / 1e6, len(answer_text) / rt / 1e6, py * 1e3, ratio, oj))
                     sys.stdout.flush()
+                    cases.append((dtype, n, api, path, tag, doc, rt))
+        print("max ratio of round trip to json.loads + json.dumps: %.2f" % worst)
+        if log_path is None:
+            return
+        print()
+        print("inside tallyd, median us per step (access log): parse includes converting "
+              "the numbers, render excludes gzip")
+        print("%-8s %-8s %-7s" % ("dtype", "n", "api")
+              + "".join(" %8s" % k for k in STEPS if k != "gzip") + " %8s" % "total")
+        for dtype, n, api, _, tag, _, _ in cases:
+            st = steps_of(log_path, tag)
+            print("%-8s %-8d %-7s" % (dtype, n, api)
+                  + "".join(" %8d" % st[k] for k in STEPS if k != "gzip")
+                  + " %8d" % st["total"])
+        print()
+        print("with Accept-Encoding: gzip (KServe; curl keeps the answer compressed)")
+        print("%-8s %-8s %8s %8s %8s %9s" % ("dtype", "n", "rt ms", "out MB", "gzip ms",
+                                              "vs plain"))
+        for dtype, n, api, path, tag, doc, rt in cases:
+            if api != "kserve":
+                continue
+            with open(body_file, "w") as f:
+                f.write(doc)
+            ztag = "gz-" + tag
+            runs = [curl(url, path, body_file, os.devnull, ztag + str(i), gzip=True)
+                    for i in range(args.reps)]
+            zrt = statistics.median(r[0] for r in runs)
+            st = steps_of(log_path, ztag)
+            print("%-8s %-8d %8.1f %8.2f %8.1f %8.2fx" % (
+                dtype, n, zrt * 1e3, runs[0][1] / 1e6, st["gzip"] / 1e3, zrt / rt))
+            sys.stdout.flush()
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait()
-    print("max ratio of round trip to json.loads + json.dumps: %.2f" % worst)
 
 
 if __name__ == "__main__":
