@@ -118,10 +118,13 @@ static bool scalar(tctx *x, int depth)
             if (strcmp(what, "a number") != 0)
                 return jcur_fail(c, "%s must be a number, not %s", where,
                                  what);
-            /* it starts like one: "01", "1.", "1e+" */
+            /* it starts like one: "01", "1.", "1e+"; shown up to what
+             * ends it, and never past printable ASCII (the message goes
+             * into JSON, which takes only UTF-8) */
             int len = 0;
-            while (c->p + len < c->end && len < 24 && c->p[len] != ','
-                   && c->p[len] != ']' && !is_ws(c->p[len]))
+            while (c->p + len < c->end && len < 24 && c->p[len] > ' '
+                   && c->p[len] < 0x7f && c->p[len] != ','
+                   && c->p[len] != ']')
                 len++;
             return jcur_fail(c,
                              "%s: %.*s is not a number in JSON's grammar (no "
@@ -352,6 +355,16 @@ static bool run(tctx *x, run_limits lim, uint64_t *got)
     return jcur_fail(x->c, "%s: no such dtype", x->what);
 }
 
+/* The array at depth holds more elements than the shape gives it. */
+static bool too_long(tctx *x, int depth)
+{
+    char where[160], sh[120];
+    path_text(x, depth, where, sizeof where);
+    shape_text(x, sh, sizeof sh);
+    return jcur_fail(x->c, "%s has more than %" PRIu64 " elements (shape %s)",
+                     where, x->shape[depth], sh);
+}
+
 static bool nested(tctx *x, int depth)
 {
     jcur *c = x->c;
@@ -374,27 +387,15 @@ static bool nested(tctx *x, int depth)
             if (!run(x, lim, &i))
                 return false;
         }
-        if (c->p < c->end && *c->p == ',') {
-            path_text(x, depth, where, sizeof where);
-            shape_text(x, sh, sizeof sh);
-            return jcur_fail(c,
-                             "%s has more than %" PRIu64 " elements "
-                             "(shape %s)",
-                             where, x->shape[depth], sh);
-        }
+        if (c->p < c->end && *c->p == ',')
+            return too_long(x, depth);
         if (!jcur_expect(c, ']', "',' or ']'"))
             return false;
     } else {
         bool first = true;
         while (jcur_element(c, &first)) {
-            if (i >= x->shape[depth]) {
-                path_text(x, depth, where, sizeof where);
-                shape_text(x, sh, sizeof sh);
-                return jcur_fail(c,
-                                 "%s has more than %" PRIu64 " elements "
-                                 "(shape %s)",
-                                 where, x->shape[depth], sh);
-            }
+            if (i >= x->shape[depth])
+                return too_long(x, depth);
             x->path[depth] = i;
             if (!nested(x, depth + 1))
                 return false;
