@@ -219,7 +219,7 @@ static inline uint64_t separators(const char *p)
  * next token does not wait for the digits of this one; each start found
  * must be where the text after the last token (its comma, and a space)
  * says the next begins, or the run stops. Stops too at anything the fast
- * path does not take, at a token that no comma follows, and 80 bytes
+ * path does not take, at a token that no comma follows, and 96 bytes
  * before end. Returns how many were stored, with *pp at the end of the
  * last (unchanged when none was). */
 static inline __attribute__((always_inline)) uint64_t
@@ -228,7 +228,9 @@ int_blocks(tx_dtype t, const char **pp, const char *end, void *dst,
 {
     const char *base = *pp, *expect = *pp, *last = *pp;
     uint64_t n = 0, carry = 1; /* *pp starts a token */
-    while (n < max && end - base >= 80) {
+    /* a token starting in the block (a minus and 20 digits at most are
+     * read) and the two bytes after it lie before end */
+    while (n < max && end - base >= 64 + 32) {
         uint64_t sep = separators(base);
         uint64_t starts = ~sep & ((sep << 1) | carry);
         carry = sep >> 63;
