@@ -592,25 +592,26 @@ char *kserve_server_metadata(const char *version)
                           "parameters", "model_configuration"));
 }
 
+/* The optional input "axis" is taken but not advertised: clients that fill
+ * every advertised input with data of their own (perf_analyzer fills it
+ * with random int64 values) would send an axis that is out of range.
+ * parameters.axis is the documented way to choose the axis. */
 char *kserve_model_metadata(void)
 {
-    return dump(
-        json_pack("{s:s, s:[s], s:s, s:[{s:s, s:s, s:[i]}, {s:s, s:s, s:[i]}], "
-                  "s:[{s:s, s:s, s:[i]}]}",
-                  "name", KSERVE_MODEL, "versions", KSERVE_VERSION, "platform",
-                  "tally", "inputs", "name", "x", "datatype", "FP32", "shape",
-                  -1, "name", "axis", "datatype", "INT64", "shape", 1,
-                  "outputs", "name", "y", "datatype", "FP32", "shape", -1));
+    return dump(json_pack("{s:s, s:[s], s:s, s:[{s:s, s:s, s:[i]}], "
+                          "s:[{s:s, s:s, s:[i]}]}",
+                          "name", KSERVE_MODEL, "versions", KSERVE_VERSION,
+                          "platform", "tally", "inputs", "name", "x",
+                          "datatype", "FP32", "shape", -1, "outputs", "name",
+                          "y", "datatype", "FP32", "shape", -1));
 }
 
 char *kserve_model_config(void)
 {
     return dump(json_pack(
-        "{s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:[i]}, {s:s, s:s, s:[i], s:b}], "
-        "s:[{s:s, s:s, s:[i]}]}",
+        "{s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:[i]}], s:[{s:s, s:s, s:[i]}]}",
         "name", KSERVE_MODEL, "platform", "tally", "backend", "tally",
         "max_batch_size", 0, "input", "name", "x", "data_type", "TYPE_FP32",
-        "dims", -1, "name", "axis", "data_type", "TYPE_INT64", "dims", 1,
-        "optional", 1, "output", "name", "y", "data_type", "TYPE_FP32", "dims",
+        "dims", -1, "output", "name", "y", "data_type", "TYPE_FP32", "dims",
         -1));
 }

@@ -2,7 +2,8 @@
  * kserve.h - the KServe v2 / Open Inference Protocol inference request.
  *
  * Model "cumsum", version "1": input "x" (any numeric datatype and shape),
- * optional input "axis" (INT32 or INT64, one element, as in ONNX CumSum),
+ * optional input "axis" (INT32 or INT64, one element, as in ONNX CumSum;
+ * taken, not advertised in the metadata),
  * output "y". Request parameters "axis", "exclusive", "reverse" (and
  * "direction"), "timeout" (microseconds) and "binary_data_output".
  *
