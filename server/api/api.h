@@ -7,6 +7,7 @@
  *   GET  /v2/models/cumsum[/versions/1]       model metadata
  *   GET  /v2/models/cumsum[/versions/1]/ready model readiness
  *   GET  /v2/models/cumsum/config             Triton-style model config
+ *   GET  /v2/models[/cumsum[/versions/1]]/stats  Triton-style statistics
  *   POST /v2/models/cumsum[/versions/1]/infer inference
  *   GET  /metrics                             Prometheus metrics
  *
@@ -38,6 +39,7 @@ void api_health_ready(request *r);
 void api_model_metadata(request *r);
 void api_model_ready(request *r);
 void api_model_config(request *r);
+void api_model_stats(request *r);
 void api_metrics(request *r);
 
 /* Replies with the text of a JSON writer (taken; its data borrowed from

@@ -62,6 +62,20 @@ void api_model_config(request *r)
     reply_owned_json(r, 200, kserve_model_config());
 }
 
+/* GET /v2/models[/cumsum[/versions/1]]/stats: Triton's statistics
+ * extension */
+void api_model_stats(request *r)
+{
+    size_t len;
+    char *text =
+        stats_render(&r->s->stats, KSERVE_MODEL, KSERVE_VERSION, &len);
+    if (text == NULL) {
+        http_error(r, ENG_E_NOMEM, "out of memory");
+        return;
+    }
+    http_reply_buffer(r, 200, "application/json", text, len);
+}
+
 /* GET /metrics */
 void api_metrics(request *r)
 {

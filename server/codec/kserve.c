@@ -587,9 +587,10 @@ static char *dump(json_t *j)
 
 char *kserve_server_metadata(const char *version)
 {
-    return dump(json_pack("{s:s, s:s, s:[s, s, s]}", "name", "tally", "version",
-                          version, "extensions", "binary_tensor_data",
-                          "parameters", "model_configuration"));
+    return dump(json_pack("{s:s, s:s, s:[s, s, s, s]}", "name", "tally",
+                          "version", version, "extensions",
+                          "binary_tensor_data", "parameters",
+                          "model_configuration", "statistics"));
 }
 
 /* The optional input "axis" is taken but not advertised: clients that fill

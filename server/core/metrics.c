@@ -1,12 +1,12 @@
 /*
  * metrics.c - counting and the Prometheus text format.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "metrics.h"
+#include "textbuf.h"
 
 /* Upper bounds of the latency buckets, in seconds. */
 static const double bounds[METRIC_NBUCKETS - 1] = {
@@ -66,49 +66,12 @@ void metrics_request(metrics *m, route_id r, int status, eng_err err,
     atomic_fetch_add_explicit(&m->bytes_out, bytes_out, memory_order_relaxed);
 }
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    int oom;
-} out;
-
-static void put(out *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void put(out *o, const char *fmt, ...)
-{
-    if (o->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            o->oom = 1;
-            return;
-        }
-        if ((size_t)n < o->cap - o->len) {
-            o->len += (size_t)n;
-            return;
-        }
-        size_t ncap = o->cap * 2 + (size_t)n;
-        char *nb = realloc(o->buf, ncap);
-        if (nb == NULL) {
-            o->oom = 1;
-            return;
-        }
-        o->buf = nb;
-        o->cap = ncap;
-    }
-}
-
 static unsigned long long load(atomic_ullong *a)
 {
     return atomic_load_explicit(a, memory_order_relaxed);
 }
 
-static void put_histogram(out *o, const char *name, const char *labels,
+static void put_histogram(textbuf *o, const char *name, const char *labels,
                           histogram *h)
 {
     unsigned long long cum = 0;
@@ -116,16 +79,16 @@ static void put_histogram(out *o, const char *name, const char *labels,
     for (size_t b = 0; b < METRIC_NBUCKETS; b++) {
         cum += load(&h->bucket[b]);
         if (b < METRIC_NBUCKETS - 1)
-            put(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+            textbuf_put(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
                 bounds[b], cum);
         else
-            put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
+            textbuf_put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
     }
     /* no braces at all when there are no labels */
     const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
-    put(o, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
+    textbuf_put(o, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
         (double)load(&h->sum_ns) * 1e-9);
-    put(o, "%s_count%s%s%s %llu\n", name, open, labels, close, load(&h->count));
+    textbuf_put(o, "%s_count%s%s%s %llu\n", name, open, labels, close, load(&h->count));
 }
 
 /* Escapes a label value (backslash, quote, newline). */
@@ -149,19 +112,18 @@ static void escape_label(const char *in, char *outb, size_t len)
 char *metrics_render(metrics *m, size_t queue_depth, const char *device,
                      const char *version, size_t *len)
 {
-    out o = {malloc(8192), 0, 8192, 0};
-    if (o.buf == NULL)
-        return NULL;
+    textbuf o;
+    textbuf_init(&o, 8192);
     char dev[512];
     escape_label(device, dev, sizeof dev);
 
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_build_info The running tallyd: version and device.\n"
         "# TYPE tally_build_info gauge\n"
         "tally_build_info{version=\"%s\",device=\"%s\"} 1\n",
         version, dev);
 
-    put(&o, "# HELP tally_requests_total HTTP requests by route and status "
+    textbuf_put(&o, "# HELP tally_requests_total HTTP requests by route and status "
             "code.\n# TYPE tally_requests_total counter\n");
     for (int r = 0; r < NROUTES; r++)
         for (size_t s = 0; s < METRIC_NSTATUS; s++) {
@@ -169,28 +131,28 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
             if (v == 0)
                 continue;
             if (s < METRIC_NSTATUS - 1)
-                put(&o, "tally_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                textbuf_put(&o, "tally_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
                     route_name((route_id)r), statuses[s], v);
             else
-                put(&o,
+                textbuf_put(&o,
                     "tally_requests_total{route=\"%s\",code=\"other\"} "
                     "%llu\n",
                     route_name((route_id)r), v);
         }
 
-    put(&o, "# HELP tally_request_failures_total Failed requests by route "
+    textbuf_put(&o, "# HELP tally_request_failures_total Failed requests by route "
             "and reason.\n# TYPE tally_request_failures_total counter\n");
     for (int r = 0; r < NROUTES; r++)
         for (int e = 1; e < METRIC_NERRORS; e++) {
             unsigned long long v = load(&m->failures[r][e]);
             if (v != 0)
-                put(&o,
+                textbuf_put(&o,
                     "tally_request_failures_total{route=\"%s\","
                     "reason=\"%s\"} %llu\n",
                     route_name((route_id)r), eng_err_name((eng_err)e), v);
         }
 
-    put(&o, "# HELP tally_request_duration_seconds Time from the request's "
+    textbuf_put(&o, "# HELP tally_request_duration_seconds Time from the request's "
             "first byte to its response, by route.\n"
             "# TYPE tally_request_duration_seconds histogram\n");
     for (int r = 0; r < NROUTES; r++) {
@@ -202,54 +164,49 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
         put_histogram(&o, "tally_request_duration_seconds", labels,
                       &m->total[r]);
     }
-    put(&o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
+    textbuf_put(&o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
             "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
     put_histogram(&o, "tally_queue_duration_seconds", "", &m->queue);
-    put(&o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
+    textbuf_put(&o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
             "job (data movement and kernel).\n"
             "# TYPE tally_compute_duration_seconds histogram\n");
     put_histogram(&o, "tally_compute_duration_seconds", "", &m->compute);
 
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_queue_depth Jobs waiting for a worker.\n"
         "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
         queue_depth);
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_inflight_requests Requests being read, queued, "
         "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
         "tally_inflight_requests %lld\n",
         (long long)atomic_load(&m->inflight));
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_connections_opened_total TCP connections "
         "accepted.\n# TYPE tally_connections_opened_total counter\n"
         "tally_connections_opened_total %llu\n",
         load(&m->connections_opened));
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_open_connections TCP connections open now.\n"
         "# TYPE tally_open_connections gauge\ntally_open_connections %lld\n",
         (long long)atomic_load(&m->connections_open));
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_received_bytes_total Request body bytes "
         "received.\n# TYPE tally_received_bytes_total counter\n"
         "tally_received_bytes_total %llu\n",
         load(&m->bytes_in));
-    put(&o,
+    textbuf_put(&o,
         "# HELP tally_sent_bytes_total Response body bytes sent.\n"
         "# TYPE tally_sent_bytes_total counter\n"
         "tally_sent_bytes_total %llu\n",
         load(&m->bytes_out));
-    put(&o, "# HELP tally_device_busy_seconds_total Time each device worker "
+    textbuf_put(&o, "# HELP tally_device_busy_seconds_total Time each device worker "
             "spent computing.\n# TYPE tally_device_busy_seconds_total "
             "counter\n");
     for (unsigned w = 0; w < m->workers; w++)
-        put(&o,
+        textbuf_put(&o,
             "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
             "%.9f\n",
             w, dev, (double)load(&m->busy_ns[w]) * 1e-9);
-    if (o.oom) {
-        free(o.buf);
-        return NULL;
-    }
-    *len = o.len;
-    return o.buf;
+    return textbuf_take(&o, len);
 }

@@ -5,7 +5,8 @@
  * of tallyd.c):
  *   cfg, engine, version, device   set before threads start, then read-only
  *   queue                          any thread, under its own mutex
- *   metrics, draining, inflight    any thread, atomics
+ *   metrics, stats, draining,      any thread, atomics
+ *   inflight
  *   mhd                            MHD threads; the loop thread quiesces and
  *                                  stops it
  *   loop and its handles           the loop thread only
@@ -22,6 +23,7 @@
 #include "engine.h"
 #include "metrics.h"
 #include "queue.h"
+#include "stats.h"
 
 #define TALLYD_VERSION "0.1.0"
 
@@ -39,6 +41,7 @@ typedef struct tallyd_server {
     worker *workers;
     unsigned nworkers;
     metrics metrics;
+    model_stats stats;
 
     struct MHD_Daemon *mhd;
     const struct http_routes *routes; /* given to http_start */

@@ -160,6 +160,8 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         j.finished_ns = now_ns();
         metrics_observe(&s->metrics.queue, 0);
         metrics_observe(&s->metrics.compute, j.finished_ns - j.started_ns);
+        if (j.err == ENG_E_OK)
+            stats_execution(&s->stats, 1, 0, j.finished_ns - j.started_ns, 0);
         note_times(r, &j);
         if (!job_failed(r, &j))
             render(r, finish);
@@ -226,6 +228,8 @@ static void dispatch_run(worker *w, job *j)
         j->err =
             eng_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
     j->finished_ns = now_ns();
+    if (j->err == ENG_E_OK)
+        stats_execution(&s->stats, 1, 0, j->finished_ns - j->started_ns, 0);
     if (j->err == ENG_E_OK && j->deadline_ns != 0
         && j->finished_ns > j->deadline_ns)
         j->err = ENG_E_DEADLINE;

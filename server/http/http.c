@@ -334,6 +334,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->status = 499; /* the client went away first */
     metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,
                     r->bytes_out);
+    if (r->metric_route == ROUTE_NATIVE || r->metric_route == ROUTE_INFER)
+        stats_request(&s->stats, r->status >= 200 && r->status < 300, total,
+                      r->queue_ns, r->decode_ns + r->parse_ns, r->compute_ns,
+                      r->render_ns + r->gzip_ns);
     if (s->cfg.access_log)
         access_line(r, done, toe);
     atomic_store(&s->last_done_ns, now_ns());

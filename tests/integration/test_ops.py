@@ -157,6 +157,52 @@ def test_json_tensors_summed_inline(spawn):
     assert busy() > after_raw
 
 
+def test_model_stats(spawn):
+    """Triton's statistics extension: every inference request counted once,
+    a failure apart, the steps of the successes, executions by batch size;
+    the same document on all three paths; an unknown model is a 404."""
+    d = spawn()
+
+    def stats(path="/v2/models/cumsum/stats"):
+        status, hdrs, body = d.request("GET", path)
+        assert status == 200 and hdrs["content-type"] == "application/json"
+        doc = json.loads(body)
+        assert len(doc["model_stats"]) == 1
+        return doc["model_stats"][0]
+
+    zero = stats()
+    assert zero["name"] == "cumsum" and zero["version"] == "1"
+    assert zero["inference_count"] == 0 and zero["execution_count"] == 0
+    for k in ("success", "fail", "queue", "compute_input", "compute_infer",
+              "compute_output", "cache_hit", "cache_miss"):
+        assert zero["inference_stats"][k] == {"count": 0, "ns": 0}, k
+    assert zero["batch_stats"] == []
+    for n in (8, 100000):  # summed at once, and by a worker
+        assert d.post_json("/v1/cumsum", {"dtype": "int32", "shape": [n],
+                                          "data": [1] * n})[0] == 200
+    assert d.request("POST", "/v2/models/cumsum/infer", json.dumps(
+        {"inputs": [{"name": "x", "shape": [3], "datatype": "FP32",
+                     "data": [1, 2, 3]}]}))[0] == 200
+    assert d.post_json("/v1/cumsum", {"dtype": "int32", "shape": [2],
+                                      "data": [1]})[0] == 400
+    st = stats()
+    inf = st["inference_stats"]
+    assert st["inference_count"] == 3 and inf["success"]["count"] == 3
+    assert inf["fail"]["count"] == 1 and inf["fail"]["ns"] > 0
+    for k in ("queue", "compute_input", "compute_infer", "compute_output"):
+        assert inf[k]["count"] == 3, k
+    assert inf["success"]["ns"] >= inf["compute_input"]["ns"] + inf["compute_infer"]["ns"] > 0
+    assert 1 <= st["execution_count"] <= 3
+    assert sum(b["compute_infer"]["count"] for b in st["batch_stats"]) == st["execution_count"]
+    assert st["last_inference"] > 1.7e12  # milliseconds since 1970
+    for path in ("/v2/models/stats", "/v2/models/cumsum/versions/1/stats"):
+        other = stats(path)
+        assert other["inference_count"] == st["inference_count"], path
+    assert d.request("GET", "/v2/models/nope/stats")[0] == 404
+    meta = json.loads(d.request("GET", "/v2")[2])
+    assert "statistics" in meta["extensions"]
+
+
 def test_openapi_matches_routes(tallyd):
     """Every route in proto/openapi.yaml answers as documented, and every
     documented status exists."""
@@ -168,7 +214,9 @@ def test_openapi_matches_routes(tallyd):
                 "/v2/models/{model}", "/v2/models/{model}/versions/{version}",
                 "/v2/models/{model}/ready", "/v2/models/{model}/versions/{version}/ready",
                 "/v2/models/{model}/config", "/v2/models/{model}/infer",
-                "/v2/models/{model}/versions/{version}/infer", "/metrics"}
+                "/v2/models/{model}/versions/{version}/infer", "/metrics",
+                "/v2/models/stats", "/v2/models/{model}/stats",
+                "/v2/models/{model}/versions/{version}/stats"}
     assert set(paths) == expected
     for path, ops in paths.items():
         concrete = path.replace("{model}", "cumsum").replace("{version}", "1")
