@@ -774,6 +774,79 @@ static void half_patterns_on(size_t bi)
     free(out);
 }
 
+/* ------------------------------------------------------------------------
+ * Batches (eng_scan_batch): 1 to 12 tensors whose lines share a shape,
+ * of random outer sizes (0 included), some in place, scanned in one launch
+ * on every backend; each part must equal its own reference, and a part
+ * that the batch does not own (out of another part) is untouched.
+ */
+static void batches_on(size_t bi)
+{
+    backend *b = get_backend(bi);
+    for (int round = 0; round < 60; round++) {
+        tx_dtype t = (tx_dtype)check_below(TX_NDTYPES);
+        uint64_t n = 1 + check_below(round % 3 == 0 ? 3000 : 40);
+        uint64_t inner = check_below(3) == 0 ? 1 + check_below(5) : 1;
+        bool reverse = check_below(2), exclusive = check_below(2);
+        size_t count = 1 + check_below(12);
+        eng_part parts[12];
+        ref_result refs[12];
+        void *ins[12];
+        bool in_place[12];
+        for (size_t k = 0; k < count; k++) {
+            uint64_t outer = check_below(6);
+            eng_scan_desc d = {.dtype = t,
+                               .rank = 3,
+                               .shape = {outer, n, inner},
+                               .axis = 1,
+                               .reverse = reverse,
+                               .exclusive = exclusive};
+            size_t elems = (size_t)(outer * n * inner);
+            ins[k] = check_alloc(elems * 8 + 8);
+            ref_random(t, ins[k], elems, check_below(4) == 0);
+            ref_scan(&d, ins[k], &refs[k]);
+            in_place[k] = check_below(2);
+            void *out = in_place[k] ? ins[k] : check_alloc(elems * 8 + 8);
+            if (!in_place[k])
+                ref_poison(&refs[k], out);
+            parts[k].in = ins[k];
+            parts[k].out = out;
+            parts[k].outer = outer;
+        }
+        eng_lines shape = {.dtype = t,
+                           .n = n,
+                           .inner = inner,
+                           .reverse = reverse,
+                           .exclusive = exclusive};
+        eng_batch_times times;
+        char msg[512] = "";
+        eng_err e =
+            eng_scan_batch(b->s, &shape, parts, count, &times, msg, sizeof msg);
+        CHECK(e == ENG_E_OK, "%s batch of %zu: %s: %s", b->name, count,
+              eng_err_name(e), msg);
+        for (size_t k = 0; k < count; k++) {
+            if (e == ENG_E_OK) {
+                char what[160];
+                snprintf(what, sizeof what,
+                         "%s batch part %zu of %zu, %s n %llu inner %llu "
+                         "outer %llu%s%s%s",
+                         b->name, k, count, tx_dtype_name(t),
+                         (unsigned long long)n, (unsigned long long)inner,
+                         (unsigned long long)parts[k].outer,
+                         reverse ? " reverse" : "",
+                         exclusive ? " exclusive" : "",
+                         in_place[k] ? " in place" : "");
+                size_t bad = ref_compare(&refs[k], parts[k].out, what);
+                CHECK(bad == 0, "%s: %zu elements wrong", what, bad);
+            }
+            if (!in_place[k])
+                free(parts[k].out);
+            free(ins[k]);
+            ref_free(&refs[k]);
+        }
+    }
+}
+
 #define BACKEND_CASES(i)                                                       \
     static void golden_##i(void)                                               \
     {                                                                          \
@@ -798,6 +871,10 @@ static void half_patterns_on(size_t bi)
     static void half_patterns_##i(void)                                        \
     {                                                                          \
         half_patterns_on(i);                                                   \
+    }                                                                          \
+    static void batches_##i(void)                                              \
+    {                                                                          \
+        batches_on(i);                                                         \
     }
 BACKEND_CASES(0)
 BACKEND_CASES(1)
@@ -1173,6 +1250,12 @@ static const check_case cases[] = {
     {"half_patterns_cl_gpu", half_patterns_3},
     {"half_patterns_cl_cpu_tiny", half_patterns_4},
     {"half_patterns_cl_gpu_tiny", half_patterns_5},
+    {"batches_host1", batches_0},
+    {"batches_host3", batches_1},
+    {"batches_cl_cpu", batches_2},
+    {"batches_cl_gpu", batches_3},
+    {"batches_cl_cpu_tiny", batches_4},
+    {"batches_cl_gpu_tiny", batches_5},
     {"every_axis_host1", every_axis_0},
     {"every_axis_host3", every_axis_1},
     {"every_axis_cl_cpu", every_axis_2},

@@ -194,6 +194,10 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  "max-batch must be at least 1");
         return false;
     }
+    if (c->max_batch > 64) {
+        snprintf(msg, msglen, "max-batch is at most 64, not %u", c->max_batch);
+        return false;
+    }
     char host[256];
     unsigned port;
     if (!tallyd_config_split_listen(c->listen, host, sizeof host, &port)) {

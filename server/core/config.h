@@ -41,7 +41,12 @@
     X(max_connections, "max-connections", "TALLY_MAX_CONNECTIONS", UINT,       \
       "4096", "open connections allowed at once")                              \
     X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
-      "compatible queued jobs a worker takes at once")                         \
+      "compatible queued jobs (up to 1 MiB each) a worker runs as one "        \
+      "launch, 1 to 64")                                                       \
+    X(max_queue_delay_us, "max-queue-delay-us", "TALLY_MAX_QUEUE_DELAY_US",    \
+      UINT, "0",                                                               \
+      "how long a job may wait for others to share its launch, when no "       \
+      "worker is idle (0: not at all)")                                        \
     X(inline_max, "inline-max-elements", "TALLY_INLINE_MAX_ELEMENTS", UINT,    \
       "4096",                                                                  \
       "tensors this small are summed on the HTTP thread, on the host (a "      \
@@ -60,8 +65,8 @@
 typedef struct {
     char *listen, *device, *layout;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
-        drain_timeout_s, drain_idle_ms, max_connections, max_batch, inline_max,
-        json_inline_max, fault_delay_ms;
+        drain_timeout_s, drain_idle_ms, max_connections, max_batch,
+        max_queue_delay_us, inline_max, json_inline_max, fault_delay_ms;
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */

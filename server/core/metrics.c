@@ -50,6 +50,15 @@ void metrics_observe(histogram *h, uint64_t ns)
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
+void metrics_batch(metrics *m, size_t n)
+{
+    size_t b = 0;
+    while (b < METRIC_NBATCH - 1 && n > ((size_t)1 << b))
+        b++;
+    atomic_fetch_add_explicit(&m->batches[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->batched_jobs, n, memory_order_relaxed);
+}
+
 void metrics_request(metrics *m, route_id r, int status, eng_err err,
                      uint64_t total_ns, uint64_t bytes_in, uint64_t bytes_out)
 {
@@ -80,15 +89,17 @@ static void put_histogram(textbuf *o, const char *name, const char *labels,
         cum += load(&h->bucket[b]);
         if (b < METRIC_NBUCKETS - 1)
             textbuf_put(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
-                bounds[b], cum);
+                        bounds[b], cum);
         else
-            textbuf_put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
+            textbuf_put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels,
+                        sep, cum);
     }
     /* no braces at all when there are no labels */
     const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
     textbuf_put(o, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
-        (double)load(&h->sum_ns) * 1e-9);
-    textbuf_put(o, "%s_count%s%s%s %llu\n", name, open, labels, close, load(&h->count));
+                (double)load(&h->sum_ns) * 1e-9);
+    textbuf_put(o, "%s_count%s%s%s %llu\n", name, open, labels, close,
+                load(&h->count));
 }
 
 /* Escapes a label value (backslash, quote, newline). */
@@ -117,44 +128,50 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
     char dev[512];
     escape_label(device, dev, sizeof dev);
 
-    textbuf_put(&o,
+    textbuf_put(
+        &o,
         "# HELP tally_build_info The running tallyd: version and device.\n"
         "# TYPE tally_build_info gauge\n"
         "tally_build_info{version=\"%s\",device=\"%s\"} 1\n",
         version, dev);
 
-    textbuf_put(&o, "# HELP tally_requests_total HTTP requests by route and status "
-            "code.\n# TYPE tally_requests_total counter\n");
+    textbuf_put(&o,
+                "# HELP tally_requests_total HTTP requests by route and status "
+                "code.\n# TYPE tally_requests_total counter\n");
     for (int r = 0; r < NROUTES; r++)
         for (size_t s = 0; s < METRIC_NSTATUS; s++) {
             unsigned long long v = load(&m->requests[r][s]);
             if (v == 0)
                 continue;
             if (s < METRIC_NSTATUS - 1)
-                textbuf_put(&o, "tally_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                textbuf_put(
+                    &o, "tally_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
                     route_name((route_id)r), statuses[s], v);
             else
                 textbuf_put(&o,
-                    "tally_requests_total{route=\"%s\",code=\"other\"} "
-                    "%llu\n",
-                    route_name((route_id)r), v);
+                            "tally_requests_total{route=\"%s\",code=\"other\"} "
+                            "%llu\n",
+                            route_name((route_id)r), v);
         }
 
-    textbuf_put(&o, "# HELP tally_request_failures_total Failed requests by route "
-            "and reason.\n# TYPE tally_request_failures_total counter\n");
+    textbuf_put(&o,
+                "# HELP tally_request_failures_total Failed requests by route "
+                "and reason.\n# TYPE tally_request_failures_total counter\n");
     for (int r = 0; r < NROUTES; r++)
         for (int e = 1; e < METRIC_NERRORS; e++) {
             unsigned long long v = load(&m->failures[r][e]);
             if (v != 0)
                 textbuf_put(&o,
-                    "tally_request_failures_total{route=\"%s\","
-                    "reason=\"%s\"} %llu\n",
-                    route_name((route_id)r), eng_err_name((eng_err)e), v);
+                            "tally_request_failures_total{route=\"%s\","
+                            "reason=\"%s\"} %llu\n",
+                            route_name((route_id)r), eng_err_name((eng_err)e),
+                            v);
         }
 
-    textbuf_put(&o, "# HELP tally_request_duration_seconds Time from the request's "
-            "first byte to its response, by route.\n"
-            "# TYPE tally_request_duration_seconds histogram\n");
+    textbuf_put(&o,
+                "# HELP tally_request_duration_seconds Time from the request's "
+                "first byte to its response, by route.\n"
+                "# TYPE tally_request_duration_seconds histogram\n");
     for (int r = 0; r < NROUTES; r++) {
         if (load(&m->total[r].count) == 0)
             continue;
@@ -164,47 +181,68 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
         put_histogram(&o, "tally_request_duration_seconds", labels,
                       &m->total[r]);
     }
-    textbuf_put(&o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
-            "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
+    textbuf_put(&o,
+                "# HELP tally_queue_duration_seconds Time jobs waited for a "
+                "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
     put_histogram(&o, "tally_queue_duration_seconds", "", &m->queue);
-    textbuf_put(&o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
+    textbuf_put(
+        &o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
             "job (data movement and kernel).\n"
             "# TYPE tally_compute_duration_seconds histogram\n");
     put_histogram(&o, "tally_compute_duration_seconds", "", &m->compute);
 
     textbuf_put(&o,
-        "# HELP tally_queue_depth Jobs waiting for a worker.\n"
-        "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
-        queue_depth);
+                "# HELP tally_queue_depth Jobs waiting for a worker.\n"
+                "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
+                queue_depth);
     textbuf_put(&o,
-        "# HELP tally_inflight_requests Requests being read, queued, "
-        "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
-        "tally_inflight_requests %lld\n",
-        (long long)atomic_load(&m->inflight));
+                "# HELP tally_inflight_requests Requests being read, queued, "
+                "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
+                "tally_inflight_requests %lld\n",
+                (long long)atomic_load(&m->inflight));
     textbuf_put(&o,
-        "# HELP tally_connections_opened_total TCP connections "
-        "accepted.\n# TYPE tally_connections_opened_total counter\n"
-        "tally_connections_opened_total %llu\n",
-        load(&m->connections_opened));
-    textbuf_put(&o,
+                "# HELP tally_connections_opened_total TCP connections "
+                "accepted.\n# TYPE tally_connections_opened_total counter\n"
+                "tally_connections_opened_total %llu\n",
+                load(&m->connections_opened));
+    textbuf_put(
+        &o,
         "# HELP tally_open_connections TCP connections open now.\n"
         "# TYPE tally_open_connections gauge\ntally_open_connections %lld\n",
         (long long)atomic_load(&m->connections_open));
     textbuf_put(&o,
-        "# HELP tally_received_bytes_total Request body bytes "
-        "received.\n# TYPE tally_received_bytes_total counter\n"
-        "tally_received_bytes_total %llu\n",
-        load(&m->bytes_in));
+                "# HELP tally_received_bytes_total Request body bytes "
+                "received.\n# TYPE tally_received_bytes_total counter\n"
+                "tally_received_bytes_total %llu\n",
+                load(&m->bytes_in));
     textbuf_put(&o,
-        "# HELP tally_sent_bytes_total Response body bytes sent.\n"
-        "# TYPE tally_sent_bytes_total counter\n"
-        "tally_sent_bytes_total %llu\n",
-        load(&m->bytes_out));
-    textbuf_put(&o, "# HELP tally_device_busy_seconds_total Time each device worker "
+                "# HELP tally_sent_bytes_total Response body bytes sent.\n"
+                "# TYPE tally_sent_bytes_total counter\n"
+                "tally_sent_bytes_total %llu\n",
+                load(&m->bytes_out));
+    textbuf_put(&o, "# HELP tally_batch_size Requests served by one launch "
+                    "(dynamic batching; inline sums count as 1).\n"
+                    "# TYPE tally_batch_size histogram\n");
+    unsigned long long cum = 0, launches = 0;
+    for (size_t b = 0; b < METRIC_NBATCH; b++)
+        launches += load(&m->batches[b]);
+    for (size_t b = 0; b < METRIC_NBATCH; b++) {
+        cum += load(&m->batches[b]);
+        if (b < METRIC_NBATCH - 1)
+            textbuf_put(&o, "tally_batch_size_bucket{le=\"%u\"} %llu\n",
+                        1u << b, cum);
+        else
+            textbuf_put(&o, "tally_batch_size_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    textbuf_put(&o, "tally_batch_size_sum %llu\ntally_batch_size_count %llu\n",
+                load(&m->batched_jobs), launches);
+    textbuf_put(
+        &o, "# HELP tally_device_busy_seconds_total Time each device worker "
             "spent computing.\n# TYPE tally_device_busy_seconds_total "
             "counter\n");
     for (unsigned w = 0; w < m->workers; w++)
-        textbuf_put(&o,
+        textbuf_put(
+            &o,
             "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
             "%.9f\n",
             w, dev, (double)load(&m->busy_ns[w]) * 1e-9);

@@ -33,6 +33,7 @@ typedef enum {
 _Static_assert(ENG_NERRORS <= METRIC_NERRORS,
                "metrics count failures by eng_err: make room");
 #define METRIC_MAX_WORKERS 64
+#define METRIC_NBATCH 8 /* le 1, 2, 4, 8, 16, 32, 64, +Inf */
 
 typedef struct {
     atomic_ullong bucket[METRIC_NBUCKETS]; /* cumulative at render time */
@@ -48,12 +49,17 @@ typedef struct {
     atomic_ullong connections_opened; /* keep-alive shows as few of these */
     atomic_llong connections_open;
     atomic_ullong busy_ns[METRIC_MAX_WORKERS];
+    /* launches by how many requests they served: 1, 2, 3-4, 5-8, ... */
+    atomic_ullong batches[METRIC_NBATCH], batched_jobs;
     unsigned workers;
 } metrics;
 
 void metrics_init(metrics *m, unsigned workers);
 
 void metrics_observe(histogram *h, uint64_t ns);
+
+/* One launch (or inline sum) that served n requests. */
+void metrics_batch(metrics *m, size_t n);
 
 /* One finished request. err is ENG_E_OK for successes. */
 void metrics_request(metrics *m, route_id r, int status, eng_err err,

@@ -17,6 +17,7 @@ void queue_init(job_queue *q, size_t cap)
     q->head = q->tail = NULL;
     q->depth = 0;
     q->cap = cap;
+    q->waiting = 0;
     q->closed = false;
     uv_mutex_init(&q->mu);
     uv_cond_init(&q->cv);
@@ -56,6 +57,12 @@ static bool compatible(const job *a, const job *b)
            && a->lines.exclusive == b->lines.exclusive;
 }
 
+/* What take_where() batches with: the head job, and the size limit. */
+typedef struct {
+    const job *first;
+    size_t batch_bytes;
+} batch_key;
+
 static void unlink_job(job_queue *q, job *prev, job *j)
 {
     if (prev != NULL)
@@ -88,9 +95,20 @@ static size_t take_where(job_queue *q, bool (*take)(const job *, const void *),
     return n;
 }
 
-static bool take_compatible(const job *j, const void *first)
+static bool take_batchable(const job *j, const void *arg)
 {
-    return compatible(first, j);
+    const batch_key *k = arg;
+    return j->lines.bytes <= k->batch_bytes && compatible(k->first, j);
+}
+
+/* How many queued jobs take_batchable() accepts, up to max. */
+static size_t count_batchable(const job_queue *q, const batch_key *k,
+                              size_t max)
+{
+    size_t n = 0;
+    for (const job *j = q->head; j != NULL && n < max; j = j->next)
+        n += take_batchable(j, k);
+    return n;
 }
 
 static bool take_expired(const job *j, const void *now)
@@ -98,17 +116,37 @@ static bool take_expired(const job *j, const void *now)
     return j->deadline_ns != 0 && j->deadline_ns <= *(const uint64_t *)now;
 }
 
-size_t queue_pop(job_queue *q, job **out, size_t max)
+size_t queue_pop(job_queue *q, job **out, const queue_take *how)
 {
     uv_mutex_lock(&q->mu);
+    q->waiting++;
     while (q->head == NULL && !q->closed)
         uv_cond_wait(&q->cv, &q->mu);
+    q->waiting--;
     size_t n = 0;
-    if (q->head != NULL && max > 0) {
+    if (q->head != NULL && how->max > 0) {
         job *first = q->head;
         unlink_job(q, NULL, first);
         out[n++] = first;
-        n = take_where(q, take_compatible, first, out, n, max);
+        batch_key k = {first, how->batch_bytes};
+        if (first->lines.bytes <= how->batch_bytes && how->max > 1) {
+            /* a fair share of what could go together now */
+            size_t could = 1 + count_batchable(q, &k, how->max - 1);
+            size_t share = (could + q->waiting) / (q->waiting + 1);
+            n = take_where(q, take_batchable, &k, out, n, share);
+            /* company, while nobody else is idle */
+            uint64_t until = first->enqueued_ns + how->delay_ns;
+            while (n < how->max && how->delay_ns > 0 && q->waiting == 0
+                   && !q->closed) {
+                uint64_t now = now_ns();
+                if (now >= until)
+                    break;
+                uv_cond_timedwait(&q->cv, &q->mu, until - now);
+                n = take_where(q, take_batchable, &k, out, n, how->max);
+            }
+        }
+        if (q->head != NULL && q->waiting > 0)
+            uv_cond_signal(&q->cv); /* the rest, for an idle worker */
     }
     uv_mutex_unlock(&q->mu);
     return n;

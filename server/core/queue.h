@@ -3,11 +3,13 @@
  *
  * A bounded FIFO: pushing onto a full queue fails at once (the HTTP layer
  * answers 503 with Retry-After) rather than waiting. A worker pops the job
- * at the head together with up to max-1 later jobs that are compatible with
- * it (same dtype, line length, stride and mode: the jobs one kernel launch
- * could serve by stacking their lines), so that batching several small
- * requests into one launch needs no change here. Jobs whose deadline
- * passes while they wait are taken out by queue_expire().
+ * at the head together with later jobs that are compatible with it (same
+ * dtype, line length, stride and mode: the jobs one kernel launch can serve
+ * by stacking their lines) and small enough to batch: a batch. It takes no
+ * more than its share while other workers wait for work (no worker holds
+ * queued jobs while another is idle), and when none waits it may hold the
+ * head job a while for company (--max-queue-delay-us). Jobs whose
+ * deadline passes while they wait are taken out by queue_expire().
  *
  * Threading: every function may be called from any thread; the queue's
  * mutex guards its list.
@@ -51,8 +53,16 @@ typedef struct {
     uv_cond_t cv;
     job *head, *tail;
     size_t depth, cap;
+    unsigned waiting; /* workers blocked in queue_pop() */
     bool closed;
 } job_queue;
+
+/* How a worker takes a batch. */
+typedef struct {
+    size_t max;         /* jobs at most (--max-batch) */
+    size_t batch_bytes; /* a job larger than this is taken alone */
+    uint64_t delay_ns;  /* how long the head job may wait for company */
+} queue_take;
 
 void queue_init(job_queue *q, size_t cap);
 void queue_destroy(job_queue *q);
@@ -60,9 +70,14 @@ void queue_destroy(job_queue *q);
 /* Appends j; false when the queue is full or closed. */
 bool queue_push(job_queue *q, job *j);
 
-/* Waits for work and takes the head job and up to max-1 compatible ones
- * into out; returns how many, or 0 once the queue is closed and empty. */
-size_t queue_pop(job_queue *q, job **out, size_t max);
+/* Waits for work and takes a batch into out (at most how->max jobs): the
+ * head job, and when it is at most how->batch_bytes, the compatible ones
+ * of at most that size behind it, in queue order. With w other workers
+ * waiting, it takes ceil(k / (w + 1)) of the k it could and wakes one of
+ * them for the rest. With none waiting and room left, it waits up to
+ * how->delay_ns from the head job's enqueue time for more. Returns how
+ * many, or 0 once the queue is closed and empty. */
+size_t queue_pop(job_queue *q, job **out, const queue_take *how);
 
 /* Takes out up to max jobs whose deadline is at or before now. */
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max);

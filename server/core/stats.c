@@ -49,10 +49,11 @@ static unsigned long long load(atomic_ullong *v)
     return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-static void duration(textbuf *o, const char *name, stats_duration *d, bool comma)
+static void duration(textbuf *o, const char *name, stats_duration *d,
+                     bool comma)
 {
-    textbuf_put(o, "\"%s\":{\"count\":%llu,\"ns\":%llu}%s", name, load(&d->count),
-        load(&d->ns), comma ? "," : "");
+    textbuf_put(o, "\"%s\":{\"count\":%llu,\"ns\":%llu}%s", name,
+                load(&d->count), load(&d->ns), comma ? "," : "");
 }
 
 char *stats_render(model_stats *m, const char *name, const char *version,
@@ -62,11 +63,11 @@ char *stats_render(model_stats *m, const char *name, const char *version,
     textbuf_init(&o, 1024);
     static stats_duration zero;
     textbuf_put(&o,
-        "{\"model_stats\":[{\"name\":\"%s\",\"version\":\"%s\","
-        "\"last_inference\":%llu,\"inference_count\":%llu,"
-        "\"execution_count\":%llu,\"inference_stats\":{",
-        name, version, load(&m->last_inference_ms), load(&m->inference_count),
-        load(&m->execution_count));
+                "{\"model_stats\":[{\"name\":\"%s\",\"version\":\"%s\","
+                "\"last_inference\":%llu,\"inference_count\":%llu,"
+                "\"execution_count\":%llu,\"inference_stats\":{",
+                name, version, load(&m->last_inference_ms),
+                load(&m->inference_count), load(&m->execution_count));
     duration(&o, "success", &m->success, true);
     duration(&o, "fail", &m->fail, true);
     duration(&o, "queue", &m->queue, true);

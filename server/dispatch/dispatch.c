@@ -160,6 +160,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         j.finished_ns = now_ns();
         metrics_observe(&s->metrics.queue, 0);
         metrics_observe(&s->metrics.compute, j.finished_ns - j.started_ns);
+        metrics_batch(&s->metrics, 1);
         if (j.err == ENG_E_OK)
             stats_execution(&s->stats, 1, 0, j.finished_ns - j.started_ns, 0);
         note_times(r, &j);
@@ -205,39 +206,78 @@ void dispatch_submit_strided(request *r, const eng_scan_desc *desc,
     submit(r, desc, iv, in, ov, out, timeout_ms, from, finish);
 }
 
-/* A worker runs one job: dropped if its deadline passed while it waited,
- * else scanned on the worker's stream, then completed. */
-static void dispatch_run(worker *w, job *j)
+/* Completes a job that ran from start to end with err (message msg, or
+ * the job's own when NULL). */
+static void ran(worker *w, job *j, uint64_t start, uint64_t end, eng_err err,
+                const char *msg)
+{
+    j->worker = w->id;
+    j->started_ns = start;
+    j->finished_ns = end;
+    j->err = err;
+    if (msg != NULL && err != ENG_E_OK)
+        snprintf(j->msg, sizeof j->msg, "%s", msg);
+    if (j->err == ENG_E_OK && j->deadline_ns != 0 && end > j->deadline_ns)
+        j->err = ENG_E_DEADLINE;
+    j->done(j);
+}
+
+/* A worker runs a batch: jobs whose deadline passed while they waited are
+ * dropped; the rest run as one launch (eng_scan_batch) when there are
+ * several, and are completed. */
+static void dispatch_run(worker *w, job **jobs, size_t n)
 {
     tallyd_server *s = w->s;
     if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
         uv_sleep(s->cfg.fault_delay_ms);
     uint64_t start = now_ns();
-    j->worker = w->id;
-    if (j->deadline_ns != 0 && start >= j->deadline_ns) {
-        j->err = ENG_E_DEADLINE;
-        j->finished_ns = start;
-        j->done(j);
-        return;
+    size_t live = 0;
+    for (size_t i = 0; i < n; i++) {
+        job *j = jobs[i];
+        if (j->deadline_ns != 0 && start >= j->deadline_ns) {
+            j->worker = w->id;
+            j->err = ENG_E_DEADLINE;
+            j->finished_ns = start;
+            j->done(j);
+        } else {
+            jobs[live++] = j;
+        }
     }
-    j->started_ns = start;
-    if (j->iv != NULL)
-        j->err = eng_scan_strided(w->stream, &j->desc, j->iv, j->in, j->ov,
-                                  j->out, j->msg, sizeof j->msg);
-    else
-        j->err =
-            eng_scan(w->stream, &j->desc, j->in, j->out, j->msg, sizeof j->msg);
-    j->finished_ns = now_ns();
-    if (j->err == ENG_E_OK)
-        stats_execution(&s->stats, 1, 0, j->finished_ns - j->started_ns, 0);
-    if (j->err == ENG_E_OK && j->deadline_ns != 0
-        && j->finished_ns > j->deadline_ns)
-        j->err = ENG_E_DEADLINE;
+    if (live == 0)
+        return;
+    eng_batch_times t = {0};
+    eng_err err;
+    char msg[256];
+    if (live == 1) {
+        job *j = jobs[0];
+        if (j->iv != NULL)
+            err = eng_scan_strided(w->stream, &j->desc, j->iv, j->in, j->ov,
+                                   j->out, j->msg, sizeof j->msg);
+        else
+            err = eng_scan(w->stream, &j->desc, j->in, j->out, j->msg,
+                           sizeof j->msg);
+        t.scan_ns = now_ns() - start;
+        msg[0] = '\0';
+    } else {
+        eng_part parts[WORKER_MAX_BATCH];
+        for (size_t i = 0; i < live; i++) {
+            parts[i].in = jobs[i]->in;
+            parts[i].out = jobs[i]->out;
+            parts[i].outer = jobs[i]->lines.outer;
+        }
+        err = eng_scan_batch(w->stream, &jobs[0]->lines, parts, live, &t, msg,
+                             sizeof msg);
+    }
+    uint64_t end = now_ns();
+    metrics_batch(&s->metrics, live);
+    if (err == ENG_E_OK)
+        stats_execution(&s->stats, (unsigned)live, t.gather_ns, t.scan_ns,
+                        t.scatter_ns);
     if (w->id < METRIC_MAX_WORKERS)
-        atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id],
-                                  j->finished_ns - j->started_ns,
+        atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id], end - start,
                                   memory_order_relaxed);
-    j->done(j);
+    for (size_t i = 0; i < live; i++)
+        ran(w, jobs[i], start, end, err, live > 1 ? msg : NULL);
 }
 
 #define MAX_EXPIRE 256

@@ -11,8 +11,9 @@
  *     request is suspended;
  *   - refusal: a full queue answers 503 with Retry-After, and so does a
  *     draining server;
- *   - running: workers call back into dispatch_run(), which drops a job
- *     whose deadline has passed and times the scan;
+ *   - running: workers call back into dispatch_run() with a batch of
+ *     compatible jobs; it drops those whose deadline has passed and runs
+ *     the rest as one launch (eng_scan_batch), timing it;
  *   - expiry: the loop thread's tick fails jobs that waited too long;
  *   - completion: every job completes once, through one path, which
  *     resumes the request; finish (or the job's error) then replies on an

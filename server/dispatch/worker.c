@@ -6,22 +6,23 @@
 
 #include "worker.h"
 
-#define MAX_BATCH 64
-
 static void worker_main(void *arg)
 {
     worker *w = arg;
     tallyd_server *s = w->s;
-    job *batch[MAX_BATCH];
-    size_t max = s->cfg.max_batch < MAX_BATCH ? s->cfg.max_batch : MAX_BATCH;
+    job *batch[WORKER_MAX_BATCH];
+    queue_take how = {
+        .max = s->cfg.max_batch < 1                  ? 1
+               : s->cfg.max_batch < WORKER_MAX_BATCH ? s->cfg.max_batch
+                                                     : WORKER_MAX_BATCH,
+        .batch_bytes = WORKER_BATCH_BYTES,
+        .delay_ns = (uint64_t)s->cfg.max_queue_delay_us * 1000u,
+    };
     for (;;) {
-        size_t n = queue_pop(&s->queue, batch, max);
+        size_t n = queue_pop(&s->queue, batch, &how);
         if (n == 0)
             return;
-        /* Compatible jobs run one after another for now; merging them
-         * into one launch (dynamic batching) slots in here. */
-        for (size_t i = 0; i < n; i++)
-            w->run(w, batch[i]);
+        w->run(w, batch, n);
     }
 }
 

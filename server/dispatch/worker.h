@@ -3,17 +3,27 @@
  *
  * Each worker owns one engine stream (one OpenCL command queue, or a slice
  * of the host's cores) and loops: pop a batch of compatible jobs from the
- * queue and hand each, with its stream, to the run function it was
- * started with. What a job means, its deadline and its completion are
- * dispatch's business, not the worker's.
+ * queue (up to --max-batch, waiting up to --max-queue-delay-us for
+ * company) and hand it, with its stream, to the run function it was
+ * started with, which runs it as one launch. What a job means, its
+ * deadline and its completion are dispatch's business, not the worker's.
  */
 #ifndef TALLY_WORKER_H
 #define TALLY_WORKER_H
 
 #include "server.h"
 
-/* Runs one job on the worker's stream, and completes it. */
-typedef void (*worker_run_fn)(worker *w, job *j);
+/* The most jobs one launch serves. */
+#define WORKER_MAX_BATCH 64
+
+/* Jobs larger than this run alone: stacking their lines costs two copies,
+ * which pays for a launch's overhead only on small tensors (BENCHMARKS.md,
+ * bench-serve). */
+#define WORKER_BATCH_BYTES ((size_t)1 << 20)
+
+/* Runs a batch of n compatible jobs on the worker's stream, and completes
+ * each. */
+typedef void (*worker_run_fn)(worker *w, job **jobs, size_t n);
 
 struct worker {
     tallyd_server *s;

@@ -101,6 +101,31 @@ void eng_stream_close(eng_stream *s);
 eng_err eng_scan(eng_stream *s, const eng_scan_desc *d, const void *in,
                  void *out, char *msg, size_t msglen);
 
+/* One tensor of a batch: its lines (outer of them, each of the batch's
+ * shape) at in, scanned into out (which may be in). */
+typedef struct {
+    const void *in;
+    void *out;
+    uint64_t outer;
+} eng_part;
+
+/* Where a batch's time went. */
+typedef struct {
+    uint64_t gather_ns, scan_ns, scatter_ns;
+} eng_batch_times;
+
+/* Scans several tensors whose lines share one shape (shape's dtype, n,
+ * inner and mode; its outer, elements and bytes are ignored) in a single
+ * launch: their lines are stacked in a buffer of the stream's, scanned
+ * together, and copied back to each part's out. One launch costs a device
+ * a fixed overhead (PoCL: 100-300 us here), so small tensors are served
+ * far faster together; large ones gain nothing over their own launch and
+ * lose the two copies, so callers batch small ones only. On failure no
+ * out is written. The stream's buffer stays for the next batch. */
+eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
+                       const eng_part *parts, size_t count, eng_batch_times *t,
+                       char *msg, size_t msglen);
+
 /* eng_scan() on the host's C backend, on the calling thread, whatever
  * the engine's device: for tensors so small that a device launch (or any
  * hand-off to another thread) costs more than computing them. Same

@@ -115,8 +115,10 @@ def test_queue_full_gives_503_with_retry_after(spawn):
 
 def test_queued_jobs_taken_together_and_apart(spawn):
     """Jobs that wait behind a slow one are handed to the worker in groups
-    of compatible ones (same dtype, line and mode), the rest left queued in
-    order: every one of a mixed crowd is answered, with its own result."""
+    of compatible ones (same dtype, line and mode), each group run as one
+    launch, the rest left queued in order: every one of a mixed crowd is
+    answered, with its own result, and the metrics and statistics show
+    launches that served several requests."""
     d = spawn("--workers", "1", "--max-batch", "4", "--inline-max-elements", "0",
               "--json-inline-max-elements", "0", "--fault-delay-ms", "300")
     blocker, rb = background(d, 1, SMALL, JSON)
@@ -154,6 +156,15 @@ def test_queued_jobs_taken_together_and_apart(spawn):
         else:
             want = np.flip(np.cumsum(np.flip(x, 1), axis=1), 1).ravel()
             assert np.allclose(out["data"], want, rtol=1e-12, atol=1e-12)
+    text = d.request("GET", "/metrics")[2].decode()
+    launches = float(re.search(r"^tally_batch_size_count (\S+)$", text, re.M).group(1))
+    served = float(re.search(r"^tally_batch_size_sum (\S+)$", text, re.M).group(1))
+    singles = float(re.search(r'^tally_batch_size_bucket\{le="1"\} (\S+)$', text,
+                              re.M).group(1))
+    assert served == 13 and launches < served and singles < launches, text
+    stats = json.loads(d.request("GET", "/v2/models/cumsum/stats")[2])["model_stats"][0]
+    assert stats["inference_count"] == 13 and stats["execution_count"] == launches
+    assert any(b["batch_size"] > 1 for b in stats["batch_stats"]), stats
 
 
 def test_deadlines(spawn):
