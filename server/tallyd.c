@@ -103,6 +103,7 @@ static void on_tick(uv_timer_t *t)
 {
     tallyd_server *s = t->data;
     dispatch_expire(s);
+    dispatch_cancel(s);
     log_flush();
     if (!atomic_load(&s->draining))
         return;

@@ -236,6 +236,14 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
     }
     textbuf_put(&o, "tally_batch_size_sum %llu\ntally_batch_size_count %llu\n",
                 load(&m->batched_jobs), launches);
+    textbuf_put(&o,
+                "# HELP tally_cancelled_total Requests whose client closed "
+                "the connection while their job waited (dropped unrun) or "
+                "ran (answer discarded).\n"
+                "# TYPE tally_cancelled_total counter\n"
+                "tally_cancelled_total{when=\"queued\"} %llu\n"
+                "tally_cancelled_total{when=\"running\"} %llu\n",
+                load(&m->cancelled_queued), load(&m->cancelled_running));
     textbuf_put(
         &o, "# HELP tally_device_busy_seconds_total Time each device worker "
             "spent computing.\n# TYPE tally_device_busy_seconds_total "

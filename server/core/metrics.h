@@ -51,6 +51,8 @@ typedef struct {
     atomic_ullong busy_ns[METRIC_MAX_WORKERS];
     /* launches by how many requests they served: 1, 2, 3-4, 5-8, ... */
     atomic_ullong batches[METRIC_NBATCH], batched_jobs;
+    /* requests whose client left while their job waited / ran */
+    atomic_ullong cancelled_queued, cancelled_running;
     unsigned workers;
 } metrics;
 

@@ -152,6 +152,41 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how)
     return n;
 }
 
+size_t queue_snapshot(job_queue *q, job **jobs, int *fds, size_t max)
+{
+    uv_mutex_lock(&q->mu);
+    size_t n = 0;
+    for (job *j = q->head; j != NULL && n < max; j = j->next) {
+        jobs[n] = j;
+        fds[n++] = j->client_fd;
+    }
+    uv_mutex_unlock(&q->mu);
+    return n;
+}
+
+typedef struct {
+    job *const *which;
+    size_t n;
+} job_set;
+
+static bool take_listed(const job *j, const void *arg)
+{
+    const job_set *set = arg;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->which[i] == j)
+            return true;
+    return false;
+}
+
+size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out)
+{
+    job_set set = {which, n};
+    uv_mutex_lock(&q->mu);
+    size_t got = take_where(q, take_listed, &set, out, 0, n);
+    uv_mutex_unlock(&q->mu);
+    return got;
+}
+
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max)
 {
     uv_mutex_lock(&q->mu);

@@ -43,6 +43,7 @@ struct job {
     eng_err err;
     char msg[256];
     unsigned worker; /* which worker ran it */
+    int client_fd;   /* the submitter's socket, for queue_snapshot(); -1 */
     job_done_fn done;
     void *user;
     job *next;
@@ -78,6 +79,16 @@ bool queue_push(job_queue *q, job *j);
  * how->delay_ns from the head job's enqueue time for more. Returns how
  * many, or 0 once the queue is closed and empty. */
 size_t queue_pop(job_queue *q, job **out, const queue_take *how);
+
+/* Copies up to max queued jobs and their client_fd, in queue order, so
+ * that their sockets can be checked without the queue's lock; the job
+ * pointers are only to be compared (queue_remove), never followed: the
+ * jobs may run and be freed meanwhile. Returns how many. */
+size_t queue_snapshot(job_queue *q, job **jobs, int *fds, size_t max);
+
+/* Takes out those of which[0..n) that are still queued, into out (room
+ * for n); returns how many. */
+size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out);
 
 /* Takes out up to max jobs whose deadline is at or before now. */
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max);

@@ -80,10 +80,28 @@ static void render(request *r, http_handler finish)
     r->render_ns = now_ns() - t - (r->gzip_ns - gzip);
 }
 
-/* The continuation, on an HTTP thread once the request is resumed. */
+/* The continuation, on an HTTP thread once the request is resumed. A
+ * request whose client has gone is not answered: dropped from the queue
+ * (dispatch_cancel), or its result discarded when the job had already
+ * run. */
 static void after_job(request *r)
 {
     pending *p = r->work;
+    if (p->j.err == ENG_E_CANCELLED) {
+        r->err = ENG_E_CANCELLED;
+        http_discard(r);
+        return;
+    }
+    bool gone = false;
+    if (p->j.client_fd >= 0)
+        http_clients_gone(&p->j.client_fd, 1, &gone);
+    if (gone) {
+        atomic_fetch_add_explicit(&r->s->metrics.cancelled_running, 1,
+                                  memory_order_relaxed);
+        r->err = ENG_E_CANCELLED;
+        http_discard(r);
+        return;
+    }
     if (!job_failed(r, &p->j))
         render(r, p->finish);
 }
@@ -119,6 +137,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     char msg[256];
     job j;
     memset(&j, 0, sizeof j);
+    j.client_fd = -1;
     if (r->handler_ns != 0)
         r->parse_ns = now_ns() - r->handler_ns;
     eng_err e = eng_lines_from_desc(desc, &j.lines, msg, sizeof msg);
@@ -175,6 +194,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         return;
     }
     p->j = j;
+    p->j.client_fd = http_client_fd(r);
     p->j.done = on_job_done;
     p->j.user = p;
     p->r = r;
@@ -278,6 +298,32 @@ static void dispatch_run(worker *w, job **jobs, size_t n)
                                   memory_order_relaxed);
     for (size_t i = 0; i < live; i++)
         ran(w, jobs[i], start, end, err, live > 1 ? msg : NULL);
+}
+
+#define MAX_WATCH 1024
+
+void dispatch_cancel(tallyd_server *s)
+{
+    static job *jobs[MAX_WATCH], *gone_jobs[MAX_WATCH], *out[MAX_WATCH];
+    static int fds[MAX_WATCH];
+    static bool gone[MAX_WATCH]; /* the loop thread's alone */
+    size_t n = queue_snapshot(&s->queue, jobs, fds, MAX_WATCH);
+    if (n == 0 || http_clients_gone(fds, n, gone) == 0)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (gone[i])
+            gone_jobs[k++] = jobs[i];
+    /* those a worker took meanwhile run, and are discarded after */
+    size_t got = queue_remove(&s->queue, gone_jobs, k, out);
+    uint64_t now = now_ns();
+    for (size_t i = 0; i < got; i++) {
+        atomic_fetch_add_explicit(&s->metrics.cancelled_queued, 1,
+                                  memory_order_relaxed);
+        out[i]->err = ENG_E_CANCELLED;
+        out[i]->finished_ns = now;
+        out[i]->done(out[i]);
+    }
 }
 
 #define MAX_EXPIRE 256

@@ -14,7 +14,8 @@
  *   - running: workers call back into dispatch_run() with a batch of
  *     compatible jobs; it drops those whose deadline has passed and runs
  *     the rest as one launch (eng_scan_batch), timing it;
- *   - expiry: the loop thread's tick fails jobs that waited too long;
+ *   - expiry: the loop thread's tick fails jobs that waited too long,
+ *     and drops those whose client has closed its connection;
  *   - completion: every job completes once, through one path, which
  *     resumes the request; finish (or the job's error) then replies on an
  *     HTTP thread.
@@ -63,5 +64,11 @@ void dispatch_stop(tallyd_server *s);
 
 /* Fails the queued jobs whose deadline has passed (the loop's tick). */
 void dispatch_expire(tallyd_server *s);
+
+/* Drops the queued jobs whose client has closed its connection, unrun
+ * (counted in tally_cancelled_total{when="queued"}); a job that is running
+ * when its client goes finishes, and its answer is discarded (when
+ * "running"). The loop's tick. */
+void dispatch_cancel(tallyd_server *s);
 
 #endif

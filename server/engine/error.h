@@ -29,7 +29,8 @@
     X(QUEUE_FULL, 503, "queue full")                                           \
     X(DEADLINE, 504, "deadline expired")                                       \
     X(DRAINING, 503, "shutting down")                                          \
-    X(ENCODING, 400, "bad content encoding")
+    X(ENCODING, 400, "bad content encoding")                                   \
+    X(CANCELLED, 499, "the client closed the connection")
 
 typedef enum {
 #define ENG_ERR_ENUM(name, status, text) ENG_E_##name,

@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,50 @@ void http_resume(request *r)
     if (resume)
         MHD_resume_connection(r->conn);
     request_release(r);
+}
+
+int http_client_fd(request *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci != NULL ? (int)ci->connect_fd : -1;
+}
+
+size_t http_clients_gone(const int *fds, size_t n, bool *gone)
+{
+    struct pollfd stack[64], *p = n <= 64 ? stack : calloc(n, sizeof *p);
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        gone[i] = false;
+    if (p == NULL)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        p[i].fd = fds[i]; /* a negative fd is ignored by poll */
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+    }
+    if (poll(p, (nfds_t)n, 0) > 0)
+        for (size_t i = 0; i < n; i++) {
+            if (p[i].fd < 0 || p[i].revents == 0)
+                continue;
+            bool closed = (p[i].revents & (POLLHUP | POLLERR)) != 0;
+            if (!closed && (p[i].revents & POLLIN) != 0) {
+                /* readable: end of stream, or bytes of a next request */
+                char b;
+                ssize_t got = recv(p[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+                closed = got == 0;
+            }
+            gone[i] = closed;
+            count += closed;
+        }
+    if (p != stack)
+        free(p);
+    return count;
+}
+
+void http_discard(request *r)
+{
+    r->discard = true;
 }
 
 /* ------------------------------------------------------------------------
@@ -228,8 +273,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
 
     if (r == NULL) {
         r = request_new(s, conn, url, method);
-        if (r == NULL)
+        if (r == NULL) {
+            log_msg("http", "error",
+                    "out of memory for a request; closing its connection");
             return MHD_NO;
+        }
         *con_cls = r;
         const char *ae = http_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING);
         r->accepts_gzip = encoding_accepts_gzip(ae);
@@ -268,6 +316,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         /* called again after MHD_resume_connection */
         r->state = RQ_RESUMED;
         r->on_resume(r);
+        if (r->discard) { /* the client has gone: close, quietly */
+            r->state = RQ_REPLIED;
+            r->status = 499;
+            return MHD_NO;
+        }
         return send_reply(r);
     default:
         /* a reply went out before the body was read: discard the rest */
@@ -311,9 +364,9 @@ static void access_line(request *r, uint64_t done_ns,
         ",\"send_us\":%" PRIu64 ",\"gzip_us\":%" PRIu64 ",\"total_us\":%" PRIu64
         ",\"request_id\":\"%s\"%s}",
         ts, r->method, path, r->status, r->body_len, r->bytes_out,
-        span_us(r->t0_ns, r->body_ns), r->decode_ns / 1000,
-        r->parse_ns / 1000, r->queue_ns / 1000, r->compute_ns / 1000,
-        r->render_ns / 1000, span_us(r->reply_ns, done_ns), r->gzip_ns / 1000,
+        span_us(r->t0_ns, r->body_ns), r->decode_ns / 1000, r->parse_ns / 1000,
+        r->queue_ns / 1000, r->compute_ns / 1000, r->render_ns / 1000,
+        span_us(r->reply_ns, done_ns), r->gzip_ns / 1000,
         span_us(r->t0_ns, done_ns), r->id, extra);
     if (len > 0)
         log_access(line,
@@ -367,6 +420,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     (void)cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    /* what libmicrohttpd says when a handler closes a connection, which
+     * tallyd does on purpose when the client has gone (http_discard) or
+     * memory runs out; the access log has the request either way */
+    if (strncmp(msg, "Application reported internal error", 35) == 0)
+        return;
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';

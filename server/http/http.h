@@ -51,4 +51,19 @@ bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
  * took. Any thread; exactly once per successful http_suspend(). */
 void http_resume(request *r);
 
+/* The request's client socket, to be watched while the request waits
+ * (-1 when unknown). HTTP thread. */
+int http_client_fd(request *r);
+
+/* Which of the sockets fds[0..n) the peer has closed (it sent its FIN or
+ * reset the connection; bytes it sent and nobody read yet, a pipelined
+ * request, do not count): gone[i]. One poll(2) for them all, not waiting.
+ * Returns how many are gone. Any thread. */
+size_t http_clients_gone(const int *fds, size_t n, bool *gone);
+
+/* Marks r so that its continuation, once resumed, closes the connection
+ * instead of answering: its client has gone, and the answer would only
+ * fail. HTTP thread or the thread that resumes r, before the resume. */
+void http_discard(request *r);
+
 #endif

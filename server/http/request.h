@@ -81,6 +81,7 @@ struct request {
     http_handler on_resume;
     uv_mutex_t mu;
     bool suspended;
+    bool discard; /* close instead of answering (http_discard) */
     atomic_int refs;
 };
 

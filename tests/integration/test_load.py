@@ -7,6 +7,7 @@ import io
 import json
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -165,6 +166,41 @@ def test_queued_jobs_taken_together_and_apart(spawn):
     stats = json.loads(d.request("GET", "/v2/models/cumsum/stats")[2])["model_stats"][0]
     assert stats["inference_count"] == 13 and stats["execution_count"] == launches
     assert any(b["batch_size"] > 1 for b in stats["batch_stats"]), stats
+
+
+def send_and_hang_up(d, body):
+    """Sends a whole request on a raw socket and closes it without reading
+    the answer: a client that gave up."""
+    s = socket.create_connection(("127.0.0.1", d.port))
+    s.sendall(b"POST /v1/cumsum HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
+    s.close()
+
+
+def test_cancelled_when_the_client_leaves(spawn):
+    """A request whose client closes the connection while its job waits is
+    dropped before it runs; one whose job is already running finishes and
+    its answer is discarded, without an error in the log. Both are counted,
+    and other requests are answered as usual."""
+    d = spawn("--workers", "1", "--max-batch", "1", "--inline-max-elements", "0",
+              "--json-inline-max-elements", "0", "--fault-delay-ms", "600")
+    blocker, rb = background(d, 1, SMALL, JSON)
+    wait_for(d, r"^tally_inflight_requests [2-9]")       # running (+ this poll)
+    send_and_hang_up(d, json.dumps({"dtype": "int8", "shape": [2], "data": [5, 6]}))
+    wait_for(d, r'^tally_cancelled_total\{when="queued"\} 1$')
+    for t in blocker:
+        t.join()
+    assert rb[0][0] == 200 and json.loads(rb[0][2])["data"] == [1, 3]
+    # now one that is running when its client goes
+    send_and_hang_up(d, SMALL)
+    wait_for(d, r'^tally_cancelled_total\{when="running"\} 1$')
+    text = d.request("GET", "/metrics")[2].decode()
+    # the dropped job never ran: the worker computed the blocker and the last
+    assert re.search(r"^tally_compute_duration_seconds_count 2$", text, re.M), text
+    assert d.post_json("/v1/cumsum", json.loads(SMALL))[0] == 200
+    assert not [l for l in d.log_lines() if l.get("level") in ("warn", "error")], d.log()
+    statuses = [l["status"] for l in d.log_lines() if l.get("path") == "/v1/cumsum"]
+    assert statuses.count(499) == 2, statuses
 
 
 def test_deadlines(spawn):
