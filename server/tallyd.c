@@ -140,6 +140,47 @@ static void begin_drain(tallyd_server *s, const char *why)
     http_quiesce(s);
 }
 
+/* Opens every device the --device option names (a list, or all of a kind:
+ * eng_engine_expand), each its own engine with its own programs, and
+ * names them for logs and metrics. */
+static bool open_devices(tallyd_server *s, const eng_engine_options *base,
+                         char *msg, size_t msglen)
+{
+    char specs[TALLYD_MAX_DEVICES][ENG_DEVICE_SPEC];
+    int n = eng_engine_expand(s->cfg.device, specs, TALLYD_MAX_DEVICES, msg,
+                              msglen);
+    if (n <= 0)
+        return false;
+    uv_mutex_init(&s->fallback_mu);
+    size_t at = 0;
+    for (int d = 0; d < n; d++) {
+        eng_engine_options o = *base;
+        o.device = specs[d];
+        if (eng_engine_open(&o, &s->devices[d].engine, msg, msglen) != ENG_E_OK)
+            return false;
+        s->ndevices = (unsigned)d + 1;
+        const char *what = eng_engine_describe(s->devices[d].engine);
+        /* the spec first when it says which of several like devices */
+        bool indexed = n > 1 && strchr(specs[d], ':') != NULL;
+        snprintf(s->devices[d].name, sizeof s->devices[d].name, "%.63s%s%.320s",
+                 indexed ? specs[d] : "", indexed ? " " : "", what);
+        if (at + 2 + strlen(s->devices[d].name) < sizeof s->device)
+            at +=
+                (size_t)snprintf(s->device + at, sizeof s->device - at,
+                                 "%s%.399s", d ? "; " : "", s->devices[d].name);
+    }
+    return true;
+}
+
+static void close_devices(tallyd_server *s)
+{
+    for (unsigned d = 0; d < s->ndevices; d++)
+        eng_engine_close(s->devices[d].engine);
+    eng_engine_close(s->fallback);
+    s->ndevices = 0;
+    s->fallback = NULL;
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     tallyd_server *s = h->data;
@@ -193,21 +234,29 @@ int main(int argc, char **argv)
                                                 : 1);
     uint64_t t0 = now_ns();
     numfmt_init(); /* float16 text, so that no request pays for it */
-    if (eng_engine_open(&o, &s->engine, msg, sizeof msg) != ENG_E_OK) {
+    if (!open_devices(s, &o, msg, sizeof msg)) {
         log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
+        close_devices(s);
         return 1;
     }
-    snprintf(s->device, sizeof s->device, "%s", eng_engine_describe(s->engine));
-    log_msg("tallyd", "info", "device ready in %.1f s: %s",
-            (double)(now_ns() - t0) * 1e-9, s->device);
+    log_msg("tallyd", "info", "device%s ready in %.1f s: %s",
+            s->ndevices > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9,
+            s->device);
     if (s->cfg.warm_cache) { /* --warm-cache: for images and installers */
-        eng_engine_close(s->engine);
+        close_devices(s);
         tallyd_config_free(&s->cfg);
         log_flush();
         return 0;
     }
+    /* at least one worker per device */
+    if (s->cfg.workers < s->ndevices)
+        s->cfg.workers = s->ndevices;
 
     metrics_init(&s->metrics, s->cfg.workers);
+    const char *names[TALLYD_MAX_DEVICES];
+    for (unsigned d = 0; d < s->ndevices; d++)
+        names[d] = s->devices[d].name;
+    metrics_devices(&s->metrics, names, s->ndevices);
     queue_init(&s->queue, s->cfg.queue_depth);
     if (dispatch_start(s, msg, sizeof msg) != ENG_E_OK) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
@@ -243,7 +292,7 @@ int main(int argc, char **argv)
     http_stop(s);
     uv_loop_close(s->loop);
     queue_destroy(&s->queue);
-    eng_engine_close(s->engine);
+    close_devices(s);
     tallyd_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");
     log_flush();

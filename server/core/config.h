@@ -18,7 +18,8 @@
     X(listen, "listen", "TALLY_LISTEN", STR, "127.0.0.1:8080",                 \
       "address and port to serve on, HOST:PORT ([::1]:8080 for IPv6)")         \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
-      "compute device: auto, host, gpu, cpu, P:D or a name substring")         \
+      "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
+      "comma-separated list of those, or all, gpu:all, cpu:all")               \
     X(layout, "layout", "TALLY_LAYOUT", STR, "auto",                           \
       "kernel layout: auto, cpu or gpu (with ,key=value overrides)")           \
     X(workers, "workers", "TALLY_WORKERS", UINT, "2",                          \
@@ -57,6 +58,9 @@
       "this size (their text costs 10-50x the sum); 0: never")                 \
     X(fault_delay_ms, "fault-delay-ms", "TALLY_FAULT_DELAY_MS", UINT, "0",     \
       "testing: workers wait this long before each job (a slow device)")       \
+    X(fault_device, "fault-device", "TALLY_FAULT_DEVICE", UINT, "0",           \
+      "testing: every launch on the Nth device (1 is the first) fails, as "    \
+      "a broken device's would; 0: none")                                      \
     X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
       "compile every kernel at startup (false: on first use)")                 \
     X(access_log, "access-log", "TALLY_ACCESS_LOG", BOOL, "true",              \
@@ -66,7 +70,8 @@ typedef struct {
     char *listen, *device, *layout;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         drain_timeout_s, drain_idle_ms, max_connections, max_batch,
-        max_queue_delay_us, inline_max, json_inline_max, fault_delay_ms;
+        max_queue_delay_us, inline_max, json_inline_max, fault_delay_ms,
+        fault_device;
     size_t max_body_bytes;
     bool warmup, access_log;
     /* one-shot actions */

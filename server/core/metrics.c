@@ -50,6 +50,15 @@ void metrics_observe(histogram *h, uint64_t ns)
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
+void metrics_devices(metrics *m, const char *const *names, unsigned n)
+{
+    m->ndevices = n < METRIC_MAX_DEVICES ? n : METRIC_MAX_DEVICES;
+    for (unsigned d = 0; d < m->ndevices; d++)
+        m->device_names[d] = names[d];
+    for (unsigned w = 0; w < METRIC_MAX_WORKERS; w++)
+        m->worker_device[w] = m->ndevices ? w % m->ndevices : 0;
+}
+
 void metrics_batch(metrics *m, size_t n)
 {
     size_t b = 0;
@@ -244,6 +253,13 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
                 "tally_cancelled_total{when=\"queued\"} %llu\n"
                 "tally_cancelled_total{when=\"running\"} %llu\n",
                 load(&m->cancelled_queued), load(&m->cancelled_running));
+    /* each device's label: its own name, or the whole description when
+     * none was set */
+    char names[METRIC_MAX_DEVICES][512];
+    unsigned nd = m->ndevices ? m->ndevices : 1;
+    for (unsigned d = 0; d < nd; d++)
+        escape_label(m->ndevices ? m->device_names[d] : device, names[d],
+                     sizeof names[d]);
     textbuf_put(
         &o, "# HELP tally_device_busy_seconds_total Time each device worker "
             "spent computing.\n# TYPE tally_device_busy_seconds_total "
@@ -253,6 +269,24 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
             &o,
             "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
             "%.9f\n",
-            w, dev, (double)load(&m->busy_ns[w]) * 1e-9);
+            w, names[m->ndevices ? m->worker_device[w] : 0],
+            (double)load(&m->busy_ns[w]) * 1e-9);
+    textbuf_put(&o, "# HELP tally_device_jobs_total Jobs each device ran.\n"
+                    "# TYPE tally_device_jobs_total counter\n");
+    for (unsigned d = 0; d < nd; d++)
+        textbuf_put(&o, "tally_device_jobs_total{device=\"%s\"} %llu\n",
+                    names[d], load(&m->device_jobs[d]));
+    textbuf_put(&o, "# HELP tally_device_errors_total Launches that failed on "
+                    "each device.\n# TYPE tally_device_errors_total counter\n");
+    for (unsigned d = 0; d < nd; d++)
+        textbuf_put(&o, "tally_device_errors_total{device=\"%s\"} %llu\n",
+                    names[d], load(&m->device_errors[d]));
+    textbuf_put(&o,
+                "# HELP tally_device_up Whether each device is in the pool (0 "
+                "once a failed launch took it out).\n"
+                "# TYPE tally_device_up gauge\n");
+    for (unsigned d = 0; d < nd; d++)
+        textbuf_put(&o, "tally_device_up{device=\"%s\"} %d\n", names[d],
+                    atomic_load(&m->device_down[d]) ? 0 : 1);
     return textbuf_take(&o, len);
 }

@@ -34,6 +34,7 @@ _Static_assert(ENG_NERRORS <= METRIC_NERRORS,
                "metrics count failures by eng_err: make room");
 #define METRIC_MAX_WORKERS 64
 #define METRIC_NBATCH 8 /* le 1, 2, 4, 8, 16, 32, 64, +Inf */
+#define METRIC_MAX_DEVICES 16
 
 typedef struct {
     atomic_ullong bucket[METRIC_NBUCKETS]; /* cumulative at render time */
@@ -49,6 +50,13 @@ typedef struct {
     atomic_ullong connections_opened; /* keep-alive shows as few of these */
     atomic_llong connections_open;
     atomic_ullong busy_ns[METRIC_MAX_WORKERS];
+    /* the devices (names borrowed, set before the workers start), which
+     * one each worker runs on, and what each device did */
+    const char *device_names[METRIC_MAX_DEVICES];
+    unsigned ndevices, worker_device[METRIC_MAX_WORKERS];
+    atomic_ullong device_jobs[METRIC_MAX_DEVICES],
+        device_errors[METRIC_MAX_DEVICES];
+    atomic_bool device_down[METRIC_MAX_DEVICES];
     /* launches by how many requests they served: 1, 2, 3-4, 5-8, ... */
     atomic_ullong batches[METRIC_NBATCH], batched_jobs;
     /* requests whose client left while their job waited / ran */
@@ -59,6 +67,10 @@ typedef struct {
 void metrics_init(metrics *m, unsigned workers);
 
 void metrics_observe(histogram *h, uint64_t ns);
+
+/* Names the devices (borrowed: they must outlive m) and which device each
+ * worker runs on (worker w: device w % n). Before the workers start. */
+void metrics_devices(metrics *m, const char *const *names, unsigned n);
 
 /* One launch (or inline sum) that served n requests. */
 void metrics_batch(metrics *m, size_t n);

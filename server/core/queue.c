@@ -152,6 +152,20 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how)
     return n;
 }
 
+void queue_push_front(job_queue *q, job **jobs, size_t n)
+{
+    uv_mutex_lock(&q->mu);
+    for (size_t i = n; i-- > 0;) {
+        jobs[i]->next = q->head;
+        q->head = jobs[i];
+        if (q->tail == NULL)
+            q->tail = jobs[i];
+        q->depth++;
+    }
+    uv_cond_broadcast(&q->cv);
+    uv_mutex_unlock(&q->mu);
+}
+
 size_t queue_snapshot(job_queue *q, job **jobs, int *fds, size_t max)
 {
     uv_mutex_lock(&q->mu);

@@ -80,6 +80,11 @@ bool queue_push(job_queue *q, job *j);
  * many, or 0 once the queue is closed and empty. */
 size_t queue_pop(job_queue *q, job **out, const queue_take *how);
 
+/* Puts jobs[0..n) back at the head of the queue, in that order, whatever
+ * its capacity (they were admitted once): a batch that a failed device
+ * could not run, for other workers. */
+void queue_push_front(job_queue *q, job **jobs, size_t n);
+
 /* Copies up to max queued jobs and their client_fd, in queue order, so
  * that their sockets can be checked without the queue's lock; the job
  * pointers are only to be compared (queue_remove), never followed: the

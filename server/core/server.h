@@ -3,7 +3,10 @@
  *
  * Who touches what (the threading model itself is written down at the top
  * of tallyd.c):
- *   cfg, engine, version, device   set before threads start, then read-only
+ *   cfg, devices (but down),       set before threads start, then read-only
+ *   version, device
+ *   devices[].down                 workers, atomic
+ *   fallback                       workers, under fallback_mu
  *   queue                          any thread, under its own mutex
  *   metrics, stats, draining,      any thread, atomics
  *   inflight
@@ -31,11 +34,25 @@ struct MHD_Daemon;
 struct http_routes;
 typedef struct worker worker;
 
+/* The most devices one daemon drives. */
+#define TALLYD_MAX_DEVICES 16
+
+/* A compute device of the pool. */
+typedef struct {
+    eng_engine *engine;
+    char name[400]; /* "P:D platform / device (layout)": unique, the label */
+    atomic_bool down; /* taken out of the pool after a failed launch */
+} tallyd_device;
+
 typedef struct tallyd_server {
     tallyd_config cfg;
     const char *version;
-    eng_engine *engine;
-    char device[320];
+    tallyd_device devices[TALLYD_MAX_DEVICES];
+    unsigned ndevices;
+    /* the host backend, opened when every device has been taken out */
+    uv_mutex_t fallback_mu;
+    eng_engine *fallback;
+    char device[1024]; /* every device's name, for logs and build_info */
 
     job_queue queue;
     worker *workers;

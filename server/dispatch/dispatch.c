@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "log.h"
 #include "native.h"
 #include "reply.h"
 #include "worker.h"
@@ -226,8 +227,7 @@ void dispatch_submit_strided(request *r, const eng_scan_desc *desc,
     submit(r, desc, iv, in, ov, out, timeout_ms, from, finish);
 }
 
-/* Completes a job that ran from start to end with err (message msg, or
- * the job's own when NULL). */
+/* Completes a job that ran from start to end with err (message msg). */
 static void ran(worker *w, job *j, uint64_t start, uint64_t end, eng_err err,
                 const char *msg)
 {
@@ -235,19 +235,103 @@ static void ran(worker *w, job *j, uint64_t start, uint64_t end, eng_err err,
     j->started_ns = start;
     j->finished_ns = end;
     j->err = err;
-    if (msg != NULL && err != ENG_E_OK)
+    if (err != ENG_E_OK)
         snprintf(j->msg, sizeof j->msg, "%s", msg);
     if (j->err == ENG_E_OK && j->deadline_ns != 0 && end > j->deadline_ns)
         j->err = ENG_E_DEADLINE;
     j->done(j);
 }
 
-/* A worker runs a batch: jobs whose deadline passed while they waited are
- * dropped; the rest run as one launch (eng_scan_batch) when there are
- * several, and are completed. */
-static void dispatch_run(worker *w, job **jobs, size_t n)
+/* True for the failures that mean the device itself is broken. */
+static bool device_failure(eng_err e)
+{
+    return e == ENG_E_DEVICE || e == ENG_E_NO_DEVICE;
+}
+
+/* Switches w to the host backend, opened once for every worker that needs
+ * it; false when even that cannot be had. */
+static bool use_fallback(worker *w, char *msg, size_t msglen)
 {
     tallyd_server *s = w->s;
+    eng_err e = ENG_E_OK;
+    uv_mutex_lock(&s->fallback_mu);
+    if (s->fallback == NULL) {
+        eng_engine_options o;
+        eng_engine_options_init(&o);
+        o.device = "host";
+        o.warmup = false;
+        e = eng_engine_open(&o, &s->fallback, msg, msglen);
+    }
+    uv_mutex_unlock(&s->fallback_mu);
+    eng_stream *host = NULL;
+    if (e == ENG_E_OK)
+        e = eng_stream_open(s->fallback, &host, msg, msglen);
+    if (e != ENG_E_OK)
+        return false;
+    eng_stream_close(w->stream);
+    w->stream = host;
+    w->on_fallback = true;
+    return true;
+}
+
+/* w's device failed a launch (err, msg): it leaves the pool, logged and
+ * counted once. The batch goes back to the queue for other devices when
+ * its inputs are intact (a batch is scanned in a copy; a single tensor
+ * out of place; a fault injected before any launch); an in-place tensor
+ * that a device may have half-written fails instead. When no device is
+ * left, w goes on with the host backend. Returns whether w goes on. */
+static bool device_failed(worker *w, job **jobs, size_t live, bool intact,
+                          eng_err err, const char *msg, uint64_t start)
+{
+    tallyd_server *s = w->s;
+    tallyd_device *dev = &s->devices[w->device];
+    if (w->device < METRIC_MAX_DEVICES)
+        atomic_fetch_add_explicit(&s->metrics.device_errors[w->device], 1,
+                                  memory_order_relaxed);
+    if (!atomic_exchange(&dev->down, true)) {
+        if (w->device < METRIC_MAX_DEVICES)
+            atomic_store(&s->metrics.device_down[w->device], true);
+        log_msg("dispatch", "error",
+                "device %s failed a launch (%s: %s); it is taken out of the "
+                "pool, and its jobs run elsewhere",
+                dev->name, eng_err_name(err), msg);
+    }
+    if (intact)
+        queue_push_front(&s->queue, jobs, live);
+    else
+        for (size_t i = 0; i < live; i++)
+            ran(w, jobs[i], start, now_ns(), err, msg);
+    bool any = false;
+    for (unsigned d = 0; d < s->ndevices; d++)
+        any = any || !atomic_load(&s->devices[d].down);
+    if (any)
+        return false; /* this worker stops; the others take the jobs */
+    char why[256];
+    if (!use_fallback(w, why, sizeof why)) {
+        log_msg("dispatch", "error",
+                "every device has failed and the host backend cannot "
+                "start: %s",
+                why);
+        return false;
+    }
+    log_msg("dispatch", "error",
+            "every device has failed; worker %u goes on with the host "
+            "backend",
+            w->id);
+    return true;
+}
+
+/* A worker runs a batch: jobs whose deadline passed while they waited are
+ * dropped; the rest run as one launch (eng_scan_batch) when there are
+ * several, and are completed. A device failure takes the device out of
+ * the pool (device_failed). */
+static bool dispatch_run(worker *w, job **jobs, size_t n)
+{
+    tallyd_server *s = w->s;
+    if (!w->on_fallback && atomic_load(&s->devices[w->device].down)) {
+        queue_push_front(&s->queue, jobs, n); /* for a device in the pool */
+        return false;
+    }
     if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
         uv_sleep(s->cfg.fault_delay_ms);
     uint64_t start = now_ns();
@@ -264,20 +348,24 @@ static void dispatch_run(worker *w, job **jobs, size_t n)
         }
     }
     if (live == 0)
-        return;
+        return true;
     eng_batch_times t = {0};
     eng_err err;
     char msg[256];
-    if (live == 1) {
+    msg[0] = '\0';
+    bool injected = !w->on_fallback && s->cfg.fault_device == w->device + 1;
+    if (injected) { /* --fault-device: as a broken device's launch */
+        err = eng_fail(msg, sizeof msg, ENG_E_DEVICE,
+                       "the launch failed (--fault-device %u)",
+                       s->cfg.fault_device);
+    } else if (live == 1) {
         job *j = jobs[0];
         if (j->iv != NULL)
             err = eng_scan_strided(w->stream, &j->desc, j->iv, j->in, j->ov,
-                                   j->out, j->msg, sizeof j->msg);
+                                   j->out, msg, sizeof msg);
         else
-            err = eng_scan(w->stream, &j->desc, j->in, j->out, j->msg,
-                           sizeof j->msg);
+            err = eng_scan(w->stream, &j->desc, j->in, j->out, msg, sizeof msg);
         t.scan_ns = now_ns() - start;
-        msg[0] = '\0';
     } else {
         eng_part parts[WORKER_MAX_BATCH];
         for (size_t i = 0; i < live; i++) {
@@ -289,15 +377,24 @@ static void dispatch_run(worker *w, job **jobs, size_t n)
                              sizeof msg);
     }
     uint64_t end = now_ns();
-    metrics_batch(&s->metrics, live);
-    if (err == ENG_E_OK)
-        stats_execution(&s->stats, (unsigned)live, t.gather_ns, t.scan_ns,
-                        t.scatter_ns);
     if (w->id < METRIC_MAX_WORKERS)
         atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id], end - start,
                                   memory_order_relaxed);
+    if (!w->on_fallback && device_failure(err)) {
+        bool intact = injected || live > 1 || jobs[0]->in != jobs[0]->out;
+        return device_failed(w, jobs, live, intact, err, msg, start);
+    }
+    metrics_batch(&s->metrics, live);
+    if (err == ENG_E_OK) {
+        stats_execution(&s->stats, (unsigned)live, t.gather_ns, t.scan_ns,
+                        t.scatter_ns);
+        if (!w->on_fallback && w->device < METRIC_MAX_DEVICES)
+            atomic_fetch_add_explicit(&s->metrics.device_jobs[w->device], live,
+                                      memory_order_relaxed);
+    }
     for (size_t i = 0; i < live; i++)
-        ran(w, jobs[i], start, end, err, live > 1 ? msg : NULL);
+        ran(w, jobs[i], start, end, err, msg);
+    return true;
 }
 
 #define MAX_WATCH 1024

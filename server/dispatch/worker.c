@@ -20,9 +20,8 @@ static void worker_main(void *arg)
     };
     for (;;) {
         size_t n = queue_pop(&s->queue, batch, &how);
-        if (n == 0)
+        if (n == 0 || !w->run(w, batch, n))
             return;
-        w->run(w, batch, n);
     }
 }
 
@@ -37,8 +36,10 @@ eng_err workers_start(tallyd_server *s, worker_run_fn run, char *msg,
         worker *w = &s->workers[i];
         w->s = s;
         w->id = i;
+        w->device = i % s->ndevices;
         w->run = run;
-        eng_err e = eng_stream_open(s->engine, &w->stream, msg, msglen);
+        eng_err e = eng_stream_open(s->devices[w->device].engine, &w->stream,
+                                    msg, msglen);
         if (e != ENG_E_OK)
             return e;
     }

@@ -22,20 +22,24 @@
 #define WORKER_BATCH_BYTES ((size_t)1 << 20)
 
 /* Runs a batch of n compatible jobs on the worker's stream, and completes
- * each. */
-typedef void (*worker_run_fn)(worker *w, job **jobs, size_t n);
+ * each (or puts them back in the queue for other workers). Returns false
+ * when the worker must stop: its device has been taken out of the pool. */
+typedef bool (*worker_run_fn)(worker *w, job **jobs, size_t n);
 
 struct worker {
     tallyd_server *s;
     unsigned id;
+    unsigned device;  /* index into s->devices */
+    bool on_fallback; /* its stream is the host's: every device is out */
     uv_thread_t thread;
     eng_stream *stream;
     worker_run_fn run;
     bool started;
 };
 
-/* Opens a stream per worker (--workers) and starts the threads, each
- * handing the jobs it pops to run. Loop thread. */
+/* Opens a stream per worker (--workers, spread over the devices in turn:
+ * worker w on device w % ndevices) and starts the threads, each handing
+ * the jobs it pops to run. Loop thread. */
 eng_err workers_start(tallyd_server *s, worker_run_fn run, char *msg,
                       size_t msglen);
 

@@ -3,6 +3,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,6 +211,88 @@ eng_err eng_cl_device_open(const char *spec, eng_cl_device *dev,
                         spec, total);
     }
     return fill(dev, best_p, best_d, msg, msglen);
+}
+
+/* Appends "P:D" for every device of the given type (CL_DEVICE_TYPE_ALL
+ * for all) to out; returns the new count, or -1 when out is full. */
+static int every_device(cl_device_type want, char (*out)[ENG_SPEC_LEN], int n,
+                        int max)
+{
+    cl_platform_id plats[MAX_PLATFORMS];
+    cl_uint np = 0;
+    if (clGetPlatformIDs(MAX_PLATFORMS, plats, &np) != CL_SUCCESS)
+        return n;
+    for (cl_uint p = 0; p < np && p < MAX_PLATFORMS; p++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], want, 0, NULL, &nd) != CL_SUCCESS)
+            continue;
+        cl_device_id devs[MAX_DEVICES];
+        cl_uint nall = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, MAX_DEVICES, devs,
+                           &nall)
+            != CL_SUCCESS)
+            continue;
+        for (cl_uint d = 0; d < nall && d < MAX_DEVICES; d++) {
+            cl_device_type type = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+            if ((type & want) == 0)
+                continue;
+            if (n >= max)
+                return -1;
+            snprintf(out[n++], ENG_SPEC_LEN, "%u:%u", p, d);
+        }
+    }
+    return n;
+}
+
+int eng_cl_expand(const char *spec, char (*out)[ENG_SPEC_LEN], int max,
+                  char *msg, size_t msglen)
+{
+    const char *p = spec != NULL && spec[0] != '\0' ? spec : "auto";
+    int n = 0;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char item[ENG_SPEC_LEN];
+        if (len == 0 || len >= sizeof item) {
+            eng_fail(msg, msglen, ENG_E_INVALID,
+                     "device list \"%.80s\": an empty or overlong entry", spec);
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        int before = n;
+        cl_device_type type =
+            strcmp(item, "all") == 0       ? CL_DEVICE_TYPE_ALL
+            : strcmp(item, "gpu:all") == 0 ? CL_DEVICE_TYPE_GPU
+            : strcmp(item, "cpu:all") == 0 ? CL_DEVICE_TYPE_CPU
+                                           : 0;
+        if (type != 0) {
+            n = every_device(type, out, n, max);
+            if (n == before && type == CL_DEVICE_TYPE_ALL && n < max)
+                snprintf(out[n++], ENG_SPEC_LEN, "host"); /* no OpenCL */
+            if (n == before) {
+                eng_fail(msg, msglen, ENG_E_NO_DEVICE,
+                         "\"%s\": OpenCL has no such device "
+                         "(`tallyd --list-devices` shows them)",
+                         item);
+                return -1;
+            }
+        } else if (n < max) {
+            snprintf(out[n++], ENG_SPEC_LEN, "%s", item);
+        } else {
+            n = -1;
+        }
+        if (n < 0) {
+            eng_fail(msg, msglen, ENG_E_INVALID,
+                     "device list \"%.80s\" names more than %d devices", spec,
+                     max);
+            return -1;
+        }
+        if (comma == NULL)
+            return n;
+        p = comma + 1;
+    }
 }
 
 void eng_cl_device_close(eng_cl_device *dev)

@@ -46,6 +46,18 @@ eng_err eng_cl_device_open(const char *spec, eng_cl_device *dev,
 
 void eng_cl_device_close(eng_cl_device *dev);
 
+/* The longest single device spec. */
+#define ENG_SPEC_LEN 64
+
+/* Expands a device list into single specs for eng_cl_device_open() (or
+ * "host"): comma-separated entries, each a spec as above or "all",
+ * "gpu:all", "cpu:all" for every OpenCL device (of that type) as "P:D";
+ * "all" without any OpenCL device is the host. Returns how many (at most
+ * max), or -1 with a message when an entry is empty or too long, names no
+ * device ("gpu:all" without a GPU), or there are too many. */
+int eng_cl_expand(const char *spec, char (*out)[ENG_SPEC_LEN], int max,
+                  char *msg, size_t msglen);
+
 /* Prints every platform and device with its "P:D" index; returns the number
  * of devices. */
 int eng_cl_list(FILE *f);

@@ -339,6 +339,14 @@ eng_err eng_copy(eng_stream *s, const void *in, void *out, size_t bytes,
     return eng_cl_copy(s->cl, in, out, bytes, streaming, msg, msglen);
 }
 
+_Static_assert(ENG_DEVICE_SPEC == ENG_SPEC_LEN, "one spec length");
+
+int eng_engine_expand(const char *spec, char (*out)[ENG_DEVICE_SPEC], int max,
+                      char *msg, size_t msglen)
+{
+    return eng_cl_expand(spec, out, max, msg, msglen);
+}
+
 int eng_engine_list(FILE *f)
 {
     return eng_cl_list(f);

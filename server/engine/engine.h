@@ -72,6 +72,17 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
 /* NULL is a no-op. Every stream must have been closed. */
 void eng_engine_close(eng_engine *e);
 
+/* The longest single device spec (cl_device.h's ENG_SPEC_LEN). */
+#define ENG_DEVICE_SPEC 64
+
+/* Expands a device option into the specs of single devices, one engine
+ * each: a comma-separated list of specs as above, and "all", "gpu:all" or
+ * "cpu:all" for every OpenCL device (of that type, as "P:D"; "all" is the
+ * host when OpenCL has none). Returns how many (at most max), or -1 with a
+ * message. */
+int eng_engine_expand(const char *spec, char (*out)[ENG_DEVICE_SPEC], int max,
+                      char *msg, size_t msglen);
+
 /* Prints every OpenCL platform and device to f with the "P:D" index that
  * names it for the device option; returns the number of devices. */
 int eng_engine_list(FILE *f);
