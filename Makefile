@@ -9,6 +9,8 @@
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
 #   make bench-numbers  number text: print and parse speed per dtype
 #   make bench-json     JSON requests through tallyd against Python's json
+#   make bench-serve    throughput and latency under load, batching on/off
+#   make soak           a long mixed load: no slow request, no socket error
 #   make bench-client   what the client's tensor splitting costs
 #   make image          build the container image tally:VERSION with podman
 #   make test-container build the Dockerfile and run it with podman
@@ -240,7 +242,8 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
 .PHONY: all run load image test check-layers test-server test-integration test-container test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-numbers bench-json bench-client deps clean format
+        bench-engine bench-numbers bench-json bench-serve bench-client soak \
+        deps clean format
 
 all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(BUILD)/bin/bench_numbers \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
@@ -302,6 +305,11 @@ endif
 load: $(TALLYD)
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/run.sh
 
+# A long mixed load at high concurrency: no slow request, no socket error
+# (SOAK_SECONDS, default 600).
+soak: $(TALLYD)
+	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
+
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).
 bench-client: $(TALLYD) $(TALLY_CLI)
 	$(Q)TALLYD=$(abspath $(TALLYD)) TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/bench/bench_client.sh
@@ -311,6 +319,11 @@ bench-numbers: $(BUILD)/bin/bench_numbers
 
 bench-json: $(TALLYD)
 	$(Q)$(PYTHON) tests/bench/bench_json.py $(BENCH_ARGS)
+
+# The service under load, binary and JSON, with and without batching
+# (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
+bench-serve: $(TALLYD) $(TALLY_CLI)
+	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 bench-engine: $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)

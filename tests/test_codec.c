@@ -430,7 +430,8 @@ static int float_token_text(tx_dtype t, bool odd_one, char *out)
         "-0", "0", "0.0", "1e400", "-1e400", "1e-400", "\"NaN\"",
         "\"Infinity\"", "\"-Infinity\"", "\"inf\"", "1.", ".5", "01.5", "1e",
         "1e+", "--1", "1.5.5", "0x10", "65519.99999999999999999",
-        "32759.999999999999", "650.0000000000000000000000000000000504", "[1]"};
+        "32759.999999999999", "650.0000000000000000000000000000000504", "[1]",
+        "NaN", "-Infinity", "Infinity", "nan", "-Inf"};
     uint64_t r = check_below(1000);
     if (odd_one)
         return sprintf(out, "%s", odd[check_below(sizeof odd / sizeof odd[0])]);
@@ -517,6 +518,9 @@ static void list_case(tx_dtype t, uint64_t n, char *text, uint8_t *got,
             ok = len[i] >= 2 && s[len[i] - 1] == '"'
                  && numfmt_parse_special(t, s + 1, len[i] - 2, want,
                                          (size_t)i, why, sizeof why);
+        else if (jcur_bare_special(s, s + len[i]) == len[i]) /* bare NaN */
+            ok = numfmt_parse_special(t, s, len[i], want, (size_t)i, why,
+                                      sizeof why);
         else
             ok = numfmt_scan(s, s + len[i]) == len[i]
                  && numfmt_parse(t, s, len[i], want, (size_t)i, why,

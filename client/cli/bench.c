@@ -2,7 +2,8 @@
  * bench.c - `tally bench`: a closed-loop load generator.
  *
  * N threads, each with its own client (and so its own connection), send
- * the same tensor with tally_cumsum() one request after another until the
+ * the same tensor with tally_cumsum() (or, with --format json, as a KServe
+ * JSON request through tally_http()) one request after another until the
  * duration is up or the count is reached. The main thread prints progress
  * once a second to stderr, then a summary: requests/s, payload MB/s and
  * latency percentiles from every request's own time.
@@ -32,6 +33,8 @@ static const char help[] =
     "  --shape D0,D1,...    tensor shape (default 65536)\n"
     "  --axis N             axis (default -1)\n"
     "  --exclusive, --reverse   as for tally cumsum\n"
+    "  --format raw|json    raw bytes (default), or KServe v2 JSON requests\n"
+    "                       and answers (the values are small integers)\n"
     "  --quiet              no progress lines\n"
     "\n"
     "Server options as for tally cumsum: --url URL (repeatable; requests\n"
@@ -51,6 +54,8 @@ typedef struct {
     int64_t shape[TALLY_MAX_RANK];
     unsigned flags;
     size_t bytes;
+    char *json; /* --format json: the request body, built once */
+    size_t json_len;
     long count;         /* 0: until stop */
     atomic_long issued; /* requests claimed (when counting) */
     atomic_long done;   /* requests finished */
@@ -109,8 +114,17 @@ static void *run_worker(void *arg)
         if (b->count > 0 && atomic_fetch_add(&b->issued, 1) >= b->count)
             break;
         double t0 = now_s();
-        tally_code code = tally_cumsum(c, b->dtype, b->rank, b->shape, b->axis,
-                                       b->flags, in, out);
+        tally_code code;
+        if (b->json != NULL) {
+            char *answer = NULL;
+            code = tally_http(c, "POST", "/v2/models/cumsum/infer",
+                              "application/json", b->json, b->json_len,
+                              &answer, NULL);
+            tally_free(answer);
+        } else {
+            code = tally_cumsum(c, b->dtype, b->rank, b->shape, b->axis,
+                                b->flags, in, out);
+        }
         double ms = (now_s() - t0) * 1e3;
         if (code != TALLYE_OK) {
             record_error(b, code, tally_last_message(c));
@@ -134,6 +148,38 @@ static void *run_worker(void *arg)
     return NULL;
 }
 
+/* The KServe JSON request for b's tensor: the values the raw form sends
+ * (small integers, a valid number in every dtype), the shape, and the
+ * scan's parameters. The datatype is tally's own name ("float32"), which
+ * tallyd takes beside KServe's. */
+static bool json_body(bench *b, bool exclusive, bool reverse)
+{
+    size_t elems = b->bytes / tally_dt_size(b->dtype);
+    size_t cap = 256 + elems * 4 + (size_t)b->rank * 24, n = 0;
+    char *s = malloc(cap);
+    if (s == NULL)
+        return false;
+    n += (size_t)snprintf(s + n, cap - n,
+                          "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"%s\","
+                          "\"shape\":[",
+                          tally_dt_name(b->dtype));
+    for (int d = 0; d < b->rank; d++)
+        n += (size_t)snprintf(s + n, cap - n, "%s%lld", d ? "," : "",
+                              (long long)b->shape[d]);
+    n += (size_t)snprintf(s + n, cap - n, "],\"data\":[");
+    for (size_t i = 0; i < elems; i++)
+        n += (size_t)snprintf(s + n, cap - n, "%s%u", i ? "," : "",
+                              (unsigned)((i * 7) & 0x3f));
+    n += (size_t)snprintf(s + n, cap - n,
+                          "]}],\"parameters\":{\"axis\":%d,\"exclusive\":%s,"
+                          "\"reverse\":%s}}",
+                          b->axis, exclusive ? "true" : "false",
+                          reverse ? "true" : "false");
+    b->json = s;
+    b->json_len = n;
+    return true;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -154,6 +200,7 @@ int cmd_bench(int argc, char **argv)
     long concurrency = 4, duration = 10, count = 0, axis = -1;
     bool exclusive = false, reverse = false, quiet = false;
     const char *dtype_name = "float32", *shape_text = "65536";
+    const char *format = "raw";
     cli_opt opts[] = {
         {"concurrency", OPT_LONG, &concurrency, false},
         {"duration", OPT_LONG, &duration, false},
@@ -164,6 +211,7 @@ int cmd_bench(int argc, char **argv)
         {"exclusive", OPT_FLAG, &exclusive, false},
         {"reverse", OPT_FLAG, &reverse, false},
         {"quiet", OPT_FLAG, &quiet, false},
+        {"format", OPT_STRING, &format, false},
         {NULL, OPT_FLAG, NULL, false},
     };
     static bench b; /* large; and its atomics want static storage */
@@ -206,6 +254,15 @@ int cmd_bench(int argc, char **argv)
     }
     b.flags =
         (exclusive ? TALLY_EXCLUSIVE : 0u) | (reverse ? TALLY_REVERSE : 0u);
+    if (strcmp(format, "json") == 0) {
+        if (!json_body(&b, exclusive, reverse)) {
+            cli_say(cmd, "out of memory for the JSON request");
+            return EXIT_SERVER;
+        }
+    } else if (strcmp(format, "raw") != 0) {
+        cli_say(cmd, "--format must be raw or json, not \"%s\"", format);
+        return EXIT_USAGE;
+    }
     b.count = count;
     pthread_mutex_init(&b.lock, NULL);
     cli_resolve_urls(&common);
@@ -297,6 +354,7 @@ int cmd_bench(int argc, char **argv)
                percentile(all, n, 99), all[n - 1]);
     printf("  errors      %ld\n", errors);
     free(all);
+    free(b.json);
     if (errors > 0) {
         cli_say(cmd, "first error: %s", b.first_error);
         return cli_exit_code(b.first_code);

@@ -219,20 +219,25 @@ static bool skip_depth(jcur *c, int depth)
     case 'n': return literal(c, "null");
     default:
         n = numfmt_scan(c->p, c->end);
-        if (n == 0) {
-            bool special =
-                *c->p == 'N' || *c->p == 'I'
-                || (*c->p == '-' && c->p + 1 < c->end && c->p[1] == 'I');
-            return jcur_fail(c, "invalid JSON at byte %zu: unexpected '%c'%s",
-                             offset(c), *c->p,
-                             special ? " (write NaN and infinities as the "
-                                       "strings \"NaN\", \"Infinity\" "
-                                       "and \"-Infinity\")"
-                                     : "");
-        }
+        if (n == 0)
+            n = jcur_bare_special(c->p, c->end);
+        if (n == 0)
+            return jcur_fail(c, "invalid JSON at byte %zu: unexpected '%c'",
+                             offset(c), *c->p);
         c->p += n;
         return true;
     }
+}
+
+size_t jcur_bare_special(const char *p, const char *end)
+{
+    static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(end - p) >= n && memcmp(p, words[i], n) == 0)
+            return n;
+    }
+    return 0;
 }
 
 bool jcur_skip(jcur *c)

@@ -49,7 +49,13 @@ bool jcur_expect(jcur *c, char ch, const char *what);
 /* A string's contents, still escaped, as a span (quotes excluded). */
 bool jcur_string(jcur *c, const char **s, size_t *len);
 
-/* Skips one value of any kind, checking its syntax. */
+/* The length of a bare NaN, Infinity or -Infinity token at p (not JSON,
+ * but what Python's json module and Triton's clients write for
+ * non-finite floats), or 0. */
+size_t jcur_bare_special(const char *p, const char *end);
+
+/* Skips one value of any kind, checking its syntax (bare NaN and the
+ * infinities pass as numbers). */
 bool jcur_skip(jcur *c);
 
 /* Iterates over an object's members: call with *first = true before the

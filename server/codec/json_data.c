@@ -85,6 +85,7 @@ static bool scalar(tctx *x, int depth)
     if (x->next >= x->count)
         return too_many(x);
     bool ok;
+    size_t bare = jcur_bare_special(c->p, c->end);
     if (c->p < c->end && *c->p == '"') {
         const char *s;
         size_t n;
@@ -92,6 +93,10 @@ static bool scalar(tctx *x, int depth)
             return false;
         ok = numfmt_parse_special(x->t, s, n, x->dst, (size_t)x->next, why,
                                   sizeof why);
+    } else if (bare > 0) { /* NaN, Infinity, -Infinity without quotes */
+        ok = numfmt_parse_special(x->t, c->p, bare, x->dst, (size_t)x->next,
+                                  why, sizeof why);
+        c->p += bare;
     } else {
         /* one pass: the parser finds the token's end as it parses */
         size_t n = 0;
@@ -105,16 +110,6 @@ static bool scalar(tctx *x, int depth)
         if (n == 0) {
             path_text(x, depth, where, sizeof where);
             const char *what = jcur_found(c);
-            const char *p = c->p;
-            bool special = p < c->end
-                           && (*p == 'N' || *p == 'I'
-                               || (*p == '-' && p + 1 < c->end && p[1] == 'I'));
-            if (special)
-                return jcur_fail(c,
-                                 "%s must be a number, not %s (write NaN and "
-                                 "infinities as the strings \"NaN\", "
-                                 "\"Infinity\" and \"-Infinity\")",
-                                 where, what);
             if (strcmp(what, "a number") != 0)
                 return jcur_fail(c, "%s must be a number, not %s", where,
                                  what);
@@ -649,7 +644,7 @@ static bool infer_level(ictx *x, int depth)
             if (!jcur_span(c, &v, &len))
                 return false;
             x->any_number = true;
-            if (v[0] == '"')
+            if (v[0] == '"' || jcur_bare_special(v, v + len) == len)
                 x->is_float = true; /* "NaN", "Infinity": checked later */
             for (size_t i = 0; i < len && !x->is_float; i++)
                 x->is_float = v[i] == '.' || v[i] == 'e' || v[i] == 'E';

@@ -400,6 +400,18 @@ def test_cli_bench(tallyd, busy):
     assert "errors      0" not in r.stdout.decode() and b"queue" in r.stderr
     r = tally("bench", "--concurrency", "0")
     assert r.returncode == 2
+    # KServe JSON requests; every one answered 200 (the server counts them)
+    before = json.loads(tallyd.request("GET", "/v2/models/cumsum/stats")[2])
+    r = tally("bench", "--url", url(tallyd), "--count", "30", "--concurrency", "2",
+              "--shape", "3,40", "--dtype", "int16", "--format", "json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "30 requests" in r.stdout.decode() and "errors      0" in r.stdout.decode()
+    after = json.loads(tallyd.request("GET", "/v2/models/cumsum/stats")[2])
+    grew = (after["model_stats"][0]["inference_count"]
+            - before["model_stats"][0]["inference_count"])
+    assert grew >= 30, grew
+    r = tally("bench", "--format", "xml")
+    assert r.returncode == 2 and b"raw or json" in r.stderr
 
 
 @pytest.mark.parametrize("cmd", ["cumsum", "health", "info", "bench"])

@@ -85,6 +85,19 @@ def test_json_non_finite(tallyd):
     assert status == 200
     out = json.loads(raw)  # valid JSON, strictly
     assert out["data"] == [1, "Infinity", "NaN", "NaN"]
+    # bare NaN and infinities, as Python's json.dumps and Triton's clients
+    # write them, are read too (the answer still spells them as strings)
+    body = json.dumps({"dtype": "float32", "shape": [3], "data": [float("inf"), 1.0, 2.0]})
+    assert "Infinity" in body and '"Infinity"' not in body
+    status, _, raw = tallyd.request("POST", "/v1/cumsum", body,
+                                    {"Content-Type": "application/json"})
+    assert status == 200 and json.loads(raw)["data"] == ["Infinity"] * 3
+    status, _, raw = tallyd.request("POST", "/v2/models/cumsum/infer", json.dumps(
+        {"inputs": [{"name": "x", "shape": [2], "datatype": "FP16",
+                     "data": [float("-inf"), float("nan")]}]}))
+    assert status == 200 and json.loads(raw)["outputs"][0]["data"] == ["-Infinity", "NaN"]
+    status, _, out = tallyd.post_json("/v1/cumsum", json.loads('{"data": [NaN, 1]}'))
+    assert status == 200 and out["dtype"] == "float64"  # numpy's inference: a float
 
 
 def test_json_floats_round_trip(tallyd):

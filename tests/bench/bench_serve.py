@@ -1,0 +1,183 @@
+"""bench_serve.py - the service under load: throughput and latency of
+float32 [1, N] cumulative sums, N in {16, 4096, 65536, 1048576}, at
+concurrency 1, 16 and 64, sent as binary and as JSON, against a tallyd
+with --max-batch 1 and one with the default (dynamic batching).
+
+Binary requests are driven by tally's own load client (`tally bench`:
+raw bytes on POST /v1/cumsum over kept-alive connections); JSON requests
+(KServe v2 JSON in and out) by Triton's perf_analyzer 2.51 where it keeps
+up, N from 4096 on, and by `tally bench --format json` at N=16, where
+tallyd answers 30,000 requests a second and perf_analyzer on two cores
+never finishes a measurement. The script fetches perf_analyzer from PyPI
+into build/perf_analyzer on first use (the tritonclient 2.51.0 wheel
+carries the binary; it needs libcudart.so.12 from the
+nvidia-cuda-runtime-cu12 wheel and Debian's libb64-0d, no GPU).
+
+It prints one table, and then the issue's targets checked against it:
+throughput at concurrency 16 and 64 at least that at 1 (every N, each
+format); at N=65536 and concurrency 64, the default at least 1.5x
+--max-batch 1; no cell losing more than 5% to --max-batch 1; and p99 at
+most 3x p50 in every `tally bench` cell.
+
+usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json]
+"""
+import argparse
+import glob
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "build", "bin")
+PA_DIR = os.path.join(ROOT, "build", "perf_analyzer")
+SIZES = (16, 4096, 65536, 1 << 20)
+CONCURRENCY = (1, 16, 64)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def perf_analyzer():
+    """The perf_analyzer binary and its environment, fetched once."""
+    exe = glob.glob(os.path.join(PA_DIR, "tritonclient-*.data", "data", "bin", "perf_analyzer"))
+    if not exe:
+        os.makedirs(PA_DIR, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--disable-pip-version-check", "-d", PA_DIR, "tritonclient==2.51.0",
+                        "nvidia-cuda-runtime-cu12"], check=True)
+        for whl in glob.glob(os.path.join(PA_DIR, "*.whl")):
+            subprocess.run([sys.executable, "-m", "zipfile", "-e", whl, PA_DIR], check=True)
+        exe = glob.glob(os.path.join(PA_DIR, "tritonclient-*.data", "data", "bin",
+                                     "perf_analyzer"))
+        os.chmod(exe[0], 0o755)
+    if subprocess.run(["dpkg-query", "-W", "libb64-0d"], capture_output=True).returncode:
+        subprocess.run(["apt-get", "install", "-y", "-qq", "libb64-0d"], check=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"),
+                       capture_output=True)
+    env = dict(os.environ)
+    lib = glob.glob(os.path.join(PA_DIR, "nvidia", "cuda_runtime", "lib"))[0]
+    env["LD_LIBRARY_PATH"] = lib + ":" + env.get("LD_LIBRARY_PATH", "")
+    return exe[0], env
+
+
+def start_tallyd(args, log):
+    port = free_port()
+    env = dict(os.environ, POCL_CACHE_DIR=os.path.join(ROOT, "build", "pocl-bench-serve"))
+    proc = subprocess.Popen([os.path.join(BIN, "tallyd"), "--listen", "127.0.0.1:%d" % port,
+                             "--access-log=false"] + args, stdout=log, stderr=log, env=env)
+    url = "http://127.0.0.1:%d" % port
+    for _ in range(3000):
+        try:
+            with urllib.request.urlopen(url + "/v2/health/ready", timeout=1) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    sys.exit("bench_serve: tallyd did not become ready")
+
+
+def tally_bench(url, n, c, seconds, fmt="raw"):
+    out = subprocess.run([os.path.join(BIN, "tally"), "bench", "--url", url, "--concurrency",
+                          str(c), "--duration", str(seconds), "--shape", "1,%d" % n, "--quiet",
+                          "--format", fmt], capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    if re.search(r"requests/s\s+([\d.]+)", text) is None:
+        sys.exit("bench_serve: tally bench said:\n" + text)
+    rps = float(re.search(r"requests/s\s+([\d.]+)", text).group(1))
+    m = re.search(r"p50 ([\d.]+)\s+p90 [\d.]+\s+p99 ([\d.]+)", text)
+    errors = int(re.search(r"errors\s+(\d+)", text).group(1))
+    return rps, float(m.group(1)), float(m.group(2)), errors
+
+
+def perf_json(pa, url, n, c, seconds):
+    exe, env = pa
+    out = subprocess.run([exe, "-m", "cumsum", "-u", url.replace("http://", ""), "-i", "http",
+                          "--shape", "x:1,%d" % n, "--concurrency-range", str(c),
+                          "--input-tensor-format", "json", "--output-tensor-format", "json",
+                          "--measurement-interval", str(int(seconds * 1000)),
+                          "--max-trials", "4", "--stability-percentage", "25"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    text = out.stdout + out.stderr
+    m = re.search(r"Throughput: ([\d.]+) infer/sec", text)
+    if m is None:
+        return None
+    p50 = float(re.search(r"p50 latency: (\d+) usec", text).group(1)) / 1e3
+    p99 = float(re.search(r"p99 latency: (\d+) usec", text).group(1)) / 1e3
+    return float(m.group(1)), p50, p99, 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--only", choices=("binary", "json"))
+    args = ap.parse_args()
+    formats = [args.only] if args.only else ["binary", "json"]
+    pa = perf_analyzer() if "json" in formats else None
+    results = {}
+    log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
+    for batch in ("1", "default"):
+        proc, url = start_tallyd(["--max-batch", "1"] if batch == "1" else [], log)
+        try:
+            for fmt in formats:
+                for n in SIZES:
+                    for c in CONCURRENCY:
+                        r = (tally_bench(url, n, c, args.seconds) if fmt == "binary"
+                             else tally_bench(url, n, c, args.seconds, "json") if n < 4096
+                             else perf_json(pa, url, n, c, args.seconds))
+                        results[(batch, fmt, n, c)] = r
+                        if r is not None:
+                            print("  %-7s %-6s N=%-8d c=%-3d %9.1f req/s p50 %8.3f ms p99 %8.3f"
+                                  " ms" % (batch, fmt, n, c, r[0], r[1], r[2]),
+                                  file=sys.stderr, flush=True)
+        finally:
+            proc.terminate()
+            proc.wait()
+    print("float32 [1,N]; binary: tally bench (raw bytes, /v1/cumsum); json (KServe): "
+          "perf_analyzer, tally bench at N=16; %d s a cell" % args.seconds)
+    print("%-6s %-8s %-4s %12s %8s %8s %12s %8s %8s %6s" % (
+        "format", "N", "c", "mb=1 req/s", "p50 ms", "p99 ms", "default", "p50 ms", "p99 ms",
+        "ratio"))
+    fails = []
+    for fmt in formats:
+        for n in SIZES:
+            for c in CONCURRENCY:
+                a, b = results[("1", fmt, n, c)], results[("default", fmt, n, c)]
+                if a is None or b is None:
+                    print("%-6s %-8d %-4d  (no measurement)" % (fmt, n, c))
+                    fails.append("%s N=%d c=%d: no measurement" % (fmt, n, c))
+                    continue
+                print("%-6s %-8d %-4d %12.1f %8.3f %8.3f %12.1f %8.3f %8.3f %6.2f" % (
+                    fmt, n, c, a[0], a[1], a[2], b[0], b[1], b[2], b[0] / a[0]))
+                if a[3] or b[3]:
+                    fails.append("%s N=%d c=%d: errors" % (fmt, n, c))
+                if b[0] < 0.95 * a[0]:
+                    fails.append("%s N=%d c=%d: default %.0f < 0.95 x mb=1 %.0f" % (
+                        fmt, n, c, b[0], a[0]))
+                for batch, r in (("mb=1", a), ("default", b)):
+                    one = results[("1" if batch == "mb=1" else "default", fmt, n, 1)]
+                    if c > 1 and r[0] < one[0]:
+                        fails.append("%s %s N=%d: c=%d %.0f < c=1 %.0f" % (
+                            fmt, batch, n, c, r[0], one[0]))
+                    if (fmt == "binary" or n < 4096) and r[2] > 3 * r[1]:
+                        fails.append("%s %s N=%d c=%d: p99 %.2f > 3 x p50 %.2f" % (
+                            fmt, batch, n, c, r[2], r[1]))
+    for fmt in formats:
+        a, b = results[("1", fmt, 65536, 64)], results[("default", fmt, 65536, 64)]
+        if a and b and b[0] < 1.5 * a[0]:
+            fails.append("%s N=65536 c=64: default %.0f < 1.5 x mb=1 %.0f" % (fmt, b[0], a[0]))
+    print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
+    for f in fails:
+        print("  missed: " + f)
+
+
+if __name__ == "__main__":
+    main()
