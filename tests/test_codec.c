@@ -1188,6 +1188,15 @@ static void encodings(void)
     CHECK(!encoding_accepts_gzip("identity"), "identity");
     CHECK(encoding_accepts_gzip("*"), "*");
     CHECK(!encoding_accepts_gzip(NULL), "none");
+    /* RFC 9110: an explicit gzip;q=0 wins over "*"; a tab is whitespace */
+    CHECK(!encoding_accepts_gzip("gzip;q=0, *"), "gzip;q=0, *");
+    CHECK(!encoding_accepts_gzip("*, gzip;q=0"), "*, gzip;q=0");
+    CHECK(!encoding_accepts_gzip("*;q=0"), "*;q=0");
+    CHECK(encoding_accepts_gzip("identity,\t\t*"), "identity, tab tab *");
+    CHECK(encoding_accepts_gzip("deflate,\tgzip"), "deflate, tab gzip");
+    CHECK(encoding_accepts_gzip("gzip\t;\tq=0.5"), "tabs around the weight");
+    CHECK(!encoding_accepts_gzip("gzipx, xgzip"), "not gzip");
+    CHECK(encoding_accepts_gzip("br, *;q=0.1"), "* alone");
 
     /* compress with the stream, then decode with a cap */
     size_t n = 300000;

@@ -17,6 +17,7 @@
 #include "tensor.h"
 #include "tx_half.h"
 #include "tx_strides.h"
+#include "tx_utf8.h"
 
 static void error_table(void)
 {
@@ -247,6 +248,50 @@ static void buffers(void)
     eng_buffer_cache_clear();
 }
 
+/* UTF-8 validation (common/tx_utf8.c): well-formed sequences pass, and
+ * every kind of ill-formed one stops the valid prefix and is scrubbed. */
+static void utf8(void)
+{
+    static const struct {
+        const char *s;
+        size_t valid; /* of strlen(s) */
+    } cases[] = {
+        {"plain", 5},
+        {"caf\xc3\xa9", 5},      /* U+00E9 */
+        {"\xe2\x82\xac", 3},     /* U+20AC */
+        {"\xf0\x9f\x98\x80", 4}, /* U+1F600 */
+        {"\xf4\x8f\xbf\xbf", 4}, /* U+10FFFF, the last */
+        {"a\xff", 1},            /* never in UTF-8 */
+        {"a\x80", 1},            /* a lone continuation */
+        {"\xc0\x80", 0},         /* overlong NUL */
+        {"\xc1\xbf", 0},         /* overlong */
+        {"\xe0\x80\x80", 0},     /* overlong */
+        {"\xed\xa0\x80", 0},     /* a surrogate */
+        {"\xf4\x90\x80\x80", 0}, /* above U+10FFFF */
+        {"\xf5\x80\x80\x80", 0},
+        {"ok\xe2\x82", 2}, /* cut short */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = strlen(cases[i].s);
+        CHECK(tx_utf8_valid(cases[i].s, len) == cases[i].valid, "case %zu: %zu",
+              i, tx_utf8_valid(cases[i].s, len));
+        char buf[16];
+        memcpy(buf, cases[i].s, len);
+        tx_utf8_scrub(buf, len);
+        CHECK(tx_utf8_valid(buf, len) == len, "case %zu scrubbed", i);
+        CHECK(memcmp(buf, cases[i].s, cases[i].valid) == 0,
+              "case %zu: the valid prefix is kept", i);
+    }
+    char mixed[] = "a\xff"
+                   "b\xc3\xa9"
+                   "c";
+    tx_utf8_scrub(mixed, strlen(mixed));
+    CHECK(strcmp(mixed, "a?b\xc3\xa9"
+                        "c")
+              == 0,
+          "scrub: %s", mixed);
+}
+
 /* DirectML buffer-tensor arithmetic (common/tx_strides.c). */
 static void strides(void)
 {
@@ -351,6 +396,7 @@ static const check_case cases[] = {
     {"pool", pool},
     {"buffers", buffers},
     {"strides", strides},
+    {"utf8", utf8},
 };
 
 int main(int argc, char **argv)

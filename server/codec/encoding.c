@@ -117,39 +117,50 @@ eng_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
     }
 }
 
+static bool is_ows(char c)
+{
+    return c == ' ' || c == '\t'; /* RFC 9110's optional whitespace */
+}
+
+/* RFC 9110, 12.5.3: gzip is acceptable when it is listed with a weight
+ * above 0, or when it is not listed and "*" is, with a weight above 0. An
+ * explicit "gzip;q=0" refuses it whatever "*" says. */
 bool encoding_accepts_gzip(const char *accept)
 {
     if (accept == NULL)
         return false;
+    double gz = -1, star = -1; /* -1: not listed */
     const char *p = accept;
-    while (*p != '\0') {
-        while (*p == ' ' || *p == ',')
+    for (;;) {
+        while (is_ows(*p) || *p == ',')
             p++;
+        if (*p == '\0')
+            break;
         const char *tok = p;
-        while (*p != '\0' && *p != ',' && *p != ';' && *p != ' ')
+        while (*p != '\0' && *p != ',' && *p != ';' && !is_ows(*p))
             p++;
         size_t n = (size_t)(p - tok);
         double q = 1;
-        while (*p == ' ')
+        while (is_ows(*p))
             p++;
         while (*p == ';') {
             p++;
-            while (*p == ' ')
+            while (is_ows(*p))
                 p++;
             if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=')
                 q = strtod(p + 2, NULL);
             while (*p != '\0' && *p != ',' && *p != ';')
                 p++;
         }
-        bool gz = (n == 4 && strncasecmp(tok, "gzip", 4) == 0)
-                  || (n == 6 && strncasecmp(tok, "x-gzip", 6) == 0)
-                  || (n == 1 && tok[0] == '*');
-        if (gz && q > 0)
-            return true;
-        if (*p != '\0' && *p != ',')
+        if ((n == 4 && strncasecmp(tok, "gzip", 4) == 0)
+            || (n == 6 && strncasecmp(tok, "x-gzip", 6) == 0))
+            gz = q > gz ? q : gz;
+        else if (n == 1 && tok[0] == '*')
+            star = q > star ? q : star;
+        while (*p != '\0' && *p != ',')
             p++;
     }
-    return false;
+    return gz >= 0 ? gz > 0 : star > 0;
 }
 
 struct gzip_stream {

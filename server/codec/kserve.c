@@ -18,6 +18,7 @@
 #include "buffer.h"
 #include "kserve.h"
 #include "native.h"
+#include "tx_utf8.h"
 
 #define MAX_INPUTS 8
 
@@ -333,6 +334,10 @@ static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
                                 "id must be a string");
             if (!jcur_string(&c, &out->id, &out->id_len))
                 return fail_invalid(&c);
+            /* it is echoed into the answer, which must be JSON */
+            if (tx_utf8_valid(out->id, out->id_len) != out->id_len)
+                return eng_fail(msg, msglen, ENG_E_INVALID,
+                                "id must be valid UTF-8");
         } else if (json_eq(k, kn, "parameters")) {
             if (!request_parameters(&c, &p, out))
                 return fail_invalid(&c);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "tx_utf8.h"
 
 #define LOG_BUFFER (64 * 1024)
 
@@ -73,7 +74,20 @@ size_t log_escape(const char *s, char *out, size_t outlen)
     size_t n = 0;
     for (; *s != '\0' && n + 7 < outlen; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
+        if (c >= 0x80) {
+            /* a whole valid UTF-8 sequence, else '?': the line must stay
+             * JSON whatever bytes a client sent */
+            size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+            if (strnlen(s, k) < k || tx_utf8_valid(s, k) != k) {
+                out[n++] = '?';
+                continue;
+            }
+            if (n + k + 7 >= outlen)
+                break;
+            for (size_t i = 0; i < k; i++)
+                out[n++] = s[i];
+            s += k - 1;
+        } else if (c == '"' || c == '\\') {
             out[n++] = '\\';
             out[n++] = (char)c;
         } else if (c < 0x20) {

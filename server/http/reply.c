@@ -18,6 +18,7 @@
 #include "buffer.h"
 #include "encoding.h"
 #include "reply.h"
+#include "tx_utf8.h"
 
 /* Responses smaller than this are never gzipped; those of known length up
  * to GZIP_WHOLE_MAX are gzipped at once (the HTTP thread is taken for
@@ -314,6 +315,9 @@ void http_error(request *r, eng_err e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* messages quote what clients sent (paths, names, types), which may
+     * be any bytes; JSON takes only UTF-8 */
+    tx_utf8_scrub(msg, strlen(msg));
     json_t *j = json_pack("{s:s}", "error", msg);
     char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);

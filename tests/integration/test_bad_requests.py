@@ -252,3 +252,67 @@ def test_limits(spawn):
     status, _, raw = d.post_json("/v1/cumsum", {"dtype": "float64", "shape": [10000], "data": []})
     assert status == 413
     valid_request_works(d)
+
+
+def raw_request(d, head, body=b""):
+    """Sends bytes as they are (http.client would refuse some of them) and
+    returns the status, the headers and the body of the answer."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
+    s.sendall(head + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    head_text, _, rest = data.partition(b"\r\n\r\n")
+    lines = head_text.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {k.strip().lower().decode(): v.strip() for k, _, v in
+            (line.partition(b":") for line in lines[1:])}
+    return status, hdrs, rest
+
+
+def test_bytes_that_are_not_utf8(tallyd):
+    """Whatever bytes a request holds, the answer is JSON (valid UTF-8) with
+    the status the mistake deserves, not a 500; and the access log stays
+    JSON too."""
+    cases = [
+        (b"GET /nope\xff\xfe HTTP/1.1\r\nHost: x\r\n", b"", 404, "no route"),
+        (b"POST /v1/cumsum HTTP/1.1\r\nHost: x\r\nContent-Type: text/\xff\xfe\r\n", b"1", 415,
+         "Content-Type"),
+        (b"POST /v1/cumsum HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+         b'{"dtype":"int\xc0\x80","shape":[1],"data":[1]}', 400, "dtype"),
+        (b"POST /v2/models/cumsum/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+         b'{"id":"a\xed\xa0\x80b","inputs":[{"name":"x","shape":[1],"datatype":"FP32",'
+         b'"data":[1]}]}', 400, "id must be valid UTF-8"),
+    ]
+    for head, body, status, words in cases:
+        got, hdrs, raw = raw_request(tallyd, head, body)
+        assert got == status, (head, raw)
+        err = json.loads(raw.decode("utf-8"))["error"]  # strict: UTF-8 and JSON
+        assert words in err, (head, err)
+    # an id that is valid UTF-8 comes back as it was sent
+    got, _, raw = raw_request(
+        tallyd, b"POST /v2/models/cumsum/infer HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\n",
+        '{"id":"caf\u00e9 \\u00e9","inputs":[{"name":"x","shape":[1],"datatype":"FP32",'
+        '"data":[1]}]}'.encode("utf-8"))
+    assert got == 200 and json.loads(raw.decode("utf-8"))["id"] == "caf\u00e9 \u00e9"
+    for line in tallyd.log().splitlines():
+        if line.startswith("{"):
+            json.loads(line)  # every log line is JSON
+    valid_request_works(tallyd)
+
+
+def test_accept_encoding_as_rfc_9110_says(tallyd):
+    body = json.dumps({"dtype": "int32", "shape": [400], "data": list(range(400))})
+    for accept, gzipped in (("gzip;q=0, *", False), ("*, gzip;q=0", False),
+                            ("identity,\t\t*", True), ("deflate,\tgzip", True),
+                            ("*;q=0", False), ("br", False), ("gzip;q=0.001", True)):
+        status, hdrs, _ = tallyd.request("POST", "/v1/cumsum", body, dict(
+            J, **{"Accept-Encoding": accept}))
+        assert status == 200
+        assert (hdrs.get("content-encoding") == "gzip") == gzipped, accept
