@@ -30,6 +30,10 @@
       "jobs that may wait for a worker; more get 503 with Retry-After")        \
     X(max_body_bytes, "max-body-bytes", "TALLY_MAX_BODY_BYTES", SIZE,          \
       "256MiB", "largest request body (and tensor) accepted; larger gets 413") \
+    X(max_buffered_bytes, "max-buffered-bytes", "TALLY_MAX_BUFFERED_BYTES",    \
+      SIZE, "2GiB",                                                            \
+      "request bodies held in memory at once, in all; past it a request "      \
+      "gets 503 with Retry-After")                                             \
     X(timeout_ms, "timeout-ms", "TALLY_TIMEOUT_MS", UINT, "0",                 \
       "default request deadline in milliseconds, 0 for none")                  \
     X(idle_timeout_s, "idle-timeout", "TALLY_IDLE_TIMEOUT", UINT, "60",        \
@@ -72,7 +76,7 @@ typedef struct {
         drain_timeout_s, drain_idle_ms, max_connections, max_batch,
         max_queue_delay_us, inline_max, json_inline_max, fault_delay_ms,
         fault_device;
-    size_t max_body_bytes;
+    size_t max_body_bytes, max_buffered_bytes;
     bool warmup, access_log;
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;

@@ -72,6 +72,7 @@ typedef struct tallyd_server {
     uint64_t drain_started_ns;
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
+    atomic_ullong buffered_bytes; /* room the request bodies hold, in all */
     int exit_code;
 } tallyd_server;
 

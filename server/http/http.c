@@ -150,10 +150,13 @@ static enum MHD_Result send_reply(request *r)
     return rc;
 }
 
-/* Sizes the body buffer from Content-Length, or refuses it. */
+/* Checks Content-Length against --max-body-bytes (a 413 goes out without
+ * reading the body) and remembers it. Memory comes as the bytes do
+ * (append_body), not as a client announces them. */
 static bool begin_body(request *r)
 {
     tallyd_server *s = r->s;
+    r->body_expect = SIZE_MAX;
     const char *cl = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl == NULL)
         return true; /* chunked or empty: grown as it comes */
@@ -169,34 +172,66 @@ static bool begin_body(request *r)
                    n, s->cfg.max_body_bytes);
         return false;
     }
-    if (n > 0) {
-        r->body = eng_buffer_alloc((size_t)n);
-        if (r->body == NULL) {
-            http_error(r, ENG_E_NOMEM,
-                       "out of memory for a %llu-byte body; retry later", n);
-            return false;
-        }
-        r->body_cap = (size_t)n;
-    }
+    r->body_expect = (size_t)n;
     return true;
+}
+
+/* A body's first buffer (a medium one, 256 KiB with its header): a
+ * client that announces a large body and sends little holds no more. */
+#define BODY_FIRST (((size_t)256 << 10) - 128)
+
+/* Takes `more` bytes of room from the server's --max-buffered-bytes for
+ * r; false when they are not there. */
+static bool reserve_body(request *r, size_t more)
+{
+    tallyd_server *s = r->s;
+    unsigned long long had = atomic_fetch_add_explicit(&s->buffered_bytes, more,
+                                                       memory_order_relaxed);
+    if (had + more > s->cfg.max_buffered_bytes) {
+        atomic_fetch_sub_explicit(&s->buffered_bytes, more,
+                                  memory_order_relaxed);
+        return false;
+    }
+    r->body_reserved += more;
+    return true;
+}
+
+void http_release_body_room(request *r)
+{
+    atomic_fetch_sub_explicit(&r->s->buffered_bytes, r->body_reserved,
+                              memory_order_relaxed);
+    r->body_reserved = 0;
 }
 
 static void append_body(request *r, const char *data, size_t n)
 {
     size_t max = r->s->cfg.max_body_bytes;
-    if (r->body_too_large)
+    if (r->body_too_large || r->body_no_room)
         return;
     if (n > max - r->body_len) {
         r->body_too_large = true;
         return;
     }
     if (r->body_len + n > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 65536;
-        while (cap < r->body_len + n)
-            cap = cap > max / 2 ? max : cap * 2;
+        /* room for what has come: the first buffer, then the whole
+         * announced length (one copy of at most the first), or doubling
+         * up to the limit when no length was announced */
+        size_t need = r->body_len + n, cap;
+        if (r->body_expect != SIZE_MAX && need <= r->body_expect)
+            cap = need <= BODY_FIRST && r->body_cap < BODY_FIRST
+                      ? (r->body_expect < BODY_FIRST ? r->body_expect
+                                                     : BODY_FIRST)
+                      : r->body_expect;
+        else
+            for (cap = r->body_cap ? r->body_cap : 65536; cap < need;)
+                cap = cap > max / 2 ? max : cap * 2;
+        if (!reserve_body(r, cap - r->body_cap)) {
+            r->body_no_room = true;
+            return;
+        }
         uint8_t *nb = eng_buffer_alloc(cap);
         if (nb == NULL) {
-            r->body_too_large = true;
+            r->body_no_room = true;
             return;
         }
         if (r->body_len)
@@ -219,6 +254,12 @@ static void body_complete(request *r)
                    "the body is more than the %zu bytes this server accepts "
                    "(--max-body-bytes)",
                    s->cfg.max_body_bytes);
+        return;
+    }
+    if (r->body_no_room) {
+        http_error(r, ENG_E_NOMEM,
+                   "the server holds as many request bodies in memory as it "
+                   "may (--max-buffered-bytes); retry in a moment");
         return;
     }
     atomic_fetch_add_explicit(&s->metrics.bytes_in, r->body_len,
@@ -244,7 +285,16 @@ static void body_complete(request *r)
             http_error(r, e, "%s", msg);
             return;
         }
-        /* copy into an aligned buffer: tensors are used in place */
+        /* copy into an aligned buffer: tensors are used in place; the
+         * decoded body counts against --max-buffered-bytes too */
+        if (plen > r->body_cap && !reserve_body(r, plen - r->body_cap)) {
+            free(plain);
+            http_error(r, ENG_E_NOMEM,
+                       "the server holds as many request bodies in memory "
+                       "as it may (--max-buffered-bytes); retry in a "
+                       "moment");
+            return;
+        }
         uint8_t *aligned = eng_buffer_alloc(plen);
         if (aligned == NULL) {
             free(plain);

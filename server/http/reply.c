@@ -327,7 +327,8 @@ void http_error(request *r, eng_err e, const char *fmt, ...)
         r->status = 500;
         return;
     }
-    if (r->err == ENG_E_QUEUE_FULL || r->err == ENG_E_DRAINING)
+    if (r->err == ENG_E_QUEUE_FULL || r->err == ENG_E_DRAINING
+        || r->err == ENG_E_NOMEM)
         http_add_header(r, "Retry-After", "1");
     http_reply_buffer(r, status, "application/json", text, strlen(text));
 }

@@ -77,6 +77,7 @@ void request_release(request *r)
         r->work_free(r->work);
     if (r->ctx_free != NULL)
         r->ctx_free(r->ctx);
+    http_release_body_room(r);
     eng_buffer_free(r->body);
     free(r->path);
     for (int i = 0; i < r->nextra; i++) {

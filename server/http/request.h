@@ -49,7 +49,9 @@ struct request {
 
     uint8_t *body; /* eng_buffer_alloc'd; NULL when empty */
     size_t body_len, body_cap;
-    bool body_too_large;
+    size_t body_expect;   /* Content-Length; SIZE_MAX when not given */
+    size_t body_reserved; /* of the server's --max-buffered-bytes */
+    bool body_too_large, body_no_room;
 
     void *ctx; /* the handler's */
     void (*ctx_free)(void *ctx);
@@ -113,6 +115,9 @@ request *request_new(tallyd_server *s, struct MHD_Connection *conn,
 /* Drops a reference; the last one frees the request, its body and both
  * attachments. Any thread. */
 void request_release(request *r);
+
+/* Gives r's share of --max-buffered-bytes back (http.c). */
+void http_release_body_room(request *r);
 
 /* Seeds s->next_id from /dev/urandom, so that the logs of several replicas,
  * or of one daemon across restarts, do not share ids. */

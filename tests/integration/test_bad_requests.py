@@ -316,3 +316,52 @@ def test_accept_encoding_as_rfc_9110_says(tallyd):
             J, **{"Accept-Encoding": accept}))
         assert status == 200
         assert (hdrs.get("content-encoding") == "gzip") == gzipped, accept
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_memory_follows_the_bytes_that_arrive(spawn):
+    """Clients that announce a large body and send little make tallyd hold
+    little: 100 connections announcing 64 MiB and sending 4 KiB each.
+    (Each took a 2 MiB huge page when the whole length was reserved up
+    front: 200 MB here.) Once they go, a request is answered as usual."""
+    import socket
+    import time
+    d = spawn()
+    valid_request_works(d)
+    before = rss_kib(d.proc.pid)
+    socks = []
+    for _ in range(100):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(b"POST /v1/cumsum?dtype=int8&shape=67108864 HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/octet-stream\r\n"
+                  b"Content-Length: 67108864\r\n\r\n" + b"\x01" * 4096)
+        socks.append(s)
+    time.sleep(1.5)  # read by now
+    grew = rss_kib(d.proc.pid) - before
+    for s in socks:
+        s.close()
+    assert grew < 64 * 1024, "RSS grew by %d KiB for 100 x 4 KiB sent" % grew
+    time.sleep(0.3)
+    valid_request_works(d)
+
+
+def test_buffered_bodies_have_a_budget(spawn):
+    """Past --max-buffered-bytes of bodies held at once, a request gets 503
+    with Retry-After (and the budget is given back when it is done)."""
+    d = spawn("--max-buffered-bytes", "1MiB")
+    big = b"\x00" * (2 << 20)
+    for _ in range(2):
+        status, hdrs, raw = d.request("POST", "/v1/cumsum?dtype=int8&shape=%d" % len(big), big, R)
+        assert status == 503 and hdrs.get("retry-after") == "1", raw
+        assert "max-buffered-bytes" in json.loads(raw)["error"]
+    small = b"\x01" * 100000
+    for _ in range(3):  # given back each time
+        status, _, raw = d.request("POST", "/v1/cumsum?dtype=int8&shape=%d" % len(small), small, R)
+        assert status == 200, raw
