@@ -350,35 +350,10 @@ bool numfmt_parse(tx_dtype t, const char *s, size_t len, void *dst,
     return store_float(t, s, len, d, f, dst, index, why, whylen);
 }
 
-bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
-                           void *dst, size_t index, size_t *used, char *why,
-                           size_t whylen)
-{
-    double d = 0;
-    float f = 0;
-    size_t n = t == TX_FLOAT32 ? numconv_prefix_f32(s, end, &f)
-                               : numconv_prefix_f64(s, end, &d);
-    /* JSON's grammar within fast_float's: a digit after an optional
-     * minus, no leading zero, digits after a point, and an exponent that
-     * fast_float did not stop short of */
-    const char *p = s + (n > 0 && *s == '-'), *q = s + n;
-    bool json = n > 0 && p < q && is_digit(*p)
-                && !(*p == '0' && p + 1 < q && is_digit(p[1]))
-                && !(q < end && (*q == '.' || *q == 'e' || *q == 'E'));
-    for (const char *r = p; json && r < q; r++)
-        if (*r == '.')
-            json = r + 1 < q && is_digit(r[1]);
-    *used = json ? n : 0;
-    if (!json) {
-        snprintf(why, whylen, "not a number");
-        return false;
-    }
-    return store_float(t, s, n, d, f, dst, index, why, whylen);
-}
-
-/* JSON's number grammar on a span fast_float took: a digit after the
- * optional minus, no leading zero, a digit after a point, and nothing
- * fast_float stopped short of (a point or an exponent right after). */
+/* JSON's number grammar on a non-empty span [s, q) that fast_float took:
+ * a digit after the optional minus, no leading zero, a digit after a
+ * point, and nothing fast_float stopped short of (a point or an exponent
+ * right after). */
 static bool json_span(const char *s, const char *q, const char *end)
 {
     const char *p = s + (*s == '-');
@@ -390,6 +365,23 @@ static bool json_span(const char *s, const char *q, const char *end)
         if (*r == '.')
             return r + 1 < q && is_digit(r[1]);
     return true;
+}
+
+bool numfmt_parse_float_at(tx_dtype t, const char *s, const char *end,
+                           void *dst, size_t index, size_t *used, char *why,
+                           size_t whylen)
+{
+    double d = 0;
+    float f = 0;
+    size_t n = t == TX_FLOAT32 ? numconv_prefix_f32(s, end, &f)
+                               : numconv_prefix_f64(s, end, &d);
+    bool json = n > 0 && json_span(s, s + n, end);
+    *used = json ? n : 0;
+    if (!json) {
+        snprintf(why, whylen, "not a number");
+        return false;
+    }
+    return store_float(t, s, n, d, f, dst, index, why, whylen);
 }
 
 const char *numfmt_float_fast(tx_dtype t, const char *p, const char *end,
