@@ -21,44 +21,18 @@ compare with) on a free port, with its own PoCL cache under build/.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import ROOT, start_tallyd
+
 KSERVE = {"float32": "FP32", "int64": "INT64", "float16": "FP16"}
 STEPS = ("recv", "parse", "queue", "compute", "render", "send", "gzip")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_tallyd(binary, log_path):
-    port = free_port()
-    env = dict(os.environ)
-    env["POCL_CACHE_DIR"] = os.path.join(ROOT, "build", "pocl-bench-json")
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:%d" % port],
-                            stdout=log, stderr=log, env=env)
-    url = "http://127.0.0.1:%d" % port
-    for _ in range(3000):
-        try:
-            with urllib.request.urlopen(url + "/v2/health/ready", timeout=1) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    sys.exit("bench_json: tallyd did not become ready")
 
 
 def tensor(dtype, n, rng):
@@ -132,7 +106,7 @@ def main():
     log_path = None
     if url is None:
         log_path = os.path.join(tmp, "tallyd.log")
-        proc, url = start_tallyd(args.tallyd, log_path)
+        proc, url = start_tallyd("bench-json", open(log_path, "wb"), binary=args.tallyd)
     rng = np.random.default_rng(1)
     body_file, out_file = os.path.join(tmp, "in.json"), os.path.join(tmp, "out.json")
     print("round trip = curl's time_total, median of %d; MB/s = JSON bytes / round trip" % args.reps)

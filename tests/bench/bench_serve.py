@@ -25,24 +25,15 @@ import argparse
 import glob
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(ROOT, "build", "bin")
+from benchlib import BIN, ROOT, start_tallyd
+
 PA_DIR = os.path.join(ROOT, "build", "perf_analyzer")
 SIZES = (16, 4096, 65536, 1 << 20)
 CONCURRENCY = (1, 16, 64)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def perf_analyzer():
@@ -66,23 +57,6 @@ def perf_analyzer():
     lib = glob.glob(os.path.join(PA_DIR, "nvidia", "cuda_runtime", "lib"))[0]
     env["LD_LIBRARY_PATH"] = lib + ":" + env.get("LD_LIBRARY_PATH", "")
     return exe[0], env
-
-
-def start_tallyd(args, log):
-    port = free_port()
-    env = dict(os.environ, POCL_CACHE_DIR=os.path.join(ROOT, "build", "pocl-bench-serve"))
-    proc = subprocess.Popen([os.path.join(BIN, "tallyd"), "--listen", "127.0.0.1:%d" % port,
-                             "--access-log=false"] + args, stdout=log, stderr=log, env=env)
-    url = "http://127.0.0.1:%d" % port
-    for _ in range(3000):
-        try:
-            with urllib.request.urlopen(url + "/v2/health/ready", timeout=1) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    sys.exit("bench_serve: tallyd did not become ready")
 
 
 def tally_bench(url, n, c, seconds, fmt="raw"):
@@ -125,7 +99,8 @@ def main():
     results = {}
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
     for batch in ("1", "default"):
-        proc, url = start_tallyd(["--max-batch", "1"] if batch == "1" else [], log)
+        proc, url = start_tallyd("bench-serve", log, ["--access-log=false"]
+                                 + (["--max-batch", "1"] if batch == "1" else []))
         try:
             for fmt in formats:
                 for n in SIZES:
