@@ -2,9 +2,9 @@
  * fanout.h - one piece of work split into parts that the cores share: the
  * parse and the render of a large JSON tensor.
  *
- * A few helper threads (one per online core beyond the first, at most
- * FANOUT_MAX - 1) are started on first use and kept for the life of the
- * process, so a request pays no thread start-up. fanout_run() offers its
+ * A few helper threads (one per CPU the process may run on, at most
+ * FANOUT_MAX, each pinned to its CPU) are started on first use and kept
+ * for the life of the process, so a request pays no thread start-up. fanout_run() offers its
  * parts to them and takes parts itself until none is left, then waits
  * for the parts a helper took. When every helper is busy (other requests
  * are fanning out too), the caller simply runs all its parts: fanning out
@@ -24,8 +24,8 @@
  * on the caller and the helpers, and returns when all have returned. */
 void fanout_run(void (*fn)(void *part), void *arg, size_t stride, unsigned n);
 
-/* How many parts are worth making: the online cores, 1 to FANOUT_MAX (1
- * when the helpers could not be started). */
+/* How many parts are worth making: the CPUs the process may run on, 1 to
+ * FANOUT_MAX (1 when fewer than two helpers could be started). */
 unsigned fanout_width(void);
 
 #endif

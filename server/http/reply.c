@@ -143,8 +143,6 @@ static void take_memory(request *r, reply_src *s)
     r->ctx_free = NULL;
 }
 
-/* Makes r->response from a source whose total length is `total`, or
- * SIZE_MAX when only a stream knows it. */
 /* Replaces s's segments (total bytes) with their gzip encoding, made at
  * once; false (s untouched) when memory runs out. */
 static bool gzip_segments(reply_src *s, size_t total)
@@ -175,6 +173,8 @@ static bool gzip_segments(reply_src *s, size_t total)
     return true;
 }
 
+/* Makes r->response from a source whose total length is `total`, or
+ * SIZE_MAX when only a stream knows it. */
 static void respond(request *r, int status, const char *type, reply_src *s,
                     size_t total)
 {
