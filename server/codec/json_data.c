@@ -48,12 +48,14 @@ typedef struct {
     uint64_t path[ENG_MAX_RANK]; /* element indices, for messages */
 } tctx;
 
-/* "data[1][2]" for the current nesting, or "data[7]" when flat. */
-static void path_text(const tctx *x, int depth, char *buf, size_t len)
+/* "data[1][2]" for the element indices path[0..depth), or "data[7]" when
+ * flat. */
+static void path_text(const char *what, const uint64_t *path, int depth,
+                      char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "%s", x->what);
+    int n = snprintf(buf, len, "%s", what);
     for (int d = 0; d < depth && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, "[%" PRIu64 "]", x->path[d]);
+        n += snprintf(buf + n, len - (size_t)n, "[%" PRIu64 "]", path[d]);
 }
 
 static void shape_text(const tctx *x, char *buf, size_t len)
@@ -108,7 +110,7 @@ static bool scalar(tctx *x, int depth)
                  && numfmt_parse_int_at(x->t, c->p, c->end, x->dst,
                                         (size_t)x->next, &n, why, sizeof why);
         if (n == 0) {
-            path_text(x, depth, where, sizeof where);
+            path_text(x->what, x->path, depth, where, sizeof where);
             const char *what = jcur_found(c);
             if (strcmp(what, "a number") != 0)
                 return jcur_fail(c, "%s must be a number, not %s", where,
@@ -130,7 +132,7 @@ static bool scalar(tctx *x, int depth)
         c->p += n;
     }
     if (!ok) {
-        path_text(x, depth, where, sizeof where);
+        path_text(x->what, x->path, depth, where, sizeof where);
         return jcur_fail(c, "%s: %s", where, why);
     }
     x->next++;
@@ -295,7 +297,7 @@ run_t(tctx *x, tx_dtype t, run_limits lim, uint64_t *got)
             x->path[lim.depth - 1] = lim.base + i;
             if (p < end && *p == '[') {
                 char where[160];
-                path_text(x, lim.depth, where, sizeof where);
+                path_text(x->what, x->path, lim.depth, where, sizeof where);
                 if (lim.depth == 1)
                     return jcur_fail(c, "%s is an array in a flat data list",
                                      where);
@@ -356,7 +358,7 @@ static bool run(tctx *x, run_limits lim, uint64_t *got)
 static bool too_long(tctx *x, int depth)
 {
     char where[160], sh[120];
-    path_text(x, depth, where, sizeof where);
+    path_text(x->what, x->path, depth, where, sizeof where);
     shape_text(x, sh, sizeof sh);
     return jcur_fail(x->c, "%s has more than %" PRIu64 " elements (shape %s)",
                      where, x->shape[depth], sh);
@@ -368,7 +370,7 @@ static bool nested(tctx *x, int depth)
     char where[160], sh[120];
     jcur_ws(c);
     if (c->p >= c->end || *c->p != '[') {
-        path_text(x, depth, where, sizeof where);
+        path_text(x->what, x->path, depth, where, sizeof where);
         shape_text(x, sh, sizeof sh);
         return jcur_fail(c,
                          "%s must be an array of %" PRIu64 " (shape %s), "
@@ -402,7 +404,7 @@ static bool nested(tctx *x, int depth)
             return false;
     }
     if (i != x->shape[depth]) {
-        path_text(x, depth, where, sizeof where);
+        path_text(x->what, x->path, depth, where, sizeof where);
         shape_text(x, sh, sizeof sh);
         return jcur_fail(c,
                          "%s has %" PRIu64 " elements, but shape %s needs "
@@ -586,13 +588,6 @@ typedef struct {
     uint64_t path[ENG_MAX_RANK];
 } ictx;
 
-static void ipath(const ictx *x, int depth, char *buf, size_t len)
-{
-    int n = snprintf(buf, len, "%s", x->what);
-    for (int d = 0; d < depth && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, "[%" PRIu64 "]", x->path[d]);
-}
-
 /* A leaf level at depth: numbers, or an empty array, end the nesting
  * there; every leaf must end it at the same depth. */
 static bool leaf_at(ictx *x, int depth, bool number)
@@ -604,7 +599,8 @@ static bool leaf_at(ictx *x, int depth, bool number)
     if (x->rank == depth)
         return true;
     char where[160];
-    ipath(x, number ? depth : depth - 1, where, sizeof where);
+    path_text(x->what, x->path, number ? depth : depth - 1, where,
+              sizeof where);
     return jcur_fail(x->c,
                      "%s is %s where earlier elements nest %d deep (ragged "
                      "nesting: without a shape, data must be a regular "
@@ -617,7 +613,7 @@ static bool infer_level(ictx *x, int depth)
     jcur *c = x->c;
     char where[160];
     if (depth >= ENG_MAX_RANK) {
-        ipath(x, depth, where, sizeof where);
+        path_text(x->what, x->path, depth, where, sizeof where);
         return jcur_fail(c, "%s nests more than %d arrays deep", where,
                          ENG_MAX_RANK);
     }
@@ -627,7 +623,7 @@ static bool infer_level(ictx *x, int depth)
         x->path[depth] = n;
         if (*c->p == '[') {
             if (x->rank >= 0 && depth + 1 >= x->rank) {
-                ipath(x, depth + 1, where, sizeof where);
+                path_text(x->what, x->path, depth + 1, where, sizeof where);
                 return jcur_fail(c,
                                  "%s is an array where earlier elements are "
                                  "numbers (ragged nesting: without a shape, "
@@ -659,7 +655,7 @@ static bool infer_level(ictx *x, int depth)
         x->seen[depth] = true;
         x->shape[depth] = n;
     } else if (x->shape[depth] != n) {
-        ipath(x, depth, where, sizeof where);
+        path_text(x->what, x->path, depth, where, sizeof where);
         return jcur_fail(c,
                          "%s has %" PRIu64 " element%s where the arrays "
                          "before it at that depth have %" PRIu64
