@@ -12,7 +12,8 @@
 
 #include "check.h"
 #include "ref.h"
-#include "scan_host.h"
+/* the file itself, as h2o's tests do, for its two float32 loops */
+#include "../server/engine/scan_host.c"
 
 static void scan_and_check(eng_host *h, const eng_scan_desc *d,
                            const char *what)
@@ -74,8 +75,48 @@ static void thread_counts(void)
     }
 }
 
+/* The float32 loop's two copies (baseline and AVX2) give the same bits,
+ * and the one seg_f32 picks is the one this CPU can run. */
+static void float32_copies(void)
+{
+    seg_f32_fn *picked = seg_f32_pick();
+#if HOST_AVX2_COPY
+    CHECK(picked == (__builtin_cpu_supports("avx2") ? seg_f32_avx2
+                                                     : seg_f32_base),
+          "seg_f32 picked the wrong copy");
+    if (picked != seg_f32_avx2) {
+        printf("  (no AVX2 on this CPU: one copy to test)\n");
+        return;
+    }
+    float *src = check_alloc(4096 * sizeof(float));
+    float *a = check_alloc(4096 * sizeof(float));
+    float *b = check_alloc(4096 * sizeof(float));
+    for (int round = 0; round < 200; round++) {
+        size_t len = (size_t)check_below(4096);
+        int rev = (int)check_below(2), excl = (int)check_below(2);
+        for (size_t i = 0; i < len; i++)
+            src[i] = (float)(check_unit() * 2 - 0.5);
+        memset(a, 0xA5, 4096 * sizeof(float));
+        memset(b, 0x5A, 4096 * sizeof(float));
+        double ca = check_unit(), cb = ca;
+        seg_f32_base(src, a, len, &ca, rev, excl);
+        seg_f32_avx2(src, b, len, &cb, rev, excl);
+        CHECK(memcmp(a, b, len * sizeof(float)) == 0 && ca == cb,
+              "the AVX2 copy differs from the baseline (len %zu rev %d "
+              "excl %d)",
+              len, rev, excl);
+    }
+    free(src);
+    free(a);
+    free(b);
+#else
+    CHECK(picked == seg_f32_base, "seg_f32 picked the wrong copy");
+#endif
+}
+
 static const check_case cases[] = {
     {"thread_counts", thread_counts},
+    {"float32_copies", float32_copies},
 };
 
 int main(int argc, char **argv)

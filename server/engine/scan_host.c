@@ -18,6 +18,7 @@
  * folded into a float64 carry), and the unsigned type of the element's
  * width for integers (addition modulo 2^bits).
  */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,12 +62,12 @@ unsigned eng_host_threads(const eng_host *h)
     return eng_pool_threads(h->pool);
 }
 
-/* The hot loops are compiled twice on x86-64: for the baseline and for
- * AVX2, picked at load time by the CPU (GCC's target_clones). */
+/* The float32 segment loop is compiled twice on x86-64 with GCC: for the
+ * baseline and for AVX2 (seg_f32 below picks one on first use). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TALLY_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define HOST_AVX2_COPY 1
 #else
-#define TALLY_VECTOR_CLONES
+#define HOST_AVX2_COPY 0
 #endif
 
 /* ------------------------------------------------------------------------
@@ -218,9 +219,9 @@ static inline float group4(const float *src, float *dst, double c, int rev,
     return rev ? s[0] : s[3];
 }
 
-TALLY_VECTOR_CLONES
-static void seg_f32(const float *src, float *dst, size_t len, double *carry,
-                    int rev, int excl)
+static inline __attribute__((always_inline)) void
+seg_f32_body(const float *src, float *dst, size_t len, double *carry, int rev,
+             int excl)
 {
     double c = *carry;
     size_t ng = len / 4, tail = len % 4;
@@ -245,6 +246,52 @@ static void seg_f32(const float *src, float *dst, size_t len, double *carry,
         }
     }
     *carry = c;
+}
+
+typedef void seg_f32_fn(const float *src, float *dst, size_t len,
+                        double *carry, int rev, int excl);
+
+static void seg_f32_base(const float *src, float *dst, size_t len,
+                         double *carry, int rev, int excl)
+{
+    seg_f32_body(src, dst, len, carry, rev, excl);
+}
+
+#if HOST_AVX2_COPY
+__attribute__((target("avx2"))) static void
+seg_f32_avx2(const float *src, float *dst, size_t len, double *carry, int rev,
+             int excl)
+{
+    seg_f32_body(src, dst, len, carry, rev, excl);
+}
+#endif
+
+/* Which copy runs is chosen here, on first use, by asking the CPU: not by
+ * an ifunc resolver (GCC's target_clones), which runs while the program is
+ * relocated, before any sanitizer's runtime has started, and so crashed
+ * every ThreadSanitizer build at load. Racing first calls store the same
+ * pointer. */
+static _Atomic(seg_f32_fn *) seg_f32_chosen;
+
+static seg_f32_fn *seg_f32_pick(void)
+{
+#if HOST_AVX2_COPY
+    if (__builtin_cpu_supports("avx2"))
+        return seg_f32_avx2;
+#endif
+    return seg_f32_base;
+}
+
+static void seg_f32(const float *src, float *dst, size_t len, double *carry,
+                    int rev, int excl)
+{
+    seg_f32_fn *f =
+        atomic_load_explicit(&seg_f32_chosen, memory_order_relaxed);
+    if (f == NULL) {
+        f = seg_f32_pick();
+        atomic_store_explicit(&seg_f32_chosen, f, memory_order_relaxed);
+    }
+    f(src, dst, len, carry, rev, excl);
 }
 
 /* float16 and bfloat16: through float32 in blocks of 64 elements, taken
