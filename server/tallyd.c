@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "dispatch.h"
 #include "http.h"
 #include "log.h"
@@ -181,12 +182,50 @@ static void close_devices(tallyd_server *s)
     s->fallback = NULL;
 }
 
+/* SIGHUP: the token file is read again; a file that is now bad leaves
+ * the tokens as they were. Other settings are read at startup only. */
+static void reload(tallyd_server *s)
+{
+    if (s->auth == NULL) {
+        log_msg("tallyd", "info",
+                "SIGHUP: nothing to reload (settings are read at startup; "
+                "only --auth-token-file is reread)");
+        return;
+    }
+    char msg[512];
+    size_t n =
+        http_auth_reload(s->auth, s->cfg.auth_token_file, msg, sizeof msg);
+    if (n == 0)
+        log_msg("tallyd", "error",
+                "SIGHUP: %s; the %zu tokens read before stay in force", msg,
+                http_auth_count(s->auth));
+    else
+        log_msg("tallyd", "info", "SIGHUP: %zu bearer tokens read from %s", n,
+                s->cfg.auth_token_file);
+}
+
+/* --auth-token-file: the tokens, before any connection is accepted. */
+static bool load_tokens(tallyd_server *s, char *msg, size_t msglen)
+{
+    if (s->cfg.auth_token_file[0] == '\0')
+        return true;
+    s->auth = http_auth_load(s->cfg.auth_token_file, msg, msglen);
+    if (s->auth == NULL)
+        return false;
+    log_msg("tallyd", "info",
+            "bearer tokens required: %zu read from %s; health routes %s, "
+            "/metrics %s",
+            http_auth_count(s->auth), s->cfg.auth_token_file,
+            s->cfg.auth_health ? "need one" : "open",
+            s->cfg.auth_metrics ? "needs one" : "open");
+    return true;
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     tallyd_server *s = h->data;
     if (signum == SIGHUP) {
-        log_msg("tallyd", "info",
-                "SIGHUP: nothing to reload (settings are read at startup)");
+        reload(s);
         return;
     }
     begin_drain(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -213,6 +252,10 @@ int main(int argc, char **argv)
         int n = eng_engine_list(stdout);
         printf("host  the C backend on this machine's cores (--device host)\n");
         return n >= 0 ? 0 : 1;
+    }
+    if (!s->cfg.warm_cache && !load_tokens(s, msg, sizeof msg)) {
+        fprintf(stderr, "tallyd: %s\n", msg);
+        return 2;
     }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction early = {.sa_handler = on_early_signal};
@@ -281,9 +324,10 @@ int main(int argc, char **argv)
         return 1;
     }
     log_msg("tallyd", "info",
-            "tallyd %s listening on %s (port %u): %u workers, %u HTTP "
+            "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
-            TALLYD_VERSION, s->cfg.listen, s->port, s->cfg.workers,
+            TALLYD_VERSION, s->cfg.listen, s->port, s->tls ? "HTTPS" : "HTTP",
+            s->cfg.workers,
             s->cfg.http_threads, s->cfg.queue_depth, s->cfg.max_body_bytes);
 
     uv_run(s->loop, UV_RUN_DEFAULT);
@@ -293,6 +337,7 @@ int main(int argc, char **argv)
     uv_loop_close(s->loop);
     queue_destroy(&s->queue);
     close_devices(s);
+    http_auth_free(s->auth);
     tallyd_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");
     log_flush();

@@ -39,7 +39,7 @@ static const char help[] =
     "\n"
     "Server options as for tally cumsum: --url URL (repeatable; requests\n"
     "are spread over the servers), --timeout-ms, --connect-timeout-ms,\n"
-    "--retries, --chunk-bytes, --token, --verbose.\n"
+    "--retries, --chunk-bytes, --token, --cacert, --insecure, --verbose.\n"
     "\n"
     "Exits 0 when every request succeeded, else with the code of the first\n"
     "failure (1 server error, 3 no answer); the summary counts errors.\n"
@@ -118,8 +118,8 @@ static void *run_worker(void *arg)
         if (b->json != NULL) {
             char *answer = NULL;
             code = tally_http(c, "POST", "/v2/models/cumsum/infer",
-                              "application/json", b->json, b->json_len,
-                              &answer, NULL);
+                              "application/json", b->json, b->json_len, &answer,
+                              NULL);
             tally_free(answer);
         } else {
             code = tally_cumsum(c, b->dtype, b->rank, b->shape, b->axis,

@@ -37,8 +37,8 @@ typedef struct {
     const char *urls[32];
     int nurls;
     long timeout_ms, connect_timeout_ms, retries, chunk_bytes, connections;
-    const char *token;
-    bool verbose;
+    const char *token, *cacert;
+    bool verbose, insecure;
 } cli_common;
 
 /* Defaults: no URL yet (TALLY_URL or http://127.0.0.1:8080 later), every

@@ -35,7 +35,8 @@ int cli_exit_code(tally_code code)
     case TALLYE_URL: return EXIT_USAGE;
     case TALLYE_CONNECT:
     case TALLYE_TIMEOUT:
-    case TALLYE_NETWORK: return EXIT_NETWORK;
+    case TALLYE_NETWORK:
+    case TALLYE_TLS: return EXIT_NETWORK;
     case TALLYE_IO:
     case TALLYE_FORMAT: return EXIT_FILE;
     default: return EXIT_SERVER;
@@ -69,6 +70,14 @@ int cli_fail(const char *cmd, tally_code code, const char *message)
                "http://127.0.0.1:8080";
         break;
     case TALLYE_URL: hint = "give a URL such as http://127.0.0.1:8080"; break;
+    case TALLYE_UNAUTHORIZED:
+        hint = "give the server's token with --token or TALLY_TOKEN";
+        break;
+    case TALLYE_TLS:
+        hint = "name the CA that signed the server's certificate with "
+               "--cacert, or (for tests only) skip the check with "
+               "--insecure";
+        break;
     default: break;
     }
     if (hint != NULL)
@@ -129,6 +138,8 @@ int cli_parse(const char *cmd, const cli_opt *opts, cli_common *common,
         {"connections", OPT_LONG, common ? &common->connections : &dummy_long,
          false},
         {"token", OPT_STRING, common ? &common->token : &dummy_str, false},
+        {"cacert", OPT_STRING, common ? &common->cacert : &dummy_str, false},
+        {"insecure", OPT_FLAG, common ? &common->insecure : NULL, false},
         {"verbose", OPT_FLAG, common ? &common->verbose : NULL, false},
         {NULL, OPT_FLAG, NULL, false},
     };
@@ -271,8 +282,14 @@ tally_client *cli_client(const char *cmd, const cli_common *o, int url_index,
          i++)
         if (longs[i].value >= 0)
             code = tally_setopt_long(c, longs[i].opt, longs[i].value);
-    if (code == TALLYE_OK && o->token != NULL)
-        code = tally_setopt_str(c, TALLYOPT_TOKEN, o->token);
+    /* TALLY_TOKEN keeps the token out of the process list */
+    const char *token = o->token != NULL ? o->token : getenv("TALLY_TOKEN");
+    if (code == TALLYE_OK && token != NULL && token[0] != '\0')
+        code = tally_setopt_str(c, TALLYOPT_TOKEN, token);
+    if (code == TALLYE_OK && o->cacert != NULL)
+        code = tally_setopt_str(c, TALLYOPT_CAINFO, o->cacert);
+    if (code == TALLYE_OK && o->insecure)
+        code = tally_setopt_long(c, TALLYOPT_INSECURE, 1);
     if (code == TALLYE_OK)
         code = tally_setopt_str(c, TALLYOPT_USER_AGENT,
                                 "tally-cli/" TALLY_VERSION);

@@ -21,7 +21,8 @@ static const char health_help[] =
     "\n"
     "Options: --url URL (repeatable; default $TALLY_URL, else\n"
     "http://127.0.0.1:8080), --timeout-ms MS, --connect-timeout-ms MS,\n"
-    "--retries N, --token T, --verbose, --quiet (print nothing, just exit).\n";
+    "--retries N, --token T, --cacert FILE, --insecure, --verbose, --quiet "
+    "(print nothing, just exit).\n";
 
 static const char info_help[] =
     "usage: tally info [options]\n"
@@ -34,7 +35,7 @@ static const char info_help[] =
     "\n"
     "Options: --url URL (repeatable; default $TALLY_URL, else\n"
     "http://127.0.0.1:8080), --timeout-ms MS, --connect-timeout-ms MS,\n"
-    "--retries N, --token T, --verbose.\n";
+    "--retries N, --token T, --cacert FILE, --insecure, --verbose.\n";
 
 /* Which of two exit codes says more is wrong. */
 static int worse(int a, int b)

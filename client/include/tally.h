@@ -84,7 +84,9 @@ TALLY_API const char *tally_version(void);
     X(SERVER, 11, "the server failed")                                         \
     X(PROTOCOL, 12, "the server's answer is not what tally sends")             \
     X(IO, 13, "a file could not be read or written")                           \
-    X(FORMAT, 14, "not a valid .npy file")
+    X(FORMAT, 14, "not a valid .npy file")                                     \
+    X(UNAUTHORIZED, 15, "the server wants a bearer token, or another one")     \
+    X(TLS, 16, "the server's certificate could not be verified")
 
 typedef enum {
 #define TALLY_CODE_ENUM(name, num, text) TALLYE_##name = num,
@@ -182,12 +184,22 @@ typedef enum {
     TALLYOPT_MAX_RESPONSE_BYTES = 8,
     /* [long] 1 prints libcurl's trace of every request to stderr. (0) */
     TALLYOPT_VERBOSE = 9,
+    /* [long] 1 accepts any certificate from an https:// server, and any
+     * name in it: for tests only, since anyone on the path can then read
+     * and change the tensors. (0: verified against the system's CAs, or
+     * TALLYOPT_CAINFO's) */
+    TALLYOPT_INSECURE = 10,
     /* [string] A bearer token sent as "Authorization: Bearer <token>", for
-     * a proxy in front of tallyd; NULL removes it. (none) */
+     * tallyd's --auth-token-file or a proxy in front of it; NULL removes
+     * it. (none) */
     TALLYOPT_TOKEN = 100,
     /* [string] The User-Agent header; NULL restores the default.
      * ("libtally/" TALLY_VERSION) */
     TALLYOPT_USER_AGENT = 101,
+    /* [string] A PEM file of CA certificates that https:// servers'
+     * certificates are verified against, instead of the system's; NULL
+     * restores the system's. (none) */
+    TALLYOPT_CAINFO = 102,
 } tally_option;
 
 /* Sets a [long] option. Returns TALLYE_ARGUMENT for a string option or a
@@ -239,7 +251,8 @@ TALLY_API const char *tally_last_message(const tally_client *c);
  * Returns TALLY_OK, or: TALLYE_ARGUMENT (a bad argument, said in the
  * message), TALLYE_NOMEM, TALLYE_CONNECT, TALLYE_TIMEOUT, TALLYE_NETWORK,
  * TALLYE_BUSY, TALLYE_REJECTED, TALLYE_TOO_LARGE, TALLYE_NOT_FOUND,
- * TALLYE_SERVER, TALLYE_PROTOCOL. On failure `out` is untouched.
+ * TALLYE_SERVER, TALLYE_PROTOCOL, TALLYE_UNAUTHORIZED (401 or 403),
+ * TALLYE_TLS. On failure `out` is untouched.
  * Needs memory for one more copy of the tensor while it runs (answers are
  * gathered before any byte of `out` is written).
  */
@@ -289,8 +302,7 @@ TALLY_API tally_code tally_cumsum_strided(tally_client *c,
                                           const tally_tensor_desc *in_desc,
                                           const void *in,
                                           const tally_tensor_desc *out_desc,
-                                          void *out, int axis,
-                                          unsigned flags);
+                                          void *out, int axis, unsigned flags);
 
 /* ------------------------------------------------------------------------
  * Batches: many independent cumulative sums, run concurrently over a few

@@ -115,6 +115,7 @@ TALLY_API void tally_client_free(tally_client *c)
         free(c->urls[i]);
     free(c->urls);
     free(c->token_header);
+    free(c->cainfo);
     free(c->user_agent);
     free(c);
 }
@@ -250,6 +251,8 @@ static const long_option long_options[] = {
      offsetof(tally_client, max_response_bytes)},
     {TALLYOPT_VERBOSE, "TALLYOPT_VERBOSE", 0, 1,
      offsetof(tally_client, verbose)},
+    {TALLYOPT_INSECURE, "TALLYOPT_INSECURE", 0, 1,
+     offsetof(tally_client, insecure)},
 };
 
 TALLY_API tally_code tally_setopt_long(tally_client *c, tally_option opt,
@@ -271,7 +274,8 @@ TALLY_API tally_code tally_setopt_long(tally_client *c, tally_option opt,
                               (long)(c->nurls ? c->nurls : 1) * value + 4);
         return tc_ok(c, 0);
     }
-    if (opt == TALLYOPT_TOKEN || opt == TALLYOPT_USER_AGENT)
+    if (opt == TALLYOPT_TOKEN || opt == TALLYOPT_USER_AGENT
+        || opt == TALLYOPT_CAINFO)
         return tc_set_error(c, TALLYE_ARGUMENT, 0,
                             "option %d takes a string: use tally_setopt_str",
                             (int)opt);
@@ -306,6 +310,7 @@ TALLY_API tally_code tally_setopt_str(tally_client *c, tally_option opt,
     case TALLYOPT_TOKEN:
         return set_string(c, &c->token_header, "Authorization: Bearer ", value);
     case TALLYOPT_USER_AGENT: return set_string(c, &c->user_agent, "", value);
+    case TALLYOPT_CAINFO: return set_string(c, &c->cainfo, "", value);
     default: break;
     }
     for (size_t i = 0; i < sizeof long_options / sizeof *long_options; i++)

@@ -54,9 +54,10 @@ struct tally_client {
     size_t next_url; /* round robin */
 
     long timeout_ms, connect_timeout_ms, retries, backoff_ms, backoff_max_ms;
-    long chunk_bytes, max_connections, max_response_bytes, verbose;
+    long chunk_bytes, max_connections, max_response_bytes, verbose, insecure;
     char *token_header; /* "Authorization: Bearer ...", or NULL */
     char *user_agent;   /* or NULL for the default */
+    char *cainfo;       /* a CA bundle's path, or NULL for the system's */
 
     CURLM *multi;  /* its connection cache keeps connections alive */
     CURL **easies; /* idle easy handles, for reuse */

@@ -291,6 +291,8 @@ static void answer_message(tc_transfer *t, const char *url)
 static tally_code code_for_status(long status)
 {
     switch (status) {
+    case 401:
+    case 403: return TALLYE_UNAUTHORIZED;
     case 404:
     case 405: return TALLYE_NOT_FOUND;
     case 413: return TALLYE_TOO_LARGE;
@@ -388,6 +390,9 @@ static bool classify(tally_client *c, tc_transfer *t, CURLcode rc)
     case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL: t->code = TALLYE_URL; break;
     case CURLE_WEIRD_SERVER_REPLY: t->code = TALLYE_PROTOCOL; break;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CONNECT_ERROR: t->code = TALLYE_TLS; break;
     default: t->code = TALLYE_NETWORK; break;
     }
     tc_fmt(t->msg, sizeof t->msg, "%s (%s)", why, url);
@@ -494,6 +499,10 @@ static bool start(tally_client *c, tc_transfer *t)
                          c->user_agent ? c->user_agent
                                        : "libtally/" TALLY_VERSION);
         curl_easy_setopt(e, CURLOPT_VERBOSE, c->verbose);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->insecure ? 0L : 1L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->insecure ? 0L : 2L);
+        if (c->cainfo != NULL)
+            curl_easy_setopt(e, CURLOPT_CAINFO, c->cainfo);
         ok = curl_multi_add_handle(c->multi, e) == CURLM_OK;
     }
     free(url); /* curl copied it */

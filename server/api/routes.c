@@ -1,9 +1,10 @@
 /*
  * routes.c - the route table: every method and path tallyd serves.
  *
- * Adding a route is adding a row (and a handler). KServe's model paths
- * carry the model name and version as parameters, so that a request for
- * another model or version gets a 404 that says what this server has.
+ * Adding a route is adding a row (and a handler). Rows that do not name
+ * who may call them need a token whenever the server requires tokens. KServe's
+ * model paths carry the model name and version as parameters, so that a request
+ * for another model or version gets a 404 that says what this server has.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,25 +13,33 @@
 #include "kserve.h"
 
 static const http_route rows[] = {
-    {"POST", "/v1/cumsum", api_native, ROUTE_NATIVE},
-    {"GET", "/metrics", api_metrics, ROUTE_METRICS},
-    {"GET", "/v2", api_server_metadata, ROUTE_METADATA},
-    {"GET", "/v2/health/live", api_health_live, ROUTE_HEALTH},
-    {"GET", "/v2/health/ready", api_health_ready, ROUTE_HEALTH},
-    {"GET", "/v2/models/{model}", api_model_metadata, ROUTE_METADATA},
+    {"POST", "/v1/cumsum", api_native, ROUTE_NATIVE, HTTP_ACCESS_TOKEN},
+    {"GET", "/metrics", api_metrics, ROUTE_METRICS, HTTP_ACCESS_METRICS},
+    {"GET", "/v2", api_server_metadata, ROUTE_METADATA, HTTP_ACCESS_TOKEN},
+    {"GET", "/v2/health/live", api_health_live, ROUTE_HEALTH,
+     HTTP_ACCESS_HEALTH},
+    {"GET", "/v2/health/ready", api_health_ready, ROUTE_HEALTH,
+     HTTP_ACCESS_HEALTH},
+    {"GET", "/v2/models/{model}", api_model_metadata, ROUTE_METADATA,
+     HTTP_ACCESS_TOKEN},
     {"GET", "/v2/models/{model}/versions/{version}", api_model_metadata,
-     ROUTE_METADATA},
-    {"GET", "/v2/models/{model}/ready", api_model_ready, ROUTE_HEALTH},
+     ROUTE_METADATA, HTTP_ACCESS_TOKEN},
+    {"GET", "/v2/models/{model}/ready", api_model_ready, ROUTE_HEALTH,
+     HTTP_ACCESS_HEALTH},
     {"GET", "/v2/models/{model}/versions/{version}/ready", api_model_ready,
-     ROUTE_HEALTH},
-    {"GET", "/v2/models/{model}/config", api_model_config, ROUTE_METADATA},
-    {"GET", "/v2/models/stats", api_model_stats, ROUTE_METADATA},
-    {"GET", "/v2/models/{model}/stats", api_model_stats, ROUTE_METADATA},
+     ROUTE_HEALTH, HTTP_ACCESS_HEALTH},
+    {"GET", "/v2/models/{model}/config", api_model_config, ROUTE_METADATA,
+     HTTP_ACCESS_TOKEN},
+    {"GET", "/v2/models/stats", api_model_stats, ROUTE_METADATA,
+     HTTP_ACCESS_TOKEN},
+    {"GET", "/v2/models/{model}/stats", api_model_stats, ROUTE_METADATA,
+     HTTP_ACCESS_TOKEN},
     {"GET", "/v2/models/{model}/versions/{version}/stats", api_model_stats,
-     ROUTE_METADATA},
-    {"POST", "/v2/models/{model}/infer", api_infer, ROUTE_INFER},
+     ROUTE_METADATA, HTTP_ACCESS_TOKEN},
+    {"POST", "/v2/models/{model}/infer", api_infer, ROUTE_INFER,
+     HTTP_ACCESS_TOKEN},
     {"POST", "/v2/models/{model}/versions/{version}/infer", api_infer,
-     ROUTE_INFER},
+     ROUTE_INFER, HTTP_ACCESS_TOKEN},
 };
 
 static bool is(const char *s, size_t n, const char *want)

@@ -45,6 +45,10 @@
       "a request (answered, with Connection: close) before it is closed")      \
     X(max_connections, "max-connections", "TALLY_MAX_CONNECTIONS", UINT,       \
       "4096", "open connections allowed at once")                              \
+    X(max_client_connections, "max-client-connections",                        \
+      "TALLY_MAX_CLIENT_CONNECTIONS", UINT, "1024",                            \
+      "open connections allowed from one client address; more are closed "     \
+      "at once (0: no limit)")                                                 \
     X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
       "compatible queued jobs (up to 1 MiB each) a worker runs as one "        \
       "launch, 1 to 64")                                                       \
@@ -68,16 +72,32 @@
     X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
       "compile every kernel at startup (false: on first use)")                 \
     X(access_log, "access-log", "TALLY_ACCESS_LOG", BOOL, "true",              \
-      "log one JSON line per request to standard error")
+      "log one JSON line per request to standard error")                       \
+    X(auth_token_file, "auth-token-file", "TALLY_AUTH_TOKEN_FILE", STR, "",    \
+      "bearer tokens, one a line, that inference, metadata and statistics "    \
+      "require (reread on SIGHUP); empty: no tokens")                          \
+    X(auth_health, "auth-health", "TALLY_AUTH_HEALTH", BOOL, "false",          \
+      "with tokens: the health and readiness routes require one too")          \
+    X(auth_metrics, "auth-metrics", "TALLY_AUTH_METRICS", BOOL, "true",        \
+      "with tokens: GET /metrics requires one too")                            \
+    X(tls_cert, "tls-cert", "TALLY_TLS_CERT", STR, "",                         \
+      "serve HTTPS with this certificate (a PEM file, the chain after it); "   \
+      "needs --tls-key")                                                       \
+    X(tls_key, "tls-key", "TALLY_TLS_KEY", STR, "",                            \
+      "the PEM file of --tls-cert's private key")                              \
+    X(tls_priorities, "tls-priorities", "TALLY_TLS_PRIORITIES", STR,           \
+      "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",                            \
+      "GnuTLS priority string: protocol versions and ciphers offered")
 
 typedef struct {
-    char *listen, *device, *layout;
+    char *listen, *device, *layout, *auth_token_file, *tls_cert, *tls_key,
+        *tls_priorities;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
-        drain_timeout_s, drain_idle_ms, max_connections, max_batch,
-        max_queue_delay_us, inline_max, json_inline_max, fault_delay_ms,
-        fault_device;
+        drain_timeout_s, drain_idle_ms, max_connections, max_client_connections,
+        max_batch, max_queue_delay_us, inline_max, json_inline_max,
+        fault_delay_ms, fault_device;
     size_t max_body_bytes, max_buffered_bytes;
-    bool warmup, access_log;
+    bool warmup, access_log, auth_health, auth_metrics;
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;
 } tallyd_config;

@@ -18,6 +18,8 @@ static const int statuses[] = {
     METRIC_STATUSES(METRIC_STATUS_VALUE)
 #undef METRIC_STATUS_VALUE
 };
+_Static_assert(sizeof statuses / sizeof statuses[0] == METRIC_NSTATUS - 1,
+               "METRIC_NSTATUS is the status list plus \"other\"");
 
 const char *route_name(route_id r)
 {

@@ -26,8 +26,8 @@ typedef enum {
 
 /* Status codes counted by name; others fall into "other". */
 #define METRIC_STATUSES(X)                                                     \
-    X(200) X(400) X(404) X(405) X(413) X(415) X(500) X(503) X(504)
-#define METRIC_NSTATUS 10 /* the list plus "other" */
+    X(200) X(400) X(401) X(404) X(405) X(413) X(415) X(500) X(503) X(504)
+#define METRIC_NSTATUS 11 /* the list plus "other" */
 #define METRIC_NBUCKETS 17
 #define METRIC_NERRORS 32 /* room for every eng_err */
 _Static_assert(ENG_NERRORS <= METRIC_NERRORS,

@@ -12,6 +12,9 @@
  *   inflight
  *   mhd                            MHD threads; the loop thread quiesces and
  *                                  stops it
+ *   auth                           set before threads start; HTTP threads
+ *                                  check against it, the loop thread
+ *                                  reloads it (its own lock: http/auth.h)
  *   loop and its handles           the loop thread only
  *   workers                        started and joined by the loop thread
  */
@@ -32,6 +35,7 @@
 
 struct MHD_Daemon;
 struct http_routes;
+struct http_auth;
 typedef struct worker worker;
 
 /* The most devices one daemon drives. */
@@ -40,7 +44,7 @@ typedef struct worker worker;
 /* A compute device of the pool. */
 typedef struct {
     eng_engine *engine;
-    char name[400]; /* "P:D platform / device (layout)": unique, the label */
+    char name[400];   /* "P:D platform / device (layout)": unique, the label */
     atomic_bool down; /* taken out of the pool after a failed launch */
 } tallyd_device;
 
@@ -63,6 +67,8 @@ typedef struct tallyd_server {
     struct MHD_Daemon *mhd;
     const struct http_routes *routes; /* given to http_start */
     unsigned port;                    /* the port actually bound */
+    bool tls;                         /* serving HTTPS */
+    struct http_auth *auth; /* the bearer tokens; NULL: none required */
 
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint, sighup;

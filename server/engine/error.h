@@ -30,7 +30,8 @@
     X(DEADLINE, 504, "deadline expired")                                       \
     X(DRAINING, 503, "shutting down")                                          \
     X(ENCODING, 400, "bad content encoding")                                   \
-    X(CANCELLED, 499, "the client closed the connection")
+    X(CANCELLED, 499, "the client closed the connection")                     \
+    X(UNAUTHORIZED, 401, "a missing or wrong bearer token")
 
 typedef enum {
 #define ENG_ERR_ENUM(name, status, text) ENG_E_##name,

@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "buffer.h"
 #include "encoding.h"
 #include "http.h"
@@ -312,6 +313,33 @@ static void body_complete(request *r)
     r->handler(r);
 }
 
+/* With --auth-token-file, whether r may use the route m found: the
+ * route's access rule, then its Authorization header against the tokens.
+ * When not, the 401 (with WWW-Authenticate, as RFC 6750 has it) is
+ * written, to go out before any of the body is read. */
+static bool authorized(request *r, const http_match *m)
+{
+    tallyd_server *s = r->s;
+    if (s->auth == NULL
+        || (m->access == HTTP_ACCESS_HEALTH && !s->cfg.auth_health)
+        || (m->access == HTTP_ACCESS_METRICS && !s->cfg.auth_metrics))
+        return true;
+    http_auth_result a =
+        http_auth_check(s->auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
+    if (a == HTTP_AUTH_OK)
+        return true;
+    bool missing = a == HTTP_AUTH_MISSING;
+    http_add_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                    missing
+                        ? "Bearer realm=\"tally\""
+                        : "Bearer realm=\"tally\", error=\"invalid_token\"");
+    http_error(r, ENG_E_UNAUTHORIZED, "%s",
+               missing ? "this server requires a bearer token "
+                         "(Authorization: Bearer <token>)"
+                       : "the bearer token is not one this server accepts");
+    return false;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                                  const char *url, const char *method,
                                  const char *version, const char *upload,
@@ -345,7 +373,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                        "%s", m.msg);
             return send_reply(r);
         }
-        if (!begin_body(r))
+        if (!authorized(r, &m) || !begin_body(r))
             return send_reply(r);
         return MHD_YES;
     }
@@ -481,6 +509,72 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_msg("http", "warn", "libmicrohttpd: %s", msg);
 }
 
+static void add_option(struct MHD_OptionItem *opts, size_t *n,
+                       enum MHD_OPTION option, intptr_t value, void *ptr)
+{
+    opts[(*n)++] = (struct MHD_OptionItem){option, value, ptr};
+}
+
+/* A PEM file's text, for --tls-cert and --tls-key: NUL-terminated, at
+ * most 1 MiB. NULL with a message when it cannot be read. */
+static char *read_pem(const char *flag, const char *path, char *msg,
+                      size_t msglen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        eng_fail(msg, msglen, ENG_E_INVALID, "--%s %s: %s", flag, path,
+                 strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1u << 20;
+    char *text = malloc(cap + 1);
+    size_t n = text != NULL ? fread(text, 1, cap + 1, f) : 0;
+    bool ok = text != NULL && !ferror(f) && n <= cap
+              && memchr(text, '\0', n) == NULL;
+    if (ok) {
+        text[n] = '\0';
+        ok = strstr(text, "-----BEGIN ") != NULL;
+    }
+    fclose(f);
+    if (!ok) {
+        eng_fail(msg, msglen, ENG_E_INVALID,
+                 "--%s %s: not a PEM file of at most 1 MiB", flag, path);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* --tls-cert and --tls-key, read for libmicrohttpd (which hands them to
+ * GnuTLS while the daemon starts, and keeps no pointer to them after):
+ * both, or neither. */
+static bool read_tls(const tallyd_config *c, char **cert, char **key, char *msg,
+                     size_t msglen)
+{
+    *cert = *key = NULL;
+    bool has_cert = c->tls_cert[0] != '\0', has_key = c->tls_key[0] != '\0';
+    if (!has_cert && !has_key)
+        return true;
+    if (has_cert != has_key) {
+        eng_fail(msg, msglen, ENG_E_INVALID,
+                 "HTTPS needs both --tls-cert and --tls-key");
+        return false;
+    }
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+        eng_fail(msg, msglen, ENG_E_INVALID,
+                 "this libmicrohttpd was built without TLS");
+        return false;
+    }
+    *cert = read_pem("tls-cert", c->tls_cert, msg, msglen);
+    *key = *cert != NULL ? read_pem("tls-key", c->tls_key, msg, msglen) : NULL;
+    if (*key == NULL) {
+        free(*cert);
+        *cert = NULL;
+        return false;
+    }
+    return true;
+}
+
 eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
                    size_t msglen)
 {
@@ -501,33 +595,57 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "cannot resolve listen host \"%s\": %s", host,
                         gai_strerror(rc));
+    char *cert, *key;
+    if (!read_tls(&s->cfg, &cert, &key, msg, msglen)) {
+        freeaddrinfo(ai);
+        return ENG_E_INVALID;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL
                      | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem opts[] = {
-        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
-        {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
-        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
-        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.idle_timeout_s, NULL},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_connections, NULL},
-        /* 32 KiB: libmicrohttpd clears the pool for every request, so a
-         * larger one slows small requests down more than it speeds large
-         * uploads up */
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
-        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
-        {s->cfg.http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
-         (intptr_t)s->cfg.http_threads, NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
+    if (cert != NULL)
+        flags |= MHD_USE_TLS;
+    struct MHD_OptionItem opts[16];
+    size_t n = 0;
+    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log,
+               NULL);
+    add_option(opts, &n, MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr);
+    add_option(opts, &n, MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed,
+               s);
+    add_option(opts, &n, MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection,
+               s);
+    add_option(opts, &n, MHD_OPTION_CONNECTION_TIMEOUT,
+               (intptr_t)s->cfg.idle_timeout_s, NULL);
+    add_option(opts, &n, MHD_OPTION_CONNECTION_LIMIT,
+               (intptr_t)s->cfg.max_connections, NULL);
+    add_option(opts, &n, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+               (intptr_t)s->cfg.max_client_connections, NULL);
+    /* 32 KiB: libmicrohttpd clears the pool for every request, so a larger
+     * one slows small requests down more than it speeds large uploads up */
+    add_option(opts, &n, MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL);
+    add_option(opts, &n, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL);
+    if (s->cfg.http_threads > 1)
+        add_option(opts, &n, MHD_OPTION_THREAD_POOL_SIZE,
+                   (intptr_t)s->cfg.http_threads, NULL);
+    if (cert != NULL) {
+        add_option(opts, &n, MHD_OPTION_HTTPS_MEM_CERT, 0, cert);
+        add_option(opts, &n, MHD_OPTION_HTTPS_MEM_KEY, 0, key);
+        add_option(opts, &n, MHD_OPTION_HTTPS_PRIORITIES, 0,
+                   s->cfg.tls_priorities);
+    }
+    add_option(opts, &n, MHD_OPTION_END, 0, NULL);
     s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_access, s,
                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     freeaddrinfo(ai);
+    free(cert);
+    free(key);
     if (s->mhd == NULL)
         return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "cannot listen on %s (in use? see the log above)",
+                        "cannot listen on %s (in use? a bad certificate or "
+                        "key? see the log above)",
                         s->cfg.listen);
+    s->tls = flags & MHD_USE_TLS;
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info != NULL ? info->port : port;

@@ -83,6 +83,7 @@ void http_route_match(const http_routes *t, const char *method,
         if (method_serves(row->method, method)) {
             m->handler = row->handler;
             m->metric = row->metric;
+            m->access = row->access;
             m->status = 200;
             return;
         }

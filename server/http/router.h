@@ -25,11 +25,21 @@
 #include "metrics.h"
 #include "request.h"
 
+/* Who may use a route when the server requires bearer tokens (auth.h):
+ * everyone with a token, or, for the routes that probes and scrapers
+ * call, whatever --auth-health and --auth-metrics say. */
+typedef enum {
+    HTTP_ACCESS_TOKEN,  /* a token, always */
+    HTTP_ACCESS_HEALTH, /* a token with --auth-health, else anyone */
+    HTTP_ACCESS_METRICS /* a token with --auth-metrics, else anyone */
+} http_access;
+
 typedef struct {
     const char *method;  /* "GET" (serves HEAD too), "POST", ... */
     const char *pattern; /* "/v1/cumsum", "/v2/models/{model}/infer" */
     http_handler handler;
-    route_id metric; /* what /metrics counts it under */
+    route_id metric;    /* what /metrics counts it under */
+    http_access access; /* who may call it when tokens are required */
 } http_route;
 
 typedef struct http_routes {
@@ -45,6 +55,7 @@ typedef struct http_routes {
 typedef struct {
     http_handler handler; /* NULL when status is 404 or 405 */
     route_id metric;      /* ROUTE_OTHER when no pattern matched */
+    http_access access;   /* the matched row's */
     int status;           /* 200, 404 or 405 */
     char allow[64];       /* for 405: "GET, HEAD", "POST", ... */
     char msg[256];        /* for 404 and 405 */

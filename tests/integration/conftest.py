@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -36,7 +37,9 @@ def free_port():
 class Daemon:
     """A running tallyd: its port, its log, and ways to talk to it."""
 
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, https=False, cafile=None):
+        self.https = https
+        self.ssl_context = ssl.create_default_context(cafile=cafile) if https else None
         self.port = free_port()
         self.tmp = tempfile.mkdtemp(prefix="tallyd-test-")
         cache = os.path.join(self.tmp, "pocl-cache")
@@ -61,7 +64,7 @@ class Daemon:
                 raise RuntimeError("tallyd exited with %s:\n%s" % (self.proc.returncode, self.log()))
             try:
                 status, _, _ = self.request("GET", "/v2/health/ready", timeout=2)
-                if status == 200:
+                if status == 200 or status == 401:  # 401: up, wants a token
                     return
             except OSError:
                 pass
@@ -83,6 +86,9 @@ class Daemon:
         return out
 
     def connect(self, timeout=60):
+        if self.https:
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                               context=self.ssl_context)
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, timeout=60):
@@ -132,8 +138,8 @@ def spawn():
     """Starts daemons with given flags; stops and removes them afterwards."""
     started = []
 
-    def start(*args, env=None):
-        d = Daemon(*args, env=env)
+    def start(*args, env=None, https=False, cafile=None):
+        d = Daemon(*args, env=env, https=https, cafile=cafile)
         started.append(d)
         return d
 

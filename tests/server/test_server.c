@@ -1,13 +1,17 @@
 /*
  * test_server.c - the daemon's own modules, without a socket: the job
- * queue, the settings, the metrics text and the route table.
+ * queue, the settings, the metrics text, the route table and the bearer
+ * tokens.
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "api.h"
+#include "auth.h"
 #include "check.h"
 #include "config.h"
 #include "metrics.h"
@@ -520,9 +524,19 @@ static void routes_table(void)
                   "%s %s: Allow \"%s\"", cases[i].method, cases[i].path,
                   m.allow);
     }
+    /* with tokens, only probes' and scrapers' routes may be open */
+    for (size_t i = 0; i < api_routes.nrows; i++) {
+        const http_route *row = &api_routes.rows[i];
+        http_access want = row->metric == ROUTE_HEALTH    ? HTTP_ACCESS_HEALTH
+                           : row->metric == ROUTE_METRICS ? HTTP_ACCESS_METRICS
+                                                          : HTTP_ACCESS_TOKEN;
+        CHECK(row->access == want, "%s %s: access %d, not %d", row->method,
+              row->pattern, (int)row->access, (int)want);
+    }
     http_match m;
     http_route_match(&api_routes, "POST", "/v2/models/cumsum/infer", &m);
-    CHECK(m.metric == ROUTE_INFER, "infer counts as infer");
+    CHECK(m.metric == ROUTE_INFER && m.access == HTTP_ACCESS_TOKEN,
+          "infer counts as infer, and needs a token");
     http_route_match(&api_routes, "GET", "/v1/cumsum", &m);
     CHECK(m.metric == ROUTE_NATIVE, "a 405 counts under its route");
     http_route_match(&api_routes, "GET", "/nope", &m);
@@ -544,16 +558,17 @@ static void router_rules(void)
     /* the matcher on its own: first match wins, Allow is the union of the
      * matching rows' methods in order, parameters match one segment */
     static const http_route rows[] = {
-        {"PUT", "/a/{x}", stub, ROUTE_OTHER},
-        {"GET", "/a/{x}", other_stub, ROUTE_HEALTH},
-        {"GET", "/a/b", stub, ROUTE_METRICS},
-        {"POST", "/a/{x}/c", stub, ROUTE_NATIVE},
+        {"PUT", "/a/{x}", stub, ROUTE_OTHER, HTTP_ACCESS_TOKEN},
+        {"GET", "/a/{x}", other_stub, ROUTE_HEALTH, HTTP_ACCESS_HEALTH},
+        {"GET", "/a/b", stub, ROUTE_METRICS, HTTP_ACCESS_METRICS},
+        {"POST", "/a/{x}/c", stub, ROUTE_NATIVE, HTTP_ACCESS_TOKEN},
     };
     http_routes t = {rows, 4, NULL};
     http_match m;
     http_route_match(&t, "GET", "/a/b", &m);
-    CHECK(m.handler == other_stub && m.metric == ROUTE_HEALTH,
-          "the first matching row wins");
+    CHECK(m.handler == other_stub && m.metric == ROUTE_HEALTH
+              && m.access == HTTP_ACCESS_HEALTH,
+          "the first matching row wins, with its access rule");
     http_route_match(&t, "DELETE", "/a/zz", &m);
     CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
           "Allow: \"%s\"", m.allow);
@@ -566,6 +581,135 @@ static void router_rules(void)
     CHECK(m.status == 404, "a parameter is one segment");
     http_route_match(&t, "GET", "/a", &m);
     CHECK(m.status == 404, "a parameter is not optional");
+}
+
+/* ------------------------------------------------------------------------
+ * Bearer tokens.
+ */
+static char token_path[64];
+
+static void write_tokens(const char *text)
+{
+    FILE *f = fopen(token_path, "wb");
+    CHECK(f != NULL, "cannot write %s", token_path);
+    if (f == NULL)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_token_path(void)
+{
+    snprintf(token_path, sizeof token_path, "/tmp/tally-tokens-%ld",
+             (long)getpid());
+}
+
+static void auth_tokens(void)
+{
+    char msg[512];
+    make_token_path();
+    write_tokens("# tokens\n\n  tok-1 \t\r\nsecond.token/+==\n#x\n");
+    http_auth *a = http_auth_load(token_path, msg, sizeof msg);
+    CHECK(a != NULL, "load: %s", msg);
+    if (a == NULL)
+        return;
+    CHECK(http_auth_count(a) == 2, "%zu tokens", http_auth_count(a));
+    static const struct {
+        const char *header;
+        http_auth_result want;
+    } cases[] = {
+        {"Bearer tok-1", HTTP_AUTH_OK},
+        {"bearer   second.token/+==  ", HTTP_AUTH_OK},
+        {"\tBEARER\ttok-1", HTTP_AUTH_OK},
+        {"Bearer tok-", HTTP_AUTH_INVALID},
+        {"Bearer tok-12", HTTP_AUTH_INVALID},
+        {"Bearer TOK-1", HTTP_AUTH_INVALID},
+        {"Bearer second.token/+=", HTTP_AUTH_INVALID},
+        {"Bearer tok-1 tok-1", HTTP_AUTH_INVALID},
+        {"Bearer  ", HTTP_AUTH_INVALID},
+        {"Bearer", HTTP_AUTH_MISSING},
+        {"Bearertok-1", HTTP_AUTH_MISSING},
+        {"Basic dG9rLTE=", HTTP_AUTH_MISSING},
+        {"", HTTP_AUTH_MISSING},
+        {NULL, HTTP_AUTH_MISSING},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(http_auth_check(a, cases[i].header) == cases[i].want,
+              "\"%s\": %d, not %d",
+              cases[i].header ? cases[i].header : "(none)",
+              (int)http_auth_check(a, cases[i].header), (int)cases[i].want);
+    char longer[700] = "Bearer ";
+    memset(longer + 7, 'a', 600);
+    CHECK(http_auth_check(a, longer) == HTTP_AUTH_INVALID, "a long token");
+
+    /* a bad file leaves the tokens as they were; a good one replaces them */
+    write_tokens("tok 1\n");
+    CHECK(http_auth_reload(a, token_path, msg, sizeof msg) == 0
+              && strstr(msg, "line 1") != NULL,
+          "a token with a space: \"%s\"", msg);
+    CHECK(http_auth_check(a, "Bearer tok-1") == HTTP_AUTH_OK,
+          "the old tokens stay after a bad reload");
+    write_tokens("new=\n");
+    CHECK(http_auth_reload(a, token_path, msg, sizeof msg) == 1, "%s", msg);
+    CHECK(http_auth_check(a, "Bearer new=") == HTTP_AUTH_OK
+              && http_auth_check(a, "Bearer tok-1") == HTTP_AUTH_INVALID,
+          "a reload replaces the tokens");
+    http_auth_free(a);
+    http_auth_free(NULL);
+
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"", "holds no token"},      {"# only a comment\n\n", "holds no token"},
+        {"ok\n=bad\n", "line 2"},    {"ok\nb=ad\n", "line 2"},
+        {"caf\xc3\xa9\n", "line 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_tokens(bad[i].text);
+        a = http_auth_load(token_path, msg, sizeof msg);
+        CHECK(a == NULL && strstr(msg, bad[i].says) != NULL, "file %zu: \"%s\"",
+              i, msg);
+        http_auth_free(a);
+    }
+    unlink(token_path);
+    a = http_auth_load(token_path, msg, sizeof msg);
+    CHECK(a == NULL && strstr(msg, "cannot open") != NULL, "missing: %s", msg);
+}
+
+/* Checks running while the tokens are reloaded see one set or the other
+ * (ThreadSanitizer watches this one). */
+static http_auth *racing;
+static void check_loop(void *arg)
+{
+    unsigned *bad = arg;
+    for (int i = 0; i < 20000; i++)
+        *bad += http_auth_check(racing, "Bearer both") != HTTP_AUTH_OK;
+}
+
+static void auth_reload_races(void)
+{
+    char msg[512];
+    make_token_path();
+    write_tokens("both\none\n");
+    racing = http_auth_load(token_path, msg, sizeof msg);
+    CHECK(racing != NULL, "%s", msg);
+    if (racing == NULL)
+        return;
+    uv_thread_t t[2];
+    unsigned bad[2] = {0, 0};
+    for (int i = 0; i < 2; i++)
+        uv_thread_create(&t[i], check_loop, &bad[i]);
+    for (int i = 0; i < 200; i++) {
+        write_tokens(i % 2 ? "both\none\n" : "two\nboth\n");
+        CHECK(http_auth_reload(racing, token_path, msg, sizeof msg) == 2, "%s",
+              msg);
+    }
+    for (int i = 0; i < 2; i++)
+        uv_thread_join(&t[i]);
+    CHECK(bad[0] + bad[1] == 0, "%u checks failed during reloads",
+          bad[0] + bad[1]);
+    http_auth_free(racing);
+    unlink(token_path);
 }
 
 static const check_case cases[] = {
@@ -581,6 +725,8 @@ static const check_case cases[] = {
     {"metrics_text", metrics_text},
     {"routes_table", routes_table},
     {"router_rules", router_rules},
+    {"auth_tokens", auth_tokens},
+    {"auth_reload_races", auth_reload_races},
 };
 
 int main(int argc, char **argv)
