@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -105,6 +106,8 @@ static void on_tick(uv_timer_t *t)
     tallyd_server *s = t->data;
     dispatch_expire(s);
     dispatch_cancel(s);
+    if (++s->ticks % (100 / TICK_MS) == 0)
+        http_sweep(s);
     log_flush();
     if (!atomic_load(&s->draining))
         return;
@@ -221,6 +224,27 @@ static bool load_tokens(tallyd_server *s, char *msg, size_t msglen)
     return true;
 }
 
+/* Every connection is a descriptor: take all the hard limit allows, and
+ * say so when that is too few for --max-connections. */
+static void raise_fd_limit(const tallyd_server *s)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY
+        && rl.rlim_cur < (rlim_t)s->cfg.max_connections + 64)
+        log_msg("tallyd", "warn",
+                "only %llu files may be open, too few for --max-connections "
+                "%u; raise the limit (ulimit -n, LimitNOFILE=) or lower "
+                "--max-connections",
+                (unsigned long long)rl.rlim_cur, s->cfg.max_connections);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     tallyd_server *s = h->data;
@@ -318,6 +342,7 @@ int main(int argc, char **argv)
     s->tick.data = s;
     uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
 
+    raise_fd_limit(s);
     if (http_start(s, &api_routes, msg, sizeof msg) != ENG_E_OK) {
         log_msg("tallyd", "error", "%s", msg);
         dispatch_stop(s);
@@ -327,8 +352,8 @@ int main(int argc, char **argv)
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
             TALLYD_VERSION, s->cfg.listen, s->port, s->tls ? "HTTPS" : "HTTP",
-            s->cfg.workers,
-            s->cfg.http_threads, s->cfg.queue_depth, s->cfg.max_body_bytes);
+            s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
+            s->cfg.max_body_bytes);
 
     uv_run(s->loop, UV_RUN_DEFAULT);
 

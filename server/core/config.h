@@ -37,7 +37,13 @@
     X(timeout_ms, "timeout-ms", "TALLY_TIMEOUT_MS", UINT, "0",                 \
       "default request deadline in milliseconds, 0 for none")                  \
     X(idle_timeout_s, "idle-timeout", "TALLY_IDLE_TIMEOUT", UINT, "60",        \
-      "seconds an idle keep-alive connection stays open")                      \
+      "seconds a connection may take to send a request's first line: an "      \
+      "idle keep-alive connection is closed after this, even one that "        \
+      "trickles bytes")                                                        \
+    X(request_timeout_s, "request-timeout", "TALLY_REQUEST_TIMEOUT", UINT,     \
+      "60",                                                                    \
+      "seconds from a request's first line to the last byte of its body; a "   \
+      "connection still sending then is closed (0: no limit)")                 \
     X(drain_timeout_s, "drain-timeout", "TALLY_DRAIN_TIMEOUT", UINT, "30",     \
       "seconds SIGTERM waits for in-flight requests before giving up")         \
     X(drain_idle_ms, "drain-idle-ms", "TALLY_DRAIN_IDLE_MS", UINT, "1000",     \
@@ -93,9 +99,9 @@ typedef struct {
     char *listen, *device, *layout, *auth_token_file, *tls_cert, *tls_key,
         *tls_priorities;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
-        drain_timeout_s, drain_idle_ms, max_connections, max_client_connections,
-        max_batch, max_queue_delay_us, inline_max, json_inline_max,
-        fault_delay_ms, fault_device;
+        request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
+        max_client_connections, max_batch, max_queue_delay_us, inline_max,
+        json_inline_max, fault_delay_ms, fault_device;
     size_t max_body_bytes, max_buffered_bytes;
     bool warmup, access_log, auth_health, auth_metrics;
     /* one-shot actions */

@@ -222,6 +222,20 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
         "# TYPE tally_open_connections gauge\ntally_open_connections %lld\n",
         (long long)atomic_load(&m->connections_open));
     textbuf_put(&o,
+                "# HELP tally_connections_refused_total Connections closed "
+                "as they came, at --max-connections or "
+                "--max-client-connections.\n"
+                "# TYPE tally_connections_refused_total counter\n"
+                "tally_connections_refused_total %llu\n",
+                load(&m->connections_refused));
+    textbuf_put(&o,
+                "# HELP tally_connections_timed_out_total Connections closed "
+                "for not delivering a whole request in time "
+                "(--idle-timeout, --request-timeout).\n"
+                "# TYPE tally_connections_timed_out_total counter\n"
+                "tally_connections_timed_out_total %llu\n",
+                load(&m->connections_timed_out));
+    textbuf_put(&o,
                 "# HELP tally_received_bytes_total Request body bytes "
                 "received.\n# TYPE tally_received_bytes_total counter\n"
                 "tally_received_bytes_total %llu\n",

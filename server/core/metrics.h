@@ -26,8 +26,8 @@ typedef enum {
 
 /* Status codes counted by name; others fall into "other". */
 #define METRIC_STATUSES(X)                                                     \
-    X(200) X(400) X(401) X(404) X(405) X(413) X(415) X(500) X(503) X(504)
-#define METRIC_NSTATUS 11 /* the list plus "other" */
+    X(200) X(400) X(401) X(404) X(405) X(408) X(413) X(415) X(500) X(503) X(504)
+#define METRIC_NSTATUS 12 /* the list plus "other" */
 #define METRIC_NBUCKETS 17
 #define METRIC_NERRORS 32 /* room for every eng_err */
 _Static_assert(ENG_NERRORS <= METRIC_NERRORS,
@@ -49,6 +49,10 @@ typedef struct {
     atomic_llong inflight;
     atomic_ullong connections_opened; /* keep-alive shows as few of these */
     atomic_llong connections_open;
+    /* connections closed at once at --max-connections or
+     * --max-client-connections, and closed for not delivering a request
+     * within --idle-timeout / --request-timeout */
+    atomic_ullong connections_refused, connections_timed_out;
     atomic_ullong busy_ns[METRIC_MAX_WORKERS];
     /* the devices (names borrowed, set before the workers start), which
      * one each worker runs on, and what each device did */

@@ -12,6 +12,8 @@
  *   inflight
  *   mhd                            MHD threads; the loop thread quiesces and
  *                                  stops it
+ *   conns                          HTTP threads register connections; the
+ *                                  loop thread sweeps them (its own lock)
  *   auth                           set before threads start; HTTP threads
  *                                  check against it, the loop thread
  *                                  reloads it (its own lock: http/auth.h)
@@ -36,6 +38,7 @@
 struct MHD_Daemon;
 struct http_routes;
 struct http_auth;
+struct http_conns;
 typedef struct worker worker;
 
 /* The most devices one daemon drives. */
@@ -68,11 +71,13 @@ typedef struct tallyd_server {
     const struct http_routes *routes; /* given to http_start */
     unsigned port;                    /* the port actually bound */
     bool tls;                         /* serving HTTPS */
-    struct http_auth *auth; /* the bearer tokens; NULL: none required */
+    struct http_auth *auth;   /* the bearer tokens; NULL: none required */
+    struct http_conns *conns; /* open connections' deadlines (http/conns.h) */
 
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t tick;
+    unsigned ticks;
 
     atomic_bool draining;
     uint64_t drain_started_ns;

@@ -35,6 +35,7 @@
 
 #include "auth.h"
 #include "buffer.h"
+#include "conns.h"
 #include "encoding.h"
 #include "http.h"
 #include "log.h"
@@ -117,6 +118,52 @@ size_t http_clients_gone(const int *fds, size_t n, bool *gone)
 void http_discard(request *r)
 {
     r->discard = true;
+}
+
+/* ------------------------------------------------------------------------
+ * Deadlines (conns.h): until a request's first line has come, a connection
+ * has --idle-timeout (from when it opened or its previous answer went
+ * out); from the first line to the body's last byte, --request-timeout.
+ * Nothing is timed while a request is worked on or answered.
+ */
+static uint64_t deadline_after(unsigned seconds)
+{
+    return seconds > 0 ? now_ns() + (uint64_t)seconds * 1000000000u : 0;
+}
+
+static http_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* A request's first line has come (libmicrohttpd's URI logger, which runs
+ * before on_access sees the headers). Returns the request's initial
+ * context: none yet. */
+static void *on_first_line(void *cls, const char *uri,
+                           struct MHD_Connection *conn)
+{
+    tallyd_server *s = cls;
+    (void)uri;
+    http_conn_deadline(conn_of(conn), deadline_after(s->cfg.request_timeout_s));
+    return NULL;
+}
+
+void http_sweep(tallyd_server *s)
+{
+    if (s->conns == NULL)
+        return;
+    size_t n = http_conns_sweep(s->conns, now_ns());
+    if (n == 0)
+        return;
+    atomic_fetch_add_explicit(&s->metrics.connections_timed_out, n,
+                              memory_order_relaxed);
+    log_msg("http", "warn",
+            "closed %zu connections that did not send a whole request in "
+            "time (--idle-timeout %u s to the first line, --request-timeout "
+            "%u s from there to the body's end)",
+            n, s->cfg.idle_timeout_s, s->cfg.request_timeout_s);
 }
 
 /* ------------------------------------------------------------------------
@@ -250,6 +297,7 @@ static void body_complete(request *r)
 {
     tallyd_server *s = r->s;
     r->body_ns = now_ns();
+    http_conn_deadline(r->link, 0);
     if (r->body_too_large) {
         http_error(r, ENG_E_TOO_LARGE,
                    "the body is more than the %zu bytes this server accepts "
@@ -357,6 +405,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
             return MHD_NO;
         }
         *con_cls = r;
+        r->link = conn_of(conn);
         const char *ae = http_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING);
         r->accepts_gzip = encoding_accepts_gzip(ae);
         char *q = strchr(r->path, '?');
@@ -454,15 +503,23 @@ static void access_line(request *r, uint64_t done_ns,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     tallyd_server *s = cls;
     request *r = *con_cls;
+    http_conn *k = conn_of(conn);
+    bool timed_out = http_conn_timed_out(k);
+    /* the next request on this connection, if any, starts its clock */
+    http_conn_deadline(k, deadline_after(s->cfg.idle_timeout_s));
     if (r == NULL)
         return;
     *con_cls = NULL;
     uint64_t done = now_ns(), total = done - r->t0_ns;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->state != RQ_REPLIED)
+    if (timed_out && r->state == RQ_READING) {
+        r->status = 408; /* cut off by http_sweep */
+        r->err = ENG_E_REQUEST_TIMEOUT;
+    } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK
+               && r->state != RQ_REPLIED) {
         r->status = 499; /* the client went away first */
+    }
     metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,
                     r->bytes_out);
     if (r->metric_route == ROUTE_NATIVE || r->metric_route == ROUTE_INFER)
@@ -477,25 +534,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 /* Counts connections, so that operators (and the client's tests) can see
- * whether clients keep theirs alive. */
+ * whether clients keep theirs alive, and registers them for their
+ * deadlines. libmicrohttpd calls this with NOTIFY_CLOSED before it closes
+ * the socket (conns.h relies on that). */
 static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)conn;
-    (void)socket_context;
     tallyd_server *s = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->metrics.connections_opened, 1);
         atomic_fetch_add(&s->metrics.connections_open, 1);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci != NULL)
+            *socket_context =
+                http_conn_open(s->conns, (int)ci->connect_fd,
+                               deadline_after(s->cfg.idle_timeout_s));
     } else {
         atomic_fetch_sub(&s->metrics.connections_open, 1);
+        http_conn_close(s->conns, *socket_context);
+        *socket_context = NULL;
     }
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    tallyd_server *s = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* what libmicrohttpd says when a handler closes a connection, which
@@ -503,6 +568,30 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
      * memory runs out; the access log has the request either way */
     if (strncmp(msg, "Application reported internal error", 35) == 0)
         return;
+    /* a client gone, or cut off by http_sweep, while it sent a request:
+     * the access log and the counters have those */
+    if (strncmp(msg, "Connection socket is closed when reading request", 48)
+        == 0)
+        return;
+    /* a connection closed as it came, at --max-connections or
+     * --max-client-connections: counted, and logged at most once a second
+     * (a client that opens thousands would flood the log) */
+    if (strncmp(msg, "Server reached connection limit", 31) == 0) {
+        static atomic_ullong last_ns, unlogged;
+        atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
+                                  memory_order_relaxed);
+        unsigned long long n = atomic_fetch_add(&unlogged, 1) + 1;
+        uint64_t now = now_ns(), last = atomic_load(&last_ns);
+        if (now - last < 1000000000u
+            || !atomic_compare_exchange_strong(&last_ns, &last, now))
+            return;
+        n = atomic_exchange(&unlogged, 0);
+        log_msg("http", "warn",
+                "refused %llu connections at the connection limits "
+                "(--max-connections %u, --max-client-connections %u)",
+                n, s->cfg.max_connections, s->cfg.max_client_connections);
+        return;
+    }
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
@@ -529,8 +618,8 @@ static char *read_pem(const char *flag, const char *path, char *msg,
     size_t cap = 1u << 20;
     char *text = malloc(cap + 1);
     size_t n = text != NULL ? fread(text, 1, cap + 1, f) : 0;
-    bool ok = text != NULL && !ferror(f) && n <= cap
-              && memchr(text, '\0', n) == NULL;
+    bool ok =
+        text != NULL && !ferror(f) && n <= cap && memchr(text, '\0', n) == NULL;
     if (ok) {
         text[n] = '\0';
         ok = strstr(text, "-----BEGIN ") != NULL;
@@ -600,6 +689,13 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
         freeaddrinfo(ai);
         return ENG_E_INVALID;
     }
+    s->conns = http_conns_new();
+    if (s->conns == NULL) {
+        freeaddrinfo(ai);
+        free(cert);
+        free(key);
+        return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL
                      | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
@@ -608,12 +704,13 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem opts[16];
     size_t n = 0;
-    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log,
-               NULL);
+    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s);
     add_option(opts, &n, MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr);
     add_option(opts, &n, MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed,
                s);
     add_option(opts, &n, MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection,
+               s);
+    add_option(opts, &n, MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_first_line,
                s);
     add_option(opts, &n, MHD_OPTION_CONNECTION_TIMEOUT,
                (intptr_t)s->cfg.idle_timeout_s, NULL);
@@ -664,6 +761,8 @@ void http_quiesce(tallyd_server *s)
 void http_stop(tallyd_server *s)
 {
     if (s->mhd != NULL)
-        MHD_stop_daemon(s->mhd);
+        MHD_stop_daemon(s->mhd); /* closes (and unregisters) every connection */
     s->mhd = NULL;
+    http_conns_free(s->conns);
+    s->conns = NULL;
 }

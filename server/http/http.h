@@ -27,6 +27,11 @@
 eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
                    size_t msglen);
 
+/* Closes the connections that have not sent a whole request in time
+ * (--idle-timeout to its first line, --request-timeout from there to the
+ * end of its body), counts and logs them. Loop thread, every 100 ms. */
+void http_sweep(tallyd_server *s);
+
 /* Stops accepting new connections (SIGTERM); in-flight requests go on.
  * Loop thread. */
 void http_quiesce(tallyd_server *s);

@@ -83,7 +83,8 @@ struct request {
     http_handler on_resume;
     uv_mutex_t mu;
     bool suspended;
-    bool discard; /* close instead of answering (http_discard) */
+    bool discard;           /* close instead of answering (http_discard) */
+    struct http_conn *link; /* the connection's deadline (conns.h) */
     atomic_int refs;
 };
 
