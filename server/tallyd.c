@@ -160,6 +160,11 @@ static bool open_devices(tallyd_server *s, const eng_engine_options *base,
     for (int d = 0; d < n; d++) {
         eng_engine_options o = *base;
         o.device = specs[d];
+        if (s->cfg.fault_device == (unsigned)d + 1) { /* testing */
+            o.fault_every = s->cfg.fault_every ? s->cfg.fault_every : 1;
+            o.fault_after_ms = s->cfg.fault_after_ms;
+            o.fault_late = s->cfg.fault_late;
+        }
         if (eng_engine_open(&o, &s->devices[d].engine, msg, msglen) != ENG_E_OK)
             return false;
         s->ndevices = (unsigned)d + 1;

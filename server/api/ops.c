@@ -2,6 +2,7 @@
  * ops.c - the operational routes: health and readiness, server and model
  * metadata, the Triton-style model config, and Prometheus metrics.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,14 +34,34 @@ void api_health_live(request *r)
     reply_owned_json(r, 200, copy_text("{\"live\":true}"));
 }
 
+/* Ready while not draining. A server whose devices have failed stays
+ * ready, since the host backend answers in their place, and says so:
+ * how many devices are left, and whether the host runs every job. */
 void api_health_ready(request *r)
 {
-    if (atomic_load(&r->s->draining))
+    tallyd_server *s = r->s;
+    if (atomic_load(&s->draining)) {
         reply_owned_json(r, 503,
                          copy_text("{\"ready\":false,\"error\":\"the "
                                    "server is shutting down\"}"));
-    else
+        return;
+    }
+    unsigned up = 0;
+    for (unsigned d = 0; d < s->ndevices; d++)
+        up += !atomic_load(&s->devices[d].down);
+    if (up == s->ndevices) {
         reply_owned_json(r, 200, copy_text("{\"ready\":true}"));
+        return;
+    }
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"ready\":true,\"devices\":%u,\"devices_up\":%u,"
+             "\"degraded\":\"%s\"}",
+             s->ndevices, up,
+             atomic_load(&s->metrics.host_fallback)
+                 ? "every device has failed; the host backend runs every job"
+                 : "failed devices have left the pool");
+    reply_owned_json(r, 200, copy_text(text));
 }
 
 void api_model_metadata(request *r)

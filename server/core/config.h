@@ -73,8 +73,20 @@
     X(fault_delay_ms, "fault-delay-ms", "TALLY_FAULT_DELAY_MS", UINT, "0",     \
       "testing: workers wait this long before each job (a slow device)")       \
     X(fault_device, "fault-device", "TALLY_FAULT_DEVICE", UINT, "0",           \
-      "testing: every launch on the Nth device (1 is the first) fails, as "    \
-      "a broken device's would; 0: none")                                      \
+      "testing: the Nth device (1 is the first) refuses launches, as a "       \
+      "broken device would (see --fault-every, --fault-after-ms); 0: none")    \
+    X(fault_every, "fault-every", "TALLY_FAULT_EVERY", UINT, "1",              \
+      "testing: with --fault-device, 1 launch in this many is refused")        \
+    X(fault_after_ms, "fault-after-ms", "TALLY_FAULT_AFTER_MS", UINT, "0",     \
+      "testing: with --fault-device, launches are refused only from this "     \
+      "many ms after the device opened")                                       \
+    X(fault_late, "fault-late", "TALLY_FAULT_LATE", BOOL, "false",             \
+      "testing: with --fault-device, a faulty launch runs and then fails, as " \
+      "a kernel that faults half-way (an in-place tensor cannot be rerun)")    \
+    X(device_max_failures, "device-max-failures", "TALLY_DEVICE_MAX_FAILURES", \
+      UINT, "3",                                                               \
+      "a device whose launches fail this many times in a row leaves the "      \
+      "pool; failed jobs are run again on the host backend")                   \
     X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
       "compile every kernel at startup (false: on first use)")                 \
     X(access_log, "access-log", "TALLY_ACCESS_LOG", BOOL, "true",              \
@@ -101,9 +113,10 @@ typedef struct {
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
-        json_inline_max, fault_delay_ms, fault_device;
+        json_inline_max, fault_delay_ms, fault_device, fault_every,
+        fault_after_ms, device_max_failures;
     size_t max_body_bytes, max_buffered_bytes;
-    bool warmup, access_log, auth_health, auth_metrics;
+    bool warmup, access_log, auth_health, auth_metrics, fault_late;
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;
 } tallyd_config;

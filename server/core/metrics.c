@@ -299,10 +299,19 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
                     names[d], load(&m->device_errors[d]));
     textbuf_put(&o,
                 "# HELP tally_device_up Whether each device is in the pool (0 "
-                "once a failed launch took it out).\n"
+                "once --device-max-failures launches in a row failed).\n"
                 "# TYPE tally_device_up gauge\n");
     for (unsigned d = 0; d < nd; d++)
         textbuf_put(&o, "tally_device_up{device=\"%s\"} %d\n", names[d],
                     atomic_load(&m->device_down[d]) ? 0 : 1);
+    textbuf_put(&o,
+                "# HELP tally_host_reruns_total Jobs a device failed to run "
+                "(its launch refused) that the host backend ran instead.\n"
+                "# TYPE tally_host_reruns_total counter\n"
+                "tally_host_reruns_total %llu\n"
+                "# HELP tally_host_fallback Whether every device has left "
+                "the pool and the host backend runs every job.\n"
+                "# TYPE tally_host_fallback gauge\ntally_host_fallback %d\n",
+                load(&m->host_reruns), atomic_load(&m->host_fallback) ? 1 : 0);
     return textbuf_take(&o, len);
 }

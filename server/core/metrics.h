@@ -61,6 +61,10 @@ typedef struct {
     atomic_ullong device_jobs[METRIC_MAX_DEVICES],
         device_errors[METRIC_MAX_DEVICES];
     atomic_bool device_down[METRIC_MAX_DEVICES];
+    /* jobs the host backend ran after a device refused their launch, and
+     * whether it runs every job (every device has left the pool) */
+    atomic_ullong host_reruns;
+    atomic_bool host_fallback;
     /* launches by how many requests they served: 1, 2, 3-4, 5-8, ... */
     atomic_ullong batches[METRIC_NBATCH], batched_jobs;
     /* requests whose client left while their job waited / ran */

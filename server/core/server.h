@@ -5,7 +5,7 @@
  * of tallyd.c):
  *   cfg, devices (but down),       set before threads start, then read-only
  *   version, device
- *   devices[].down                 workers, atomic
+ *   devices[].down, .failures      workers, atomic
  *   fallback                       workers, under fallback_mu
  *   queue                          any thread, under its own mutex
  *   metrics, stats, draining,      any thread, atomics
@@ -48,7 +48,8 @@ typedef struct worker worker;
 typedef struct {
     eng_engine *engine;
     char name[400];   /* "P:D platform / device (layout)": unique, the label */
-    atomic_bool down; /* taken out of the pool after a failed launch */
+    atomic_bool down; /* out of the pool: --device-max-failures */
+    atomic_uint failures; /* failed launches in a row */
 } tallyd_device;
 
 typedef struct tallyd_server {

@@ -245,14 +245,17 @@ static void ran(worker *w, job *j, uint64_t start, uint64_t end, eng_err err,
 /* True for the failures that mean the device itself is broken. */
 static bool device_failure(eng_err e)
 {
-    return e == ENG_E_DEVICE || e == ENG_E_NO_DEVICE;
+    return e == ENG_E_DEVICE || e == ENG_E_NO_DEVICE || e == ENG_E_LAUNCH;
 }
 
-/* Switches w to the host backend, opened once for every worker that needs
- * it; false when even that cannot be had. */
-static bool use_fallback(worker *w, char *msg, size_t msglen)
+/* w's stream on the host backend (the server's fallback engine, opened
+ * once for every worker that needs it); NULL with a message when even that
+ * cannot be had. */
+static eng_stream *host_stream(worker *w, char *msg, size_t msglen)
 {
     tallyd_server *s = w->s;
+    if (w->host != NULL)
+        return w->host;
     eng_err e = ENG_E_OK;
     uv_mutex_lock(&s->fallback_mu);
     if (s->fallback == NULL) {
@@ -263,74 +266,132 @@ static bool use_fallback(worker *w, char *msg, size_t msglen)
         e = eng_engine_open(&o, &s->fallback, msg, msglen);
     }
     uv_mutex_unlock(&s->fallback_mu);
-    eng_stream *host = NULL;
     if (e == ENG_E_OK)
-        e = eng_stream_open(s->fallback, &host, msg, msglen);
-    if (e != ENG_E_OK)
-        return false;
-    eng_stream_close(w->stream);
-    w->stream = host;
-    w->on_fallback = true;
-    return true;
+        e = eng_stream_open(s->fallback, &w->host, msg, msglen);
+    return e == ENG_E_OK ? w->host : NULL;
 }
 
-/* w's device failed a launch (err, msg): it leaves the pool, logged and
- * counted once. The batch goes back to the queue for other devices when
- * its inputs are intact (a batch is scanned in a copy; a single tensor
- * out of place; a fault injected before any launch); an in-place tensor
- * that a device may have half-written fails instead. When no device is
- * left, w goes on with the host backend. Returns whether w goes on. */
-static bool device_failed(worker *w, job **jobs, size_t live, bool intact,
-                          eng_err err, const char *msg, uint64_t start)
+/* Runs the batch jobs[0..n) on stream st; the scan's time in *t. */
+static eng_err run_on(eng_stream *st, job **jobs, size_t n, eng_batch_times *t,
+                      char *msg, size_t msglen)
+{
+    uint64_t start = now_ns();
+    if (n > 1) {
+        eng_part parts[WORKER_MAX_BATCH];
+        for (size_t i = 0; i < n; i++) {
+            parts[i].in = jobs[i]->in;
+            parts[i].out = jobs[i]->out;
+            parts[i].outer = jobs[i]->lines.outer;
+        }
+        return eng_scan_batch(st, &jobs[0]->lines, parts, n, t, msg, msglen);
+    }
+    job *j = jobs[0];
+    eng_err e = j->iv != NULL
+                    ? eng_scan_strided(st, &j->desc, j->iv, j->in, j->ov,
+                                       j->out, msg, msglen)
+                    : eng_scan(st, &j->desc, j->in, j->out, msg, msglen);
+    t->scan_ns = now_ns() - start;
+    return e;
+}
+
+/* Moves w onto the host backend for good: every device has left the pool.
+ * False when the host backend cannot start. */
+static bool use_fallback(worker *w)
 {
     tallyd_server *s = w->s;
-    tallyd_device *dev = &s->devices[w->device];
-    if (w->device < METRIC_MAX_DEVICES)
-        atomic_fetch_add_explicit(&s->metrics.device_errors[w->device], 1,
-                                  memory_order_relaxed);
-    if (!atomic_exchange(&dev->down, true)) {
-        if (w->device < METRIC_MAX_DEVICES)
-            atomic_store(&s->metrics.device_down[w->device], true);
-        log_msg("dispatch", "error",
-                "device %s failed a launch (%s: %s); it is taken out of the "
-                "pool, and its jobs run elsewhere",
-                dev->name, eng_err_name(err), msg);
-    }
-    if (intact)
-        queue_push_front(&s->queue, jobs, live);
-    else
-        for (size_t i = 0; i < live; i++)
-            ran(w, jobs[i], start, now_ns(), err, msg);
-    bool any = false;
-    for (unsigned d = 0; d < s->ndevices; d++)
-        any = any || !atomic_load(&s->devices[d].down);
-    if (any)
-        return false; /* this worker stops; the others take the jobs */
     char why[256];
-    if (!use_fallback(w, why, sizeof why)) {
+    if (host_stream(w, why, sizeof why) == NULL) {
         log_msg("dispatch", "error",
                 "every device has failed and the host backend cannot "
                 "start: %s",
                 why);
         return false;
     }
-    log_msg("dispatch", "error",
-            "every device has failed; worker %u goes on with the host "
-            "backend",
-            w->id);
+    eng_stream_close(w->stream);
+    w->stream = w->host;
+    w->host = NULL;
+    w->on_fallback = true;
+    if (!atomic_exchange(&s->metrics.host_fallback, true))
+        log_msg("dispatch", "error",
+                "every device has left the pool; the host backend runs "
+                "every job from now on");
     return true;
+}
+
+/* w's device failed to run a batch (err, msg). The device leaves the pool
+ * after --device-max-failures failures in a row, logged and counted. The
+ * jobs are run again on the host backend when their inputs are intact (a
+ * launch the device refused ran nothing; a batch is scanned in a copy; a
+ * tensor out of place keeps its input); an in-place tensor that a device
+ * may have half-written fails, with the device's error. When the device
+ * has left and no device is left, w goes on with the host backend.
+ * Returns whether w goes on. */
+static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
+                          const char *msg, uint64_t start)
+{
+    tallyd_server *s = w->s;
+    tallyd_device *dev = &s->devices[w->device];
+    if (w->device < METRIC_MAX_DEVICES)
+        atomic_fetch_add_explicit(&s->metrics.device_errors[w->device], 1,
+                                  memory_order_relaxed);
+    unsigned most = s->cfg.device_max_failures ? s->cfg.device_max_failures : 1;
+    unsigned streak = atomic_fetch_add(&dev->failures, 1) + 1;
+    if (streak >= most && !atomic_exchange(&dev->down, true)) {
+        if (w->device < METRIC_MAX_DEVICES)
+            atomic_store(&s->metrics.device_down[w->device], true);
+        log_msg("dispatch", "error",
+                "device %s failed %u launches in a row (the last: %s: %s); "
+                "it is taken out of the pool",
+                dev->name, streak, eng_err_name(err), msg);
+    } else if (streak == 1) {
+        log_msg("dispatch", "warn",
+                "device %s failed a launch (%s: %s); its jobs run on the host "
+                "backend",
+                dev->name, eng_err_name(err), msg);
+    }
+
+    bool intact =
+        err == ENG_E_LAUNCH || live > 1 || jobs[0]->in != jobs[0]->out;
+    char why[256];
+    eng_stream *host = intact ? host_stream(w, why, sizeof why) : NULL;
+    if (host != NULL) {
+        eng_batch_times t = {0};
+        uint64_t again = now_ns();
+        eng_err e = run_on(host, jobs, live, &t, why, sizeof why);
+        atomic_fetch_add_explicit(&s->metrics.host_reruns, live,
+                                  memory_order_relaxed);
+        if (e == ENG_E_OK)
+            stats_execution(&s->stats, (unsigned)live, t.gather_ns, t.scan_ns,
+                            t.scatter_ns);
+        for (size_t i = 0; i < live; i++)
+            ran(w, jobs[i], again, now_ns(), e, why);
+    } else {
+        for (size_t i = 0; i < live; i++)
+            ran(w, jobs[i], start, now_ns(), err, msg);
+    }
+
+    if (!atomic_load(&dev->down))
+        return true;
+    for (unsigned d = 0; d < s->ndevices; d++)
+        if (!atomic_load(&s->devices[d].down))
+            return false; /* this worker stops; the others take the jobs */
+    return use_fallback(w);
 }
 
 /* A worker runs a batch: jobs whose deadline passed while they waited are
  * dropped; the rest run as one launch (eng_scan_batch) when there are
- * several, and are completed. A device failure takes the device out of
- * the pool (device_failed). */
+ * several, and are completed. A device failure goes to device_failed. */
 static bool dispatch_run(worker *w, job **jobs, size_t n)
 {
     tallyd_server *s = w->s;
     if (!w->on_fallback && atomic_load(&s->devices[w->device].down)) {
-        queue_push_front(&s->queue, jobs, n); /* for a device in the pool */
-        return false;
+        bool any = false;
+        for (unsigned d = 0; d < s->ndevices && !any; d++)
+            any = !atomic_load(&s->devices[d].down);
+        if (any || !use_fallback(w)) {
+            queue_push_front(&s->queue, jobs, n); /* for a device left */
+            return false;
+        }
     }
     if (s->cfg.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
         uv_sleep(s->cfg.fault_delay_ms);
@@ -350,47 +411,25 @@ static bool dispatch_run(worker *w, job **jobs, size_t n)
     if (live == 0)
         return true;
     eng_batch_times t = {0};
-    eng_err err;
     char msg[256];
     msg[0] = '\0';
-    bool injected = !w->on_fallback && s->cfg.fault_device == w->device + 1;
-    if (injected) { /* --fault-device: as a broken device's launch */
-        err = eng_fail(msg, sizeof msg, ENG_E_DEVICE,
-                       "the launch failed (--fault-device %u)",
-                       s->cfg.fault_device);
-    } else if (live == 1) {
-        job *j = jobs[0];
-        if (j->iv != NULL)
-            err = eng_scan_strided(w->stream, &j->desc, j->iv, j->in, j->ov,
-                                   j->out, msg, sizeof msg);
-        else
-            err = eng_scan(w->stream, &j->desc, j->in, j->out, msg, sizeof msg);
-        t.scan_ns = now_ns() - start;
-    } else {
-        eng_part parts[WORKER_MAX_BATCH];
-        for (size_t i = 0; i < live; i++) {
-            parts[i].in = jobs[i]->in;
-            parts[i].out = jobs[i]->out;
-            parts[i].outer = jobs[i]->lines.outer;
-        }
-        err = eng_scan_batch(w->stream, &jobs[0]->lines, parts, live, &t, msg,
-                             sizeof msg);
-    }
+    eng_err err = run_on(w->stream, jobs, live, &t, msg, sizeof msg);
     uint64_t end = now_ns();
     if (w->id < METRIC_MAX_WORKERS)
         atomic_fetch_add_explicit(&s->metrics.busy_ns[w->id], end - start,
                                   memory_order_relaxed);
-    if (!w->on_fallback && device_failure(err)) {
-        bool intact = injected || live > 1 || jobs[0]->in != jobs[0]->out;
-        return device_failed(w, jobs, live, intact, err, msg, start);
-    }
+    if (!w->on_fallback && device_failure(err))
+        return device_failed(w, jobs, live, err, msg, start);
     metrics_batch(&s->metrics, live);
     if (err == ENG_E_OK) {
         stats_execution(&s->stats, (unsigned)live, t.gather_ns, t.scan_ns,
                         t.scatter_ns);
-        if (!w->on_fallback && w->device < METRIC_MAX_DEVICES)
-            atomic_fetch_add_explicit(&s->metrics.device_jobs[w->device], live,
-                                      memory_order_relaxed);
+        if (!w->on_fallback) {
+            atomic_store(&s->devices[w->device].failures, 0);
+            if (w->device < METRIC_MAX_DEVICES)
+                atomic_fetch_add_explicit(&s->metrics.device_jobs[w->device],
+                                          live, memory_order_relaxed);
+        }
     }
     for (size_t i = 0; i < live; i++)
         ran(w, jobs[i], start, end, err, msg);

@@ -61,6 +61,7 @@ void workers_stop(tallyd_server *s)
         if (w->started)
             uv_thread_join(&w->thread);
         eng_stream_close(w->stream);
+        eng_stream_close(w->host);
     }
     free(s->workers);
     s->workers = NULL;

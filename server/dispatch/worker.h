@@ -23,7 +23,8 @@
 
 /* Runs a batch of n compatible jobs on the worker's stream, and completes
  * each (or puts them back in the queue for other workers). Returns false
- * when the worker must stop: its device has been taken out of the pool. */
+ * when the worker must stop: its device has left the pool and others are
+ * left. */
 typedef bool (*worker_run_fn)(worker *w, job **jobs, size_t n);
 
 struct worker {
@@ -33,6 +34,7 @@ struct worker {
     bool on_fallback; /* its stream is the host's: every device is out */
     uv_thread_t thread;
     eng_stream *stream;
+    eng_stream *host; /* for jobs a device failed to run; opened on need */
     worker_run_fn run;
     bool started;
 };

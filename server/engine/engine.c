@@ -21,6 +21,7 @@ struct eng_engine {
     char describe[320];
     eng_log_fn log;
     void *log_user;
+    eng_cl_fault fault; /* testing: refused launches */
 };
 
 struct eng_stream {
@@ -118,6 +119,21 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
             return err;
         }
     }
+    if (!e->host && o->fault_every > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        e->fault.start_ns =
+            (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        e->fault.after_ns = (uint64_t)o->fault_after_ms * 1000000u;
+        e->fault.every = o->fault_every;
+        e->fault.late = o->fault_late;
+        logf_(e,
+              "testing: 1 launch in %u %s, from %u ms after the device "
+              "opened",
+              o->fault_every,
+              o->fault_late ? "fails after running" : "is refused",
+              o->fault_after_ms);
+    }
     *out = e;
     return ENG_E_OK;
 }
@@ -176,6 +192,7 @@ eng_err eng_stream_open(eng_engine *e, eng_stream **out, char *msg,
             free(s);
             return ENG_E_DEVICE;
         }
+        eng_cl_stream_set_fault(s->cl, &e->fault);
     }
     *out = s;
     return ENG_E_OK;

@@ -59,6 +59,13 @@ typedef struct {
     /* Where log lines go; NULL: standard error, prefixed "engine: ". */
     eng_log_fn log;
     void *log_user;
+    /* Testing (OpenCL devices only): once fault_after_ms has passed since
+     * the engine opened, every fault_every-th launch (1: each one) is
+     * refused as a broken device's would be, and fails with ENG_E_LAUNCH;
+     * with fault_late it runs and then fails with ENG_E_DEVICE (see
+     * scan_cl.h). 0: no faults. Warm-up launches never fail. */
+    unsigned fault_every, fault_after_ms;
+    bool fault_late;
 } eng_engine_options;
 
 /* Defaults: device "auto", layout "auto", warm-up on, host threads 0. */

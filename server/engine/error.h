@@ -30,9 +30,10 @@
     X(DEADLINE, 504, "deadline expired")                                       \
     X(DRAINING, 503, "shutting down")                                          \
     X(ENCODING, 400, "bad content encoding")                                   \
-    X(CANCELLED, 499, "the client closed the connection")                     \
-    X(UNAUTHORIZED, 401, "a missing or wrong bearer token")                   \
-    X(REQUEST_TIMEOUT, 408, "the request did not arrive in time")
+    X(CANCELLED, 499, "the client closed the connection")                      \
+    X(UNAUTHORIZED, 401, "a missing or wrong bearer token")                    \
+    X(REQUEST_TIMEOUT, 408, "the request did not arrive in time")              \
+    X(LAUNCH, 500, "the device refused a launch; nothing was written")
 
 typedef enum {
 #define ENG_ERR_ENUM(name, status, text) ENG_E_##name,

@@ -24,6 +24,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "scan_cl.h"
 
@@ -35,7 +36,28 @@ struct eng_cl_stream {
     cl_kernel copy, copy_stream;
     cl_mem state, vals, stage, stage2, geom;
     size_t state_cap, vals_cap, stage_cap, stage2_cap, geom_cap;
+    eng_cl_fault *fault; /* testing; NULL: none */
 };
+
+void eng_cl_stream_set_fault(eng_cl_stream *s, eng_cl_fault *f)
+{
+    s->fault = f;
+}
+
+/* Whether this launch is one that f makes fail. */
+static bool fault_now(eng_cl_fault *f)
+{
+    if (f == NULL || f->every == 0)
+        return false;
+    if (f->after_ns > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        if (now - f->start_ns < f->after_ns)
+            return false;
+    }
+    return (atomic_fetch_add(&f->launches, 1) + 1) % f->every == 0;
+}
 
 static const char *const kernel_names[ENG_NKERNELS] = {
     [ENG_K_ROWS_DIRECT] = "tally_rows_direct",
@@ -587,10 +609,26 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
     if (err != CL_SUCCESS)
         return cl_fail(msg, msglen, "clEnqueueFillBuffer", err);
     size_t local = s->progs->layout.wg, global = p->groups * local;
+    bool fault = fault_now(s->fault);
+    if (fault && !s->fault->late) {
+        cl_fail(msg, msglen,
+                "clEnqueueNDRangeKernel (a fault injected for testing)",
+                CL_OUT_OF_RESOURCES);
+        return ENG_E_LAUNCH;
+    }
     err = clEnqueueNDRangeKernel(s->q, k, 1, NULL, &global, &local, 0, NULL,
                                  NULL);
-    if (err != CL_SUCCESS)
-        return cl_fail(msg, msglen, "clEnqueueNDRangeKernel", err);
+    /* a refused launch ran nothing: the caller may scan the tensor again */
+    if (err != CL_SUCCESS) {
+        cl_fail(msg, msglen, "clEnqueueNDRangeKernel", err);
+        return ENG_E_LAUNCH;
+    }
+    if (fault) { /* late: the kernel ran; nothing is left running */
+        clFinish(s->q);
+        return cl_fail(msg, msglen,
+                       "the scan kernel (a fault injected for testing)",
+                       CL_OUT_OF_RESOURCES);
+    }
 #ifdef TALLY_DEBUG
     err = clFinish(s->q);
     if (err != CL_SUCCESS)

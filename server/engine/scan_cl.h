@@ -12,6 +12,9 @@
 #ifndef TALLY_SCAN_CL_H
 #define TALLY_SCAN_CL_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "cl_program.h"
 #include "tensor.h"
 
@@ -68,12 +71,31 @@ void eng_cl_plan_strided_force(const eng_strided *v,
 /* "rows_chained" etc.; static storage. */
 const char *eng_cl_kernel_name(eng_cl_kernel_id k);
 
+/* Testing: launches that fail as a broken device's would. Once after_ns
+ * has passed since start_ns, every `every`-th launch of the scan kernel
+ * (1: each one), counted over every stream that shares the struct, is
+ * refused with CL_OUT_OF_RESOURCES (ENG_E_LAUNCH: nothing ran), or with
+ * `late`, runs and is then reported failed (ENG_E_DEVICE: out may have
+ * been written, as by a kernel that faults half-way). every == 0: no
+ * faults. */
+typedef struct {
+    unsigned every;
+    bool late;
+    uint64_t start_ns, after_ns; /* CLOCK_MONOTONIC */
+    atomic_ullong launches;
+} eng_cl_fault;
+
+/* Makes s's launches follow f (borrowed: it must outlive s); NULL: none. */
+void eng_cl_stream_set_fault(eng_cl_stream *s, eng_cl_fault *f);
+
 /* Returns NULL and a message on failure. Free with eng_cl_stream_free(). */
 eng_cl_stream *eng_cl_stream_new(eng_cl_programs *progs, char *msg,
                                  size_t msglen);
 void eng_cl_stream_free(eng_cl_stream *s);
 
-/* Scans l->bytes bytes at in into out (out may equal in). Blocks until the
+/* Scans l->bytes bytes at in into out (out may equal in). A launch the
+ * device refuses fails with ENG_E_LAUNCH: nothing was written to out,
+ * which may then be scanned again elsewhere. Blocks until the
  * result is in out. */
 eng_err eng_cl_scan(eng_cl_stream *s, const eng_lines *l, const void *in,
                     void *out, char *msg, size_t msglen);

@@ -248,8 +248,8 @@ seg_f32_body(const float *src, float *dst, size_t len, double *carry, int rev,
     *carry = c;
 }
 
-typedef void seg_f32_fn(const float *src, float *dst, size_t len,
-                        double *carry, int rev, int excl);
+typedef void seg_f32_fn(const float *src, float *dst, size_t len, double *carry,
+                        int rev, int excl);
 
 static void seg_f32_base(const float *src, float *dst, size_t len,
                          double *carry, int rev, int excl)
@@ -258,9 +258,10 @@ static void seg_f32_base(const float *src, float *dst, size_t len,
 }
 
 #if HOST_AVX2_COPY
-__attribute__((target("avx2"))) static void
-seg_f32_avx2(const float *src, float *dst, size_t len, double *carry, int rev,
-             int excl)
+__attribute__((target("avx2"))) static void seg_f32_avx2(const float *src,
+                                                         float *dst, size_t len,
+                                                         double *carry, int rev,
+                                                         int excl)
 {
     seg_f32_body(src, dst, len, carry, rev, excl);
 }
@@ -285,8 +286,7 @@ static seg_f32_fn *seg_f32_pick(void)
 static void seg_f32(const float *src, float *dst, size_t len, double *carry,
                     int rev, int excl)
 {
-    seg_f32_fn *f =
-        atomic_load_explicit(&seg_f32_chosen, memory_order_relaxed);
+    seg_f32_fn *f = atomic_load_explicit(&seg_f32_chosen, memory_order_relaxed);
     if (f == NULL) {
         f = seg_f32_pick();
         atomic_store_explicit(&seg_f32_chosen, f, memory_order_relaxed);

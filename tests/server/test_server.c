@@ -204,9 +204,14 @@ static void queue_fair_share(void)
     popper idle = {&q, {8, SIZE_MAX, 0}, 0, {NULL}};
     uv_thread_t t;
     CHECK(uv_thread_create(&t, popper_run, &idle) == 0, "thread");
-    for (int i = 0; i < 200 && q.waiting == 0; i++)
+    unsigned waiting = 0;
+    for (int i = 0; i < 200 && waiting == 0; i++) {
         uv_sleep(5); /* until the idle worker waits in the queue */
-    CHECK(q.waiting == 1, "a worker waits");
+        uv_mutex_lock(&q.mu);
+        waiting = q.waiting;
+        uv_mutex_unlock(&q.mu);
+    }
+    CHECK(waiting == 1, "a worker waits");
     /* six compatible jobs arrive while it waits, queued under the lock so
      * that it cannot take any before this pop */
     job jobs[6];
