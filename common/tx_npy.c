@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tx_npy.h"
+#include "tx_utf8.h"
 
 #define MAGIC "\x93NUMPY"
 
@@ -25,10 +26,14 @@ static tx_npy_status say(char *msg, size_t msglen, tx_npy_status st,
                          const char *fmt, ...)
 {
     if (msg != NULL && msglen > 0) {
+        /* messages quote the header, which may hold any bytes: those of
+         * no UTF-8 sequence are written \xNN */
+        char raw[512];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        tx_utf8_escape(raw, strlen(raw), msg, msglen);
     }
     return st;
 }

@@ -62,3 +62,32 @@ void tx_utf8_scrub(char *s, size_t len)
         p += n;
     }
 }
+
+size_t tx_utf8_escape(const char *s, size_t len, char *out, size_t outlen)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    size_t o = 0;
+    if (outlen == 0)
+        return 0;
+    while (p < end) {
+        size_t n = sequence(p, end);
+        if (n == 0) { /* a byte of no valid sequence: \xNN */
+            if (o + 4 >= outlen)
+                break;
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+            p++;
+            continue;
+        }
+        if (o + n >= outlen)
+            break;
+        for (size_t i = 0; i < n; i++)
+            out[o++] = (char)p[i];
+        p += n;
+    }
+    out[o] = '\0';
+    return o;
+}

@@ -19,4 +19,11 @@ size_t tx_utf8_valid(const char *s, size_t len);
  * UTF-8 sequence with '?'; the length does not change. */
 void tx_utf8_scrub(char *s, size_t len);
 
+/* Copies s[0..len) into out (outlen bytes, NUL-terminated) as valid
+ * UTF-8: each byte that is not part of a valid sequence becomes the four
+ * characters \xNN (its value in hex), so that a message can say which
+ * bytes a client sent. Stops early, at a sequence boundary, when out is
+ * full. Returns the length written. */
+size_t tx_utf8_escape(const char *s, size_t len, char *out, size_t outlen);
+
 #endif

@@ -285,6 +285,19 @@ static void utf8(void)
     char mixed[] = "a\xff"
                    "b\xc3\xa9"
                    "c";
+    char named[64];
+    size_t n = tx_utf8_escape(mixed, strlen(mixed), named, sizeof named);
+    CHECK(n == 9 && strcmp(named, "a\\xFFb\xc3\xa9"
+                                   "c")
+                         == 0,
+          "escape: %s", named);
+    /* a full buffer stops at a sequence's edge, NUL-terminated */
+    CHECK(tx_utf8_escape("\xc3\xa9\xc3\xa9", 4, named, 4) == 2
+              && strcmp(named, "\xc3\xa9") == 0,
+          "escape, cut: %s", named);
+    CHECK(tx_utf8_escape("\xff\xff", 2, named, 6) == 4
+              && strcmp(named, "\\xFF") == 0,
+          "escape, cut in a name: %s", named);
     tx_utf8_scrub(mixed, strlen(mixed));
     CHECK(strcmp(mixed, "a?b\xc3\xa9"
                         "c")

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "tx_utf8.h"
 
 TALLY_API const char *tally_version(void)
 {
@@ -52,8 +53,11 @@ char *tc_fmt(char *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
+    int n = vsnprintf(buf, len, fmt, ap);
     va_end(ap);
+    /* cut short: drop a UTF-8 sequence the cut split */
+    if (len > 0 && n >= 0 && (size_t)n >= len)
+        buf[tx_utf8_valid(buf, strlen(buf))] = '\0';
     return buf;
 }
 

@@ -86,30 +86,45 @@ static tally_code read_file(FILE *f, const char *path, unsigned flags,
         return say(msg, len, TALLYE_FORMAT,
                    "%s: the shape is too large for memory", path);
     size_t n = (size_t)h.data_bytes, count = n / size;
-    /* a file shorter than its shape says is caught before allocating */
+    /* a file shorter than its shape says is caught before allocating; a
+     * pipe, whose length is unknown, gets memory as its bytes come */
     struct stat st_;
     long at = ftell(f);
-    if (fstat(fileno(f), &st_) == 0 && S_ISREG(st_.st_mode) && at >= 0
-        && (uint64_t)st_.st_size - (uint64_t)at < n)
+    bool sized = fstat(fileno(f), &st_) == 0 && S_ISREG(st_.st_mode) && at >= 0;
+    if (sized && (uint64_t)st_.st_size - (uint64_t)at < n)
         return say(msg, len, TALLYE_FORMAT,
                    "%s is truncated: its shape needs %zu bytes of data, it "
                    "has %llu",
                    path, n,
                    (unsigned long long)st_.st_size - (unsigned long long)at);
     void *buf = NULL;
-    if (n > 0) {
-        buf = malloc(n);
-        if (buf == NULL)
-            return say(msg, len, TALLYE_NOMEM,
-                       "out of memory for %zu bytes of %s", n, path);
-        if (!read_all(f, buf, n)) {
+    size_t have = 0, cap = 0;
+    while (have < n) {
+        if (have == cap) {
+            size_t next = sized || n - cap <= (1u << 20) ? n
+                          : cap == 0                     ? (size_t)1 << 20
+                          : n / 2 < cap                  ? n
+                                                         : cap * 2;
+            void *nb = realloc(buf, next);
+            if (nb == NULL) {
+                free(buf);
+                return say(msg, len, TALLYE_NOMEM,
+                           "out of memory for %zu bytes of %s", n, path);
+            }
+            buf = nb;
+            cap = next;
+        }
+        size_t r = fread((char *)buf + have, 1, cap - have, f);
+        have += r;
+        if (r == 0) {
             free(buf);
             if (ferror(f))
                 return say(msg, len, TALLYE_IO, "%s: %s", path,
                            strerror(errno));
             return say(msg, len, TALLYE_FORMAT,
-                       "%s is truncated: its shape needs %zu bytes of data",
-                       path, n);
+                       "%s is truncated: its shape needs %zu bytes of data, "
+                       "it has %zu",
+                       path, n, have);
         }
     }
     if (fgetc(f) != EOF) {

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "tx_utf8.h"
 
 enum { TS_WAITING, TS_RUNNING, TS_DONE };
 
@@ -95,12 +96,13 @@ static size_t on_header(char *line, size_t size, size_t n, void *ud)
     return len;
 }
 
-static size_t on_body(char *data, size_t size, size_t n, void *ud)
+/* Takes len bytes of the body of an answer with this status: a success's
+ * into the caller's buffer (or a grown one), anything else's into the
+ * error body, up to ERR_BODY_MAX. Returns what curl must be told: len, or
+ * 0 to stop the transfer. */
+static size_t take_body(tc_transfer *t, long status, const char *data,
+                        size_t len)
 {
-    tc_transfer *t = ud;
-    size_t len = size * n;
-    long status = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     if (status < 200 || status > 299) {
         size_t room = ERR_BODY_MAX - t->err_len;
         size_t take = len < room ? len : room;
@@ -136,15 +138,26 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
     return len;
 }
 
+static size_t on_body(char *data, size_t size, size_t n, void *ud)
+{
+    tc_transfer *t = ud;
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    return take_body(t, status, data, size * n);
+}
+
 /* ------------------------------------------------------------------------
  * The server's error message.
  */
 
-/* Appends code point cp to out as UTF-8. */
+/* Appends code point cp to out as UTF-8; a lone surrogate (half of a
+ * \u pair that came alone) becomes U+FFFD. */
 static size_t put_utf8(char *out, size_t room, unsigned long cp)
 {
     char b[4];
     size_t n;
+    if (cp >= 0xd800 && cp < 0xe000)
+        cp = 0xfffd;
     if (cp < 0x80) {
         b[0] = (char)cp;
         n = 1;
@@ -261,10 +274,13 @@ static bool json_error_message(const char *body, size_t len, char *out,
  * when it sent JSON, else the start of whatever it sent. */
 static void answer_message(tc_transfer *t, const char *url)
 {
-    char said[TC_MSG - 128];
+    char raw[TC_MSG - 128], said[TC_MSG - 128];
     said[0] = '\0';
-    if (t->err_body == NULL
-        || !json_error_message(t->err_body, t->err_len, said, sizeof said)) {
+    if (t->err_body != NULL
+        && json_error_message(t->err_body, t->err_len, raw, sizeof raw)) {
+        /* the server's words, in UTF-8 whatever bytes it sent */
+        tx_utf8_escape(raw, strlen(raw), said, sizeof said);
+    } else {
         /* not tallyd's JSON: a proxy's page, perhaps; keep a printable
          * first line */
         size_t o = 0;
@@ -308,12 +324,12 @@ static tally_code code_for_status(long status)
     return TALLYE_PROTOCOL;
 }
 
-/* The outcome of an attempt; returns whether it may be retried. */
-static bool classify(tally_client *c, tc_transfer *t, CURLcode rc)
+/* The outcome of an answer that came whole (t->status set): a success
+ * whose tensor is what was asked for, or a failure with the server's
+ * message. Returns whether it may be retried. */
+static bool judge_answer(tc_transfer *t, const char *url)
 {
-    const char *url = c->urls[t->url % c->nurls];
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-    if (rc == CURLE_OK && t->status >= 200 && t->status <= 299) {
+    if (t->status >= 200 && t->status <= 299) {
         if (t->check_tensor) {
             const char *want = tally_dt_name(t->expect_dtype);
             if (t->got_dtype[0] == '\0') {
@@ -325,10 +341,12 @@ static bool classify(tally_client *c, tc_transfer *t, CURLcode rc)
                 return false;
             }
             if (strcmp(t->got_dtype, want) != 0) {
+                char got[4 * sizeof t->got_dtype];
+                tx_utf8_escape(t->got_dtype, strlen(t->got_dtype), got,
+                               sizeof got);
                 t->code = TALLYE_PROTOCOL;
                 tc_fmt(t->msg, sizeof t->msg,
-                       "%s answered with dtype %s, not %s", url, t->got_dtype,
-                       want);
+                       "%s answered with dtype %s, not %s", url, got, want);
                 return false;
             }
             if (t->recv_len != t->expect_bytes) {
@@ -343,11 +361,18 @@ static bool classify(tally_client *c, tc_transfer *t, CURLcode rc)
         t->msg[0] = '\0';
         return false;
     }
-    if (rc == CURLE_OK) {
-        t->code = code_for_status(t->status);
-        answer_message(t, url);
-        return t->code == TALLYE_BUSY;
-    }
+    t->code = code_for_status(t->status);
+    answer_message(t, url);
+    return t->code == TALLYE_BUSY;
+}
+
+/* The outcome of an attempt; returns whether it may be retried. */
+static bool classify(tally_client *c, tc_transfer *t, CURLcode rc)
+{
+    const char *url = c->urls[t->url % c->nurls];
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
+    if (rc == CURLE_OK)
+        return judge_answer(t, url);
     if (rc == CURLE_WRITE_ERROR) {
         if (t->overflow && t->check_tensor) {
             t->code = TALLYE_PROTOCOL;

@@ -74,8 +74,8 @@ void api_dml_json(request *r)
         return;
     }
     eng_err e =
-        dml_parse((const char *)r->body, r->body_len, r->s->cfg.max_body_bytes,
-                  true, &c->q, msg, sizeof msg);
+        dml_parse((const char *)http_body(r), r->body_len,
+                  r->s->cfg.max_body_bytes, true, &c->q, msg, sizeof msg);
     if (e != ENG_E_OK) {
         free(c);
         http_error(r, e, "%s", msg);
@@ -138,6 +138,6 @@ void api_dml_binary(request *r, const char *header)
     c->q.iv.bytes = r->body_len;
     if (!attach(r, c, (size_t)c->q.out.total_bytes))
         return;
-    dispatch_submit_strided(r, &c->q.desc, &c->q.iv, r->body, &c->q.ov, c->out,
-                            -1, DISPATCH_BYTES, finish_binary);
+    dispatch_submit_strided(r, &c->q.desc, &c->q.iv, http_body(r), &c->q.ov,
+                            c->out, -1, DISPATCH_BYTES, finish_binary);
 }

@@ -80,8 +80,8 @@ void api_infer(request *r)
         return;
     }
     eng_err e =
-        kserve_parse(r->body != NULL ? r->body : (uint8_t *)"", r->body_len,
-                     hlen, r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
+        kserve_parse(http_body(r), r->body_len, hlen, r->s->cfg.max_body_bytes,
+                     &c->req, msg, sizeof msg);
     if (e != ENG_E_OK) {
         free(c);
         http_error(r, e, "%s", msg);

@@ -112,7 +112,7 @@ static void native_json(request *r)
         return;
     }
     eng_err e =
-        native_parse_json((const char *)r->body, r->body_len,
+        native_parse_json((const char *)http_body(r), r->body_len,
                           r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
     if (e != ENG_E_OK) {
         bool dml = c->req.dml;
@@ -183,7 +183,7 @@ static void native_npy(request *r)
         bf16 = true;
     }
     tx_npy_header h;
-    eng_err e = npy_parse(r->body, r->body_len, bf16, &h, msg, sizeof msg);
+    eng_err e = npy_parse(http_body(r), r->body_len, bf16, &h, msg, sizeof msg);
     if (e != ENG_E_OK) {
         http_error(r, e, "%s", msg);
         return;
@@ -237,7 +237,7 @@ static void finish_raw(request *r)
 {
     raw_ctx *c = r->ctx;
     add_tensor_headers(r, &c->desc);
-    http_reply_parts(r, 200, "application/octet-stream", NULL, 0, r->body,
+    http_reply_parts(r, 200, "application/octet-stream", NULL, 0, http_body(r),
                      r->body_len);
 }
 
@@ -292,7 +292,7 @@ static void native_raw(request *r)
                    r->body_len, tx_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
     }
-    dispatch_submit(r, &c->desc, r->body, -1, DISPATCH_BYTES, finish_raw);
+    dispatch_submit(r, &c->desc, http_body(r), -1, DISPATCH_BYTES, finish_raw);
 }
 
 /* `curl -d '{...}'` sends a JSON object as application/x-www-form-urlencoded:

@@ -88,8 +88,7 @@ void api_model_config(request *r)
 void api_model_stats(request *r)
 {
     size_t len;
-    char *text =
-        stats_render(&r->s->stats, KSERVE_MODEL, KSERVE_VERSION, &len);
+    char *text = stats_render(&r->s->stats, KSERVE_MODEL, KSERVE_VERSION, &len);
     if (text == NULL) {
         http_error(r, ENG_E_NOMEM, "out of memory");
         return;

@@ -17,6 +17,9 @@
 
 void jcur_init(jcur *c, const char *text, size_t len, char *err, size_t errlen)
 {
+    static const char empty[1] = "";
+    if (text == NULL) /* an empty body has no buffer */
+        text = empty;
     c->base = text;
     c->p = text;
     c->end = text + len;

@@ -308,6 +308,18 @@ void http_reply_stream(request *r, int status, const char *type,
     respond(r, status, type, s, SIZE_MAX);
 }
 
+char *http_error_text(const char *msg)
+{
+    /* messages quote what clients sent (paths, names, types), which may
+     * be any bytes; JSON takes only UTF-8, so other bytes are named */
+    char safe[4096];
+    tx_utf8_escape(msg, strlen(msg), safe, sizeof safe);
+    json_t *j = json_pack("{s:s}", "error", safe);
+    char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return text;
+}
+
 void http_error(request *r, eng_err e, const char *fmt, ...)
 {
     char msg[1024];
@@ -315,12 +327,7 @@ void http_error(request *r, eng_err e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* messages quote what clients sent (paths, names, types), which may
-     * be any bytes; JSON takes only UTF-8 */
-    tx_utf8_scrub(msg, strlen(msg));
-    json_t *j = json_pack("{s:s}", "error", msg);
-    char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
+    char *text = http_error_text(msg);
     r->err = e == ENG_E_OK ? ENG_E_INVALID : e;
     int status = eng_err_http_status(r->err);
     if (text == NULL) {

@@ -64,4 +64,9 @@ void http_reply_stream(request *r, int status, const char *type,
 void http_error(request *r, eng_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The body http_error() sends for msg: {"error": "..."}, valid UTF-8
+ * whatever bytes msg holds (those of no valid sequence written as \xNN).
+ * malloc'd (free it); NULL when memory runs out. Any thread. */
+char *http_error_text(const char *msg);
+
 #endif

@@ -69,6 +69,12 @@ request *request_new(tallyd_server *s, struct MHD_Connection *conn,
     return r;
 }
 
+uint8_t *http_body(request *r)
+{
+    static _Alignas(128) uint8_t empty[128];
+    return r->body != NULL ? r->body : empty;
+}
+
 void request_release(request *r)
 {
     if (atomic_fetch_sub(&r->refs, 1) != 1)

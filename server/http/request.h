@@ -88,6 +88,11 @@ struct request {
     atomic_int refs;
 };
 
+/* The body's bytes, never NULL: an empty body (which has no buffer) gives
+ * a static one of zero length, so that the codecs need no special case.
+ * Borrowed, valid while r is; write only within r->body_len. */
+uint8_t *http_body(request *r);
+
 /* The value of a request header, or NULL; borrowed, valid while r is. */
 const char *http_header(request *r, const char *name);
 

@@ -348,6 +348,16 @@ def test_cli_errors(tallyd, tmp_path):
     r = tally("frobnicate")
     assert r.returncode == 2 and b"unknown command" in r.stderr
     assert out.read_bytes() == b"keep me"
+    # a piped .npy whose header promises 80 GB and brings 16 bytes: memory
+    # follows the bytes that come, so it is refused as truncated, not as
+    # out of memory (found by tests/fuzz/fuzz_client_npy)
+    head = npy_bytes(np.zeros((1,), dtype=np.float64))
+    end = head.index(b"\n") + 1
+    text = head[10:end].replace(b"(1,)", b"(100000, 100000)")
+    text = text[:-1].rstrip(b" ").ljust(end - 11) + b"\n"   # the same length
+    r = tally("cumsum", "--url", url(tallyd), "-", out, input=head[:10] + text + bytes(16))
+    assert r.returncode == 4 and b"truncated" in r.stderr, r.stderr
+    assert out.read_bytes() == b"keep me"
 
 
 def test_cli_too_large_hint(small, tmp_path):
