@@ -10,11 +10,15 @@
 #   make bench-numbers  number text: print and parse speed per dtype
 #   make bench-json     JSON requests through tallyd against Python's json
 #   make bench-serve    throughput and latency under load, batching on/off
-#   make soak           a long mixed load: no slow request, no socket error
+#   make soak           a long mixed load of good and bad requests: every
+#                       status as expected, memory and descriptors steady
+#   make fuzz           every libFuzzer target for FUZZ_SECONDS (30) each
 #   make bench-client   what the client's tensor splitting costs
 #   make image          build the container image tally:VERSION with podman
 #   make test-container build the Dockerfile and run it with podman
 #   make deps       install the Debian packages the build and tests need
+#
+#   make test-tsan  the engine, server and client tests under ThreadSanitizer
 #
 # Switches: SANITIZE=address,undefined (or thread), DEBUG=1 (no
 # optimisation, every kernel launch waited for), V=1 (echo commands).
@@ -59,6 +63,17 @@ ifneq ($(SANITIZE),)
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SANITIZE)
 BUILD   := $(BUILD)-$(subst $(comma),-,$(SANITIZE))
+endif
+# FUZZ=1 (set by `make fuzz`): everything built with clang for libFuzzer,
+# with AddressSanitizer and UndefinedBehaviorSanitizer, into build-fuzz/.
+ifeq ($(FUZZ),1)
+CC      := clang
+CXX     := clang++
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+CFLAGS  += -fsanitize=fuzzer-no-link $(FUZZ_SAN)
+CXXFLAGS += -fsanitize=fuzzer-no-link $(FUZZ_SAN)
+LDFLAGS += $(FUZZ_SAN)
+BUILD   := build-fuzz
 endif
 
 ifneq ($(V),1)
@@ -195,6 +210,49 @@ $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets (tests/fuzz/fuzz_*.c), each with its seed corpus in
+# tests/fuzz/<name>/. `make fuzz FUZZ_SECONDS=N` builds them with FUZZ=1
+# and runs each for N seconds (30 by default; FUZZ_TARGETS picks some),
+# from a working corpus in build-fuzz/corpus/<name> that starts as the
+# seeds; a crash, leak, timeout or failed property stops it with the input
+# in build-fuzz/crash/.
+FUZZ_NAMES   := $(filter-out fuzzlib,$(notdir $(basename $(wildcard tests/fuzz/fuzz_*.c))))
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
+FUZZ_SECONDS ?= 30
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(BUILD)/bin/%)
+FUZZ_DAEMON  := $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
+
+$(BUILD)/tests/fuzz/%.o: CPPFLAGS += -Itests/fuzz
+$(BUILD)/tests/fuzz/fuzz_client_%.o: CPPFLAGS := -Iclient/include -Iclient/lib -Icommon \
+    -Itests/fuzz -DTALLY_BUILDING
+# A client harness includes the .c file it tests; from the archive, the
+# linker takes only the other members.
+$(BUILD)/bin/fuzz_client_%: $(BUILD)/tests/fuzz/fuzz_client_%.o $(BUILD)/tests/fuzz/fuzzlib.o \
+    $(CLIENT_A)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(CLIENT_LIBS) -ljansson $(LDLIBS)
+$(BUILD)/bin/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzzlib.o \
+    $(BUILD)/tests/fuzz/refusal.o $(FUZZ_DAEMON)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
+fuzz: fuzz-deps
+	$(Q)$(MAKE) --no-print-directory FUZZ=1 fuzz-run
+
+# clang and its runtime (libFuzzer, the sanitizers), installed when missing
+fuzz-deps:
+	$(Q)if ! command -v clang >/dev/null 2>&1 \
+	     || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then \
+	  echo "fuzz: installing clang and libclang-rt-dev"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends clang libclang-rt-dev >/dev/null; fi
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/bin/%)
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=$(BUILD) bash tests/fuzz/run.sh $(FUZZ_TARGETS)
+
 # ---------------------------------------------------------------- rules
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -243,6 +301,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
+.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan
 .PHONY: all run load image test check-layers test-server test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-numbers bench-json bench-serve bench-client soak \
         deps clean format
@@ -280,6 +339,25 @@ test-engine: $(BUILD)/bin/test_engine
 	$(Q)$(TEST_ENV) $< $(T)
 test-accuracy: $(BUILD)/bin/test_accuracy
 	$(Q)$(TEST_ENV) $< $(T)
+
+# ThreadSanitizer: the engine's, the server's and the client's tests (the
+# last two through the integration suite, against a TSan tallyd and
+# libtally), every report written under build-thread/tsan/ and counted:
+# one fails it. CI runs it.
+TSAN_DIR := $(abspath $(BUILD))/tsan
+test-tsan:
+ifneq ($(SANITIZE),thread)
+	$(Q)$(MAKE) --no-print-directory SANITIZE=thread test-tsan
+else
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)rm -rf $(TSAN_DIR) && mkdir -p $(TSAN_DIR)
+	$(Q)TSAN_OPTIONS="log_path=$(TSAN_DIR)/report second_deadlock_stack=1" \
+	  $(MAKE) --no-print-directory test-units test-server test-codec test-host \
+	    test-engine test-integration
+	$(Q)n=$$(ls $(TSAN_DIR) | wc -l); if [ "$$n" -gt 0 ]; then \
+	  cat $(TSAN_DIR)/*; echo "test-tsan: $$n ThreadSanitizer reports"; exit 1; fi; \
+	  echo "test-tsan: engine, server and client tests, 0 ThreadSanitizer reports"
+endif
 
 # The daemon against the outside world (pytest, numpy, tritonclient); each
 # daemon copies the kernel cache test-engine warmed.

@@ -17,11 +17,19 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char buffer[LOG_BUFFER];
 static size_t used;
+static int out_fd = STDERR_FILENO;
+
+void log_to(int fd)
+{
+    pthread_mutex_lock(&mu);
+    out_fd = fd;
+    pthread_mutex_unlock(&mu);
+}
 
 static void write_all(const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(STDERR_FILENO, p, n);
+        ssize_t w = write(out_fd, p, n);
         if (w <= 0)
             return; /* nowhere to report a failing stderr */
         p += w;

@@ -30,6 +30,10 @@ void log_access(const char *line, size_t len);
 /* Writes out what is buffered. */
 void log_flush(void);
 
+/* Sends the lines to fd from now on (standard error until then); for
+ * harnesses that run the daemon's code in-process. Any thread. */
+void log_to(int fd);
+
 /* The current time as 2026-11-22T10:00:00.123Z. */
 void log_stamp(char *buf, size_t len);
 

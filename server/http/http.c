@@ -580,12 +580,12 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         static atomic_ullong last_ns, unlogged;
         atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
                                   memory_order_relaxed);
-        unsigned long long n = atomic_fetch_add(&unlogged, 1) + 1;
-        uint64_t now = now_ns(), last = atomic_load(&last_ns);
+        atomic_fetch_add(&unlogged, 1);
+        unsigned long long now = now_ns(), last = atomic_load(&last_ns);
         if (now - last < 1000000000u
             || !atomic_compare_exchange_strong(&last_ns, &last, now))
             return;
-        n = atomic_exchange(&unlogged, 0);
+        unsigned long long n = atomic_exchange(&unlogged, 0);
         log_msg("http", "warn",
                 "refused %llu connections at the connection limits "
                 "(--max-connections %u, --max-client-connections %u)",
