@@ -10,6 +10,9 @@
 #   3. large .npy: a 64 MiB float32 array per request (p99 at most 2x p50)
 #   4. one 64 MiB .npy round trip with curl, vs curl moving the same bytes
 #      up to and down from nginx; prints the ratio
+#   5. 1 and 2 again over HTTPS (a second tallyd with --tls-cert and a
+#      throwaway self-signed certificate, TLS 1.3): requests/s beside
+#      plain HTTP
 # Settings: LOAD_SECONDS (10), LOAD_CONNECTIONS (32), LOAD_THREADS (2),
 # TALLYD (build/bin/tallyd), TALLYD_ARGS (extra flags).
 set -euo pipefail
@@ -56,6 +59,12 @@ chmod -R a+rX "$tmp"
 
 # ---------------------------------------------------------------- servers
 start_tallyd tallyd "$TP" ${TALLYD_ARGS:-}
+TLSP=$(free_port)
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" \
+  >/dev/null 2>&1
+start_tallyd tallyd-tls "$TLSP" --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" \
+  ${TALLYD_ARGS:-}
 
 SMALL_REPLY='{"dtype":"float32","shape":[16],"data":[0.5,1.5,3,5,7.5,10.5,14,18,22.5,27.5,33,39,45.5,52.5,60,68]}'
 cat > "$tmp/nginx.conf" <<EOF
@@ -90,6 +99,13 @@ for i in $(seq 1 3000); do
   sleep 0.1
 done
 curl -sf "http://127.0.0.1:$TP/v2/health/ready" >/dev/null || { cat "$tmp/tallyd.log"; exit 1; }
+for i in $(seq 1 3000); do
+  curl -sf --cacert "$tmp/cert.pem" "https://127.0.0.1:$TLSP/v2/health/ready" >/dev/null 2>&1 \
+    && break
+  sleep 0.1
+done
+curl -sf --cacert "$tmp/cert.pem" "https://127.0.0.1:$TLSP/v2/health/ready" >/dev/null \
+  || { cat "$tmp/tallyd-tls.log"; exit 1; }
 curl -sf "http://127.0.0.1:$NP/big.npy" -o /dev/null \
   || { echo "nginx cannot serve the test file:"; cat "$tmp/nginx-error.log"; exit 1; }
 
@@ -117,6 +133,13 @@ large=$(LOAD_PATH='/v1/cumsum?axis=0' LOAD_BODY=$tmp/big.npy LOAD_TYPE=applicati
   wrk -t2 -c2 -d"${SECONDS_}s" --timeout 60s -s "$(script file_body.lua)" \
   "http://127.0.0.1:$TP" | result)
 
+small_tls=$(wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" -s "$(script small_json.lua)" \
+  "https://127.0.0.1:$TLSP" | result)
+kserve_tls=$(LOAD_PATH=/v2/models/cumsum/infer LOAD_BODY=$tmp/kserve.bin \
+  LOAD_HLEN=$(cat "$tmp/kserve.hlen") \
+  wrk -t"$THREADS" -c8 -d"${SECONDS_}s" --timeout 30s -s "$(script file_body.lua)" \
+  "https://127.0.0.1:$TLSP" | result)
+
 printf '%-38s %10s %9s %9s %9s %7s\n' "load" "req/s" "p50 ms" "p90 ms" "p99 ms" "errors"
 row() {
   printf '%-38s %10s %9s %9s %9s %7s\n' "$1" "$(field "$2" rps)" "$(field "$2" p50_ms)" \
@@ -126,7 +149,15 @@ row "tallyd: small JSON (16 float32)" "$small"
 row "nginx: fixed small body (ceiling)" "$ceiling"
 row "tallyd: KServe binary (1M float32)" "$kserve"
 row "tallyd: .npy 64 MiB float32" "$large"
+row "tallyd HTTPS: small JSON (16 float32)" "$small_tls"
+row "tallyd HTTPS: KServe binary (1M f32)" "$kserve_tls"
 echo
+python3 - "$(field "$small" rps)" "$(field "$small_tls" rps)" "$(field "$kserve" rps)" \
+  "$(field "$kserve_tls" rps)" <<'EOF'
+import sys
+s, st, k, kt = map(float, sys.argv[1:])
+print("HTTPS vs plain HTTP: small JSON %.2f, KServe binary 1M %.2f" % (st / s, kt / k))
+EOF
 python3 - "$(field "$small" rps)" "$(field "$ceiling" rps)" <<'EOF'
 import sys
 t, n = float(sys.argv[1]), float(sys.argv[2])
