@@ -213,7 +213,8 @@ $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer targets (tests/fuzz/fuzz_*.c), each with its seed corpus in
 # tests/fuzz/<name>/. `make fuzz FUZZ_SECONDS=N` builds them with FUZZ=1
-# and runs each for N seconds (30 by default; FUZZ_TARGETS picks some),
+# and runs each for N seconds (30 by default; FUZZ_RUNS=N runs each N
+# times instead; FUZZ_TARGETS picks some),
 # from a working corpus in build-fuzz/corpus/<name> that starts as the
 # seeds; a crash, leak, timeout or failed property stops it with the input
 # in build-fuzz/crash/.
@@ -233,7 +234,7 @@ $(BUILD)/bin/fuzz_client_%: $(BUILD)/tests/fuzz/fuzz_client_%.o $(BUILD)/tests/f
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(CLIENT_LIBS) -ljansson $(LDLIBS)
 $(BUILD)/bin/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/fuzzlib.o \
-    $(BUILD)/tests/fuzz/refusal.o $(FUZZ_DAEMON)
+    $(BUILD)/tests/fuzz/fuzzd.o $(FUZZ_DAEMON)
 	@mkdir -p $(@D)
 	$(Q)$(CXX) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
@@ -251,7 +252,8 @@ fuzz-deps:
 fuzz-build: $(FUZZ_BINS)
 
 fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/bin/%)
-	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=$(BUILD) bash tests/fuzz/run.sh $(FUZZ_TARGETS)
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) BUILD=$(BUILD) \
+	  bash tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 # ---------------------------------------------------------------- rules
 $(BUILD)/%.o: %.c

@@ -4,19 +4,26 @@
  * Threading model. Three kinds of threads, and the only calls that cross
  * between them:
  *
- *   the loop thread (main)   runs the libuv loop: SIGTERM/SIGINT/SIGHUP,
- *                            and a 5 ms timer that fails expired jobs
- *                            (dispatch_expire) and, while draining,
- *                            watches the in-flight count. It starts and stops
- * the HTTP daemon and the workers. HTTP threads             libmicrohttpd's
- * (--http-threads), in http/: accept, read bodies, route, run the handlers
- *                            (api/), which parse and hand scans to dispatch;
- *                            dispatch queues them and suspends the
- *                            connection; after a resume, build and queue the
- *                            response. They never wait on a device.
- *   device workers           dispatch/worker.c (--workers), one engine
- *                            stream each: pop jobs and run them through
- *                            dispatch, which completes each job.
+ *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
+ *                           drain), SIGHUP (the token file read again,
+ *                           http/auth.h), and a 5 ms timer that fails
+ *                           expired jobs (dispatch_expire), drops queued
+ *                           jobs whose clients left (dispatch_cancel),
+ *                           every 100 ms shuts down the sockets of
+ *                           connections past their deadline (http_sweep,
+ *                           safe as http/conns.h explains) and, while
+ *                           draining, watches the in-flight count. It
+ *                           starts and stops the HTTP daemon and the
+ *                           workers.
+ *   HTTP threads            libmicrohttpd's (--http-threads), in http/:
+ *                           accept, read bodies, route, run the handlers
+ *                           (api/), which parse and hand scans to dispatch;
+ *                           dispatch queues them and suspends the
+ *                           connection; after a resume, build and queue
+ *                           the response. They never wait on a device.
+ *   device workers          dispatch/worker.c (--workers), one engine
+ *                           stream each: pop jobs and run them through
+ *                           dispatch, which completes each job.
  *
  * A job is completed exactly once, by a worker or (when it expires in the
  * queue) by the loop thread, through dispatch.c's on_job_done(): that calls

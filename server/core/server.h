@@ -9,7 +9,8 @@
  *   fallback                       workers, under fallback_mu
  *   queue                          any thread, under its own mutex
  *   metrics, stats, draining,      any thread, atomics
- *   inflight
+ *   inflight, buffered_bytes,
+ *   refused_*
  *   mhd                            MHD threads; the loop thread quiesces and
  *                                  stops it
  *   conns                          HTTP threads register connections; the
@@ -85,6 +86,8 @@ typedef struct tallyd_server {
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
     atomic_ullong buffered_bytes; /* room the request bodies hold, in all */
+    /* refused connections not yet logged, and when that was last done */
+    atomic_ullong refused_unlogged, refused_logged_ns;
     int exit_code;
 } tallyd_server;
 

@@ -577,15 +577,16 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
      * --max-client-connections: counted, and logged at most once a second
      * (a client that opens thousands would flood the log) */
     if (strncmp(msg, "Server reached connection limit", 31) == 0) {
-        static atomic_ullong last_ns, unlogged;
         atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
                                   memory_order_relaxed);
-        atomic_fetch_add(&unlogged, 1);
-        unsigned long long now = now_ns(), last = atomic_load(&last_ns);
+        atomic_fetch_add(&s->refused_unlogged, 1);
+        unsigned long long now = now_ns(),
+                           last = atomic_load(&s->refused_logged_ns);
         if (now - last < 1000000000u
-            || !atomic_compare_exchange_strong(&last_ns, &last, now))
+            || !atomic_compare_exchange_strong(&s->refused_logged_ns, &last,
+                                               now))
             return;
-        unsigned long long n = atomic_exchange(&unlogged, 0);
+        unsigned long long n = atomic_exchange(&s->refused_unlogged, 0);
         log_msg("http", "warn",
                 "refused %llu connections at the connection limits "
                 "(--max-connections %u, --max-client-connections %u)",

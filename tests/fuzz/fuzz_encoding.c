@@ -16,7 +16,7 @@
 #include <strings.h>
 
 #include "encoding.h"
-#include "fuzzlib.h"
+#include "fuzzd.h"
 
 #define CAP (64u << 10)
 

@@ -37,7 +37,7 @@
 #include "api.h"
 #include "auth.h"
 #include "dispatch.h"
-#include "fuzzlib.h"
+#include "fuzzd.h"
 #include "http.h"
 #include "log.h"
 #include "numfmt.h"

@@ -17,30 +17,10 @@
 #include <string.h>
 
 #include "buffer.h"
-#include "fuzzlib.h"
+#include "fuzzd.h"
 #include "kserve.h"
 
 #define MAX_BYTES (1u << 20)
-
-static char *written(json_writer *w, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *out = malloc(cap);
-    for (;;) {
-        if (cap - n < 1024) {
-            cap *= 2;
-            out = realloc(out, cap);
-        }
-        FUZZ_CHECK(out != NULL, "out of memory");
-        size_t got = json_writer_read(w, out + n, cap - n);
-        if (got == 0)
-            break;
-        n += got;
-    }
-    json_writer_free(w);
-    *len = n;
-    return out;
-}
 
 /* The answer's output "y", sent back as the input "x". */
 static void round_trip(const kserve_request *a, const char *answer, size_t n)
@@ -120,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_writer w;
     FUZZ_CHECK(kserve_json_writer(&w, &r, r.data), "out of memory");
     size_t n;
-    char *answer = written(&w, &n);
+    char *answer = fuzz_written(&w, &n);
     fuzz_json("the JSON answer", answer, n, "model_name");
     round_trip(&r, answer, n);
     free(answer);

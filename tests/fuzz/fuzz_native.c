@@ -11,31 +11,10 @@
 
 #include "buffer.h"
 #include "dml.h"
-#include "fuzzlib.h"
+#include "fuzzd.h"
 #include "native.h"
 
 #define MAX_BYTES (1u << 20)
-
-/* All of w's text, malloc'd; its length in *len. */
-static char *written(json_writer *w, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *out = malloc(cap);
-    for (;;) {
-        if (cap - n < 1024) {
-            cap *= 2;
-            out = realloc(out, cap);
-        }
-        FUZZ_CHECK(out != NULL, "out of memory");
-        size_t got = json_writer_read(w, out + n, cap - n);
-        if (got == 0)
-            break;
-        n += got;
-    }
-    json_writer_free(w);
-    *len = n;
-    return out;
-}
 
 static void dml(const char *text, size_t len)
 {
@@ -57,7 +36,7 @@ static void dml(const char *text, size_t len)
     json_writer w;
     FUZZ_CHECK(buf != NULL && dml_json_writer(&w, &q, buf), "out of memory");
     size_t n;
-    char *answer = written(&w, &n);
+    char *answer = fuzz_written(&w, &n);
     fuzz_json("the DirectML answer", answer, n, NULL);
     free(answer);
     free(buf);
@@ -79,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_writer w;
     FUZZ_CHECK(native_json_writer(&w, &a.desc, a.data), "out of memory");
     size_t n;
-    char *again = written(&w, &n);
+    char *again = fuzz_written(&w, &n);
     fuzz_json("the written tensor", again, n, "dtype");
     e = native_parse_json(again, n, MAX_BYTES, &b, msg, sizeof msg);
     FUZZ_CHECK(e == ENG_E_OK, "the written tensor does not parse: %s: %.*s",

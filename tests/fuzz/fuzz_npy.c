@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzzlib.h"
+#include "fuzzd.h"
 #include "npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

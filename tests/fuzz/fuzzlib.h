@@ -31,12 +31,6 @@ void fuzz_utf8(const char *what, const char *s, size_t len);
  * within msglen bytes. */
 void fuzz_message(const char *what, const char *msg, size_t msglen);
 
-/* Aborts unless msg, a refusal's message, is NUL-terminated within
- * msglen bytes and not empty, and the error body the server would send for
- * it (http_error_text) is JSON with a string "error". Daemon harnesses
- * only. */
-void fuzz_refusal(const char *what, const char *msg, size_t msglen);
-
 /* Aborts unless s[0..len) is one JSON value that jansson reads, and, when
  * member is not NULL, an object with a string member of that name. */
 void fuzz_json(const char *what, const char *s, size_t len, const char *member);

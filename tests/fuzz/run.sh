@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh NAME...: runs each libFuzzer target that `make fuzz`
-# built for FUZZ_SECONDS seconds (30), one after another, and stops at the
-# first that finds a crash, a leak, a timeout or a failed property.
+# built for FUZZ_SECONDS seconds (30), or for FUZZ_RUNS executions when
+# that is set (the long runs of BENCHMARKS.md), one after another, and
+# stops at the first that finds a crash, a leak, a timeout or a failed
+# property.
 #
 # Each target reads its seeds from tests/fuzz/NAME/ and keeps what it finds
 # in BUILD/corpus/NAME/ (BUILD: build-fuzz), so later runs start from
@@ -19,12 +21,18 @@ mkdir -p "$B/crash"
 for name in "$@"; do
   corpus=$B/corpus/$name
   mkdir -p "$corpus"
-  flags=(-max_total_time="$SECS" -timeout=20 -rss_limit_mb=6144 -print_final_stats=1
-         -artifact_prefix="$B/crash/$name-")
+  if [ -n "${FUZZ_RUNS:-}" ]; then
+    flags=(-runs="$FUZZ_RUNS")
+  else
+    flags=(-max_total_time="$SECS")
+  fi
+  flags+=(-timeout=20 -rss_limit_mb=6144 -print_final_stats=1
+          -artifact_prefix="$B/crash/$name-")
   [ -f "tests/fuzz/$name.options" ] && read -r -a extra < "tests/fuzz/$name.options" \
     && flags+=("${extra[@]}")
   [ -f "tests/fuzz/$name.dict" ] && flags+=(-dict="tests/fuzz/$name.dict")
   log=$B/$name.log
+  t0=$(date +%s)
   set +e
   POCL_CACHE_DIR=$(pwd)/$B/pocl-$name "$B/bin/$name" "${flags[@]}" "$corpus" \
     "tests/fuzz/$name" > "$log" 2>&1
@@ -34,7 +42,8 @@ for name in "$@"; do
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
   files=$(find "$corpus" -type f | wc -l)
-  echo "fuzz: $name: ${runs:-?} runs in ${SECS} s, cov ${cov:-?}, ft ${ft:-?}, corpus $files"
+  echo "fuzz: $name: ${runs:-?} runs in $(( $(date +%s) - t0 )) s, cov ${cov:-?}," \
+    "ft ${ft:-?}, corpus $files"
   if [ "$rc" -ne 0 ]; then
     tail -60 "$log"
     crash=$(ls -t "$B/crash/$name-"* 2>/dev/null | head -1 || true)

@@ -160,23 +160,27 @@ def test_a_thousand_slow_connections(spawn):
         time.sleep(0.1)
 
 
-def test_one_address_cannot_take_every_connection(spawn):
-    d = spawn("--max-client-connections", "10")
-    held = []
-    for _ in range(10):
-        s = socket.socket()
-        s.bind(("127.0.0.2", 0))
-        s.connect(("127.0.0.1", d.port))
-        held.append(s)
-    deadline = time.time() + 5
-    while metric(d, "tally_open_connections") < 10:
-        assert time.time() < deadline
-        time.sleep(0.05)
-    # the eleventh from that address is closed as it comes
+def from_second_address(port, timeout=10):
     s = socket.socket()
     s.bind(("127.0.0.2", 0))
-    s.settimeout(5)
-    s.connect(("127.0.0.1", d.port))
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def until(cond, what):
+    deadline = time.time() + 5
+    while not cond():
+        assert time.time() < deadline, what
+        time.sleep(0.05)
+
+
+def test_one_address_cannot_take_every_connection(spawn):
+    d = spawn("--max-client-connections", "10")
+    held = [from_second_address(d.port) for _ in range(10)]
+    until(lambda: metric(d, "tally_open_connections") >= 10, "10 open")
+    # the eleventh from that address is closed as it comes
+    s = from_second_address(d.port, 5)
     try:
         s.sendall(REQUEST)
         got = s.recv(4096)
@@ -188,20 +192,12 @@ def test_one_address_cannot_take_every_connection(spawn):
     status, _, body = d.request("POST", "/v1/cumsum", BODY, {"Content-Type": "application/json"})
     assert status == 200 and json.loads(body)["data"] == [1, 3, 6, 10]
     assert metric(d, "tally_connections_refused_total") == 1
-    deadline = time.time() + 5
-    while "refused 1 connections at the connection limits" not in d.log():
-        assert time.time() < deadline, d.log()
-        time.sleep(0.05)
+    until(lambda: "refused 1 connections at the connection limits" in d.log(), d.log())
     # one held connection closes; the address may open another
     held.pop().close()
-    deadline = time.time() + 5
-    while metric(d, "tally_open_connections") > 10:   # 9 held, and this one
-        assert time.time() < deadline
-        time.sleep(0.05)
-    s = socket.socket()
-    s.bind(("127.0.0.2", 0))
-    s.settimeout(10)
-    s.connect(("127.0.0.1", d.port))
+    until(lambda: metric(d, "tally_open_connections") <= 10,   # 9 held, and this one
+          "the closed one still open")
+    s = from_second_address(d.port)
     s.sendall(REQUEST)
     assert s.recv(4096).startswith(b"HTTP/1.1 200")
     s.close()
