@@ -22,6 +22,7 @@
  * .npy file whose data fills it; raw tensors fill their Tensor-Shape; a
  * KServe binary answer's header is JSON announcing the bytes after it.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -246,6 +247,19 @@ static bool complete(const buf *ans, bool head_only)
     return done;
 }
 
+/* For a hang: every thread's stack, from gdb when it is there, into
+ * fuzz_http-hang.txt beside the crash inputs. */
+static void dump_threads(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "gdb -batch -p %d -ex 'thread apply all bt 40' "
+             "> fuzz_http-hang.txt 2>&1",
+             (int)getpid());
+    int rc = system(cmd);
+    fprintf(stderr, "threads at the hang: fuzz_http-hang.txt (gdb: %d)\n", rc);
+}
+
 /* Sends req on a fresh connection to s and reads the whole answer. */
 static void exchange(tallyd_server *s, const buf *req, buf *ans, bool head_only)
 {
@@ -260,12 +274,17 @@ static void exchange(tallyd_server *s, const buf *req, buf *ans, bool head_only)
     size_t sent = 0;
     for (;;) {
         struct pollfd p = {fds[0], POLLIN | (sent < req->n ? POLLOUT : 0), 0};
+        /* libFuzzer's timeout watchdog sends signals: EINTR is no hang */
         int rc = poll(&p, 1, 10000);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc == 0)
+            dump_threads();
         FUZZ_CHECK(rc > 0,
-                   "no answer within 10 s (%zu of %zu bytes sent, %zu "
-                   "received; %lld connections open, %lld requests in "
+                   "no answer within 10 s (poll: %s; %zu of %zu bytes sent, "
+                   "%zu received; %lld connections open, %lld requests in "
                    "flight, %zu queued) to: %.*s",
-                   sent, req->n, ans->n,
+                   rc < 0 ? strerror(errno) : "timeout", sent, req->n, ans->n,
                    (long long)atomic_load(&s->metrics.connections_open),
                    (long long)atomic_load(&s->metrics.inflight),
                    queue_depth(&s->queue), (int)(req->n > 400 ? 400 : req->n),

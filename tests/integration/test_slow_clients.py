@@ -140,9 +140,9 @@ def test_a_thousand_slow_connections(spawn):
         dripper.join()
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
-    print("normal client: %d requests beside %d slow connections, p50 %.1f ms, "
-          "p99 %.1f ms, max %.1f ms" % (len(latencies), n, latencies[len(latencies) // 2] * 1e3,
-                                      p99 * 1e3, latencies[-1] * 1e3))
+    print("normal client: %d requests beside %d slow connections, p50 %.3f ms, "
+          "p99 %.3f ms, max %.3f ms" % (len(latencies), n, latencies[len(latencies) // 2] * 1e3,
+                                        p99 * 1e3, latencies[-1] * 1e3))
     assert len(latencies) >= 100
     assert p99 < 0.100, "p99 %.1f ms" % (p99 * 1e3)
     assert open_during >= n
