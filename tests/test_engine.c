@@ -1194,6 +1194,14 @@ static void planner(void)
     for (size_t li = 0; li < 3; li++) {
         eng_cl_layout L;
         CHECK(eng_cl_layout_for(&dev, layouts[li], &L), "layout");
+        /* an empty batch (every part of outer 0) plans no tile, and no
+         * division by its zero tiles (UBSan, CI with some seeds) */
+        eng_lines empty = {
+            .dtype = TX_FLOAT32, .outer = 0, .n = 300, .inner = 7};
+        eng_cl_plan ep;
+        eng_cl_plan_make(&empty, &L, &ep);
+        CHECK(ep.ntiles == 0, "an empty tensor plans %llu tiles",
+              (unsigned long long)ep.ntiles);
         for (int c = 0; c < 20000; c++) {
             eng_lines l = {.dtype = TX_FLOAT32};
             l.outer = 1 + check_below(check_below(2) ? 10 : 100000);

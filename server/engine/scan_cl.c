@@ -149,7 +149,7 @@ static void plan_direct_or_chained(const eng_lines *l, const eng_cl_layout *L,
 {
     uint64_t g = L->groups ? L->groups : 1, want = 4 * g;
     uint64_t tiles = l->outer * p->nblk;
-    if (tiles >= want || l->n <= 8 * (uint64_t)L->blk
+    if (tiles == 0 || tiles >= want || l->n <= 8 * (uint64_t)L->blk
         || (tiles >= g && tiles % g == 0)) {
         p->kernel = direct;
         p->ntiles = tiles;
@@ -661,6 +661,8 @@ const eng_cl_layout *eng_cl_stream_layout(const eng_cl_stream *s)
 eng_err eng_cl_scan(eng_cl_stream *s, const eng_lines *l, const void *in,
                     void *out, char *msg, size_t msglen)
 {
+    if (l->elements == 0) /* an empty batch: nothing to plan */
+        return ENG_E_OK;
     eng_cl_plan p;
     eng_cl_plan_make(l, &s->progs->layout, &p);
     return eng_cl_scan_plan(s, l, &p, in, out, msg, msglen);
