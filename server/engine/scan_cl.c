@@ -37,6 +37,11 @@ struct eng_cl_stream {
     cl_mem state, vals, stage, stage2, geom;
     size_t state_cap, vals_cap, stage_cap, stage2_cap, geom_cap;
     eng_cl_fault *fault; /* testing; NULL: none */
+    /* on devices that share the host's memory: the launch's tile counter
+     * and statuses, zeroed by the host, and the buffer wrapping them */
+    uint32_t *state_host;
+    size_t state_host_cap;
+    cl_mem state_wrap;
 };
 
 void eng_cl_stream_set_fault(eng_cl_stream *s, eng_cl_fault *f)
@@ -310,6 +315,9 @@ void eng_cl_stream_free(eng_cl_stream *s)
         clReleaseKernel(s->copy_stream);
     if (s->state != NULL)
         clReleaseMemObject(s->state);
+    if (s->state_wrap != NULL)
+        clReleaseMemObject(s->state_wrap);
+    free(s->state_host);
     if (s->vals != NULL)
         clReleaseMemObject(s->vals);
     if (s->stage != NULL)
@@ -502,7 +510,23 @@ static bool streams(const eng_cl_stream *s, const eng_lines *l,
 {
     const eng_cl_layout *L = &s->progs->layout;
     size_t size = tx_dtype_size(l->dtype);
-    if (!L->nt || (size != 4 && size != 8) || l->bytes < s->dev->cache_bytes
+    /* A CPU device reports its socket's whole last-level cache, which
+     * every core of the host shares (480 MiB on a 2-vCPU machine here),
+     * so "larger than the cache" would almost never hold. The column
+     * kernels and the chained rows count on the share their own cores can
+     * hold, 16 MiB a compute unit at most: measured, they ran 1.1-1.6x
+     * faster streaming above that (BENCHMARKS.md, issue #11). rows_direct
+     * keeps the device's figure: there streaming a 256 MiB tensor on that
+     * machine ran at 0.64 of the plain copy, against 0.94 through the
+     * cache. */
+    uint64_t cache = s->dev->cache_bytes;
+    uint64_t share =
+        (uint64_t)(s->dev->compute_units ? s->dev->compute_units : 1)
+        * ((uint64_t)16 << 20);
+    if (p->kernel != ENG_K_ROWS_DIRECT && (s->dev->type & CL_DEVICE_TYPE_CPU)
+        && cache > share)
+        cache = share;
+    if (!L->nt || (size != 4 && size != 8) || l->bytes < cache
         || l->bytes < ((size_t)8 << 20))
         return false;
     if (outptr != NULL && (uintptr_t)outptr % 32 != 0)
@@ -520,6 +544,54 @@ static bool streams(const eng_cl_stream *s, const eng_lines *l,
     return false;
 }
 
+/* The launch's tile counter and tile statuses, all zero, in *out. A device
+ * that shares the host's memory gets them zeroed by the host in memory the
+ * stream keeps, wrapped in a new buffer (whose contents are the host's at
+ * creation): no command. Elsewhere the device fills its own buffer, one
+ * more command in the queue; on PoCL every command costs tens of
+ * microseconds, which a 4 MiB scan notices (BENCHMARKS.md, issue #11).
+ * The previous launch has finished (every scan waits for its own). */
+static eng_err zero_state(eng_cl_stream *s, size_t bytes, cl_mem *out,
+                          char *msg, size_t msglen)
+{
+    cl_int err;
+    if (!s->dev->unified) {
+        eng_err e = reserve(s, &s->state, &s->state_cap, bytes, msg, msglen);
+        if (e != ENG_E_OK)
+            return e;
+        cl_uint zero = 0;
+        err = clEnqueueFillBuffer(s->q, s->state, &zero, sizeof zero, 0, bytes,
+                                  0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return cl_fail(msg, msglen, "clEnqueueFillBuffer", err);
+        *out = s->state;
+        return ENG_E_OK;
+    }
+    if (s->state_wrap != NULL)
+        clReleaseMemObject(s->state_wrap);
+    s->state_wrap = NULL;
+    if (bytes > s->state_host_cap) {
+        size_t cap = (bytes + 4095) / 4096 * 4096;
+        uint32_t *h = aligned_alloc(4096, cap);
+        if (h == NULL)
+            return eng_fail(msg, msglen, ENG_E_NOMEM,
+                            "out of memory for the tile states");
+        free(s->state_host);
+        s->state_host = h;
+        s->state_host_cap = cap;
+    }
+    memset(s->state_host, 0, bytes);
+    s->state_wrap =
+        clCreateBuffer(s->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                       bytes, s->state_host, &err);
+    if (err != CL_SUCCESS) {
+        s->state_wrap = NULL;
+        return cl_fail(msg, msglen, "clCreateBuffer", err);
+    }
+    *out = s->state_wrap;
+    return ENG_E_OK;
+}
+
 /* Sets the arguments of plan's kernel and enqueues it. */
 static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
                        const eng_cl_plan *p, cl_mem in, cl_mem out, cl_mem geom,
@@ -534,7 +606,8 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
         return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
                         "tensor needs %llu tiles, more than the kernels count",
                         (unsigned long long)p->ntiles);
-    e = reserve(s, &s->state, &s->state_cap, p->state_bytes, msg, msglen);
+    cl_mem state;
+    e = zero_state(s, p->state_bytes, &state, msg, msglen);
     if (e == ENG_E_OK && p->vals_bytes)
         e = reserve(s, &s->vals, &s->vals_cap, p->vals_bytes, msg, msglen);
     if (e != ENG_E_OK)
@@ -547,7 +620,7 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
     cl_uint P = p->P, cw = p->cw;
     SET_ARG(k, 0, in);
     SET_ARG(k, 1, out);
-    SET_ARG(k, 2, s->state);
+    SET_ARG(k, 2, state);
     switch (p->kernel) {
     case ENG_K_ROWS_DIRECT:
         SET_ARG(k, 3, outer);
@@ -603,11 +676,7 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
     case ENG_NKERNELS: break;
     }
 
-    cl_uint zero = 0;
-    cl_int err = clEnqueueFillBuffer(s->q, s->state, &zero, sizeof zero, 0,
-                                     p->state_bytes, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return cl_fail(msg, msglen, "clEnqueueFillBuffer", err);
+    cl_int err;
     size_t local = s->progs->layout.wg, global = p->groups * local;
     bool fault = fault_now(s->fault);
     if (fault && !s->fault->late) {
