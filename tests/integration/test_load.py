@@ -171,10 +171,15 @@ def test_queued_jobs_taken_together_and_apart(spawn):
 def send_and_hang_up(d, body):
     """Sends a whole request on a raw socket and closes it without reading
     the answer: a client that gave up."""
+    send_request(d, body).close()
+
+
+def send_request(d, body):
+    """Sends a whole request on a raw socket and returns the socket, unread."""
     s = socket.create_connection(("127.0.0.1", d.port))
     s.sendall(b"POST /v1/cumsum HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
-    s.close()
+    return s
 
 
 def test_cancelled_when_the_client_leaves(spawn):
@@ -191,12 +196,24 @@ def test_cancelled_when_the_client_leaves(spawn):
     for t in blocker:
         t.join()
     assert rb[0][0] == 200 and json.loads(rb[0][2])["data"] == [1, 3]
-    # now one that is running when its client goes
-    send_and_hang_up(d, SMALL)
+    # now one that is running when its client goes: it waits behind a
+    # second blocker, is seen to leave the queue (the worker has it, and
+    # sleeps --fault-delay-ms before running it), and only then is abandoned.
+    # Hanging up at once instead races the worker's wake-up, which loses
+    # under TSan: the loop finds the job still queued.
+    blocker, rb = background(d, 1, SMALL, JSON)
+    wait_for(d, r"^tally_inflight_requests [2-9]")
+    s = send_request(d, SMALL)
+    wait_for(d, r"^tally_queue_depth 1$")
+    wait_for(d, r"^tally_queue_depth 0$")
+    s.close()
     wait_for(d, r'^tally_cancelled_total\{when="running"\} 1$')
+    for t in blocker:
+        t.join()
+    assert rb[0][0] == 200
     text = d.request("GET", "/metrics")[2].decode()
-    # the dropped job never ran: the worker computed the blocker and the last
-    assert re.search(r"^tally_compute_duration_seconds_count 2$", text, re.M), text
+    # the dropped job never ran: the worker computed two blockers and the last
+    assert re.search(r"^tally_compute_duration_seconds_count 3$", text, re.M), text
     assert d.post_json("/v1/cumsum", json.loads(SMALL))[0] == 200
     assert not [l for l in d.log_lines() if l.get("level") in ("warn", "error")], d.log()
     statuses = [l["status"] for l in d.log_lines() if l.get("path") == "/v1/cumsum"]
