@@ -1,7 +1,8 @@
 # tally - a cumulative-sum microservice on OpenCL.
 #
-#   make run        install what is missing, build, start tallyd on
-#                   127.0.0.1:8080 (LISTEN=host:port, ARGS=more flags)
+#   make run        install what is missing, build tallyd and the tally
+#                   CLI, start tallyd on 127.0.0.1:8080 (TALLY_* from the
+#                   environment, LISTEN=host:port, ARGS=more flags)
 #   make            build everything into build/
 #   make test       build and run every test (what CI runs)
 #   make install    tallyd, the tally CLI, libtally and tally.pc under
@@ -413,12 +414,18 @@ bench-engine: $(BENCH_BIN)
 deps:
 	$(Q)sh deploy/install-deps.sh
 
-LISTEN ?= 127.0.0.1:8080
+# Settings come from the environment (TALLY_LISTEN, TALLY_WORKERS, ...,
+# every one tallyd --help lists), from LISTEN=host:port, or from ARGS;
+# --listen is passed only when LISTEN is given, so TALLY_LISTEN holds.
+RUN_ADDR   = $(if $(findstring --listen,$(ARGS)),the address in ARGS,$(or $(LISTEN),$(TALLY_LISTEN),127.0.0.1:8080))
+RUN_SCHEME = $(if $(or $(filter --tls-cert%,$(ARGS)),$(TALLY_TLS_CERT)),https,http)
 run: deps
-	$(Q)$(MAKE) --no-print-directory $(TALLYD)
-	@echo "run: starting tallyd on http://$(LISTEN) (Ctrl-C stops it; the first"
+	$(Q)$(MAKE) --no-print-directory $(TALLYD) $(TALLY_CLI)
+	@echo "run: tallyd is $(abspath $(TALLYD))"
+	@echo "run: the CLI is $(abspath $(TALLY_CLI)) (export PATH=$(abspath $(dir $(TALLY_CLI))):\$$PATH)"
+	@echo "run: starting tallyd on $(RUN_SCHEME)://$(RUN_ADDR) (Ctrl-C stops it; the first"
 	@echo "run: start compiles the kernels, about a minute, cached afterwards)"
-	$(Q)exec $(TALLYD) --listen $(LISTEN) $(ARGS)
+	$(Q)exec $(TALLYD) $(if $(LISTEN),--listen $(LISTEN)) $(ARGS)
 
 format:
 	$(Q)clang-format -i common/*.[ch] server/*.[ch] server/*/*.[ch] client/*/*.[ch] tests/*.[ch] tests/*/*.[ch]

@@ -37,7 +37,10 @@ def free_port():
 class Daemon:
     """A running tallyd: its port, its log, and ways to talk to it."""
 
-    def __init__(self, *args, env=None, https=False, cafile=None):
+    def __init__(self, *args, env=None, https=False, cafile=None, command=None):
+        """args go to tallyd after --listen; or command is the whole command
+        line (`make run`, say), told its port by TALLY_LISTEN and run in its
+        own process group, which stop() signals."""
         self.https = https
         self.ssl_context = ssl.create_default_context(cafile=cafile) if https else None
         self.port = free_port()
@@ -52,9 +55,13 @@ class Daemon:
         full_env["POCL_CACHE_DIR"] = cache
         full_env.update(env or {})
         self.log_file = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [TALLYD, "--listen", "127.0.0.1:%d" % self.port] + list(args),
-            stdout=self.log_file, stderr=subprocess.STDOUT, env=full_env)
+        self.group = command is not None
+        if self.group:
+            full_env["TALLY_LISTEN"] = "127.0.0.1:%d" % self.port
+        else:
+            command = [TALLYD, "--listen", "127.0.0.1:%d" % self.port] + list(args)
+        self.proc = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     env=full_env, start_new_session=self.group)
         self.wait_ready()
 
     def wait_ready(self, timeout=300):
@@ -108,11 +115,17 @@ class Daemon:
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            if self.group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                if self.group:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                else:
+                    self.proc.kill()
                 self.proc.wait()
         self.log_file.close()
         return self.proc.returncode
