@@ -63,8 +63,19 @@ EOF
   ULIMITS=(--ulimit "nofile=$NOFILE:$NOFILE" --ulimit nproc=4096:4096)
 }
 
+# The URI of the first bookworm source that apt on this machine already
+# uses (its downloaded index files); fails when there is none. The project
+# names no package host of its own.
+apt_bookworm_uri() {
+  local uri
+  uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null \
+    | awk '$2 == "bookworm" { print $1; exit }')
+  [ -n "$uri" ] && echo "$uri"
+}
+
 # Makes $BASE_IMAGE when it is neither present nor pullable: a minimal
-# Debian 12 from the mirror apt already uses.
+# Debian 12 from the source apt already uses, or a clear stop when apt has
+# none.
 podman_base_image() {
   podman image exists "$BASE_IMAGE" && return 0
   if timeout 20 podman pull -q "$BASE_IMAGE" >/dev/null 2>&1; then
@@ -72,9 +83,12 @@ podman_base_image() {
     return 0
   fi
   local mirror
-  mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null \
-    | awk '$2 == "bookworm" { print $1; exit }')
-  [ -n "$mirror" ] || mirror=http://deb.debian.org/debian/
+  mirror=$(apt_bookworm_uri) \
+    || die "no registry to pull $BASE_IMAGE from, and apt on this machine has no
+  Debian 12 (bookworm) source for debootstrap to make it from. Add one to
+  /etc/apt/sources.list(.d), run apt-get update, and try again; or load a
+  Debian 12 image yourself: podman load -i FILE (or podman import), tagged
+  $BASE_IMAGE."
   say "no registry: making $BASE_IMAGE with debootstrap from $mirror"
   local root=$CONTAINER_WORK/rootfs
   rm -rf "$root"
