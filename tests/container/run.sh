@@ -6,7 +6,10 @@
 #  2. builds the image (which runs the unit and codec tests and bakes the
 #     kernel cache in its build stage);
 #  3. runs it with host networking on a free port, --read-only, every
-#     capability dropped, no new privileges, and checks: it runs as the
+#     capability dropped, no new privileges; waits until it is ready by its
+#     own account (running, its own health check passes, and the port's
+#     listener is in its PID namespace, so no other server's answers are
+#     taken for its; a port taken before it bound it is retried); checks: it runs as the
 #     image's non-root user, its root filesystem refuses writes, cumsums
 #     over curl (JSON and .npy) and through the CLI (inside the container
 #     and from the host) are right, the image's HEALTHCHECK passes;
@@ -76,12 +79,54 @@ run_tally() { # run_tally PORT [podman run options...]: prints the id
     -e TALLY_LISTEN="127.0.0.1:$port" -e TALLY_URL="http://127.0.0.1:$port" \
     "$@" "$IMAGE" 2>>"$tmp/podman.err"
 }
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-id=$(run_tally "$PORT")
-containers+=("$id")
+# The container is ready by its own account: it is still running, the
+# image's own health check (tally health, inside it) passes, and the socket
+# listening on its port belongs to a process in the container's PID
+# namespace. A port that answers by itself proves nothing: the host's
+# network is shared, and on a busy machine another process may take the
+# port between free_port and the container's bind, or a stale server may
+# hold it. Returns 1 when the container exited; 2 on a timeout.
+container_ready() { # container_ready ID PORT SECONDS
+  local id=$1 port=$2 deadline=$(($SECONDS + $3)) pid lpid
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(podman inspect --format '{{.State.Running}}' "$id" 2>/dev/null)" = true ] || return 1
+    if podman exec "$id" tally health --quiet --url "http://127.0.0.1:$port" >/dev/null 2>&1; then
+      pid=$(podman inspect --format '{{.State.Pid}}' "$id")
+      lpid=$(ss -Hltnp "sport = :$port" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+      [ -n "$lpid" ] && [ "$(readlink "/proc/$lpid/ns/pid")" = "$(readlink "/proc/$pid/ns/pid")" ] \
+        && return 0
+      die "port $port answers, but its listener (pid ${lpid:-unknown}) is not in container ${id:0:12}"
+    fi
+    sleep 0.2
+  done
+  return 2
+}
+# start_tally [podman run options...]: a container on a free port, ready;
+# sets ID, PORT and URL. A container that exits before it is ready because
+# its port was taken meanwhile is retried on another port, twice.
+start_tally() {
+  local try rc
+  for try in 1 2 3; do
+    PORT=$(free_port)
+    URL=http://127.0.0.1:$PORT
+    ID=$(run_tally "$PORT" "$@")
+    containers+=("$ID")
+    rc=0
+    container_ready "$ID" "$PORT" 300 || rc=$?
+    [ $rc = 0 ] && return 0
+    if [ $rc = 1 ] && podman logs "$ID" 2>&1 | grep -qi 'address already in use'; then
+      say "port $PORT was taken before the container bound it; trying another"
+      continue
+    fi
+    podman logs "$ID" 2>&1 | tail -20
+    [ $rc = 1 ] && die "container ${ID:0:12} exited before it was ready"
+    die "container ${ID:0:12} not ready in 300 s"
+  done
+  die "three ports were taken before a container could bind them"
+}
 t0=$SECONDS
-wait_http "$URL/v2/health/ready" 300 || { podman logs "$id" | tail -20; die "not ready"; }
+start_tally
+id=$ID
 say "container ${id:0:12} ready in $((SECONDS - t0)) s on $URL"
 podman logs "$id" 2>&1 | grep -q '"device ready' || die "no device line in the log"
 if podman logs "$id" 2>&1 | grep -q 'could not seed'; then
@@ -133,11 +178,8 @@ code=$(podman wait "$id" 2>>"$tmp/podman.err")
 podman rm "$id" >/dev/null 2>>"$tmp/podman.err"
 
 # ---------------------------------------------------------------- 4
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-id=$(run_tally "$PORT" -e TALLY_FAULT_DELAY_MS=3000 -e TALLY_INLINE_MAX_ELEMENTS=0)
-containers+=("$id")
-wait_http "$URL/v2/health/ready" 300 || die "the second container is not ready"
+start_tally -e TALLY_FAULT_DELAY_MS=3000 -e TALLY_INLINE_MAX_ELEMENTS=0
+id=$ID
 curl -s -o "$tmp/slow.json" -w '%{http_code}' "$URL/v1/cumsum" -H 'Content-Type: application/json' \
   -d '{"dtype":"int64","shape":[4],"data":[1,2,3,4]}' > "$tmp/slow.code" &
 slow=$!
