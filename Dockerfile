@@ -34,7 +34,7 @@ RUN make -j"$(nproc)" build/bin/tallyd build/bin/tally build/bin/test_units buil
 # The kernels, compiled once here rather than at every container start.
 # PoCL keys its cache by the CPU: on another CPU model tallyd compiles them
 # again at its first start (about a minute on two cores).
-RUN POCL_CACHE_DIR=/out/pocl-cache /out/usr/local/bin/tallyd --warm-cache --access-log=false \
+RUN POCL_CACHE_DIR=/out/pocl-cache /out/usr/local/bin/tallyd --warm-cache --access-log=off \
  && rm -f /out/pocl-cache/tempfile_* \
  && chmod -R a+rX /out/pocl-cache
 

@@ -111,6 +111,28 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
     return false;
 }
 
+/* --access-log's words; true and false, its values when it was a switch,
+ * still mean all and off. */
+static bool access_mode(const char *v, tallyd_access_mode *mode)
+{
+    static const struct {
+        const char *word;
+        tallyd_access_mode mode;
+    } words[] = {
+        {"errors", TALLYD_ACCESS_ERRORS}, {"all", TALLYD_ACCESS_ALL},
+        {"true", TALLYD_ACCESS_ALL},      {"on", TALLYD_ACCESS_ALL},
+        {"yes", TALLYD_ACCESS_ALL},       {"1", TALLYD_ACCESS_ALL},
+        {"off", TALLYD_ACCESS_OFF},       {"false", TALLYD_ACCESS_OFF},
+        {"no", TALLYD_ACCESS_OFF},        {"0", TALLYD_ACCESS_OFF},
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(v, words[i].word) == 0) {
+            *mode = words[i].mode;
+            return true;
+        }
+    return false;
+}
+
 bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                         size_t msglen)
 {
@@ -196,6 +218,12 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
     }
     if (c->max_batch > 64) {
         snprintf(msg, msglen, "max-batch is at most 64, not %u", c->max_batch);
+        return false;
+    }
+    if (!access_mode(c->access_log, &c->access_mode)) {
+        snprintf(msg, msglen,
+                 "access-log must be errors, all or off, not \"%s\"",
+                 c->access_log);
         return false;
     }
     char host[256];

@@ -89,8 +89,17 @@
       "pool; failed jobs are run again on the host backend")                   \
     X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
       "compile every kernel at startup (false: on first use)")                 \
-    X(access_log, "access-log", "TALLY_ACCESS_LOG", BOOL, "true",              \
-      "log one JSON line per request to standard error")                       \
+    X(access_log, "access-log", "TALLY_ACCESS_LOG", STR, "errors",             \
+      "access lines (JSON, standard error): errors (failed and slow "          \
+      "requests, at most --access-log-max-per-s a second), all (every "        \
+      "request), or off")                                                      \
+    X(slow_request_ms, "slow-request-ms", "TALLY_SLOW_REQUEST_MS", UINT,       \
+      "1000", "with --access-log=errors, a request that took this long is "    \
+      "logged whatever its status (0: none is slow)")                          \
+    X(access_log_max_per_s, "access-log-max-per-s",                            \
+      "TALLY_ACCESS_LOG_MAX_PER_S", UINT, "100",                               \
+      "with --access-log=errors, lines a second beyond which they are "        \
+      "counted, not written (0: no cap)")                                      \
     X(auth_token_file, "auth-token-file", "TALLY_AUTH_TOKEN_FILE", STR, "",    \
       "bearer tokens, one a line, that inference, metadata and statistics "    \
       "require (reread on SIGHUP); empty: no tokens")                          \
@@ -107,16 +116,25 @@
       "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",                            \
       "GnuTLS priority string: protocol versions and ciphers offered")
 
+/* --access-log, read from its text */
+typedef enum {
+    TALLYD_ACCESS_OFF,
+    TALLYD_ACCESS_ERRORS,
+    TALLYD_ACCESS_ALL
+} tallyd_access_mode;
+
 typedef struct {
     char *listen, *device, *layout, *auth_token_file, *tls_cert, *tls_key,
-        *tls_priorities;
+        *tls_priorities, *access_log;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,
-        fault_after_ms, device_max_failures;
+        fault_after_ms, device_max_failures, slow_request_ms,
+        access_log_max_per_s;
     size_t max_body_bytes, max_buffered_bytes;
-    bool warmup, access_log, auth_health, auth_metrics, fault_late;
+    bool warmup, auth_health, auth_metrics, fault_late;
+    tallyd_access_mode access_mode; /* from access_log */
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;
 } tallyd_config;

@@ -236,6 +236,12 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
                 "tally_connections_timed_out_total %llu\n",
                 load(&m->connections_timed_out));
     textbuf_put(&o,
+                "# HELP tally_access_log_dropped_total Access lines left out "
+                "over --access-log-max-per-s.\n"
+                "# TYPE tally_access_log_dropped_total counter\n"
+                "tally_access_log_dropped_total %llu\n",
+                load(&m->access_log_dropped));
+    textbuf_put(&o,
                 "# HELP tally_received_bytes_total Request body bytes "
                 "received.\n# TYPE tally_received_bytes_total counter\n"
                 "tally_received_bytes_total %llu\n",

@@ -69,6 +69,8 @@ typedef struct {
     atomic_ullong batches[METRIC_NBATCH], batched_jobs;
     /* requests whose client left while their job waited / ran */
     atomic_ullong cancelled_queued, cancelled_running;
+    /* access lines over --access-log-max-per-s, not written */
+    atomic_ullong access_log_dropped;
     unsigned workers;
 } metrics;
 

@@ -15,6 +15,8 @@
  *                                  stops it
  *   conns                          HTTP threads register connections; the
  *                                  loop thread sweeps them (its own lock)
+ *   accesslog                      HTTP threads write through it, the loop
+ *                                  thread ticks it (atomics)
  *   auth                           set before threads start; HTTP threads
  *                                  check against it, the loop thread
  *                                  reloads it (its own lock: http/auth.h)
@@ -40,6 +42,7 @@ struct MHD_Daemon;
 struct http_routes;
 struct http_auth;
 struct http_conns;
+struct http_accesslog;
 typedef struct worker worker;
 
 /* The most devices one daemon drives. */
@@ -75,6 +78,7 @@ typedef struct tallyd_server {
     bool tls;                         /* serving HTTPS */
     struct http_auth *auth;   /* the bearer tokens; NULL: none required */
     struct http_conns *conns; /* open connections' deadlines (http/conns.h) */
+    struct http_accesslog *accesslog; /* which requests get a line */
 
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint, sighup;

@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "accesslog.h"
 #include "auth.h"
 #include "buffer.h"
 #include "conns.h"
@@ -154,7 +155,9 @@ void http_sweep(tallyd_server *s)
 {
     if (s->conns == NULL)
         return;
-    size_t n = http_conns_sweep(s->conns, now_ns());
+    uint64_t now = now_ns();
+    http_accesslog_tick(s->accesslog, now);
+    size_t n = http_conns_sweep(s->conns, now);
     if (n == 0)
         return;
     atomic_fetch_add_explicit(&s->metrics.connections_timed_out, n,
@@ -456,50 +459,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     }
 }
 
-/* Microseconds between two stamps, 0 when either is missing. */
-static uint64_t span_us(uint64_t from, uint64_t to)
-{
-    return from != 0 && to > from ? (to - from) / 1000 : 0;
-}
-
-/* One JSON line per request, formatted by hand: this runs for every
- * request, so it avoids building a JSON object. The steps: recv (headers
- * to the end of the body), decode (Content-Encoding), parse (the handler,
- * up to its scan), queue, compute, render (writing the answer), send (the
- * reply queued to the last byte handed to the socket), of which gzip. */
-static void access_line(request *r, uint64_t done_ns,
-                        enum MHD_RequestTerminationCode toe)
-{
-    char ts[40], path[512], extra[96] = "";
-    log_stamp(ts, sizeof ts);
-    log_escape(r->path, path, sizeof path);
-    int n = 0;
-    if (r->err != ENG_E_OK)
-        n = snprintf(extra, sizeof extra, ",\"error\":\"%s\"",
-                     eng_err_name(r->err));
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        snprintf(extra + n, sizeof extra - (size_t)n, ",\"terminated\":%d",
-                 (int)toe);
-    char line[1280];
-    int len = snprintf(
-        line, sizeof line,
-        "{\"ts\":\"%s\",\"module\":\"http\",\"level\":\"info\","
-        "\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,\"bytes_in\":%zu,"
-        "\"bytes_out\":%zu,\"recv_us\":%" PRIu64 ",\"decode_us\":%" PRIu64
-        ",\"parse_us\":%" PRIu64 ",\"queue_us\":%" PRIu64
-        ",\"compute_us\":%" PRIu64 ",\"render_us\":%" PRIu64
-        ",\"send_us\":%" PRIu64 ",\"gzip_us\":%" PRIu64 ",\"total_us\":%" PRIu64
-        ",\"request_id\":\"%s\"%s}",
-        ts, r->method, path, r->status, r->body_len, r->bytes_out,
-        span_us(r->t0_ns, r->body_ns), r->decode_ns / 1000, r->parse_ns / 1000,
-        r->queue_ns / 1000, r->compute_ns / 1000, r->render_ns / 1000,
-        span_us(r->reply_ns, done_ns), r->gzip_ns / 1000,
-        span_us(r->t0_ns, done_ns), r->id, extra);
-    if (len > 0)
-        log_access(line,
-                   (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
-}
-
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -526,8 +485,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         stats_request(&s->stats, r->status >= 200 && r->status < 300, total,
                       r->queue_ns, r->decode_ns + r->parse_ns, r->compute_ns,
                       r->render_ns + r->gzip_ns);
-    if (s->cfg.access_log)
-        access_line(r, done, toe);
+    http_accesslog_request(s->accesslog, r, done,
+                           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
+                               ? 0
+                               : (int)toe);
     atomic_store(&s->last_done_ns, now_ns());
     atomic_fetch_sub(&s->metrics.inflight, 1);
     request_release(r);
@@ -691,7 +652,8 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
         return ENG_E_INVALID;
     }
     s->conns = http_conns_new();
-    if (s->conns == NULL) {
+    s->accesslog = http_accesslog_new(s);
+    if (s->conns == NULL || s->accesslog == NULL) {
         freeaddrinfo(ai);
         free(cert);
         free(key);
@@ -766,4 +728,6 @@ void http_stop(tallyd_server *s)
     s->mhd = NULL;
     http_conns_free(s->conns);
     s->conns = NULL;
+    http_accesslog_free(s->accesslog);
+    s->accesslog = NULL;
 }

@@ -106,7 +106,10 @@ def main():
     log_path = None
     if url is None:
         log_path = os.path.join(tmp, "tallyd.log")
-        proc, url = start_tallyd("bench-json", open(log_path, "wb"), binary=args.tallyd)
+        # every request's access line ("true": all, to builds before and
+        # after --access-log took words)
+        proc, url = start_tallyd("bench-json", open(log_path, "wb"), ["--access-log=true"],
+                                 binary=args.tallyd)
     rng = np.random.default_rng(1)
     body_file, out_file = os.path.join(tmp, "in.json"), os.path.join(tmp, "out.json")
     print("round trip = curl's time_total, median of %d; MB/s = JSON bytes / round trip" % args.reps)

@@ -99,7 +99,7 @@ def main():
     results = {}
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
     for batch in ("1", "default"):
-        proc, url = start_tallyd("bench-serve", log, ["--access-log=false"]
+        proc, url = start_tallyd("bench-serve", log, ["--access-log=off"]
                                  + (["--max-batch", "1"] if batch == "1" else []))
         try:
             for fmt in formats:

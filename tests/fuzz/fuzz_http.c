@@ -54,7 +54,7 @@ static void start(tallyd_server *s, bool tokens)
                     "--device=host",
                     "--workers=1",
                     "--http-threads=1",
-                    "--access-log=false",
+                    "--access-log=off",
                     "--max-body-bytes=1MiB",
                     "--warmup=false",
                     NULL,

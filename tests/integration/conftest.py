@@ -79,7 +79,8 @@ class Daemon:
         raise RuntimeError("tallyd did not become ready:\n" + self.log())
 
     def log(self):
-        self.log_file.flush()
+        if not self.log_file.closed:  # still running
+            self.log_file.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 

@@ -69,7 +69,8 @@ def test_health(tallyd):
     assert status == 200 and body == b""
 
 
-def test_access_log(tallyd):
+def test_access_log(spawn):
+    tallyd = spawn("--access-log=all")
     tallyd.post_json("/v1/cumsum", {"dtype": "int8", "shape": [1], "data": [1]},
                      headers={"X-Request-Id": "log-me"})
     lines = []
@@ -95,15 +96,89 @@ def log_line(d, request_id):
     raise AssertionError("no access line for " + request_id)
 
 
+def access_lines(d):
+    return [l for l in d.log_lines() if "status" in l and "path" in l]
+
+
+def counter(d, name):
+    text = d.request("GET", "/metrics")[2].decode()
+    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
+    assert m, text
+    return int(m.group(1))
+
+
+def test_access_log_by_default_has_failed_and_slow_requests(spawn):
+    """The default (--access-log=errors): a request that succeeds quickly
+    gets no line; one that fails does, and so does one slower than
+    --slow-request-ms, marked slow."""
+    d = spawn("--slow-request-ms", "150", "--fault-delay-ms", "300",
+              "--inline-max-elements", "0", "--json-inline-max-elements", "0")
+    assert d.request("GET", "/v2/health/live", headers={"X-Request-Id": "quick"})[0] == 200
+    assert d.request("GET", "/nowhere", headers={"X-Request-Id": "lost"})[0] == 404
+    status, _, _ = d.post_json("/v1/cumsum", {"dtype": "int8", "shape": [1], "data": [1]},
+                               headers={"X-Request-Id": "slow"})
+    assert status == 200
+    lost, slow = log_line(d, "lost"), log_line(d, "slow")
+    assert lost["status"] == 404 and "slow" not in lost, lost
+    assert slow["status"] == 200 and slow["slow"] is True and slow["total_us"] >= 150000, slow
+    assert [l["request_id"] for l in access_lines(d)] == ["lost", "slow"], d.log()
+
+
+def test_access_log_errors_are_capped_per_second(spawn):
+    """A flood of bad requests writes at most --access-log-max-per-s lines
+    a second; the rest are counted in /metrics, and a warning says how many
+    were left out, also when the flood has stopped."""
+    d = spawn("--access-log-max-per-s", "5")
+    t0 = time.time()
+    conn = d.connect()
+    for i in range(60):
+        conn.request("GET", "/nowhere", headers={"X-Request-Id": "flood-%d" % i})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 404
+    conn.close()
+    seconds = time.time() - t0
+    dropped = counter(d, "tally_access_log_dropped_total")
+    deadline = time.time() + 5
+    while True:
+        written = [l for l in access_lines(d) if l["request_id"].startswith("flood-")]
+        warned = [l for l in d.log_lines() if "left out" in l.get("msg", "")]
+        if len(written) + dropped == 60 and warned:
+            break
+        assert time.time() < deadline, (dropped, len(written), d.log())
+        time.sleep(0.05)
+    assert 5 <= len(written) <= 5 * (int(seconds) + 2), (len(written), seconds)
+    assert sum(int(re.search(r"(\d+) lines", w["msg"]).group(1)) for w in warned) <= dropped
+    assert warned[0]["level"] == "warn"
+
+
+def test_access_log_all_and_off(spawn):
+    """all writes every request's line (nothing capped); off writes none,
+    failures included; a word that is neither is refused at startup."""
+    every = spawn("--access-log=all", "--access-log-max-per-s", "1")
+    for i in range(5):
+        every.request("GET", "/v2/health/live", headers={"X-Request-Id": "all-%d" % i})
+    for i in range(5):
+        log_line(every, "all-%d" % i)
+    assert counter(every, "tally_access_log_dropped_total") == 0
+    quiet = spawn("--access-log", "off")
+    assert quiet.request("GET", "/nowhere", headers={"X-Request-Id": "unseen"})[0] == 404
+    assert quiet.stop() == 0
+    assert not access_lines(quiet), quiet.log()
+    r = subprocess.run([TALLYD, "--access-log=some"], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "access-log must be errors, all or off" in r.stderr + r.stdout
+
+
 STEPS = ("recv_us", "decode_us", "parse_us", "queue_us", "compute_us", "render_us",
          "send_us", "gzip_us")
 
 
-def test_access_log_steps(tallyd):
+def test_access_log_steps(spawn):
     """Each step of a request is timed in its access line: a large JSON
     tensor is received, parsed, queued and computed, rendered and sent, and
     gzip is timed too. The steps do not overlap, so they add up to no more
     than the whole."""
+    tallyd = spawn("--access-log=all")
     n = 70000
     doc = json.dumps({"dtype": "int64", "shape": [n], "data": list(range(n))})
     for rid, extra in (("steps-plain", {}), ("steps-gzip", {"Accept-Encoding": "gzip"}),

@@ -66,7 +66,7 @@ open(d + "/kserve_bin.hlen", "w").write(str(len(header)))
 PY
 
 # shellcheck disable=SC2086
-start_tallyd tallyd "$TP" --access-log=false --max-body-bytes 1MiB ${TALLYD_ARGS:-}
+start_tallyd tallyd "$TP" --access-log=off --max-body-bytes 1MiB ${TALLYD_ARGS:-}
 TPID=${pids[-1]}
 wait_ready "http://127.0.0.1:$TP" tallyd
 

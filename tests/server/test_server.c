@@ -281,6 +281,8 @@ static const char *other_value(size_t i, int variant)
 {
     if (strcmp(settings[i].flag, "listen") == 0)
         return variant ? "[::1]:9001" : "127.0.0.2:9000";
+    if (strcmp(settings[i].flag, "access-log") == 0)
+        return variant ? "off" : "all";
     switch (settings[i].kind) {
     case STR: return variant ? "gpu" : "host";
     case UINT: return variant ? "17" : "3";
@@ -341,6 +343,37 @@ static void config_every_setting(void)
         }
         unsetenv(settings[i].env);
     }
+}
+
+/* --access-log's words, the switch's old true and false among them. */
+static void config_access_log(void)
+{
+    static const struct {
+        const char *word;
+        tallyd_access_mode mode;
+    } cases[] = {
+        {NULL, TALLYD_ACCESS_ERRORS},   {"errors", TALLYD_ACCESS_ERRORS},
+        {"all", TALLYD_ACCESS_ALL},     {"true", TALLYD_ACCESS_ALL},
+        {"off", TALLYD_ACCESS_OFF},     {"false", TALLYD_ACCESS_OFF},
+    };
+    char msg[512], arg[64];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tallyd_config c;
+        snprintf(arg, sizeof arg, "--access-log=%s", cases[k].word);
+        char *argv[] = {"tallyd", arg, NULL};
+        bool ok = tallyd_config_load(&c, cases[k].word ? 2 : 1, argv, msg,
+                                     sizeof msg);
+        CHECK(ok && c.access_mode == cases[k].mode, "%s: mode %d, not %d (%s)",
+              cases[k].word ? arg : "the default", ok ? (int)c.access_mode : -1,
+              (int)cases[k].mode, ok ? "" : msg);
+        tallyd_config_free(&c);
+    }
+    tallyd_config c;
+    char *argv[] = {"tallyd", "--access-log=errors\xff", NULL};
+    CHECK(!tallyd_config_load(&c, 2, argv, msg, sizeof msg)
+              && strstr(msg, "errors, all or off") != NULL,
+          "a bad word is refused, and the message says which are good: %s",
+          msg);
 }
 
 static void config_bad_values(void)
@@ -727,6 +760,7 @@ static const check_case cases[] = {
     {"queue_fair_share", queue_fair_share},
     {"config_every_setting", config_every_setting},
     {"config_bad_values", config_bad_values},
+    {"config_access_log", config_access_log},
     {"metrics_text", metrics_text},
     {"routes_table", routes_table},
     {"router_rules", router_rules},
