@@ -13,6 +13,10 @@
 #   5. 1 and 2 again over HTTPS (a second tallyd with --tls-cert and a
 #      throwaway self-signed certificate, TLS 1.3): requests/s beside
 #      plain HTTP
+#   6. the access log's cost: small JSON, and a flood of bad requests (all
+#      400), against the first tallyd (the default, --access-log=errors)
+#      and a third with --access-log=all; requests/s, and the log's bytes
+#      per second as written to a file
 # Settings: LOAD_SECONDS (10), LOAD_CONNECTIONS (32), LOAD_THREADS (2),
 # TALLYD (build/bin/tallyd), TALLYD_ARGS (extra flags).
 set -euo pipefail
@@ -186,3 +190,41 @@ t, up, down = map(float, sys.argv[1:])
 print("64 MiB .npy round trip: tallyd %.3f s; loopback up %.3f s + down %.3f s = %.3f s; "
       "ratio %.2f (goal <= 1.50)" % (t, up, down, up + down, t / (up + down)))
 EOF
+
+# ---------------------------------------------------------------- access log
+# the first tallyd has the default --access-log=errors; a third one logs
+# every request, to a file, as an operator's would be
+AP=$(free_port)
+start_tallyd tallyd-all "$AP" --access-log=all ${TALLYD_ARGS:-}
+wait_ready "http://127.0.0.1:$AP" tallyd-all
+log_rate() { # log_rate NAME COMMAND...: runs it; prints "RESULT..." and log_mb_s=
+  local before after out
+  before=$(stat -c %s "$tmp/$1.log")
+  out=$("${@:2}" | result)
+  after=$(stat -c %s "$tmp/$1.log")
+  echo "$out log_mb_s=$(python3 -c "print('%.2f' % (($after - $before) / 1e6 / $(field "$out" seconds)))")"
+}
+small_err=$(log_rate tallyd wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" -s "$(script small_json.lua)" \
+  "http://127.0.0.1:$TP")
+small_all=$(log_rate tallyd-all wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" \
+  -s "$(script small_json.lua)" "http://127.0.0.1:$AP")
+bad_err=$(log_rate tallyd wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" -s "$(script bad_json.lua)" \
+  "http://127.0.0.1:$TP")
+bad_all=$(log_rate tallyd-all wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" \
+  -s "$(script bad_json.lua)" "http://127.0.0.1:$AP")
+echo
+printf '%-44s %10s %9s %9s %12s\n' "access log" "req/s" "p50 ms" "p99 ms" "log MB/s"
+arow() {
+  printf '%-44s %10s %9s %9s %12s\n' "$1" "$(field "$2" rps)" "$(field "$2" p50_ms)" \
+    "$(field "$2" p99_ms)" "$(field "$2" log_mb_s)"
+}
+arow "small JSON, --access-log=errors (default)" "$small_err"
+arow "small JSON, --access-log=all" "$small_all"
+arow "bad JSON (400), --access-log=errors" "$bad_err"
+arow "bad JSON (400), --access-log=all" "$bad_all"
+python3 - "$(field "$small_err" rps)" "$(field "$small_all" rps)" "$(field "$bad_err" rps)" \
+  "$(field "$bad_all" rps)" <<'EOF2'
+import sys
+se, sa, be, ba = map(float, sys.argv[1:])
+print("--access-log=all vs errors, requests/s: small JSON %.2f, bad JSON %.2f" % (sa / se, ba / be))
+EOF2
