@@ -14,7 +14,7 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
 # module:pip-name pairs for the integration tests and benchmarks
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   tritonclient.http:tritonclient[http] openapi_spec_validator:openapi-spec-validator \
-  kubernetes_validate:kubernetes-validate"
+  kubernetes_validate:kubernetes-validate distributed:dask[array,distributed]"
 
 missing=""
 for p in $PACKAGES; do
