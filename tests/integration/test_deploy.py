@@ -184,3 +184,33 @@ def test_systemd_unit(tmp_path):
         assert d.request("GET", "/v2/health/ready")[0] == 200
     finally:
         d.cleanup()
+
+
+def test_podman_base_image_names_no_package_host():
+    """deploy/podman.sh makes its Debian base image from the bookworm source
+    apt already uses, and with none, stops with a message saying what to do,
+    instead of falling back to a host of its own (podman and apt-get are
+    stubbed: nothing is pulled or installed)."""
+    script = os.path.join(DEPLOY, "podman.sh")
+    with open(script) as f:
+        text = f.read()
+    assert not re.search(r"https?://", re.sub(r"^\s*#.*$", "", text, flags=re.M)), \
+        "podman.sh names a URL"
+    stub = r'''
+        . "%s"
+        podman() { return 1; }               # no image, no registry
+        apt-get() { printf '%%s' "$APT_TARGETS"; }
+        debootstrap() { echo "debootstrap from $4"; exit 0; }
+        podman_base_image
+    ''' % script
+    none = subprocess.run(["bash", "-c", stub], capture_output=True, text=True,
+                          env=dict(os.environ, APT_TARGETS="", CONTAINER_WORK="/nonexistent"),
+                          timeout=60)
+    assert none.returncode == 1, none
+    said = " ".join(none.stderr.split())
+    assert "no Debian 12 (bookworm) source" in said and "sources.list" in said, said
+    assert "debootstrap from" not in none.stdout
+    some = subprocess.run(["bash", "-c", stub], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, CONTAINER_WORK="/nonexistent",
+                                   APT_TARGETS="http://apt.example/debian/ bookworm\n"))
+    assert "debootstrap from http://apt.example/debian/" in some.stdout, some
