@@ -374,6 +374,7 @@ static void config_access_log(void)
               && strstr(msg, "errors, all or off") != NULL,
           "a bad word is refused, and the message says which are good: %s",
           msg);
+    tallyd_config_free(&c);
 }
 
 static void config_bad_values(void)
