@@ -55,6 +55,19 @@ static bool parse_size(const char *v, size_t *out)
     return true;
 }
 
+/* A switch's words: true, 1, yes, on; false, 0, no, off. */
+static bool parse_bool(const char *v, bool *out)
+{
+    static const char *const yes[] = {"true", "1", "yes", "on"},
+                             *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        if (strcmp(v, yes[i]) == 0 || strcmp(v, no[i]) == 0) {
+            *out = strcmp(v, yes[i]) == 0;
+            return true;
+        }
+    return false;
+}
+
 static bool set(tallyd_config *c, const setting *s, const char *v,
                 const char *from, char *msg, size_t msglen)
 {
@@ -95,13 +108,7 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
         }
         return true;
     case BOOL:
-        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0
-            || strcmp(v, "yes") == 0 || strcmp(v, "on") == 0)
-            *(bool *)field = true;
-        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0
-                 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0)
-            *(bool *)field = false;
-        else {
+        if (!parse_bool(v, (bool *)field)) {
             snprintf(msg, msglen, "%s: %s must be true or false, not \"%s\"",
                      from, s->flag, v);
             return false;
@@ -111,26 +118,20 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
     return false;
 }
 
-/* --access-log's words; true and false, its values when it was a switch,
- * still mean all and off. */
+/* --access-log's words: errors, all, off, and a switch's words (its
+ * values when it was one: true for all, false for off). */
 static bool access_mode(const char *v, tallyd_access_mode *mode)
 {
-    static const struct {
-        const char *word;
-        tallyd_access_mode mode;
-    } words[] = {
-        {"errors", TALLYD_ACCESS_ERRORS}, {"all", TALLYD_ACCESS_ALL},
-        {"true", TALLYD_ACCESS_ALL},      {"on", TALLYD_ACCESS_ALL},
-        {"yes", TALLYD_ACCESS_ALL},       {"1", TALLYD_ACCESS_ALL},
-        {"off", TALLYD_ACCESS_OFF},       {"false", TALLYD_ACCESS_OFF},
-        {"no", TALLYD_ACCESS_OFF},        {"0", TALLYD_ACCESS_OFF},
-    };
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        if (strcmp(v, words[i].word) == 0) {
-            *mode = words[i].mode;
-            return true;
-        }
-    return false;
+    bool on;
+    if (strcmp(v, "errors") == 0)
+        *mode = TALLYD_ACCESS_ERRORS;
+    else if (strcmp(v, "all") == 0)
+        *mode = TALLYD_ACCESS_ALL;
+    else if (parse_bool(v, &on))
+        *mode = on ? TALLYD_ACCESS_ALL : TALLYD_ACCESS_OFF;
+    else
+        return false;
+    return true;
 }
 
 bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
