@@ -90,27 +90,26 @@ def _drop(url):
         conn.close()
 
 
-def _post(url, path, body, headers, timeout, cafile):
+def _post(url, path, body, headers, timeout, cafile, retry=True):
     """One POST on this thread's connection to url, reconnecting once when a
-    kept-alive connection turns out to be closed. Returns (status, headers,
+    kept-alive connection turns out to be closed. Returns (status, response,
     body)."""
-    for attempt in (0, 1):
-        conn = _connection(url, timeout, cafile)
-        try:
-            conn.request("POST", path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            if resp.getheader("Connection", "").lower() == "close":
-                _drop(url)
-            return resp.status, resp, data
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            _drop(url)
-            if attempt == 1:
-                raise
-        except Exception:
-            _drop(url)
+    conn = _connection(url, timeout, cafile)
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+    except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+        _drop(url)
+        if not retry:
             raise
-    raise AssertionError("unreachable")
+        return _post(url, path, body, headers, timeout, cafile, retry=False)
+    except BaseException:
+        _drop(url)
+        raise
+    if resp.getheader("Connection", "").lower() == "close":
+        _drop(url)
+    return resp.status, resp, data
 
 
 def cumsum_block(block, axis, url, exclusive=False, reverse=False, token=None, timeout=300,
@@ -130,6 +129,7 @@ def cumsum_block(block, axis, url, exclusive=False, reverse=False, token=None, t
     if block.size == 0:
         return np.empty(block.shape, block.dtype)
     data = np.ascontiguousarray(block, dtype=block.dtype.newbyteorder("<"))
+    payload = memoryview(data.reshape(-1)).cast("B")  # sent as it lies, not copied
     query = urllib.parse.urlencode({
         "dtype": block.dtype.name, "shape": ",".join(map(str, block.shape)) or "1",
         "axis": axis, "exclusive": "true" if exclusive else "false",
@@ -148,7 +148,7 @@ def cumsum_block(block, axis, url, exclusive=False, reverse=False, token=None, t
             u = urls[(start + i) % len(urls)]
             base = urllib.parse.urlsplit(u).path.rstrip("/")
             try:
-                status, resp, raw = _post(u, base + "/v1/cumsum?" + query, data.tobytes(),
+                status, resp, raw = _post(u, base + "/v1/cumsum?" + query, payload,
                                           headers, timeout, cafile)
             except (OSError, http.client.HTTPException) as e:
                 failures.append("%s: %s" % (u, e))
@@ -192,7 +192,7 @@ def _block_scan(block, axis, dtype, urls, exclusive, token, timeout, cafile):
                         cafile=cafile).astype(dtype, copy=False)
 
 
-def _block_total(block, axis, keepdims, dtype=None):
+def _block_total(block, axis, keepdims):
     """dask's per-block "preop": the block's sum along axis, the carry it
     hands on."""
     return np.sum(block, axis=axis, keepdims=keepdims, dtype=block.dtype)

@@ -12,6 +12,7 @@ Environment:
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -107,6 +108,20 @@ class Daemon:
             return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), resp.read()
         finally:
             conn.close()
+
+    def metric(self, name, **labels):
+        """The sum of a metric's samples in /metrics whose labels include
+        the given ones (0 when none has been counted yet); KeyError when
+        tallyd does not serve the metric at all."""
+        text = self.request("GET", "/metrics")[2].decode()
+        if not re.search(r"^# TYPE %s " % re.escape(name), text, re.M):
+            raise KeyError(name)
+        total = 0
+        for m in re.finditer(r"^%s(?:\{(.*)\})? (\S+)$" % re.escape(name), text, re.M):
+            have = dict(re.findall(r'([a-z_]+)="([^"]*)"', m.group(1) or ""))
+            if all(have.get(k) == v for k, v in labels.items()):
+                total += float(m.group(2))
+        return total
 
     def post_json(self, path, obj, headers=None):
         h = {"Content-Type": "application/json"}

@@ -100,13 +100,6 @@ def access_lines(d):
     return [l for l in d.log_lines() if "status" in l and "path" in l]
 
 
-def counter(d, name):
-    text = d.request("GET", "/metrics")[2].decode()
-    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
-    assert m, text
-    return int(m.group(1))
-
-
 def test_access_log_by_default_has_failed_and_slow_requests(spawn):
     """The default (--access-log=errors): a request that succeeds quickly
     gets no line; one that fails does, and so does one slower than
@@ -138,7 +131,7 @@ def test_access_log_errors_are_capped_per_second(spawn):
         assert resp.status == 404
     conn.close()
     seconds = time.time() - t0
-    dropped = counter(d, "tally_access_log_dropped_total")
+    dropped = d.metric("tally_access_log_dropped_total")
     deadline = time.time() + 5
     while True:
         written = [l for l in access_lines(d) if l["request_id"].startswith("flood-")]
@@ -160,7 +153,7 @@ def test_access_log_all_and_off(spawn):
         every.request("GET", "/v2/health/live", headers={"X-Request-Id": "all-%d" % i})
     for i in range(5):
         log_line(every, "all-%d" % i)
-    assert counter(every, "tally_access_log_dropped_total") == 0
+    assert every.metric("tally_access_log_dropped_total") == 0
     quiet = spawn("--access-log", "off")
     assert quiet.request("GET", "/nowhere", headers={"X-Request-Id": "unseen"})[0] == 404
     assert quiet.stop() == 0
