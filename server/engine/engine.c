@@ -247,6 +247,8 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
     l.outer = outer;
     l.elements = outer * l.n * l.inner;
     l.bytes = bytes;
+    if (bytes == 0) /* every tensor empty: nothing to move or scan */
+        return ENG_E_OK;
     if (bytes > s->stage_cap) {
         void *b = eng_buffer_alloc(bytes);
         if (b == NULL)
@@ -260,7 +262,8 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
     char *at = s->stage;
     for (size_t i = 0; i < count; i++) {
         size_t b = (size_t)parts[i].outer * line;
-        memcpy(at, parts[i].in, b);
+        if (b > 0) /* an empty tensor's pointer may be NULL */
+            memcpy(at, parts[i].in, b);
         at += b;
     }
     uint64_t t1 = clock_ns();
@@ -273,7 +276,8 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
         at = s->stage;
         for (size_t i = 0; i < count; i++) {
             size_t b = (size_t)parts[i].outer * line;
-            memcpy(parts[i].out, at, b);
+            if (b > 0)
+                memcpy(parts[i].out, at, b);
             at += b;
         }
     }
