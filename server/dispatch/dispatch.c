@@ -93,8 +93,8 @@ static void after_job(request *r)
         http_discard(r);
         return;
     }
-    bool gone = false;
-    if (p->j.client_fd >= 0)
+    bool gone = http_client_left(r);
+    if (!gone && p->j.client_fd >= 0)
         http_clients_gone(&p->j.client_fd, 1, &gone);
     if (gone) {
         atomic_fetch_add_explicit(&r->s->metrics.cancelled_running, 1,

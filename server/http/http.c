@@ -77,6 +77,20 @@ void http_resume(request *r)
     request_release(r);
 }
 
+/* The work is back: http_resume() ran after a successful suspend. */
+static bool work_returned(request *r)
+{
+    uv_mutex_lock(&r->mu);
+    bool back = r->state == RQ_SUSPENDED && !r->suspended;
+    uv_mutex_unlock(&r->mu);
+    return back;
+}
+
+bool http_client_left(request *r)
+{
+    return r->client_left;
+}
+
 int http_client_fd(request *r)
 {
     const union MHD_ConnectionInfo *ci =
@@ -477,6 +491,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->err = ENG_E_REQUEST_TIMEOUT;
     } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK
                && r->state != RQ_REPLIED) {
+        if (work_returned(r)) {
+            /* resumed, but libmicrohttpd found the client gone before it
+             * called on_access again: the continuation still runs, for
+             * its accounting (http.h), and its reply goes nowhere */
+            r->client_left = true;
+            r->state = RQ_RESUMED;
+            r->on_resume(r);
+            r->state = RQ_REPLIED;
+        }
         r->status = 499; /* the client went away first */
     }
     metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,

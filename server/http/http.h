@@ -53,8 +53,16 @@ bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
                   void *arg);
 
 /* Resumes a request suspended by http_suspend() and drops the reference it
- * took. Any thread; exactly once per successful http_suspend(). */
+ * took. Any thread; exactly once per successful http_suspend(). on_resume
+ * runs once after it, even when the client closes the connection first
+ * (libmicrohttpd can read the end of the stream before it calls the
+ * handler again): it then runs as the connection ends, with
+ * http_client_left() true, and its reply is not sent. */
 void http_resume(request *r);
+
+/* True when r's connection has already ended: the client left while the
+ * work was out. HTTP thread, in on_resume. */
+bool http_client_left(request *r);
 
 /* The request's client socket, to be watched while the request waits
  * (-1 when unknown). HTTP thread. */

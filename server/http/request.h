@@ -84,6 +84,7 @@ struct request {
     uv_mutex_t mu;
     bool suspended;
     bool discard;           /* close instead of answering (http_discard) */
+    bool client_left; /* the connection ended before on_resume ran */
     struct http_conn *link; /* the connection's deadline (conns.h) */
     atomic_int refs;
 };
