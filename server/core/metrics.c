@@ -207,6 +207,11 @@ char *metrics_render(metrics *m, size_t queue_depth, const char *device,
                 "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
                 queue_depth);
     textbuf_put(&o,
+                "# HELP tally_running_jobs Jobs device workers hold: taken "
+                "from the queue, not yet finished.\n"
+                "# TYPE tally_running_jobs gauge\ntally_running_jobs %lld\n",
+                (long long)atomic_load(&m->running));
+    textbuf_put(&o,
                 "# HELP tally_inflight_requests Requests being read, queued, "
                 "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
                 "tally_inflight_requests %lld\n",

@@ -47,6 +47,8 @@ typedef struct {
     histogram total[NROUTES], queue, compute;
     atomic_ullong bytes_in, bytes_out;
     atomic_llong inflight;
+    /* jobs device workers hold: taken from the queue, not yet finished */
+    atomic_llong running;
     atomic_ullong connections_opened; /* keep-alive shows as few of these */
     atomic_llong connections_open;
     /* connections closed at once at --max-connections or

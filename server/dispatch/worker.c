@@ -20,7 +20,12 @@ static void worker_main(void *arg)
     };
     for (;;) {
         size_t n = queue_pop(&s->queue, batch, &how);
-        if (n == 0 || !w->run(w, batch, n))
+        if (n == 0)
+            return;
+        atomic_fetch_add(&s->metrics.running, (long long)n);
+        bool more = w->run(w, batch, n);
+        atomic_fetch_sub(&s->metrics.running, (long long)n);
+        if (!more)
             return;
     }
 }

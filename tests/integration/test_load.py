@@ -74,7 +74,9 @@ def wait_for(d, pattern, timeout=30):
         if re.search(pattern, text, re.M):
             return
         time.sleep(0.01)
-    raise AssertionError("metrics never matched %r" % pattern)
+    name = re.match(r"\^?([a-z_]+)", pattern).group(1)
+    seen = [l for l in text.splitlines() if l.startswith(name)]
+    raise AssertionError("metrics never matched %r; last seen: %s" % (pattern, seen))
 
 
 def background(d, n, body, headers):
@@ -101,7 +103,7 @@ def test_queue_full_gives_503_with_retry_after(spawn):
               "--inline-max-elements", "0", "--json-inline-max-elements", "0",
               "--fault-delay-ms", "1500")
     first, r1 = background(d, 1, SMALL, JSON)
-    wait_for(d, r"^tally_inflight_requests [2-9]")       # running (+ this poll)
+    wait_for(d, r"^tally_running_jobs 1$")               # running
     second, r2 = background(d, 1, SMALL, JSON)
     wait_for(d, r"^tally_queue_depth 1$")                # waiting
     status, hdrs, raw = d.request("POST", "/v1/cumsum", SMALL, JSON)
@@ -121,9 +123,9 @@ def test_queued_jobs_taken_together_and_apart(spawn):
     answered, with its own result, and the metrics and statistics show
     launches that served several requests."""
     d = spawn("--workers", "1", "--max-batch", "4", "--inline-max-elements", "0",
-              "--json-inline-max-elements", "0", "--fault-delay-ms", "300")
+              "--json-inline-max-elements", "0", "--fault-delay-ms", "1000")
     blocker, rb = background(d, 1, SMALL, JSON)
-    wait_for(d, r"^tally_inflight_requests [2-9]")
+    wait_for(d, r"^tally_running_jobs 1$")
     rng = np.random.default_rng(7)
     bodies = []
     for i in range(12):
@@ -188,21 +190,23 @@ def test_cancelled_when_the_client_leaves(spawn):
     its answer is discarded, without an error in the log. Both are counted,
     and other requests are answered as usual."""
     d = spawn("--workers", "1", "--max-batch", "1", "--inline-max-elements", "0",
-              "--json-inline-max-elements", "0", "--fault-delay-ms", "600")
+              "--json-inline-max-elements", "0", "--fault-delay-ms", "1500")
     blocker, rb = background(d, 1, SMALL, JSON)
-    wait_for(d, r"^tally_inflight_requests [2-9]")       # running (+ this poll)
+    wait_for(d, r"^tally_running_jobs 1$")               # the worker has it
     send_and_hang_up(d, json.dumps({"dtype": "int8", "shape": [2], "data": [5, 6]}))
     wait_for(d, r'^tally_cancelled_total\{when="queued"\} 1$')
     for t in blocker:
         t.join()
     assert rb[0][0] == 200 and json.loads(rb[0][2])["data"] == [1, 3]
     # now one that is running when its client goes: it waits behind a
-    # second blocker, is seen to leave the queue (the worker has it, and
+    # second blocker that the worker is seen to hold (so the queue holds
+    # only this one), is seen to leave the queue (the worker has it, and
     # sleeps --fault-delay-ms before running it), and only then is abandoned.
-    # Hanging up at once instead races the worker's wake-up, which loses
-    # under TSan: the loop finds the job still queued.
+    # Waiting on tally_inflight_requests instead raced: a blocker still
+    # being read or queued looks the same there.
+    wait_for(d, r"^tally_running_jobs 0$")   # the first blocker's worker is done
     blocker, rb = background(d, 1, SMALL, JSON)
-    wait_for(d, r"^tally_inflight_requests [2-9]")
+    wait_for(d, r"^tally_running_jobs 1$")
     s = send_request(d, SMALL)
     wait_for(d, r"^tally_queue_depth 1$")
     wait_for(d, r"^tally_queue_depth 0$")
@@ -226,7 +230,7 @@ def test_deadlines(spawn):
     d = spawn("--workers", "1", "--max-batch", "1", "--inline-max-elements", "0",
               "--json-inline-max-elements", "0", "--fault-delay-ms", "1000")
     blocker, rb = background(d, 1, SMALL, JSON)
-    wait_for(d, r"^tally_inflight_requests [2-9]")
+    wait_for(d, r"^tally_running_jobs 1$")               # the worker has it
     # waits behind the blocker: expires in the queue
     status, _, raw = d.request("POST", "/v1/cumsum", SMALL, dict(JSON, **{"X-Timeout-Ms": "50"}))
     assert status == 504

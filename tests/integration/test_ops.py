@@ -35,6 +35,7 @@ def test_metrics(tallyd):
         assert metric(text, h + "_count") >= 3
     assert metric(text, "tally_request_duration_seconds_count", '{route="native"}') >= 4
     assert metric(text, "tally_queue_depth") is not None
+    assert metric(text, "tally_running_jobs") is not None
     assert metric(text, "tally_inflight_requests") >= 1  # this request
     assert metric(text, "tally_received_bytes_total") > 0
     assert metric(text, "tally_sent_bytes_total") > 0
