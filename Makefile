@@ -41,11 +41,11 @@ CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
 # from the #include lines, and finds cycles between files.
 INC_common   := -Icommon
 INC_engine   := -Iserver/engine $(INC_common)
-INC_codec    := -Iserver/codec $(INC_engine)
 INC_core     := -Iserver/core $(INC_engine)
-INC_http     := -Iserver/http -Iserver/core -Iserver/codec $(INC_engine)
-INC_dispatch := -Iserver/dispatch $(INC_http)
-INC_api      := -Iserver/api $(INC_dispatch)
+INC_codec    := -Iserver/codec $(INC_core)
+INC_sched    := -Iserver/sched $(INC_core)
+INC_http     := -Iserver/http $(INC_codec)
+INC_api      := -Iserver/api -Iserver/sched $(INC_http)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
@@ -101,7 +101,7 @@ $(BUILD)/server/engine/%.o: CPPFLAGS := $(INC_engine)
 $(BUILD)/server/codec/%.o: CPPFLAGS := $(INC_codec)
 $(BUILD)/server/core/%.o: CPPFLAGS := $(INC_core)
 $(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
-$(BUILD)/server/dispatch/%.o: CPPFLAGS := $(INC_dispatch)
+$(BUILD)/server/sched/%.o: CPPFLAGS := $(INC_sched)
 $(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api)
 
 # The host backend's inner loops are worth the extra optimisation.
@@ -120,8 +120,12 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 
 # ---------------------------------------------------------------- daemon
 CODEC_SRC  := $(wildcard server/codec/*.c)
-CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o
-DAEMON_SRC := $(wildcard server/*.c server/core/*.c server/http/*.c server/dispatch/*.c server/api/*.c)
+# the status table (core/status.c) goes with the codecs, which name
+# statuses of their own (a bad Content-Encoding)
+CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o \
+              $(BUILD)/server/core/status.o
+DAEMON_SRC := $(filter-out server/core/status.c,$(wildcard server/*.c server/core/*.c \
+              server/sched/*.c server/http/*.c server/api/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 TALLYD     := $(BUILD)/bin/tallyd
 
@@ -195,9 +199,17 @@ $(BUILD)/bin/test_server: $(BUILD)/tests/server/test_server.o $(TEST_LIB) \
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
+# The scheduler on its own, with a fake backend and clock.
+$(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 # The client's tests: the shared library, the engine's host reference.
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
 $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
+$(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
 $(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(LIBDIR) -ltally \
@@ -305,11 +317,12 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan
-.PHONY: all run load image test check-layers test-server test-integration test-container test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-numbers bench-json bench-serve bench-client soak \
         deps clean format
 
-all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BENCH_BIN) $(BUILD)/bin/bench_numbers \
+all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
+    $(BUILD)/bin/bench_numbers \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
@@ -327,8 +340,9 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
 
 # `make test` first installs whatever is missing (a no-op when all is).
 test: deps
-	$(Q)$(MAKE) --no-print-directory check-layers test-units test-server test-codec \
-	    test-host test-engine test-accuracy test-install test-integration test-container
+	$(Q)$(MAKE) --no-print-directory check-layers test-units test-server test-sched \
+	    test-codec test-host test-engine test-accuracy test-install test-integration \
+	    test-container
 
 # The #include lines against the layers, and the checker against itself.
 check-layers:
@@ -338,6 +352,8 @@ check-layers:
 test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)
 test-server: $(BUILD)/bin/test_server
+	$(Q)$(TEST_ENV) $< $(T)
+test-sched: $(BUILD)/bin/test_sched
 	$(Q)$(TEST_ENV) $< $(T)
 test-codec: $(BUILD)/bin/test_codec
 	$(Q)$(TEST_ENV) $< $(T)
@@ -360,8 +376,8 @@ else
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)rm -rf $(TSAN_DIR) && mkdir -p $(TSAN_DIR)
 	$(Q)TSAN_OPTIONS="log_path=$(TSAN_DIR)/report second_deadlock_stack=1" \
-	  $(MAKE) --no-print-directory test-units test-server test-codec test-host \
-	    test-engine test-integration
+	  $(MAKE) --no-print-directory test-units test-server test-sched test-codec \
+	    test-host test-engine test-integration
 	$(Q)n=$$(ls $(TSAN_DIR) | wc -l); if [ "$$n" -gt 0 ]; then \
 	  cat $(TSAN_DIR)/*; echo "test-tsan: $$n ThreadSanitizer reports"; exit 1; fi; \
 	  echo "test-tsan: engine, server and client tests, 0 ThreadSanitizer reports"

@@ -1,36 +1,47 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Three kinds of threads, and the only calls that cross
+ * Threading model. Five kinds of threads, and the only calls that cross
  * between them:
  *
  *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
  *                           drain), SIGHUP (the token file read again,
- *                           http/auth.h), and a 5 ms timer that fails
- *                           expired jobs (dispatch_expire), drops queued
- *                           jobs whose clients left (dispatch_cancel),
- *                           every 100 ms shuts down the sockets of
- *                           connections past their deadline (http_sweep,
+ *                           http/auth.h), and a 5 ms timer that runs the
+ *                           scheduler's tick (sched_tick: expired jobs
+ *                           fail, queued jobs whose clients left are
+ *                           dropped), every 100 ms shuts down the sockets
+ *                           of connections past their deadline (http_sweep,
  *                           safe as http/conns.h explains) and, while
  *                           draining, watches the in-flight count. It
  *                           starts and stops the HTTP daemon and the
- *                           workers.
+ *                           scheduler.
  *   HTTP threads            libmicrohttpd's (--http-threads), in http/:
  *                           accept, read bodies, route, run the handlers
- *                           (api/), which parse and hand scans to dispatch;
- *                           dispatch queues them and suspends the
- *                           connection; after a resume, build and queue
+ *                           (api/), which parse and hand scans to the
+ *                           scheduler through api/submit.c, which suspends
+ *                           the connection; after a resume, build and queue
  *                           the response. They never wait on a device.
- *   device workers          dispatch/worker.c (--workers), one engine
- *                           stream each: pop jobs and run them through
- *                           dispatch, which completes each job.
+ *   device workers          sched/sched.c (--workers), one engine stream
+ *                           each: pop batches of jobs, run them, and
+ *                           complete each job.
+ *   fanout helpers          codec/fanout.c: one per CPU (at most 8),
+ *                           started on first use, that share the parse and
+ *                           the render of a large JSON tensor with the HTTP
+ *                           thread that asked; they touch only the parts
+ *                           it hands them.
+ *   host pool helpers       engine/pool.c: each host-backend stream's own
+ *                           (the host backend, and the fallback when every
+ *                           device has failed), which split one scan with
+ *                           the worker that owns the stream.
  *
- * A job is completed exactly once, by a worker or (when it expires in the
- * queue) by the loop thread, through dispatch.c's on_job_done(): that calls
+ * A queued job is completed exactly once, by a worker or (when it expires
+ * or its client leaves while it waits) by the loop thread, through the
+ * job's done callback (api/submit.c's on_job_done): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
- * documents as safe from any thread. Beyond that, threads share only the queue
- * (its own mutex), the per-request suspend/resume mutex and atomic counters; no
- * thread calls libuv or libmicrohttpd on another's objects.
+ * documents as safe from any thread. Beyond that, threads share only the
+ * queue (its own mutex), the per-request suspend/resume mutex, the thread
+ * pools' own hand-offs and atomic counters; no thread calls libuv or
+ * libmicrohttpd on another's objects.
  *
  * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening socket
  * closes (MHD_quiesce_daemon) so no new connection is accepted, and every
@@ -53,14 +64,29 @@
 
 #include "api.h"
 #include "auth.h"
-#include "dispatch.h"
 #include "http.h"
 #include "log.h"
 #include "numfmt.h"
+#include "scheduler.h"
 
 #define TICK_MS 5
 
+/* The most devices one daemon drives. */
+#define TALLYD_MAX_DEVICES SCHED_MAX_DEVICES
+
+/* The compute devices, opened before anything else and closed last. */
+typedef struct {
+    eng_engine *engine[TALLYD_MAX_DEVICES];
+    /* "P:D platform / device (layout)": unique, the metrics' label */
+    char name[TALLYD_MAX_DEVICES][400];
+    const char *names[TALLYD_MAX_DEVICES];
+    unsigned n;
+} devices;
+
 static tallyd_server server;
+static devices pool;
+static api_state app;
+static sched_backend backend;
 
 /* Until the loop's signal handlers take over, SIGTERM and SIGINT end the
  * process at once: nothing is in flight yet (compiling kernels can take a
@@ -98,9 +124,9 @@ static void stop_everything(tallyd_server *s)
  * came; closing that connection at once would lose the request). */
 static bool drain_done(tallyd_server *s, uint64_t now)
 {
-    if (atomic_load(&s->metrics.inflight) > 0)
+    if (atomic_load(&s->inflight) > 0)
         return false;
-    if (atomic_load(&s->metrics.connections_open) <= 0)
+    if (atomic_load(&s->open_connections) <= 0)
         return true;
     uint64_t last = atomic_load(&s->last_done_ns);
     if (last < s->drain_started_ns)
@@ -111,8 +137,7 @@ static bool drain_done(tallyd_server *s, uint64_t now)
 static void on_tick(uv_timer_t *t)
 {
     tallyd_server *s = t->data;
-    dispatch_expire(s);
-    dispatch_cancel(s);
+    sched_tick(app.sched);
     if (++s->ticks % (100 / TICK_MS) == 0)
         http_sweep(s);
     log_flush();
@@ -120,7 +145,7 @@ static void on_tick(uv_timer_t *t)
         return;
     uint64_t now = now_ns();
     bool done = drain_done(s, now);
-    long long inflight = atomic_load(&s->metrics.inflight);
+    long long inflight = atomic_load(&s->inflight);
     uint64_t waited = now - s->drain_started_ns;
     if (!done && waited < (uint64_t)s->cfg.drain_timeout_s * 1000000000u)
         return;
@@ -135,7 +160,7 @@ static void on_tick(uv_timer_t *t)
     log_msg("tallyd", "info",
             "drained; closing %lld idle connections and "
             "stopping",
-            (long long)atomic_load(&s->metrics.connections_open));
+            (long long)atomic_load(&s->open_connections));
     stop_everything(s);
 }
 
@@ -147,22 +172,22 @@ static void begin_drain(tallyd_server *s, const char *why)
     log_msg("tallyd", "info",
             "%s: no longer accepting connections; finishing %lld in-flight "
             "requests",
-            why, (long long)atomic_load(&s->metrics.inflight));
+            why, (long long)atomic_load(&s->inflight));
     http_quiesce(s);
 }
 
 /* Opens every device the --device option names (a list, or all of a kind:
  * eng_engine_expand), each its own engine with its own programs, and
  * names them for logs and metrics. */
-static bool open_devices(tallyd_server *s, const eng_engine_options *base,
-                         char *msg, size_t msglen)
+static bool open_devices(tallyd_server *s, devices *p,
+                         const eng_engine_options *base, char *msg,
+                         size_t msglen)
 {
     char specs[TALLYD_MAX_DEVICES][ENG_DEVICE_SPEC];
     int n = eng_engine_expand(s->cfg.device, specs, TALLYD_MAX_DEVICES, msg,
                               msglen);
     if (n <= 0)
         return false;
-    uv_mutex_init(&s->fallback_mu);
     size_t at = 0;
     for (int d = 0; d < n; d++) {
         eng_engine_options o = *base;
@@ -172,29 +197,63 @@ static bool open_devices(tallyd_server *s, const eng_engine_options *base,
             o.fault_after_ms = s->cfg.fault_after_ms;
             o.fault_late = s->cfg.fault_late;
         }
-        if (eng_engine_open(&o, &s->devices[d].engine, msg, msglen) != ENG_E_OK)
+        if (eng_engine_open(&o, &p->engine[d], msg, msglen) != ENG_E_OK)
             return false;
-        s->ndevices = (unsigned)d + 1;
-        const char *what = eng_engine_describe(s->devices[d].engine);
+        p->n = (unsigned)d + 1;
+        const char *what = eng_engine_describe(p->engine[d]);
         /* the spec first when it says which of several like devices */
         bool indexed = n > 1 && strchr(specs[d], ':') != NULL;
-        snprintf(s->devices[d].name, sizeof s->devices[d].name, "%.63s%s%.320s",
+        snprintf(p->name[d], sizeof p->name[d], "%.63s%s%.320s",
                  indexed ? specs[d] : "", indexed ? " " : "", what);
-        if (at + 2 + strlen(s->devices[d].name) < sizeof s->device)
-            at +=
-                (size_t)snprintf(s->device + at, sizeof s->device - at,
-                                 "%s%.399s", d ? "; " : "", s->devices[d].name);
+        p->names[d] = p->name[d];
+        if (at + 2 + strlen(p->name[d]) < sizeof s->device)
+            at += (size_t)snprintf(s->device + at, sizeof s->device - at,
+                                   "%s%.399s", d ? "; " : "", p->name[d]);
     }
     return true;
 }
 
-static void close_devices(tallyd_server *s)
+static void close_devices(devices *p)
 {
-    for (unsigned d = 0; d < s->ndevices; d++)
-        eng_engine_close(s->devices[d].engine);
-    eng_engine_close(s->fallback);
-    s->ndevices = 0;
-    s->fallback = NULL;
+    for (unsigned d = 0; d < p->n; d++)
+        eng_engine_close(p->engine[d]);
+    p->n = 0;
+}
+
+/* The scheduler over the devices, with its workers started. */
+static bool start_sched(tallyd_server *s, char *msg, size_t msglen)
+{
+    if (!sched_engines(&backend, pool.engine, pool.n)) {
+        snprintf(msg, msglen, "out of memory");
+        return false;
+    }
+    sched_options o = {
+        .workers = s->cfg.workers,
+        .devices = pool.n,
+        .device_names = pool.names,
+        .queue_depth = s->cfg.queue_depth,
+        .max_batch = s->cfg.max_batch,
+        .max_queue_delay_us = s->cfg.max_queue_delay_us,
+        .device_max_failures = s->cfg.device_max_failures,
+        .fault_delay_ms = s->cfg.fault_delay_ms,
+        .stats = &s->stats,
+    };
+    app.sched = sched_new(&o, &backend);
+    if (app.sched == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return false;
+    }
+    s->app = &app;
+    return sched_start(app.sched, msg, msglen) == ENG_E_OK;
+}
+
+static void stop_sched(void)
+{
+    if (app.sched != NULL)
+        sched_stop(app.sched);
+    sched_free(app.sched);
+    app.sched = NULL;
+    sched_engines_free(&backend);
 }
 
 /* SIGHUP: the token file is read again; a file that is now bad leaves
@@ -313,31 +372,25 @@ int main(int argc, char **argv)
                                                 : 1);
     uint64_t t0 = now_ns();
     numfmt_init(); /* float16 text, so that no request pays for it */
-    if (!open_devices(s, &o, msg, sizeof msg)) {
+    if (!open_devices(s, &pool, &o, msg, sizeof msg)) {
         log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
-        close_devices(s);
+        close_devices(&pool);
         return 1;
     }
     log_msg("tallyd", "info", "device%s ready in %.1f s: %s",
-            s->ndevices > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9,
-            s->device);
+            pool.n > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9, s->device);
     if (s->cfg.warm_cache) { /* --warm-cache: for images and installers */
-        close_devices(s);
+        close_devices(&pool);
         tallyd_config_free(&s->cfg);
         log_flush();
         return 0;
     }
     /* at least one worker per device */
-    if (s->cfg.workers < s->ndevices)
-        s->cfg.workers = s->ndevices;
+    if (s->cfg.workers < pool.n)
+        s->cfg.workers = pool.n;
 
-    metrics_init(&s->metrics, s->cfg.workers);
-    const char *names[TALLYD_MAX_DEVICES];
-    for (unsigned d = 0; d < s->ndevices; d++)
-        names[d] = s->devices[d].name;
-    metrics_devices(&s->metrics, names, s->ndevices);
-    queue_init(&s->queue, s->cfg.queue_depth);
-    if (dispatch_start(s, msg, sizeof msg) != ENG_E_OK) {
+    metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
+    if (!start_sched(s, msg, sizeof msg)) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
         return 1;
     }
@@ -355,9 +408,9 @@ int main(int argc, char **argv)
     uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
 
     raise_fd_limit(s);
-    if (http_start(s, &api_routes, msg, sizeof msg) != ENG_E_OK) {
+    if (!http_start(s, &api_routes, msg, sizeof msg)) {
         log_msg("tallyd", "error", "%s", msg);
-        dispatch_stop(s);
+        stop_sched();
         return 1;
     }
     log_msg("tallyd", "info",
@@ -369,11 +422,10 @@ int main(int argc, char **argv)
 
     uv_run(s->loop, UV_RUN_DEFAULT);
 
-    dispatch_stop(s);
+    stop_sched(); /* every queued job runs first */
     http_stop(s);
     uv_loop_close(s->loop);
-    queue_destroy(&s->queue);
-    close_devices(s);
+    close_devices(&pool);
     http_auth_free(s->auth);
     tallyd_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");

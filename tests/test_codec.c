@@ -1218,18 +1218,18 @@ static void encodings(void)
     size_t plen;
     char err[300];
     CHECK(encoding_decode(1, z, zlen, n, &plain, &plen, err, sizeof err)
-                  == ENG_E_OK
+                  == STATUS_OK
               && plen == n && memcmp(plain, in, n) == 0,
           "gzip round trip: %s", err);
     free(plain);
     CHECK(encoding_decode(1, z, zlen, n - 1, &plain, &plen, err, sizeof err)
-              == ENG_E_TOO_LARGE,
+              == STATUS_TOO_LARGE,
           "capped: %s", err);
     CHECK(encoding_decode(1, z, zlen / 2, n, &plain, &plen, err, sizeof err)
-              == ENG_E_ENCODING,
+              == STATUS_ENCODING,
           "truncated: %s", err);
     CHECK(encoding_decode(2, in, 100, n, &plain, &plen, err, sizeof err)
-              == ENG_E_ENCODING,
+              == STATUS_ENCODING,
           "not deflate: %s", err);
     /* the whole-buffer encoder (libdeflate): one gzip member, decoded by
      * zlib to the same bytes, and smaller */
@@ -1238,7 +1238,7 @@ static void encodings(void)
     CHECK(gzip_whole(in, n, &whole, &wlen), "gzip_whole");
     CHECK(wlen < n / 2, "gzip_whole: %zu bytes from %zu", wlen, n);
     CHECK(encoding_decode(1, whole, wlen, n, &plain, &plen, err, sizeof err)
-                  == ENG_E_OK
+                  == STATUS_OK
               && plen == n && memcmp(plain, in, n) == 0,
           "gzip_whole round trip: %s", err);
     free(plain);
@@ -1246,7 +1246,7 @@ static void encodings(void)
     CHECK(gzip_whole(in, 0, &whole, &wlen)
               && encoding_decode(1, whole, wlen, n, &plain, &plen, err,
                                  sizeof err)
-                     == ENG_E_OK
+                     == STATUS_OK
               && plen == 0,
           "gzip_whole of nothing: %s", err);
     free(plain);

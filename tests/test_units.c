@@ -24,15 +24,8 @@ static void error_table(void)
     for (int e = ENG_E_OK; e < ENG_NERRORS; e++) {
         const char *name = eng_err_name((eng_err)e);
         const char *text = eng_err_text((eng_err)e);
-        int status = eng_err_http_status((eng_err)e);
         CHECK(strcmp(name, "UNKNOWN") != 0 && text[0] != '\0', "code %d", e);
-        CHECK(e == ENG_E_OK ? status == 200 : status >= 400 && status < 600,
-              "%s: status %d", name, status);
     }
-    CHECK(eng_err_http_status(ENG_E_AXIS) == 400, "AXIS is a 400");
-    CHECK(eng_err_http_status(ENG_E_TOO_LARGE) == 413, "TOO_LARGE is a 413");
-    CHECK(eng_err_http_status(ENG_E_NOMEM) == 503, "NOMEM is a 503");
-    CHECK(eng_err_http_status(ENG_E_DEVICE) == 500, "DEVICE is a 500");
     char buf[32];
     CHECK(eng_fail(buf, sizeof buf, ENG_E_AXIS, "axis %d", 7) == ENG_E_AXIS
               && strcmp(buf, "axis 7") == 0,

@@ -18,13 +18,26 @@
  * that the two agree.
  *
  * Every handler runs on an HTTP thread once the body is complete, and
- * answers through reply.h or hands a scan to dispatch.
+ * answers through reply.h or hands a scan to the scheduler (submit.h).
  */
 #ifndef TALLY_API_H
 #define TALLY_API_H
 
 #include "json.h"
 #include "router.h"
+#include "scheduler.h"
+
+/* The API layer's state: what tallyd.c builds, hangs on the server's
+ * `app` before the transport starts, and frees after it stops. */
+typedef struct {
+    sched *sched;
+} api_state;
+
+/* The scheduler a request's scans go to. */
+static inline sched *api_sched(request *r)
+{
+    return ((api_state *)r->s->app)->sched;
+}
 
 /* The table tallyd hands to http_start(). */
 extern const http_routes api_routes;

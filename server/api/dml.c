@@ -19,7 +19,7 @@
 
 #include "api.h"
 #include "buffer.h"
-#include "dispatch.h"
+#include "submit.h"
 #include "dml.h"
 #include "reply.h"
 
@@ -45,7 +45,7 @@ static bool attach(request *r, dml_ctx *c, size_t bytes)
     c->out_bytes = bytes;
     c->out = eng_buffer_alloc(bytes ? bytes : 1);
     if (c->out == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory for %zu bytes of output",
+        http_error(r, STATUS_NOMEM, "out of memory for %zu bytes of output",
                    bytes);
         return false;
     }
@@ -59,7 +59,7 @@ static void finish_json(request *r)
     dml_ctx *c = r->ctx;
     json_writer w;
     if (!dml_json_writer(&w, &c->q, c->out)) {
-        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+        http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
     api_reply_json(r, 200, &w);
@@ -70,7 +70,7 @@ void api_dml_json(request *r)
     char msg[512];
     dml_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     eng_err e =
@@ -78,15 +78,15 @@ void api_dml_json(request *r)
                   r->s->cfg.max_body_bytes, true, &c->q, msg, sizeof msg);
     if (e != ENG_E_OK) {
         free(c);
-        http_error(r, e, "%s", msg);
+        http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
     /* the JSON answer lists the addressed span only */
     size_t bytes = (size_t)c->q.out.span * tx_dtype_size(c->q.out.dtype);
     if (!attach(r, c, bytes))
         return;
-    dispatch_submit_strided(r, &c->q.desc, &c->q.iv, c->q.data, &c->q.ov,
-                            c->out, -1, DISPATCH_TEXT, finish_json);
+    submit_strided(r, &c->q.desc, &c->q.iv, c->q.data, &c->q.ov,
+                            c->out, -1, SUBMIT_TEXT, finish_json);
 }
 
 static void finish_binary(request *r)
@@ -97,7 +97,7 @@ static void finish_binary(request *r)
     if (!dml_append_output(&echo, &elen, &c->q)
         || !json_append(&echo, &elen, "", 1)) {
         free(echo);
-        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+        http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
     http_add_header(r, "DML-Output-Tensor", echo);
@@ -111,7 +111,7 @@ void api_dml_binary(request *r, const char *header)
     char msg[512];
     static const char *const none[] = {NULL};
     if (!http_query_known(r, none, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID,
+        http_error(r, STATUS_INVALID,
                    "%s: with a DML-Operator header, the header describes "
                    "the whole operator",
                    msg);
@@ -119,7 +119,7 @@ void api_dml_binary(request *r, const char *header)
     }
     dml_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     char hmsg[480];
@@ -127,17 +127,17 @@ void api_dml_binary(request *r, const char *header)
                           false, &c->q, hmsg, sizeof hmsg);
     if (e != ENG_E_OK) {
         free(c);
-        http_error(r, e, "DML-Operator header: %s", hmsg);
+        http_error(r, status_from_eng(e), "DML-Operator header: %s", hmsg);
         return;
     }
     if (!dml_check_body(&c->q, r->body_len, msg, sizeof msg)) {
         free(c);
-        http_error(r, ENG_E_INVALID, "%s", msg);
+        http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
     c->q.iv.bytes = r->body_len;
     if (!attach(r, c, (size_t)c->q.out.total_bytes))
         return;
-    dispatch_submit_strided(r, &c->q.desc, &c->q.iv, http_body(r), &c->q.ov,
-                            c->out, -1, DISPATCH_BYTES, finish_binary);
+    submit_strided(r, &c->q.desc, &c->q.iv, http_body(r), &c->q.ov,
+                            c->out, -1, SUBMIT_BYTES, finish_binary);
 }

@@ -52,7 +52,7 @@ void api_reply_json(request *r, int status, json_writer *w)
     json_writer *state = malloc(sizeof *state);
     if (state == NULL) {
         json_writer_free(w);
-        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+        http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
     *state = *w;

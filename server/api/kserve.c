@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "dispatch.h"
+#include "submit.h"
 #include "kserve.h"
 #include "native.h"
 #include "reply.h"
@@ -33,7 +33,7 @@ static void finish_infer(request *r)
         size_t hlen;
         char *head = kserve_binary_header(&c->req, &hlen);
         if (head == NULL) {
-            http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+            http_error(r, STATUS_NOMEM, "out of memory writing the response");
             return;
         }
         char num[24];
@@ -45,7 +45,7 @@ static void finish_infer(request *r)
     }
     json_writer w;
     if (!kserve_json_writer(&w, &c->req, c->req.data)) {
-        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+        http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
     api_reply_json(r, 200, &w);
@@ -56,7 +56,7 @@ void api_infer(request *r)
     char msg[512];
     static const char *const none[] = {NULL};
     if (!http_query_known(r, none, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID, "%s", msg);
+        http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
     size_t hlen = SIZE_MAX;
@@ -66,7 +66,7 @@ void api_infer(request *r)
         if (!parse_int_text("Inference-Header-Content-Length", h, &v, msg,
                             sizeof msg)
             || v < 0) {
-            http_error(r, ENG_E_INVALID,
+            http_error(r, STATUS_INVALID,
                        "Inference-Header-Content-Length must be a "
                        "non-negative integer, not \"%.32s\"",
                        h);
@@ -76,7 +76,7 @@ void api_infer(request *r)
     }
     infer_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     eng_err e =
@@ -84,7 +84,7 @@ void api_infer(request *r)
                      &c->req, msg, sizeof msg);
     if (e != ENG_E_OK) {
         free(c);
-        http_error(r, e, "%s", msg);
+        http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
     r->ctx = c;
@@ -93,7 +93,7 @@ void api_infer(request *r)
     if (c->req.has_timeout)
         timeout_ms =
             c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
-    dispatch_submit(r, &c->req.desc, c->req.data, timeout_ms,
-                    c->req.data_owned ? DISPATCH_TEXT : DISPATCH_BYTES,
+    submit_scan(r, &c->req.desc, c->req.data, timeout_ms,
+                    c->req.data_owned ? SUBMIT_TEXT : SUBMIT_BYTES,
                     finish_infer);
 }

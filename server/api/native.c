@@ -14,7 +14,7 @@
 
 #include "api.h"
 #include "buffer.h"
-#include "dispatch.h"
+#include "submit.h"
 #include "native.h"
 #include "npy.h"
 #include "reply.h"
@@ -89,7 +89,7 @@ static void finish_json(request *r)
     json_ctx *c = r->ctx;
     json_writer w;
     if (!native_json_writer(&w, &c->req.desc, c->req.data)) {
-        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+        http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
     api_reply_json(r, 200, &w);
@@ -100,7 +100,7 @@ static void native_json(request *r)
     char msg[512];
     static const char *const none[] = {NULL};
     if (!http_query_known(r, none, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID,
+        http_error(r, STATUS_INVALID,
                    "%s: with a JSON body, axis, exclusive, reverse and "
                    "direction are members of the JSON object",
                    msg);
@@ -108,7 +108,7 @@ static void native_json(request *r)
     }
     json_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     eng_err e =
@@ -120,12 +120,12 @@ static void native_json(request *r)
         if (dml)
             api_dml_json(r);
         else
-            http_error(r, e, "%s", msg);
+            http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
     r->ctx = c;
     r->ctx_free = json_ctx_free;
-    dispatch_submit(r, &c->req.desc, c->req.data, -1, DISPATCH_TEXT,
+    submit_scan(r, &c->req.desc, c->req.data, -1, SUBMIT_TEXT,
                     finish_json);
 }
 
@@ -149,7 +149,7 @@ static void finish_npy(request *r)
     npy_ctx *c = r->ctx;
     uint8_t *head = malloc(TX_NPY_WRITE_MAX);
     if (head == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory writing the response");
+        http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
     size_t hlen =
@@ -165,7 +165,7 @@ static void native_npy(request *r)
     static const char *const allowed[] = {"axis",      "exclusive", "reverse",
                                           "direction", "dtype",     NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID, "%s", msg);
+        http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
     const char *dt = http_query(r, "dtype");
@@ -173,7 +173,7 @@ static void native_npy(request *r)
     if (dt != NULL) {
         int t = tx_dtype_parse(dt, strlen(dt));
         if (t != TX_BFLOAT16) {
-            http_error(r, ENG_E_DTYPE,
+            http_error(r, STATUS_DTYPE,
                        "dtype=%.32s: a .npy file names its own dtype; the "
                        "dtype parameter only reads a 2-byte array as "
                        "bfloat16 (dtype=bfloat16)",
@@ -185,13 +185,13 @@ static void native_npy(request *r)
     tx_npy_header h;
     eng_err e = npy_parse(http_body(r), r->body_len, bf16, &h, msg, sizeof msg);
     if (e != ENG_E_OK) {
-        http_error(r, e, "%s", msg);
+        http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
     scan_params p;
     npy_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     r->ctx = c;
@@ -201,7 +201,7 @@ static void native_npy(request *r)
     memcpy(c->desc.shape, h.shape, sizeof h.shape);
     if (!query_params(r, &p, msg, sizeof msg)
         || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID, "%s", msg);
+        http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
     size_t size = tx_dtype_size(h.dtype);
@@ -218,14 +218,14 @@ static void native_npy(request *r)
     if (h.fortran_order && h.rank > 1 && count > 0) {
         c->copy = eng_buffer_alloc(h.data_bytes);
         if (c->copy == NULL) {
-            http_error(r, ENG_E_NOMEM,
+            http_error(r, STATUS_NOMEM,
                        "out of memory reordering a Fortran-order array");
             return;
         }
         tx_npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
         c->data = c->copy;
     }
-    dispatch_submit(r, &c->desc, c->data, -1, DISPATCH_BYTES, finish_npy);
+    submit_scan(r, &c->desc, c->data, -1, SUBMIT_BYTES, finish_npy);
 }
 
 /* raw bytes */
@@ -247,26 +247,26 @@ static void native_raw(request *r)
     static const char *const allowed[] = {
         "axis", "exclusive", "reverse", "direction", "dtype", "shape", NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID, "%s", msg);
+        http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
     const char *dt = http_query(r, "dtype"), *sh = http_query(r, "shape");
     if (dt == NULL || sh == NULL) {
-        http_error(r, ENG_E_INVALID,
+        http_error(r, STATUS_INVALID,
                    "a raw body needs dtype and shape in the query string, "
                    "such as ?dtype=float32&shape=3,4");
         return;
     }
     raw_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     r->ctx = c;
     r->ctx_free = free;
     int t = tx_dtype_parse(dt, strlen(dt));
     if (t < 0) {
-        http_error(r, ENG_E_DTYPE,
+        http_error(r, STATUS_DTYPE,
                    "unknown dtype \"%.32s\" (expected one of %s)", dt,
                    tx_dtype_list());
         return;
@@ -277,22 +277,22 @@ static void native_raw(request *r)
                           sizeof msg)
         || !query_params(r, &p, msg, sizeof msg)
         || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
-        http_error(r, ENG_E_INVALID, "%s", msg);
+        http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
     eng_lines l;
     eng_err e = eng_lines_from_desc(&c->desc, &l, msg, sizeof msg);
     if (e != ENG_E_OK) {
-        http_error(r, e, "%s", msg);
+        http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
     if (l.bytes != r->body_len) {
-        http_error(r, ENG_E_INVALID,
+        http_error(r, STATUS_INVALID,
                    "the body has %zu bytes, but %s with shape [%s] takes %zu",
                    r->body_len, tx_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
     }
-    dispatch_submit(r, &c->desc, http_body(r), -1, DISPATCH_BYTES, finish_raw);
+    submit_scan(r, &c->desc, http_body(r), -1, SUBMIT_BYTES, finish_raw);
 }
 
 /* `curl -d '{...}'` sends a JSON object as application/x-www-form-urlencoded:
@@ -309,7 +309,7 @@ static void native_form(request *r, const char *type)
         native_json(r);
         return;
     }
-    http_error(r, ENG_E_MEDIA_TYPE,
+    http_error(r, STATUS_MEDIA_TYPE,
                "Content-Type %s is read as JSON only when the body is a JSON "
                "object (as curl -d '{\"data\": [1, 2, 3]}' sends it); form "
                "fields are not supported: POST /v1/cumsum takes "
@@ -335,7 +335,7 @@ void api_native(request *r)
     else if (strcmp(type, "application/octet-stream") == 0)
         native_raw(r);
     else
-        http_error(r, ENG_E_MEDIA_TYPE,
+        http_error(r, STATUS_MEDIA_TYPE,
                    "%s%s%s: POST /v1/cumsum takes application/json, "
                    "application/x-npy or application/octet-stream",
                    type[0] ? "Content-Type " : "no Content-Type",

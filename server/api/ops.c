@@ -13,7 +13,7 @@
 static void reply_owned_json(request *r, int status, char *text)
 {
     if (text == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     http_reply_buffer(r, status, "application/json", text, strlen(text));
@@ -46,10 +46,10 @@ void api_health_ready(request *r)
                                    "server is shutting down\"}"));
         return;
     }
-    unsigned up = 0;
-    for (unsigned d = 0; d < s->ndevices; d++)
-        up += !atomic_load(&s->devices[d].down);
-    if (up == s->ndevices) {
+    unsigned devices, up;
+    bool on_host;
+    sched_devices(api_sched(r), &devices, &up, &on_host);
+    if (up == devices) {
         reply_owned_json(r, 200, copy_text("{\"ready\":true}"));
         return;
     }
@@ -57,8 +57,8 @@ void api_health_ready(request *r)
     snprintf(text, sizeof text,
              "{\"ready\":true,\"devices\":%u,\"devices_up\":%u,"
              "\"degraded\":\"%s\"}",
-             s->ndevices, up,
-             atomic_load(&s->metrics.host_fallback)
+             devices, up,
+             on_host
                  ? "every device has failed; the host backend runs every job"
                  : "failed devices have left the pool");
     reply_owned_json(r, 200, copy_text(text));
@@ -90,7 +90,7 @@ void api_model_stats(request *r)
     size_t len;
     char *text = stats_render(&r->s->stats, KSERVE_MODEL, KSERVE_VERSION, &len);
     if (text == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     http_reply_buffer(r, 200, "application/json", text, len);
@@ -101,10 +101,16 @@ void api_metrics(request *r)
 {
     tallyd_server *s = r->s;
     size_t len;
-    char *text = metrics_render(&s->metrics, queue_depth(&s->queue), s->device,
-                                s->version, &len);
+    textbuf o;
+    textbuf_init(&o, 8192);
+    /* section by section: the front door's, then the scheduler's */
+    metrics_render(&s->metrics, s->device, s->version,
+                   atomic_load(&s->inflight), atomic_load(&s->open_connections),
+                   &o);
+    sched_render_metrics(api_sched(r), &o);
+    char *text = textbuf_take(&o, &len);
     if (text == NULL) {
-        http_error(r, ENG_E_NOMEM, "out of memory");
+        http_error(r, STATUS_NOMEM, "out of memory");
         return;
     }
     http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text,

@@ -12,34 +12,49 @@
 #include "api.h"
 #include "kserve.h"
 
+/* What /metrics labels requests with (route="..."). */
+enum { NATIVE, INFER, METADATA, HEALTH, METRICS, OTHER, NLABELS };
+static const char *const labels[NLABELS] = {
+    [NATIVE] = "native",   [INFER] = "infer",     [METADATA] = "metadata",
+    [HEALTH] = "health",   [METRICS] = "metrics", [OTHER] = "other"};
+
+/* The inference routes' end: Triton's statistics (stats.h) count every
+ * request of theirs, with its steps when it succeeded. */
+static void inference_ended(request *r, uint64_t total_ns)
+{
+    stats_request(&r->s->stats, r->status >= 200 && r->status < 300, total_ns,
+                  r->queue_ns, r->decode_ns + r->parse_ns, r->compute_ns,
+                  r->render_ns + r->gzip_ns);
+}
+
 static const http_route rows[] = {
-    {"POST", "/v1/cumsum", api_native, ROUTE_NATIVE, HTTP_ACCESS_TOKEN},
-    {"GET", "/metrics", api_metrics, ROUTE_METRICS, HTTP_ACCESS_METRICS},
-    {"GET", "/v2", api_server_metadata, ROUTE_METADATA, HTTP_ACCESS_TOKEN},
-    {"GET", "/v2/health/live", api_health_live, ROUTE_HEALTH,
-     HTTP_ACCESS_HEALTH},
-    {"GET", "/v2/health/ready", api_health_ready, ROUTE_HEALTH,
-     HTTP_ACCESS_HEALTH},
-    {"GET", "/v2/models/{model}", api_model_metadata, ROUTE_METADATA,
-     HTTP_ACCESS_TOKEN},
+    {"POST", "/v1/cumsum", api_native, NATIVE, HTTP_ACCESS_TOKEN, inference_ended},
+    {"GET", "/metrics", api_metrics, METRICS, HTTP_ACCESS_METRICS, NULL},
+    {"GET", "/v2", api_server_metadata, METADATA, HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/health/live", api_health_live, HEALTH,
+     HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/v2/health/ready", api_health_ready, HEALTH,
+     HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/v2/models/{model}", api_model_metadata, METADATA,
+     HTTP_ACCESS_TOKEN, NULL},
     {"GET", "/v2/models/{model}/versions/{version}", api_model_metadata,
-     ROUTE_METADATA, HTTP_ACCESS_TOKEN},
-    {"GET", "/v2/models/{model}/ready", api_model_ready, ROUTE_HEALTH,
-     HTTP_ACCESS_HEALTH},
+     METADATA, HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/models/{model}/ready", api_model_ready, HEALTH,
+     HTTP_ACCESS_HEALTH, NULL},
     {"GET", "/v2/models/{model}/versions/{version}/ready", api_model_ready,
-     ROUTE_HEALTH, HTTP_ACCESS_HEALTH},
-    {"GET", "/v2/models/{model}/config", api_model_config, ROUTE_METADATA,
-     HTTP_ACCESS_TOKEN},
-    {"GET", "/v2/models/stats", api_model_stats, ROUTE_METADATA,
-     HTTP_ACCESS_TOKEN},
-    {"GET", "/v2/models/{model}/stats", api_model_stats, ROUTE_METADATA,
-     HTTP_ACCESS_TOKEN},
+     HEALTH, HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/v2/models/{model}/config", api_model_config, METADATA,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/models/stats", api_model_stats, METADATA,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/models/{model}/stats", api_model_stats, METADATA,
+     HTTP_ACCESS_TOKEN, NULL},
     {"GET", "/v2/models/{model}/versions/{version}/stats", api_model_stats,
-     ROUTE_METADATA, HTTP_ACCESS_TOKEN},
-    {"POST", "/v2/models/{model}/infer", api_infer, ROUTE_INFER,
-     HTTP_ACCESS_TOKEN},
+     METADATA, HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/models/{model}/infer", api_infer, INFER, HTTP_ACCESS_TOKEN,
+     inference_ended},
     {"POST", "/v2/models/{model}/versions/{version}/infer", api_infer,
-     ROUTE_INFER, HTTP_ACCESS_TOKEN},
+     INFER, HTTP_ACCESS_TOKEN, inference_ended},
 };
 
 static bool is(const char *s, size_t n, const char *want)
@@ -69,4 +84,7 @@ const http_routes api_routes = {
     .rows = rows,
     .nrows = sizeof rows / sizeof rows[0],
     .check_param = check_param,
+    .labels = labels,
+    .nlabels = NLABELS,
+    .unmatched = OTHER,
 };

@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <libdeflate.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -89,9 +90,9 @@ static int inflate_all(int window, const uint8_t *in, size_t len, size_t max,
     return rc;
 }
 
-eng_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
-                        uint8_t **out, size_t *out_len, char *msg,
-                        size_t msglen)
+status_code encoding_decode(int coding, const uint8_t *in, size_t len,
+                            size_t max, uint8_t **out, size_t *out_len,
+                            char *msg, size_t msglen)
 {
     const char *name = coding == 1 ? "gzip" : "deflate";
     /* gzip: gzip header; deflate: zlib header, or raw as some clients send */
@@ -100,20 +101,21 @@ eng_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
     if (coding == 2 && rc == Z_DATA_ERROR)
         rc = inflate_all(-MAX_WBITS, in, len, max, out, out_len);
     switch (rc) {
-    case Z_STREAM_END: return ENG_E_OK;
+    case Z_STREAM_END: return STATUS_OK;
     case Z_BUF_ERROR:
-        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
-                        "the %s body expands to more than the %zu bytes "
-                        "this server accepts",
-                        name, max);
+        snprintf(msg, msglen,
+                 "the %s body expands to more than the %zu bytes this server "
+                 "accepts",
+                 name, max);
+        return STATUS_TOO_LARGE;
     case Z_MEM_ERROR:
-        return eng_fail(msg, msglen, ENG_E_NOMEM,
-                        "out of memory decoding the %s body", name);
+        snprintf(msg, msglen, "out of memory decoding the %s body", name);
+        return STATUS_NOMEM;
     default:
-        return eng_fail(msg, msglen, ENG_E_ENCODING,
-                        "the body is not valid %s data (Content-Encoding: "
-                        "%s)",
-                        name, name);
+        snprintf(msg, msglen,
+                 "the body is not valid %s data (Content-Encoding: %s)", name,
+                 name);
+        return STATUS_ENCODING;
     }
 }
 

@@ -15,18 +15,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "status.h"
 
 /* Which coding a Content-Encoding value names: 0 identity, 1 gzip,
  * 2 deflate, -1 anything else (a 415). NULL is identity. */
 int encoding_parse(const char *value);
 
 /* Decodes in[0..len) (coding 1 or 2) into a new malloc'd buffer of at most
- * max bytes. ENG_E_TOO_LARGE when it would be larger, ENG_E_ENCODING
- * when the data is not valid for the coding. */
-eng_err encoding_decode(int coding, const uint8_t *in, size_t len, size_t max,
-                        uint8_t **out, size_t *out_len, char *msg,
-                        size_t msglen);
+ * max bytes. STATUS_TOO_LARGE when it would be larger, STATUS_ENCODING
+ * when the data is not valid for the coding (msg says why). */
+status_code encoding_decode(int coding, const uint8_t *in, size_t len,
+                            size_t max, uint8_t **out, size_t *out_len,
+                            char *msg, size_t msglen);
 
 /* True when an Accept-Encoding value accepts gzip (q > 0). */
 bool encoding_accepts_gzip(const char *accept);

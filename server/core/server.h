@@ -1,13 +1,10 @@
 /*
- * server.h - tallyd's shared state, in one struct passed to every module.
+ * server.h - tallyd's shared state below the API layer, in one struct
+ * passed to the transport's modules.
  *
  * Who touches what (the threading model itself is written down at the top
  * of tallyd.c):
- *   cfg, devices (but down),       set before threads start, then read-only
- *   version, device
- *   devices[].down, .failures      workers, atomic
- *   fallback                       workers, under fallback_mu
- *   queue                          any thread, under its own mutex
+ *   cfg, version, device           set before threads start, then read-only
  *   metrics, stats, draining,      any thread, atomics
  *   inflight, buffered_bytes,
  *   refused_*
@@ -20,8 +17,13 @@
  *   auth                           set before threads start; HTTP threads
  *                                  check against it, the loop thread
  *                                  reloads it (its own lock: http/auth.h)
+ *   app                            set before threads start: the API
+ *                                  layer's state (api.h), which holds the
+ *                                  scheduler; opaque to the layers below
  *   loop and its handles           the loop thread only
- *   workers                        started and joined by the loop thread
+ *
+ * The scheduler (sched/) is not here: it sits beside the transport, and
+ * only the layer above both (api/) and tallyd.c see it.
  */
 #ifndef TALLY_SERVER_H
 #define TALLY_SERVER_H
@@ -30,10 +32,10 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "clock.h"
 #include "config.h"
 #include "engine.h"
 #include "metrics.h"
-#include "queue.h"
 #include "stats.h"
 
 #define TALLYD_VERSION "0.1.0"
@@ -43,32 +45,13 @@ struct http_routes;
 struct http_auth;
 struct http_conns;
 struct http_accesslog;
-typedef struct worker worker;
-
-/* The most devices one daemon drives. */
-#define TALLYD_MAX_DEVICES 16
-
-/* A compute device of the pool. */
-typedef struct {
-    eng_engine *engine;
-    char name[400];   /* "P:D platform / device (layout)": unique, the label */
-    atomic_bool down; /* out of the pool: --device-max-failures */
-    atomic_uint failures; /* failed launches in a row */
-} tallyd_device;
 
 typedef struct tallyd_server {
     tallyd_config cfg;
     const char *version;
-    tallyd_device devices[TALLYD_MAX_DEVICES];
-    unsigned ndevices;
-    /* the host backend, opened when every device has been taken out */
-    uv_mutex_t fallback_mu;
-    eng_engine *fallback;
     char device[1024]; /* every device's name, for logs and build_info */
+    void *app;         /* the API layer's (api.h) */
 
-    job_queue queue;
-    worker *workers;
-    unsigned nworkers;
     metrics metrics;
     model_stats stats;
 
@@ -86,6 +69,9 @@ typedef struct tallyd_server {
     unsigned ticks;
 
     atomic_bool draining;
+    /* the transport's state: requests being read, queued, computed or
+     * answered, and connections open (drain waits on both) */
+    atomic_llong inflight, open_connections;
     uint64_t drain_started_ns;
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;

@@ -1,5 +1,5 @@
 /*
- * error.c - names, descriptions and HTTP statuses of the error codes.
+ * error.c - names and descriptions of the engine's error codes.
  *
  * Each lookup is a switch over the table with no default, so -Wswitch
  * flags a code that one of them forgets.
@@ -13,7 +13,7 @@
 const char *eng_err_text(eng_err e)
 {
     switch (e) {
-#define ENG_ERR_TEXT(name, status, text)                                       \
+#define ENG_ERR_TEXT(name, text)                                       \
     case ENG_E_##name: return text;
         ENG_ERRORS(ENG_ERR_TEXT)
 #undef ENG_ERR_TEXT
@@ -24,23 +24,12 @@ const char *eng_err_text(eng_err e)
 const char *eng_err_name(eng_err e)
 {
     switch (e) {
-#define ENG_ERR_NAME(name, status, text)                                       \
+#define ENG_ERR_NAME(name, text)                                       \
     case ENG_E_##name: return #name;
         ENG_ERRORS(ENG_ERR_NAME)
 #undef ENG_ERR_NAME
     }
     return "UNKNOWN";
-}
-
-int eng_err_http_status(eng_err e)
-{
-    switch (e) {
-#define ENG_ERR_STATUS(name, status, text)                                     \
-    case ENG_E_##name: return status;
-        ENG_ERRORS(ENG_ERR_STATUS)
-#undef ENG_ERR_STATUS
-    }
-    return 500;
 }
 
 eng_err eng_fail(char *buf, size_t len, eng_err e, const char *fmt, ...)

@@ -112,9 +112,9 @@ void http_accesslog_request(http_accesslog *a, request *r, uint64_t done_ns,
     log_stamp(ts, sizeof ts);
     log_escape(r->path, path, sizeof path);
     size_t n = 0;
-    if (r->err != ENG_E_OK)
+    if (r->err != STATUS_OK)
         n += (size_t)snprintf(extra, sizeof extra, ",\"error\":\"%s\"",
-                              eng_err_name(r->err));
+                              status_name(r->err));
     if (terminated != 0 && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n,
                               ",\"terminated\":%d", terminated);

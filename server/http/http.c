@@ -35,12 +35,13 @@
 
 #include "accesslog.h"
 #include "auth.h"
-#include "buffer.h"
+#include "body.h"
 #include "conns.h"
 #include "encoding.h"
 #include "http.h"
 #include "log.h"
 #include "reply.h"
+#include "tls.h"
 
 /* A request's read state; calloc makes a new one RQ_READING. */
 enum { RQ_READING = 0, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };
@@ -96,38 +97,6 @@ int http_client_fd(request *r)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci != NULL ? (int)ci->connect_fd : -1;
-}
-
-size_t http_clients_gone(const int *fds, size_t n, bool *gone)
-{
-    struct pollfd stack[64], *p = n <= 64 ? stack : calloc(n, sizeof *p);
-    size_t count = 0;
-    for (size_t i = 0; i < n; i++)
-        gone[i] = false;
-    if (p == NULL)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        p[i].fd = fds[i]; /* a negative fd is ignored by poll */
-        p[i].events = POLLIN;
-        p[i].revents = 0;
-    }
-    if (poll(p, (nfds_t)n, 0) > 0)
-        for (size_t i = 0; i < n; i++) {
-            if (p[i].fd < 0 || p[i].revents == 0)
-                continue;
-            bool closed = (p[i].revents & (POLLHUP | POLLERR)) != 0;
-            if (!closed && (p[i].revents & POLLIN) != 0) {
-                /* readable: end of stream, or bytes of a next request */
-                char b;
-                ssize_t got = recv(p[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-                closed = got == 0;
-            }
-            gone[i] = closed;
-            count += closed;
-        }
-    if (p != stack)
-        free(p);
-    return count;
 }
 
 void http_discard(request *r)
@@ -215,164 +184,16 @@ static enum MHD_Result send_reply(request *r)
     return rc;
 }
 
-/* Checks Content-Length against --max-body-bytes (a 413 goes out without
- * reading the body) and remembers it. Memory comes as the bytes do
- * (append_body), not as a client announces them. */
-static bool begin_body(request *r)
-{
-    tallyd_server *s = r->s;
-    r->body_expect = SIZE_MAX;
-    const char *cl = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl == NULL)
-        return true; /* chunked or empty: grown as it comes */
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(cl, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return true; /* libmicrohttpd rejects malformed lengths itself */
-    if (n > s->cfg.max_body_bytes) {
-        http_error(r, ENG_E_TOO_LARGE,
-                   "the body is %llu bytes, more than the %zu this server "
-                   "accepts (--max-body-bytes)",
-                   n, s->cfg.max_body_bytes);
-        return false;
-    }
-    r->body_expect = (size_t)n;
-    return true;
-}
-
-/* A body's first buffer (a medium one, 256 KiB with its header): a
- * client that announces a large body and sends little holds no more. */
-#define BODY_FIRST (((size_t)256 << 10) - 128)
-
-/* Takes `more` bytes of room from the server's --max-buffered-bytes for
- * r; false when they are not there. */
-static bool reserve_body(request *r, size_t more)
-{
-    tallyd_server *s = r->s;
-    unsigned long long had = atomic_fetch_add_explicit(&s->buffered_bytes, more,
-                                                       memory_order_relaxed);
-    if (had + more > s->cfg.max_buffered_bytes) {
-        atomic_fetch_sub_explicit(&s->buffered_bytes, more,
-                                  memory_order_relaxed);
-        return false;
-    }
-    r->body_reserved += more;
-    return true;
-}
-
-void http_release_body_room(request *r)
-{
-    atomic_fetch_sub_explicit(&r->s->buffered_bytes, r->body_reserved,
-                              memory_order_relaxed);
-    r->body_reserved = 0;
-}
-
-static void append_body(request *r, const char *data, size_t n)
-{
-    size_t max = r->s->cfg.max_body_bytes;
-    if (r->body_too_large || r->body_no_room)
-        return;
-    if (n > max - r->body_len) {
-        r->body_too_large = true;
-        return;
-    }
-    if (r->body_len + n > r->body_cap) {
-        /* room for what has come: the first buffer, then the whole
-         * announced length (one copy of at most the first), or doubling
-         * up to the limit when no length was announced */
-        size_t need = r->body_len + n, cap;
-        if (r->body_expect != SIZE_MAX && need <= r->body_expect)
-            cap = need <= BODY_FIRST && r->body_cap < BODY_FIRST
-                      ? (r->body_expect < BODY_FIRST ? r->body_expect
-                                                     : BODY_FIRST)
-                      : r->body_expect;
-        else
-            for (cap = r->body_cap ? r->body_cap : 65536; cap < need;)
-                cap = cap > max / 2 ? max : cap * 2;
-        if (!reserve_body(r, cap - r->body_cap)) {
-            r->body_no_room = true;
-            return;
-        }
-        uint8_t *nb = eng_buffer_alloc(cap);
-        if (nb == NULL) {
-            r->body_no_room = true;
-            return;
-        }
-        if (r->body_len)
-            memcpy(nb, r->body, r->body_len);
-        eng_buffer_free(r->body);
-        r->body = nb;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, n);
-    r->body_len += n;
-}
-
 /* The body is complete: decode it and run the handler. */
 static void body_complete(request *r)
 {
-    tallyd_server *s = r->s;
     r->body_ns = now_ns();
     http_conn_deadline(r->link, 0);
-    if (r->body_too_large) {
-        http_error(r, ENG_E_TOO_LARGE,
-                   "the body is more than the %zu bytes this server accepts "
-                   "(--max-body-bytes)",
-                   s->cfg.max_body_bytes);
+    char msg[512];
+    status_code e = http_body_finish(r, msg, sizeof msg);
+    if (e != STATUS_OK) {
+        http_error(r, e, "%s", msg);
         return;
-    }
-    if (r->body_no_room) {
-        http_error(r, ENG_E_NOMEM,
-                   "the server holds as many request bodies in memory as it "
-                   "may (--max-buffered-bytes); retry in a moment");
-        return;
-    }
-    atomic_fetch_add_explicit(&s->metrics.bytes_in, r->body_len,
-                              memory_order_relaxed);
-    const char *ce = http_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
-    int coding = encoding_parse(ce);
-    if (coding < 0) {
-        http_error(r, ENG_E_MEDIA_TYPE,
-                   "Content-Encoding \"%.40s\" is not supported (gzip, "
-                   "deflate and identity are)",
-                   ce);
-        return;
-    }
-    if (coding > 0 && r->body_len > 0) {
-        uint64_t t = now_ns();
-        uint8_t *plain;
-        size_t plen;
-        char msg[256];
-        eng_err e =
-            encoding_decode(coding, r->body, r->body_len, s->cfg.max_body_bytes,
-                            &plain, &plen, msg, sizeof msg);
-        if (e != ENG_E_OK) {
-            http_error(r, e, "%s", msg);
-            return;
-        }
-        /* copy into an aligned buffer: tensors are used in place; the
-         * decoded body counts against --max-buffered-bytes too */
-        if (plen > r->body_cap && !reserve_body(r, plen - r->body_cap)) {
-            free(plain);
-            http_error(r, ENG_E_NOMEM,
-                       "the server holds as many request bodies in memory "
-                       "as it may (--max-buffered-bytes); retry in a "
-                       "moment");
-            return;
-        }
-        uint8_t *aligned = eng_buffer_alloc(plen);
-        if (aligned == NULL) {
-            free(plain);
-            http_error(r, ENG_E_NOMEM, "out of memory decoding the body");
-            return;
-        }
-        memcpy(aligned, plain, plen);
-        free(plain);
-        eng_buffer_free(r->body);
-        r->body = aligned;
-        r->body_len = r->body_cap = plen;
-        r->decode_ns = now_ns() - t;
     }
     r->handler_ns = now_ns();
     r->handler(r);
@@ -398,7 +219,7 @@ static bool authorized(request *r, const http_match *m)
                     missing
                         ? "Bearer realm=\"tally\""
                         : "Bearer realm=\"tally\", error=\"invalid_token\"");
-    http_error(r, ENG_E_UNAUTHORIZED, "%s",
+    http_error(r, STATUS_UNAUTHORIZED, "%s",
                missing ? "this server requires a bearer token "
                          "(Authorization: Bearer <token>)"
                        : "the bearer token is not one this server accepts");
@@ -430,24 +251,31 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
             *q = '\0';
         http_match m;
         http_route_match(s->routes, method, r->path, &m);
-        r->metric_route = m.metric;
+        r->metric_label = m.label;
+        r->ended = m.ended;
         r->handler = m.handler;
         if (r->handler == NULL) {
             if (m.status == 405)
                 http_add_header(r, MHD_HTTP_HEADER_ALLOW, m.allow);
-            http_error(r, m.status == 405 ? ENG_E_METHOD : ENG_E_NOT_FOUND,
+            http_error(r, m.status == 405 ? STATUS_METHOD : STATUS_NOT_FOUND,
                        "%s", m.msg);
             return send_reply(r);
         }
-        if (!authorized(r, &m) || !begin_body(r))
+        if (!authorized(r, &m))
             return send_reply(r);
+        char msg[256];
+        status_code e = http_body_begin(r, msg, sizeof msg);
+        if (e != STATUS_OK) {
+            http_error(r, e, "%s", msg);
+            return send_reply(r);
+        }
         return MHD_YES;
     }
 
     switch (r->state) {
     case RQ_READING:
         if (*upload_size > 0) {
-            append_body(r, upload, *upload_size);
+            http_body_append(r, upload, *upload_size);
             *upload_size = 0;
             return MHD_YES;
         }
@@ -488,7 +316,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     uint64_t done = now_ns(), total = done - r->t0_ns;
     if (timed_out && r->state == RQ_READING) {
         r->status = 408; /* cut off by http_sweep */
-        r->err = ENG_E_REQUEST_TIMEOUT;
+        r->err = STATUS_REQUEST_TIMEOUT;
     } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK
                && r->state != RQ_REPLIED) {
         if (work_returned(r)) {
@@ -502,18 +330,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         r->status = 499; /* the client went away first */
     }
-    metrics_request(&s->metrics, r->metric_route, r->status, r->err, total, 0,
+    metrics_request(&s->metrics, r->metric_label, r->status, r->err, total,
                     r->bytes_out);
-    if (r->metric_route == ROUTE_NATIVE || r->metric_route == ROUTE_INFER)
-        stats_request(&s->stats, r->status >= 200 && r->status < 300, total,
-                      r->queue_ns, r->decode_ns + r->parse_ns, r->compute_ns,
-                      r->render_ns + r->gzip_ns);
+    if (r->ended != NULL)
+        r->ended(r, total);
     http_accesslog_request(s->accesslog, r, done,
                            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
                                ? 0
                                : (int)toe);
     atomic_store(&s->last_done_ns, now_ns());
-    atomic_fetch_sub(&s->metrics.inflight, 1);
+    atomic_fetch_sub(&s->inflight, 1);
     request_release(r);
 }
 
@@ -528,7 +354,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
     tallyd_server *s = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->metrics.connections_opened, 1);
-        atomic_fetch_add(&s->metrics.connections_open, 1);
+        atomic_fetch_add(&s->open_connections, 1);
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci != NULL)
@@ -536,7 +362,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
                 http_conn_open(s->conns, (int)ci->connect_fd,
                                deadline_after(s->cfg.idle_timeout_s));
     } else {
-        atomic_fetch_sub(&s->metrics.connections_open, 1);
+        atomic_fetch_sub(&s->open_connections, 1);
         http_conn_close(s->conns, *socket_context);
         *socket_context = NULL;
     }
@@ -583,81 +409,32 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_msg("http", "warn", "libmicrohttpd: %s", msg);
 }
 
+/* Writes a startup failure's message; false, for `return say(...)`. */
+__attribute__((format(printf, 3, 4))) static bool
+say(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
 static void add_option(struct MHD_OptionItem *opts, size_t *n,
                        enum MHD_OPTION option, intptr_t value, void *ptr)
 {
     opts[(*n)++] = (struct MHD_OptionItem){option, value, ptr};
 }
 
-/* A PEM file's text, for --tls-cert and --tls-key: NUL-terminated, at
- * most 1 MiB. NULL with a message when it cannot be read. */
-static char *read_pem(const char *flag, const char *path, char *msg,
-                      size_t msglen)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        eng_fail(msg, msglen, ENG_E_INVALID, "--%s %s: %s", flag, path,
-                 strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1u << 20;
-    char *text = malloc(cap + 1);
-    size_t n = text != NULL ? fread(text, 1, cap + 1, f) : 0;
-    bool ok =
-        text != NULL && !ferror(f) && n <= cap && memchr(text, '\0', n) == NULL;
-    if (ok) {
-        text[n] = '\0';
-        ok = strstr(text, "-----BEGIN ") != NULL;
-    }
-    fclose(f);
-    if (!ok) {
-        eng_fail(msg, msglen, ENG_E_INVALID,
-                 "--%s %s: not a PEM file of at most 1 MiB", flag, path);
-        free(text);
-        return NULL;
-    }
-    return text;
-}
-
-/* --tls-cert and --tls-key, read for libmicrohttpd (which hands them to
- * GnuTLS while the daemon starts, and keeps no pointer to them after):
- * both, or neither. */
-static bool read_tls(const tallyd_config *c, char **cert, char **key, char *msg,
-                     size_t msglen)
-{
-    *cert = *key = NULL;
-    bool has_cert = c->tls_cert[0] != '\0', has_key = c->tls_key[0] != '\0';
-    if (!has_cert && !has_key)
-        return true;
-    if (has_cert != has_key) {
-        eng_fail(msg, msglen, ENG_E_INVALID,
-                 "HTTPS needs both --tls-cert and --tls-key");
-        return false;
-    }
-    if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
-        eng_fail(msg, msglen, ENG_E_INVALID,
-                 "this libmicrohttpd was built without TLS");
-        return false;
-    }
-    *cert = read_pem("tls-cert", c->tls_cert, msg, msglen);
-    *key = *cert != NULL ? read_pem("tls-key", c->tls_key, msg, msglen) : NULL;
-    if (*key == NULL) {
-        free(*cert);
-        *cert = NULL;
-        return false;
-    }
-    return true;
-}
-
-eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
-                   size_t msglen)
+bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
+                size_t msglen)
 {
     s->routes = routes;
     request_seed_ids(s);
     char host[256];
     unsigned port;
     if (!tallyd_config_split_listen(s->cfg.listen, host, sizeof host, &port))
-        return eng_fail(msg, msglen, ENG_E_INVALID, "bad listen address");
+        return say(msg, msglen, "bad listen address");
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -666,13 +443,12 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
     snprintf(portstr, sizeof portstr, "%u", port);
     int rc = getaddrinfo(host, portstr, &hints, &ai);
     if (rc != 0)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "cannot resolve listen host \"%s\": %s", host,
+        return say(msg, msglen, "cannot resolve listen host \"%s\": %s", host,
                         gai_strerror(rc));
     char *cert, *key;
-    if (!read_tls(&s->cfg, &cert, &key, msg, msglen)) {
+    if (!http_tls_read(&s->cfg, &cert, &key, msg, msglen)) {
         freeaddrinfo(ai);
-        return ENG_E_INVALID;
+        return false;
     }
     s->conns = http_conns_new();
     s->accesslog = http_accesslog_new(s);
@@ -680,7 +456,7 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
         freeaddrinfo(ai);
         free(cert);
         free(key);
-        return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
+        return say(msg, msglen, "out of memory");
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL
                      | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
@@ -724,15 +500,14 @@ eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
     free(cert);
     free(key);
     if (s->mhd == NULL)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "cannot listen on %s (in use? a bad certificate or "
+        return say(msg, msglen, "cannot listen on %s (in use? a bad certificate or "
                         "key? see the log above)",
                         s->cfg.listen);
     s->tls = flags & MHD_USE_TLS;
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info != NULL ? info->port : port;
-    return ENG_E_OK;
+    return true;
 }
 
 void http_quiesce(tallyd_server *s)

@@ -1,6 +1,7 @@
 /*
- * http.h - the transport: libmicrohttpd connections, capped bodies,
- * Content-Encoding, routing through a table, and suspend/resume.
+ * http.h - the transport: libmicrohttpd connections, routing through a
+ * table, and suspend/resume (bodies: body.h; TLS files: tls.h; hung-up
+ * clients: peer.h).
  *
  * http.c owns the request lifecycle. It reads the body into a capped
  * buffer, decodes its Content-Encoding, finds the route in the table that
@@ -24,8 +25,8 @@
 
 /* Starts libmicrohttpd on cfg.listen (and fills s->port), serving the
  * routes in `routes` (borrowed: it must outlive the daemon). Loop thread. */
-eng_err http_start(tallyd_server *s, const http_routes *routes, char *msg,
-                   size_t msglen);
+bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
+                size_t msglen);
 
 /* Closes the connections that have not sent a whole request in time
  * (--idle-timeout to its first line, --request-timeout from there to the
@@ -67,12 +68,6 @@ bool http_client_left(request *r);
 /* The request's client socket, to be watched while the request waits
  * (-1 when unknown). HTTP thread. */
 int http_client_fd(request *r);
-
-/* Which of the sockets fds[0..n) the peer has closed (it sent its FIN or
- * reset the connection; bytes it sent and nobody read yet, a pipelined
- * request, do not count): gone[i]. One poll(2) for them all, not waiting.
- * Returns how many are gone. Any thread. */
-size_t http_clients_gone(const int *fds, size_t n, bool *gone);
 
 /* Marks r so that its continuation, once resumed, closes the connection
  * instead of answering: its client has gone, and the answer would only

@@ -320,7 +320,7 @@ char *http_error_text(const char *msg)
     return text;
 }
 
-void http_error(request *r, eng_err e, const char *fmt, ...)
+void http_error(request *r, status_code e, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -328,14 +328,13 @@ void http_error(request *r, eng_err e, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char *text = http_error_text(msg);
-    r->err = e == ENG_E_OK ? ENG_E_INVALID : e;
-    int status = eng_err_http_status(r->err);
+    r->err = e == STATUS_OK ? STATUS_INVALID : e;
+    int status = status_http(r->err);
     if (text == NULL) {
         r->status = 500;
         return;
     }
-    if (r->err == ENG_E_QUEUE_FULL || r->err == ENG_E_DRAINING
-        || r->err == ENG_E_NOMEM)
+    if (status_retry_later(r->err))
         http_add_header(r, "Retry-After", "1");
     http_reply_buffer(r, status, "application/json", text, strlen(text));
 }

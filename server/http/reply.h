@@ -58,10 +58,10 @@ void http_reply_stream(request *r, int status, const char *type,
                        http_body_read read, void *state,
                        void (*state_free)(void *state));
 
-/* Replies with {"error": "<message>"} and the status of e's band (with
- * Retry-After on a full queue or while draining); records e for the
- * metrics and the access log. */
-void http_error(request *r, eng_err e, const char *fmt, ...)
+/* Replies with {"error": "<message>"} and e's HTTP status (status.h; with
+ * Retry-After when a client may simply retry); records e for the metrics
+ * and the access log. */
+void http_error(request *r, status_code e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The body http_error() sends for msg: {"error": "..."}, valid UTF-8

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "buffer.h"
+#include "body.h"
 #include "request.h"
+#include "router.h"
 
 /* splitmix64's finaliser: a bijection, so distinct counters give distinct
  * ids, and consecutive ones look unrelated. */
@@ -49,7 +51,7 @@ request *request_new(tallyd_server *s, struct MHD_Connection *conn,
         free(r);
         return NULL;
     }
-    r->metric_route = ROUTE_OTHER;
+    r->metric_label = s->routes != NULL ? s->routes->unmatched : 0;
     r->status = 500;
     uv_mutex_init(&r->mu);
     atomic_init(&r->refs, 1);
@@ -65,7 +67,7 @@ request *request_new(tallyd_server *s, struct MHD_Connection *conn,
     else
         snprintf(r->id, sizeof r->id, "%016llx",
                  (unsigned long long)mix64(atomic_fetch_add(&s->next_id, 1)));
-    atomic_fetch_add(&s->metrics.inflight, 1);
+    atomic_fetch_add(&s->inflight, 1);
     return r;
 }
 
@@ -83,7 +85,7 @@ void request_release(request *r)
         r->work_free(r->work);
     if (r->ctx_free != NULL)
         r->ctx_free(r->ctx);
-    http_release_body_room(r);
+    http_body_release(r);
     eng_buffer_free(r->body);
     free(r->path);
     for (int i = 0; i < r->nextra; i++) {

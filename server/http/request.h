@@ -12,7 +12,7 @@
  * each freed with the request by its own free function:
  *   ctx/ctx_free     the handler's parsed request;
  *   work/work_free   what the layer that suspended the request keeps while
- *                    its work is out (dispatch's job).
+ *                    its work is out (the API's job record, api/submit.c).
  * A reply that answers with data inside the body or ctx takes both over
  * and frees them once the response has been sent (reply.h).
  *
@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "server.h"
+#include "status.h"
 
 typedef struct request request;
 
@@ -43,7 +44,8 @@ struct request {
     char method[8];
     char *path; /* without the query string */
     char id[72];
-    route_id metric_route;
+    unsigned metric_label; /* the route row's (router.h) */
+    void (*ended)(request *r, uint64_t total_ns); /* the route row's */
     http_handler handler;
     uint64_t t0_ns;
 
@@ -70,7 +72,7 @@ struct request {
 
     /* the reply */
     int status;
-    eng_err err;
+    status_code err;
     size_t bytes_out;
     bool accepts_gzip;
     char *extra_headers[8][2];
@@ -122,9 +124,6 @@ request *request_new(tallyd_server *s, struct MHD_Connection *conn,
 /* Drops a reference; the last one frees the request, its body and both
  * attachments. Any thread. */
 void request_release(request *r);
-
-/* Gives r's share of --max-buffered-bytes back (http.c). */
-void http_release_body_room(request *r);
 
 /* Seeds s->next_id from /dev/urandom, so that the logs of several replicas,
  * or of one daemon across restarts, do not share ids. */

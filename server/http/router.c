@@ -71,7 +71,8 @@ void http_route_match(const http_routes *t, const char *method,
                       const char *path, http_match *m)
 {
     memset(m, 0, sizeof *m);
-    m->metric = ROUTE_OTHER;
+    m->label = t->unmatched;
+    m->ended = NULL;
     char refused[sizeof m->msg] = "";
     const http_route *first = NULL;
     const char *methods[8]; /* in Allow so far */
@@ -82,7 +83,8 @@ void http_route_match(const http_routes *t, const char *method,
             continue;
         if (method_serves(row->method, method)) {
             m->handler = row->handler;
-            m->metric = row->metric;
+            m->label = row->label;
+            m->ended = row->ended;
             m->access = row->access;
             m->status = 200;
             return;
@@ -98,7 +100,7 @@ void http_route_match(const http_routes *t, const char *method,
         }
     }
     if (first != NULL) {
-        m->metric = first->metric;
+        m->label = first->label;
         m->status = 405;
         snprintf(m->msg, sizeof m->msg, "%s is not allowed on %s (use %s)",
                  method, path, m->allow);

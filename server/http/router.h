@@ -22,7 +22,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "metrics.h"
 #include "request.h"
 
 /* Who may use a route when the server requires bearer tokens (auth.h):
@@ -38,8 +37,12 @@ typedef struct {
     const char *method;  /* "GET" (serves HEAD too), "POST", ... */
     const char *pattern; /* "/v1/cumsum", "/v2/models/{model}/infer" */
     http_handler handler;
-    route_id metric;    /* what /metrics counts it under */
+    unsigned label;     /* what /metrics counts it under: labels[label] */
     http_access access; /* who may call it when tokens are required */
+    /* Runs on an HTTP thread when a request of this route has ended
+     * (answered, failed or abandoned), after the transport has counted
+     * it: the API's own accounting (Triton's statistics). NULL: none. */
+    void (*ended)(request *r, uint64_t total_ns);
 } http_route;
 
 typedef struct http_routes {
@@ -50,11 +53,17 @@ typedef struct http_routes {
      * matches. Both strings are not NUL-terminated. */
     bool (*check_param)(const char *name, size_t nlen, const char *value,
                         size_t vlen, char *msg, size_t msglen);
+    /* The names /metrics labels requests with (route="native"): a row's
+     * label indexes them, and requests no row matches count under
+     * `unmatched`. */
+    const char *const *labels;
+    unsigned nlabels, unmatched;
 } http_routes;
 
 typedef struct {
     http_handler handler; /* NULL when status is 404 or 405 */
-    route_id metric;      /* ROUTE_OTHER when no pattern matched */
+    unsigned label;       /* the table's unmatched when no pattern did */
+    void (*ended)(request *r, uint64_t total_ns); /* the row's */
     http_access access;   /* the matched row's */
     int status;           /* 200, 404 or 405 */
     char allow[64];       /* for 405: "GET, HEAD", "POST", ... */

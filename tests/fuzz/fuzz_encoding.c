@@ -148,12 +148,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t *out = NULL;
         size_t olen = 0;
         char msg[256];
-        eng_err e = encoding_decode(mode + 1, data, size, CAP, &out, &olen, msg,
-                                    sizeof msg);
-        if (e != ENG_E_OK) {
-            FUZZ_CHECK(e == ENG_E_TOO_LARGE || e == ENG_E_ENCODING
-                           || e == ENG_E_NOMEM,
-                       "decoding failed with %s", eng_err_name(e));
+        status_code e = encoding_decode(mode + 1, data, size, CAP, &out, &olen,
+                                        msg, sizeof msg);
+        if (e != STATUS_OK) {
+            FUZZ_CHECK(e == STATUS_TOO_LARGE || e == STATUS_ENCODING
+                           || e == STATUS_NOMEM,
+                       "decoding failed with %s", status_name(e));
             fuzz_refusal("the decoder's message", msg, sizeof msg);
             return 0;
         }

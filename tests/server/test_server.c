@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "queue.h"
 #include "router.h"
+#include "textbuf.h"
 
 /* ------------------------------------------------------------------------
  * The queue.
@@ -447,16 +448,18 @@ static void config_bad_values(void)
 static void metrics_text(void)
 {
     metrics m;
-    metrics_init(&m, 2);
+    static const char *const labels[] = {"native", "infer", "health", "other"};
+    metrics_init(&m, labels, 4);
     uint64_t ms = 1000000;
-    metrics_request(&m, ROUTE_NATIVE, 200, ENG_E_OK, 3 * ms, 10, 20);
-    metrics_request(&m, ROUTE_NATIVE, 200, ENG_E_OK, 700 * ms, 10, 20);
-    metrics_request(&m, ROUTE_INFER, 503, ENG_E_QUEUE_FULL, ms, 0, 30);
-    metrics_request(&m, ROUTE_INFER, 418, ENG_E_INVALID, ms, 0, 30);
-    metrics_observe(&m.queue, 2 * ms);
-    atomic_store(&m.busy_ns[1], 1500 * ms);
+    metrics_request(&m, 0, 200, STATUS_OK, 3 * ms, 20);
+    metrics_request(&m, 0, 200, STATUS_OK, 700 * ms, 20);
+    metrics_request(&m, 1, 503, STATUS_QUEUE_FULL, ms, 30);
+    metrics_request(&m, 1, 418, STATUS_INVALID, ms, 30);
     size_t len;
-    char *t = metrics_render(&m, 7, "dev \"x\"\\y", "9.9.9", &len);
+    textbuf o;
+    textbuf_init(&o, 256);
+    metrics_render(&m, "dev \"x\"\\y", "9.9.9", 7, 5, &o);
+    char *t = textbuf_take(&o, &len);
     CHECK(t != NULL && strlen(t) == len, "rendered");
     if (t == NULL)
         return;
@@ -468,7 +471,9 @@ static void metrics_text(void)
         "tally_request_failures_total{route=\"infer\",reason=\"QUEUE_FULL\"} "
         "1\n",
         "tally_request_duration_seconds_count{route=\"native\"} 2\n",
-        "tally_queue_depth 7\n",
+        "tally_inflight_requests 7\n",
+        "tally_open_connections 5\n",
+        "tally_sent_bytes_total 100\n",
         "# TYPE tally_request_duration_seconds histogram\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -566,20 +571,26 @@ static void routes_table(void)
     /* with tokens, only probes' and scrapers' routes may be open */
     for (size_t i = 0; i < api_routes.nrows; i++) {
         const http_route *row = &api_routes.rows[i];
-        http_access want = row->metric == ROUTE_HEALTH    ? HTTP_ACCESS_HEALTH
-                           : row->metric == ROUTE_METRICS ? HTTP_ACCESS_METRICS
-                                                          : HTTP_ACCESS_TOKEN;
+        const char *label = api_routes.labels[row->label];
+        http_access want = strcmp(label, "health") == 0    ? HTTP_ACCESS_HEALTH
+                           : strcmp(label, "metrics") == 0 ? HTTP_ACCESS_METRICS
+                                                           : HTTP_ACCESS_TOKEN;
         CHECK(row->access == want, "%s %s: access %d, not %d", row->method,
               row->pattern, (int)row->access, (int)want);
     }
     http_match m;
     http_route_match(&api_routes, "POST", "/v2/models/cumsum/infer", &m);
-    CHECK(m.metric == ROUTE_INFER && m.access == HTTP_ACCESS_TOKEN,
-          "infer counts as infer, and needs a token");
+    CHECK(strcmp(api_routes.labels[m.label], "infer") == 0
+              && m.access == HTTP_ACCESS_TOKEN && m.ended != NULL,
+          "infer counts as infer, in the statistics too, and needs a token");
     http_route_match(&api_routes, "GET", "/v1/cumsum", &m);
-    CHECK(m.metric == ROUTE_NATIVE, "a 405 counts under its route");
+    CHECK(strcmp(api_routes.labels[m.label], "native") == 0,
+          "a 405 counts under its route");
     http_route_match(&api_routes, "GET", "/nope", &m);
-    CHECK(m.metric == ROUTE_OTHER, "a 404 counts as other");
+    CHECK(strcmp(api_routes.labels[m.label], "other") == 0,
+          "a 404 counts as other");
+    http_route_match(&api_routes, "GET", "/metrics", &m);
+    CHECK(m.ended == NULL, "/metrics is no inference");
 }
 
 static void stub(request *r)
@@ -597,15 +608,15 @@ static void router_rules(void)
     /* the matcher on its own: first match wins, Allow is the union of the
      * matching rows' methods in order, parameters match one segment */
     static const http_route rows[] = {
-        {"PUT", "/a/{x}", stub, ROUTE_OTHER, HTTP_ACCESS_TOKEN},
-        {"GET", "/a/{x}", other_stub, ROUTE_HEALTH, HTTP_ACCESS_HEALTH},
-        {"GET", "/a/b", stub, ROUTE_METRICS, HTTP_ACCESS_METRICS},
-        {"POST", "/a/{x}/c", stub, ROUTE_NATIVE, HTTP_ACCESS_TOKEN},
+        {"PUT", "/a/{x}", stub, 0, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/{x}", other_stub, 1, HTTP_ACCESS_HEALTH, NULL},
+        {"GET", "/a/b", stub, 2, HTTP_ACCESS_METRICS, NULL},
+        {"POST", "/a/{x}/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
     };
-    http_routes t = {rows, 4, NULL};
+    http_routes t = {rows, 4, NULL, NULL, 0, 0};
     http_match m;
     http_route_match(&t, "GET", "/a/b", &m);
-    CHECK(m.handler == other_stub && m.metric == ROUTE_HEALTH
+    CHECK(m.handler == other_stub && m.label == 1
               && m.access == HTTP_ACCESS_HEALTH,
           "the first matching row wins, with its access rule");
     http_route_match(&t, "DELETE", "/a/zz", &m);
@@ -615,7 +626,7 @@ static void router_rules(void)
     CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
           "two GET rows match: Allow lists GET once: \"%s\"", m.allow);
     http_route_match(&t, "POST", "/a/q/c", &m);
-    CHECK(m.status == 200 && m.metric == ROUTE_NATIVE, "a parameter mid-path");
+    CHECK(m.status == 200 && m.label == 3, "a parameter mid-path");
     http_route_match(&t, "POST", "/a/q/r/c", &m);
     CHECK(m.status == 404, "a parameter is one segment");
     http_route_match(&t, "GET", "/a", &m);

@@ -1,15 +1,17 @@
 /*
  * queue.h - jobs waiting for a device worker.
  *
- * A bounded FIFO: pushing onto a full queue fails at once (the HTTP layer
- * answers 503 with Retry-After) rather than waiting. A worker pops the job
+ * A bounded FIFO: pushing onto a full queue fails at once (the front door
+ * answers that the queue is full) rather than waiting. A worker pops the job
  * at the head together with later jobs that are compatible with it (same
  * dtype, line length, stride and mode: the jobs one kernel launch can serve
  * by stacking their lines) and small enough to batch: a batch. It takes no
  * more than its share while other workers wait for work (no worker holds
  * queued jobs while another is idle), and when none waits it may hold the
- * head job a while for company (--max-queue-delay-us). Jobs whose
- * deadline passes while they wait are taken out by queue_expire().
+ * head job a while for company (--max-queue-delay-us, measured on the
+ * monotonic clock from the job's enqueued_ns). Jobs whose deadline passes
+ * while they wait are taken out by queue_expire(), and those whose client
+ * has gone by queue_take_gone().
  *
  * Threading: every function may be called from any thread; the queue's
  * mutex guards its list.
@@ -23,29 +25,46 @@
 #include <uv.h>
 
 #include "engine.h"
+#include "status.h"
 
 typedef struct job job;
 
-/* Called exactly once per queued job, when it has run, failed or expired;
- * on a worker thread or the loop thread. */
-typedef void (*job_done_fn)(job *j);
-
+/*
+ * A job: one scan, as a front door hands it to the scheduler (scheduler.h).
+ * The memory is the submitter's (it embeds the job in its own record) and
+ * must stay valid, with the buffers and views, until done has run.
+ */
 struct job {
+    /* Set by the submitter. */
     eng_scan_desc desc;
-    eng_lines lines; /* desc collapsed: the batching key */
     const void *in;
     void *out; /* may equal in */
-    /* strided layouts (eng_scan_strided), owned by the submitter and valid
-     * until done; NULL for packed tensors. Strided jobs never batch. */
+    /* strided layouts (eng_scan_strided); NULL for packed tensors.
+     * Strided jobs never batch. */
     const eng_view *iv, *ov;
-    uint64_t deadline_ns; /* monotonic; 0 for none */
-    uint64_t enqueued_ns, started_ns, finished_ns;
-    eng_err err;
-    char msg[256];
+    uint64_t deadline_ns; /* absolute, on the scheduler's clock; 0: none */
+    /* The completion: called exactly once for every job the scheduler
+     * accepted, on a worker or the loop thread, when it has run, failed,
+     * expired or been cancelled. The job is the submitter's again inside
+     * done, and may be freed there. */
+    void (*done)(job *j);
+    void *ctx; /* the submitter's, for done and gone */
+    /* The "has the client gone?" probe; NULL: never asked. Called on the
+     * loop thread while the job waits in the queue (under the queue's
+     * lock: it must not block, nor call into the scheduler), and on the
+     * worker once the job has run. True drops a waiting job unrun, or
+     * marks a finished one STATUS_CANCELLED. */
+    bool (*gone)(void *ctx);
+
+    /* Set by the scheduler: how it ended, read in done. */
+    status_code status;
+    char msg[256]; /* why, when status is not STATUS_OK; may be "" */
+    uint64_t enqueued_ns, started_ns, finished_ns; /* 0: did not happen */
     unsigned worker; /* which worker ran it */
-    int client_fd;   /* the submitter's socket, for queue_snapshot(); -1 */
-    job_done_fn done;
-    void *user;
+    unsigned batch;  /* how many jobs its launch served */
+
+    /* The scheduler's own. */
+    eng_lines lines; /* desc collapsed: the batching key */
     job *next;
 };
 
@@ -85,15 +104,10 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how);
  * could not run, for other workers. */
 void queue_push_front(job_queue *q, job **jobs, size_t n);
 
-/* Copies up to max queued jobs and their client_fd, in queue order, so
- * that their sockets can be checked without the queue's lock; the job
- * pointers are only to be compared (queue_remove), never followed: the
- * jobs may run and be freed meanwhile. Returns how many. */
-size_t queue_snapshot(job_queue *q, job **jobs, int *fds, size_t max);
-
-/* Takes out those of which[0..n) that are still queued, into out (room
- * for n); returns how many. */
-size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out);
+/* Takes out up to max queued jobs whose gone probe says their client
+ * has gone, in queue order (the probes run under the queue's lock, so
+ * that no job completes while its probe runs). */
+size_t queue_take_gone(job_queue *q, job **out, size_t max);
 
 /* Takes out up to max jobs whose deadline is at or before now. */
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max);
@@ -103,8 +117,5 @@ size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max);
 void queue_close(job_queue *q);
 
 size_t queue_depth(job_queue *q);
-
-/* Monotonic clock in nanoseconds. */
-uint64_t now_ns(void);
 
 #endif

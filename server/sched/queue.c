@@ -1,16 +1,8 @@
 /*
  * queue.c - the bounded job queue.
  */
-#include <time.h>
-
+#include "clock.h"
 #include "queue.h"
-
-uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 void queue_init(job_queue *q, size_t cap)
 {
@@ -166,39 +158,18 @@ void queue_push_front(job_queue *q, job **jobs, size_t n)
     uv_mutex_unlock(&q->mu);
 }
 
-size_t queue_snapshot(job_queue *q, job **jobs, int *fds, size_t max)
+static bool take_gone(const job *j, const void *arg)
+{
+    (void)arg;
+    return j->gone != NULL && j->gone(j->ctx);
+}
+
+size_t queue_take_gone(job_queue *q, job **out, size_t max)
 {
     uv_mutex_lock(&q->mu);
-    size_t n = 0;
-    for (job *j = q->head; j != NULL && n < max; j = j->next) {
-        jobs[n] = j;
-        fds[n++] = j->client_fd;
-    }
+    size_t n = take_where(q, take_gone, NULL, out, 0, max);
     uv_mutex_unlock(&q->mu);
     return n;
-}
-
-typedef struct {
-    job *const *which;
-    size_t n;
-} job_set;
-
-static bool take_listed(const job *j, const void *arg)
-{
-    const job_set *set = arg;
-    for (size_t i = 0; i < set->n; i++)
-        if (set->which[i] == j)
-            return true;
-    return false;
-}
-
-size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out)
-{
-    job_set set = {which, n};
-    uv_mutex_lock(&q->mu);
-    size_t got = take_where(q, take_listed, &set, out, 0, n);
-    uv_mutex_unlock(&q->mu);
-    return got;
 }
 
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max)

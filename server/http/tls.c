@@ -1,0 +1,68 @@
+/*
+ * tls.c - --tls-cert and --tls-key read for libmicrohttpd (tls.h).
+ */
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tls.h"
+
+/* A PEM file's text, for --tls-cert and --tls-key: NUL-terminated, at
+ * most 1 MiB. NULL with a message when it cannot be read. */
+static char *read_pem(const char *flag, const char *path, char *msg,
+                      size_t msglen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(msg, msglen, "--%s %s: %s", flag, path,
+                 strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1u << 20;
+    char *text = malloc(cap + 1);
+    size_t n = text != NULL ? fread(text, 1, cap + 1, f) : 0;
+    bool ok =
+        text != NULL && !ferror(f) && n <= cap && memchr(text, '\0', n) == NULL;
+    if (ok) {
+        text[n] = '\0';
+        ok = strstr(text, "-----BEGIN ") != NULL;
+    }
+    fclose(f);
+    if (!ok) {
+        snprintf(msg, msglen, "--%s %s: not a PEM file of at most 1 MiB", flag, path);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* --tls-cert and --tls-key, read for libmicrohttpd (which hands them to
+ * GnuTLS while the daemon starts, and keeps no pointer to them after):
+ * both, or neither. */
+bool http_tls_read(const tallyd_config *c, char **cert, char **key,
+                   char *msg, size_t msglen)
+{
+    *cert = *key = NULL;
+    bool has_cert = c->tls_cert[0] != '\0', has_key = c->tls_key[0] != '\0';
+    if (!has_cert && !has_key)
+        return true;
+    if (has_cert != has_key) {
+        snprintf(msg, msglen, "HTTPS needs both --tls-cert and --tls-key");
+        return false;
+    }
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+        snprintf(msg, msglen, "this libmicrohttpd was built without TLS");
+        return false;
+    }
+    *cert = read_pem("tls-cert", c->tls_cert, msg, msglen);
+    *key = *cert != NULL ? read_pem("tls-key", c->tls_key, msg, msglen) : NULL;
+    if (*key == NULL) {
+        free(*cert);
+        *cert = NULL;
+        return false;
+    }
+    return true;
+}
+

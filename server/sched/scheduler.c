@@ -1,0 +1,574 @@
+/*
+ * scheduler.c - the scheduler (scheduler.h): workers that pop batches and run
+ * them, the device pool with its failover, expiry and cancellation.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "log.h"
+#include "scheduler.h"
+
+typedef struct {
+    sched *s;
+    unsigned id;
+    unsigned device;  /* its device, an index of the backend's */
+    bool on_fallback; /* its stream is the host's: every device is out */
+    uv_thread_t thread;
+    void *stream;
+    void *host; /* for jobs its device failed to run; opened on need */
+    bool started;
+} worker;
+
+struct sched {
+    sched_options o;
+    sched_backend b;
+    const char *names[SCHED_MAX_DEVICES];
+    job_queue queue;
+    worker *workers;
+    unsigned nworkers;
+    atomic_bool stopping;
+    /* the pool: failed launches in a row, and who has left */
+    atomic_uint failures[SCHED_MAX_DEVICES];
+    atomic_bool down[SCHED_MAX_DEVICES];
+    atomic_bool on_host; /* every device has left; the host runs all */
+    sched_counters c;
+};
+
+static uint64_t real_clock(void *user)
+{
+    (void)user;
+    return now_ns();
+}
+
+uint64_t sched_now(const sched *s)
+{
+    return s->o.clock(s->o.clock_user);
+}
+
+sched *sched_new(const sched_options *o, const sched_backend *b)
+{
+    sched *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->o = *o;
+    s->b = *b;
+    if (s->o.clock == NULL)
+        s->o.clock = real_clock;
+    if (s->o.devices < 1)
+        s->o.devices = 1;
+    if (s->o.devices > SCHED_MAX_DEVICES)
+        s->o.devices = SCHED_MAX_DEVICES;
+    if (s->o.workers < s->o.devices)
+        s->o.workers = s->o.devices;
+    if (s->o.workers > SCHED_MAX_WORKERS)
+        s->o.workers = SCHED_MAX_WORKERS;
+    if (s->o.max_batch < 1)
+        s->o.max_batch = 1;
+    if (s->o.max_batch > SCHED_MAX_BATCH)
+        s->o.max_batch = SCHED_MAX_BATCH;
+    for (unsigned d = 0; d < s->o.devices; d++)
+        s->names[d] = o->device_names != NULL && o->device_names[d] != NULL
+                          ? o->device_names[d]
+                          : "device";
+    s->o.device_names = s->names;
+    queue_init(&s->queue, o->queue_depth);
+    return s;
+}
+
+/* ------------------------------------------------------------------------
+ * Counting and completing.
+ */
+static void count_batch(sched_counters *c, size_t n)
+{
+    size_t b = 0;
+    while (b < 7 && n > ((size_t)1 << b))
+        b++;
+    atomic_fetch_add_explicit(&c->batches[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->batched_jobs, n, memory_order_relaxed);
+}
+
+static void count(atomic_ullong *a, unsigned long long n)
+{
+    atomic_fetch_add_explicit(a, n, memory_order_relaxed);
+}
+
+/* Every accepted job ends here, once. */
+static void complete(sched *s, job *j)
+{
+    if (j->started_ns != 0) {
+        metrics_observe(&s->c.queue, j->started_ns - j->enqueued_ns);
+        metrics_observe(&s->c.compute, j->finished_ns - j->started_ns);
+    } else {
+        metrics_observe(&s->c.queue, j->finished_ns - j->enqueued_ns);
+    }
+    if (j->status == STATUS_DEADLINE)
+        count(&s->c.expired, 1);
+    j->done(j);
+}
+
+static void set_msg(job *j, const char *msg)
+{
+    snprintf(j->msg, sizeof j->msg, "%s", msg != NULL ? msg : "");
+}
+
+/* Completes a job that ran from start to end with err (message msg): late
+ * is a deadline miss, and a client that left meanwhile is a
+ * cancellation. */
+static void ran(worker *w, job *j, uint64_t start, uint64_t end, size_t batch,
+                eng_err err, const char *msg)
+{
+    sched *s = w->s;
+    j->worker = w->id;
+    j->batch = (unsigned)batch;
+    j->started_ns = start;
+    j->finished_ns = end;
+    j->status = status_from_eng(err);
+    set_msg(j, err != ENG_E_OK ? msg : NULL);
+    if (j->status == STATUS_OK && j->deadline_ns != 0 && end > j->deadline_ns)
+        j->status = STATUS_DEADLINE;
+    if (j->gone != NULL && j->gone(j->ctx)) {
+        j->status = STATUS_CANCELLED;
+        count(&s->c.cancelled_running, 1);
+    }
+    complete(s, j);
+}
+
+/* ------------------------------------------------------------------------
+ * The device pool.
+ */
+
+/* True for the failures that mean the device itself is broken. */
+static bool device_failure(eng_err e)
+{
+    return e == ENG_E_DEVICE || e == ENG_E_NO_DEVICE || e == ENG_E_LAUNCH;
+}
+
+/* w's stream on the host backend; NULL with a message when even that
+ * cannot be had. */
+static void *host_stream(worker *w, char *msg, size_t msglen)
+{
+    if (w->host == NULL
+        && w->s->b.stream_open(w->s->b.user, SCHED_HOST, &w->host, msg, msglen)
+               != ENG_E_OK)
+        w->host = NULL;
+    return w->host;
+}
+
+static bool any_device_up(sched *s)
+{
+    for (unsigned d = 0; d < s->o.devices; d++)
+        if (!atomic_load(&s->down[d]))
+            return true;
+    return false;
+}
+
+/* Moves w onto the host backend for good: every device has left the pool.
+ * False when the host backend cannot start. */
+static bool use_fallback(worker *w)
+{
+    sched *s = w->s;
+    char why[256];
+    if (host_stream(w, why, sizeof why) == NULL) {
+        log_msg("sched", "error",
+                "every device has failed and the host backend cannot "
+                "start: %s",
+                why);
+        return false;
+    }
+    s->b.stream_close(s->b.user, w->stream);
+    w->stream = w->host;
+    w->host = NULL;
+    w->on_fallback = true;
+    if (!atomic_exchange(&s->on_host, true))
+        log_msg("sched", "error",
+                "every device has left the pool; the host backend runs "
+                "every job from now on");
+    return true;
+}
+
+/* w's device failed to run a batch (err, msg). The device leaves the pool
+ * after --device-max-failures failures in a row, logged and counted. The
+ * jobs are run again on the host backend when their inputs are intact (a
+ * launch the device refused ran nothing; a batch is scanned in a copy; a
+ * tensor out of place keeps its input); an in-place tensor that a device
+ * may have half-written fails, with the device's error. When the device
+ * has left and no device is left, w goes on with the host backend.
+ * Returns whether w goes on. */
+static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
+                          const char *msg, uint64_t start)
+{
+    sched *s = w->s;
+    unsigned d = w->device;
+    count(&s->c.device_errors[d], 1);
+    unsigned most = s->o.device_max_failures ? s->o.device_max_failures : 1;
+    unsigned streak = atomic_fetch_add(&s->failures[d], 1) + 1;
+    if (streak >= most && !atomic_exchange(&s->down[d], true)) {
+        log_msg("sched", "error",
+                "device %s failed %u launches in a row (the last: %s: %s); "
+                "it is taken out of the pool",
+                s->names[d], streak, eng_err_name(err), msg);
+    } else if (streak == 1) {
+        log_msg("sched", "warn",
+                "device %s failed a launch (%s: %s); its jobs run on the host "
+                "backend",
+                s->names[d], eng_err_name(err), msg);
+    }
+
+    bool intact =
+        err == ENG_E_LAUNCH || live > 1 || jobs[0]->in != jobs[0]->out;
+    char why[256];
+    void *host = intact ? host_stream(w, why, sizeof why) : NULL;
+    if (host != NULL) {
+        eng_batch_times t = {0};
+        uint64_t again = sched_now(s);
+        eng_err e = s->b.run(s->b.user, host, jobs, live, &t, why, sizeof why);
+        count(&s->c.host_reruns, live);
+        if (e == ENG_E_OK && s->o.stats != NULL)
+            stats_execution(s->o.stats, (unsigned)live, t.gather_ns, t.scan_ns,
+                            t.scatter_ns);
+        uint64_t end = sched_now(s);
+        for (size_t i = 0; i < live; i++)
+            ran(w, jobs[i], again, end, live, e, why);
+    } else {
+        uint64_t end = sched_now(s);
+        for (size_t i = 0; i < live; i++)
+            ran(w, jobs[i], start, end, live, err, msg);
+    }
+
+    if (!atomic_load(&s->down[d]))
+        return true;
+    if (any_device_up(s))
+        return false; /* this worker stops; the others take the jobs */
+    return use_fallback(w);
+}
+
+/* ------------------------------------------------------------------------
+ * The workers.
+ */
+
+/* A worker runs a batch: jobs whose deadline passed while they waited are
+ * dropped; the rest run as one launch, and are completed. A device failure
+ * goes to device_failed. Returns whether the worker goes on. */
+static bool run_batch(worker *w, job **jobs, size_t n)
+{
+    sched *s = w->s;
+    if (!w->on_fallback && atomic_load(&s->down[w->device])) {
+        if (any_device_up(s) || !use_fallback(w)) {
+            queue_push_front(&s->queue, jobs, n); /* for a device left */
+            return false;
+        }
+    }
+    if (s->o.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
+        uv_sleep(s->o.fault_delay_ms);
+    uint64_t start = sched_now(s);
+    size_t live = 0;
+    for (size_t i = 0; i < n; i++) {
+        job *j = jobs[i];
+        if (j->deadline_ns != 0 && start >= j->deadline_ns) {
+            j->worker = w->id;
+            j->status = STATUS_DEADLINE;
+            j->msg[0] = '\0';
+            j->finished_ns = start;
+            complete(s, j);
+        } else {
+            jobs[live++] = j;
+        }
+    }
+    if (live == 0)
+        return true;
+    eng_batch_times t = {0};
+    char msg[256];
+    msg[0] = '\0';
+    eng_err err =
+        s->b.run(s->b.user, w->stream, jobs, live, &t, msg, sizeof msg);
+    uint64_t end = sched_now(s);
+    count(&s->c.busy_ns[w->id], end - start);
+    if (!w->on_fallback && device_failure(err))
+        return device_failed(w, jobs, live, err, msg, start);
+    count_batch(&s->c, live);
+    if (err == ENG_E_OK) {
+        if (s->o.stats != NULL)
+            stats_execution(s->o.stats, (unsigned)live, t.gather_ns, t.scan_ns,
+                            t.scatter_ns);
+        if (!w->on_fallback) {
+            atomic_store(&s->failures[w->device], 0);
+            count(&s->c.device_jobs[w->device], live);
+        }
+    }
+    for (size_t i = 0; i < live; i++)
+        ran(w, jobs[i], start, end, live, err, msg);
+    return true;
+}
+
+static void worker_main(void *arg)
+{
+    worker *w = arg;
+    sched *s = w->s;
+    job *batch[SCHED_MAX_BATCH];
+    queue_take how = {
+        .max = s->o.max_batch,
+        .batch_bytes = SCHED_BATCH_BYTES,
+        .delay_ns = (uint64_t)s->o.max_queue_delay_us * 1000u,
+    };
+    for (;;) {
+        size_t n = queue_pop(&s->queue, batch, &how);
+        if (n == 0)
+            return;
+        atomic_fetch_add(&s->c.running, (long long)n);
+        bool more = run_batch(w, batch, n);
+        atomic_fetch_sub(&s->c.running, (long long)n);
+        if (!more)
+            return;
+    }
+}
+
+eng_err sched_start(sched *s, char *msg, size_t msglen)
+{
+    s->workers = calloc(s->o.workers, sizeof *s->workers);
+    if (s->workers == NULL)
+        return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
+    s->nworkers = s->o.workers;
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        worker *w = &s->workers[i];
+        w->s = s;
+        w->id = i;
+        w->device = i % s->o.devices;
+        eng_err e = s->b.stream_open(s->b.user, w->device, &w->stream, msg,
+                                     msglen);
+        if (e != ENG_E_OK)
+            return e;
+    }
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        worker *w = &s->workers[i];
+        if (uv_thread_create(&w->thread, worker_main, w) != 0)
+            return eng_fail(msg, msglen, ENG_E_NOMEM,
+                            "cannot start worker thread %u", i);
+        w->started = true;
+    }
+    return ENG_E_OK;
+}
+
+void sched_stop(sched *s)
+{
+    atomic_store(&s->stopping, true);
+    queue_close(&s->queue);
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        worker *w = &s->workers[i];
+        if (w->started)
+            uv_thread_join(&w->thread);
+        w->started = false;
+        if (w->stream != NULL)
+            s->b.stream_close(s->b.user, w->stream);
+        if (w->host != NULL)
+            s->b.stream_close(s->b.user, w->host);
+        w->stream = w->host = NULL;
+    }
+    free(s->workers);
+    s->workers = NULL;
+    s->nworkers = 0;
+}
+
+void sched_free(sched *s)
+{
+    if (s == NULL)
+        return;
+    queue_destroy(&s->queue);
+    free(s);
+}
+
+/* ------------------------------------------------------------------------
+ * Jobs in.
+ */
+status_code sched_prepare(job *j)
+{
+    j->status = STATUS_OK;
+    j->msg[0] = '\0';
+    j->enqueued_ns = j->started_ns = j->finished_ns = 0;
+    j->batch = 0;
+    j->next = NULL;
+    eng_err e = eng_lines_from_desc(&j->desc, &j->lines, j->msg, sizeof j->msg);
+    if (e != ENG_E_OK)
+        j->status = status_from_eng(e);
+    return j->status;
+}
+
+status_code sched_submit(sched *s, job *j)
+{
+    j->enqueued_ns = sched_now(s);
+    if (queue_push(&s->queue, j))
+        return STATUS_OK;
+    return atomic_load(&s->stopping) ? STATUS_DRAINING : STATUS_QUEUE_FULL;
+}
+
+void sched_run_inline(sched *s, job *j)
+{
+    j->enqueued_ns = j->started_ns = sched_now(s);
+    eng_err e = s->b.run_inline(s->b.user, j, j->msg, sizeof j->msg);
+    j->finished_ns = sched_now(s);
+    j->batch = 1;
+    j->status = status_from_eng(e);
+    if (e == ENG_E_OK)
+        j->msg[0] = '\0';
+    metrics_observe(&s->c.queue, 0);
+    metrics_observe(&s->c.compute, j->finished_ns - j->started_ns);
+    count_batch(&s->c, 1);
+    if (e == ENG_E_OK && s->o.stats != NULL)
+        stats_execution(s->o.stats, 1, 0, j->finished_ns - j->started_ns, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * The tick.
+ */
+#define TICK_BATCH 256
+
+void sched_tick(sched *s)
+{
+    job *out[TICK_BATCH];
+    size_t n;
+    do {
+        uint64_t now = sched_now(s);
+        n = queue_expire(&s->queue, now, out, TICK_BATCH);
+        for (size_t i = 0; i < n; i++) {
+            out[i]->status = STATUS_DEADLINE;
+            out[i]->msg[0] = '\0';
+            out[i]->finished_ns = now;
+            complete(s, out[i]);
+        }
+    } while (n == TICK_BATCH);
+    /* every waiting job is asked, however many wait */
+    do {
+        n = queue_take_gone(&s->queue, out, TICK_BATCH);
+        uint64_t now = sched_now(s);
+        for (size_t i = 0; i < n; i++) {
+            count(&s->c.cancelled_queued, 1);
+            out[i]->status = STATUS_CANCELLED;
+            out[i]->msg[0] = '\0';
+            out[i]->finished_ns = now;
+            complete(s, out[i]);
+        }
+    } while (n == TICK_BATCH);
+}
+
+void sched_count_cancelled(sched *s)
+{
+    count(&s->c.cancelled_running, 1);
+}
+
+/* ------------------------------------------------------------------------
+ * State and counters.
+ */
+size_t sched_queue_depth(sched *s)
+{
+    return queue_depth(&s->queue);
+}
+
+void sched_devices(sched *s, unsigned *devices, unsigned *up, bool *on_host)
+{
+    unsigned n = 0;
+    for (unsigned d = 0; d < s->o.devices; d++)
+        n += !atomic_load(&s->down[d]);
+    *devices = s->o.devices;
+    *up = n;
+    *on_host = atomic_load(&s->on_host);
+}
+
+const sched_counters *sched_counters_of(const sched *s)
+{
+    return &s->c;
+}
+
+static unsigned long long load(const atomic_ullong *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+void sched_render_metrics(sched *s, textbuf *o)
+{
+    sched_counters *c = &s->c;
+    textbuf_put(o,
+                "# HELP tally_queue_duration_seconds Time jobs waited for a "
+                "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
+    metrics_put_histogram(o, "tally_queue_duration_seconds", "", &c->queue);
+    textbuf_put(
+        o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
+           "job (data movement and kernel).\n"
+           "# TYPE tally_compute_duration_seconds histogram\n");
+    metrics_put_histogram(o, "tally_compute_duration_seconds", "",
+                          &c->compute);
+    textbuf_put(o,
+                "# HELP tally_queue_depth Jobs waiting for a worker.\n"
+                "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
+                sched_queue_depth(s));
+    textbuf_put(o,
+                "# HELP tally_running_jobs Jobs device workers hold: taken "
+                "from the queue, not yet finished.\n"
+                "# TYPE tally_running_jobs gauge\ntally_running_jobs %lld\n",
+                (long long)atomic_load(&c->running));
+    textbuf_put(o, "# HELP tally_batch_size Requests served by one launch "
+                   "(dynamic batching; inline sums count as 1).\n"
+                   "# TYPE tally_batch_size histogram\n");
+    unsigned long long cum = 0, launches = 0;
+    for (size_t b = 0; b < 8; b++)
+        launches += load(&c->batches[b]);
+    for (size_t b = 0; b < 8; b++) {
+        cum += load(&c->batches[b]);
+        if (b < 7)
+            textbuf_put(o, "tally_batch_size_bucket{le=\"%u\"} %llu\n", 1u << b,
+                        cum);
+        else
+            textbuf_put(o, "tally_batch_size_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    textbuf_put(o, "tally_batch_size_sum %llu\ntally_batch_size_count %llu\n",
+                load(&c->batched_jobs), launches);
+    textbuf_put(o,
+                "# HELP tally_cancelled_total Requests whose client closed "
+                "the connection while their job waited (dropped unrun) or "
+                "ran (answer discarded).\n"
+                "# TYPE tally_cancelled_total counter\n"
+                "tally_cancelled_total{when=\"queued\"} %llu\n"
+                "tally_cancelled_total{when=\"running\"} %llu\n",
+                load(&c->cancelled_queued), load(&c->cancelled_running));
+    char names[SCHED_MAX_DEVICES][512];
+    for (unsigned d = 0; d < s->o.devices; d++)
+        metrics_escape_label(s->names[d], names[d], sizeof names[d]);
+    textbuf_put(
+        o, "# HELP tally_device_busy_seconds_total Time each device worker "
+           "spent computing.\n# TYPE tally_device_busy_seconds_total "
+           "counter\n");
+    for (unsigned w = 0; w < s->o.workers; w++)
+        textbuf_put(
+            o,
+            "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
+            "%.9f\n",
+            w, names[w % s->o.devices], (double)load(&c->busy_ns[w]) * 1e-9);
+    textbuf_put(o, "# HELP tally_device_jobs_total Jobs each device ran.\n"
+                   "# TYPE tally_device_jobs_total counter\n");
+    for (unsigned d = 0; d < s->o.devices; d++)
+        textbuf_put(o, "tally_device_jobs_total{device=\"%s\"} %llu\n",
+                    names[d], load(&c->device_jobs[d]));
+    textbuf_put(o, "# HELP tally_device_errors_total Launches that failed on "
+                   "each device.\n# TYPE tally_device_errors_total counter\n");
+    for (unsigned d = 0; d < s->o.devices; d++)
+        textbuf_put(o, "tally_device_errors_total{device=\"%s\"} %llu\n",
+                    names[d], load(&c->device_errors[d]));
+    textbuf_put(o,
+                "# HELP tally_device_up Whether each device is in the pool (0 "
+                "once --device-max-failures launches in a row failed).\n"
+                "# TYPE tally_device_up gauge\n");
+    for (unsigned d = 0; d < s->o.devices; d++)
+        textbuf_put(o, "tally_device_up{device=\"%s\"} %d\n", names[d],
+                    atomic_load(&s->down[d]) ? 0 : 1);
+    textbuf_put(o,
+                "# HELP tally_host_reruns_total Jobs a device failed to run "
+                "(its launch refused) that the host backend ran instead.\n"
+                "# TYPE tally_host_reruns_total counter\n"
+                "tally_host_reruns_total %llu\n"
+                "# HELP tally_host_fallback Whether every device has left "
+                "the pool and the host backend runs every job.\n"
+                "# TYPE tally_host_fallback gauge\ntally_host_fallback %d\n",
+                load(&c->host_reruns), atomic_load(&s->on_host) ? 1 : 0);
+}

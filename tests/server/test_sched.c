@@ -1,0 +1,607 @@
+/*
+ * test_sched.c - the scheduler (server/sched/) on its own: a fake backend
+ * that records every launch, a fake clock the test moves, and no HTTP.
+ *
+ * Each job carries a record of its own: how many times its done ran
+ * (exactly once for an accepted job, never for a refused one), with which
+ * status, and which device ran it. Devices can be made to fail (refused
+ * launches, or late failures of in-place tensors), to hold a launch until
+ * the test lets it go, and to see the client leave during a launch.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "check.h"
+#include "scheduler.h"
+#include "status.h"
+
+/* ------------------------------------------------------------------------
+ * The fake clock.
+ */
+static atomic_ullong fake_now;
+
+static uint64_t fake_clock(void *user)
+{
+    (void)user;
+    return atomic_load(&fake_now);
+}
+
+/* ------------------------------------------------------------------------
+ * The fake backend.
+ */
+#define HOST_DEV 99
+#define MAX_LAUNCHES 256
+
+typedef struct {
+    int device; /* HOST_DEV for the host backend */
+} fake_stream;
+
+typedef struct {
+    /* per device: the error every launch returns (ENG_E_OK: none) */
+    eng_err fail[4];
+    /* when set, a launch waits until `open` (the first launch says it
+     * has started through `holding`) */
+    atomic_bool gate, open, holding;
+    /* what ran: device and job count of each launch */
+    uv_mutex_t mu;
+    int launch_device[MAX_LAUNCHES];
+    size_t launch_jobs[MAX_LAUNCHES];
+    size_t nlaunches;
+    atomic_uint streams_open;
+} fake;
+
+/* A job and what happened to it. */
+typedef struct {
+    job j;
+    float data[16];
+    atomic_int done;      /* how many times done ran */
+    atomic_int ran_on;    /* the device that ran it; -1: none */
+    atomic_bool gone;     /* the client has left */
+    bool leave_in_launch; /* the client leaves while it runs */
+    status_code status;
+} rec;
+
+static eng_err fake_open(void *user, unsigned d, void **stream, char *msg,
+                         size_t msglen)
+{
+    fake *f = user;
+    fake_stream *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return eng_fail(msg, msglen, ENG_E_NOMEM, "no memory");
+    s->device = d == SCHED_HOST ? HOST_DEV : (int)d;
+    atomic_fetch_add(&f->streams_open, 1);
+    *stream = s;
+    return ENG_E_OK;
+}
+
+static void fake_close(void *user, void *stream)
+{
+    fake *f = user;
+    atomic_fetch_sub(&f->streams_open, 1);
+    free(stream);
+}
+
+static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
+                        eng_batch_times *t, char *msg, size_t msglen)
+{
+    fake *f = user;
+    fake_stream *s = stream;
+    (void)t;
+    if (atomic_load(&f->gate)) {
+        atomic_store(&f->holding, true);
+        while (!atomic_load(&f->open))
+            uv_sleep(1);
+    }
+    uv_mutex_lock(&f->mu);
+    if (f->nlaunches < MAX_LAUNCHES) {
+        f->launch_device[f->nlaunches] = s->device;
+        f->launch_jobs[f->nlaunches++] = n;
+    }
+    uv_mutex_unlock(&f->mu);
+    for (size_t i = 0; i < n; i++) {
+        rec *r = jobs[i]->ctx;
+        if (r->leave_in_launch)
+            atomic_store(&r->gone, true);
+    }
+    if (s->device != HOST_DEV && f->fail[s->device] != ENG_E_OK)
+        return eng_fail(msg, msglen, f->fail[s->device], "device %d broke",
+                        s->device);
+    for (size_t i = 0; i < n; i++)
+        atomic_store(&((rec *)jobs[i]->ctx)->ran_on, s->device);
+    return ENG_E_OK;
+}
+
+static eng_err fake_inline(void *user, job *j, char *msg, size_t msglen)
+{
+    (void)user;
+    (void)msg;
+    (void)msglen;
+    atomic_store(&((rec *)j->ctx)->ran_on, -2);
+    return ENG_E_OK;
+}
+
+static void fake_init(fake *f)
+{
+    memset(f, 0, sizeof *f);
+    uv_mutex_init(&f->mu);
+}
+
+static sched_backend fake_backend(fake *f)
+{
+    return (sched_backend){fake_open, fake_close, fake_run, fake_inline, f};
+}
+
+static void on_done(job *j)
+{
+    rec *r = j->ctx;
+    r->status = j->status;
+    atomic_fetch_add(&r->done, 1);
+}
+
+static bool probe(void *ctx)
+{
+    return atomic_load(&((rec *)ctx)->gone);
+}
+
+/* A float32 job of n elements in one line (so jobs of the same n batch),
+ * in place unless out_of_place. */
+static void make(rec *r, uint64_t n, tx_dtype t, uint64_t deadline)
+{
+    memset(r, 0, sizeof *r);
+    atomic_init(&r->ran_on, -1);
+    r->j.desc.dtype = t;
+    r->j.desc.rank = 1;
+    r->j.desc.shape[0] = n;
+    r->j.in = r->data;
+    r->j.out = r->data;
+    r->j.deadline_ns = deadline;
+    r->j.done = on_done;
+    r->j.gone = probe;
+    r->j.ctx = r;
+    CHECK(sched_prepare(&r->j) == STATUS_OK, "prepare: %s", r->j.msg);
+}
+
+static sched_options options(unsigned workers, unsigned devices,
+                             unsigned depth, unsigned max_batch)
+{
+    static const char *const names[] = {"dev0", "dev1", "dev2", "dev3"};
+    return (sched_options){.workers = workers,
+                           .devices = devices,
+                           .device_names = names,
+                           .queue_depth = depth,
+                           .max_batch = max_batch,
+                           .device_max_failures = 1,
+                           .clock = fake_clock};
+}
+
+/* Waits (a few seconds at most) until every rec in rs has completed. */
+static bool all_done(rec *rs, size_t n)
+{
+    for (int tries = 0; tries < 5000; tries++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            k += atomic_load(&rs[i].done) > 0;
+        if (k == n)
+            return true;
+        uv_sleep(1);
+    }
+    return false;
+}
+
+static void check_once(rec *rs, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        CHECK(atomic_load(&rs[i].done) == 1, "%s: job %zu done %d times",
+              what, i, atomic_load(&rs[i].done));
+}
+
+/* ------------------------------------------------------------------------
+ * The cases.
+ */
+static void status_table(void)
+{
+    for (int s = 0; s < STATUS_COUNT; s++) {
+        const char *name = status_name((status_code)s);
+        int http = status_http((status_code)s), grpc = status_grpc(s);
+        CHECK(strcmp(name, "UNKNOWN") != 0 && status_text(s)[0] != '\0',
+              "status %d", s);
+        CHECK(s == STATUS_OK ? http == 200 && grpc == 0
+                             : http >= 400 && http < 600 && grpc > 0
+                                   && grpc <= 16,
+              "%s: HTTP %d, gRPC %d", name, http, grpc);
+    }
+    for (int e = 0; e < ENG_NERRORS; e++)
+        CHECK(strcmp(eng_err_name((eng_err)e),
+                     status_name(status_from_eng((eng_err)e)))
+                  == 0,
+              "engine code %s keeps its name", eng_err_name((eng_err)e));
+    CHECK(status_http(STATUS_AXIS) == 400 && status_http(STATUS_TOO_LARGE) == 413
+              && status_http(STATUS_NOMEM) == 503
+              && status_http(STATUS_DEVICE) == 500
+              && status_http(STATUS_QUEUE_FULL) == 503
+              && status_http(STATUS_DEADLINE) == 504
+              && status_http(STATUS_CANCELLED) == 499,
+          "HTTP statuses");
+    CHECK(status_grpc(STATUS_DEADLINE) == GRPC_DEADLINE_EXCEEDED
+              && status_grpc(STATUS_QUEUE_FULL) == GRPC_UNAVAILABLE
+              && status_grpc(STATUS_INVALID) == GRPC_INVALID_ARGUMENT
+              && status_grpc(STATUS_CANCELLED) == GRPC_CANCELLED
+              && status_grpc(STATUS_UNAUTHORIZED) == GRPC_UNAUTHENTICATED,
+          "gRPC codes");
+    CHECK(status_retry_later(STATUS_QUEUE_FULL) && !status_retry_later(STATUS_AXIS),
+          "retry later");
+}
+
+static void prepare_refuses(void)
+{
+    rec r;
+    memset(&r, 0, sizeof r);
+    r.j.desc.dtype = TX_FLOAT32;
+    r.j.desc.rank = 1;
+    r.j.desc.shape[0] = 4;
+    r.j.desc.axis = 3;
+    CHECK(sched_prepare(&r.j) == STATUS_AXIS && r.j.msg[0] != '\0',
+          "a bad axis is refused: %s", r.j.msg);
+}
+
+/* Deadlines: the tick fails a job whose deadline passed in the queue, and
+ * not before; a worker drops one whose deadline passed before its launch,
+ * and fails one whose launch ended after it. */
+static void deadline_expiry(void)
+{
+    fake f;
+    fake_init(&f);
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(1, 1, 16, 1);
+    sched *s = sched_new(&o, &b);
+    atomic_store(&fake_now, 1000);
+    rec r[3];
+    make(&r[0], 8, TX_FLOAT32, 1100);
+    make(&r[1], 8, TX_FLOAT32, 0); /* none */
+    make(&r[2], 8, TX_FLOAT32, 5000);
+    for (int i = 0; i < 3; i++)
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    sched_tick(s);
+    CHECK(atomic_load(&r[0].done) == 0, "not expired at 1000");
+    atomic_store(&fake_now, 1100);
+    sched_tick(s);
+    CHECK(atomic_load(&r[0].done) == 1 && r[0].status == STATUS_DEADLINE
+              && r[0].j.started_ns == 0 && r[0].j.finished_ns == 1100
+              && atomic_load(&r[0].ran_on) == -1,
+          "expired in the queue at its deadline, unrun");
+    CHECK(sched_queue_depth(s) == 2, "two left");
+    /* the worker starts at 6000: r[2]'s deadline has passed, r[1] has
+     * none */
+    atomic_store(&fake_now, 6000);
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    CHECK(all_done(r, 3), "all done");
+    CHECK(r[1].status == STATUS_OK && atomic_load(&r[1].ran_on) == 0,
+          "no deadline: ran");
+    CHECK(r[2].status == STATUS_DEADLINE && atomic_load(&r[2].ran_on) == -1,
+          "late for its launch: dropped unrun");
+    sched_stop(s);
+    CHECK(sched_counters_of(s)->expired == 2, "two expired: %llu",
+          (unsigned long long)sched_counters_of(s)->expired);
+    check_once(r, 3, "deadlines");
+    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
+    sched_free(s);
+}
+
+/* A full queue refuses at once and never calls done; a stopped scheduler
+ * refuses as draining. */
+static void full_queue(void)
+{
+    fake f;
+    fake_init(&f);
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(1, 1, 3, 1);
+    sched *s = sched_new(&o, &b);
+    rec r[5];
+    for (int i = 0; i < 5; i++)
+        make(&r[i], 8, TX_FLOAT32, 0);
+    for (int i = 0; i < 3; i++)
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    CHECK(sched_submit(s, &r[3].j) == STATUS_QUEUE_FULL, "the fourth is refused");
+    CHECK(sched_queue_depth(s) == 3, "depth 3");
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    sched_stop(s); /* the drain: every queued job runs first */
+    CHECK(sched_submit(s, &r[4].j) == STATUS_DRAINING, "stopped: draining");
+    check_once(r, 3, "queued before the drain");
+    CHECK(atomic_load(&r[3].done) == 0 && atomic_load(&r[4].done) == 0,
+          "refused jobs never complete");
+    for (int i = 0; i < 3; i++)
+        CHECK(r[i].status == STATUS_OK, "job %d ran", i);
+    sched_free(s);
+}
+
+/* Drain: jobs held behind a launch in progress all run once the stop
+ * begins, before it returns. */
+static void drain(void)
+{
+    fake f;
+    fake_init(&f);
+    atomic_store(&f.gate, true);
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(2, 1, 64, 4);
+    sched *s = sched_new(&o, &b);
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    rec r[40];
+    for (int i = 0; i < 40; i++) {
+        make(&r[i], 8 + (unsigned)i % 3, TX_FLOAT32, 0);
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    }
+    while (!atomic_load(&f.holding))
+        uv_sleep(1);
+    atomic_store(&f.open, true);
+    sched_stop(s);
+    check_once(r, 40, "drained");
+    for (int i = 0; i < 40; i++)
+        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == 0,
+              "job %d ran on the device", i);
+    sched_free(s);
+}
+
+/* Cancellation: a waiting job whose client leaves is dropped unrun; one
+ * whose client leaves while it runs completes as cancelled; both counted. */
+static void cancellation(void)
+{
+    fake f;
+    fake_init(&f);
+    atomic_store(&f.gate, true);
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(1, 1, 16, 1);
+    sched *s = sched_new(&o, &b);
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    rec r[3];
+    make(&r[0], 8, TX_FLOAT32, 0); /* its launch holds the worker */
+    r[0].leave_in_launch = true;
+    make(&r[1], 8, TX_INT32, 0);   /* waits; its client leaves */
+    make(&r[2], 8, TX_INT32, 0);   /* waits; its client stays */
+    CHECK(sched_submit(s, &r[0].j) == STATUS_OK, "submit 0");
+    while (!atomic_load(&f.holding))
+        uv_sleep(1);
+    CHECK(sched_submit(s, &r[1].j) == STATUS_OK
+              && sched_submit(s, &r[2].j) == STATUS_OK,
+          "submit 1, 2");
+    atomic_store(&r[1].gone, true);
+    sched_tick(s);
+    CHECK(atomic_load(&r[1].done) == 1 && r[1].status == STATUS_CANCELLED
+              && atomic_load(&r[1].ran_on) == -1,
+          "dropped unrun while queued");
+    CHECK(sched_queue_depth(s) == 1, "the other stays queued");
+    atomic_store(&f.open, true);
+    CHECK(all_done(r, 3), "all done");
+    CHECK(r[0].status == STATUS_CANCELLED, "left during its launch: %s",
+          status_name(r[0].status));
+    CHECK(r[2].status == STATUS_OK, "the one whose client stayed ran");
+    sched_stop(s);
+    const sched_counters *c = sched_counters_of(s);
+    CHECK(c->cancelled_queued == 1 && c->cancelled_running == 1,
+          "counted: queued %llu, running %llu",
+          (unsigned long long)c->cancelled_queued,
+          (unsigned long long)c->cancelled_running);
+    check_once(r, 3, "cancellation");
+    sched_free(s);
+}
+
+/* Batching: while the worker is held, compatible jobs gather and run as
+ * one launch (up to --max-batch); incompatible ones, strided ones and
+ * large ones run alone. */
+static void batching(void)
+{
+    fake f;
+    fake_init(&f);
+    atomic_store(&f.gate, true);
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(1, 1, 64, 4);
+    sched *s = sched_new(&o, &b);
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    rec first, r[8];
+    make(&first, 4, TX_INT8, 0);
+    CHECK(sched_submit(s, &first.j) == STATUS_OK, "submit the first");
+    while (!atomic_load(&f.holding))
+        uv_sleep(1);
+    /* five compatible, one of another dtype, one strided, one too large */
+    for (int i = 0; i < 5; i++)
+        make(&r[i], 8, TX_FLOAT32, 0);
+    make(&r[5], 8, TX_INT32, 0);
+    make(&r[6], 8, TX_FLOAT32, 0);
+    static const eng_view v = {0};
+    r[6].j.iv = r[6].j.ov = &v; /* strided: never batched */
+    make(&r[7], 8, TX_FLOAT32, 0);
+    r[7].j.lines.bytes = SCHED_BATCH_BYTES + 1; /* too large to batch */
+    for (int i = 0; i < 8; i++)
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    atomic_store(&f.open, true);
+    CHECK(all_done(r, 8), "all done");
+    sched_stop(s);
+    check_once(r, 8, "batching");
+    /* launches: first (1), then 4 of the five, the int32 one... in queue
+     * order: [r0..r3] (4, the limit), r4 with... r4 is compatible with r6?
+     * no (strided), with r7? no (too large): alone. */
+    size_t sizes[16] = {0}, n = f.nlaunches;
+    for (size_t i = 0; i < n && i < 16; i++)
+        sizes[i] = f.launch_jobs[i];
+    CHECK(n == 6, "6 launches, not %zu", n);
+    CHECK(n == 6 && sizes[0] == 1 && sizes[1] == 4 && sizes[2] == 1
+              && sizes[3] == 1 && sizes[4] == 1 && sizes[5] == 1,
+          "launch sizes %zu %zu %zu %zu %zu %zu", sizes[0], sizes[1],
+          sizes[2], sizes[3], sizes[4], sizes[5]);
+    const sched_counters *c = sched_counters_of(s);
+    CHECK(c->batched_jobs == 9 && c->batches[2] == 1, "counted: %llu jobs",
+          (unsigned long long)c->batched_jobs);
+    for (int i = 0; i < 8; i++)
+        CHECK(r[i].j.batch == (i < 4 ? 4u : 1u), "job %d in a batch of %u", i,
+              r[i].j.batch);
+    sched_free(s);
+}
+
+/* Failover to another device: device 0 refuses its launches; its jobs run
+ * again on the host (their inputs are intact), it leaves the pool, its
+ * worker stops, and device 1 runs the rest. */
+static void failover_device(void)
+{
+    fake f;
+    fake_init(&f);
+    f.fail[0] = ENG_E_LAUNCH;
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(2, 2, 64, 1);
+    sched *s = sched_new(&o, &b);
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    rec r[30];
+    for (int i = 0; i < 30; i++) {
+        make(&r[i], 8, TX_FLOAT32, 0);
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    }
+    CHECK(all_done(r, 30), "all done");
+    unsigned devices, up;
+    bool on_host;
+    sched_devices(s, &devices, &up, &on_host);
+    CHECK(devices == 2 && up == 1 && !on_host, "device 0 left: %u of %u up",
+          up, devices);
+    int host = 0, dev1 = 0;
+    for (int i = 0; i < 30; i++) {
+        CHECK(r[i].status == STATUS_OK, "job %d: %s", i,
+              status_name(r[i].status));
+        host += atomic_load(&r[i].ran_on) == HOST_DEV;
+        dev1 += atomic_load(&r[i].ran_on) == 1;
+    }
+    const sched_counters *c = sched_counters_of(s);
+    CHECK(host >= 1 && host + dev1 == 30 && c->host_reruns == (unsigned)host
+              && c->device_errors[0] >= 1 && c->device_jobs[0] == 0,
+          "host reran %d, device 1 ran %d", host, dev1);
+    sched_stop(s);
+    check_once(r, 30, "failover");
+    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
+    sched_free(s);
+}
+
+/* Failover to the host: the only device fails late. An in-place tensor it
+ * may have half-written fails with the device's error; one out of place
+ * runs again on the host; once the device has left, the host backend runs
+ * every job. */
+static void failover_host(void)
+{
+    fake f;
+    fake_init(&f);
+    f.fail[0] = ENG_E_DEVICE;
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(1, 1, 64, 1);
+    o.device_max_failures = 2;
+    sched *s = sched_new(&o, &b);
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    rec r[6];
+    float out[16];
+    for (int i = 0; i < 6; i++)
+        make(&r[i], 8, TX_FLOAT32, 0);
+    r[1].j.out = out; /* out of place: its input survives */
+    for (int i = 0; i < 6; i++) {
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+        CHECK(all_done(&r[i], 1), "job %d done", i); /* one at a time */
+    }
+    CHECK(r[0].status == STATUS_DEVICE && atomic_load(&r[0].ran_on) == -1,
+          "in place, half-written: fails (%s)", status_name(r[0].status));
+    CHECK(r[1].status == STATUS_OK && atomic_load(&r[1].ran_on) == HOST_DEV,
+          "out of place: rerun on the host (%s)", status_name(r[1].status));
+    for (int i = 2; i < 6; i++)
+        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == HOST_DEV,
+              "job %d on the host: %s", i, status_name(r[i].status));
+    unsigned devices, up;
+    bool on_host;
+    sched_devices(s, &devices, &up, &on_host);
+    CHECK(up == 0 && on_host, "every device left; the host runs every job");
+    sched_stop(s);
+    check_once(r, 6, "host fallback");
+    sched_free(s);
+}
+
+/* Inline: on the caller's thread, no done, counted as a launch of one. */
+static void inline_run(void)
+{
+    fake f;
+    fake_init(&f);
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(1, 1, 4, 1);
+    sched *s = sched_new(&o, &b);
+    rec r;
+    make(&r, 3, TX_INT64, 0);
+    sched_run_inline(s, &r.j);
+    CHECK(r.j.status == STATUS_OK && atomic_load(&r.ran_on) == -2
+              && atomic_load(&r.done) == 0 && r.j.batch == 1,
+          "ran inline");
+    CHECK(sched_counters_of(s)->batches[0] == 1, "counted as a batch of 1");
+    sched_free(s);
+}
+
+/* Every path at once, many times over: each accepted job completes
+ * exactly once, a refused one never. Random expiries, departures, a
+ * failing device and a small queue; the seed is printed. */
+static void exactly_once(void)
+{
+    enum { N = 400 };
+    fake f;
+    fake_init(&f);
+    f.fail[1] = ENG_E_LAUNCH;
+    sched_backend b = fake_backend(&f);
+    sched_options o = options(3, 2, 64, 8);
+    o.device_max_failures = 3;
+    sched *s = sched_new(&o, &b);
+    char msg[128];
+    atomic_store(&fake_now, 1);
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    rec *r = calloc(N, sizeof *r);
+    bool *accepted = calloc(N, sizeof *accepted);
+    for (int i = 0; i < N; i++) {
+        make(&r[i], 4 + check_below(3), check_below(2) ? TX_FLOAT32 : TX_INT16,
+             check_below(4) == 0 ? 1 + check_below(200) : 0);
+        r[i].leave_in_launch = check_below(10) == 0;
+        accepted[i] = sched_submit(s, &r[i].j) == STATUS_OK;
+        if (check_below(8) == 0)
+            atomic_store(&r[i].gone, true);
+        if (check_below(4) == 0) {
+            atomic_fetch_add(&fake_now, check_below(20));
+            sched_tick(s);
+        }
+    }
+    sched_stop(s);
+    size_t n_ok = 0;
+    for (int i = 0; i < N; i++) {
+        int d = atomic_load(&r[i].done);
+        CHECK(d == (accepted[i] ? 1 : 0), "job %d: accepted %d, done %d", i,
+              accepted[i], d);
+        n_ok += accepted[i];
+    }
+    CHECK(n_ok > 0, "some accepted");
+    free(r);
+    free(accepted);
+    sched_free(s);
+}
+
+static const check_case cases[] = {
+    {"status_table", status_table},
+    {"prepare_refuses", prepare_refuses},
+    {"deadline_expiry", deadline_expiry},
+    {"full_queue", full_queue},
+    {"drain", drain},
+    {"cancellation", cancellation},
+    {"batching", batching},
+    {"failover_device", failover_device},
+    {"failover_host", failover_host},
+    {"inline_run", inline_run},
+    {"exactly_once", exactly_once},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
