@@ -83,10 +83,19 @@ typedef struct {
     unsigned n;
 } devices;
 
+/* The daemon's parts, each owned by its layer, composed here. */
 static tallyd_server server;
+static http_transport transport;
 static devices pool;
 static api_state app;
-static sched_backend backend;
+
+/* The loop thread's own. */
+static uv_loop_t *loop;
+static uv_signal_t sigterm, sigint, sighup;
+static uv_timer_t tick;
+static unsigned ticks;
+static uint64_t drain_started_ns;
+static int exit_code;
 
 /* Until the loop's signal handlers take over, SIGTERM and SIGINT end the
  * process at once: nothing is in flight yet (compiling kernels can take a
@@ -109,13 +118,13 @@ static void engine_log(void *user, const char *line)
     log_msg("engine", "info", "%s", line);
 }
 
-static void stop_everything(tallyd_server *s)
+static void stop_everything(void)
 {
-    uv_timer_stop(&s->tick);
-    uv_close((uv_handle_t *)&s->tick, NULL);
-    uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->sighup, NULL);
+    uv_timer_stop(&tick);
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_close((uv_handle_t *)&sigterm, NULL);
+    uv_close((uv_handle_t *)&sigint, NULL);
+    uv_close((uv_handle_t *)&sighup, NULL);
 }
 
 /* While draining: true once nothing is in flight and every connection is
@@ -129,8 +138,8 @@ static bool drain_done(tallyd_server *s, uint64_t now)
     if (atomic_load(&s->open_connections) <= 0)
         return true;
     uint64_t last = atomic_load(&s->last_done_ns);
-    if (last < s->drain_started_ns)
-        last = s->drain_started_ns;
+    if (last < drain_started_ns)
+        last = drain_started_ns;
     return now - last >= (uint64_t)s->cfg.drain_idle_ms * 1000000u;
 }
 
@@ -138,15 +147,15 @@ static void on_tick(uv_timer_t *t)
 {
     tallyd_server *s = t->data;
     sched_tick(app.sched);
-    if (++s->ticks % (100 / TICK_MS) == 0)
-        http_sweep(s);
+    if (++ticks % (100 / TICK_MS) == 0)
+        http_sweep(&transport);
     log_flush();
     if (!atomic_load(&s->draining))
         return;
     uint64_t now = now_ns();
     bool done = drain_done(s, now);
     long long inflight = atomic_load(&s->inflight);
-    uint64_t waited = now - s->drain_started_ns;
+    uint64_t waited = now - drain_started_ns;
     if (!done && waited < (uint64_t)s->cfg.drain_timeout_s * 1000000000u)
         return;
     if (inflight > 0) {
@@ -154,26 +163,26 @@ static void on_tick(uv_timer_t *t)
                 "drain timeout: %lld requests still in flight after %u s; "
                 "exiting without them",
                 inflight, s->cfg.drain_timeout_s);
-        s->exit_code = 1;
+        exit_code = 1;
         _exit(1); /* suspended connections cannot be stopped cleanly */
     }
     log_msg("tallyd", "info",
             "drained; closing %lld idle connections and "
             "stopping",
             (long long)atomic_load(&s->open_connections));
-    stop_everything(s);
+    stop_everything();
 }
 
 static void begin_drain(tallyd_server *s, const char *why)
 {
     if (atomic_exchange(&s->draining, true))
         return;
-    s->drain_started_ns = now_ns();
+    drain_started_ns = now_ns();
     log_msg("tallyd", "info",
             "%s: no longer accepting connections; finishing %lld in-flight "
             "requests",
             why, (long long)atomic_load(&s->inflight));
-    http_quiesce(s);
+    http_quiesce(&transport);
 }
 
 /* Opens every device the --device option names (a list, or all of a kind:
@@ -220,47 +229,11 @@ static void close_devices(devices *p)
     p->n = 0;
 }
 
-/* The scheduler over the devices, with its workers started. */
-static bool start_sched(tallyd_server *s, char *msg, size_t msglen)
-{
-    if (!sched_engines(&backend, pool.engine, pool.n)) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
-    sched_options o = {
-        .workers = s->cfg.workers,
-        .devices = pool.n,
-        .device_names = pool.names,
-        .queue_depth = s->cfg.queue_depth,
-        .max_batch = s->cfg.max_batch,
-        .max_queue_delay_us = s->cfg.max_queue_delay_us,
-        .device_max_failures = s->cfg.device_max_failures,
-        .fault_delay_ms = s->cfg.fault_delay_ms,
-        .stats = &s->stats,
-    };
-    app.sched = sched_new(&o, &backend);
-    if (app.sched == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
-    s->app = &app;
-    return sched_start(app.sched, msg, msglen) == ENG_E_OK;
-}
-
-static void stop_sched(void)
-{
-    if (app.sched != NULL)
-        sched_stop(app.sched);
-    sched_free(app.sched);
-    app.sched = NULL;
-    sched_engines_free(&backend);
-}
-
 /* SIGHUP: the token file is read again; a file that is now bad leaves
  * the tokens as they were. Other settings are read at startup only. */
 static void reload(tallyd_server *s)
 {
-    if (s->auth == NULL) {
+    if (transport.auth == NULL) {
         log_msg("tallyd", "info",
                 "SIGHUP: nothing to reload (settings are read at startup; "
                 "only --auth-token-file is reread)");
@@ -268,11 +241,11 @@ static void reload(tallyd_server *s)
     }
     char msg[512];
     size_t n =
-        http_auth_reload(s->auth, s->cfg.auth_token_file, msg, sizeof msg);
+        http_auth_reload(transport.auth, s->cfg.auth_token_file, msg, sizeof msg);
     if (n == 0)
         log_msg("tallyd", "error",
                 "SIGHUP: %s; the %zu tokens read before stay in force", msg,
-                http_auth_count(s->auth));
+                http_auth_count(transport.auth));
     else
         log_msg("tallyd", "info", "SIGHUP: %zu bearer tokens read from %s", n,
                 s->cfg.auth_token_file);
@@ -283,13 +256,13 @@ static bool load_tokens(tallyd_server *s, char *msg, size_t msglen)
 {
     if (s->cfg.auth_token_file[0] == '\0')
         return true;
-    s->auth = http_auth_load(s->cfg.auth_token_file, msg, msglen);
-    if (s->auth == NULL)
+    transport.auth = http_auth_load(s->cfg.auth_token_file, msg, msglen);
+    if (transport.auth == NULL)
         return false;
     log_msg("tallyd", "info",
             "bearer tokens required: %zu read from %s; health routes %s, "
             "/metrics %s",
-            http_auth_count(s->auth), s->cfg.auth_token_file,
+            http_auth_count(transport.auth), s->cfg.auth_token_file,
             s->cfg.auth_health ? "need one" : "open",
             s->cfg.auth_metrics ? "needs one" : "open");
     return true;
@@ -390,45 +363,46 @@ int main(int argc, char **argv)
         s->cfg.workers = pool.n;
 
     metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
-    if (!start_sched(s, msg, sizeof msg)) {
+    if (!api_start(&app, s, pool.engine, pool.names, pool.n, msg,
+                   sizeof msg)) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
         return 1;
     }
 
-    s->loop = uv_default_loop();
-    uv_signal_init(s->loop, &s->sigterm);
-    uv_signal_init(s->loop, &s->sigint);
-    uv_signal_init(s->loop, &s->sighup);
-    s->sigterm.data = s->sigint.data = s->sighup.data = s;
-    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    uv_signal_start(&s->sigint, on_signal, SIGINT);
-    uv_signal_start(&s->sighup, on_signal, SIGHUP);
-    uv_timer_init(s->loop, &s->tick);
-    s->tick.data = s;
-    uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
+    loop = uv_default_loop();
+    uv_signal_init(loop, &sigterm);
+    uv_signal_init(loop, &sigint);
+    uv_signal_init(loop, &sighup);
+    sigterm.data = sigint.data = sighup.data = s;
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_signal_start(&sighup, on_signal, SIGHUP);
+    uv_timer_init(loop, &tick);
+    tick.data = s;
+    uv_timer_start(&tick, on_tick, TICK_MS, TICK_MS);
 
     raise_fd_limit(s);
-    if (!http_start(s, &api_routes, msg, sizeof msg)) {
+    if (!http_start(&transport, s, &api_routes, msg, sizeof msg)) {
         log_msg("tallyd", "error", "%s", msg);
-        stop_sched();
+        api_stop(&app);
         return 1;
     }
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
-            TALLYD_VERSION, s->cfg.listen, s->port, s->tls ? "HTTPS" : "HTTP",
+            TALLYD_VERSION, s->cfg.listen, transport.port, transport.tls ? "HTTPS" : "HTTP",
             s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
             s->cfg.max_body_bytes);
 
-    uv_run(s->loop, UV_RUN_DEFAULT);
+    uv_run(loop, UV_RUN_DEFAULT);
 
-    stop_sched(); /* every queued job runs first */
-    http_stop(s);
-    uv_loop_close(s->loop);
+    api_stop(&app); /* every queued job runs first */
+    http_stop(&transport);
+    uv_loop_close(loop);
     close_devices(&pool);
-    http_auth_free(s->auth);
+    http_auth_free(transport.auth);
     tallyd_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");
     log_flush();
-    return s->exit_code;
+    return exit_code;
 }

@@ -31,7 +31,21 @@
  * `app` before the transport starts, and frees after it stops. */
 typedef struct {
     sched *sched;
+    sched_backend backend; /* over the devices */
 } api_state;
+
+/* Builds the API layer's state over the opened devices (borrowed: they
+ * must outlive it; names label them in logs and metrics): the scheduler,
+ * with s->cfg's settings and its workers started, and hangs it on
+ * s->app. False with msg when it cannot. The loop thread, before the
+ * transport starts. */
+bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
+               const char *const *names, unsigned n, char *msg,
+               size_t msglen);
+
+/* Stops the scheduler (every queued job runs first) and frees the state.
+ * After the transport has stopped taking requests. */
+void api_stop(api_state *a);
 
 /* The scheduler a request's scans go to. */
 static inline sched *api_sched(request *r)

@@ -6,24 +6,17 @@
  * of tallyd.c):
  *   cfg, version, device           set before threads start, then read-only
  *   metrics, stats, draining,      any thread, atomics
- *   inflight, buffered_bytes,
- *   refused_*
- *   mhd                            MHD threads; the loop thread quiesces and
- *                                  stops it
- *   conns                          HTTP threads register connections; the
- *                                  loop thread sweeps them (its own lock)
- *   accesslog                      HTTP threads write through it, the loop
- *                                  thread ticks it (atomics)
- *   auth                           set before threads start; HTTP threads
- *                                  check against it, the loop thread
- *                                  reloads it (its own lock: http/auth.h)
+ *   inflight, open_connections,
+ *   buffered_bytes, last_done_ns
  *   app                            set before threads start: the API
  *                                  layer's state (api.h), which holds the
  *                                  scheduler; opaque to the layers below
  *   loop and its handles           the loop thread only
  *
- * The scheduler (sched/) is not here: it sits beside the transport, and
- * only the layer above both (api/) and tallyd.c see it.
+ * The transport's own state (libmicrohttpd's daemon, the tokens, the
+ * connections' deadlines, the access log) is http/http.h's
+ * http_transport, and the scheduler's is sched/; neither is here, and
+ * only the layers above them see them.
  */
 #ifndef TALLY_SERVER_H
 #define TALLY_SERVER_H
@@ -40,11 +33,6 @@
 
 #define TALLYD_VERSION "0.1.0"
 
-struct MHD_Daemon;
-struct http_routes;
-struct http_auth;
-struct http_conns;
-struct http_accesslog;
 
 typedef struct tallyd_server {
     tallyd_config cfg;
@@ -55,13 +43,6 @@ typedef struct tallyd_server {
     metrics metrics;
     model_stats stats;
 
-    struct MHD_Daemon *mhd;
-    const struct http_routes *routes; /* given to http_start */
-    unsigned port;                    /* the port actually bound */
-    bool tls;                         /* serving HTTPS */
-    struct http_auth *auth;   /* the bearer tokens; NULL: none required */
-    struct http_conns *conns; /* open connections' deadlines (http/conns.h) */
-    struct http_accesslog *accesslog; /* which requests get a line */
 
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint, sighup;
@@ -76,8 +57,6 @@ typedef struct tallyd_server {
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
     atomic_ullong buffered_bytes; /* room the request bodies hold, in all */
-    /* refused connections not yet logged, and when that was last done */
-    atomic_ullong refused_unlogged, refused_logged_ns;
     int exit_code;
 } tallyd_server;
 

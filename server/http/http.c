@@ -128,19 +128,21 @@ static http_conn *conn_of(struct MHD_Connection *conn)
 static void *on_first_line(void *cls, const char *uri,
                            struct MHD_Connection *conn)
 {
-    tallyd_server *s = cls;
+    http_transport *t = cls;
+    tallyd_server *s = t->s;
     (void)uri;
     http_conn_deadline(conn_of(conn), deadline_after(s->cfg.request_timeout_s));
     return NULL;
 }
 
-void http_sweep(tallyd_server *s)
+void http_sweep(http_transport *t)
 {
-    if (s->conns == NULL)
+    tallyd_server *s = t->s;
+    if (t->conns == NULL)
         return;
     uint64_t now = now_ns();
-    http_accesslog_tick(s->accesslog, now);
-    size_t n = http_conns_sweep(s->conns, now);
+    http_accesslog_tick(t->accesslog, now);
+    size_t n = http_conns_sweep(t->conns, now);
     if (n == 0)
         return;
     atomic_fetch_add_explicit(&s->metrics.connections_timed_out, n,
@@ -206,12 +208,13 @@ static void body_complete(request *r)
 static bool authorized(request *r, const http_match *m)
 {
     tallyd_server *s = r->s;
-    if (s->auth == NULL
+    http_auth *auth = r->t->auth;
+    if (auth == NULL
         || (m->access == HTTP_ACCESS_HEALTH && !s->cfg.auth_health)
         || (m->access == HTTP_ACCESS_METRICS && !s->cfg.auth_metrics))
         return true;
     http_auth_result a =
-        http_auth_check(s->auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
+        http_auth_check(auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
     if (a == HTTP_AUTH_OK)
         return true;
     bool missing = a == HTTP_AUTH_MISSING;
@@ -232,11 +235,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
-    tallyd_server *s = cls;
+    http_transport *t = cls;
     request *r = *con_cls;
 
     if (r == NULL) {
-        r = request_new(s, conn, url, method);
+        r = request_new(t, conn, url, method);
         if (r == NULL) {
             log_msg("http", "error",
                     "out of memory for a request; closing its connection");
@@ -250,7 +253,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         if (q != NULL)
             *q = '\0';
         http_match m;
-        http_route_match(s->routes, method, r->path, &m);
+        http_route_match(t->routes, method, r->path, &m);
         r->metric_label = m.label;
         r->ended = m.ended;
         r->handler = m.handler;
@@ -304,7 +307,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    tallyd_server *s = cls;
+    http_transport *t = cls;
+    tallyd_server *s = t->s;
     request *r = *con_cls;
     http_conn *k = conn_of(conn);
     bool timed_out = http_conn_timed_out(k);
@@ -334,7 +338,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                     r->bytes_out);
     if (r->ended != NULL)
         r->ended(r, total);
-    http_accesslog_request(s->accesslog, r, done,
+    http_accesslog_request(t->accesslog, r, done,
                            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
                                ? 0
                                : (int)toe);
@@ -351,7 +355,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    tallyd_server *s = cls;
+    http_transport *t = cls;
+    tallyd_server *s = t->s;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->metrics.connections_opened, 1);
         atomic_fetch_add(&s->open_connections, 1);
@@ -359,18 +364,19 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci != NULL)
             *socket_context =
-                http_conn_open(s->conns, (int)ci->connect_fd,
+                http_conn_open(t->conns, (int)ci->connect_fd,
                                deadline_after(s->cfg.idle_timeout_s));
     } else {
         atomic_fetch_sub(&s->open_connections, 1);
-        http_conn_close(s->conns, *socket_context);
+        http_conn_close(t->conns, *socket_context);
         *socket_context = NULL;
     }
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    tallyd_server *s = cls;
+    http_transport *t = cls;
+    tallyd_server *s = t->s;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* what libmicrohttpd says when a handler closes a connection, which
@@ -389,14 +395,14 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     if (strncmp(msg, "Server reached connection limit", 31) == 0) {
         atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
                                   memory_order_relaxed);
-        atomic_fetch_add(&s->refused_unlogged, 1);
+        atomic_fetch_add(&t->refused_unlogged, 1);
         unsigned long long now = now_ns(),
-                           last = atomic_load(&s->refused_logged_ns);
+                           last = atomic_load(&t->refused_logged_ns);
         if (now - last < 1000000000u
-            || !atomic_compare_exchange_strong(&s->refused_logged_ns, &last,
+            || !atomic_compare_exchange_strong(&t->refused_logged_ns, &last,
                                                now))
             return;
-        unsigned long long n = atomic_exchange(&s->refused_unlogged, 0);
+        unsigned long long n = atomic_exchange(&t->refused_unlogged, 0);
         log_msg("http", "warn",
                 "refused %llu connections at the connection limits "
                 "(--max-connections %u, --max-client-connections %u)",
@@ -426,10 +432,11 @@ static void add_option(struct MHD_OptionItem *opts, size_t *n,
     opts[(*n)++] = (struct MHD_OptionItem){option, value, ptr};
 }
 
-bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
-                size_t msglen)
+bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
+                char *msg, size_t msglen)
 {
-    s->routes = routes;
+    t->s = s;
+    t->routes = routes;
     request_seed_ids(s);
     char host[256];
     unsigned port;
@@ -450,9 +457,9 @@ bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
         freeaddrinfo(ai);
         return false;
     }
-    s->conns = http_conns_new();
-    s->accesslog = http_accesslog_new(s);
-    if (s->conns == NULL || s->accesslog == NULL) {
+    t->conns = http_conns_new();
+    t->accesslog = http_accesslog_new(s);
+    if (t->conns == NULL || t->accesslog == NULL) {
         freeaddrinfo(ai);
         free(cert);
         free(key);
@@ -466,14 +473,11 @@ bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem opts[16];
     size_t n = 0;
-    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s);
+    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, t);
     add_option(opts, &n, MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr);
-    add_option(opts, &n, MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed,
-               s);
-    add_option(opts, &n, MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection,
-               s);
-    add_option(opts, &n, MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_first_line,
-               s);
+    add_option(opts, &n, MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, t);
+    add_option(opts, &n, MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, t);
+    add_option(opts, &n, MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_first_line, t);
     add_option(opts, &n, MHD_OPTION_CONNECTION_TIMEOUT,
                (intptr_t)s->cfg.idle_timeout_s, NULL);
     add_option(opts, &n, MHD_OPTION_CONNECTION_LIMIT,
@@ -494,38 +498,38 @@ bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
                    s->cfg.tls_priorities);
     }
     add_option(opts, &n, MHD_OPTION_END, 0, NULL);
-    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_access, s,
+    t->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_access, t,
                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     freeaddrinfo(ai);
     free(cert);
     free(key);
-    if (s->mhd == NULL)
+    if (t->mhd == NULL)
         return say(msg, msglen, "cannot listen on %s (in use? a bad certificate or "
                         "key? see the log above)",
                         s->cfg.listen);
-    s->tls = flags & MHD_USE_TLS;
+    t->tls = flags & MHD_USE_TLS;
     const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info != NULL ? info->port : port;
+        MHD_get_daemon_info(t->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    t->port = info != NULL ? info->port : port;
     return true;
 }
 
-void http_quiesce(tallyd_server *s)
+void http_quiesce(http_transport *t)
 {
-    if (s->mhd == NULL)
+    if (t->mhd == NULL)
         return;
-    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+    MHD_socket fd = MHD_quiesce_daemon(t->mhd);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
 }
 
-void http_stop(tallyd_server *s)
+void http_stop(http_transport *t)
 {
-    if (s->mhd != NULL)
-        MHD_stop_daemon(s->mhd); /* closes (and unregisters) every connection */
-    s->mhd = NULL;
-    http_conns_free(s->conns);
-    s->conns = NULL;
-    http_accesslog_free(s->accesslog);
-    s->accesslog = NULL;
+    if (t->mhd != NULL)
+        MHD_stop_daemon(t->mhd); /* closes (and unregisters) every connection */
+    t->mhd = NULL;
+    http_conns_free(t->conns);
+    t->conns = NULL;
+    http_accesslog_free(t->accesslog);
+    t->accesslog = NULL;
 }

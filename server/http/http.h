@@ -20,25 +20,49 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <stdatomic.h>
+
+#include "accesslog.h"
+#include "auth.h"
+#include "conns.h"
 #include "request.h"
 #include "router.h"
 
-/* Starts libmicrohttpd on cfg.listen (and fills s->port), serving the
- * routes in `routes` (borrowed: it must outlive the daemon). Loop thread. */
-bool http_start(tallyd_server *s, const http_routes *routes, char *msg,
-                size_t msglen);
+/* The transport's state. The daemon (tallyd.c) owns it; it sets auth
+ * before http_start() (NULL: no token required) and reloads the tokens
+ * through it (auth.h's own lock); http_start() fills the rest.
+ * Threading: the loop thread starts, sweeps, quiesces and stops it;
+ * libmicrohttpd's threads serve through it. */
+typedef struct http_transport {
+    tallyd_server *s; /* settings, counters, drain state (borrowed) */
+    const http_routes *routes; /* borrowed: must outlive the daemon */
+    http_auth *auth;
+    struct MHD_Daemon *mhd;
+    unsigned port; /* the port actually bound */
+    bool tls;      /* serving HTTPS */
+    http_conns *conns;         /* open connections' deadlines (conns.h) */
+    http_accesslog *accesslog; /* which requests get a line */
+    /* refused connections not yet logged, and when that was last done */
+    atomic_ullong refused_unlogged, refused_logged_ns;
+} http_transport;
+
+/* Starts libmicrohttpd on s->cfg.listen (and fills t->port), serving the
+ * routes in `routes` (borrowed: it must outlive the daemon). False with
+ * msg when it cannot. Loop thread. */
+bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
+                char *msg, size_t msglen);
 
 /* Closes the connections that have not sent a whole request in time
  * (--idle-timeout to its first line, --request-timeout from there to the
  * end of its body), counts and logs them. Loop thread, every 100 ms. */
-void http_sweep(tallyd_server *s);
+void http_sweep(http_transport *t);
 
 /* Stops accepting new connections (SIGTERM); in-flight requests go on.
  * Loop thread. */
-void http_quiesce(tallyd_server *s);
+void http_quiesce(http_transport *t);
 
 /* Stops the daemon; call only when no request is in flight. Loop thread. */
-void http_stop(tallyd_server *s);
+void http_stop(http_transport *t);
 
 /*
  * Suspends r until http_resume(r). Call from a handler, at most once per

@@ -10,8 +10,7 @@
 
 #include "buffer.h"
 #include "body.h"
-#include "request.h"
-#include "router.h"
+#include "http.h"
 
 /* splitmix64's finaliser: a bijection, so distinct counters give distinct
  * ids, and consecutive ones look unrelated. */
@@ -36,9 +35,10 @@ void request_seed_ids(tallyd_server *s)
     atomic_store(&s->next_id, seed);
 }
 
-request *request_new(tallyd_server *s, struct MHD_Connection *conn,
+request *request_new(http_transport *t, struct MHD_Connection *conn,
                      const char *url, const char *method)
 {
+    tallyd_server *s = t->s;
     request *r = calloc(1, sizeof *r);
     if (r == NULL)
         return NULL;
@@ -51,7 +51,8 @@ request *request_new(tallyd_server *s, struct MHD_Connection *conn,
         free(r);
         return NULL;
     }
-    r->metric_label = s->routes != NULL ? s->routes->unmatched : 0;
+    r->t = t;
+    r->metric_label = t->routes->unmatched;
     r->status = 500;
     uv_mutex_init(&r->mu);
     atomic_init(&r->refs, 1);

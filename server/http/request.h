@@ -40,6 +40,7 @@ typedef void (*http_handler)(request *r);
 
 struct request {
     tallyd_server *s;
+    struct http_transport *t; /* the transport serving it */
     struct MHD_Connection *conn;
     char method[8];
     char *path; /* without the query string */
@@ -118,7 +119,7 @@ void http_add_header(request *r, const char *name, const char *value);
 /* A new request with one reference (the connection's); NULL when memory
  * runs out. The id is X-Request-Id when that is a sane token, else a fresh
  * one drawn from s->next_id. */
-request *request_new(tallyd_server *s, struct MHD_Connection *conn,
+request *request_new(struct http_transport *t, struct MHD_Connection *conn,
                      const char *url, const char *method);
 
 /* Drops a reference; the last one frees the request, its body and both

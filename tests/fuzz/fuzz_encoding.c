@@ -26,9 +26,9 @@ static void decodes_to(const uint8_t *gz, size_t n, const uint8_t *want,
     uint8_t *out;
     size_t olen;
     char msg[256];
-    eng_err e =
+    status_code e =
         encoding_decode(1, gz, n, wlen + 1, &out, &olen, msg, sizeof msg);
-    FUZZ_CHECK(e == ENG_E_OK, "our own gzip does not decode: %s", msg);
+    FUZZ_CHECK(e == STATUS_OK, "our own gzip does not decode: %s", msg);
     FUZZ_CHECK(olen == wlen && memcmp(out, want, wlen) == 0,
                "gzip changed %zu bytes into %zu", wlen, olen);
     free(out);

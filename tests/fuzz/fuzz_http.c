@@ -37,17 +37,26 @@
 
 #include "api.h"
 #include "auth.h"
-#include "dispatch.h"
 #include "fuzzd.h"
 #include "http.h"
 #include "log.h"
 #include "numfmt.h"
 #include "tx_npy.h"
 
-static tallyd_server servers[2];
+/* One daemon, composed as tallyd.c composes it. */
+typedef struct {
+    tallyd_server s;
+    http_transport t;
+    api_state app;
+    eng_engine *engine;
+    const char *name;
+} fuzz_daemon;
 
-static void start(tallyd_server *s, bool tokens)
+static fuzz_daemon servers[2];
+
+static void start(fuzz_daemon *d, bool tokens)
 {
+    tallyd_server *s = &d->s;
     static char token_path[] = "/tmp/tally-fuzz-tokens-XXXXXX";
     char *argv[] = {"fuzz_http",
                     "--listen=127.0.0.1:0",
@@ -74,8 +83,8 @@ static void start(tallyd_server *s, bool tokens)
     FUZZ_CHECK(tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg), "%s",
                msg);
     if (tokens) {
-        s->auth = http_auth_load(s->cfg.auth_token_file, msg, sizeof msg);
-        FUZZ_CHECK(s->auth != NULL, "%s", msg);
+        d->t.auth = http_auth_load(s->cfg.auth_token_file, msg, sizeof msg);
+        FUZZ_CHECK(d->t.auth != NULL, "%s", msg);
         unlink(token_path);
     }
     eng_engine_options o;
@@ -83,20 +92,14 @@ static void start(tallyd_server *s, bool tokens)
     o.device = "host";
     o.warmup = false;
     o.host_threads = 1;
-    FUZZ_CHECK(eng_engine_open(&o, &s->devices[0].engine, msg, sizeof msg)
-                   == ENG_E_OK,
+    FUZZ_CHECK(eng_engine_open(&o, &d->engine, msg, sizeof msg) == ENG_E_OK,
                "%s", msg);
-    s->ndevices = 1;
-    snprintf(s->devices[0].name, sizeof s->devices[0].name, "host");
+    d->name = "host";
     snprintf(s->device, sizeof s->device, "host");
-    uv_mutex_init(&s->fallback_mu);
-    metrics_init(&s->metrics, s->cfg.workers);
-    const char *names[1] = {s->devices[0].name};
-    metrics_devices(&s->metrics, names, 1);
-    queue_init(&s->queue, s->cfg.queue_depth);
-    FUZZ_CHECK(dispatch_start(s, msg, sizeof msg) == ENG_E_OK, "%s", msg);
-    FUZZ_CHECK(http_start(s, &api_routes, msg, sizeof msg) == ENG_E_OK, "%s",
-               msg);
+    metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
+    FUZZ_CHECK(api_start(&d->app, s, &d->engine, &d->name, 1, msg, sizeof msg),
+               "%s", msg);
+    FUZZ_CHECK(http_start(&d->t, s, &api_routes, msg, sizeof msg), "%s", msg);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -261,14 +264,15 @@ static void dump_threads(void)
 }
 
 /* Sends req on a fresh connection to s and reads the whole answer. */
-static void exchange(tallyd_server *s, const buf *req, buf *ans, bool head_only)
+static void exchange(fuzz_daemon *d, const buf *req, buf *ans, bool head_only)
 {
+    tallyd_server *s = &d->s;
     int fds[2];
     FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0, "socketpair");
     struct sockaddr_in sin = {.sin_family = AF_INET,
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     FUZZ_CHECK(
-        MHD_add_connection(s->mhd, fds[1], (struct sockaddr *)&sin, sizeof sin)
+        MHD_add_connection(d->t.mhd, fds[1], (struct sockaddr *)&sin, sizeof sin)
             == MHD_YES,
         "MHD_add_connection");
     size_t sent = 0;
@@ -285,9 +289,10 @@ static void exchange(tallyd_server *s, const buf *req, buf *ans, bool head_only)
                    "%zu received; %lld connections open, %lld requests in "
                    "flight, %zu queued) to: %.*s",
                    rc < 0 ? strerror(errno) : "timeout", sent, req->n, ans->n,
-                   (long long)atomic_load(&s->metrics.connections_open),
-                   (long long)atomic_load(&s->metrics.inflight),
-                   queue_depth(&s->queue), (int)(req->n > 400 ? 400 : req->n),
+                   (long long)atomic_load(&s->open_connections),
+                   (long long)atomic_load(&s->inflight),
+                   sched_queue_depth(d->app.sched),
+                   (int)(req->n > 400 ? 400 : req->n),
                    req->p);
         if ((p.revents & POLLOUT) && sent < req->n) {
             ssize_t w = send(fds[0], req->p + sent, req->n - sent,
@@ -469,7 +474,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    tallyd_server *s = &servers[data[0] & 1];
+    fuzz_daemon *s = &servers[data[0] & 1];
     buf req = {0}, ans = {0};
     bool head_only;
     build((const char *)data + 1, size - 1, &req, &head_only);
