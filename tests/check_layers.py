@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
-"""check_layers.py - the #include lines of common/, server/ and client/
-against the layers the README names.
+"""check_layers.py - the #include lines and the calls of common/, server/
+and client/ against the layers the README names.
 
-Fails (exit 1, one line per problem) when a file includes a header of a
-layer its own layer may not use (an include that points up, or sideways
-between peers), when an include names no file of the project, when two
-headers share a name, or when files include each other in a cycle.
+A file depends on another when it includes it, or when it calls a
+function that only the other defines (a function defined in one .c file,
+not static: the other files reach it through its header). Fails (exit 1,
+one line per problem) when a file depends on a file of a layer its own
+layer may not use (an include or a call that points up, or sideways
+between peers: the scheduler never reaches the transport), when an
+include names no file of the project, when two headers share a name, or
+when files depend on each other in a circle (an include cycle, or .c files
+that call each other round).
 
     python3 tests/check_layers.py            check the tree
     python3 tests/check_layers.py --self-test
                                              check that the checker catches
-                                             an upward include and a cycle
+                                             an upward include, an include
+                                             cycle, a call from the
+                                             scheduler into the transport
+                                             and a circle of calls
 """
 import os
 import re
@@ -21,20 +29,40 @@ import sys
 LAYERS = [
     ("common", "common", []),
     ("engine", "server/engine", ["common"]),
-    ("codec", "server/codec", ["engine", "common"]),
     ("core", "server/core", ["engine", "common"]),
-    ("http", "server/http", ["core", "codec", "engine", "common"]),
-    ("dispatch", "server/dispatch", ["http", "core", "codec", "engine", "common"]),
-    ("api", "server/api", ["dispatch", "http", "core", "codec", "engine", "common"]),
+    ("codec", "server/codec", ["core", "engine", "common"]),
+    ("sched", "server/sched", ["core", "engine", "common"]),
+    ("http", "server/http", ["codec", "core", "engine", "common"]),
+    ("api", "server/api", ["sched", "http", "codec", "core", "engine", "common"]),
     ("tallyd", "server/tallyd.c",
-     ["api", "dispatch", "http", "core", "codec", "engine", "common"]),
+     ["api", "sched", "http", "codec", "core", "engine", "common"]),
     ("public", "client/include", []),
     ("libtally", "client/lib", ["public", "common"]),
     ("cli", "client/cli", ["public", "common"]),
     ("examples", "client/examples", ["public"]),
 ]
 ROOTS = ["common", "server", "client"]
+HEADERS = {}  # relative path of each header: its text (scan fills it)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# A function definition: at the start of a line, a return type and a name,
+# the parameters, then the body's brace (attributes allowed between).
+DEFINITION = re.compile(
+    r'^(?!static\b|typedef\b|extern\b|#)[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*'
+    r'\(([^;{}()]|\([^;{}()]*\))*\)\s*(__attribute__\s*\(\(.*?\)\)\s*)?\{', re.M | re.S)
+CALL = re.compile(r'\b([A-Za-z_]\w*)\s*\(')
+NOT_CALLS = {"if", "for", "while", "switch", "return", "sizeof", "defined",
+             "_Static_assert", "__attribute__", "_Alignof", "alignof"}
+
+
+def strip(text):
+    """text without comments, string and character literals, and
+    preprocessor lines (whose macros are not calls of the file's own)."""
+    text = re.sub(r'/\*.*?\*/', ' ', text, flags=re.S)
+    text = re.sub(r'//[^\n]*', ' ', text)
+    text = re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+    text = re.sub(r"'(\\.|[^'\\\n])*'", "''", text)
+    text = re.sub(r'^\s*#(.*\\\n)*.*$', ' ', text, flags=re.M)
+    return text
 
 
 def layer_of(path):
@@ -44,9 +72,11 @@ def layer_of(path):
     return None
 
 
-def check(files):
-    """files: {relative path: [included names]}; returns a list of problems."""
+def check(files, sources=None):
+    """files: {relative path: [included names]}; sources: {relative path of
+    a .c file: its text}, for the calls. Returns a list of problems."""
     problems = []
+    sources = sources or {}
     allowed = {name: set(deps) | {name} for name, _, deps in LAYERS}
     headers = {}
     for path in files:
@@ -77,7 +107,52 @@ def check(files):
                 problems.append("%s (%s) includes %s (%s): layer %s may use only %s" % (
                     path, mine, target, theirs, mine, ", ".join(sorted(allowed[mine] - {mine})) or "itself"))
             graph[path].append(target)
+    problems += calls(files, sources, allowed, graph)
     problems += cycles(graph)
+    return problems
+
+
+def calls(files, sources, allowed, graph):
+    files_text = HEADERS
+    """Adds an edge to graph for every call from a .c file to a function
+    that only another file defines; returns the calls that cross layers
+    the wrong way."""
+    problems = []
+    defined, own, declared = {}, {}, {}
+    for path, text in files_text.items():
+        if path.endswith(".h"):
+            for name in set(CALL.findall(strip(text))):
+                declared.setdefault(name, []).append(path)
+    for path, text in sources.items():
+        names = set(m.group(1) for m in DEFINITION.finditer(strip(text)))
+        names -= NOT_CALLS
+        own[path] = names | set(re.findall(r'^static\b[^;{}=]*?\b(\w+)\s*\(', text, re.M))
+        for name in names:
+            defined.setdefault(name, []).append(path)
+    for path, text in sorted(sources.items()):
+        mine = layer_of(path)
+        if mine is None or path not in graph:
+            continue
+        seen = set()
+        for name in CALL.findall(strip(text)):
+            if name in NOT_CALLS or name in own[path] or name in seen:
+                continue
+            seen.add(name)
+            where = defined.get(name, [])
+            if len(where) != 1:
+                continue  # a library's, a macro, or main()
+            target = where[0]
+            theirs = layer_of(target)
+            # a function a public header declares is that header's layer's
+            # to offer (libtally's, through client/include)
+            offered = any(layer_of(h) in allowed[mine] and layer_of(h) != theirs
+                          and layer_of(h) == "public" for h in declared.get(name, []))
+            if theirs not in allowed[mine] and not offered:
+                problems.append("%s (%s) calls %s() of %s (%s): layer %s may use only %s" % (
+                    path, mine, name, target, theirs, mine,
+                    ", ".join(sorted(allowed[mine] - {mine})) or "itself"))
+            if target not in graph[path]:
+                graph[path].append(target)
     return problems
 
 
@@ -90,7 +165,8 @@ def cycles(graph):
         stack.append(node)
         for nxt in graph.get(node, []):
             if state.get(nxt) == 1:
-                found.append("include cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+                kind = "include" if all(n.endswith(".h") for n in stack[stack.index(nxt):]) else "dependency"
+                found.append("%s cycle: %s" % (kind, " -> ".join(stack[stack.index(nxt):] + [nxt])))
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -102,7 +178,7 @@ def cycles(graph):
     return found
 
 
-def scan(top):
+def scan(top, sources=None):
     files = {}
     for root in ROOTS:
         for dirpath, _, names in os.walk(os.path.join(top, root)):
@@ -111,16 +187,22 @@ def scan(top):
                     full = os.path.join(dirpath, n)
                     rel = os.path.relpath(full, top)
                     with open(full, encoding="utf-8", errors="replace") as f:
-                        files[rel] = INCLUDE.findall(f.read())
+                        text = f.read()
+                    files[rel] = INCLUDE.findall(text)
+                    if sources is not None and n.endswith(".c"):
+                        sources[rel] = text
+                    if n.endswith(".h"):
+                        HEADERS[rel] = text
     return files
 
 
 def self_test(top):
     """The checker must pass the tree, then fail it with an upward include
     and with a cycle added."""
-    files = scan(top)
+    sources = {}
+    files = scan(top, sources)
     ok = True
-    if check(files):
+    if check(files, sources):
         print("self-test: the tree itself fails")
         ok = False
     up = dict(files)
@@ -133,6 +215,23 @@ def self_test(top):
     if not any(p.startswith("include cycle") for p in check(loop)):
         print("self-test: json.h <-> native.h was not caught")
         ok = False
+    # the scheduler calling into the transport
+    up_call = dict(sources)
+    up_call["server/sched/scheduler.c"] = sources["server/sched/scheduler.c"] + \
+        "\nstatic void deliberate(void *r) { http_resume(r); }\n"
+    found = check(files, up_call)
+    if not any("scheduler.c (sched) calls http_resume()" in p for p in found):
+        print("self-test: the scheduler calling http_resume() was not caught")
+        ok = False
+    # a circle of calls: body.c answering errors itself (reply.c -> request.c
+    # -> body.c -> reply.c)
+    circle = dict(sources)
+    circle["server/http/body.c"] = sources["server/http/body.c"] + \
+        "\nstatic void deliberate(request *r) { http_error(r, STATUS_OK, \"x\"); }\n"
+    if not any(p.startswith("dependency cycle") and "body.c" in p
+               for p in check(files, circle)):
+        print("self-test: body.c -> reply.c -> ... -> body.c was not caught")
+        ok = False
     print("check_layers self-test: %s" % ("ok" if ok else "FAILED"))
     return ok
 
@@ -141,8 +240,9 @@ def main():
     top = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     if "--self-test" in sys.argv[1:]:
         return 0 if self_test(top) else 1
-    files = scan(top)
-    problems = check(files)
+    sources = {}
+    files = scan(top, sources)
+    problems = check(files, sources)
     for p in problems:
         print("check_layers: " + p)
     print("check_layers: %d files, %d problems" % (len(files), len(problems)))

@@ -4,7 +4,6 @@
  * Content-Encoding decoded (body.h).
  */
 #include <errno.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +19,11 @@
 /* Checks Content-Length against --max-body-bytes (a 413 goes out without
  * reading the body) and remembers it. Memory comes as the bytes do
  * (http_body_append), not as a client announces them. */
-status_code http_body_begin(request *r, char *msg, size_t msglen)
+status_code http_body_begin(request *r, const char *cl, char *msg,
+                            size_t msglen)
 {
     tallyd_server *s = r->s;
     r->body_expect = SIZE_MAX;
-    const char *cl = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl == NULL)
         return STATUS_OK; /* chunked or empty: grown as it comes */
     char *end;
@@ -111,7 +110,8 @@ void http_body_append(request *r, const char *data, size_t n)
     r->body_len += n;
 }
 
-status_code http_body_finish(request *r, char *msg, size_t msglen)
+status_code http_body_finish(request *r, const char *ce, char *msg,
+                             size_t msglen)
 {
     tallyd_server *s = r->s;
     if (r->body_too_large) {
@@ -127,7 +127,6 @@ status_code http_body_finish(request *r, char *msg, size_t msglen)
     }
     atomic_fetch_add_explicit(&s->metrics.bytes_in, r->body_len,
                               memory_order_relaxed);
-    const char *ce = http_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
     int coding = encoding_parse(ce);
     if (coding < 0) {
         snprintf(msg, msglen,

@@ -192,7 +192,8 @@ static void body_complete(request *r)
     r->body_ns = now_ns();
     http_conn_deadline(r->link, 0);
     char msg[512];
-    status_code e = http_body_finish(r, msg, sizeof msg);
+    status_code e = http_body_finish(
+        r, http_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING), msg, sizeof msg);
     if (e != STATUS_OK) {
         http_error(r, e, "%s", msg);
         return;
@@ -267,7 +268,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         if (!authorized(r, &m))
             return send_reply(r);
         char msg[256];
-        status_code e = http_body_begin(r, msg, sizeof msg);
+        status_code e = http_body_begin(
+            r, http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH), msg, sizeof msg);
         if (e != STATUS_OK) {
             http_error(r, e, "%s", msg);
             return send_reply(r);
