@@ -42,6 +42,8 @@ LAYERS = [
     ("examples", "client/examples", ["public"]),
 ]
 ROOTS = ["common", "server", "client"]
+SYSTEM_INCLUDE = ["/usr/include", "/usr/include/x86_64-linux-gnu",
+                  "/usr/include/aarch64-linux-gnu"]
 HEADERS = {}  # relative path of each header: its text (scan fills it)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # A function definition: at the start of a line, a return type and a name,
@@ -85,6 +87,13 @@ def check(files, sources=None):
     for base, paths in sorted(headers.items()):
         if len(paths) > 1:
             problems.append("two headers named %s: %s" % (base, ", ".join(sorted(paths))))
+        # the -I paths put the project's headers first: one named like a
+        # system header would hide it from every system header that
+        # includes it (<pthread.h> includes <sched.h>, for one)
+        for sysdir in SYSTEM_INCLUDE:
+            if os.path.exists(os.path.join(sysdir, base)):
+                problems.append("%s hides the system header <%s> (%s): rename it" % (
+                    paths[0], base, sysdir))
     graph = {}
     for path, names in sorted(files.items()):
         mine = layer_of(path)

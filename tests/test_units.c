@@ -12,7 +12,7 @@
 #include "buffer.h"
 #include "check.h"
 #include "dtype.h"
-#include "error.h"
+#include "errors.h"
 #include "pool.h"
 #include "tensor.h"
 #include "tx_half.h"

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "errors.h"
 #include "tx_npy.h"
 
 /* Parses the header of the body at buf (len bytes), and checks that the

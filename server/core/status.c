@@ -10,7 +10,7 @@
 /* The engine's codes are the table's first rows, in the same order. */
 #define STATUS_SAME_AS_ENGINE(name, text)                                      \
     _Static_assert((int)ENG_E_##name == (int)STATUS_##name,                    \
-                   "status.h's first rows are engine/error.h's codes");
+                   "status.h's first rows are engine/errors.h's codes");
 ENG_ERRORS(STATUS_SAME_AS_ENGINE)
 #undef STATUS_SAME_AS_ENGINE
 

@@ -2,7 +2,7 @@
  * status.h - the daemon's statuses, in one table: what a request ended
  * with, and what each front door says for it.
  *
- * The engine's codes (engine/error.h) describe the engine only. A request
+ * The engine's codes (engine/errors.h) describe the engine only. A request
  * can also fail in the layers above it: its bytes (ENCODING, MEDIA_TYPE),
  * its route (NOT_FOUND, METHOD), its access (UNAUTHORIZED), its transport
  * (REQUEST_TIMEOUT, CANCELLED) and the scheduler (QUEUE_FULL, DEADLINE,
@@ -22,7 +22,7 @@
 
 #include <stdbool.h>
 
-#include "error.h"
+#include "errors.h"
 
 /* gRPC's status codes (grpc/doc/statuscodes.md), those the table uses. */
 enum {

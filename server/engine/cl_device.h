@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "errors.h"
 
 typedef struct {
     cl_platform_id platform;

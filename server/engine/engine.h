@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "errors.h"
 #include "tensor.h"
 
 typedef struct eng_engine eng_engine;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
-#include "error.h"
+#include "errors.h"
 
 /* The largest rank accepted. Nothing in the engine depends on it beyond
  * the size of fixed arrays; DirectML's limit is 8, NumPy's 32 (64 in 2.x). */

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "accesslog.h"
+#include "admit.h"
 #include "auth.h"
 #include "body.h"
 #include "conns.h"
@@ -353,6 +354,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  * whether clients keep theirs alive, and registers them for their
  * deadlines. libmicrohttpd calls this with NOTIFY_CLOSED before it closes
  * the socket (conns.h relies on that). */
+/* A connection arrives (libmicrohttpd's accept policy callback, before it
+ * is set up): admitted within --max-connections and
+ * --max-client-connections (admit.h), else closed at once, counted, and
+ * logged at most once a second (a client that opens thousands would flood
+ * the log). */
+static enum MHD_Result on_admit(void *cls, const struct sockaddr *addr,
+                                socklen_t len)
+{
+    http_transport *t = cls;
+    tallyd_server *s = t->s;
+    if (http_admit_enter(t->admit, addr, len))
+        return MHD_YES;
+    atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
+                              memory_order_relaxed);
+    atomic_fetch_add(&t->refused_unlogged, 1);
+    unsigned long long now = now_ns(), last = atomic_load(&t->refused_logged_ns);
+    if (now - last < 1000000000u
+        || !atomic_compare_exchange_strong(&t->refused_logged_ns, &last, now))
+        return MHD_NO;
+    unsigned long long n = atomic_exchange(&t->refused_unlogged, 0);
+    log_msg("http", "warn",
+            "refused %llu connections at the connection limits "
+            "(--max-connections %u, --max-client-connections %u)",
+            n, s->cfg.max_connections, s->cfg.max_client_connections);
+    return MHD_NO;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
@@ -372,13 +400,19 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
         atomic_fetch_sub(&s->open_connections, 1);
         http_conn_close(t->conns, *socket_context);
         *socket_context = NULL;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *a = ci != NULL ? ci->client_addr : NULL;
+        socklen_t alen = a == NULL                ? 0
+                         : a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                    : sizeof(struct sockaddr_in);
+        http_admit_leave(t->admit, a, alen);
     }
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    http_transport *t = cls;
-    tallyd_server *s = t->s;
+    (void)cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* what libmicrohttpd says when a handler closes a connection, which
@@ -391,26 +425,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     if (strncmp(msg, "Connection socket is closed when reading request", 48)
         == 0)
         return;
-    /* a connection closed as it came, at --max-connections or
-     * --max-client-connections: counted, and logged at most once a second
-     * (a client that opens thousands would flood the log) */
-    if (strncmp(msg, "Server reached connection limit", 31) == 0) {
-        atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
-                                  memory_order_relaxed);
-        atomic_fetch_add(&t->refused_unlogged, 1);
-        unsigned long long now = now_ns(),
-                           last = atomic_load(&t->refused_logged_ns);
-        if (now - last < 1000000000u
-            || !atomic_compare_exchange_strong(&t->refused_logged_ns, &last,
-                                               now))
-            return;
-        unsigned long long n = atomic_exchange(&t->refused_unlogged, 0);
-        log_msg("http", "warn",
-                "refused %llu connections at the connection limits "
-                "(--max-connections %u, --max-client-connections %u)",
-                n, s->cfg.max_connections, s->cfg.max_client_connections);
-        return;
-    }
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
@@ -460,8 +474,10 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
         return false;
     }
     t->conns = http_conns_new();
+    t->admit = http_admit_new(s->cfg.max_connections,
+                              s->cfg.max_client_connections);
     t->accesslog = http_accesslog_new(s);
-    if (t->conns == NULL || t->accesslog == NULL) {
+    if (t->conns == NULL || t->accesslog == NULL || t->admit == NULL) {
         freeaddrinfo(ai);
         free(cert);
         free(key);
@@ -482,10 +498,13 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     add_option(opts, &n, MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_first_line, t);
     add_option(opts, &n, MHD_OPTION_CONNECTION_TIMEOUT,
                (intptr_t)s->cfg.idle_timeout_s, NULL);
+    /* the limits are tallyd's own (on_admit, the accept policy callback
+     * below); libmicrohttpd's, which
+     * splits its total between the pool's threads, is only a backstop
+     * well above them, and it keeps no count per address */
+    unsigned threads = s->cfg.http_threads > 1 ? s->cfg.http_threads : 1;
     add_option(opts, &n, MHD_OPTION_CONNECTION_LIMIT,
-               (intptr_t)s->cfg.max_connections, NULL);
-    add_option(opts, &n, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-               (intptr_t)s->cfg.max_client_connections, NULL);
+               (intptr_t)((s->cfg.max_connections + 64u) * threads), NULL);
     /* 32 KiB: libmicrohttpd clears the pool for every request, so a larger
      * one slows small requests down more than it speeds large uploads up */
     add_option(opts, &n, MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL);
@@ -500,7 +519,7 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
                    s->cfg.tls_priorities);
     }
     add_option(opts, &n, MHD_OPTION_END, 0, NULL);
-    t->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_access, t,
+    t->mhd = MHD_start_daemon(flags, (uint16_t)port, on_admit, t, on_access, t,
                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     freeaddrinfo(ai);
     free(cert);
@@ -534,4 +553,6 @@ void http_stop(http_transport *t)
     t->conns = NULL;
     http_accesslog_free(t->accesslog);
     t->accesslog = NULL;
+    http_admit_free(t->admit);
+    t->admit = NULL;
 }

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 
 #include "accesslog.h"
+#include "admit.h"
 #include "auth.h"
 #include "conns.h"
 #include "request.h"
@@ -42,6 +43,7 @@ typedef struct http_transport {
     bool tls;      /* serving HTTPS */
     http_conns *conns;         /* open connections' deadlines (conns.h) */
     http_accesslog *accesslog; /* which requests get a line */
+    http_admit *admit;         /* connection counts, for the limits */
     /* refused connections not yet logged, and when that was last done */
     atomic_ullong refused_unlogged, refused_logged_ns;
 } http_transport;

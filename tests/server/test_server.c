@@ -3,6 +3,8 @@
  * queue, the settings, the metrics text, the route table and the bearer
  * tokens.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "admit.h"
 #include "api.h"
 #include "auth.h"
 #include "check.h"
@@ -514,6 +517,70 @@ static void metrics_text(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Admission.
+ */
+static struct sockaddr_in v4(uint32_t a)
+{
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(1)};
+    s.sin_addr.s_addr = htonl(a);
+    return s;
+}
+
+static void admit_limits(void)
+{
+    http_admit *l = http_admit_new(6, 2);
+    CHECK(l != NULL, "new");
+    struct sockaddr_in a = v4(0x7f000001), b = v4(0x7f000002);
+    struct sockaddr_in6 c = {.sin6_family = AF_INET6};
+    c.sin6_addr.s6_addr[15] = 1;
+    const struct sockaddr *pa = (void *)&a, *pb = (void *)&b, *pc = (void *)&c;
+    CHECK(http_admit_enter(l, pa, sizeof a) && http_admit_enter(l, pa, sizeof a),
+          "two from a");
+    CHECK(!http_admit_enter(l, pa, sizeof a), "a third from a is refused");
+    a.sin_port = htons(9); /* another port is the same client */
+    CHECK(!http_admit_enter(l, pa, sizeof a), "the port does not count");
+    CHECK(http_admit_enter(l, pb, sizeof b) && http_admit_enter(l, pc, sizeof c)
+              && http_admit_enter(l, pc, sizeof c),
+          "b and c have their own counts");
+    CHECK(http_admit_open(l) == 5, "5 open, not %u", http_admit_open(l));
+    http_admit_leave(l, pa, sizeof a);
+    CHECK(http_admit_enter(l, pa, sizeof a), "a has room again");
+    CHECK(http_admit_enter(l, pb, sizeof b), "the sixth");
+    CHECK(!http_admit_enter(l, NULL, 0), "the total caps even unknown ones");
+    http_admit_free(l);
+
+    /* many addresses through a small table: counts stay right as slots
+     * are emptied and probe runs are shifted back */
+    l = http_admit_new(80, 3);
+    for (int round = 0; round < 3; round++) {
+        uint32_t base = 0x0a000000u + (uint32_t)check_below(1000);
+        for (uint32_t i = 0; i < 40; i++) {
+            struct sockaddr_in x = v4(base + i * 7919u);
+            CHECK(http_admit_enter(l, (void *)&x, sizeof x), "enter %u", i);
+        }
+        for (uint32_t i = 0; i < 40; i += 2) {
+            struct sockaddr_in x = v4(base + i * 7919u);
+            http_admit_leave(l, (void *)&x, sizeof x);
+        }
+        for (uint32_t i = 1; i < 40; i += 2) { /* still there, once each */
+            struct sockaddr_in x = v4(base + i * 7919u);
+            CHECK(http_admit_enter(l, (void *)&x, sizeof x)
+                      && http_admit_enter(l, (void *)&x, sizeof x)
+                      && !http_admit_enter(l, (void *)&x, sizeof x),
+                  "round %d, address %u: 3 at most", round, i);
+        }
+        for (uint32_t i = 1; i < 40; i += 2)
+            for (int k = 0; k < 3; k++) {
+                struct sockaddr_in x = v4(base + i * 7919u);
+                http_admit_leave(l, (void *)&x, sizeof x);
+            }
+        CHECK(http_admit_open(l) == 0, "round %d: all left, %u open", round,
+              http_admit_open(l));
+    }
+    http_admit_free(l);
+}
+
+/* ------------------------------------------------------------------------
  * Routes.
  */
 static void routes_table(void)
@@ -774,6 +841,7 @@ static const check_case cases[] = {
     {"config_bad_values", config_bad_values},
     {"config_access_log", config_access_log},
     {"metrics_text", metrics_text},
+    {"admit_limits", admit_limits},
     {"routes_table", routes_table},
     {"router_rules", router_rules},
     {"auth_tokens", auth_tokens},

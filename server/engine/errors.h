@@ -1,5 +1,5 @@
 /*
- * error.h - the engine's error codes, in one table.
+ * errors.h - the engine's error codes, in one table.
  *
  * These describe the engine only: a tensor it cannot scan (a bad argument,
  * dtype, rank, axis, shape or size), memory, and the device. What a

@@ -1,5 +1,5 @@
 /*
- * error.c - names and descriptions of the engine's error codes.
+ * errors.c - names and descriptions of the engine's error codes.
  *
  * Each lookup is a switch over the table with no default, so -Wswitch
  * flags a code that one of them forgets.
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "errors.h"
 
 const char *eng_err_text(eng_err e)
 {
