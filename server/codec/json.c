@@ -398,29 +398,6 @@ bool json_append(char **buf, size_t *blen, const char *s, size_t len)
     return true;
 }
 
-bool json_append_string(char **buf, size_t *blen, const char *s, size_t len)
-{
-    if (!json_append(buf, blen, "\"", 1))
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        char esc[8];
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            if (!json_append(buf, blen, esc, 2))
-                return false;
-        } else if (ch < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", ch);
-            if (!json_append(buf, blen, esc, 6))
-                return false;
-        } else if (!json_append(buf, blen, (const char *)&s[i], 1)) {
-            return false;
-        }
-    }
-    return json_append(buf, blen, "\"", 1);
-}
-
 bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
                        int rank)
 {

@@ -156,11 +156,6 @@ bool json_writer_render(json_writer *w, unsigned parts, json_text *out);
 /* Frees prefix and suffix. */
 void json_writer_free(json_writer *w);
 
-/* Appends a JSON string literal (quoted, escaped) of s[0..len) to a
- * malloc'd buffer *buf of length *blen; returns false on allocation
- * failure. */
-bool json_append_string(char **buf, size_t *blen, const char *s, size_t len);
-
 /* Appends raw text. */
 bool json_append(char **buf, size_t *blen, const char *s, size_t len);
 

@@ -112,11 +112,3 @@ size_t http_conns_sweep(http_conns *c, uint64_t now)
     uv_mutex_unlock(&c->mu);
     return shut;
 }
-
-size_t http_conns_count(http_conns *c)
-{
-    uv_mutex_lock(&c->mu);
-    size_t n = c->n;
-    uv_mutex_unlock(&c->mu);
-    return n;
-}

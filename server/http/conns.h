@@ -53,7 +53,4 @@ bool http_conn_timed_out(const http_conn *k);
  * before now, once each. Returns how many. */
 size_t http_conns_sweep(http_conns *c, uint64_t now);
 
-/* How many connections are registered. */
-size_t http_conns_count(http_conns *c);
-
 #endif

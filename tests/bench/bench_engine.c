@@ -21,15 +21,24 @@
  * scan of the same sizes and the copy; its worst ratio to packed is the
  * line `min ratio of strided to packed`.
  *
- * The last two lines are `min ratio to copy (16M and up): X.XX`, the
- * smallest ratio to the plain copy over the 16M and 64M rows, and `min
- * ratio to copy (1M): Y.YY`, the same over the 1M rows; the line before
- * gives the first for the streaming copy. The scan and the copies run out of place on 4 KiB
- * aligned host memory, so on PoCL nothing is copied to or from the device.
+ * A third table times dynamic batching: 64 float32 jobs of 1K, 4K, 16K and
+ * 64K elements each, run as 64 launches (eng_scan) and as one batched
+ * launch (eng_scan_batch, what the scheduler does with compatible small
+ * jobs), on the device and on the host backend: jobs per second each way,
+ * and their ratio (64 launches' time / the batched launch's, median of
+ * back-to-back pairs).
  *
- * usage: bench_engine [--quick] [--strided] [--numpy PATH] [--device SPEC]
- *                     [--layout SPEC]
- * (--strided: the strided table alone)
+ * The last lines give the minimum of each table that ran: `min ratio to
+ * copy (16M and up): X.XX`, the smallest ratio to the plain copy over the
+ * 16M and 64M rows, and `min ratio to copy (1M): Y.YY`, the same over the
+ * 1M rows, with the streaming copy's before them; `min ratio of strided to
+ * packed`; and `min batching speed-up (device, 4K)`. The scan and the
+ * copies run out of place on 4 KiB aligned host memory, so on PoCL nothing
+ * is copied to or from the device.
+ *
+ * usage: bench_engine [--quick] [--strided] [--batch] [--numpy PATH]
+ *                     [--device SPEC] [--layout SPEC]
+ * (--strided, --batch: that table alone)
  * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
 #include <stdio.h>
@@ -289,6 +298,99 @@ static double strided_rows(eng_stream *ds, eng_stream *hs, bool quick)
     return min_ratio;
 }
 
+/* ------------------------------------------------------------------------
+ * Dynamic batching: 64 small jobs, one launch each or one for all.
+ */
+#define BATCH_JOBS 64
+
+/* Times BATCH_JOBS jobs of n float32 elements on stream st, each way;
+ * returns the median ratio and sets the jobs per second of each. */
+static double batch_pair(eng_stream *st, uint64_t n, float **in, float **out,
+                         bool quick, double *single_jps, double *batch_jps)
+{
+    char msg[512];
+    eng_scan_desc d = {.dtype = TX_FLOAT32, .rank = 1, .shape = {n}};
+    eng_lines lines;
+    if (eng_lines_from_desc(&d, &lines, msg, sizeof msg) != ENG_E_OK)
+        die("lines", msg);
+    eng_part parts[BATCH_JOBS];
+    for (int j = 0; j < BATCH_JOBS; j++)
+        parts[j] = (eng_part){in[j], out[j], lines.outer};
+    int reps = quick ? 3 : 15;
+    double t1[32], tb[32], ratio[32];
+    for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
+        double t0 = now();
+        for (int j = 0; j < BATCH_JOBS; j++)
+            if (eng_scan(st, &d, in[j], out[j], msg, sizeof msg) != ENG_E_OK)
+                die("scan", msg);
+        double a = now() - t0;
+        eng_batch_times bt;
+        t0 = now();
+        if (eng_scan_batch(st, &lines, parts, BATCH_JOBS, &bt, msg, sizeof msg)
+            != ENG_E_OK)
+            die("batch", msg);
+        double b = now() - t0;
+        if (k >= 0) {
+            t1[k] = a;
+            tb[k] = b;
+            ratio[k] = a / b;
+        }
+    }
+    /* the batched answers are the sums (small integers: exact in any
+     * order) */
+    for (int j = 0; j < BATCH_JOBS; j++) {
+        float sum = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            sum += in[j][i];
+            if (out[j][i] != sum)
+                die("batch", "a batched answer differs from the sum");
+        }
+    }
+    *single_jps = BATCH_JOBS / median(t1, reps);
+    *batch_jps = BATCH_JOBS / median(tb, reps);
+    return median(ratio, reps);
+}
+
+static double batch_rows(eng_stream *ds, eng_stream *hs, bool quick)
+{
+    static const uint64_t sizes[] = {1024, 4096, 16384, 65536};
+    printf("\ndynamic batching: %d float32 jobs of n elements, as %d launches "
+           "and as one batched launch;\njobs/s, and speed-up = %d launches' "
+           "time / the batched one's (median of pairs)\n",
+           BATCH_JOBS, BATCH_JOBS, BATCH_JOBS);
+    printf("%-6s %12s %12s %8s %12s %12s %8s\n", "n", "device 1by1",
+           "device batch", "speed-up", "host 1by1", "host batch", "speed-up");
+    double min4k = -1;
+    float *in[BATCH_JOBS], *out[BATCH_JOBS];
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        uint64_t n = sizes[si];
+        size_t bytes = n * sizeof(float);
+        srand(2);
+        for (int j = 0; j < BATCH_JOBS; j++) {
+            in[j] = aligned_alloc(4096, bytes);
+            out[j] = aligned_alloc(4096, bytes);
+            if (in[j] == NULL || out[j] == NULL)
+                die("alloc", "out of memory");
+            for (uint64_t i = 0; i < n; i++)
+                in[j][i] = (float)(rand() % 16);
+            memset(out[j], 0xff, bytes); /* poisoned */
+        }
+        double d1, db, h1, hb;
+        double dr = batch_pair(ds, n, in, out, quick, &d1, &db);
+        double hr = batch_pair(hs, n, in, out, quick, &h1, &hb);
+        printf("%-6llu %12.0f %12.0f %8.2f %12.0f %12.0f %8.2f\n",
+               (unsigned long long)n, d1, db, dr, h1, hb, hr);
+        fflush(stdout);
+        if (n == 4096)
+            min4k = dr;
+        for (int j = 0; j < BATCH_JOBS; j++) {
+            free(in[j]);
+            free(out[j]);
+        }
+    }
+    return min4k;
+}
+
 static void quiet(void *user, const char *line)
 {
     (void)user;
@@ -298,12 +400,14 @@ static void quiet(void *user, const char *line)
 int main(int argc, char **argv)
 {
     const char *numpy_script = NULL, *device = NULL, *layout = NULL;
-    bool quick = false, strided_only = false;
+    bool quick = false, strided_only = false, batch_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
         else if (strcmp(argv[i], "--strided") == 0)
             strided_only = true;
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch_only = true;
         else if (strcmp(argv[i], "--numpy") == 0 && i + 1 < argc)
             numpy_script = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
@@ -312,7 +416,7 @@ int main(int argc, char **argv)
             layout = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--strided] [--numpy PATH] "
+                    "usage: %s [--quick] [--strided] [--batch] [--numpy PATH] "
                     "[--device SPEC] [--layout SPEC]\n",
                     argv[0]);
             return 2;
@@ -357,18 +461,22 @@ int main(int argc, char **argv)
             eng_cl_device_close(&cl);
     }
 
+    bool packed = !strided_only && !batch_only;
+    bool strided = !batch_only, batched = !strided_only;
     printf("device: %s\n", eng_engine_describe(dev));
     printf("host:   %s\n", eng_engine_describe(host));
-    printf("float32, out of place; GB/s = (bytes read + bytes written) / s, "
-           "median of runs;\nratio = copy time / scan time, median of "
-           "back-to-back pairs\n\n");
-    printf("%-5s %-20s %-4s %-9s %8s %8s %6s %8s %8s %8s %8s\n", "size",
-           "shape", "axis", "mode", "engine", "copy", "ratio", "copy-nt",
-           "ratio-nt", "host", "numpy");
+    if (packed) {
+        printf("float32, out of place; GB/s = (bytes read + bytes written) / "
+               "s, median of runs;\nratio = copy time / scan time, median of "
+               "back-to-back pairs\n\n");
+        printf("%-5s %-20s %-4s %-9s %8s %8s %6s %8s %8s %8s %8s\n", "size",
+               "shape", "axis", "mode", "engine", "copy", "ratio", "copy-nt",
+               "ratio-nt", "host", "numpy");
+    }
 
     double min_ratio = 1e9, min_ratio_nt = 1e9, min_resident = 1e9;
     double min_ratio_1m = 1e9;
-    for (size_t ri = 0; ri < (strided_only ? 0 : sizeof rows / sizeof rows[0]);
+    for (size_t ri = 0; ri < (packed ? sizeof rows / sizeof rows[0] : 0);
          ri++) {
         const row *r = &rows[ri];
         size_t n = 1;
@@ -463,7 +571,8 @@ int main(int argc, char **argv)
         free(in);
         free(out);
     }
-    double min_strided = strided_rows(ds, hs, quick);
+    double min_strided = strided ? strided_rows(ds, hs, quick) : -1;
+    double min_batch = batched ? batch_rows(ds, hs, quick) : -1;
     eng_stream_close(ds);
     eng_stream_close(hs);
     eng_engine_close(dev);
@@ -472,11 +581,18 @@ int main(int argc, char **argv)
         eng_cl_stream_free(kcs);
         eng_cl_programs_free(&progs);
         eng_cl_device_close(&cl);
-        printf("min ratio to copy, on the device: %.2f\n", min_resident);
+        if (packed)
+            printf("min ratio to copy, on the device: %.2f\n", min_resident);
     }
-    printf("min ratio of strided to packed: %.2f\n", min_strided);
-    printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);
-    printf("min ratio to copy (16M and up): %.2f\n", min_ratio);
-    printf("min ratio to copy (1M): %.2f\n", min_ratio_1m);
+    /* only the tables that ran */
+    if (strided)
+        printf("min ratio of strided to packed: %.2f\n", min_strided);
+    if (batched)
+        printf("min batching speed-up (device, 4K): %.2f\n", min_batch);
+    if (packed) {
+        printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);
+        printf("min ratio to copy (16M and up): %.2f\n", min_ratio);
+        printf("min ratio to copy (1M): %.2f\n", min_ratio_1m);
+    }
     return 0;
 }
