@@ -135,7 +135,7 @@ static bool drain_done(tallyd_server *s, uint64_t now)
 {
     if (atomic_load(&s->inflight) > 0)
         return false;
-    if (atomic_load(&s->open_connections) <= 0)
+    if (http_open_connections(&transport) <= 0)
         return true;
     uint64_t last = atomic_load(&s->last_done_ns);
     if (last < drain_started_ns)
@@ -169,7 +169,7 @@ static void on_tick(uv_timer_t *t)
     log_msg("tallyd", "info",
             "drained; closing %lld idle connections and "
             "stopping",
-            (long long)atomic_load(&s->open_connections));
+            (long long)http_open_connections(&transport));
     stop_everything();
 }
 

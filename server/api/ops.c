@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "http.h"
 #include "kserve.h"
 #include "reply.h"
 
@@ -103,10 +104,11 @@ void api_metrics(request *r)
     size_t len;
     textbuf o;
     textbuf_init(&o, 8192);
-    /* section by section: the front door's, then the scheduler's */
+    /* section by section: the requests', the transport's, the
+     * scheduler's */
     metrics_render(&s->metrics, s->device, s->version,
-                   atomic_load(&s->inflight), atomic_load(&s->open_connections),
-                   &o);
+                   atomic_load(&s->inflight), &o);
+    http_render_metrics(r->t, &o);
     sched_render_metrics(api_sched(r), &o);
     char *text = textbuf_take(&o, &len);
     if (text == NULL) {

@@ -110,8 +110,7 @@ static const char *label_name(const metrics *m, unsigned l)
 }
 
 void metrics_render(metrics *m, const char *device, const char *version,
-                    long long inflight, long long open_connections,
-                    textbuf *o)
+                    long long inflight, textbuf *o)
 {
     char dev[512];
     metrics_escape_label(device, dev, sizeof dev);
@@ -172,36 +171,6 @@ void metrics_render(metrics *m, const char *device, const char *version,
                 "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
                 "tally_inflight_requests %lld\n",
                 inflight);
-    textbuf_put(o,
-                "# HELP tally_connections_opened_total TCP connections "
-                "accepted.\n# TYPE tally_connections_opened_total counter\n"
-                "tally_connections_opened_total %llu\n",
-                load(&m->connections_opened));
-    textbuf_put(
-        o,
-        "# HELP tally_open_connections TCP connections open now.\n"
-        "# TYPE tally_open_connections gauge\ntally_open_connections %lld\n",
-        open_connections);
-    textbuf_put(o,
-                "# HELP tally_connections_refused_total Connections closed "
-                "as they came, at --max-connections or "
-                "--max-client-connections.\n"
-                "# TYPE tally_connections_refused_total counter\n"
-                "tally_connections_refused_total %llu\n",
-                load(&m->connections_refused));
-    textbuf_put(o,
-                "# HELP tally_connections_timed_out_total Connections closed "
-                "for not delivering a whole request in time "
-                "(--idle-timeout, --request-timeout).\n"
-                "# TYPE tally_connections_timed_out_total counter\n"
-                "tally_connections_timed_out_total %llu\n",
-                load(&m->connections_timed_out));
-    textbuf_put(o,
-                "# HELP tally_access_log_dropped_total Access lines left out "
-                "over --access-log-max-per-s.\n"
-                "# TYPE tally_access_log_dropped_total counter\n"
-                "tally_access_log_dropped_total %llu\n",
-                load(&m->access_log_dropped));
     textbuf_put(o,
                 "# HELP tally_received_bytes_total Request body bytes "
                 "received.\n# TYPE tally_received_bytes_total counter\n"

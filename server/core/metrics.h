@@ -38,13 +38,6 @@ typedef struct {
     atomic_ullong failures[METRIC_MAX_LABELS][STATUS_COUNT];
     histogram total[METRIC_MAX_LABELS];
     atomic_ullong bytes_in, bytes_out;
-    atomic_ullong connections_opened; /* keep-alive shows as few of these */
-    /* connections closed at once at --max-connections or
-     * --max-client-connections, and closed for not delivering a request
-     * within --idle-timeout / --request-timeout */
-    atomic_ullong connections_refused, connections_timed_out;
-    /* access lines over --access-log-max-per-s, not written */
-    atomic_ullong access_log_dropped;
 } metrics;
 
 /* Zeroes m and names its route labels (borrowed: they must outlive m; at
@@ -59,12 +52,10 @@ void metrics_observe(histogram *h, uint64_t ns);
 void metrics_request(metrics *m, unsigned label, int http_status,
                      status_code st, uint64_t total_ns, uint64_t bytes_out);
 
-/* Appends the build line and the front door's section of the text
- * exposition, with its two gauges (the transport's state, read by the
- * caller): requests in flight and connections open. */
+/* Appends the build line and the requests' section of the text
+ * exposition, with the requests in flight (state the caller reads). */
 void metrics_render(metrics *m, const char *device, const char *version,
-                    long long inflight, long long open_connections,
-                    textbuf *o);
+                    long long inflight, textbuf *o);
 
 /* Appends a histogram in the text format (labels "" for none). */
 void metrics_put_histogram(textbuf *o, const char *name, const char *labels,

@@ -6,8 +6,8 @@
  * of tallyd.c):
  *   cfg, version, device           set before threads start, then read-only
  *   metrics, stats, draining,      any thread, atomics
- *   inflight, open_connections,
- *   buffered_bytes, last_done_ns
+ *   inflight, buffered_bytes,
+ *   last_done_ns
  *   app                            set before threads start: the API
  *                                  layer's state (api.h), which holds the
  *                                  scheduler; opaque to the layers below
@@ -50,9 +50,9 @@ typedef struct tallyd_server {
     unsigned ticks;
 
     atomic_bool draining;
-    /* the transport's state: requests being read, queued, computed or
-     * answered, and connections open (drain waits on both) */
-    atomic_llong inflight, open_connections;
+    /* requests being read, queued, computed or answered (drain waits
+     * for none to be left) */
+    atomic_llong inflight;
     uint64_t drain_started_ns;
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;

@@ -28,7 +28,7 @@ struct http_accesslog {
     atomic_ullong dropped; /* left out this second */
 };
 
-http_accesslog *http_accesslog_new(tallyd_server *s)
+http_accesslog *http_accesslog_new(tallyd_server *s, atomic_ullong *dropped)
 {
     http_accesslog *a = calloc(1, sizeof *a);
     if (a == NULL)
@@ -36,7 +36,7 @@ http_accesslog *http_accesslog_new(tallyd_server *s)
     a->mode = s->cfg.access_mode;
     a->slow_ns = (uint64_t)s->cfg.slow_request_ms * 1000000u;
     a->max_per_s = s->cfg.access_log_max_per_s;
-    a->total = &s->metrics.access_log_dropped;
+    a->total = dropped;
     return a;
 }
 

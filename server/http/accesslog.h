@@ -26,7 +26,7 @@
 typedef struct http_accesslog http_accesslog;
 
 /* The logger for s's settings; NULL when memory runs out. */
-http_accesslog *http_accesslog_new(tallyd_server *s);
+http_accesslog *http_accesslog_new(tallyd_server *s, atomic_ullong *dropped);
 void http_accesslog_free(http_accesslog *a);
 
 /* Logs r, finished at done_ns, if the mode says so. `terminated` is

@@ -146,7 +146,7 @@ void http_sweep(http_transport *t)
     size_t n = http_conns_sweep(t->conns, now);
     if (n == 0)
         return;
-    atomic_fetch_add_explicit(&s->metrics.connections_timed_out, n,
+    atomic_fetch_add_explicit(&t->c.timed_out, n,
                               memory_order_relaxed);
     log_msg("http", "warn",
             "closed %zu connections that did not send a whole request in "
@@ -366,7 +366,7 @@ static enum MHD_Result on_admit(void *cls, const struct sockaddr *addr,
     tallyd_server *s = t->s;
     if (http_admit_enter(t->admit, addr, len))
         return MHD_YES;
-    atomic_fetch_add_explicit(&s->metrics.connections_refused, 1,
+    atomic_fetch_add_explicit(&t->c.refused, 1,
                               memory_order_relaxed);
     atomic_fetch_add(&t->refused_unlogged, 1);
     unsigned long long now = now_ns(), last = atomic_load(&t->refused_logged_ns);
@@ -388,8 +388,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
     http_transport *t = cls;
     tallyd_server *s = t->s;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        atomic_fetch_add(&s->metrics.connections_opened, 1);
-        atomic_fetch_add(&s->open_connections, 1);
+        atomic_fetch_add(&t->c.opened, 1);
+        atomic_fetch_add(&t->open_connections, 1);
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci != NULL)
@@ -397,7 +397,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
                 http_conn_open(t->conns, (int)ci->connect_fd,
                                deadline_after(s->cfg.idle_timeout_s));
     } else {
-        atomic_fetch_sub(&s->open_connections, 1);
+        atomic_fetch_sub(&t->open_connections, 1);
         http_conn_close(t->conns, *socket_context);
         *socket_context = NULL;
         const union MHD_ConnectionInfo *ci =
@@ -476,7 +476,7 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     t->conns = http_conns_new();
     t->admit = http_admit_new(s->cfg.max_connections,
                               s->cfg.max_client_connections);
-    t->accesslog = http_accesslog_new(s);
+    t->accesslog = http_accesslog_new(s, &t->c.access_log_dropped);
     if (t->conns == NULL || t->accesslog == NULL || t->admit == NULL) {
         freeaddrinfo(ai);
         free(cert);
@@ -555,4 +555,14 @@ void http_stop(http_transport *t)
     t->accesslog = NULL;
     http_admit_free(t->admit);
     t->admit = NULL;
+}
+
+long long http_open_connections(http_transport *t)
+{
+    return atomic_load(&t->open_connections);
+}
+
+void http_render_metrics(http_transport *t, textbuf *o)
+{
+    http_counters_render(&t->c, http_open_connections(t), o);
 }

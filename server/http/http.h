@@ -26,6 +26,7 @@
 #include "admit.h"
 #include "auth.h"
 #include "conns.h"
+#include "counters.h"
 #include "request.h"
 #include "router.h"
 
@@ -46,6 +47,8 @@ typedef struct http_transport {
     http_admit *admit;         /* connection counts, for the limits */
     /* refused connections not yet logged, and when that was last done */
     atomic_ullong refused_unlogged, refused_logged_ns;
+    atomic_llong open_connections; /* state: drain waits on it */
+    http_counters c;
 } http_transport;
 
 /* Starts libmicrohttpd on s->cfg.listen (and fills t->port), serving the
@@ -65,6 +68,12 @@ void http_quiesce(http_transport *t);
 
 /* Stops the daemon; call only when no request is in flight. Loop thread. */
 void http_stop(http_transport *t);
+
+/* Connections open now. Any thread. */
+long long http_open_connections(http_transport *t);
+
+/* Appends the transport's section of /metrics. Any thread. */
+void http_render_metrics(http_transport *t, textbuf *o);
 
 /*
  * Suspends r until http_resume(r). Call from a handler, at most once per

@@ -289,7 +289,7 @@ static void exchange(fuzz_daemon *d, const buf *req, buf *ans, bool head_only)
                    "%zu received; %lld connections open, %lld requests in "
                    "flight, %zu queued) to: %.*s",
                    rc < 0 ? strerror(errno) : "timeout", sent, req->n, ans->n,
-                   (long long)atomic_load(&s->open_connections),
+                   http_open_connections(&d->t),
                    (long long)atomic_load(&s->inflight),
                    sched_queue_depth(d->app.sched),
                    (int)(req->n > 400 ? 400 : req->n),

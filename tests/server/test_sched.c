@@ -43,8 +43,10 @@ typedef struct {
     /* per device: the error every launch returns (ENG_E_OK: none) */
     eng_err fail[4];
     /* when set, a launch waits until `open` (the first launch says it
-     * has started through `holding`) */
+     * has started through `holding`); gate_device + 1 names the one
+     * device whose launches wait (0: every device's) */
     atomic_bool gate, open, holding;
+    int gate_device;
     /* what ran: device and job count of each launch */
     uv_mutex_t mu;
     int launch_device[MAX_LAUNCHES];
@@ -90,7 +92,8 @@ static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
     fake *f = user;
     fake_stream *s = stream;
     (void)t;
-    if (atomic_load(&f->gate)) {
+    if (atomic_load(&f->gate)
+        && (f->gate_device == 0 || f->gate_device == s->device + 1)) {
         atomic_store(&f->holding, true);
         while (!atomic_load(&f->open))
             uv_sleep(1);
@@ -452,6 +455,10 @@ static void failover_device(void)
     fake f;
     fake_init(&f);
     f.fail[0] = ENG_E_LAUNCH;
+    /* device 1 holds its first launch until device 0 has failed, so that
+     * device 0 surely gets a job */
+    atomic_store(&f.gate, true);
+    f.gate_device = 2;
     sched_backend b = fake_backend(&f);
     sched_options o = options(2, 2, 64, 1);
     sched *s = sched_new(&o, &b);
@@ -462,9 +469,14 @@ static void failover_device(void)
         make(&r[i], 8, TX_FLOAT32, 0);
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
     }
-    CHECK(all_done(r, 30), "all done");
-    unsigned devices, up;
+    unsigned devices, up = 2;
     bool on_host;
+    for (int tries = 0; tries < 5000 && up == 2; tries++) {
+        sched_devices(s, &devices, &up, &on_host);
+        uv_sleep(1);
+    }
+    atomic_store(&f.open, true);
+    CHECK(all_done(r, 30), "all done");
     sched_devices(s, &devices, &up, &on_host);
     CHECK(devices == 2 && up == 1 && !on_host, "device 0 left: %u of %u up",
           up, devices);
@@ -479,6 +491,19 @@ static void failover_device(void)
     CHECK(host >= 1 && host + dev1 == 30 && c->host_reruns == (unsigned)host
               && c->device_errors[0] >= 1 && c->device_jobs[0] == 0,
           "host reran %d, device 1 ran %d", host, dev1);
+    textbuf tb;
+    textbuf_init(&tb, 1024);
+    sched_render_metrics(s, &tb);
+    size_t len;
+    char *text = textbuf_take(&tb, &len);
+    char want[128];
+    snprintf(want, sizeof want, "tally_host_reruns_total %d\n", host);
+    CHECK(text != NULL && strstr(text, "tally_device_up{device=\"dev0\"} 0\n")
+              && strstr(text, "tally_device_up{device=\"dev1\"} 1\n")
+              && strstr(text, want) && strstr(text, "tally_host_fallback 0\n")
+              && strstr(text, "tally_queue_depth 0\n"),
+          "the scheduler's section: %s", text ? text : "(none)");
+    free(text);
     sched_stop(s);
     check_once(r, 30, "failover");
     CHECK(atomic_load(&f.streams_open) == 0, "streams closed");

@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "check.h"
 #include "config.h"
+#include "counters.h"
 #include "metrics.h"
 #include "queue.h"
 #include "router.h"
@@ -461,7 +462,12 @@ static void metrics_text(void)
     size_t len;
     textbuf o;
     textbuf_init(&o, 256);
-    metrics_render(&m, "dev \"x\"\\y", "9.9.9", 7, 5, &o);
+    metrics_render(&m, "dev \"x\"\\y", "9.9.9", 7, &o);
+    http_counters hc;
+    memset(&hc, 0, sizeof hc);
+    atomic_store(&hc.refused, 3);
+    atomic_store(&hc.access_log_dropped, 4);
+    http_counters_render(&hc, 5, &o);
     char *t = textbuf_take(&o, &len);
     CHECK(t != NULL && strlen(t) == len, "rendered");
     if (t == NULL)
@@ -476,6 +482,8 @@ static void metrics_text(void)
         "tally_request_duration_seconds_count{route=\"native\"} 2\n",
         "tally_inflight_requests 7\n",
         "tally_open_connections 5\n",
+        "tally_connections_refused_total 3\n",
+        "tally_access_log_dropped_total 4\n",
         "tally_sent_bytes_total 100\n",
         "# TYPE tally_request_duration_seconds histogram\n",
     };
