@@ -8,8 +8,7 @@
 #include "api.h"
 
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
-               const char *const *names, unsigned n, char *msg,
-               size_t msglen)
+               const char *const *names, unsigned n, char *msg, size_t msglen)
 {
     memset(a, 0, sizeof *a);
     if (!sched_engines(&a->backend, devices, n)) {

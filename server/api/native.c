@@ -4,9 +4,10 @@
  * goes on to dml.c.
  *
  * Each format is validated and parsed with its codec, then the scan is
- * handed to dispatch. The tensor bytes of a raw or .npy body are scanned
- * where they arrived, and the reply sends them from there; JSON is parsed
- * into a new buffer, and the reply streams text from it.
+ * handed to the scheduler (submit.h). The tensor bytes of a raw or .npy
+ * body are scanned where they arrived, and the reply sends them from
+ * there; JSON is parsed into a new buffer, and the reply streams text from
+ * it.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "api.h"
+#include "native.h"
 #include "peer.h"
 #include "reply.h"
 #include "submit.h"
-#include "native.h"
 
 typedef struct {
     job j;
@@ -53,8 +53,7 @@ static bool job_failed(request *r, const job *j, int64_t timeout_ms)
                                  : "in the queue; the work was dropped");
         return true;
     }
-    http_error(r, j->status, "%s",
-               j->msg[0] ? j->msg : status_text(j->status));
+    http_error(r, j->status, "%s", j->msg[0] ? j->msg : status_text(j->status));
     return true;
 }
 
@@ -113,8 +112,7 @@ static bool push(void *arg)
 
 /* The X-Timeout-Ms header: -1 when absent; false when it is no
  * non-negative integer (msg says why). */
-static bool header_timeout_ms(request *r, int64_t *ms, char *msg,
-                              size_t msglen)
+static bool header_timeout_ms(request *r, int64_t *ms, char *msg, size_t msglen)
 {
     const char *h = http_header(r, "X-Timeout-Ms");
     *ms = -1;
@@ -174,9 +172,8 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         return;
     }
     p->j = j;
-    p->j.deadline_ns = timeout_ms > 0 ? sched_now(sc)
-                                            + (uint64_t)timeout_ms * 1000000u
-                                      : 0;
+    p->j.deadline_ns =
+        timeout_ms > 0 ? sched_now(sc) + (uint64_t)timeout_ms * 1000000u : 0;
     p->j.done = on_job_done;
     p->j.gone = client_gone;
     p->j.ctx = p;

@@ -16,8 +16,7 @@ ENG_ERRORS(STATUS_SAME_AS_ENGINE)
 
 status_code status_from_eng(eng_err e)
 {
-    return (unsigned)e < (unsigned)ENG_NERRORS ? (status_code)e
-                                               : STATUS_DEVICE;
+    return (unsigned)e < (unsigned)ENG_NERRORS ? (status_code)e : STATUS_DEVICE;
 }
 
 const char *status_name(status_code s)
@@ -66,6 +65,5 @@ int status_grpc(status_code s)
 
 bool status_retry_later(status_code s)
 {
-    return s == STATUS_QUEUE_FULL || s == STATUS_DRAINING
-           || s == STATUS_NOMEM;
+    return s == STATUS_QUEUE_FULL || s == STATUS_DRAINING || s == STATUS_NOMEM;
 }

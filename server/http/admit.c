@@ -110,8 +110,7 @@ static void erase(http_admit *l, slot *s)
     }
 }
 
-bool http_admit_enter(http_admit *l, const struct sockaddr *addr,
-                       socklen_t len)
+bool http_admit_enter(http_admit *l, const struct sockaddr *addr, socklen_t len)
 {
     uint8_t key[16], klen;
     bool keyed = l->max_per_client > 0 && key_of(addr, len, key, &klen);
@@ -137,8 +136,7 @@ bool http_admit_enter(http_admit *l, const struct sockaddr *addr,
     return ok;
 }
 
-void http_admit_leave(http_admit *l, const struct sockaddr *addr,
-                         socklen_t len)
+void http_admit_leave(http_admit *l, const struct sockaddr *addr, socklen_t len)
 {
     uint8_t key[16], klen;
     bool keyed = l->max_per_client > 0 && key_of(addr, len, key, &klen);

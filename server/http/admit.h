@@ -31,11 +31,11 @@ void http_admit_free(http_admit *l);
 /* A connection from addr arrives: true, and it is counted, when both
  * limits leave room for it; false, and nothing is counted, when not. */
 bool http_admit_enter(http_admit *l, const struct sockaddr *addr,
-                       socklen_t len);
+                      socklen_t len);
 
 /* An admitted connection from addr has closed. */
 void http_admit_leave(http_admit *l, const struct sockaddr *addr,
-                         socklen_t len);
+                      socklen_t len);
 
 /* Connections admitted and not yet released. */
 unsigned http_admit_open(http_admit *l);

@@ -16,8 +16,7 @@ static char *read_pem(const char *flag, const char *path, char *msg,
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        snprintf(msg, msglen, "--%s %s: %s", flag, path,
-                 strerror(errno));
+        snprintf(msg, msglen, "--%s %s: %s", flag, path, strerror(errno));
         return NULL;
     }
     size_t cap = 1u << 20;
@@ -31,7 +30,8 @@ static char *read_pem(const char *flag, const char *path, char *msg,
     }
     fclose(f);
     if (!ok) {
-        snprintf(msg, msglen, "--%s %s: not a PEM file of at most 1 MiB", flag, path);
+        snprintf(msg, msglen, "--%s %s: not a PEM file of at most 1 MiB", flag,
+                 path);
         free(text);
         return NULL;
     }
@@ -41,8 +41,8 @@ static char *read_pem(const char *flag, const char *path, char *msg,
 /* --tls-cert and --tls-key, read for libmicrohttpd (which hands them to
  * GnuTLS while the daemon starts, and keeps no pointer to them after):
  * both, or neither. */
-bool http_tls_read(const tallyd_config *c, char **cert, char **key,
-                   char *msg, size_t msglen)
+bool http_tls_read(const tallyd_config *c, char **cert, char **key, char *msg,
+                   size_t msglen)
 {
     *cert = *key = NULL;
     bool has_cert = c->tls_cert[0] != '\0', has_key = c->tls_key[0] != '\0';
@@ -65,4 +65,3 @@ bool http_tls_read(const tallyd_config *c, char **cert, char **key,
     }
     return true;
 }
-

@@ -76,10 +76,10 @@ static eng_err run(void *user, void *stream, job **jobs, size_t n,
 static eng_err run_inline(void *user, job *j, char *msg, size_t msglen)
 {
     (void)user;
-    return j->iv != NULL ? eng_scan_strided_inline(&j->desc, j->iv, j->in,
-                                                   j->ov, j->out, msg, msglen)
-                         : eng_scan_inline(&j->desc, j->in, j->out, msg,
-                                           msglen);
+    return j->iv != NULL
+               ? eng_scan_strided_inline(&j->desc, j->iv, j->in, j->ov, j->out,
+                                         msg, msglen)
+               : eng_scan_inline(&j->desc, j->in, j->out, msg, msglen);
 }
 
 bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n)

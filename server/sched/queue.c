@@ -1,8 +1,8 @@
 /*
  * queue.c - the bounded job queue.
  */
-#include "clock.h"
 #include "queue.h"
+#include "clock.h"
 
 void queue_init(job_queue *q, size_t cap)
 {

@@ -60,8 +60,8 @@ struct job {
     status_code status;
     char msg[256]; /* why, when status is not STATUS_OK; may be "" */
     uint64_t enqueued_ns, started_ns, finished_ns; /* 0: did not happen */
-    unsigned worker; /* which worker ran it */
-    unsigned batch;  /* how many jobs its launch served */
+    unsigned worker;                               /* which worker ran it */
+    unsigned batch; /* how many jobs its launch served */
 
     /* The scheduler's own. */
     eng_lines lines; /* desc collapsed: the batching key */

@@ -337,8 +337,8 @@ eng_err sched_start(sched *s, char *msg, size_t msglen)
         w->s = s;
         w->id = i;
         w->device = i % s->o.devices;
-        eng_err e = s->b.stream_open(s->b.user, w->device, &w->stream, msg,
-                                     msglen);
+        eng_err e =
+            s->b.stream_open(s->b.user, w->device, &w->stream, msg, msglen);
         if (e != ENG_E_OK)
             return e;
     }
@@ -489,16 +489,14 @@ static unsigned long long load(const atomic_ullong *a)
 void sched_render_metrics(sched *s, textbuf *o)
 {
     sched_counters *c = &s->c;
-    textbuf_put(o,
-                "# HELP tally_queue_duration_seconds Time jobs waited for a "
-                "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
+    textbuf_put(o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
+                   "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
     metrics_put_histogram(o, "tally_queue_duration_seconds", "", &c->queue);
     textbuf_put(
         o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
            "job (data movement and kernel).\n"
            "# TYPE tally_compute_duration_seconds histogram\n");
-    metrics_put_histogram(o, "tally_compute_duration_seconds", "",
-                          &c->compute);
+    metrics_put_histogram(o, "tally_compute_duration_seconds", "", &c->compute);
     textbuf_put(o,
                 "# HELP tally_queue_depth Jobs waiting for a worker.\n"
                 "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",

@@ -110,12 +110,12 @@ bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n);
 void sched_engines_free(sched_backend *b);
 
 typedef struct {
-    unsigned workers;      /* at least one per device; worker w on device
-                              w % devices */
-    unsigned devices;      /* how many the backend has, 1..16 */
+    unsigned workers; /* at least one per device; worker w on device
+                         w % devices */
+    unsigned devices; /* how many the backend has, 1..16 */
     const char *const *device_names; /* borrowed; for logs and metrics */
-    unsigned queue_depth;  /* --queue-depth */
-    unsigned max_batch;    /* --max-batch, 1..SCHED_MAX_BATCH */
+    unsigned queue_depth;            /* --queue-depth */
+    unsigned max_batch;              /* --max-batch, 1..SCHED_MAX_BATCH */
     unsigned max_queue_delay_us;
     unsigned device_max_failures; /* 0 counts as 1 */
     unsigned fault_delay_ms;      /* testing: a slow device */

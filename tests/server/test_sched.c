@@ -167,8 +167,8 @@ static void make(rec *r, uint64_t n, tx_dtype t, uint64_t deadline)
     CHECK(sched_prepare(&r->j) == STATUS_OK, "prepare: %s", r->j.msg);
 }
 
-static sched_options options(unsigned workers, unsigned devices,
-                             unsigned depth, unsigned max_batch)
+static sched_options options(unsigned workers, unsigned devices, unsigned depth,
+                             unsigned max_batch)
 {
     static const char *const names[] = {"dev0", "dev1", "dev2", "dev3"};
     return (sched_options){.workers = workers,
@@ -197,8 +197,8 @@ static bool all_done(rec *rs, size_t n)
 static void check_once(rec *rs, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
-        CHECK(atomic_load(&rs[i].done) == 1, "%s: job %zu done %d times",
-              what, i, atomic_load(&rs[i].done));
+        CHECK(atomic_load(&rs[i].done) == 1, "%s: job %zu done %d times", what,
+              i, atomic_load(&rs[i].done));
 }
 
 /* ------------------------------------------------------------------------
@@ -211,9 +211,9 @@ static void status_table(void)
         int http = status_http((status_code)s), grpc = status_grpc(s);
         CHECK(strcmp(name, "UNKNOWN") != 0 && status_text(s)[0] != '\0',
               "status %d", s);
-        CHECK(s == STATUS_OK ? http == 200 && grpc == 0
-                             : http >= 400 && http < 600 && grpc > 0
-                                   && grpc <= 16,
+        CHECK(s == STATUS_OK
+                  ? http == 200 && grpc == 0
+                  : http >= 400 && http < 600 && grpc > 0 && grpc <= 16,
               "%s: HTTP %d, gRPC %d", name, http, grpc);
     }
     for (int e = 0; e < ENG_NERRORS; e++)
@@ -221,7 +221,8 @@ static void status_table(void)
                      status_name(status_from_eng((eng_err)e)))
                   == 0,
               "engine code %s keeps its name", eng_err_name((eng_err)e));
-    CHECK(status_http(STATUS_AXIS) == 400 && status_http(STATUS_TOO_LARGE) == 413
+    CHECK(status_http(STATUS_AXIS) == 400
+              && status_http(STATUS_TOO_LARGE) == 413
               && status_http(STATUS_NOMEM) == 503
               && status_http(STATUS_DEVICE) == 500
               && status_http(STATUS_QUEUE_FULL) == 503
@@ -234,7 +235,8 @@ static void status_table(void)
               && status_grpc(STATUS_CANCELLED) == GRPC_CANCELLED
               && status_grpc(STATUS_UNAUTHORIZED) == GRPC_UNAUTHENTICATED,
           "gRPC codes");
-    CHECK(status_retry_later(STATUS_QUEUE_FULL) && !status_retry_later(STATUS_AXIS),
+    CHECK(status_retry_later(STATUS_QUEUE_FULL)
+              && !status_retry_later(STATUS_AXIS),
           "retry later");
 }
 
@@ -308,7 +310,8 @@ static void full_queue(void)
         make(&r[i], 8, TX_FLOAT32, 0);
     for (int i = 0; i < 3; i++)
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
-    CHECK(sched_submit(s, &r[3].j) == STATUS_QUEUE_FULL, "the fourth is refused");
+    CHECK(sched_submit(s, &r[3].j) == STATUS_QUEUE_FULL,
+          "the fourth is refused");
     CHECK(sched_queue_depth(s) == 3, "depth 3");
     char msg[128];
     CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
@@ -365,8 +368,8 @@ static void cancellation(void)
     rec r[3];
     make(&r[0], 8, TX_FLOAT32, 0); /* its launch holds the worker */
     r[0].leave_in_launch = true;
-    make(&r[1], 8, TX_INT32, 0);   /* waits; its client leaves */
-    make(&r[2], 8, TX_INT32, 0);   /* waits; its client stays */
+    make(&r[1], 8, TX_INT32, 0); /* waits; its client leaves */
+    make(&r[2], 8, TX_INT32, 0); /* waits; its client stays */
     CHECK(sched_submit(s, &r[0].j) == STATUS_OK, "submit 0");
     while (!atomic_load(&f.holding))
         uv_sleep(1);
@@ -436,8 +439,8 @@ static void batching(void)
     CHECK(n == 6, "6 launches, not %zu", n);
     CHECK(n == 6 && sizes[0] == 1 && sizes[1] == 4 && sizes[2] == 1
               && sizes[3] == 1 && sizes[4] == 1 && sizes[5] == 1,
-          "launch sizes %zu %zu %zu %zu %zu %zu", sizes[0], sizes[1],
-          sizes[2], sizes[3], sizes[4], sizes[5]);
+          "launch sizes %zu %zu %zu %zu %zu %zu", sizes[0], sizes[1], sizes[2],
+          sizes[3], sizes[4], sizes[5]);
     const sched_counters *c = sched_counters_of(s);
     CHECK(c->batched_jobs == 9 && c->batches[2] == 1, "counted: %llu jobs",
           (unsigned long long)c->batched_jobs);
@@ -478,8 +481,8 @@ static void failover_device(void)
     atomic_store(&f.open, true);
     CHECK(all_done(r, 30), "all done");
     sched_devices(s, &devices, &up, &on_host);
-    CHECK(devices == 2 && up == 1 && !on_host, "device 0 left: %u of %u up",
-          up, devices);
+    CHECK(devices == 2 && up == 1 && !on_host, "device 0 left: %u of %u up", up,
+          devices);
     int host = 0, dev1 = 0;
     for (int i = 0; i < 30; i++) {
         CHECK(r[i].status == STATUS_OK, "job %d: %s", i,
