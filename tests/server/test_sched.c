@@ -137,6 +137,26 @@ static sched_backend fake_backend(fake *f)
     return (sched_backend){fake_open, fake_close, fake_run, fake_inline, f};
 }
 
+/* A scheduler over f's fake devices (the scheduler copies the backend). */
+static sched *new_sched(fake *f, const sched_options *o)
+{
+    sched_backend b = fake_backend(f);
+    return sched_new(o, &b);
+}
+
+static void start(sched *s)
+{
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+}
+
+/* Until a gated launch has begun. */
+static void wait_holding(fake *f)
+{
+    while (!atomic_load(&f->holding))
+        uv_sleep(1);
+}
+
 static void on_done(job *j)
 {
     rec *r = j->ctx;
@@ -259,9 +279,8 @@ static void deadline_expiry(void)
 {
     fake f;
     fake_init(&f);
-    sched_backend b = fake_backend(&f);
     sched_options o = options(1, 1, 16, 1);
-    sched *s = sched_new(&o, &b);
+    sched *s = new_sched(&f, &o);
     atomic_store(&fake_now, 1000);
     rec r[3];
     make(&r[0], 8, TX_FLOAT32, 1100);
@@ -281,8 +300,7 @@ static void deadline_expiry(void)
     /* the worker starts at 6000: r[2]'s deadline has passed, r[1] has
      * none */
     atomic_store(&fake_now, 6000);
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    start(s);
     CHECK(all_done(r, 3), "all done");
     CHECK(r[1].status == STATUS_OK && atomic_load(&r[1].ran_on) == 0,
           "no deadline: ran");
@@ -302,9 +320,8 @@ static void full_queue(void)
 {
     fake f;
     fake_init(&f);
-    sched_backend b = fake_backend(&f);
     sched_options o = options(1, 1, 3, 1);
-    sched *s = sched_new(&o, &b);
+    sched *s = new_sched(&f, &o);
     rec r[5];
     for (int i = 0; i < 5; i++)
         make(&r[i], 8, TX_FLOAT32, 0);
@@ -313,8 +330,7 @@ static void full_queue(void)
     CHECK(sched_submit(s, &r[3].j) == STATUS_QUEUE_FULL,
           "the fourth is refused");
     CHECK(sched_queue_depth(s) == 3, "depth 3");
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    start(s);
     sched_stop(s); /* the drain: every queued job runs first */
     CHECK(sched_submit(s, &r[4].j) == STATUS_DRAINING, "stopped: draining");
     check_once(r, 3, "queued before the drain");
@@ -332,18 +348,15 @@ static void drain(void)
     fake f;
     fake_init(&f);
     atomic_store(&f.gate, true);
-    sched_backend b = fake_backend(&f);
     sched_options o = options(2, 1, 64, 4);
-    sched *s = sched_new(&o, &b);
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    sched *s = new_sched(&f, &o);
+    start(s);
     rec r[40];
     for (int i = 0; i < 40; i++) {
         make(&r[i], 8 + (unsigned)i % 3, TX_FLOAT32, 0);
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
     }
-    while (!atomic_load(&f.holding))
-        uv_sleep(1);
+    wait_holding(&f);
     atomic_store(&f.open, true);
     sched_stop(s);
     check_once(r, 40, "drained");
@@ -360,19 +373,16 @@ static void cancellation(void)
     fake f;
     fake_init(&f);
     atomic_store(&f.gate, true);
-    sched_backend b = fake_backend(&f);
     sched_options o = options(1, 1, 16, 1);
-    sched *s = sched_new(&o, &b);
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    sched *s = new_sched(&f, &o);
+    start(s);
     rec r[3];
     make(&r[0], 8, TX_FLOAT32, 0); /* its launch holds the worker */
     r[0].leave_in_launch = true;
     make(&r[1], 8, TX_INT32, 0); /* waits; its client leaves */
     make(&r[2], 8, TX_INT32, 0); /* waits; its client stays */
     CHECK(sched_submit(s, &r[0].j) == STATUS_OK, "submit 0");
-    while (!atomic_load(&f.holding))
-        uv_sleep(1);
+    wait_holding(&f);
     CHECK(sched_submit(s, &r[1].j) == STATUS_OK
               && sched_submit(s, &r[2].j) == STATUS_OK,
           "submit 1, 2");
@@ -405,16 +415,13 @@ static void batching(void)
     fake f;
     fake_init(&f);
     atomic_store(&f.gate, true);
-    sched_backend b = fake_backend(&f);
     sched_options o = options(1, 1, 64, 4);
-    sched *s = sched_new(&o, &b);
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    sched *s = new_sched(&f, &o);
+    start(s);
     rec first, r[8];
     make(&first, 4, TX_INT8, 0);
     CHECK(sched_submit(s, &first.j) == STATUS_OK, "submit the first");
-    while (!atomic_load(&f.holding))
-        uv_sleep(1);
+    wait_holding(&f);
     /* five compatible, one of another dtype, one strided, one too large */
     for (int i = 0; i < 5; i++)
         make(&r[i], 8, TX_FLOAT32, 0);
@@ -462,11 +469,9 @@ static void failover_device(void)
      * device 0 surely gets a job */
     atomic_store(&f.gate, true);
     f.gate_device = 2;
-    sched_backend b = fake_backend(&f);
     sched_options o = options(2, 2, 64, 1);
-    sched *s = sched_new(&o, &b);
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    sched *s = new_sched(&f, &o);
+    start(s);
     rec r[30];
     for (int i = 0; i < 30; i++) {
         make(&r[i], 8, TX_FLOAT32, 0);
@@ -522,12 +527,10 @@ static void failover_host(void)
     fake f;
     fake_init(&f);
     f.fail[0] = ENG_E_DEVICE;
-    sched_backend b = fake_backend(&f);
     sched_options o = options(1, 1, 64, 1);
     o.device_max_failures = 2;
-    sched *s = sched_new(&o, &b);
-    char msg[128];
-    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    sched *s = new_sched(&f, &o);
+    start(s);
     rec r[6];
     float out[16];
     for (int i = 0; i < 6; i++)
@@ -558,9 +561,8 @@ static void inline_run(void)
 {
     fake f;
     fake_init(&f);
-    sched_backend b = fake_backend(&f);
     sched_options o = options(1, 1, 4, 1);
-    sched *s = sched_new(&o, &b);
+    sched *s = new_sched(&f, &o);
     rec r;
     make(&r, 3, TX_INT64, 0);
     sched_run_inline(s, &r.j);
@@ -580,10 +582,9 @@ static void exactly_once(void)
     fake f;
     fake_init(&f);
     f.fail[1] = ENG_E_LAUNCH;
-    sched_backend b = fake_backend(&f);
     sched_options o = options(3, 2, 64, 8);
     o.device_max_failures = 3;
-    sched *s = sched_new(&o, &b);
+    sched *s = new_sched(&f, &o);
     char msg[128];
     atomic_store(&fake_now, 1);
     CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
