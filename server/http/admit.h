@@ -10,6 +10,11 @@
  *
  * A client is its address (IPv4, or IPv6 without the port); the counts
  * live in a small open-addressing table sized for --max-connections.
+ * A connection is counted when admitted and uncounted when libmicrohttpd
+ * says it closed. One that libmicrohttpd fails to set up after admitting
+ * it (out of memory, or its backstop limit) is never announced and stays
+ * counted: a slot lost until restart, in a case that is already an
+ * error logged by libmicrohttpd.
  *
  * Threading: any thread (libmicrohttpd's accepting threads admit, the
  * threads that close connections release); one mutex.
