@@ -100,7 +100,8 @@ void http_route_match(const http_routes *t, const char *method,
         }
     }
     if (first != NULL) {
-        m->label = first->label;
+        m->label = first->label; /* counted under its route, as */
+        m->ended = first->ended; /* the route's own requests are */
         m->status = 405;
         snprintf(m->msg, sizeof m->msg, "%s is not allowed on %s (use %s)",
                  method, path, m->allow);

@@ -63,7 +63,8 @@ typedef struct http_routes {
 typedef struct {
     http_handler handler; /* NULL when status is 404 or 405 */
     unsigned label;       /* the table's unmatched when no pattern did */
-    void (*ended)(request *r, uint64_t total_ns); /* the row's */
+    /* the row's; for a 405, the first row whose pattern matched */
+    void (*ended)(request *r, uint64_t total_ns);
     http_access access;   /* the matched row's */
     int status;           /* 200, 404 or 405 */
     char allow[64];       /* for 405: "GET, HEAD", "POST", ... */
