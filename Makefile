@@ -9,6 +9,7 @@
 #                   PREFIX (default /usr/local; DESTDIR for staging)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
 #   make bench-numbers  number text: print and parse speed per dtype
+#   make bench-sched    the scheduler's tick with many jobs waiting
 #   make bench-json     JSON requests through tallyd against Python's json
 #   make bench-serve    throughput and latency under load, batching on/off
 #   make soak           a long mixed load of good and bad requests: every
@@ -219,6 +220,14 @@ $(BENCH_BIN): $(BUILD)/tests/bench/bench_engine.o $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# the scheduler's tick with many jobs waiting
+$(BUILD)/tests/bench/bench_sched.o: CPPFLAGS := $(INC_sched) -Iserver/http
+$(BUILD)/bin/bench_sched: $(BUILD)/tests/bench/bench_sched.o $(BUILD)/server/http/peer.o \
+    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
@@ -318,10 +327,11 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan
 .PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-numbers bench-json bench-serve bench-client soak \
+        bench-engine bench-sched bench-numbers bench-json bench-serve bench-client soak \
         deps clean format
 
 all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
+    $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
 
@@ -417,6 +427,9 @@ soak: $(TALLYD)
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).
 bench-client: $(TALLYD) $(TALLY_CLI)
 	$(Q)TALLYD=$(abspath $(TALLYD)) TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/bench/bench_client.sh
+
+bench-sched: $(BUILD)/bin/bench_sched
+	$(Q)$< $(BENCH_ARGS)
 
 bench-numbers: $(BUILD)/bin/bench_numbers
 	$(Q)$< $(BENCH_ARGS)

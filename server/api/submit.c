@@ -69,7 +69,7 @@ static void on_job_done(job *j)
 static bool client_gone(void *ctx)
 {
     const pending *p = ctx;
-    return http_peer_gone(p->fd);
+    return peer_gone(p->fd);
 }
 
 /* Runs finish, timing it as the render step (less the gzip it may do,
@@ -93,7 +93,7 @@ static void after_job(request *r)
         return;
     }
     /* gone after the worker's probe, or found gone by libmicrohttpd */
-    if (http_client_left(r) || http_peer_gone(p->fd)) {
+    if (http_client_left(r) || peer_gone(p->fd)) {
         sched_count_cancelled(p->sched);
         r->err = STATUS_CANCELLED;
         http_discard(r);
@@ -176,6 +176,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         timeout_ms > 0 ? sched_now(sc) + (uint64_t)timeout_ms * 1000000u : 0;
     p->j.done = on_job_done;
     p->j.gone = client_gone;
+    p->j.watch_fd = http_client_fd(r);
     p->j.ctx = p;
     p->r = r;
     p->sched = sc;

@@ -1,7 +1,7 @@
 /*
  * http.h - the transport: libmicrohttpd connections, routing through a
- * table, and suspend/resume (bodies: body.h; TLS files: tls.h; hung-up
- * clients: peer.h).
+ * table, and suspend/resume (bodies: body.h; TLS files: tls.h;
+ * admission: admit.h).
  *
  * http.c owns the request lifecycle. It reads the body into a capped
  * buffer, decodes its Content-Encoding, finds the route in the table that

@@ -161,7 +161,43 @@ void queue_push_front(job_queue *q, job **jobs, size_t n)
 static bool take_gone(const job *j, const void *arg)
 {
     (void)arg;
-    return j->gone != NULL && j->gone(j->ctx);
+    return j->watch_fd < 0 && j->gone != NULL && j->gone(j->ctx);
+}
+
+size_t queue_watched(job_queue *q, job **jobs, int *fds, size_t max)
+{
+    uv_mutex_lock(&q->mu);
+    size_t n = 0;
+    for (job *j = q->head; j != NULL && n < max; j = j->next)
+        if (j->watch_fd >= 0) {
+            jobs[n] = j;
+            fds[n++] = j->watch_fd;
+        }
+    uv_mutex_unlock(&q->mu);
+    return n;
+}
+
+typedef struct {
+    job *const *which;
+    size_t n;
+} job_set;
+
+static bool take_listed(const job *j, const void *arg)
+{
+    const job_set *set = arg;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->which[i] == j)
+            return true;
+    return false;
+}
+
+size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out)
+{
+    job_set set = {which, n};
+    uv_mutex_lock(&q->mu);
+    size_t got = take_where(q, take_listed, &set, out, 0, n);
+    uv_mutex_unlock(&q->mu);
+    return got;
 }
 
 size_t queue_take_gone(job_queue *q, job **out, size_t max)

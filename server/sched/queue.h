@@ -50,11 +50,17 @@ struct job {
     void (*done)(job *j);
     void *ctx; /* the submitter's, for done and gone */
     /* The "has the client gone?" probe; NULL: never asked. Called on the
-     * loop thread while the job waits in the queue (under the queue's
-     * lock: it must not block, nor call into the scheduler), and on the
-     * worker once the job has run. True drops a waiting job unrun, or
-     * marks a finished one STATUS_CANCELLED. */
+     * worker once the job has run (true marks it STATUS_CANCELLED), and,
+     * when the job has no watch_fd, on the loop thread while it waits in
+     * the queue (true drops it unrun; under the queue's lock: it must not
+     * block, nor call into the scheduler). */
     bool (*gone)(void *ctx);
+    /* A socket that is the client's alone (HTTP/1.1's connection), or -1.
+     * While the job waits, the tick asks every such socket in one poll(2)
+     * outside the queue's lock (peer.h) instead of calling gone: a
+     * hang-up drops the job unrun. A door whose clients share a socket
+     * (gRPC's streams) leaves it -1 and answers through gone. */
+    int watch_fd;
 
     /* Set by the scheduler: how it ended, read in done. */
     status_code status;
@@ -104,9 +110,19 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how);
  * could not run, for other workers. */
 void queue_push_front(job_queue *q, job **jobs, size_t n);
 
-/* Takes out up to max queued jobs whose gone probe says their client
- * has gone, in queue order (the probes run under the queue's lock, so
- * that no job completes while its probe runs). */
+/* Copies up to max queued jobs that have a watch_fd, and their fds, in
+ * queue order, so that the sockets can be asked without the queue's lock;
+ * the job pointers are only to be compared (queue_remove), never
+ * followed: the jobs may run and be freed meanwhile. Returns how many. */
+size_t queue_watched(job_queue *q, job **jobs, int *fds, size_t max);
+
+/* Takes out those of which[0..n) that are still queued, into out (room
+ * for n); returns how many. */
+size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out);
+
+/* Takes out up to max queued jobs without a watch_fd whose gone probe
+ * says their client has gone, in queue order (the probes run under the
+ * queue's lock, so that no job completes while its probe runs). */
 size_t queue_take_gone(job_queue *q, job **out, size_t max);
 
 /* Takes out up to max jobs whose deadline is at or before now. */

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "peer.h"
 #include "scheduler.h"
 
 typedef struct {
@@ -36,6 +37,12 @@ struct sched {
     atomic_bool down[SCHED_MAX_DEVICES];
     atomic_bool on_host; /* every device has left; the host runs all */
     sched_counters c;
+    /* the tick's, for the waiting jobs' sockets: room for every job the
+     * queue can hold (its depth, and a batch per worker put back) */
+    size_t watch_max;
+    job **watch_jobs, **watch_hit, **watch_out;
+    int *watch_fds;
+    bool *watch_gone;
 };
 
 static uint64_t real_clock(void *user)
@@ -47,6 +54,15 @@ static uint64_t real_clock(void *user)
 uint64_t sched_now(const sched *s)
 {
     return s->o.clock(s->o.clock_user);
+}
+
+static void sched_free_arrays(sched *s)
+{
+    free(s->watch_jobs);
+    free(s->watch_hit);
+    free(s->watch_out);
+    free(s->watch_fds);
+    free(s->watch_gone);
 }
 
 sched *sched_new(const sched_options *o, const sched_backend *b)
@@ -75,6 +91,19 @@ sched *sched_new(const sched_options *o, const sched_backend *b)
                           ? o->device_names[d]
                           : "device";
     s->o.device_names = s->names;
+    s->watch_max =
+        (size_t)o->queue_depth + (size_t)s->o.workers * s->o.max_batch;
+    s->watch_jobs = calloc(s->watch_max, sizeof *s->watch_jobs);
+    s->watch_hit = calloc(s->watch_max, sizeof *s->watch_hit);
+    s->watch_out = calloc(s->watch_max, sizeof *s->watch_out);
+    s->watch_fds = calloc(s->watch_max, sizeof *s->watch_fds);
+    s->watch_gone = calloc(s->watch_max, sizeof *s->watch_gone);
+    if (s->watch_jobs == NULL || s->watch_hit == NULL || s->watch_out == NULL
+        || s->watch_fds == NULL || s->watch_gone == NULL) {
+        sched_free_arrays(s);
+        free(s);
+        return NULL;
+    }
     queue_init(&s->queue, o->queue_depth);
     return s;
 }
@@ -377,6 +406,7 @@ void sched_free(sched *s)
     if (s == NULL)
         return;
     queue_destroy(&s->queue);
+    sched_free_arrays(s);
     free(s);
 }
 
@@ -425,6 +455,16 @@ void sched_run_inline(sched *s, job *j)
  */
 #define TICK_BATCH 256
 
+/* A waiting job whose client has gone: dropped unrun. */
+static void cancel_queued(sched *s, job *j)
+{
+    count(&s->c.cancelled_queued, 1);
+    j->status = STATUS_CANCELLED;
+    j->msg[0] = '\0';
+    j->finished_ns = sched_now(s);
+    complete(s, j);
+}
+
 void sched_tick(sched *s)
 {
     job *out[TICK_BATCH];
@@ -439,17 +479,25 @@ void sched_tick(sched *s)
             complete(s, out[i]);
         }
     } while (n == TICK_BATCH);
-    /* every waiting job is asked, however many wait */
+    /* every waiting job is asked, however many wait: those with a socket
+     * of their own in one poll(2) outside the queue's lock (one per job
+     * under it cost 5 times as much: BENCHMARKS.md, make bench-sched), the
+     * others through their probe */
+    n = queue_watched(&s->queue, s->watch_jobs, s->watch_fds, s->watch_max);
+    if (n > 0 && peers_gone(s->watch_fds, n, s->watch_gone) > 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (s->watch_gone[i])
+                s->watch_hit[k++] = s->watch_jobs[i];
+        /* those a worker took meanwhile run, and are cancelled after */
+        size_t got = queue_remove(&s->queue, s->watch_hit, k, s->watch_out);
+        for (size_t i = 0; i < got; i++)
+            cancel_queued(s, s->watch_out[i]);
+    }
     do {
         n = queue_take_gone(&s->queue, out, TICK_BATCH);
-        uint64_t now = sched_now(s);
-        for (size_t i = 0; i < n; i++) {
-            count(&s->c.cancelled_queued, 1);
-            out[i]->status = STATUS_CANCELLED;
-            out[i]->msg[0] = '\0';
-            out[i]->finished_ns = now;
-            complete(s, out[i]);
-        }
+        for (size_t i = 0; i < n; i++)
+            cancel_queued(s, out[i]);
     } while (n == TICK_BATCH);
 }
 

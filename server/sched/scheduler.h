@@ -44,8 +44,10 @@
  *     X-Timeout-Ms or the protocol's timeout, gRPC from grpc-timeout.
  *     STATUS_DEADLINE maps to 504 / DEADLINE_EXCEEDED (status.h).
  *   - gone(ctx) is cheap and never blocks. HTTP: one poll(2) of the
- *     connection's socket. gRPC: a flag the session sets on RST_STREAM or
- *     when the connection drops.
+ *     connection's socket, which is also the job's watch_fd, so that the
+ *     tick asks every waiting HTTP job in one poll(2). gRPC: a flag the
+ *     session sets on RST_STREAM or when the connection drops (its
+ *     streams share a socket: no watch_fd).
  *   - Small tensors may skip the queue: sched_run_inline() scans on the
  *     caller's thread, counted like a launch of one.
  *

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "check.h"
@@ -183,6 +185,7 @@ static void make(rec *r, uint64_t n, tx_dtype t, uint64_t deadline)
     r->j.deadline_ns = deadline;
     r->j.done = on_done;
     r->j.gone = probe;
+    r->j.watch_fd = -1;
     r->j.ctx = r;
     CHECK(sched_prepare(&r->j) == STATUS_OK, "prepare: %s", r->j.msg);
 }
@@ -407,6 +410,49 @@ static void cancellation(void)
     sched_free(s);
 }
 
+/* Jobs with a socket of their own are asked in one poll(2): a hung-up
+ * client's job is dropped; one whose client is still there, or has sent
+ * the bytes of a next request, stays. */
+static void watched_sockets(void)
+{
+    fake f;
+    fake_init(&f);
+    sched_options o = options(1, 1, 16, 1);
+    sched *s = new_sched(&f, &o);
+    int a[2], b[2], c[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0
+              && socketpair(AF_UNIX, SOCK_STREAM, 0, b) == 0
+              && socketpair(AF_UNIX, SOCK_STREAM, 0, c) == 0,
+          "socketpairs");
+    rec r[3];
+    int fds[3] = {a[0], b[0], c[0]};
+    for (int i = 0; i < 3; i++) {
+        make(&r[i], 8, TX_FLOAT32, 0);
+        r[i].j.watch_fd = fds[i];
+        r[i].j.gone = NULL; /* the socket alone speaks */
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    }
+    close(a[1]); /* hung up */
+    CHECK(write(c[1], "GET", 3) == 3, "a pipelined request's bytes");
+    sched_tick(s);
+    CHECK(atomic_load(&r[0].done) == 1 && r[0].status == STATUS_CANCELLED,
+          "the hung-up client's job is dropped");
+    CHECK(atomic_load(&r[1].done) == 0 && atomic_load(&r[2].done) == 0
+              && sched_queue_depth(s) == 2,
+          "the others wait on");
+    CHECK(sched_counters_of(s)->cancelled_queued == 1, "counted");
+    start(s);
+    sched_stop(s);
+    CHECK(r[1].status == STATUS_OK && r[2].status == STATUS_OK, "they ran");
+    check_once(r, 3, "watched");
+    close(a[0]);
+    close(b[0]);
+    close(b[1]);
+    close(c[0]);
+    close(c[1]);
+    sched_free(s);
+}
+
 /* Batching: while the worker is held, compatible jobs gather and run as
  * one launch (up to --max-batch); incompatible ones, strided ones and
  * large ones run alone. */
@@ -623,6 +669,7 @@ static const check_case cases[] = {
     {"full_queue", full_queue},
     {"drain", drain},
     {"cancellation", cancellation},
+    {"watched_sockets", watched_sockets},
     {"batching", batching},
     {"failover_device", failover_device},
     {"failover_host", failover_host},

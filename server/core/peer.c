@@ -7,7 +7,7 @@
 
 #include "peer.h"
 
-size_t http_clients_gone(const int *fds, size_t n, bool *gone)
+size_t peers_gone(const int *fds, size_t n, bool *gone)
 {
     struct pollfd stack[64], *p = n <= 64 ? stack : calloc(n, sizeof *p);
     size_t count = 0;
@@ -39,8 +39,8 @@ size_t http_clients_gone(const int *fds, size_t n, bool *gone)
     return count;
 }
 
-bool http_peer_gone(int fd)
+bool peer_gone(int fd)
 {
     bool gone = false;
-    return fd >= 0 && http_clients_gone(&fd, 1, &gone) == 1;
+    return fd >= 0 && peers_gone(&fd, 1, &gone) == 1;
 }
