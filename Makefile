@@ -221,8 +221,8 @@ $(BENCH_BIN): $(BUILD)/tests/bench/bench_engine.o $(ENGINE_LIB)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # the scheduler's tick with many jobs waiting
-$(BUILD)/tests/bench/bench_sched.o: CPPFLAGS := $(INC_sched) -Iserver/http
-$(BUILD)/bin/bench_sched: $(BUILD)/tests/bench/bench_sched.o $(BUILD)/server/http/peer.o \
+$(BUILD)/tests/bench/bench_sched.o: CPPFLAGS := $(INC_sched)
+$(BUILD)/bin/bench_sched: $(BUILD)/tests/bench/bench_sched.o \
     $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
