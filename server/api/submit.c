@@ -22,7 +22,6 @@ typedef struct {
     request *r;
     sched *sched;
     http_handler finish;
-    int fd;             /* the client's socket, for the probe */
     int64_t timeout_ms; /* as asked, for the deadline's message */
     status_code refused;
 } pending;
@@ -69,7 +68,7 @@ static void on_job_done(job *j)
 static bool client_gone(void *ctx)
 {
     const pending *p = ctx;
-    return peer_gone(p->fd);
+    return peer_gone(p->j.watch_fd);
 }
 
 /* Runs finish, timing it as the render step (less the gzip it may do,
@@ -93,7 +92,7 @@ static void after_job(request *r)
         return;
     }
     /* gone after the worker's probe, or found gone by libmicrohttpd */
-    if (http_client_left(r) || peer_gone(p->fd)) {
+    if (http_client_left(r) || peer_gone(p->j.watch_fd)) {
         sched_count_cancelled(p->sched);
         r->err = STATUS_CANCELLED;
         http_discard(r);
@@ -181,7 +180,6 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     p->r = r;
     p->sched = sc;
     p->finish = finish;
-    p->fd = http_client_fd(r);
     p->timeout_ms = timeout_ms;
     r->work = p;
     r->work_free = free;
