@@ -6,7 +6,7 @@
  *
  *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
  *                           drain), SIGHUP (the token file read again,
- *                           http/auth.h), and a 5 ms timer that runs the
+ *                           core/auth.h), and a 5 ms timer that runs the
  *                           scheduler's tick (sched_tick: expired jobs
  *                           fail, queued jobs whose clients left are
  *                           dropped), every 100 ms shuts down the sockets
@@ -241,11 +241,11 @@ static void reload(tallyd_server *s)
     }
     char msg[512];
     size_t n =
-        http_auth_reload(transport.auth, s->cfg.auth_token_file, msg, sizeof msg);
+        auth_reload(transport.auth, s->cfg.auth_token_file, msg, sizeof msg);
     if (n == 0)
         log_msg("tallyd", "error",
                 "SIGHUP: %s; the %zu tokens read before stay in force", msg,
-                http_auth_count(transport.auth));
+                auth_count(transport.auth));
     else
         log_msg("tallyd", "info", "SIGHUP: %zu bearer tokens read from %s", n,
                 s->cfg.auth_token_file);
@@ -256,13 +256,13 @@ static bool load_tokens(tallyd_server *s, char *msg, size_t msglen)
 {
     if (s->cfg.auth_token_file[0] == '\0')
         return true;
-    transport.auth = http_auth_load(s->cfg.auth_token_file, msg, msglen);
+    transport.auth = auth_load(s->cfg.auth_token_file, msg, msglen);
     if (transport.auth == NULL)
         return false;
     log_msg("tallyd", "info",
             "bearer tokens required: %zu read from %s; health routes %s, "
             "/metrics %s",
-            http_auth_count(transport.auth), s->cfg.auth_token_file,
+            auth_count(transport.auth), s->cfg.auth_token_file,
             s->cfg.auth_health ? "need one" : "open",
             s->cfg.auth_metrics ? "needs one" : "open");
     return true;
@@ -400,7 +400,7 @@ int main(int argc, char **argv)
     http_stop(&transport);
     uv_loop_close(loop);
     close_devices(&pool);
-    http_auth_free(transport.auth);
+    auth_free(transport.auth);
     tallyd_config_free(&s->cfg);
     log_msg("tallyd", "info", "stopped");
     log_flush();

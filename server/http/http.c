@@ -210,16 +210,16 @@ static void body_complete(request *r)
 static bool authorized(request *r, const http_match *m)
 {
     tallyd_server *s = r->s;
-    http_auth *auth = r->t->auth;
+    auth_tokens *auth = r->t->auth;
     if (auth == NULL
         || (m->access == HTTP_ACCESS_HEALTH && !s->cfg.auth_health)
         || (m->access == HTTP_ACCESS_METRICS && !s->cfg.auth_metrics))
         return true;
-    http_auth_result a =
-        http_auth_check(auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
-    if (a == HTTP_AUTH_OK)
+    auth_result a =
+        auth_check(auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
+    if (a == AUTH_OK)
         return true;
-    bool missing = a == HTTP_AUTH_MISSING;
+    bool missing = a == AUTH_MISSING;
     http_add_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                     missing
                         ? "Bearer realm=\"tally\""

@@ -38,7 +38,7 @@
 typedef struct http_transport {
     tallyd_server *s; /* settings, counters, drain state (borrowed) */
     const http_routes *routes; /* borrowed: must outlive the daemon */
-    http_auth *auth;
+    auth_tokens *auth;
     struct MHD_Daemon *mhd;
     unsigned port; /* the port actually bound */
     bool tls;      /* serving HTTPS */

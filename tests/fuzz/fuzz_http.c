@@ -83,7 +83,7 @@ static void start(fuzz_daemon *d, bool tokens)
     FUZZ_CHECK(tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg), "%s",
                msg);
     if (tokens) {
-        d->t.auth = http_auth_load(s->cfg.auth_token_file, msg, sizeof msg);
+        d->t.auth = auth_load(s->cfg.auth_token_file, msg, sizeof msg);
         FUZZ_CHECK(d->t.auth != NULL, "%s", msg);
         unlink(token_path);
     }

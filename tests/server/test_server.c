@@ -729,58 +729,58 @@ static void make_token_path(void)
              (long)getpid());
 }
 
-static void auth_tokens(void)
+static void auth_token_file(void)
 {
     char msg[512];
     make_token_path();
     write_tokens("# tokens\n\n  tok-1 \t\r\nsecond.token/+==\n#x\n");
-    http_auth *a = http_auth_load(token_path, msg, sizeof msg);
+    auth_tokens *a = auth_load(token_path, msg, sizeof msg);
     CHECK(a != NULL, "load: %s", msg);
     if (a == NULL)
         return;
-    CHECK(http_auth_count(a) == 2, "%zu tokens", http_auth_count(a));
+    CHECK(auth_count(a) == 2, "%zu tokens", auth_count(a));
     static const struct {
         const char *header;
-        http_auth_result want;
+        auth_result want;
     } cases[] = {
-        {"Bearer tok-1", HTTP_AUTH_OK},
-        {"bearer   second.token/+==  ", HTTP_AUTH_OK},
-        {"\tBEARER\ttok-1", HTTP_AUTH_OK},
-        {"Bearer tok-", HTTP_AUTH_INVALID},
-        {"Bearer tok-12", HTTP_AUTH_INVALID},
-        {"Bearer TOK-1", HTTP_AUTH_INVALID},
-        {"Bearer second.token/+=", HTTP_AUTH_INVALID},
-        {"Bearer tok-1 tok-1", HTTP_AUTH_INVALID},
-        {"Bearer  ", HTTP_AUTH_INVALID},
-        {"Bearer", HTTP_AUTH_MISSING},
-        {"Bearertok-1", HTTP_AUTH_MISSING},
-        {"Basic dG9rLTE=", HTTP_AUTH_MISSING},
-        {"", HTTP_AUTH_MISSING},
-        {NULL, HTTP_AUTH_MISSING},
+        {"Bearer tok-1", AUTH_OK},
+        {"bearer   second.token/+==  ", AUTH_OK},
+        {"\tBEARER\ttok-1", AUTH_OK},
+        {"Bearer tok-", AUTH_INVALID},
+        {"Bearer tok-12", AUTH_INVALID},
+        {"Bearer TOK-1", AUTH_INVALID},
+        {"Bearer second.token/+=", AUTH_INVALID},
+        {"Bearer tok-1 tok-1", AUTH_INVALID},
+        {"Bearer  ", AUTH_INVALID},
+        {"Bearer", AUTH_MISSING},
+        {"Bearertok-1", AUTH_MISSING},
+        {"Basic dG9rLTE=", AUTH_MISSING},
+        {"", AUTH_MISSING},
+        {NULL, AUTH_MISSING},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        CHECK(http_auth_check(a, cases[i].header) == cases[i].want,
+        CHECK(auth_check(a, cases[i].header) == cases[i].want,
               "\"%s\": %d, not %d",
               cases[i].header ? cases[i].header : "(none)",
-              (int)http_auth_check(a, cases[i].header), (int)cases[i].want);
+              (int)auth_check(a, cases[i].header), (int)cases[i].want);
     char longer[700] = "Bearer ";
     memset(longer + 7, 'a', 600);
-    CHECK(http_auth_check(a, longer) == HTTP_AUTH_INVALID, "a long token");
+    CHECK(auth_check(a, longer) == AUTH_INVALID, "a long token");
 
     /* a bad file leaves the tokens as they were; a good one replaces them */
     write_tokens("tok 1\n");
-    CHECK(http_auth_reload(a, token_path, msg, sizeof msg) == 0
+    CHECK(auth_reload(a, token_path, msg, sizeof msg) == 0
               && strstr(msg, "line 1") != NULL,
           "a token with a space: \"%s\"", msg);
-    CHECK(http_auth_check(a, "Bearer tok-1") == HTTP_AUTH_OK,
+    CHECK(auth_check(a, "Bearer tok-1") == AUTH_OK,
           "the old tokens stay after a bad reload");
     write_tokens("new=\n");
-    CHECK(http_auth_reload(a, token_path, msg, sizeof msg) == 1, "%s", msg);
-    CHECK(http_auth_check(a, "Bearer new=") == HTTP_AUTH_OK
-              && http_auth_check(a, "Bearer tok-1") == HTTP_AUTH_INVALID,
+    CHECK(auth_reload(a, token_path, msg, sizeof msg) == 1, "%s", msg);
+    CHECK(auth_check(a, "Bearer new=") == AUTH_OK
+              && auth_check(a, "Bearer tok-1") == AUTH_INVALID,
           "a reload replaces the tokens");
-    http_auth_free(a);
-    http_auth_free(NULL);
+    auth_free(a);
+    auth_free(NULL);
 
     static const struct {
         const char *text, *says;
@@ -791,24 +791,24 @@ static void auth_tokens(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_tokens(bad[i].text);
-        a = http_auth_load(token_path, msg, sizeof msg);
+        a = auth_load(token_path, msg, sizeof msg);
         CHECK(a == NULL && strstr(msg, bad[i].says) != NULL, "file %zu: \"%s\"",
               i, msg);
-        http_auth_free(a);
+        auth_free(a);
     }
     unlink(token_path);
-    a = http_auth_load(token_path, msg, sizeof msg);
+    a = auth_load(token_path, msg, sizeof msg);
     CHECK(a == NULL && strstr(msg, "cannot open") != NULL, "missing: %s", msg);
 }
 
 /* Checks running while the tokens are reloaded see one set or the other
  * (ThreadSanitizer watches this one). */
-static http_auth *racing;
+static auth_tokens *racing;
 static void check_loop(void *arg)
 {
     unsigned *bad = arg;
     for (int i = 0; i < 20000; i++)
-        *bad += http_auth_check(racing, "Bearer both") != HTTP_AUTH_OK;
+        *bad += auth_check(racing, "Bearer both") != AUTH_OK;
 }
 
 static void auth_reload_races(void)
@@ -816,7 +816,7 @@ static void auth_reload_races(void)
     char msg[512];
     make_token_path();
     write_tokens("both\none\n");
-    racing = http_auth_load(token_path, msg, sizeof msg);
+    racing = auth_load(token_path, msg, sizeof msg);
     CHECK(racing != NULL, "%s", msg);
     if (racing == NULL)
         return;
@@ -826,14 +826,14 @@ static void auth_reload_races(void)
         uv_thread_create(&t[i], check_loop, &bad[i]);
     for (int i = 0; i < 200; i++) {
         write_tokens(i % 2 ? "both\none\n" : "two\nboth\n");
-        CHECK(http_auth_reload(racing, token_path, msg, sizeof msg) == 2, "%s",
+        CHECK(auth_reload(racing, token_path, msg, sizeof msg) == 2, "%s",
               msg);
     }
     for (int i = 0; i < 2; i++)
         uv_thread_join(&t[i]);
     CHECK(bad[0] + bad[1] == 0, "%u checks failed during reloads",
           bad[0] + bad[1]);
-    http_auth_free(racing);
+    auth_free(racing);
     unlink(token_path);
 }
 
@@ -852,7 +852,7 @@ static const check_case cases[] = {
     {"admit_limits", admit_limits},
     {"routes_table", routes_table},
     {"router_rules", router_rules},
-    {"auth_tokens", auth_tokens},
+    {"auth_tokens", auth_token_file},
     {"auth_reload_races", auth_reload_races},
 };
 

@@ -27,7 +27,7 @@ typedef struct {
     char *text; /* the file, tokens NUL-terminated in place */
 } token_set;
 
-struct http_auth {
+struct auth_tokens {
     uv_rwlock_t lock;
     token_set *set;
 };
@@ -152,12 +152,12 @@ static token_set *set_load(const char *path, char *msg, size_t msglen)
     return t;
 }
 
-http_auth *http_auth_load(const char *path, char *msg, size_t msglen)
+auth_tokens *auth_load(const char *path, char *msg, size_t msglen)
 {
     token_set *t = set_load(path, msg, msglen);
     if (t == NULL)
         return NULL;
-    http_auth *a = calloc(1, sizeof *a);
+    auth_tokens *a = calloc(1, sizeof *a);
     if (a == NULL || uv_rwlock_init(&a->lock) != 0) {
         snprintf(msg, msglen, "out of memory");
         free(a);
@@ -168,7 +168,7 @@ http_auth *http_auth_load(const char *path, char *msg, size_t msglen)
     return a;
 }
 
-size_t http_auth_reload(http_auth *a, const char *path, char *msg,
+size_t auth_reload(auth_tokens *a, const char *path, char *msg,
                         size_t msglen)
 {
     token_set *t = set_load(path, msg, msglen);
@@ -182,7 +182,7 @@ size_t http_auth_reload(http_auth *a, const char *path, char *msg,
     return t->n;
 }
 
-size_t http_auth_count(http_auth *a)
+size_t auth_count(auth_tokens *a)
 {
     uv_rwlock_rdlock(&a->lock);
     size_t n = a->set->n;
@@ -200,15 +200,15 @@ static unsigned differs(const char *p, size_t plen, const char *t, size_t tlen)
     return d;
 }
 
-http_auth_result http_auth_check(http_auth *a, const char *authorization)
+auth_result auth_check(auth_tokens *a, const char *authorization)
 {
     if (authorization == NULL)
-        return HTTP_AUTH_MISSING;
+        return AUTH_MISSING;
     const char *p = authorization;
     while (*p == ' ' || *p == '\t')
         p++;
     if (strncasecmp(p, "Bearer", 6) != 0 || (p[6] != ' ' && p[6] != '\t'))
-        return HTTP_AUTH_MISSING; /* another scheme, or none */
+        return AUTH_MISSING; /* another scheme, or none */
     p += 6;
     while (*p == ' ' || *p == '\t')
         p++;
@@ -216,7 +216,7 @@ http_auth_result http_auth_check(http_auth *a, const char *authorization)
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
         n--;
     if (n == 0 || n > AUTH_MAX_TOKEN)
-        return HTTP_AUTH_INVALID;
+        return AUTH_INVALID;
     /* volatile, so that no compiler stops at the first match */
     volatile unsigned match = 0;
     uv_rwlock_rdlock(&a->lock);
@@ -224,10 +224,10 @@ http_auth_result http_auth_check(http_auth *a, const char *authorization)
     for (size_t i = 0; i < t->n; i++)
         match |= differs(p, n, t->tok[i], t->len[i]) == 0;
     uv_rwlock_rdunlock(&a->lock);
-    return match ? HTTP_AUTH_OK : HTTP_AUTH_INVALID;
+    return match ? AUTH_OK : AUTH_INVALID;
 }
 
-void http_auth_free(http_auth *a)
+void auth_free(auth_tokens *a)
 {
     if (a == NULL)
         return;
