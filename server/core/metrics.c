@@ -41,21 +41,35 @@ void metrics_observe(histogram *h, uint64_t ns)
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
-void metrics_request(metrics *m, unsigned label, int http_status,
+/* gRPC's status codes by number, for the code label. */
+static const char *const grpc_codes[METRIC_NCODES] = {
+    "OK",        "CANCELLED",          "UNKNOWN",          "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED", "NOT_FOUND",  "ALREADY_EXISTS",   "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+    "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",      "DATA_LOSS",
+    "UNAUTHENTICATED"};
+static const char *const protocols[METRIC_NPROTOCOLS] = {"http", "grpc"};
+
+void metrics_request(metrics *m, metric_protocol p, unsigned label, int code,
                      status_code st, uint64_t total_ns, uint64_t bytes_out)
 {
     if (label >= m->nlabels)
         label = m->nlabels ? m->nlabels - 1 : 0;
+    if ((unsigned)p >= METRIC_NPROTOCOLS)
+        p = METRIC_HTTP;
     size_t si = METRIC_NSTATUS - 1;
-    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
-        if (statuses[i] == http_status)
-            si = i;
-    atomic_fetch_add_explicit(&m->requests[label][si], 1,
+    if (p == METRIC_GRPC)
+        si = code >= 0 && code < METRIC_NCODES ? (size_t)code : 2; /* UNKNOWN */
+    else
+        for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+            if (statuses[i] == code)
+                si = i;
+    atomic_fetch_add_explicit(&m->requests[p][label][si], 1,
                               memory_order_relaxed);
     if (st != STATUS_OK && (unsigned)st < STATUS_COUNT)
-        atomic_fetch_add_explicit(&m->failures[label][st], 1,
+        atomic_fetch_add_explicit(&m->failures[p][label][st], 1,
                                   memory_order_relaxed);
-    metrics_observe(&m->total[label], total_ns);
+    metrics_observe(&m->total[p][label], total_ns);
     atomic_fetch_add_explicit(&m->bytes_out, bytes_out, memory_order_relaxed);
 }
 
@@ -122,50 +136,58 @@ void metrics_render(metrics *m, const char *device, const char *version,
         "tally_build_info{version=\"%s\",device=\"%s\"} 1\n",
         version, dev);
 
-    textbuf_put(o,
-                "# HELP tally_requests_total HTTP requests by route and status "
-                "code.\n# TYPE tally_requests_total counter\n");
-    for (unsigned r = 0; r < m->nlabels; r++)
-        for (size_t s = 0; s < METRIC_NSTATUS; s++) {
-            unsigned long long v = load(&m->requests[r][s]);
-            if (v == 0)
-                continue;
-            if (s < METRIC_NSTATUS - 1)
-                textbuf_put(
-                    o, "tally_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
-                    label_name(m, r), statuses[s], v);
-            else
+    textbuf_put(o, "# HELP tally_requests_total Requests by protocol (http, "
+                   "grpc), route and status code (HTTP status, or gRPC "
+                   "code name).\n# TYPE tally_requests_total counter\n");
+    for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
+        for (unsigned r = 0; r < m->nlabels; r++)
+            for (size_t s = 0; s < METRIC_NCODES; s++) {
+                unsigned long long v = load(&m->requests[p][r][s]);
+                if (v == 0)
+                    continue;
+                char code[24];
+                if (p == METRIC_GRPC)
+                    snprintf(code, sizeof code, "%s", grpc_codes[s]);
+                else if (s < METRIC_NSTATUS - 1)
+                    snprintf(code, sizeof code, "%d", statuses[s]);
+                else
+                    snprintf(code, sizeof code, "other");
                 textbuf_put(o,
-                            "tally_requests_total{route=\"%s\",code=\"other\"} "
-                            "%llu\n",
-                            label_name(m, r), v);
-        }
+                            "tally_requests_total{protocol=\"%s\",route="
+                            "\"%s\",code=\"%s\"} %llu\n",
+                            protocols[p], label_name(m, r), code, v);
+            }
 
     textbuf_put(o,
-                "# HELP tally_request_failures_total Failed requests by route "
-                "and reason.\n# TYPE tally_request_failures_total counter\n");
-    for (unsigned r = 0; r < m->nlabels; r++)
-        for (int e = 1; e < STATUS_COUNT; e++) {
-            unsigned long long v = load(&m->failures[r][e]);
-            if (v != 0)
-                textbuf_put(o,
-                            "tally_request_failures_total{route=\"%s\","
-                            "reason=\"%s\"} %llu\n",
-                            label_name(m, r), status_name((status_code)e), v);
-        }
+                "# HELP tally_request_failures_total Failed requests by "
+                "protocol, route and reason.\n# TYPE "
+                "tally_request_failures_total counter\n");
+    for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
+        for (unsigned r = 0; r < m->nlabels; r++)
+            for (int e = 1; e < STATUS_COUNT; e++) {
+                unsigned long long v = load(&m->failures[p][r][e]);
+                if (v != 0)
+                    textbuf_put(o,
+                                "tally_request_failures_total{protocol=\"%s\","
+                                "route=\"%s\",reason=\"%s\"} %llu\n",
+                                protocols[p], label_name(m, r),
+                                status_name((status_code)e), v);
+            }
 
     textbuf_put(o,
                 "# HELP tally_request_duration_seconds Time from the request's "
-                "first byte to its response, by route.\n"
+                "first byte to its response, by protocol and route.\n"
                 "# TYPE tally_request_duration_seconds histogram\n");
-    for (unsigned r = 0; r < m->nlabels; r++) {
-        if (load(&m->total[r].count) == 0)
-            continue;
-        char labels[64];
-        snprintf(labels, sizeof labels, "route=\"%s\"", label_name(m, r));
-        metrics_put_histogram(o, "tally_request_duration_seconds", labels,
-                              &m->total[r]);
-    }
+    for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
+        for (unsigned r = 0; r < m->nlabels; r++) {
+            if (load(&m->total[p][r].count) == 0)
+                continue;
+            char labels[80];
+            snprintf(labels, sizeof labels, "protocol=\"%s\",route=\"%s\"",
+                     protocols[p], label_name(m, r));
+            metrics_put_histogram(o, "tally_request_duration_seconds", labels,
+                                  &m->total[p][r]);
+        }
     textbuf_put(o,
                 "# HELP tally_inflight_requests Requests being read, queued, "
                 "computed or answered.\n# TYPE tally_inflight_requests gauge\n"

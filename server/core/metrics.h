@@ -22,6 +22,12 @@
 #define METRIC_NBUCKETS 17
 /* The most route labels (the route table names them: http/router.h) */
 #define METRIC_MAX_LABELS 16
+/* Slots for a request's code: an HTTP status's index in the list above
+ * (plus "other"), or a gRPC status code (0..16). */
+#define METRIC_NCODES 17
+
+/* The front doors, the protocol label of every request metric. */
+typedef enum { METRIC_HTTP, METRIC_GRPC, METRIC_NPROTOCOLS } metric_protocol;
 
 typedef struct {
     atomic_ullong bucket[METRIC_NBUCKETS]; /* cumulative at render time */
@@ -34,9 +40,9 @@ typedef struct {
 typedef struct {
     const char *labels[METRIC_MAX_LABELS]; /* borrowed: "native", ... */
     unsigned nlabels;
-    atomic_ullong requests[METRIC_MAX_LABELS][METRIC_NSTATUS];
-    atomic_ullong failures[METRIC_MAX_LABELS][STATUS_COUNT];
-    histogram total[METRIC_MAX_LABELS];
+    atomic_ullong requests[METRIC_NPROTOCOLS][METRIC_MAX_LABELS][METRIC_NCODES];
+    atomic_ullong failures[METRIC_NPROTOCOLS][METRIC_MAX_LABELS][STATUS_COUNT];
+    histogram total[METRIC_NPROTOCOLS][METRIC_MAX_LABELS];
     atomic_ullong bytes_in, bytes_out;
 } metrics;
 
@@ -47,9 +53,10 @@ void metrics_init(metrics *m, const char *const *labels, unsigned nlabels);
 
 void metrics_observe(histogram *h, uint64_t ns);
 
-/* One finished request, under route label `label`. st is STATUS_OK for
- * successes. */
-void metrics_request(metrics *m, unsigned label, int http_status,
+/* One finished request of protocol p, under route label `label`, with
+ * code `code` (an HTTP status, or a gRPC status code). st is STATUS_OK
+ * for successes. */
+void metrics_request(metrics *m, metric_protocol p, unsigned label, int code,
                      status_code st, uint64_t total_ns, uint64_t bytes_out);
 
 /* Appends the build line and the requests' section of the text

@@ -337,7 +337,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         r->status = 499; /* the client went away first */
     }
-    metrics_request(&s->metrics, r->metric_label, r->status, r->err, total,
+    metrics_request(&s->metrics, METRIC_HTTP, r->metric_label, r->status, r->err, total,
                     r->bytes_out);
     if (r->ended != NULL)
         r->ended(r, total);

@@ -27,13 +27,13 @@ def test_metrics(tallyd):
     status, hdrs, body = tallyd.request("GET", "/metrics")
     assert status == 200 and hdrs["content-type"].startswith("text/plain")
     text = body.decode()
-    assert metric(text, "tally_requests_total", '{route="native",code="200"}') >= 3
-    assert metric(text, "tally_requests_total", '{route="native",code="400"}') >= 1
-    assert metric(text, "tally_request_failures_total", '{route="native",reason="INVALID"}') >= 1
+    assert metric(text, "tally_requests_total", '{protocol="http",route="native",code="200"}') >= 3
+    assert metric(text, "tally_requests_total", '{protocol="http",route="native",code="400"}') >= 1
+    assert metric(text, "tally_request_failures_total", '{protocol="http",route="native",reason="INVALID"}') >= 1
     for h in ("tally_queue_duration_seconds", "tally_compute_duration_seconds"):
         assert metric(text, h + "_bucket", '{le="+Inf"}') >= 3
         assert metric(text, h + "_count") >= 3
-    assert metric(text, "tally_request_duration_seconds_count", '{route="native"}') >= 4
+    assert metric(text, "tally_request_duration_seconds_count", '{protocol="http",route="native"}') >= 4
     assert metric(text, "tally_queue_depth") is not None
     assert metric(text, "tally_running_jobs") is not None
     assert metric(text, "tally_inflight_requests") >= 1  # this request

@@ -76,7 +76,7 @@ def test_routes_need_a_token(spawn, token_file):
     assert d.request("GET", "/nope")[0] == 404
     # the refusals are counted
     text = d.request("GET", "/metrics", headers=bearer("first-token"))[2].decode()
-    assert 'tally_requests_total{route="native",code="401"} 3' in text
+    assert 'tally_requests_total{protocol="http",route="native",code="401"} 3' in text
 
 
 def test_health_and_metrics_settings(spawn, token_file):

@@ -284,7 +284,8 @@ static const struct {
  * loaded field holds it. */
 static const char *other_value(size_t i, int variant)
 {
-    if (strcmp(settings[i].flag, "listen") == 0)
+    if (strcmp(settings[i].flag, "listen") == 0
+        || strcmp(settings[i].flag, "grpc-listen") == 0)
         return variant ? "[::1]:9001" : "127.0.0.2:9000";
     if (strcmp(settings[i].flag, "access-log") == 0)
         return variant ? "off" : "all";
@@ -455,10 +456,10 @@ static void metrics_text(void)
     static const char *const labels[] = {"native", "infer", "health", "other"};
     metrics_init(&m, labels, 4);
     uint64_t ms = 1000000;
-    metrics_request(&m, 0, 200, STATUS_OK, 3 * ms, 20);
-    metrics_request(&m, 0, 200, STATUS_OK, 700 * ms, 20);
-    metrics_request(&m, 1, 503, STATUS_QUEUE_FULL, ms, 30);
-    metrics_request(&m, 1, 418, STATUS_INVALID, ms, 30);
+    metrics_request(&m, METRIC_HTTP, 0, 200, STATUS_OK, 3 * ms, 20);
+    metrics_request(&m, METRIC_HTTP, 0, 200, STATUS_OK, 700 * ms, 20);
+    metrics_request(&m, METRIC_HTTP, 1, 503, STATUS_QUEUE_FULL, ms, 30);
+    metrics_request(&m, METRIC_HTTP, 1, 418, STATUS_INVALID, ms, 30);
     size_t len;
     textbuf o;
     textbuf_init(&o, 256);
@@ -474,12 +475,12 @@ static void metrics_text(void)
         return;
     static const char *const want[] = {
         "tally_build_info{version=\"9.9.9\",device=\"dev \\\"x\\\"\\\\y\"} 1\n",
-        "tally_requests_total{route=\"native\",code=\"200\"} 2\n",
-        "tally_requests_total{route=\"infer\",code=\"503\"} 1\n",
-        "tally_requests_total{route=\"infer\",code=\"other\"} 1\n",
-        "tally_request_failures_total{route=\"infer\",reason=\"QUEUE_FULL\"} "
+        "tally_requests_total{protocol=\"http\",route=\"native\",code=\"200\"} 2\n",
+        "tally_requests_total{protocol=\"http\",route=\"infer\",code=\"503\"} 1\n",
+        "tally_requests_total{protocol=\"http\",route=\"infer\",code=\"other\"} 1\n",
+        "tally_request_failures_total{protocol=\"http\",route=\"infer\",reason=\"QUEUE_FULL\"} "
         "1\n",
-        "tally_request_duration_seconds_count{route=\"native\"} 2\n",
+        "tally_request_duration_seconds_count{protocol=\"http\",route=\"native\"} 2\n",
         "tally_inflight_requests 7\n",
         "tally_open_connections 5\n",
         "tally_connections_refused_total 3\n",
@@ -491,15 +492,15 @@ static void metrics_text(void)
         CHECK(strstr(t, want[i]) != NULL, "missing: %s", want[i]);
     CHECK(strstr(t, "route=\"health\"") == NULL, "unused routes are left out");
     /* histogram buckets are cumulative and end at +Inf with the count */
-    const char *p = strstr(t, "tally_request_duration_seconds_bucket{route="
+    const char *p = strstr(t, "tally_request_duration_seconds_bucket{protocol=\"http\",route="
                               "\"native\"");
     unsigned long long prev = 0;
     bool monotone = p != NULL, inf = false;
     while (p != NULL
            && strncmp(p,
                       "tally_request_duration_seconds_bucket{"
-                      "route=\"native\"",
-                      50)
+                      "protocol=\"http\",route=\"native\"",
+                      66)
                   == 0) {
         const char *sp = strchr(p, '}');
         unsigned long long v = strtoull(sp + 2, NULL, 10);
