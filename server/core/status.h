@@ -56,7 +56,7 @@ enum {
     X(MEDIA_TYPE, 415, GRPC_INVALID_ARGUMENT, "unsupported media type")        \
     X(NOT_FOUND, 404, GRPC_NOT_FOUND, "not found")                             \
     X(METHOD, 405, GRPC_UNIMPLEMENTED, "method not allowed")                   \
-    X(QUEUE_FULL, 503, GRPC_UNAVAILABLE, "queue full")                         \
+    X(QUEUE_FULL, 503, GRPC_RESOURCE_EXHAUSTED, "queue full")                 \
     X(DEADLINE, 504, GRPC_DEADLINE_EXCEEDED, "deadline expired")               \
     X(DRAINING, 503, GRPC_UNAVAILABLE, "shutting down")                        \
     X(ENCODING, 400, GRPC_INVALID_ARGUMENT, "bad content encoding")            \

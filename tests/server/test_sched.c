@@ -253,7 +253,7 @@ static void status_table(void)
               && status_http(STATUS_CANCELLED) == 499,
           "HTTP statuses");
     CHECK(status_grpc(STATUS_DEADLINE) == GRPC_DEADLINE_EXCEEDED
-              && status_grpc(STATUS_QUEUE_FULL) == GRPC_UNAVAILABLE
+              && status_grpc(STATUS_QUEUE_FULL) == GRPC_RESOURCE_EXHAUSTED
               && status_grpc(STATUS_INVALID) == GRPC_INVALID_ARGUMENT
               && status_grpc(STATUS_CANCELLED) == GRPC_CANCELLED
               && status_grpc(STATUS_UNAUTHORIZED) == GRPC_UNAUTHENTICATED,
