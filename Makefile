@@ -46,11 +46,12 @@ INC_core     := -Iserver/core $(INC_engine)
 INC_codec    := -Iserver/codec $(INC_core)
 INC_sched    := -Iserver/sched $(INC_core)
 INC_http     := -Iserver/http $(INC_codec)
-INC_api      := -Iserver/api -Iserver/sched $(INC_http)
+INC_grpc     := -Iserver/grpc $(INC_codec)
+INC_api      := -Iserver/api -Iserver/sched -Iserver/grpc $(INC_http)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
-DAEMON_LIBS := -lmicrohttpd -ljansson -luv -lz -ldeflate -lstdc++
+DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -ljansson -luv -lz -ldeflate -lstdc++
 # numconv.cc, the shim over fast_float and {fmt} (both header-only), is the
 # only C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g
@@ -99,11 +100,20 @@ ENGINE_LIB := $(BUILD)/libtally_engine.a
 KERNELS    := kernels/scan.cl kernels/copy.cl
 
 $(BUILD)/server/engine/%.o: CPPFLAGS := $(INC_engine)
-$(BUILD)/server/codec/%.o: CPPFLAGS := $(INC_codec)
+# The gRPC messages' C code, generated from proto/grpc_service.proto by
+# protobuf-c's compiler, goes with the codecs.
+PB_GEN := $(BUILD)/gen/grpc_service.pb-c
+$(BUILD)/server/codec/%.o: CPPFLAGS := $(INC_codec) -I$(BUILD)/gen
 $(BUILD)/server/core/%.o: CPPFLAGS := $(INC_core)
 $(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
+$(BUILD)/server/grpc/%.o: CPPFLAGS := $(INC_grpc)
 $(BUILD)/server/sched/%.o: CPPFLAGS := $(INC_sched)
-$(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api)
+$(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api) -I$(BUILD)/gen
+$(PB_GEN).o: CPPFLAGS := -I$(BUILD)/gen
+$(PB_GEN).c $(PB_GEN).h: proto/grpc_service.proto
+	@mkdir -p $(@D)
+	$(Q)protoc-c --c_out=$(BUILD)/gen -Iproto $<
+$(BUILD)/server/codec/infer_pb.o $(BUILD)/server/api/grpc_service.o: $(PB_GEN).h
 
 # The host backend's inner loops are worth the extra optimisation.
 $(BUILD)/server/engine/scan_host.o: CFLAGS += -O3 -Wno-psabi
@@ -124,9 +134,9 @@ CODEC_SRC  := $(wildcard server/codec/*.c)
 # the status table (core/status.c) goes with the codecs, which name
 # statuses of their own (a bad Content-Encoding)
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o \
-              $(BUILD)/server/core/status.o
+              $(BUILD)/server/core/status.o $(PB_GEN).o
 DAEMON_SRC := $(filter-out server/core/status.c,$(wildcard server/*.c server/core/*.c \
-              server/sched/*.c server/http/*.c server/api/*.c))
+              server/sched/*.c server/http/*.c server/grpc/*.c server/api/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 TALLYD     := $(BUILD)/bin/tallyd
 

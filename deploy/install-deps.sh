@@ -10,10 +10,12 @@ set -eu
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
-  g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl"
+  g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl \
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler"
 # module:pip-name pairs for the integration tests and benchmarks
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
-  tritonclient.http:tritonclient[http] openapi_spec_validator:openapi-spec-validator \
+  tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
+  grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed]"
 
 missing=""

@@ -86,6 +86,7 @@ typedef struct {
 /* The daemon's parts, each owned by its layer, composed here. */
 static tallyd_server server;
 static http_transport transport;
+static grpc_transport grpc;
 static devices pool;
 static api_state app;
 
@@ -120,6 +121,7 @@ static void engine_log(void *user, const char *line)
 
 static void stop_everything(void)
 {
+    grpc_stop(&grpc);
     uv_timer_stop(&tick);
     uv_close((uv_handle_t *)&tick, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
@@ -135,7 +137,8 @@ static bool drain_done(tallyd_server *s, uint64_t now)
 {
     if (atomic_load(&s->inflight) > 0)
         return false;
-    if (http_open_connections(&transport) <= 0)
+    if (http_open_connections(&transport) <= 0
+        && grpc_open_connections(&grpc) <= 0)
         return true;
     uint64_t last = atomic_load(&s->last_done_ns);
     if (last < drain_started_ns)
@@ -147,8 +150,10 @@ static void on_tick(uv_timer_t *t)
 {
     tallyd_server *s = t->data;
     sched_tick(app.sched);
-    if (++ticks % (100 / TICK_MS) == 0)
+    if (++ticks % (100 / TICK_MS) == 0) {
         http_sweep(&transport);
+        grpc_sweep(&grpc);
+    }
     log_flush();
     if (!atomic_load(&s->draining))
         return;
@@ -169,7 +174,8 @@ static void on_tick(uv_timer_t *t)
     log_msg("tallyd", "info",
             "drained; closing %lld idle connections and "
             "stopping",
-            (long long)http_open_connections(&transport));
+            (long long)(http_open_connections(&transport)
+                        + grpc_open_connections(&grpc)));
     stop_everything();
 }
 
@@ -183,6 +189,7 @@ static void begin_drain(tallyd_server *s, const char *why)
             "requests",
             why, (long long)atomic_load(&s->inflight));
     http_quiesce(&transport);
+    grpc_quiesce(&grpc);
 }
 
 /* Opens every device the --device option names (a list, or all of a kind:
@@ -387,12 +394,25 @@ int main(int argc, char **argv)
         api_stop(&app);
         return 1;
     }
+    if (s->cfg.grpc_listen[0] != '\0') {
+        if (!grpc_start(&grpc, s, loop, &api_grpc_service, transport.auth, msg,
+                        sizeof msg)) {
+            log_msg("tallyd", "error", "%s", msg);
+            http_stop(&transport);
+            api_stop(&app);
+            return 1;
+        }
+        app.grpc = &grpc;
+    }
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
             TALLYD_VERSION, s->cfg.listen, transport.port, transport.tls ? "HTTPS" : "HTTP",
             s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
             s->cfg.max_body_bytes);
+    if (grpc.started)
+        log_msg("tallyd", "info", "gRPC listening on %s (port %u, h2c)",
+                s->cfg.grpc_listen, grpc.port);
 
     uv_run(loop, UV_RUN_DEFAULT);
 

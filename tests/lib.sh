@@ -23,7 +23,9 @@ start_tallyd() {
   shift 2
   mkdir -p "$tmp/$name-pocl"
   [ -d "$ROOT/build/pocl-cache" ] && cp -r "$ROOT/build/pocl-cache/." "$tmp/$name-pocl/"
-  POCL_CACHE_DIR=$tmp/$name-pocl "$TALLYD" --listen "127.0.0.1:$port" "$@" \
+  # gRPC off unless the caller asks for it: the default port would clash
+  POCL_CACHE_DIR=$tmp/$name-pocl TALLY_GRPC_LISTEN=${TALLY_GRPC_LISTEN-} \
+    "$TALLYD" --listen "127.0.0.1:$port" "$@" \
     > "$tmp/$name.log" 2>&1 &
   pids+=($!)
 }

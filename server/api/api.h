@@ -23,15 +23,20 @@
 #ifndef TALLY_API_H
 #define TALLY_API_H
 
+#include "grpc.h"
 #include "json.h"
 #include "router.h"
 #include "scheduler.h"
+
+/* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
+enum { NATIVE, INFER, METADATA, HEALTH, METRICS, OTHER, NLABELS };
 
 /* The API layer's state: what tallyd.c builds, hangs on the server's
  * `app` before the transport starts, and frees after it stops. */
 typedef struct {
     sched *sched;
     sched_backend backend; /* over the devices */
+    grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
 } api_state;
 
 /* Builds the API layer's state over the opened devices (borrowed: they
@@ -68,6 +73,9 @@ void api_model_ready(request *r);
 void api_model_config(request *r);
 void api_model_stats(request *r);
 void api_metrics(request *r);
+
+/* The gRPC service (grpc_service.c): inference.GRPCInferenceService. */
+extern const grpc_service api_grpc_service;
 
 /* Replies with the text of a JSON writer (taken; its data borrowed from
  * r->body or r->ctx, which the reply takes over): rendered at once when

@@ -109,6 +109,9 @@ void api_metrics(request *r)
     metrics_render(&s->metrics, s->device, s->version,
                    atomic_load(&s->inflight), &o);
     http_render_metrics(r->t, &o);
+    api_state *a = s->app;
+    if (a->grpc != NULL)
+        grpc_render_metrics(a->grpc, &o);
     sched_render_metrics(api_sched(r), &o);
     char *text = textbuf_take(&o, &len);
     if (text == NULL) {

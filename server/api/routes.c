@@ -12,8 +12,6 @@
 #include "api.h"
 #include "kserve.h"
 
-/* What /metrics labels requests with (route="..."). */
-enum { NATIVE, INFER, METADATA, HEALTH, METRICS, OTHER, NLABELS };
 static const char *const labels[NLABELS] = {
     [NATIVE] = "native",   [INFER] = "infer",     [METADATA] = "metadata",
     [HEALTH] = "health",   [METRICS] = "metrics", [OTHER] = "other"};

@@ -236,6 +236,20 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  c->listen);
         return false;
     }
+    if (c->grpc_listen[0] != '\0'
+        && !tallyd_config_split_listen(c->grpc_listen, host, sizeof host,
+                                       &port)) {
+        snprintf(msg, msglen,
+                 "grpc-listen must be HOST:PORT (such as 127.0.0.1:8001), "
+                 "or empty to turn gRPC off, not \"%s\"",
+                 c->grpc_listen);
+        return false;
+    }
+    if (c->grpc_max_streams == 0 || c->grpc_max_streams > 65536) {
+        snprintf(msg, msglen, "grpc-max-streams must be 1 to 65536, not %u",
+                 c->grpc_max_streams);
+        return false;
+    }
     return true;
 }
 

@@ -17,6 +17,11 @@
 #define TALLYD_SETTINGS(X)                                                     \
     X(listen, "listen", "TALLY_LISTEN", STR, "127.0.0.1:8080",                 \
       "address and port to serve on, HOST:PORT ([::1]:8080 for IPv6)")         \
+    X(grpc_listen, "grpc-listen", "TALLY_GRPC_LISTEN", STR, "127.0.0.1:8001",  \
+      "address and port of the gRPC front door (KServe v2 / Triton's "         \
+      "GRPCInferenceService), HOST:PORT; empty turns it off")                  \
+    X(grpc_max_streams, "grpc-max-streams", "TALLY_GRPC_MAX_STREAMS", UINT,    \
+      "128", "concurrent gRPC calls (HTTP/2 streams) one connection may open") \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
       "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
@@ -124,14 +129,14 @@ typedef enum {
 } tallyd_access_mode;
 
 typedef struct {
-    char *listen, *device, *layout, *auth_token_file, *tls_cert, *tls_key,
-        *tls_priorities, *access_log;
+    char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
+        *tls_key, *tls_priorities, *access_log;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,
         fault_after_ms, device_max_failures, slow_request_ms,
-        access_log_max_per_s;
+        access_log_max_per_s, grpc_max_streams;
     size_t max_body_bytes, max_buffered_bytes;
     bool warmup, auth_health, auth_metrics, fault_late;
     tallyd_access_mode access_mode; /* from access_log */

@@ -29,6 +29,8 @@ def start_tallyd(name, log, args=(), binary=None):
     line; binary defaults to build/bin/tallyd."""
     port = free_port()
     env = dict(os.environ, POCL_CACHE_DIR=os.path.join(ROOT, "build", "pocl-" + name))
+    # gRPC off unless args ask for it (--grpc-listen): 8001 may be taken
+    env.setdefault("TALLY_GRPC_LISTEN", "")
     cmd = [binary or os.path.join(BIN, "tallyd"), "--listen", "127.0.0.1:%d" % port]
     proc = subprocess.Popen(cmd + list(args), stdout=log, stderr=log, env=env)
     url = "http://127.0.0.1:%d" % port

@@ -27,6 +27,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TALLYD = os.environ.get("TALLYD", os.path.join(ROOT, "build", "bin", "tallyd"))
 CACHE_SEED = os.environ.get("POCL_CACHE_SEED", os.path.join(ROOT, "build", "pocl-cache"))
+# Every tallyd a test starts by hand has gRPC off unless it asks: two on
+# the default port (8001) at once would clash. Daemon gives each its own.
+os.environ.setdefault("TALLY_GRPC_LISTEN", "")
 
 
 def free_port():
@@ -45,6 +48,9 @@ class Daemon:
         self.https = https
         self.ssl_context = ssl.create_default_context(cafile=cafile) if https else None
         self.port = free_port()
+        # gRPC on a port of its own: the default (8001) would clash
+        # between daemons that run at once
+        self.grpc_port = free_port()
         self.tmp = tempfile.mkdtemp(prefix="tallyd-test-")
         cache = os.path.join(self.tmp, "pocl-cache")
         if os.path.isdir(CACHE_SEED):
@@ -59,8 +65,11 @@ class Daemon:
         self.group = command is not None
         if self.group:
             full_env["TALLY_LISTEN"] = "127.0.0.1:%d" % self.port
+            full_env["TALLY_GRPC_LISTEN"] = (env or {}).get(
+                "TALLY_GRPC_LISTEN", "127.0.0.1:%d" % self.grpc_port)
         else:
-            command = [TALLYD, "--listen", "127.0.0.1:%d" % self.port] + list(args)
+            command = [TALLYD, "--listen", "127.0.0.1:%d" % self.port,
+                       "--grpc-listen", "127.0.0.1:%d" % self.grpc_port] + list(args)
         self.proc = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT,
                                      env=full_env, start_new_session=self.group)
         self.wait_ready()

@@ -1,0 +1,534 @@
+/*
+ * grpc_service.c - inference.GRPCInferenceService on the gRPC transport:
+ * the method table and its handlers (proto/grpc_service.proto).
+ *
+ * ModelInfer and ModelStreamInfer have REST's semantics (codec/infer_pb.h
+ * parses, the scheduler scans): a tensor of at most --inline-max-elements
+ * is summed at once on the loop thread, a larger one is queued as a job
+ * embedded in the call's work record, whose done callback brings the call
+ * back to the loop (grpc_call_resume) to answer. The answer's bytes are
+ * the response's fields, then the tensor where it was scanned. On a
+ * stream, a failed message is answered with a ModelStreamInferResponse
+ * carrying error_message (Triton's way), and the stream goes on.
+ *
+ * The shared-memory RPCs answer as a server with no region registered
+ * would: status lists none, unregistering succeeds, registering is
+ * UNIMPLEMENTED until the shared-memory front door lands.
+ *
+ * Threading: the loop thread (grpc.h), except on_job_done (a worker or
+ * the loop's tick) and call_gone (workers and the tick).
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "grpc_service.pb-c.h"
+#include "infer_pb.h"
+#include "kserve.h"
+
+static tallyd_server *server_of(grpc_call *c)
+{
+    return grpc_call_server(c);
+}
+
+static sched *sched_of(grpc_call *c)
+{
+    return ((api_state *)server_of(c)->app)->sched;
+}
+
+/* Packs m and answers with it. */
+static void reply_message(grpc_call *c, const ProtobufCMessage *m)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *b = malloc(len ? len : 1);
+    if (b == NULL) {
+        grpc_call_fail(c, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    protobuf_c_message_pack(m, b);
+    grpc_call_reply(c, b, len, NULL, 0);
+    free(b);
+}
+
+/* Unpacks the request as d, or fails the call. */
+static ProtobufCMessage *request_of(grpc_call *c,
+                                    const ProtobufCMessageDescriptor *d)
+{
+    size_t len;
+    uint8_t *msg = grpc_call_message(c, &len);
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, msg);
+    if (m == NULL)
+        grpc_call_fail(c, STATUS_INVALID, "the message is not a valid %s",
+                       d->name);
+    return m;
+}
+
+/* name and version name this server's model; otherwise fails the call
+ * with NOT_FOUND. */
+static bool is_model(grpc_call *c, const char *name, const char *version)
+{
+    if (strcmp(name, KSERVE_MODEL) != 0) {
+        grpc_call_fail(c, STATUS_NOT_FOUND,
+                       "unknown model \"%.64s\" (this server has one model, "
+                       "\"" KSERVE_MODEL "\")",
+                       name);
+        return false;
+    }
+    if (version[0] != '\0' && strcmp(version, KSERVE_VERSION) != 0) {
+        grpc_call_fail(c, STATUS_NOT_FOUND,
+                       "model \"" KSERVE_MODEL "\" has no version \"%.32s\" "
+                       "(it has version \"" KSERVE_VERSION "\")",
+                       version);
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------- health, meta */
+
+static void server_live(grpc_call *c)
+{
+    Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
+    r.live = true;
+    reply_message(c, &r.base);
+}
+
+/* Ready while not draining, as REST's /v2/health/ready. */
+static void server_ready(grpc_call *c)
+{
+    Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
+    r.ready = !atomic_load(&server_of(c)->draining);
+    reply_message(c, &r.base);
+}
+
+static void model_ready(grpc_call *c)
+{
+    Inference__ModelReadyRequest *q = (Inference__ModelReadyRequest *)
+        request_of(c, &inference__model_ready_request__descriptor);
+    if (q == NULL)
+        return;
+    if (is_model(c, q->name, q->version)) {
+        Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
+        r.ready = !atomic_load(&server_of(c)->draining);
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+static void server_metadata(grpc_call *c)
+{
+    static char *ext[] = {"binary_tensor_data", "parameters",
+                          "model_configuration", "statistics"};
+    Inference__ServerMetadataResponse r =
+        INFERENCE__SERVER_METADATA_RESPONSE__INIT;
+    r.name = (char *)"tally";
+    r.version = (char *)server_of(c)->version;
+    r.n_extensions = sizeof ext / sizeof ext[0];
+    r.extensions = ext;
+    reply_message(c, &r.base);
+}
+
+static void model_metadata(grpc_call *c)
+{
+    Inference__ModelMetadataRequest *q = (Inference__ModelMetadataRequest *)
+        request_of(c, &inference__model_metadata_request__descriptor);
+    if (q == NULL)
+        return;
+    if (is_model(c, q->name, q->version)) {
+        static char *versions[] = {(char *)KSERVE_VERSION};
+        int64_t any[] = {-1};
+        Inference__ModelMetadataResponse__TensorMetadata x =
+            INFERENCE__MODEL_METADATA_RESPONSE__TENSOR_METADATA__INIT;
+        Inference__ModelMetadataResponse__TensorMetadata y = x;
+        Inference__ModelMetadataResponse__TensorMetadata *in[] = {&x},
+                                                         *out[] = {&y};
+        x.name = (char *)"x";
+        y.name = (char *)"y";
+        x.datatype = y.datatype = (char *)"FP32";
+        x.n_shape = y.n_shape = 1;
+        x.shape = y.shape = any;
+        Inference__ModelMetadataResponse r =
+            INFERENCE__MODEL_METADATA_RESPONSE__INIT;
+        r.name = (char *)KSERVE_MODEL;
+        r.n_versions = 1;
+        r.versions = versions;
+        r.platform = (char *)"tally";
+        r.n_inputs = r.n_outputs = 1;
+        r.inputs = in;
+        r.outputs = out;
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+/* The same configuration as REST's /v2/models/cumsum/config. */
+static void model_config(grpc_call *c)
+{
+    Inference__ModelConfigRequest *q = (Inference__ModelConfigRequest *)
+        request_of(c, &inference__model_config_request__descriptor);
+    if (q == NULL)
+        return;
+    if (is_model(c, q->name, q->version)) {
+        int64_t any[] = {-1};
+        Inference__ModelInput x = INFERENCE__MODEL_INPUT__INIT;
+        Inference__ModelOutput y = INFERENCE__MODEL_OUTPUT__INIT;
+        Inference__ModelInput *in[] = {&x};
+        Inference__ModelOutput *out[] = {&y};
+        x.name = (char *)"x";
+        x.data_type = INFERENCE__DATA_TYPE__TYPE_FP32;
+        x.n_dims = 1;
+        x.dims = any;
+        y.name = (char *)"y";
+        y.data_type = INFERENCE__DATA_TYPE__TYPE_FP32;
+        y.n_dims = 1;
+        y.dims = any;
+        Inference__ModelConfig m = INFERENCE__MODEL_CONFIG__INIT;
+        m.name = (char *)KSERVE_MODEL;
+        m.platform = (char *)"tally";
+        m.backend = (char *)"tally";
+        m.max_batch_size = 0;
+        m.n_input = m.n_output = 1;
+        m.input = in;
+        m.output = out;
+        Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+        r.config = &m;
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+static void duration(Inference__StatisticDuration *d, stats_duration *s)
+{
+    inference__statistic_duration__init(d);
+    d->count = atomic_load_explicit(&s->count, memory_order_relaxed);
+    d->ns = atomic_load_explicit(&s->ns, memory_order_relaxed);
+}
+
+/* Triton's statistics, from the same counters as REST's /stats. */
+static void model_statistics(grpc_call *c)
+{
+    Inference__ModelStatisticsRequest *q = (Inference__ModelStatisticsRequest *)
+        request_of(c, &inference__model_statistics_request__descriptor);
+    if (q == NULL)
+        return;
+    /* an empty name asks for every model: the one */
+    if (q->name[0] == '\0' || is_model(c, q->name, q->version)) {
+        model_stats *ms = &server_of(c)->stats;
+        Inference__StatisticDuration d[6];
+        Inference__InferStatistics is = INFERENCE__INFER_STATISTICS__INIT;
+        duration(&d[0], &ms->success);
+        duration(&d[1], &ms->fail);
+        duration(&d[2], &ms->queue);
+        duration(&d[3], &ms->compute_input);
+        duration(&d[4], &ms->compute_infer);
+        duration(&d[5], &ms->compute_output);
+        is.success = &d[0];
+        is.fail = &d[1];
+        is.queue = &d[2];
+        is.compute_input = &d[3];
+        is.compute_infer = &d[4];
+        is.compute_output = &d[5];
+        Inference__InferBatchStatistics bs[STATS_MAX_BATCH];
+        Inference__InferBatchStatistics *bp[STATS_MAX_BATCH];
+        Inference__StatisticDuration bd[STATS_MAX_BATCH][3];
+        size_t nb = 0;
+        for (unsigned b = 1; b <= STATS_MAX_BATCH; b++) {
+            if (atomic_load(&ms->batch[b].compute_infer.count) == 0)
+                continue;
+            inference__infer_batch_statistics__init(&bs[nb]);
+            bs[nb].batch_size = b;
+            duration(&bd[nb][0], &ms->batch[b].compute_input);
+            duration(&bd[nb][1], &ms->batch[b].compute_infer);
+            duration(&bd[nb][2], &ms->batch[b].compute_output);
+            bs[nb].compute_input = &bd[nb][0];
+            bs[nb].compute_infer = &bd[nb][1];
+            bs[nb].compute_output = &bd[nb][2];
+            bp[nb] = &bs[nb];
+            nb++;
+        }
+        Inference__ModelStatistics st = INFERENCE__MODEL_STATISTICS__INIT;
+        Inference__ModelStatistics *stp[] = {&st};
+        st.name = (char *)KSERVE_MODEL;
+        st.version = (char *)KSERVE_VERSION;
+        st.last_inference = atomic_load(&ms->last_inference_ms);
+        st.inference_count = atomic_load(&ms->inference_count);
+        st.execution_count = atomic_load(&ms->execution_count);
+        st.inference_stats = &is;
+        st.n_batch_stats = nb;
+        st.batch_stats = bp;
+        Inference__ModelStatisticsResponse r =
+            INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
+        r.n_model_stats = 1;
+        r.model_stats = stp;
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+/* --------------------------------------------------------- inference */
+
+typedef struct {
+    job j;
+    infer_pb_request q;
+    grpc_call *c;
+    int64_t timeout_ms;
+    uint8_t *head;
+    size_t head_len;
+    uint64_t parse_ns;
+} infer_work;
+
+static void infer_work_free(void *p)
+{
+    infer_work *w = p;
+    infer_pb_request_free(&w->q);
+    free(w->head);
+    free(w);
+}
+
+static bool streaming(grpc_call *c)
+{
+    return grpc_call_method(c)->streaming;
+}
+
+/* A failure: the call's status, or on a stream an error_message. */
+static void infer_fail(grpc_call *c, status_code st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void infer_fail(grpc_call *c, status_code st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!streaming(c)) {
+        grpc_call_fail(c, st, "%s", msg);
+        return;
+    }
+    size_t len;
+    uint8_t *b = infer_pb_stream_error(msg, &len);
+    if (b == NULL) {
+        grpc_call_fail(c, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    grpc_call_reply(c, b, len, NULL, 0);
+    grpc_call_set_status(c, st);
+    free(b);
+}
+
+/* The job's end: answer, or say why not. */
+static void infer_answer(grpc_call *c)
+{
+    infer_work *w = grpc_call_work(c);
+    job *j = &w->j;
+    uint64_t queue = j->started_ns && j->enqueued_ns
+                         ? j->started_ns - j->enqueued_ns
+                         : (j->finished_ns && j->enqueued_ns
+                                ? j->finished_ns - j->enqueued_ns
+                                : 0);
+    grpc_call_times(c, w->parse_ns, queue,
+                    j->started_ns ? j->finished_ns - j->started_ns : 0);
+    if (j->status == STATUS_CANCELLED || grpc_call_gone(c)) {
+        if (j->status != STATUS_CANCELLED)
+            sched_count_cancelled(sched_of(c));
+        grpc_call_set_status(c, STATUS_CANCELLED);
+        return;
+    }
+    if (j->status == STATUS_DEADLINE) {
+        infer_fail(c, STATUS_DEADLINE,
+                   "the deadline of %" PRId64 " ms expired %s", w->timeout_ms,
+                   j->started_ns ? "during the computation"
+                                 : "in the queue; the work was dropped");
+        return;
+    }
+    if (j->status != STATUS_OK) {
+        infer_fail(c, j->status, "%s",
+                   j->msg[0] ? j->msg : status_text(j->status));
+        return;
+    }
+    w->head = streaming(c) ? infer_pb_stream_head(&w->q, &w->head_len)
+                           : infer_pb_head(&w->q, &w->head_len);
+    if (w->head == NULL) {
+        infer_fail(c, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    grpc_call_reply(c, w->head, w->head_len, w->q.data, w->q.bytes);
+}
+
+static void on_job_done(job *j)
+{
+    infer_work *w = j->ctx;
+    grpc_call_resume(w->c);
+}
+
+static bool call_gone(void *ctx)
+{
+    const infer_work *w = ctx;
+    return grpc_call_gone(w->c);
+}
+
+static void model_infer(grpc_call *c)
+{
+    tallyd_server *s = server_of(c);
+    sched *sc = sched_of(c);
+    uint64_t t0 = now_ns();
+    infer_work *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        infer_fail(c, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    w->c = c;
+    grpc_call_set_work(c, w, infer_work_free);
+    size_t len;
+    uint8_t *msg = grpc_call_message(c, &len);
+    char err[512];
+    bool not_found;
+    eng_err e = infer_pb_parse(msg, len, s->cfg.max_body_bytes, &w->q,
+                               &not_found, err, sizeof err);
+    if (e != ENG_E_OK) {
+        infer_fail(c, not_found ? STATUS_NOT_FOUND : status_from_eng(e), "%s",
+                   err);
+        return;
+    }
+    job *j = &w->j;
+    j->desc = w->q.desc;
+    j->in = w->q.data;
+    j->out = w->q.data;
+    j->watch_fd = -1;
+    if (sched_prepare(j) != STATUS_OK) {
+        infer_fail(c, j->status, "%s", j->msg);
+        return;
+    }
+    /* the deadline: grpc-timeout, else the "timeout" parameter, else
+     * --timeout-ms */
+    int64_t ms = grpc_call_timeout_ms(c);
+    if (ms < 0 && w->q.has_timeout)
+        ms = (w->q.timeout_us + 999) / 1000;
+    if (ms < 0)
+        ms = s->cfg.timeout_ms;
+    w->timeout_ms = ms;
+    w->parse_ns = now_ns() - t0;
+    if (sched_elements(j) <= s->cfg.inline_max) {
+        sched_run_inline(sc, j);
+        infer_answer(c);
+        return;
+    }
+    j->deadline_ns = ms > 0 ? sched_now(sc) + (uint64_t)ms * 1000000u : 0;
+    j->done = on_job_done;
+    j->gone = call_gone;
+    j->ctx = w;
+    grpc_call_suspend(c, infer_answer);
+    status_code st = sched_submit(sc, j);
+    if (st == STATUS_OK)
+        return;
+    /* refused: done will not run, so the call comes back here */
+    grpc_call_unsuspend(c);
+    if (st == STATUS_DRAINING)
+        infer_fail(c, st, "the server is shutting down");
+    else
+        infer_fail(c, st,
+                   "the queue is full (%u jobs wait); retry after a moment",
+                   s->cfg.queue_depth);
+}
+
+/* Triton's statistics count every inference call. */
+static void infer_ended(grpc_call *c, bool ok, uint64_t total_ns)
+{
+    uint64_t parse, queue, compute;
+    grpc_call_get_times(c, &parse, &queue, &compute);
+    stats_request(&server_of(c)->stats, ok, total_ns, queue, parse, compute,
+                  0);
+}
+
+/* ----------------------------------------------------- shared memory */
+
+static void shm_status(grpc_call *c)
+{
+    Inference__SystemSharedMemoryStatusRequest *q =
+        (Inference__SystemSharedMemoryStatusRequest *)request_of(
+            c, &inference__system_shared_memory_status_request__descriptor);
+    if (q == NULL)
+        return;
+    if (q->name[0] != '\0') {
+        grpc_call_fail(c, STATUS_NOT_FOUND,
+                       "no shared-memory region \"%.64s\" is registered",
+                       q->name);
+    } else {
+        Inference__SystemSharedMemoryStatusResponse r =
+            INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+/* Unregistering succeeds: no region is registered (and Triton's answers
+ * the same for a name it does not have). */
+static void shm_unregister(grpc_call *c)
+{
+    Inference__SystemSharedMemoryUnregisterRequest *q =
+        (Inference__SystemSharedMemoryUnregisterRequest *)request_of(
+            c, &inference__system_shared_memory_unregister_request__descriptor);
+    if (q == NULL)
+        return;
+    Inference__SystemSharedMemoryUnregisterResponse r =
+        INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+    reply_message(c, &r.base);
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+static void shm_register(grpc_call *c)
+{
+    grpc_call_fail(c, STATUS_METHOD,
+                   "tally does not take system shared memory over gRPC yet; "
+                   "send tensors in raw_input_contents");
+}
+
+static void cuda_status(grpc_call *c)
+{
+    Inference__CudaSharedMemoryStatusResponse r =
+        INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    reply_message(c, &r.base);
+}
+
+static void cuda_unregister(grpc_call *c)
+{
+    Inference__CudaSharedMemoryUnregisterResponse r =
+        INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+    reply_message(c, &r.base);
+}
+
+static const grpc_method methods[] = {
+    {"ServerLive", server_live, false, true, HEALTH, NULL, NULL},
+    {"ServerReady", server_ready, false, true, HEALTH, NULL, NULL},
+    {"ModelReady", model_ready, false, true, HEALTH, NULL, NULL},
+    {"ServerMetadata", server_metadata, false, false, METADATA, NULL, NULL},
+    {"ModelMetadata", model_metadata, false, false, METADATA, NULL, NULL},
+    {"ModelConfig", model_config, false, false, METADATA, NULL, NULL},
+    {"ModelStatistics", model_statistics, false, false, METADATA, NULL, NULL},
+    {"ModelInfer", model_infer, false, false, INFER, infer_pb_bulk_offset,
+     infer_ended},
+    {"ModelStreamInfer", model_infer, true, false, INFER, infer_pb_bulk_offset,
+     infer_ended},
+    {"SystemSharedMemoryStatus", shm_status, false, false, OTHER, NULL, NULL},
+    {"SystemSharedMemoryRegister", shm_register, false, false, OTHER, NULL,
+     NULL},
+    {"SystemSharedMemoryUnregister", shm_unregister, false, false, OTHER, NULL,
+     NULL},
+    {"CudaSharedMemoryStatus", cuda_status, false, false, OTHER, NULL, NULL},
+    {"CudaSharedMemoryUnregister", cuda_unregister, false, false, OTHER, NULL,
+     NULL},
+    /* the protocol's others: UNIMPLEMENTED, with a message */
+    {"CudaSharedMemoryRegister", NULL, false, false, OTHER, NULL, NULL},
+    {"RepositoryIndex", NULL, false, false, OTHER, NULL, NULL},
+    {"RepositoryModelLoad", NULL, false, false, OTHER, NULL, NULL},
+    {"RepositoryModelUnload", NULL, false, false, OTHER, NULL, NULL},
+    {"TraceSetting", NULL, false, false, OTHER, NULL, NULL},
+    {"LogSettings", NULL, false, false, OTHER, NULL, NULL},
+};
+
+const grpc_service api_grpc_service = {
+    "inference.GRPCInferenceService", methods,
+    sizeof methods / sizeof methods[0], OTHER};

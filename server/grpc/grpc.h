@@ -1,0 +1,190 @@
+/*
+ * grpc.h - the gRPC front door's transport: HTTP/2 (nghttp2) on libuv,
+ * gRPC's message framing, deadlines, compression, tokens and limits.
+ *
+ * It serves one service's methods (a table the API layer hands it), each
+ * at /<service>/<method>. A request message, once whole (and decoded
+ * when it came compressed), becomes a call handed to the method's
+ * handler; the handler answers with grpc_call_reply() or grpc_call_fail(),
+ * at once or, after grpc_call_suspend(), once grpc_call_resume() (any
+ * thread) has brought the call back to the loop thread. A unary method's
+ * call is the whole RPC: its answer is the response message and the
+ * status. A streaming method (both ways) makes a call of every request
+ * message; the answers go out in the order the messages came, and the
+ * status (OK) once the client has half-closed and every call is answered.
+ *
+ * Before a message is read: the path must name a method (else
+ * UNIMPLEMENTED), the content-type must be application/grpc, and with
+ * --auth-token-file the `authorization` metadata must carry a token
+ * (UNAUTHENTICATED), except for methods marked open. A message longer
+ * than --max-body-bytes is refused (RESOURCE_EXHAUSTED) from its 5-byte
+ * prefix, and memory follows the bytes that arrive: the first buffer
+ * holds at most 256 KiB, then the announced length once that much has
+ * come, every byte of it taken from --max-buffered-bytes. grpc-timeout is
+ * the call's deadline (grpc_call_timeout_ms). grpc-encoding gzip and
+ * deflate are decoded with REST's caps (codec/encoding.h).
+ *
+ * Abuse: at most --grpc-max-streams streams per connection (the SETTINGS
+ * value; more are refused by nghttp2), --max-connections connections; a
+ * header list over 16 KiB resets its stream; rapid resets beyond
+ * nghttp2's rate limit, and SETTINGS or PING floods that leave acks
+ * unread, end the connection with GOAWAY; a stream that sends no
+ * END_STREAM is bounded by the budget and by --request-timeout.
+ *
+ * Drain: grpc_quiesce() closes the listener and sends GOAWAY to every
+ * connection; calls already accepted are answered, and a connection
+ * closes once its last stream has.
+ *
+ * Threading: everything runs on the loop thread that grpc_start() was
+ * given, except grpc_call_resume() and grpc_call_gone(), which any thread
+ * may call, and grpc_open_connections() and grpc_render_metrics().
+ */
+#ifndef TALLY_GRPC_H
+#define TALLY_GRPC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "server.h"
+#include "status.h"
+#include "textbuf.h"
+
+typedef struct grpc_call grpc_call;
+typedef void (*grpc_handler)(grpc_call *c);
+
+typedef struct {
+    const char *name;     /* the method: "ModelInfer" */
+    grpc_handler handler; /* NULL: UNIMPLEMENTED, with `unimplemented` */
+    bool streaming;       /* client and server streaming */
+    bool open;            /* needs no token (health checks) */
+    unsigned label;       /* the metrics label it counts under */
+    /* For methods whose messages carry a large payload: its offset in
+     * the message given the message's first n bytes (SIZE_MAX: not
+     * known), so that a large message is placed with the payload on a
+     * 128-byte boundary. NULL: none. */
+    size_t (*bulk_offset)(const uint8_t *prefix, size_t n);
+    /* Triton's per-model statistics: called with each finished call
+     * (ok, and how long it took); NULL: none. */
+    void (*ended)(grpc_call *c, bool ok, uint64_t total_ns);
+} grpc_method;
+
+typedef struct {
+    const char *service; /* "inference.GRPCInferenceService" */
+    const grpc_method *methods;
+    unsigned n;
+    unsigned other_label; /* what calls of no method count under */
+} grpc_service;
+
+typedef struct {
+    atomic_ullong opened, refused, calls, goaway_sent, resets_received,
+        abuse_closed, bytes_in, bytes_out;
+} grpc_counters;
+
+typedef struct grpc_conn grpc_conn;
+
+/* The transport's state. The daemon owns it; grpc_start() fills it. */
+typedef struct {
+    tallyd_server *s;           /* borrowed */
+    const grpc_service *svc;    /* borrowed */
+    auth_tokens *auth;          /* borrowed; NULL: no tokens needed */
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    uv_async_t wake; /* resumed calls to run on the loop */
+    uv_mutex_t mu;   /* guards resumed */
+    grpc_call *resumed;
+    grpc_conn *conns; /* every open connection */
+    unsigned port;
+    bool listening, quiescing, started;
+    atomic_llong open_connections;
+    grpc_counters c;
+} grpc_transport;
+
+/* Listens on s->cfg.grpc_listen (HOST:PORT; fills t->port) on loop.
+ * False with msg when it cannot. Loop thread. */
+bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
+                const grpc_service *svc, auth_tokens *auth, char *msg,
+                size_t msglen);
+
+/* Drain: closes the listener and sends GOAWAY on every connection; calls
+ * in flight go on. Loop thread. */
+void grpc_quiesce(grpc_transport *t);
+
+/* Closes every connection and the handles; the loop must run once more
+ * for the closes to finish. Call only when no call is in flight. */
+void grpc_stop(grpc_transport *t);
+
+/* Connections open now. Any thread. */
+long long grpc_open_connections(grpc_transport *t);
+
+/* Closes connections that have sent a stream's headers but not its whole
+ * message within --request-timeout, and idle ones past --idle-timeout.
+ * Loop thread, every 100 ms. */
+void grpc_sweep(grpc_transport *t);
+
+/* Appends the transport's section of /metrics. Any thread. */
+void grpc_render_metrics(grpc_transport *t, textbuf *o);
+
+/* ---- a call (handlers; loop thread unless said) ---- */
+
+/* The request message (decoded), modifiable, the call's until it ends. */
+uint8_t *grpc_call_message(grpc_call *c, size_t *len);
+
+/* The deadline grpc-timeout gave, in milliseconds; -1 when none. A
+ * timeout too long to count (over 2^53 ns) is none. */
+int64_t grpc_call_timeout_ms(const grpc_call *c);
+
+/* The method the call is of. */
+const grpc_method *grpc_call_method(const grpc_call *c);
+
+/* The server the call came to. */
+tallyd_server *grpc_call_server(const grpc_call *c);
+
+/* A slot for the handler's own record, freed with free_fn when the call
+ * is (after its answer is sent, or when the client has gone). */
+void grpc_call_set_work(grpc_call *c, void *work, void (*free_fn)(void *));
+void *grpc_call_work(grpc_call *c);
+
+/* Answers with one response message: head (copied), then tail (borrowed:
+ * it must stay valid until the call is freed, which is why it is usually
+ * the call's work's memory). For a unary call, OK follows. */
+void grpc_call_reply(grpc_call *c, const void *head, size_t head_len,
+                     const void *tail, size_t tail_len);
+
+/* Answers with a failure: grpc-status from the status table (status.h),
+ * grpc-message from fmt. On a streaming call it ends the whole RPC. */
+void grpc_call_fail(grpc_call *c, status_code st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The handler returns without answering; on_resume runs on the loop
+ * thread after grpc_call_resume(). Until then the call stays alive even
+ * when its client goes. */
+void grpc_call_suspend(grpc_call *c, grpc_handler on_resume);
+
+/* Any thread, once per suspend. */
+void grpc_call_resume(grpc_call *c);
+
+/* Takes back a suspend whose work never started (the scheduler refused
+ * the job): the handler goes on answering. */
+void grpc_call_unsuspend(grpc_call *c);
+
+/* Whether the client reset the stream or the connection went. Any
+ * thread; cheap. A call whose client has gone may still be answered:
+ * the answer is dropped. */
+bool grpc_call_gone(const grpc_call *c);
+
+/* The call's steps, for the access log and the statistics: parse,
+ * queue and compute times. */
+void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,
+                     uint64_t compute_ns);
+void grpc_call_get_times(const grpc_call *c, uint64_t *parse_ns,
+                         uint64_t *queue_ns, uint64_t *compute_ns);
+
+/* The status the metrics count a call under when it was answered with a
+ * message that reports a failure (a stream's error_message). */
+void grpc_call_set_status(grpc_call *c, status_code st);
+
+#endif

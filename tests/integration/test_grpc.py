@@ -1,0 +1,374 @@
+"""The gRPC front door (KServe v2 / Triton's GRPCInferenceService) against
+a real tallyd: tritonclient.grpc, and a second, independent client built
+from proto/grpc_service.proto with grpcio-tools."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+import grpc
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from conftest import run_threads
+from reference import DTYPES, KSERVE, close, cumsum, random_tensor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def client(tallyd):
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % tallyd.grpc_port)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def stubs():
+    """tally's .proto compiled by grpcio-tools into a directory: the second
+    client, run in a process of its own (tritonclient's copy of the same
+    messages already fills this process's descriptor pool)."""
+    out = tempfile.mkdtemp(prefix="tally-stubs-")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I" + os.path.join(ROOT, "proto"),
+                    "--python_out=" + out, "--grpc_python_out=" + out,
+                    os.path.join(ROOT, "proto", "grpc_service.proto")], check=True)
+    return out
+
+
+def run_stub_client(d, stubs, *args):
+    """tests/integration/grpc_stub_client.py against d; its output."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc_stub_client.py")
+    env = dict(os.environ, PYTHONPATH=stubs + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, script, "127.0.0.1:%d" % d.grpc_port] + list(args),
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def infer(client, x, axis=None, exclusive=None, reverse=None, **kw):
+    inp = grpcclient.InferInput("x", list(x.shape), KSERVE[str(x.dtype)])
+    inp.set_data_from_numpy(x)
+    params = {k: v for k, v in (("axis", axis), ("exclusive", exclusive),
+                                ("reverse", reverse)) if v is not None}
+    return client.infer("cumsum", [inp], outputs=[grpcclient.InferRequestedOutput("y")],
+                        parameters=params or None, **kw)
+
+
+def code_of(excinfo):
+    return excinfo.value.status()
+
+
+def test_health_metadata_config_and_statistics(client):
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("cumsum") and client.is_model_ready("cumsum", "1")
+    meta = client.get_server_metadata()
+    assert meta.name == "tally" and "binary_tensor_data" in meta.extensions
+    model = client.get_model_metadata("cumsum")
+    assert [i.name for i in model.inputs] == ["x"] and model.outputs[0].name == "y"
+    assert list(model.versions) == ["1"]
+    config = client.get_model_config("cumsum").config
+    assert config.name == "cumsum" and config.max_batch_size == 0
+    assert config.input[0].name == "x" and list(config.input[0].dims) == [-1]
+    before = client.get_inference_statistics("cumsum").model_stats[0].inference_stats.success.count
+    infer(client, np.arange(5, dtype=np.int32))
+    after = client.get_inference_statistics("cumsum").model_stats[0]
+    assert after.inference_stats.success.count == before + 1
+    assert after.name == "cumsum" and after.version == "1"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_rank_and_parameter(client, dtype):
+    seed = int.from_bytes(os.urandom(4), "little")
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for rank in range(1, 9):
+        shape = tuple(int(n) for n in rng.integers(1, 5, size=rank))
+        x = random_tensor(rng, dtype, shape)
+        axis = int(rng.integers(-rank, rank))
+        exclusive, reverse = bool(rng.integers(2)), bool(rng.integers(2))
+        res = infer(client, x, axis=axis, exclusive=exclusive, reverse=reverse,
+                    request_id="r%d" % rank)
+        y = res.as_numpy("y")
+        assert y.dtype == x.dtype and y.shape == x.shape, (seed, rank)
+        assert close(y, cumsum(x, axis, exclusive, reverse), x, axis), (seed, rank, axis)
+        r = res.get_response()
+        assert r.id == "r%d" % rank and r.model_name == "cumsum" and r.model_version == "1"
+        assert r.outputs[0].name == "y" and r.outputs[0].datatype == KSERVE[dtype]
+
+
+def test_defaults_and_large_tensors(client):
+    seed = int.from_bytes(os.urandom(4), "little")
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for n in (1, 4096, 4097, 65536, 1 << 20, 3_000_001):
+        x = random_tensor(rng, "float32", (n,))
+        y = infer(client, x).as_numpy("y")
+        assert close(y, cumsum(x), x), (seed, n)
+    x = random_tensor(rng, "int64", (3, 200_000))
+    y = infer(client, x, axis=1).as_numpy("y")
+    assert np.array_equal(y, cumsum(x, 1))
+
+
+def test_axis_as_an_input(client):
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    a = grpcclient.InferInput("axis", [1], "INT64")
+    a.set_data_from_numpy(np.array([1], dtype=np.int64))
+    inp = grpcclient.InferInput("x", [3, 4], "INT32")
+    inp.set_data_from_numpy(x)
+    y = client.infer("cumsum", [inp, a]).as_numpy("y")
+    assert np.array_equal(y, np.cumsum(x, axis=1))
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_requests(client, algorithm):
+    x = np.random.default_rng(3).random(100_000).astype(np.float32)
+    res = infer(client, x, compression_algorithm=algorithm)
+    assert close(res.as_numpy("y"), cumsum(x), x)
+
+
+def test_errors_and_their_codes(client, tallyd):
+    x = np.arange(4, dtype=np.float32)
+    inp = grpcclient.InferInput("x", [4], "FP32")
+    inp.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("nope", [inp])
+    assert code_of(e) == "StatusCode.NOT_FOUND" and "unknown model" in e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("cumsum", [inp], model_version="7")
+    assert code_of(e) == "StatusCode.NOT_FOUND"
+    with pytest.raises(InferenceServerException) as e:
+        client.get_model_metadata("nope")
+    assert code_of(e) == "StatusCode.NOT_FOUND"
+    with pytest.raises(InferenceServerException) as e:
+        infer(client, x, axis=3)
+    assert code_of(e) == "StatusCode.INVALID_ARGUMENT" and "axis" in e.value.message()
+    bad = grpcclient.InferInput("x", [4], "FP32")  # 5 elements, 4 sent
+    bad.set_data_from_numpy(x)
+    bad.set_shape([5])
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("cumsum", [bad])
+    assert code_of(e) == "StatusCode.INVALID_ARGUMENT" and "raw_input_contents" in e.value.message()
+    s = grpcclient.InferInput("x", [2], "BYTES")
+    s.set_data_from_numpy(np.array([b"a", b"b"], dtype=np.object_))
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("cumsum", [s])
+    assert code_of(e) == "StatusCode.INVALID_ARGUMENT" and "BYTES" in e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("cumsum", [inp], outputs=[grpcclient.InferRequestedOutput("z")])
+    assert code_of(e) == "StatusCode.INVALID_ARGUMENT"
+    with pytest.raises(InferenceServerException) as e:
+        infer(client, np.zeros((), dtype=np.float32).reshape(()))
+    assert code_of(e) == "StatusCode.INVALID_ARGUMENT"
+    # what tally does not serve: UNIMPLEMENTED, with a message
+    with pytest.raises(InferenceServerException) as e:
+        client.get_model_repository_index()
+    assert code_of(e) == "StatusCode.UNIMPLEMENTED" and "RepositoryIndex" in e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        client.register_system_shared_memory("r", "/k", 64)
+    assert code_of(e) == "StatusCode.UNIMPLEMENTED"
+    # what perf_analyzer's teardown calls succeeds
+    client.unregister_system_shared_memory()
+    client.unregister_cuda_shared_memory()
+    assert len(client.get_system_shared_memory_status().regions) == 0
+    assert len(client.get_cuda_shared_memory_status().regions) == 0
+    # and the daemon still serves
+    assert np.array_equal(infer(client, x).as_numpy("y"), np.cumsum(x))
+    assert tallyd.metric("tally_requests_total", protocol="grpc", code="NOT_FOUND") >= 3
+    assert tallyd.metric("tally_requests_total", protocol="grpc", code="UNIMPLEMENTED") >= 2
+    assert tallyd.metric("tally_request_failures_total", protocol="grpc", route="infer",
+                         reason="INVALID") >= 2
+    assert tallyd.metric("tally_request_failures_total", protocol="grpc", route="infer",
+                         reason="AXIS") >= 1
+
+
+def test_metrics_are_labelled_by_protocol(client, tallyd):
+    before = tallyd.metric("tally_requests_total", protocol="grpc", route="infer", code="OK")
+    infer(client, np.arange(3, dtype=np.int16))
+    tallyd.request("POST", "/v1/cumsum", '{"dtype":"int32","shape":[2],"data":[1,2]}',
+                   {"Content-Type": "application/json"})
+    assert tallyd.metric("tally_requests_total", protocol="grpc", route="infer",
+                         code="OK") == before + 1
+    assert tallyd.metric("tally_requests_total", protocol="http", route="native") >= 1
+    text = tallyd.request("GET", "/metrics")[2].decode()
+    assert 'tally_request_duration_seconds_count{protocol="grpc",route="infer"}' in text
+    assert tallyd.metric("tally_grpc_connections_total") >= 1
+    assert tallyd.metric("tally_grpc_calls_total") >= 1
+
+
+def test_message_over_the_limit_is_refused(spawn):
+    d = spawn("--max-body-bytes", "1MiB")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    x = np.zeros(300_000, dtype=np.float32)  # 1.2 MB
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x)
+    assert code_of(e) == "StatusCode.RESOURCE_EXHAUSTED" and "max-body-bytes" in e.value.message()
+    # compressed, its decoded size counts
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x, compression_algorithm="gzip")
+    assert code_of(e) == "StatusCode.RESOURCE_EXHAUSTED"
+    y = infer(c, np.ones(1000, dtype=np.float32)).as_numpy("y")
+    assert y[-1] == 1000
+
+
+def test_bearer_tokens(spawn, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("sekrit-1\n")
+    d = spawn("--auth-token-file", str(tokens))
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x)
+    assert code_of(e) == "StatusCode.UNAUTHENTICATED" and "bearer token" in e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x, headers={"authorization": "Bearer wrong"})
+    assert code_of(e) == "StatusCode.UNAUTHENTICATED"
+    y = infer(c, x, headers={"authorization": "Bearer sekrit-1"}).as_numpy("y")
+    assert np.array_equal(y, np.cumsum(x))
+    # health is open, as over REST
+    assert c.is_server_live() and c.is_server_ready()
+    with pytest.raises(InferenceServerException):
+        c.get_model_metadata("cumsum")
+
+
+def test_deadlines(spawn):
+    d = spawn("--fault-delay-ms", "400", "--inline-max-elements", "0")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    x = np.arange(8, dtype=np.float32)
+    # the client's deadline reaches the server as grpc-timeout
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x, client_timeout=0.15)
+    assert code_of(e) == "StatusCode.DEADLINE_EXCEEDED"
+    # the protocol's own timeout parameter (microseconds): the server's answer
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x, timeout=100_000)
+    assert code_of(e) == "StatusCode.DEADLINE_EXCEEDED" and "deadline" in e.value.message()
+    deadline = time.time() + 5
+    while d.metric("tally_request_failures_total", protocol="grpc", reason="DEADLINE") < 1:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert np.array_equal(infer(c, x, client_timeout=10).as_numpy("y"), np.cumsum(x))
+
+
+def test_cancellation(spawn):
+    d = spawn("--fault-delay-ms", "300", "--workers", "1", "--inline-max-elements", "0")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    x = np.arange(8, dtype=np.float32)
+    done = []
+    inp = grpcclient.InferInput("x", [8], "FP32")
+    inp.set_data_from_numpy(x)
+    calls = [c.async_infer("cumsum", [inp], lambda r, e: done.append(e)) for _ in range(4)]
+    time.sleep(0.1)
+    for call in calls:
+        call.cancel()
+    deadline = time.time() + 10
+    while d.metric("tally_cancelled_total") < 3:
+        assert time.time() < deadline, d.log()
+        time.sleep(0.1)
+    assert d.metric("tally_requests_total", protocol="grpc", code="CANCELLED") >= 3
+    assert np.array_equal(infer(c, x).as_numpy("y"), np.cumsum(x))
+
+
+def test_streaming(client):
+    results = []
+    got = threading.Event()
+
+    def callback(result, error):
+        results.append((result, error))
+        if len(results) == 12:
+            got.set()
+
+    seed = int.from_bytes(os.urandom(4), "little")
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    client.start_stream(callback=callback)
+    sent = []
+    for i in range(12):
+        if i == 5:  # a bad one: answered with an error, the stream goes on
+            bad = grpcclient.InferInput("x", [3], "FP32")
+            bad.set_data_from_numpy(np.zeros(3, dtype=np.float32))
+            client.async_stream_infer("cumsum", [bad], parameters={"axis": 4}, request_id="5")
+            sent.append(None)
+            continue
+        n = int(rng.integers(1, 200_000))
+        x = random_tensor(rng, "float32", (n,))
+        inp = grpcclient.InferInput("x", [n], "FP32")
+        inp.set_data_from_numpy(x)
+        client.async_stream_infer("cumsum", [inp], request_id=str(i))
+        sent.append(x)
+    assert got.wait(30)
+    client.stop_stream()
+    assert len(results) == 12
+    # answers come back in the order the requests went
+    for i, (result, error) in enumerate(results):
+        if i == 5:
+            assert result is None and "axis" in str(error)
+            continue
+        assert error is None, error
+        assert result.get_response().id == str(i)
+        assert close(result.as_numpy("y"), cumsum(sent[i]), sent[i]), seed
+
+
+def test_drain_finishes_every_call(spawn):
+    d = spawn("--fault-delay-ms", "300", "--workers", "1", "--inline-max-elements", "0")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    x = np.arange(1000, dtype=np.float32)
+    assert np.array_equal(infer(c, x).as_numpy("y"), np.cumsum(x))
+    results = [None] * 6
+
+    def one(i):
+        results[i] = infer(c, x + i).as_numpy("y")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    d.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(30)
+    for i in range(6):
+        assert results[i] is not None and np.array_equal(results[i], np.cumsum(x + i)), i
+    assert d.proc.wait(30) == 0, d.log()
+
+
+def test_second_client_typed_contents(tallyd, stubs):
+    out = run_stub_client(tallyd, stubs, "typed")
+    assert "typed contents: 10 dtypes ok" in out, out
+
+
+def test_not_a_grpc_request(tallyd):
+    """HTTP/1.1 to the gRPC port is refused without harm."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", tallyd.grpc_port), timeout=5)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.settimeout(5)
+    try:
+        data = s.recv(1000)
+    except OSError:
+        data = b""
+    s.close()
+    assert b"200 OK" not in data
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % tallyd.grpc_port)
+    assert c.is_server_live()
+
+
+def test_many_concurrent_calls(client):
+    x = np.arange(50_000, dtype=np.int64)
+
+    def one(i):
+        for _ in range(5):
+            y = infer(client, x + i).as_numpy("y")
+            assert np.array_equal(y, np.cumsum(x + i))
+
+    run_threads(8, one)
+
+
+def test_grpc_can_be_turned_off(spawn):
+    d = spawn("--grpc-listen", "")
+    assert d.request("GET", "/v2/health/live")[0] == 200
+    with pytest.raises(KeyError):
+        d.metric("tally_grpc_connections_total")
