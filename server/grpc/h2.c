@@ -175,20 +175,27 @@ static batch *conn_batch(grpc_conn *c)
     return c->b;
 }
 
-static void on_written(uv_write_t *req, int status)
+/* A batch is out (or failed): its calls let go of it. */
+static void batch_done(batch *b)
 {
-    batch *b = req->data;
     grpc_conn *c = b->conn;
     for (unsigned i = 0; i < b->ncalls; i++) {
         b->calls[i]->writes--;
         call_maybe_free(b->calls[i]);
     }
-    c->writes--;
-    c->queued -= b->bytes;
     atomic_fetch_add_explicit(&c->t->c.bytes_out, b->bytes,
                               memory_order_relaxed);
     free(b->copy);
     free(b);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    batch *b = req->data;
+    grpc_conn *c = b->conn;
+    c->writes--;
+    c->queued -= b->bytes;
+    batch_done(b);
     if (status < 0) {
         conn_close(c);
         return;
@@ -196,6 +203,10 @@ static void on_written(uv_write_t *req, int status)
     conn_pump(c);
 }
 
+/* Writes the batch being built: as much as the socket takes at once
+ * (uv_try_write: no write request, no poll for writability, which is
+ * most answers), the rest through uv_write. May run inside nghttp2's
+ * callbacks, so it never calls back into the session. */
 static void batch_flush(grpc_conn *c)
 {
     batch *b = c->b;
@@ -207,20 +218,36 @@ static void batch_flush(grpc_conn *c)
         b->bufs[i] = uv_buf_init(
             (char *)(p->copy ? b->copy + p->off : p->p), (unsigned)p->len);
     }
+    uv_buf_t *bufs = b->bufs;
+    unsigned n = b->npieces;
+    int wrote = c->writes == 0
+                    ? uv_try_write((uv_stream_t *)&c->tcp, bufs, n)
+                    : UV_EAGAIN; /* keep the order of queued writes */
+    if (wrote > 0) {
+        size_t left = (size_t)wrote;
+        while (n > 0 && left >= bufs->len) {
+            left -= bufs->len;
+            bufs++;
+            n--;
+        }
+        if (n == 0) {
+            batch_done(b);
+            return;
+        }
+        bufs->base += left;
+        bufs->len -= left;
+    } else if (wrote != UV_EAGAIN && wrote != UV_ENOSYS) {
+        batch_done(b);
+        conn_close(c);
+        return;
+    }
     b->req.data = b;
     c->writes++;
     c->queued += b->bytes;
-    if (uv_write(&b->req, (uv_stream_t *)&c->tcp, b->bufs, b->npieces,
-                 on_written)
-        != 0) {
+    if (uv_write(&b->req, (uv_stream_t *)&c->tcp, bufs, n, on_written) != 0) {
         c->writes--;
         c->queued -= b->bytes;
-        for (unsigned i = 0; i < b->ncalls; i++) {
-            b->calls[i]->writes--;
-            call_maybe_free(b->calls[i]);
-        }
-        free(b->copy);
-        free(b);
+        batch_done(b);
         conn_close(c);
     }
 }
@@ -1121,14 +1148,19 @@ static void conn_close(grpc_conn *c)
 
 static void conn_pump(grpc_conn *c)
 {
-    if (c->closing)
-        return;
-    int rv = nghttp2_session_send(c->h2);
-    if (rv != 0) {
-        conn_close(c);
-        return;
+    /* A send stops at WRITE_HIGH bytes built or queued; when the socket
+     * took them all at once, nothing will call back: send again. */
+    for (int round = 0; round < 64; round++) {
+        if (c->closing)
+            return;
+        if (nghttp2_session_send(c->h2) != 0) {
+            conn_close(c);
+            return;
+        }
+        batch_flush(c);
+        if (c->closing || c->writes > 0 || !nghttp2_session_want_write(c->h2))
+            break;
     }
-    batch_flush(c);
     if (c->closing)
         return;
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)

@@ -19,7 +19,14 @@ format); at N=65536 and concurrency 64, the default at least 1.5x
 --max-batch 1; no cell losing more than 5% to --max-batch 1; and p99 at
 most 3x p50 in every `tally bench` cell.
 
-usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json]
+A third table puts gRPC beside REST binary, both driven by perf_analyzer
+in one run against one tallyd (default batching): perf_analyzer -i http
+(KServe binary tensors) and -i grpc, float32 [N] for N in {16, 65536,
+1048576}, concurrency 1 and 16, the two protocols alternating cell by
+cell. Its targets: gRPC at least 0.9 of REST binary's throughput in every
+cell, and gRPC's p99 at most 3x its p50 at concurrency 1.
+
+usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json|grpc]
 """
 import argparse
 import glob
@@ -34,6 +41,8 @@ from benchlib import BIN, ROOT, start_tallyd
 PA_DIR = os.path.join(ROOT, "build", "perf_analyzer")
 SIZES = (16, 4096, 65536, 1 << 20)
 CONCURRENCY = (1, 16, 64)
+GRPC_SIZES = (16, 65536, 1 << 20)
+GRPC_CONCURRENCY = (1, 16)
 
 
 def perf_analyzer():
@@ -89,11 +98,80 @@ def perf_json(pa, url, n, c, seconds):
     return float(m.group(1)), p50, p99, 0
 
 
+def perf_binary(pa, address, protocol, n, c, seconds):
+    """perf_analyzer with binary tensors over protocol (http or grpc):
+    (req/s, p50 ms, p99 ms, 0), or None. Stability is not waited for (on
+    two shared cores it may never come): three windows are taken."""
+    exe, env = pa
+    out = subprocess.run([exe, "-m", "cumsum", "-u", address, "-i", protocol,
+                          "--shape", "x:%d" % n, "--concurrency-range", str(c),
+                          "--measurement-interval", str(int(seconds * 1000)),
+                          "--max-trials", "3", "--stability-percentage", "100"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    text = out.stdout + out.stderr
+    m = re.search(r"Throughput: ([\d.]+) infer/sec", text)
+    if m is None:
+        print(text[-2000:], file=sys.stderr)
+        return None
+    p50 = float(re.search(r"p50 latency: (\d+) usec", text).group(1)) / 1e3
+    p99 = float(re.search(r"p99 latency: (\d+) usec", text).group(1)) / 1e3
+    return float(m.group(1)), p50, p99, 0
+
+
+def grpc_table(pa, seconds):
+    """REST binary and gRPC through perf_analyzer, one tallyd; the table
+    and the targets it misses."""
+    from benchlib import free_port
+    log = open(os.path.join(tempfile.gettempdir(), "bench_serve_grpc_tallyd.log"), "wb")
+    gport = free_port()
+    proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--grpc-listen",
+                                                  "127.0.0.1:%d" % gport])
+    results = {}
+    try:
+        for n in GRPC_SIZES:
+            for c in GRPC_CONCURRENCY:
+                for proto, address in (("http", url.replace("http://", "")),
+                                       ("grpc", "127.0.0.1:%d" % gport)):
+                    r = perf_binary(pa, address, proto, n, c, seconds)
+                    results[(proto, n, c)] = r
+                    if r is not None:
+                        print("  %-4s N=%-8d c=%-3d %9.1f req/s p50 %8.3f ms p99 %8.3f ms" % (
+                            proto, n, c, r[0], r[1], r[2]), file=sys.stderr, flush=True)
+    finally:
+        proc.terminate()
+        proc.wait()
+    print("float32 [N], binary tensors; perf_analyzer -i http (REST) and -i grpc, one "
+          "tallyd; %d s windows" % seconds)
+    print("%-8s %-4s %12s %8s %8s %12s %8s %8s %6s" % (
+        "N", "c", "REST req/s", "p50 ms", "p99 ms", "gRPC req/s", "p50 ms", "p99 ms", "ratio"))
+    fails = []
+    for n in GRPC_SIZES:
+        for c in GRPC_CONCURRENCY:
+            a, b = results[("http", n, c)], results[("grpc", n, c)]
+            if a is None or b is None:
+                print("%-8d %-4d  (no measurement)" % (n, c))
+                fails.append("grpc N=%d c=%d: no measurement" % (n, c))
+                continue
+            print("%-8d %-4d %12.1f %8.3f %8.3f %12.1f %8.3f %8.3f %6.2f" % (
+                n, c, a[0], a[1], a[2], b[0], b[1], b[2], b[0] / a[0]))
+            if b[0] < 0.9 * a[0]:
+                fails.append("grpc N=%d c=%d: %.0f < 0.9 x REST binary %.0f" % (n, c, b[0], a[0]))
+            if c == 1 and b[2] > 3 * b[1]:
+                fails.append("grpc N=%d c=1: p99 %.3f > 3 x p50 %.3f" % (n, b[2], b[1]))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--only", choices=("binary", "json"))
+    ap.add_argument("--only", choices=("binary", "json", "grpc"))
     args = ap.parse_args()
+    if args.only == "grpc":
+        fails = grpc_table(perf_analyzer(), args.seconds)
+        print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
+        for f in fails:
+            print("  missed: " + f)
+        return
     formats = [args.only] if args.only else ["binary", "json"]
     pa = perf_analyzer() if "json" in formats else None
     results = {}
@@ -149,6 +227,9 @@ def main():
         a, b = results[("1", fmt, 65536, 64)], results[("default", fmt, 65536, 64)]
         if a and b and b[0] < 1.5 * a[0]:
             fails.append("%s N=65536 c=64: default %.0f < 1.5 x mb=1 %.0f" % (fmt, b[0], a[0]))
+    if args.only is None:
+        print()
+        fails += grpc_table(pa, args.seconds)
     print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
     for f in fails:
         print("  missed: " + f)
