@@ -51,7 +51,7 @@ INC_api      := -Iserver/api -Iserver/sched -Iserver/grpc $(INC_http)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
-DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -ljansson -luv -lz -ldeflate -lstdc++
+DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -lssl -lcrypto -ljansson -luv -lz -ldeflate -lstdc++
 # numconv.cc, the shim over fast_float and {fmt} (both header-only), is the
 # only C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g

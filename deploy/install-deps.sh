@@ -11,7 +11,7 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
   g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl \
-  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler"
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
 # module:pip-name pairs for the integration tests and benchmarks
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \

@@ -411,8 +411,9 @@ int main(int argc, char **argv)
             s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
             s->cfg.max_body_bytes);
     if (grpc.started)
-        log_msg("tallyd", "info", "gRPC listening on %s (port %u, h2c)",
-                s->cfg.grpc_listen, grpc.port);
+        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s)",
+                s->cfg.grpc_listen, grpc.port,
+                grpc.tls != NULL ? "TLS, ALPN h2" : "h2c");
 
     uv_run(loop, UV_RUN_DEFAULT);
 

@@ -31,6 +31,9 @@
  * unread, end the connection with GOAWAY; a stream that sends no
  * END_STREAM is bounded by the budget and by --request-timeout.
  *
+ * With --tls-cert and --tls-key (HTTPS's), the door speaks TLS and
+ * requires ALPN "h2" (grpc_tls.h); without, h2c with prior knowledge.
+ *
  * Drain: grpc_quiesce() closes the listener and sends GOAWAY to every
  * connection; calls already accepted are answered, and a connection
  * closes once its last stream has.
@@ -97,6 +100,7 @@ typedef struct {
     uv_mutex_t mu;   /* guards resumed */
     grpc_call *resumed;
     grpc_conn *conns; /* every open connection */
+    struct grpc_tls *tls; /* with --tls-cert: TLS with ALPN h2; else h2c */
     unsigned port;
     bool listening, quiescing, started;
     atomic_llong open_connections;

@@ -33,6 +33,7 @@
 #include "config.h"
 #include "encoding.h"
 #include "grpc.h"
+#include "grpc_tls.h"
 #include "log.h"
 
 #define FIRST_BUFFER ((size_t)256 * 1024)
@@ -131,6 +132,8 @@ struct grpc_conn {
     gstream *streams;
     batch *b;
     uint8_t *rbuf;
+    grpc_tls_session *tls; /* NULL: h2c */
+    uint8_t *plain;        /* decrypted bytes, with TLS */
     size_t queued; /* bytes in in-flight writes */
     unsigned writes;
     bool closing, notice_sent, goaway_sent;
@@ -203,6 +206,72 @@ static void on_written(uv_write_t *req, int status)
     conn_pump(c);
 }
 
+typedef struct {
+    uv_write_t req;
+    grpc_conn *conn;
+    uint8_t *buf;
+    size_t len;
+} raw_write;
+
+static void on_raw_written(uv_write_t *req, int status)
+{
+    raw_write *w = req->data;
+    grpc_conn *c = w->conn;
+    c->writes--;
+    c->queued -= w->len;
+    free(w->buf);
+    free(w);
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_pump(c);
+}
+
+/* With TLS: the ciphertext waiting in the session goes to the socket
+ * (at once when it takes it all, else through a write request). */
+static void tls_flush(grpc_conn *c)
+{
+    size_t len = 0;
+    uint8_t *buf = grpc_tls_output(c->tls, &len);
+    if (buf == NULL)
+        return;
+    atomic_fetch_add_explicit(&c->t->c.bytes_out, len, memory_order_relaxed);
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+    int wrote = c->writes == 0 ? uv_try_write((uv_stream_t *)&c->tcp, &b, 1)
+                               : UV_EAGAIN;
+    if (wrote == (int)len) {
+        free(buf);
+        return;
+    }
+    if (wrote < 0 && wrote != UV_EAGAIN) {
+        free(buf);
+        conn_close(c);
+        return;
+    }
+    raw_write *w = malloc(sizeof *w);
+    if (w == NULL) {
+        free(buf);
+        conn_close(c);
+        return;
+    }
+    size_t skip = wrote > 0 ? (size_t)wrote : 0;
+    w->conn = c;
+    w->buf = buf;
+    w->len = len;
+    w->req.data = w;
+    b = uv_buf_init((char *)buf + skip, (unsigned)(len - skip));
+    c->writes++;
+    c->queued += len;
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_raw_written) != 0) {
+        c->writes--;
+        c->queued -= len;
+        free(buf);
+        free(w);
+        conn_close(c);
+    }
+}
+
 /* Writes the batch being built: as much as the socket takes at once
  * (uv_try_write: no write request, no poll for writability, which is
  * most answers), the rest through uv_write. May run inside nghttp2's
@@ -212,7 +281,24 @@ static void batch_flush(grpc_conn *c)
     batch *b = c->b;
     if (b == NULL || b->npieces == 0)
         return;
+    if (c->tls != NULL && !grpc_tls_ready(c->tls))
+        return; /* kept until the handshake is done (on_read pumps) */
     c->b = NULL;
+    if (c->tls != NULL) { /* encrypted: the session copies every byte */
+        bool ok = true;
+        for (unsigned i = 0; i < b->npieces && ok; i++) {
+            const piece *p = &b->pieces[i];
+            ok = grpc_tls_write(c->tls, p->copy ? b->copy + p->off : p->p,
+                                p->len);
+        }
+        batch_done(b);
+        if (!ok) {
+            conn_close(c);
+            return;
+        }
+        tls_flush(c);
+        return;
+    }
     for (unsigned i = 0; i < b->npieces; i++) {
         const piece *p = &b->pieces[i];
         b->bufs[i] = uv_buf_init(
@@ -320,8 +406,9 @@ static ssize_t send_cb(nghttp2_session *h2, const uint8_t *data, size_t len,
     grpc_conn *c = user;
     (void)h2;
     (void)flags;
-    if (c->queued + (c->b ? c->b->bytes : 0) >= WRITE_HIGH)
-        return NGHTTP2_ERR_WOULDBLOCK;
+    if (c->queued + (c->b ? c->b->bytes : 0) >= WRITE_HIGH
+        || (c->tls != NULL && !grpc_tls_ready(c->tls)))
+        return NGHTTP2_ERR_WOULDBLOCK; /* later: on_written, on_read */
     if (!add_copy(c, data, len))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     return (ssize_t)len;
@@ -603,8 +690,9 @@ static int send_data_cb(nghttp2_session *h2, nghttp2_frame *frame,
     grpc_call *call = st->head;
     (void)h2;
     (void)frame;
-    if (c->queued + (c->b ? c->b->bytes : 0) >= WRITE_HIGH)
-        return NGHTTP2_ERR_WOULDBLOCK;
+    if (c->queued + (c->b ? c->b->bytes : 0) >= WRITE_HIGH
+        || (c->tls != NULL && !grpc_tls_ready(c->tls)))
+        return NGHTTP2_ERR_WOULDBLOCK; /* later: on_written, on_read */
     if (!add_copy(c, framehd, 9))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     while (length > 0 && call != NULL) {
@@ -1123,6 +1211,8 @@ static void conn_free(uv_handle_t *h)
         free(c->b);
     }
     nghttp2_session_del(c->h2);
+    grpc_tls_session_free(c->tls);
+    free(c->plain);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -1175,6 +1265,26 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->rbuf, READ_BUFFER);
 }
 
+/* Plaintext for the session; false when the connection is to go. */
+static bool session_input(grpc_conn *c, const uint8_t *data, size_t n)
+{
+    ssize_t rv = nghttp2_session_mem_recv(c->h2, data, n);
+    if (rv >= 0)
+        return true;
+    if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_CALLBACK_FAILURE)
+        atomic_fetch_add_explicit(&c->t->c.abuse_closed, 1,
+                                  memory_order_relaxed);
+    if (rv != NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+        nghttp2_session_terminate_session(c->h2,
+                                          rv == NGHTTP2_ERR_FLOODED
+                                              ? NGHTTP2_ENHANCE_YOUR_CALM
+                                              : NGHTTP2_PROTOCOL_ERROR);
+        nghttp2_session_send(c->h2);
+        batch_flush(c);
+    }
+    return false;
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     grpc_conn *c = s->data;
@@ -1187,22 +1297,31 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     c->last_active_ns = now_ns();
     atomic_fetch_add_explicit(&c->t->c.bytes_in, (unsigned long long)n,
                               memory_order_relaxed);
-    ssize_t rv = nghttp2_session_mem_recv(c->h2, (const uint8_t *)buf->base,
-                                          (size_t)n);
-    if (rv < 0) {
-        if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_CALLBACK_FAILURE)
-            atomic_fetch_add_explicit(&c->t->c.abuse_closed, 1,
-                                      memory_order_relaxed);
-        if (rv != NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
-            nghttp2_session_terminate_session(
-                c->h2, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                 : NGHTTP2_PROTOCOL_ERROR);
-            nghttp2_session_send(c->h2);
-            batch_flush(c);
+    if (c->tls == NULL) {
+        if (!session_input(c, (const uint8_t *)buf->base, (size_t)n)) {
+            conn_close(c);
+            return;
         }
+        conn_pump(c);
+        return;
+    }
+    if (!grpc_tls_input(c->tls, (const uint8_t *)buf->base, (size_t)n)) {
         conn_close(c);
         return;
     }
+    for (;;) {
+        long got = grpc_tls_read(c->tls, c->plain, READ_BUFFER);
+        if (got == 0)
+            break;
+        if (got < 0 || !session_input(c, c->plain, (size_t)got)) {
+            tls_flush(c); /* an alert, say */
+            conn_close(c);
+            return;
+        }
+        if (c->closing)
+            return;
+    }
+    tls_flush(c); /* the handshake's own records */
     conn_pump(c);
 }
 
@@ -1223,7 +1342,12 @@ static void on_connection(uv_stream_t *server, int status)
     if (t->conns != NULL)
         t->conns->prev = c;
     t->conns = c;
+    if (t->tls != NULL) {
+        c->tls = grpc_tls_accept(t->tls);
+        c->plain = malloc(READ_BUFFER);
+    }
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || c->rbuf == NULL
+        || (t->tls != NULL && (c->tls == NULL || c->plain == NULL))
         || t->quiescing
         || atomic_load(&t->open_connections)
                > (long long)t->s->cfg.max_connections
@@ -1344,6 +1468,11 @@ bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
                  host);
         return false;
     }
+    if (s->cfg.tls_cert[0] != '\0' || s->cfg.tls_key[0] != '\0') {
+        t->tls = grpc_tls_new(s->cfg.tls_cert, s->cfg.tls_key, msg, msglen);
+        if (t->tls == NULL)
+            return false;
+    }
     uv_tcp_init(loop, &t->listener);
     t->listener.data = t;
     int rc = uv_tcp_bind(&t->listener, (const struct sockaddr *)&addr, 0);
@@ -1353,6 +1482,8 @@ bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
         snprintf(msg, msglen, "cannot listen for gRPC on %s: %s",
                  s->cfg.grpc_listen, uv_strerror(rc));
         uv_close((uv_handle_t *)&t->listener, NULL);
+        grpc_tls_free(t->tls);
+        t->tls = NULL;
         return false;
     }
     struct sockaddr_storage bound;
@@ -1445,6 +1576,10 @@ void grpc_stop(grpc_transport *t)
         conn_close(c);
     uv_close((uv_handle_t *)&t->wake, NULL);
     t->started = false;
+    /* the sessions go with their connections' handles, before the loop
+     * closes; the context is freed by then (OpenSSL counts its users) */
+    grpc_tls_free(t->tls);
+    t->tls = NULL;
 }
 
 long long grpc_open_connections(grpc_transport *t)

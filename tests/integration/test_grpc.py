@@ -372,3 +372,37 @@ def test_grpc_can_be_turned_off(spawn):
     assert d.request("GET", "/v2/health/live")[0] == 200
     with pytest.raises(KeyError):
         d.metric("tally_grpc_connections_total")
+
+
+def test_tls_with_alpn_h2(spawn, tmp_path):
+    """--tls-cert/--tls-key serve gRPC over TLS too; h2c is refused."""
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), cwd=tmp_path, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=tally grpc test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", "/CN=localhost")
+    (tmp_path / "ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext")
+    d = spawn("--tls-cert", str(tmp_path / "server.pem"), "--tls-key",
+              str(tmp_path / "server.key"), https=True, cafile=str(tmp_path / "ca.pem"))
+    assert "TLS, ALPN h2" in d.log()
+    c = grpcclient.InferenceServerClient("localhost:%d" % d.grpc_port, ssl=True,
+                                         root_certificates=str(tmp_path / "ca.pem"))
+    rng = np.random.default_rng(9)
+    for n in (7, 300_000):
+        x = random_tensor(rng, "float64", (n,))
+        assert close(infer(c, x).as_numpy("y"), cumsum(x), x)
+    assert c.is_server_live()
+    # plaintext HTTP/2 to the TLS port gets no answer
+    plain = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    with pytest.raises(InferenceServerException):
+        plain.is_server_live(client_timeout=3)
+    # a client that insists on another protocol is refused in the handshake
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % d.grpc_port,
+                        "-alpn", "http/1.1", "-CAfile", str(tmp_path / "ca.pem")],
+                       input=b"", capture_output=True, timeout=20)
+    assert b"no_application_protocol" in r.stdout + r.stderr or r.returncode != 0
+    assert c.is_server_ready()
