@@ -1157,7 +1157,13 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
                          void *user)
 {
-    (void)user;
+    grpc_conn *c = user;
+    /* a GOAWAY with an error: the connection ends for what the peer did
+     * (a flood, rapid resets, a protocol error) */
+    if (frame->hd.type == NGHTTP2_GOAWAY
+        && frame->goaway.error_code != NGHTTP2_NO_ERROR)
+        atomic_fetch_add_explicit(&c->t->c.abuse_closed, 1,
+                                  memory_order_relaxed);
     if (frame->hd.type != NGHTTP2_HEADERS
         || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
@@ -1271,9 +1277,6 @@ static bool session_input(grpc_conn *c, const uint8_t *data, size_t n)
     ssize_t rv = nghttp2_session_mem_recv(c->h2, data, n);
     if (rv >= 0)
         return true;
-    if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_CALLBACK_FAILURE)
-        atomic_fetch_add_explicit(&c->t->c.abuse_closed, 1,
-                                  memory_order_relaxed);
     if (rv != NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
         nghttp2_session_terminate_session(c->h2,
                                           rv == NGHTTP2_ERR_FLOODED
