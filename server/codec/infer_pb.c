@@ -433,6 +433,12 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
                      size_t errlen)
 {
     eng_err e = walk(msg, len, w, err, errlen);
+    /* absent strings are empty ones */
+    static const uint8_t empty[1] = {0};
+    pb_span *strings[] = {&w->model, &w->version, &w->id};
+    for (size_t i = 0; i < 3; i++)
+        if (strings[i]->p == NULL)
+            strings[i]->p = empty;
     if (e == ENG_E_OK)
         e = check_model(w, not_found, err, errlen);
     if (e != ENG_E_OK)

@@ -113,6 +113,10 @@ bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
                 const grpc_service *svc, auth_tokens *auth, char *msg,
                 size_t msglen);
 
+/* Serves fd, a connected stream socket (the fuzz harness's socket pairs),
+ * as a connection it now owns. Loop thread. */
+void grpc_adopt(grpc_transport *t, int fd);
+
 /* Drain: closes the listener and sends GOAWAY on every connection; calls
  * in flight go on. Loop thread. */
 void grpc_quiesce(grpc_transport *t);

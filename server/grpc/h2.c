@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buffer.h"
 #include "clock.h"
@@ -1328,14 +1329,16 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     conn_pump(c);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* A new connection: accepted from the listener (server != NULL), or an
+ * open socket handed over (fd). */
+static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
 {
-    grpc_transport *t = server->data;
-    if (status < 0)
-        return;
     grpc_conn *c = calloc(1, sizeof *c);
-    if (c == NULL)
+    if (c == NULL) {
+        if (server == NULL)
+            close(fd);
         return;
+    }
     c->t = t;
     c->rbuf = malloc(READ_BUFFER);
     uv_tcp_init(t->loop, &c->tcp);
@@ -1349,7 +1352,9 @@ static void on_connection(uv_stream_t *server, int status)
         c->tls = grpc_tls_accept(t->tls);
         c->plain = malloc(READ_BUFFER);
     }
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || c->rbuf == NULL
+    int rc = server != NULL ? uv_accept(server, (uv_stream_t *)&c->tcp)
+                            : uv_tcp_open(&c->tcp, fd);
+    if (rc != 0 || c->rbuf == NULL
         || (t->tls != NULL && (c->tls == NULL || c->plain == NULL))
         || t->quiescing
         || atomic_load(&t->open_connections)
@@ -1362,7 +1367,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     atomic_fetch_add_explicit(&t->c.opened, 1, memory_order_relaxed);
     c->last_active_ns = now_ns();
-    uv_tcp_nodelay(&c->tcp, 1);
+    uv_tcp_nodelay(&c->tcp, 1); /* fails harmlessly on a socket pair */
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, t->s->cfg.grpc_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW},
@@ -1371,13 +1376,19 @@ static void on_connection(uv_stream_t *server, int status)
     nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 3);
     nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0,
                                           CONN_WINDOW);
-    if (t->quiescing) {
-        nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR,
-                              NULL, 0);
-        c->goaway_sent = true;
-    }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     conn_pump(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    if (status >= 0)
+        conn_open(server->data, server, -1);
+}
+
+void grpc_adopt(grpc_transport *t, int fd)
+{
+    conn_open(t, NULL, fd);
 }
 
 /* ------------------------------------------------- resumes, lifecycle */
