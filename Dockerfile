@@ -20,9 +20,11 @@ RUN apt-get update \
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
       libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
       g++ libfast-float-dev libfmt-dev libdeflate-dev \
+      libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
+COPY proto/ proto/
 COPY kernels/ kernels/
 COPY common/ common/
 COPY server/ server/
@@ -48,6 +50,7 @@ ARG REVISION=
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ocl-icd-libopencl1 pocl-opencl-icd \
       libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 \
+      libnghttp2-14 libprotobuf-c1 libssl3 \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
  && mkdir -p /etc/OpenCL/vendors \
  && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd \
@@ -58,12 +61,13 @@ COPY --from=build /out/usr/local/bin/tallyd /out/usr/local/bin/tally /usr/local/
 COPY --from=build /out/pocl-cache /usr/local/share/tally/pocl-cache
 COPY --chmod=755 deploy/docker-entrypoint.sh /usr/local/bin/tally-entrypoint
 
-# Listen on every interface inside the container; the kernel cache lives in
+# Listen on every interface inside the container (HTTP and gRPC); the kernel cache lives in
 # /tmp (a tmpfs or emptyDir), so the root filesystem can be read-only.
 # TALLY_URL is what `tally` (and the health check) talks to: change it
 # along with TALLY_LISTEN's port. NVIDIA's container toolkit mounts its
 # OpenCL driver when asked for the compute capability.
 ENV TALLY_LISTEN=0.0.0.0:8080 \
+    TALLY_GRPC_LISTEN=0.0.0.0:8001 \
     TALLY_URL=http://127.0.0.1:8080 \
     POCL_CACHE_DIR=/tmp/pocl-cache \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
@@ -75,7 +79,9 @@ LABEL org.opencontainers.image.title="tally" \
       org.opencontainers.image.revision="${REVISION}"
 
 USER 10001:10001
-EXPOSE 8080
+# 8080: HTTP (REST, KServe v2); 8001: gRPC (KServe v2 / Triton's
+# GRPCInferenceService)
+EXPOSE 8080 8001
 STOPSIGNAL SIGTERM
 # A cold kernel cache (another CPU model) takes about a minute to fill.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \

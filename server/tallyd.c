@@ -14,7 +14,12 @@
  *                           safe as http/conns.h explains) and, while
  *                           draining, watches the in-flight count. It
  *                           starts and stops the HTTP daemon and the
- *                           scheduler.
+ *                           scheduler. It is also the whole gRPC door
+ *                           (server/grpc/): accepts, nghttp2 sessions,
+ *                           the service's handlers (api/grpc_service.c),
+ *                           which sum small tensors at once and queue
+ *                           the rest; a worker's done hands the call back
+ *                           through the transport's uv_async.
  *   HTTP threads            libmicrohttpd's (--http-threads), in http/:
  *                           accept, read bodies, route, run the handlers
  *                           (api/), which parse and hand scans to the
@@ -38,13 +43,15 @@
  * or its client leaves while it waits) by the loop thread, through the
  * job's done callback (api/submit.c's on_job_done): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
- * documents as safe from any thread. Beyond that, threads share only the
+ * documents as safe from any thread; a gRPC job's (api/grpc_service.c)
+ * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the
  * queue (its own mutex), the per-request suspend/resume mutex, the thread
  * pools' own hand-offs and atomic counters; no thread calls libuv or
  * libmicrohttpd on another's objects.
  *
- * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening socket
- * closes (MHD_quiesce_daemon) so no new connection is accepted, and every
+ * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening sockets
+ * close (MHD_quiesce_daemon; gRPC's listener, and GOAWAY on its
+ * connections) so no new connection is accepted, and every
  * request already in flight, read or queued or running, is answered, with
  * Connection: close. A keep-alive connection that was idle may still send
  * one more request, answered the same way, until it has been quiet for

@@ -71,12 +71,13 @@ podman image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE" | grep -q 
   || die "no HEALTHCHECK in the image (built without --format docker?)"
 
 # ---------------------------------------------------------------- 3
-run_tally() { # run_tally PORT [podman run options...]: prints the id
-  local port=$1
-  shift
+run_tally() { # run_tally PORT GRPC_PORT [podman run options...]: prints the id
+  local port=$1 gport=$2
+  shift 2
   podman run -d --network host --read-only --tmpfs /tmp --cap-drop ALL \
     --security-opt no-new-privileges "${ULIMITS[@]}" \
     -e TALLY_LISTEN="127.0.0.1:$port" -e TALLY_URL="http://127.0.0.1:$port" \
+    -e TALLY_GRPC_LISTEN="127.0.0.1:$gport" \
     "$@" "$IMAGE" 2>>"$tmp/podman.err"
 }
 # The container is ready by its own account: it is still running, the
@@ -102,15 +103,16 @@ container_ready() { # container_ready ID PORT SECONDS
   done
   return 2
 }
-# start_tally [podman run options...]: a container on a free port, ready;
-# sets ID, PORT and URL. A container that exits before it is ready because
+# start_tally [podman run options...]: a container on a free port (and a
+# free gRPC port), ready; sets ID, PORT, GPORT and URL. A container that exits before it is ready because
 # its port was taken meanwhile is retried on another port, twice.
 start_tally() {
   local try rc
   for try in 1 2 3; do
     PORT=$(free_port)
+    GPORT=$(free_port)
     URL=http://127.0.0.1:$PORT
-    ID=$(run_tally "$PORT" "$@")
+    ID=$(run_tally "$PORT" "$GPORT" "$@")
     containers+=("$ID")
     rc=0
     container_ready "$ID" "$PORT" 300 || rc=$?
@@ -175,7 +177,19 @@ if [ -x "$CLI" ]; then
   "$CLI" health --url "$URL" >/dev/null || die "tally health from the host"
 fi
 podman healthcheck run "$id" || die "the HEALTHCHECK failed"
-say "cumsums over JSON, .npy, the CLI inside and outside; health check passes"
+# gRPC (KServe v2 / Triton's GRPCInferenceService) from the host
+python3 - "127.0.0.1:$GPORT" <<'EOF' || die "gRPC cumsum"
+import sys
+import numpy as np
+import tritonclient.grpc as grpcclient
+c = grpcclient.InferenceServerClient(sys.argv[1])
+x = np.arange(100_000, dtype=np.float64)
+i = grpcclient.InferInput("x", [100_000], "FP64")
+i.set_data_from_numpy(x)
+y = c.infer("cumsum", [i], client_timeout=30).as_numpy("y")
+assert np.array_equal(y, np.cumsum(x)), y
+EOF
+say "cumsums over JSON, .npy, gRPC, the CLI inside and outside; health check passes"
 
 podman kill --signal SIGTERM "$id" >/dev/null 2>>"$tmp/podman.err"
 code=$(podman wait "$id" 2>>"$tmp/podman.err")
@@ -210,7 +224,7 @@ if command -v kubectl >/dev/null 2>&1; then
   # the Deployment and its ConfigMap, with this image and a free port;
   # kube play has no use for the Service, HPA and PDB
   kubectl kustomize deploy/k8s | python3 tests/container/kube_for_podman.py \
-    "$IMAGE" "$PORT" > "$kube_file"
+    "$IMAGE" "$PORT" "$(free_port)" > "$kube_file"
   podman kube play --network host "$kube_file" > "$tmp/kube.log" 2>&1 \
     || { cat "$tmp/kube.log"; die "podman kube play"; }
   wait_http "http://127.0.0.1:$PORT/v2/health/ready" 300 || { cat "$tmp/kube.log"; die "the kube pod is not ready"; }

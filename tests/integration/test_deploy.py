@@ -99,7 +99,11 @@ def test_k8s_deployment_is_locked_down_and_drains():
     assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert c["ports"][0]["containerPort"] == int(cm["TALLY_LISTEN"].rsplit(":", 1)[1])
+    # gRPC's port too, in the pod and the Service
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports["grpc"] == int(cm["TALLY_GRPC_LISTEN"].rsplit(":", 1)[1])
     svc = by_kind(docs, "Service")
+    assert {p["name"]: p["targetPort"] for p in svc["spec"]["ports"]}["grpc"] == "grpc"
     assert svc["spec"]["selector"].items() <= pod.get("labels", dep["spec"]["template"]
                                                        ["metadata"]["labels"]).items()
     assert by_kind(docs, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]["name"] == \
