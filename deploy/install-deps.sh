@@ -3,7 +3,7 @@
 # a C compiler and make (and g++ for the one C++ shim over fast_float and
 # {fmt}), the OpenCL ICD loader and headers, PoCL (an OpenCL
 # implementation for the CPU), xxd, and the libraries of the daemon and the
-# client. Python packages for the integration tests and benchmarks come
+# client (and libb64, which perf_analyzer from PyPI needs). Python packages for the integration tests and benchmarks come
 # from PyPI. Safe to run again: it installs only what is missing.
 set -eu
 
@@ -11,7 +11,7 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
   g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl \
-  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev libb64-0d"
 # module:pip-name pairs for the integration tests and benchmarks
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \

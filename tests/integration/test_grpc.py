@@ -406,3 +406,60 @@ def test_tls_with_alpn_h2(spawn, tmp_path):
                        input=b"", capture_output=True, timeout=20)
     assert b"no_application_protocol" in r.stdout + r.stderr or r.returncode != 0
     assert c.is_server_ready()
+
+
+def perf_analyzer_bin():
+    """perf_analyzer 2.51 from PyPI's tritonclient wheel (fetched into
+    build/perf_analyzer once, as make bench-serve does)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+    try:
+        from bench_serve import perf_analyzer
+    finally:
+        sys.path.pop(0)
+    return perf_analyzer()
+
+
+@pytest.mark.parametrize("extra", [[], ["--streaming"], ["--async"],
+                                   ["--request-parameter", "axis:1:int"]],
+                         ids=["unary", "streaming", "async", "request-parameter"])
+def test_perf_analyzer_grpc_unchanged(spawn, extra):
+    d = spawn()
+    exe, env = perf_analyzer_bin()
+    shape = "x:4,300" if "--request-parameter" in extra else "x:5000"
+    r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % d.grpc_port, "-i", "grpc",
+                        "--shape", shape, "--concurrency-range", "2",
+                        "--measurement-mode", "count_windows",
+                        "--measurement-request-count", "50", "--max-trials", "3",
+                        "--stability-percentage", "100"] + extra,
+                       capture_output=True, text=True, env=env, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "Throughput:" in out, out
+    ok = d.metric("tally_requests_total", protocol="grpc", route="infer", code="OK")
+    assert ok >= 50, out
+    # no call failed, the teardown's shared-memory calls included
+    failed = d.metric("tally_request_failures_total", protocol="grpc")
+    assert failed == 0, d.request("GET", "/metrics")[2].decode()
+
+
+def test_a_full_queue_is_resource_exhausted(spawn):
+    d = spawn("--queue-depth", "1", "--workers", "1", "--fault-delay-ms", "400",
+              "--inline-max-elements", "0")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    x = np.arange(10, dtype=np.int32)
+    codes = []
+
+    def one(i):
+        try:
+            infer(c, x, client_timeout=20)
+            codes.append("OK")
+        except InferenceServerException as e:
+            codes.append(e.status())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert "StatusCode.RESOURCE_EXHAUSTED" in codes, codes
+    assert "OK" in codes, codes
