@@ -3,8 +3,10 @@
 # a C compiler and make (and g++ for the one C++ shim over fast_float and
 # {fmt}), the OpenCL ICD loader and headers, PoCL (an OpenCL
 # implementation for the CPU), xxd, and the libraries of the daemon and the
-# client (and libb64, which perf_analyzer from PyPI needs). Python packages for the integration tests and benchmarks come
-# from PyPI. Safe to run again: it installs only what is missing.
+# client (with nghttp2, protobuf-c and OpenSSL for gRPC, and libb64,
+# which perf_analyzer from PyPI needs). Python packages for the
+# integration tests and benchmarks come from PyPI. Safe to run again: it
+# installs only what is missing.
 set -eu
 
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
