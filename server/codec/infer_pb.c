@@ -463,13 +463,8 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
                        errlen);
         if (e != ENG_E_OK)
             return e;
-        if (p.has_axis && p.axis != a)
-            return fail(err, errlen, ENG_E_INVALID,
-                        "input \"axis\" (%" PRId64 ") disagrees with the "
-                        "axis parameter (%" PRId64 ")",
-                        a, p.axis);
-        p.axis = a;
-        p.has_axis = true;
+        if (!scan_params_axis_input(&p, a, err, errlen))
+            return ENG_E_INVALID;
     }
 
     const input_pb *x = w->inputs[xi];

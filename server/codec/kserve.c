@@ -432,13 +432,8 @@ static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
         eng_err e = axis_value(&c, axis_in, &a, msg, msglen);
         if (e != ENG_E_OK)
             return e;
-        if (p.has_axis && p.axis != a)
-            return eng_fail(msg, msglen, ENG_E_INVALID,
-                            "input \"axis\" (%" PRId64 ") disagrees with "
-                            "parameters.axis (%" PRId64 ")",
-                            a, p.axis);
-        p.axis = a;
-        p.has_axis = true;
+        if (!scan_params_axis_input(&p, a, msg, msglen))
+            return ENG_E_INVALID;
     }
 
     out->desc.dtype = (tx_dtype)x->dtype;

@@ -10,6 +10,21 @@
 #include "buffer.h"
 #include "native.h"
 
+bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
+                            size_t msglen)
+{
+    if (p->has_axis && p->axis != axis) {
+        snprintf(msg, msglen,
+                 "input \"axis\" (%" PRId64 ") disagrees with the axis "
+                 "parameter (%" PRId64 ")",
+                 axis, p->axis);
+        return false;
+    }
+    p->axis = axis;
+    p->has_axis = true;
+    return true;
+}
+
 bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
                        size_t msglen)
 {

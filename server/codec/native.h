@@ -28,6 +28,12 @@ typedef struct {
 bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
                        size_t msglen);
 
+/* Takes the axis given as an input tensor (ONNX CumSum's way, KServe's
+ * "axis" input) into p; false, with a message, when p already has an
+ * axis parameter that says otherwise. */
+bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
+                            size_t msglen);
+
 /* Query-string values: "true"/"false"/"1"/"0"; a decimal integer; a
  * direction name; a comma-separated shape ("3,4"). Each returns false with a
  * message naming the parameter when the text is not what it must be. */
