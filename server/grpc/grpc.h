@@ -84,7 +84,7 @@ typedef struct {
 
 typedef struct {
     atomic_ullong opened, refused, calls, goaway_sent, resets_received,
-        abuse_closed, bytes_in, bytes_out;
+        abuse_closed, access_log_dropped, bytes_in, bytes_out;
 } grpc_counters;
 
 typedef struct grpc_conn grpc_conn;
@@ -104,6 +104,8 @@ typedef struct {
     unsigned port;
     bool listening, quiescing, started;
     atomic_llong open_connections;
+    uint64_t log_second; /* the access log's rate limit (loop thread) */
+    unsigned log_lines;
     grpc_counters c;
 } grpc_transport;
 

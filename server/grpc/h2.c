@@ -417,6 +417,33 @@ static ssize_t send_cb(nghttp2_session *h2, const uint8_t *data, size_t len,
 
 /* ------------------------------------------------------------ calls */
 
+/* Whether a call's access line is wanted: every call with
+ * --access-log=all; failures with =errors, at most
+ * --access-log-max-per-s a second (the rest counted, not written), so that
+ * a client sending garbage cannot flood the log. Loop thread. */
+static bool access_wanted(grpc_transport *t, bool failed)
+{
+    const tallyd_config *cfg = &t->s->cfg;
+    if (cfg->access_mode == TALLYD_ACCESS_ALL)
+        return true;
+    if (cfg->access_mode == TALLYD_ACCESS_OFF || !failed)
+        return false;
+    if (cfg->access_log_max_per_s == 0)
+        return true;
+    uint64_t second = now_ns() / 1000000000u;
+    if (second != t->log_second) {
+        t->log_second = second;
+        t->log_lines = 0;
+    }
+    if (t->log_lines < cfg->access_log_max_per_s) {
+        t->log_lines++;
+        return true;
+    }
+    atomic_fetch_add_explicit(&t->c.access_log_dropped, 1,
+                              memory_order_relaxed);
+    return false;
+}
+
 static void call_account(grpc_call *call)
 {
     if (call->counted)
@@ -432,9 +459,7 @@ static void call_account(grpc_call *call)
                     call->status, total, call->total);
     if (call->m->ended != NULL)
         call->m->ended(call, call->status == STATUS_OK, total);
-    if (s->cfg.access_mode == TALLYD_ACCESS_ALL
-        || (s->cfg.access_mode == TALLYD_ACCESS_ERRORS
-            && call->status != STATUS_OK)) {
+    if (access_wanted(t, call->status != STATUS_OK)) {
         char ts[40], line[512];
         log_stamp(ts, sizeof ts);
         int n = snprintf(
@@ -555,7 +580,7 @@ static void count_stream_failure(gstream *st, status_code code)
     unsigned label = st->m ? st->m->label : t->svc->other_label;
     metrics_request(&s->metrics, METRIC_GRPC, label, status_grpc(code), code,
                     total, 0);
-    if (s->cfg.access_mode != TALLYD_ACCESS_OFF) {
+    if (access_wanted(t, true)) {
         char ts[40], path[300], line[600];
         log_stamp(ts, sizeof ts);
         log_escape(st->path, path, sizeof path);
@@ -1626,6 +1651,10 @@ void grpc_render_metrics(grpc_transport *t, textbuf *o)
                 "ended for floods or protocol errors.\n"
                 "# TYPE tally_grpc_abuse_closed_total counter\n"
                 "tally_grpc_abuse_closed_total %llu\n"
+                "# HELP tally_grpc_access_log_dropped_total gRPC access "
+                "lines over --access-log-max-per-s, not written.\n"
+                "# TYPE tally_grpc_access_log_dropped_total counter\n"
+                "tally_grpc_access_log_dropped_total %llu\n"
                 "# HELP tally_grpc_received_bytes_total Bytes read from gRPC "
                 "connections.\n# TYPE tally_grpc_received_bytes_total "
                 "counter\ntally_grpc_received_bytes_total %llu\n"
@@ -1634,7 +1663,8 @@ void grpc_render_metrics(grpc_transport *t, textbuf *o)
                 "tally_grpc_sent_bytes_total %llu\n",
                 LOAD(k->opened), grpc_open_connections(t), LOAD(k->refused),
                 LOAD(k->calls), LOAD(k->resets_received),
-                LOAD(k->abuse_closed), LOAD(k->bytes_in), LOAD(k->bytes_out));
+                LOAD(k->abuse_closed), LOAD(k->access_log_dropped),
+                LOAD(k->bytes_in), LOAD(k->bytes_out));
 #undef LOAD
 }
 

@@ -463,3 +463,21 @@ def test_a_full_queue_is_resource_exhausted(spawn):
         t.join()
     assert "StatusCode.RESOURCE_EXHAUSTED" in codes, codes
     assert "OK" in codes, codes
+
+
+def test_access_log_lines_and_their_rate_limit(spawn):
+    d = spawn("--access-log", "errors", "--access-log-max-per-s", "5")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    inp = grpcclient.InferInput("x", [2], "FP32")
+    inp.set_data_from_numpy(np.zeros(2, dtype=np.float32))
+    t0 = time.time()
+    for _ in range(40):
+        with pytest.raises(InferenceServerException):
+            c.infer("nope", [inp])
+    infer(c, np.ones(3, dtype=np.float32))  # a success: no line with =errors
+    elapsed = time.time() - t0
+    time.sleep(0.3)  # the log is flushed on the loop's tick
+    lines = [l for l in d.log().splitlines() if '"module":"grpc"' in l and "grpc_status" in l]
+    assert lines and all('"status":"NOT_FOUND"' in l for l in lines), lines[:3]
+    assert len(lines) <= 5 * (int(elapsed) + 2), len(lines)
+    assert d.metric("tally_grpc_access_log_dropped_total") >= 40 - len(lines)
