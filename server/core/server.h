@@ -11,12 +11,13 @@
  *   app                            set before threads start: the API
  *                                  layer's state (api.h), which holds the
  *                                  scheduler; opaque to the layers below
- *   loop and its handles           the loop thread only
+ *   next_id                        any thread, atomic
  *
- * The transport's own state (libmicrohttpd's daemon, the tokens, the
- * connections' deadlines, the access log) is http/http.h's
- * http_transport, and the scheduler's is sched/; neither is here, and
- * only the layers above them see them.
+ * The transports' own state (libmicrohttpd's daemon, the connections'
+ * deadlines, the access log: http/http.h's http_transport; nghttp2's
+ * sessions: grpc/grpc.h's grpc_transport), the scheduler's (sched/) and
+ * the loop's handles (tallyd.c's) are not here, and only the layers above
+ * them see them.
  */
 #ifndef TALLY_SERVER_H
 #define TALLY_SERVER_H
@@ -43,21 +44,13 @@ typedef struct tallyd_server {
     metrics metrics;
     model_stats stats;
 
-
-    uv_loop_t *loop;
-    uv_signal_t sigterm, sigint, sighup;
-    uv_timer_t tick;
-    unsigned ticks;
-
     atomic_bool draining;
     /* requests being read, queued, computed or answered (drain waits
      * for none to be left) */
     atomic_llong inflight;
-    uint64_t drain_started_ns;
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
     atomic_ullong buffered_bytes; /* room the request bodies hold, in all */
-    int exit_code;
 } tallyd_server;
 
 #endif
