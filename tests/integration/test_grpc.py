@@ -186,9 +186,18 @@ def test_errors_and_their_codes(client, tallyd):
                          reason="AXIS") >= 1
 
 
+def rest_successes(tallyd):
+    import json
+    body = json.loads(tallyd.request("GET", "/v2/models/cumsum/stats")[2])
+    return body["model_stats"][0]["inference_stats"]["success"]["count"]
+
+
 def test_metrics_are_labelled_by_protocol(client, tallyd):
     before = tallyd.metric("tally_requests_total", protocol="grpc", route="infer", code="OK")
+    stats_before = rest_successes(tallyd)
     infer(client, np.arange(3, dtype=np.int16))
+    # Triton's statistics over REST count the gRPC call too
+    assert rest_successes(tallyd) == stats_before + 1
     tallyd.request("POST", "/v1/cumsum", '{"dtype":"int32","shape":[2],"data":[1,2]}',
                    {"Content-Type": "application/json"})
     assert tallyd.metric("tally_requests_total", protocol="grpc", route="infer",
