@@ -465,11 +465,12 @@ deps:
 # --listen is passed only when LISTEN is given, so TALLY_LISTEN holds.
 RUN_ADDR   = $(if $(findstring --listen,$(ARGS)),the address in ARGS,$(or $(LISTEN),$(TALLY_LISTEN),127.0.0.1:8080))
 RUN_SCHEME = $(if $(or $(filter --tls-cert%,$(ARGS)),$(TALLY_TLS_CERT)),https,http)
+RUN_GRPC   = $(if $(findstring --grpc-listen,$(ARGS)),gRPC on the address in ARGS,$(if $(filter undefined,$(origin TALLY_GRPC_LISTEN)),gRPC on 127.0.0.1:8001,$(if $(TALLY_GRPC_LISTEN),gRPC on $(TALLY_GRPC_LISTEN),gRPC off)))
 run: deps
 	$(Q)$(MAKE) --no-print-directory $(TALLYD) $(TALLY_CLI)
 	@echo "run: tallyd is $(abspath $(TALLYD))"
 	@echo "run: the CLI is $(abspath $(TALLY_CLI)) (export PATH=$(abspath $(dir $(TALLY_CLI))):\$$PATH)"
-	@echo "run: starting tallyd on $(RUN_SCHEME)://$(RUN_ADDR) (Ctrl-C stops it; the first"
+	@echo "run: starting tallyd on $(RUN_SCHEME)://$(RUN_ADDR), $(RUN_GRPC) (Ctrl-C stops it; the first"
 	@echo "run: start compiles the kernels, about a minute, cached afterwards)"
 	$(Q)exec $(TALLYD) $(if $(LISTEN),--listen $(LISTEN)) $(ARGS)
 

@@ -66,7 +66,7 @@ class Daemon:
         if self.group:
             full_env["TALLY_LISTEN"] = "127.0.0.1:%d" % self.port
             full_env["TALLY_GRPC_LISTEN"] = (env or {}).get(
-                "TALLY_GRPC_LISTEN", "127.0.0.1:%d" % self.grpc_port)
+                "TALLY_GRPC_LISTEN") or "127.0.0.1:%d" % self.grpc_port
         else:
             command = [TALLYD, "--listen", "127.0.0.1:%d" % self.port,
                        "--grpc-listen", "127.0.0.1:%d" % self.grpc_port] + list(args)

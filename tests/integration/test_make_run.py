@@ -32,7 +32,8 @@ def test_make_run_takes_tally_settings_and_builds_the_cli(tmp_path):
     try:
         log = d.log()
         # TALLY_LISTEN (set by Daemon) holds: the daemon answers on that port
-        assert "run: starting tallyd on http://127.0.0.1:%d " % d.port in log, log
+        assert "run: starting tallyd on http://127.0.0.1:%d, gRPC on 127.0.0.1:%d " % (
+            d.port, d.grpc_port) in log, log
         started = [l for l in d.log_lines() if "listening on" in l.get("msg", "")]
         assert started and "127.0.0.1:%d" % d.port in started[0]["msg"], log
         assert " 3 workers" in started[0]["msg"], started
