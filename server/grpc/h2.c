@@ -509,6 +509,7 @@ static void fifo_remove(gstream *st, grpc_call *call)
         st->tail = prev;
     call->next = NULL;
     call->in_fifo = false;
+    call->st = NULL; /* the stream may close before the call is freed */
 }
 
 /* The stream is going (closed, reset, or its connection lost): every call
