@@ -396,20 +396,23 @@ int main(int argc, char **argv)
     uv_timer_start(&tick, on_tick, TICK_MS, TICK_MS);
 
     raise_fd_limit(s);
-    if (!http_start(&transport, s, &api_routes, msg, sizeof msg)) {
-        log_msg("tallyd", "error", "%s", msg);
-        api_stop(&app);
-        return 1;
-    }
+    /* gRPC first: app.grpc is set before any HTTP thread can read it
+     * (/metrics), and gRPC's connections are served only once the loop
+     * runs */
     if (s->cfg.grpc_listen[0] != '\0') {
         if (!grpc_start(&grpc, s, loop, &api_grpc_service, transport.auth, msg,
                         sizeof msg)) {
             log_msg("tallyd", "error", "%s", msg);
-            http_stop(&transport);
             api_stop(&app);
             return 1;
         }
         app.grpc = &grpc;
+    }
+    if (!http_start(&transport, s, &api_routes, msg, sizeof msg)) {
+        log_msg("tallyd", "error", "%s", msg);
+        grpc_stop(&grpc);
+        api_stop(&app);
+        return 1;
     }
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
