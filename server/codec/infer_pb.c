@@ -559,10 +559,11 @@ size_t infer_pb_bulk_offset(const uint8_t *prefix, size_t n)
     }
 }
 
-/* The response, less y's bytes, packed by protobuf-c; then field 6's tag
- * and length, so that y's bytes follow as raw_output_contents. */
-static uint8_t *head_with_room(const infer_pb_request *r, size_t room,
-                               size_t *len)
+/* The response, less y's bytes, packed once by protobuf-c; then field 6's
+ * tag and length, so that y's bytes follow as raw_output_contents. With
+ * `stream`, all of it is wrapped as a ModelStreamInferResponse's field 2,
+ * whose length (fields, tag, length and y) is known before packing. */
+static uint8_t *head(const infer_pb_request *r, bool stream, size_t *len)
 {
     Inference__ModelInferResponse m = INFERENCE__MODEL_INFER_RESPONSE__INIT;
     Inference__ModelInferResponse__InferOutputTensor y =
@@ -582,11 +583,17 @@ static uint8_t *head_with_room(const infer_pb_request *r, size_t room,
     m.outputs = outs;
     size_t body = protobuf_c_message_get_packed_size(&m.base);
     size_t tail = 1 + pb_varint_size(r->bytes);
+    uint64_t whole = (uint64_t)body + tail + r->bytes; /* the wrapped part */
+    size_t room = stream ? 1 + pb_varint_size(whole) : 0;
     uint8_t *b = malloc(room + body + tail);
     if (b == NULL)
         return NULL;
-    protobuf_c_message_pack(&m.base, b + room);
-    uint8_t *p = b + room + body;
+    uint8_t *p = b;
+    if (stream) {
+        *p++ = (uint8_t)(2 << 3 | PB_LEN); /* infer_response */
+        p += pb_put_varint(p, whole);
+    }
+    p += protobuf_c_message_pack(&m.base, p);
     *p++ = (uint8_t)(6 << 3 | PB_LEN); /* raw_output_contents */
     p += pb_put_varint(p, r->bytes);
     *len = (size_t)(p - b);
@@ -595,25 +602,12 @@ static uint8_t *head_with_room(const infer_pb_request *r, size_t room,
 
 uint8_t *infer_pb_head(const infer_pb_request *r, size_t *len)
 {
-    return head_with_room(r, 0, len);
+    return head(r, false, len);
 }
 
 uint8_t *infer_pb_stream_head(const infer_pb_request *r, size_t *len)
 {
-    size_t inner;
-    uint8_t *probe = head_with_room(r, 0, &inner);
-    if (probe == NULL)
-        return NULL;
-    free(probe);
-    uint64_t whole = (uint64_t)inner + r->bytes;
-    size_t room = 1 + pb_varint_size(whole);
-    uint8_t *b = head_with_room(r, room, &inner);
-    if (b == NULL)
-        return NULL;
-    b[0] = (uint8_t)(2 << 3 | PB_LEN); /* infer_response */
-    pb_put_varint(b + 1, whole);
-    *len = inner;
-    return b;
+    return head(r, true, len);
 }
 
 uint8_t *infer_pb_stream_error(const char *message, size_t *len)
