@@ -200,21 +200,32 @@ static unsigned differs(const char *p, size_t plen, const char *t, size_t tlen)
     return d;
 }
 
-auth_result auth_check(auth_tokens *a, const char *authorization)
+bool auth_bearer(const char *authorization, const char **token, size_t *len)
 {
     if (authorization == NULL)
-        return AUTH_MISSING;
+        return false;
     const char *p = authorization;
     while (*p == ' ' || *p == '\t')
         p++;
     if (strncasecmp(p, "Bearer", 6) != 0 || (p[6] != ' ' && p[6] != '\t'))
-        return AUTH_MISSING; /* another scheme, or none */
+        return false; /* another scheme, or none */
     p += 6;
     while (*p == ' ' || *p == '\t')
         p++;
     size_t n = strlen(p);
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
         n--;
+    *token = p;
+    *len = n;
+    return true;
+}
+
+auth_result auth_check(auth_tokens *a, const char *authorization)
+{
+    const char *p;
+    size_t n;
+    if (!auth_bearer(authorization, &p, &n))
+        return AUTH_MISSING;
     if (n == 0 || n > AUTH_MAX_TOKEN)
         return AUTH_INVALID;
     /* volatile, so that no compiler stops at the first match */

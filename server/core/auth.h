@@ -50,6 +50,11 @@ size_t auth_reload(auth_tokens *a, const char *path, char *msg,
  * none). */
 auth_result auth_check(auth_tokens *a, const char *authorization);
 
+/* The token of an Authorization header's Bearer credentials, trimmed as
+ * auth_check() trims it (borrowed from authorization): false when there is
+ * no header or it is not a Bearer one. */
+bool auth_bearer(const char *authorization, const char **token, size_t *len);
+
 /* The number of tokens in force. */
 size_t auth_count(auth_tokens *a);
 

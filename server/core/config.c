@@ -250,6 +250,11 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  c->grpc_max_streams);
         return false;
     }
+    if (c->shm_max_regions == 0 || c->shm_max_regions > 2048) {
+        snprintf(msg, msglen, "shm-max-regions must be 1 to 2048, not %u",
+                 c->shm_max_regions);
+        return false;
+    }
     return true;
 }
 

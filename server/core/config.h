@@ -22,6 +22,15 @@
       "GRPCInferenceService), HOST:PORT; empty turns it off")                  \
     X(grpc_max_streams, "grpc-max-streams", "TALLY_GRPC_MAX_STREAMS", UINT,    \
       "128", "concurrent gRPC calls (HTTP/2 streams) one connection may open") \
+    X(allow_shared_memory, "allow-shared-memory", "TALLY_ALLOW_SHARED_MEMORY", \
+      BOOL, "false",                                                           \
+      "take tensors in clients' POSIX shared-memory regions (Triton's "        \
+      "system shared-memory extension): lets clients make the daemon open "    \
+      "and map objects under /dev/shm")                                        \
+    X(shm_max_regions, "shm-max-regions", "TALLY_SHM_MAX_REGIONS", UINT, "64", \
+      "shared-memory regions registered at once, in all (at most 2048)")       \
+    X(shm_max_bytes, "shm-max-bytes", "TALLY_SHM_MAX_BYTES", SIZE, "4GiB",     \
+      "bytes of shared-memory regions registered at once, in all")             \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
       "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
@@ -136,9 +145,9 @@ typedef struct {
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,
         fault_after_ms, device_max_failures, slow_request_ms,
-        access_log_max_per_s, grpc_max_streams;
-    size_t max_body_bytes, max_buffered_bytes;
-    bool warmup, auth_health, auth_metrics, fault_late;
+        access_log_max_per_s, grpc_max_streams, shm_max_regions;
+    size_t max_body_bytes, max_buffered_bytes, shm_max_bytes;
+    bool warmup, auth_health, auth_metrics, fault_late, allow_shared_memory;
     tallyd_access_mode access_mode; /* from access_log */
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;

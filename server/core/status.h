@@ -31,6 +31,8 @@ enum {
     GRPC_INVALID_ARGUMENT = 3,
     GRPC_DEADLINE_EXCEEDED = 4,
     GRPC_NOT_FOUND = 5,
+    GRPC_ALREADY_EXISTS = 6,
+    GRPC_PERMISSION_DENIED = 7,
     GRPC_RESOURCE_EXHAUSTED = 8,
     GRPC_UNIMPLEMENTED = 12,
     GRPC_INTERNAL = 13,
@@ -64,7 +66,10 @@ enum {
     X(UNAUTHORIZED, 401, GRPC_UNAUTHENTICATED,                                 \
       "a missing or wrong bearer token")                                       \
     X(REQUEST_TIMEOUT, 408, GRPC_DEADLINE_EXCEEDED,                            \
-      "the request did not arrive in time")
+      "the request did not arrive in time")                                    \
+    X(ALREADY_EXISTS, 409, GRPC_ALREADY_EXISTS, "already exists")             \
+    X(FORBIDDEN, 403, GRPC_PERMISSION_DENIED,                                  \
+      "not allowed by the server's settings")
 
 typedef enum {
 #define STATUS_ENUM(name, http, grpc, text) STATUS_##name,
