@@ -132,10 +132,12 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 # ---------------------------------------------------------------- daemon
 CODEC_SRC  := $(wildcard server/codec/*.c)
 # the status table (core/status.c) goes with the codecs, which name
-# statuses of their own (a bad Content-Encoding)
+# statuses of their own (a bad Content-Encoding), and so do the checks of
+# shared-memory region names (core/shm_ref.c), which they parse
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o \
-              $(BUILD)/server/core/status.o $(PB_GEN).o
-DAEMON_SRC := $(filter-out server/core/status.c,$(wildcard server/*.c server/core/*.c \
+              $(BUILD)/server/core/status.o $(BUILD)/server/core/shm_ref.o \
+              $(PB_GEN).o
+DAEMON_SRC := $(filter-out server/core/status.c server/core/shm_ref.c,$(wildcard server/*.c server/core/*.c \
               server/sched/*.c server/http/*.c server/grpc/*.c server/api/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 TALLYD     := $(BUILD)/bin/tallyd
