@@ -40,6 +40,8 @@ typedef struct {
     size_t ninputs;
     pb_span raw[MAX_INPUTS];
     size_t nraw;
+    shm_ref shm[MAX_INPUTS]; /* each input's place in shared memory */
+    size_t rawof[MAX_INPUTS]; /* its raw entry; SIZE_MAX: none */
 } walked;
 
 static void walked_free(walked *w)
@@ -62,8 +64,58 @@ static eng_err fail(char *err, size_t errlen, eng_err e, const char *fmt, ...)
     return e;
 }
 
+/* One of a tensor's shared-memory parameters (k, v) into ref. */
+static eng_err shm_parameter(const char *what, const char *k,
+                             const Inference__InferParameter *v, shm_ref *ref,
+                             char *err, size_t errlen)
+{
+    int c = v ? (int)v->parameter_choice_case : 0;
+    if (strcmp(k, "shared_memory_region") == 0) {
+        if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+            return fail(err, errlen, ENG_E_INVALID,
+                        "%s: shared_memory_region must be a string_param",
+                        what);
+        char why[160];
+        if (!shm_ref_region(ref, v->string_param, strlen(v->string_param), why,
+                            sizeof why))
+            return fail(err, errlen, ENG_E_INVALID, "%s: %s", what, why);
+        return ENG_E_OK;
+    }
+    bool off = strcmp(k, "shared_memory_offset") == 0;
+    if (!off && strcmp(k, "shared_memory_byte_size") != 0)
+        return ENG_E_OK; /* not one of them */
+    uint64_t u;
+    if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
+        && v->int64_param >= 0)
+        u = (uint64_t)v->int64_param;
+    else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+        u = v->uint64_param;
+    else
+        return fail(err, errlen, ENG_E_INVALID,
+                    "%s: %s must be a non-negative int64_param", what, k);
+    if (off) {
+        ref->offset = u;
+    } else {
+        ref->byte_size = u;
+        ref->has_byte_size = true;
+    }
+    return ENG_E_OK;
+}
+
+/* A tensor's parameters that say where it lies, once all are read. */
+static eng_err shm_complete(const char *what, const shm_ref *ref, char *err,
+                            size_t errlen)
+{
+    if (!ref->set && (ref->has_byte_size || ref->offset != 0))
+        return fail(err, errlen, ENG_E_INVALID,
+                    "%s has shared_memory_offset or shared_memory_byte_size "
+                    "but no shared_memory_region",
+                    what);
+    return ENG_E_OK;
+}
+
 /* An output request: only "y" exists. */
-static eng_err check_output(pb_span s, char *err, size_t errlen)
+static eng_err check_output(pb_span s, shm_ref *y, char *err, size_t errlen)
 {
     output_pb *o = (output_pb *)protobuf_c_message_unpack(
         &inference__model_infer_request__infer_requested_output_tensor__descriptor,
@@ -78,17 +130,23 @@ static eng_err check_output(pb_span s, char *err, size_t errlen)
                  tx_utf8_valid(o->name, strlen(o->name)) == strlen(o->name)
                      ? o->name
                      : "(not UTF-8)");
-    for (size_t i = 0; e == ENG_E_OK && i < o->n_parameters; i++)
+    for (size_t i = 0; e == ENG_E_OK && i < o->n_parameters; i++) {
         if (strcmp(o->parameters[i]->key, "classification") == 0)
             e = fail(err, errlen, ENG_E_INVALID,
                      "output classification is not supported");
+        else
+            e = shm_parameter("output \"y\"", o->parameters[i]->key,
+                              o->parameters[i]->value, y, err, errlen);
+    }
+    if (e == ENG_E_OK)
+        e = shm_complete("output \"y\"", y, err, errlen);
     protobuf_c_message_free_unpacked(&o->base, NULL);
     return e;
 }
 
 /* The top-level fields, with nested messages unpacked. */
-static eng_err walk(const uint8_t *msg, size_t len, walked *w, char *err,
-                    size_t errlen)
+static eng_err walk(const uint8_t *msg, size_t len, walked *w, shm_ref *y,
+                    char *err, size_t errlen)
 {
     pb_reader r = {msg, msg + len};
     pb_field f;
@@ -127,7 +185,7 @@ static eng_err walk(const uint8_t *msg, size_t len, walked *w, char *err,
             w->ninputs++;
             break;
         case F_OUTPUTS: {
-            eng_err e = check_output(f.span, err, errlen);
+            eng_err e = check_output(f.span, y, err, errlen);
             if (e != ENG_E_OK)
                 return e;
             break;
@@ -382,19 +440,46 @@ static eng_err check_model(const walked *w, bool *not_found, char *err,
     return ENG_E_OK;
 }
 
-/* Finds x and axis; their raw entries when the request has them. */
-static eng_err find_inputs(const walked *w, size_t *x, size_t *axis, char *err,
+/* Finds x and axis, their places in shared memory, and the raw entries
+ * of the others when the request has raw contents (one entry per input
+ * not in shared memory, in input order). */
+static eng_err find_inputs(walked *w, size_t *x, size_t *axis, char *err,
                            size_t errlen)
 {
     *x = *axis = SIZE_MAX;
     if (w->ninputs == 0)
         return fail(err, errlen, ENG_E_INVALID, "the request has no inputs");
-    if (w->nraw != 0 && w->nraw != w->ninputs)
+    size_t with_data = 0;
+    for (size_t i = 0; i < w->ninputs; i++) {
+        const input_pb *in = w->inputs[i];
+        char what[48];
+        snprintf(what, sizeof what, "input \"%.32s\"",
+                 tx_utf8_valid(in->name, strlen(in->name)) == strlen(in->name)
+                     ? in->name
+                     : "(not UTF-8)");
+        for (size_t k = 0; k < in->n_parameters; k++) {
+            eng_err e = shm_parameter(what, in->parameters[k]->key,
+                                      in->parameters[k]->value, &w->shm[i],
+                                      err, errlen);
+            if (e != ENG_E_OK)
+                return e;
+        }
+        eng_err e = shm_complete(what, &w->shm[i], err, errlen);
+        if (e != ENG_E_OK)
+            return e;
+        w->rawof[i] = SIZE_MAX;
+        if (!w->shm[i].set)
+            w->rawof[i] = with_data++;
+    }
+    if (w->nraw != 0 && w->nraw != with_data)
         return fail(err, errlen, ENG_E_INVALID,
-                    "the request has %zu inputs but %zu raw_input_contents "
-                    "entries: raw contents must be given for every input "
-                    "or for none",
-                    w->ninputs, w->nraw);
+                    "the request has %zu inputs with data but %zu "
+                    "raw_input_contents entries: raw contents must be given "
+                    "for every input not in shared memory, or for none",
+                    with_data, w->nraw);
+    if (w->nraw == 0)
+        for (size_t i = 0; i < w->ninputs; i++)
+            w->rawof[i] = SIZE_MAX;
     for (size_t i = 0; i < w->ninputs; i++) {
         const char *name = w->inputs[i]->name;
         size_t *which = strcmp(name, "x") == 0      ? x
@@ -411,20 +496,33 @@ static eng_err find_inputs(const walked *w, size_t *x, size_t *axis, char *err,
             return fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" appears twice", name);
         *which = i;
-        if (w->nraw != 0 && w->inputs[i]->contents != NULL)
+        bool raw = w->rawof[i] != SIZE_MAX;
+        bool typed = w->inputs[i]->contents != NULL;
+        if (w->shm[i].set && typed)
+            return fail(err, errlen, ENG_E_INVALID,
+                        "input \"%s\" names a shared-memory region but "
+                        "also has contents",
+                        name);
+        if (w->shm[i].set)
+            continue;
+        if (raw && typed)
             return fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" has both contents and "
                         "raw_input_contents",
                         name);
-        if (w->nraw == 0 && w->inputs[i]->contents == NULL)
+        if (!raw && !typed)
             return fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" has no data: neither contents nor "
-                        "raw_input_contents",
+                        "raw_input_contents nor a shared-memory region",
                         name);
     }
     if (*x == SIZE_MAX)
         return fail(err, errlen, ENG_E_INVALID,
                     "the request has no input \"x\"");
+    if (*axis != SIZE_MAX && w->shm[*axis].set)
+        return fail(err, errlen, ENG_E_INVALID,
+                    "input \"axis\" cannot come in shared memory: send its "
+                    "value in the request, or use the parameter axis");
     return ENG_E_OK;
 }
 
@@ -432,7 +530,7 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
                      infer_pb_request *out, bool *not_found, char *err,
                      size_t errlen)
 {
-    eng_err e = walk(msg, len, w, err, errlen);
+    eng_err e = walk(msg, len, w, &out->y_shm, err, errlen);
     /* absent strings are empty ones */
     static const uint8_t empty[1] = {0};
     pb_span *strings[] = {&w->model, &w->version, &w->id};
@@ -459,8 +557,9 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
         return e;
     if (ai != SIZE_MAX) {
         int64_t a = 0;
-        e = axis_input(w->inputs[ai], w->nraw ? &w->raw[ai] : NULL, &a, err,
-                       errlen);
+        e = axis_input(w->inputs[ai],
+                       w->rawof[ai] != SIZE_MAX ? &w->raw[w->rawof[ai]] : NULL,
+                       &a, err, errlen);
         if (e != ENG_E_OK)
             return e;
         if (!scan_params_axis_input(&p, a, err, errlen))
@@ -486,7 +585,11 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
         return e;
     out->bytes = l.bytes;
 
-    if (w->nraw == 0) {
+    if (w->shm[xi].set) {
+        out->x_shm = w->shm[xi]; /* the API layer finds its bytes */
+        return ENG_E_OK;
+    }
+    if (w->rawof[xi] == SIZE_MAX) {
         if (l.bytes > max_bytes)
             return fail(err, errlen, ENG_E_TOO_LARGE,
                         "input \"x\" would take %zu bytes, more than the %zu "
@@ -500,7 +603,7 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
         return typed_contents(x, (tx_dtype)dt, elements, out->data, err,
                               errlen);
     }
-    const pb_span *raw = &w->raw[xi];
+    const pb_span *raw = &w->raw[w->rawof[xi]];
     if (raw->len != l.bytes)
         return fail(err, errlen, ENG_E_INVALID,
                     "input \"x\": raw_input_contents has %zu bytes, but "
@@ -560,7 +663,9 @@ size_t infer_pb_bulk_offset(const uint8_t *prefix, size_t n)
 }
 
 /* The response, less y's bytes, packed once by protobuf-c; then field 6's
- * tag and length, so that y's bytes follow as raw_output_contents. With
+ * tag and length, so that y's bytes follow as raw_output_contents (not
+ * when y is in shared memory: that entry is empty, and y's says where
+ * the data went). With
  * `stream`, all of it is wrapped as a ModelStreamInferResponse's field 2,
  * whose length (fields, tag, length and y) is known before packing. */
 static uint8_t *head(const infer_pb_request *r, bool stream, size_t *len)
@@ -581,9 +686,44 @@ static uint8_t *head(const infer_pb_request *r, bool stream, size_t *len)
     y.shape = shape;
     m.n_outputs = 1;
     m.outputs = outs;
+
+    bool in_shm = r->y_shm.set;
+    typedef Inference__ModelInferResponse__InferOutputTensor__ParametersEntry
+        entry;
+    entry e[3];
+    entry *ep[3] = {&e[0], &e[1], &e[2]};
+    Inference__InferParameter v[3];
+    if (in_shm) {
+        static const char *const keys[3] = {"shared_memory_region",
+                                            "shared_memory_byte_size",
+                                            "shared_memory_offset"};
+        for (int i = 0; i < 3; i++) {
+            entry z =
+                INFERENCE__MODEL_INFER_RESPONSE__INFER_OUTPUT_TENSOR__PARAMETERS_ENTRY__INIT;
+            Inference__InferParameter pz = INFERENCE__INFER_PARAMETER__INIT;
+            e[i] = z;
+            v[i] = pz;
+            e[i].key = (char *)keys[i];
+            e[i].value = &v[i];
+        }
+        v[0].parameter_choice_case =
+            INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+        v[0].string_param = (char *)r->y_shm.region;
+        v[1].parameter_choice_case =
+            INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        v[1].int64_param = (int64_t)r->bytes;
+        v[2].parameter_choice_case =
+            INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        v[2].int64_param = (int64_t)r->y_shm.offset;
+        y.n_parameters = r->y_shm.offset ? 3 : 2;
+        y.parameters = ep;
+    }
     size_t body = protobuf_c_message_get_packed_size(&m.base);
-    size_t tail = 1 + pb_varint_size(r->bytes);
-    uint64_t whole = (uint64_t)body + tail + r->bytes; /* the wrapped part */
+    /* y in shared memory still has its raw_output_contents entry, empty:
+     * Triton's C++ client (perf_analyzer's) indexes the entries by
+     * output */
+    size_t tail = 1 + pb_varint_size(in_shm ? 0 : r->bytes);
+    uint64_t whole = (uint64_t)body + tail + (in_shm ? 0 : r->bytes);
     size_t room = stream ? 1 + pb_varint_size(whole) : 0;
     uint8_t *b = malloc(room + body + tail);
     if (b == NULL)
@@ -595,7 +735,7 @@ static uint8_t *head(const infer_pb_request *r, bool stream, size_t *len)
     }
     p += protobuf_c_message_pack(&m.base, p);
     *p++ = (uint8_t)(6 << 3 | PB_LEN); /* raw_output_contents */
-    p += pb_put_varint(p, r->bytes);
+    p += pb_put_varint(p, in_shm ? 0 : r->bytes);
     *len = (size_t)(p - b);
     return b;
 }

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shm.h"
 #include "tensor.h"
 
 typedef struct {
@@ -36,6 +37,10 @@ typedef struct {
     char *id; /* the request's id (owned; may be ""), echoed back */
     bool has_timeout;
     int64_t timeout_us; /* the "timeout" parameter, microseconds */
+    /* Triton's system shared-memory extension: x (data NULL), or y, in a
+     * region, as the tensors' parameters shared_memory_region, _offset
+     * and _byte_size say; the API layer finds the bytes */
+    shm_ref x_shm, y_shm;
 } infer_pb_request;
 
 /* Parses a ModelInferRequest of len bytes at msg, which is modifiable and
@@ -61,7 +66,9 @@ size_t infer_pb_bulk_offset(const uint8_t *prefix, size_t n);
 /* The bytes of a ModelInferResponse before y's data, for a request r and
  * an output of r's dtype and shape (model_name, model_version, id,
  * outputs[0], then raw_output_contents' tag and length): malloc'd, length
- * in *len; NULL when out of memory. */
+ * in *len; NULL when out of memory. When y was placed in shared memory
+ * (r->y_shm), it is the whole response: y's entry carries the region's
+ * parameters, and its raw_output_contents entry is empty. */
 uint8_t *infer_pb_head(const infer_pb_request *r, size_t *len);
 
 /* The same head wrapped as a ModelStreamInferResponse's infer_response,

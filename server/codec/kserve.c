@@ -34,6 +34,7 @@ typedef struct {
     uint64_t binary_size;
     uint8_t *binary_at; /* where its bytes are in the body */
     bool parsed;        /* x's data, parsed as it was met (eager_data) */
+    shm_ref shm;        /* its place in a shared-memory region */
 } input;
 
 /* What parse_input() needs besides the input itself. */
@@ -48,14 +49,64 @@ static eng_err fail_invalid(jcur *c)
     return ENG_E_INVALID;
 }
 
-/* An input's "parameters": binary_data_size matters, the rest is ignored
- * (but must be valid JSON). */
+/* One of the shared-memory parameters of a tensor, at key k, into ref;
+ * *taken when k was one of them. */
+static bool shm_parameter(jcur *c, const char *k, size_t kn, shm_ref *ref,
+                          bool *taken)
+{
+    *taken = true;
+    if (json_eq(k, kn, "shared_memory_region")) {
+        const char *s;
+        size_t n;
+        jcur_ws(c);
+        if (c->p < c->end && *c->p != '"')
+            return jcur_fail(c, "shared_memory_region must be a string");
+        if (!jcur_string(c, &s, &n))
+            return false;
+        if (memchr(s, '\\', n) != NULL)
+            return jcur_fail(c, "shared_memory_region cannot hold JSON "
+                                "escapes");
+        char why[160];
+        if (!shm_ref_region(ref, s, n, why, sizeof why))
+            return jcur_fail(c, "%s", why);
+        return true;
+    }
+    bool off = json_eq(k, kn, "shared_memory_offset");
+    if (off || json_eq(k, kn, "shared_memory_byte_size")) {
+        int64_t v;
+        if (!jcur_int64(c, off ? "shared_memory_offset"
+                               : "shared_memory_byte_size",
+                        &v))
+            return false;
+        if (v < 0)
+            return jcur_fail(c, "%s cannot be negative",
+                             off ? "shared_memory_offset"
+                                 : "shared_memory_byte_size");
+        if (off) {
+            ref->offset = (uint64_t)v;
+        } else {
+            ref->byte_size = (uint64_t)v;
+            ref->has_byte_size = true;
+        }
+        return true;
+    }
+    *taken = false;
+    return true;
+}
+
+/* An input's "parameters": binary_data_size and the shared-memory ones
+ * matter, the rest is ignored (but must be valid JSON). */
 static bool input_parameters(jcur *c, input *in)
 {
     bool first = true;
     const char *k;
     size_t kn;
     while (jcur_member(c, &first, &k, &kn)) {
+        bool taken;
+        if (!shm_parameter(c, k, kn, &in->shm, &taken))
+            return false;
+        if (taken)
+            continue;
         if (json_eq(k, kn, "binary_data_size")) {
             int64_t v;
             if (!jcur_int64(c, "binary_data_size", &v))
@@ -156,10 +207,23 @@ static bool parse_input(jcur *c, input *in, int index, const parse_ctx *px)
                          "input \"%.*s\" has both data and "
                          "binary_data_size",
                          (int)in->name_len, in->name);
-    if (in->data == NULL && !in->binary)
+    if (in->shm.set && (in->data != NULL || in->binary))
+        return jcur_fail(c,
+                         "input \"%.*s\" names a shared-memory region but "
+                         "also has %s",
+                         (int)in->name_len, in->name,
+                         in->binary ? "binary_data_size" : "data");
+    if (!in->shm.set && (in->shm.has_byte_size || in->shm.offset != 0))
+        return jcur_fail(c,
+                         "input \"%.*s\" has shared_memory_offset or "
+                         "shared_memory_byte_size but no "
+                         "shared_memory_region",
+                         (int)in->name_len, in->name);
+    if (in->data == NULL && !in->binary && !in->shm.set)
         return jcur_fail(c,
                          "input \"%.*s\" has neither data nor "
-                         "parameters.binary_data_size",
+                         "parameters.binary_data_size nor "
+                         "parameters.shared_memory_region",
                          (int)in->name_len, in->name);
     return true;
 }
@@ -235,6 +299,11 @@ static bool parse_outputs(jcur *c, kserve_request *r)
                 const char *pk;
                 size_t pkn;
                 while (jcur_member(c, &pfirst, &pk, &pkn)) {
+                    bool taken;
+                    if (!shm_parameter(c, pk, pkn, &r->y_shm, &taken))
+                        return false;
+                    if (taken)
+                        continue;
                     if (json_eq(pk, pkn, "binary_data")) {
                         if (!jcur_bool(c, "outputs[].parameters.binary_data",
                                        &r->binary_output))
@@ -256,6 +325,10 @@ static bool parse_outputs(jcur *c, kserve_request *r)
             return false;
         if (!named)
             return jcur_fail(c, "outputs[%d] has no name", i);
+        if (!r->y_shm.set && (r->y_shm.has_byte_size || r->y_shm.offset))
+            return jcur_fail(c, "output \"y\" has shared_memory_offset or "
+                                "shared_memory_byte_size but no "
+                                "shared_memory_region");
         i++;
     }
     return !c->failed;
@@ -427,6 +500,10 @@ static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "the request has no input \"x\"");
 
+    if (axis_in != NULL && axis_in->shm.set)
+        return eng_fail(msg, msglen, ENG_E_INVALID,
+                        "input \"axis\" cannot come in shared memory: send "
+                        "its value in the request, or use parameters.axis");
     if (axis_in != NULL) {
         int64_t a = 0;
         eng_err e = axis_value(&c, axis_in, &a, msg, msglen);
@@ -459,6 +536,10 @@ static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
         id[out->id_len] = '\0';
         out->id = id;
         out->id_owned = true;
+    }
+    if (x->shm.set) {
+        out->x_shm = x->shm; /* the API layer finds its bytes */
+        return ENG_E_OK;
     }
     if (x->binary) {
         if (x->binary_size != l.bytes) {
@@ -567,6 +648,18 @@ char *kserve_binary_header(const kserve_request *r, size_t *len)
     return b;
 }
 
+char *kserve_shm_output_json(const kserve_request *r, size_t *len)
+{
+    char *b = NULL;
+    size_t n = 0;
+    if (!output_head(&b, &n, r) || !json_append(&b, &n, "}]}", 3)) {
+        free(b);
+        return NULL;
+    }
+    *len = n;
+    return b;
+}
+
 bool kserve_json_writer(json_writer *w, const kserve_request *r,
                         const void *data)
 {
@@ -585,12 +678,20 @@ static char *dump(json_t *j)
     return s;
 }
 
-char *kserve_server_metadata(const char *version)
+char *kserve_server_metadata(const char *version, bool shm)
 {
-    return dump(json_pack("{s:s, s:s, s:[s, s, s, s]}", "name", "tally",
+    json_t *j = json_pack("{s:s, s:s, s:[s, s, s, s]}", "name", "tally",
                           "version", version, "extensions",
                           "binary_tensor_data", "parameters",
-                          "model_configuration", "statistics"));
+                          "model_configuration", "statistics");
+    if (j != NULL && shm
+        && json_array_append_new(json_object_get(j, "extensions"),
+                                 json_string("system_shared_memory"))
+               != 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
 }
 
 /* The optional input "axis" is taken but not advertised: clients that fill

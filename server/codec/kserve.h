@@ -14,6 +14,12 @@
  * data is used where it lies in the body (the scan then runs in place);
  * JSON data is parsed into a new buffer. tally also takes FP16 and BF16 as
  * JSON, and non-finite floats as "NaN", "Infinity", "-Infinity".
+ *
+ * The system shared-memory extension: x (with no data) and y may name a
+ * region with the parameters shared_memory_region, shared_memory_offset
+ * and shared_memory_byte_size; the parse records them (x_shm, y_shm) and
+ * the API layer resolves them (api/shm.c). The input "axis" must come in
+ * the request itself.
  */
 #ifndef TALLY_KSERVE_H
 #define TALLY_KSERVE_H
@@ -23,6 +29,7 @@
 #include <stdint.h>
 
 #include "json.h"
+#include "shm.h"
 #include "tensor.h"
 
 #define KSERVE_MODEL "cumsum"
@@ -39,6 +46,9 @@ typedef struct {
     bool binary_output; /* answer y as binary data */
     bool has_timeout;
     int64_t timeout_us;
+    /* Triton's system shared-memory extension: x, or y, in a region
+     * (x_shm.set: data is NULL; the API layer finds the bytes) */
+    shm_ref x_shm, y_shm;
 } kserve_request;
 
 /* Parses an inference request. body (aligned to 128 bytes) is modifiable:
@@ -59,12 +69,20 @@ void kserve_request_free(kserve_request *r);
  * memory. */
 char *kserve_binary_header(const kserve_request *r, size_t *len);
 
+/* The JSON response for an output y placed in shared memory (y_shm): its
+ * name, datatype and shape, with neither data nor parameters, as Triton
+ * answers (Triton's C++ client, perf_analyzer's, takes an output's
+ * "parameters" to announce binary data). malloc'd, length in *len; NULL
+ * when out of memory. */
+char *kserve_shm_output_json(const kserve_request *r, size_t *len);
+
 /* A writer for a JSON response with y's data at `data` (borrowed). */
 bool kserve_json_writer(json_writer *w, const kserve_request *r,
                         const void *data);
 
-/* Server and model metadata, model config: malloc'd JSON text. */
-char *kserve_server_metadata(const char *version);
+/* Server and model metadata, model config: malloc'd JSON text. The
+ * server's extensions list system_shared_memory when `shm` is on. */
+char *kserve_server_metadata(const char *version, bool shm);
 char *kserve_model_metadata(void);
 char *kserve_model_config(void);
 
