@@ -10,10 +10,15 @@
  *   GET  /v2/models[/cumsum[/versions/1]]/stats  Triton-style statistics
  *   POST /v2/models/cumsum[/versions/1]/infer inference
  *   GET  /metrics                             Prometheus metrics
+ *   GET  /v2/systemsharedmemory[/region/{name}]/status    Triton's system
+ *   POST /v2/systemsharedmemory/region/{name}/register    shared-memory
+ *   POST /v2/systemsharedmemory[/region/{name}]/unregister extension
+ *   ... /v2/cudasharedmemory/...              refused (none), but for
+ *                                             unregistering everything
  *
  * HEAD is served wherever GET is. routes.c holds the table; native.c
- * (with dml.c for DirectML's operator description), kserve.c and ops.c the
- * handlers; json_reply.c their JSON answers.
+ * (with dml.c for DirectML's operator description), kserve.c, shm.c and
+ * ops.c the handlers; json_reply.c their JSON answers.
  * proto/openapi.yaml documents the same routes, and tests/integration checks
  * that the two agree.
  *
@@ -27,9 +32,10 @@
 #include "json.h"
 #include "router.h"
 #include "scheduler.h"
+#include "shm.h"
 
 /* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
-enum { NATIVE, INFER, METADATA, HEALTH, METRICS, OTHER, NLABELS };
+enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, OTHER, NLABELS };
 
 /* The API layer's state: what tallyd.c builds, hangs on the server's
  * `app` before the transport starts, and frees after it stops. */
@@ -37,6 +43,7 @@ typedef struct {
     sched *sched;
     sched_backend backend; /* over the devices */
     grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
+    shm_registry *shm;     /* with --allow-shared-memory; else NULL */
 } api_state;
 
 /* Builds the API layer's state over the opened devices (borrowed: they
@@ -73,6 +80,48 @@ void api_model_ready(request *r);
 void api_model_config(request *r);
 void api_model_stats(request *r);
 void api_metrics(request *r);
+void api_shm_status(request *r); /* shm.c */
+void api_shm_register(request *r);
+void api_shm_unregister(request *r);
+void api_cuda_shm(request *r);
+
+/*
+ * Tensors in shared memory, for both front doors (shm.c). A parsed
+ * request names where x and y lie (shm_ref; unset: x in the request's own
+ * bytes, y answered in the reply). Threading: the request's thread; the
+ * hold is released on the thread that answers, after the job is done.
+ */
+
+/* Who owns regions for a request with this Authorization value (NULL:
+ * none): its bearer token when the server requires tokens, else
+ * everyone alike. Borrowed from authorization. */
+shm_owner api_shm_owner(tallyd_server *s, const char *authorization);
+
+/* The regions a job holds. */
+typedef struct {
+    shm_use x, y;
+} api_shm_hold;
+
+/* Places a scan of `bytes`: *in is x's region or data (the request's
+ * own bytes); *out is y's region, or data when x came in the request (in
+ * place), or, when x lies in a region and y does not, a new buffer
+ * (*owned, eng_buffer_alloc'd, at most max_bytes: the caller frees it
+ * after the reply). STATUS_OK with *h holding the regions until
+ * api_shm_done() or api_shm_free(); otherwise FORBIDDEN (shared memory is
+ * off), NOT_FOUND, INVALID, TOO_LARGE or NOMEM with a message, and
+ * nothing held. reg NULL: shared memory is off. */
+status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
+                          const shm_ref *ys, void *data, size_t bytes,
+                          size_t max_bytes, const void **in, void **out,
+                          void **owned, api_shm_hold *h, char *msg,
+                          size_t msglen);
+
+/* After the job: checks that no region was disturbed (shm_release) and
+ * releases them. STATUS_OK, or INVALID with a message. */
+status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen);
+
+/* Releases what is still held, unchecked; safe after api_shm_done. */
+void api_shm_free(api_shm_hold *h);
 
 /* The gRPC service (grpc_service.c): inference.GRPCInferenceService. */
 extern const grpc_service api_grpc_service;

@@ -31,6 +31,13 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
         snprintf(msg, msglen, "out of memory");
         return false;
     }
+    if (s->cfg.allow_shared_memory) {
+        a->shm = shm_registry_new(s->cfg.shm_max_regions, s->cfg.shm_max_bytes);
+        if (a->shm == NULL) {
+            snprintf(msg, msglen, "out of memory");
+            return false;
+        }
+    }
     s->app = a;
     return sched_start(a->sched, msg, msglen) == ENG_E_OK;
 }
@@ -41,5 +48,7 @@ void api_stop(api_state *a)
         sched_stop(a->sched);
     sched_free(a->sched);
     a->sched = NULL;
+    shm_registry_free(a->shm); /* no job holds a region now */
+    a->shm = NULL;
     sched_engines_free(&a->backend);
 }

@@ -34,9 +34,14 @@ static tallyd_server *server_of(grpc_call *c)
     return grpc_call_server(c);
 }
 
+static api_state *api_of(grpc_call *c)
+{
+    return server_of(c)->app;
+}
+
 static sched *sched_of(grpc_call *c)
 {
-    return ((api_state *)server_of(c)->app)->sched;
+    return api_of(c)->sched;
 }
 
 /* Packs m and answers with it. */
@@ -121,12 +126,13 @@ static void model_ready(grpc_call *c)
 static void server_metadata(grpc_call *c)
 {
     static char *ext[] = {"binary_tensor_data", "parameters",
-                          "model_configuration", "statistics"};
+                          "model_configuration", "statistics",
+                          "system_shared_memory"};
     Inference__ServerMetadataResponse r =
         INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     r.name = (char *)"tally";
     r.version = (char *)server_of(c)->version;
-    r.n_extensions = sizeof ext / sizeof ext[0];
+    r.n_extensions = sizeof ext / sizeof ext[0] - (api_of(c)->shm == NULL);
     r.extensions = ext;
     reply_message(c, &r.base);
 }
@@ -278,11 +284,13 @@ typedef struct {
     uint8_t *head;
     size_t head_len;
     uint64_t parse_ns;
+    api_shm_hold shm; /* x's and y's regions, when they lie in some */
 } infer_work;
 
 static void infer_work_free(void *p)
 {
     infer_work *w = p;
+    api_shm_free(&w->shm); /* after the job: the call outlives it */
     infer_pb_request_free(&w->q);
     free(w->head);
     free(w);
@@ -349,13 +357,22 @@ static void infer_answer(grpc_call *c)
                    j->msg[0] ? j->msg : status_text(j->status));
         return;
     }
+    char msg[512];
+    status_code st = api_shm_done(&w->shm, msg, sizeof msg);
+    if (st != STATUS_OK) {
+        infer_fail(c, st, "%s", msg);
+        return;
+    }
     w->head = streaming(c) ? infer_pb_stream_head(&w->q, &w->head_len)
                            : infer_pb_head(&w->q, &w->head_len);
     if (w->head == NULL) {
         infer_fail(c, STATUS_NOMEM, "out of memory");
         return;
     }
-    grpc_call_reply(c, w->head, w->head_len, w->q.data, w->q.bytes);
+    if (w->q.y_shm.set) /* y is in its region: the head is all */
+        grpc_call_reply(c, w->head, w->head_len, NULL, 0);
+    else
+        grpc_call_reply(c, w->head, w->head_len, w->q.data, w->q.bytes);
 }
 
 static void on_job_done(job *j)
@@ -398,6 +415,23 @@ static void model_infer(grpc_call *c)
     j->in = w->q.data;
     j->out = w->q.data;
     j->watch_fd = -1;
+    if (w->q.x_shm.set || w->q.y_shm.set) {
+        void *out, *owned;
+        status_code st = api_shm_place(
+            api_of(c)->shm,
+            api_shm_owner(s, grpc_call_authorization(c)), &w->q.x_shm,
+            &w->q.y_shm, w->q.data, w->q.bytes, s->cfg.max_body_bytes, &j->in,
+            &out, &owned, &w->shm, err, sizeof err);
+        if (st != STATUS_OK) {
+            infer_fail(c, st, "%s", err);
+            return;
+        }
+        j->out = out;
+        if (owned != NULL) { /* y's own buffer, answered and freed as x's */
+            w->q.data = owned;
+            w->q.data_owned = true;
+        }
+    }
     if (sched_prepare(j) != STATUS_OK) {
         infer_fail(c, j->status, "%s", j->msg);
         return;
@@ -445,59 +479,177 @@ static void infer_ended(grpc_call *c, bool ok, uint64_t total_ns)
 
 /* ----------------------------------------------------- shared memory */
 
-static void shm_status(grpc_call *c)
+static const char shm_off[] =
+    "system shared memory is turned off on this server (start tallyd with "
+    "--allow-shared-memory to take tensors in shared-memory regions)";
+
+static shm_owner owner_of(grpc_call *c)
+{
+    return api_shm_owner(server_of(c), grpc_call_authorization(c));
+}
+
+static void rpc_shm_status(grpc_call *c)
 {
     Inference__SystemSharedMemoryStatusRequest *q =
         (Inference__SystemSharedMemoryStatusRequest *)request_of(
             c, &inference__system_shared_memory_status_request__descriptor);
     if (q == NULL)
         return;
-    if (q->name[0] != '\0') {
-        grpc_call_fail(c, STATUS_NOT_FOUND,
-                       "no shared-memory region \"%.64s\" is registered",
-                       q->name);
+    shm_registry *reg = api_of(c)->shm;
+    size_t nlen = strlen(q->name);
+    char msg[512];
+    shm_info *v = NULL;
+    size_t n = 0;
+    status_code st = STATUS_OK;
+    if (nlen != 0 && !shm_name_ok(q->name, nlen, msg, sizeof msg))
+        st = STATUS_INVALID;
+    else if (reg == NULL && nlen != 0)
+        st = STATUS_NOT_FOUND,
+        snprintf(msg, sizeof msg, "no shared-memory region named \"%s\" is "
+                                  "registered (%s)", q->name, shm_off);
+    else if (reg != NULL)
+        st = shm_status(reg, owner_of(c), nlen ? q->name : NULL, nlen, &v, &n,
+                        msg, sizeof msg);
+    typedef Inference__SystemSharedMemoryStatusResponse__RegionsEntry entry;
+    typedef Inference__SystemSharedMemoryStatusResponse__RegionStatus region;
+    entry *e = NULL, **ep = NULL;
+    region *rs = NULL;
+    if (st == STATUS_OK && n != 0) {
+        e = calloc(n, sizeof *e);
+        ep = calloc(n, sizeof *ep);
+        rs = calloc(n, sizeof *rs);
+        if (e == NULL || ep == NULL || rs == NULL) {
+            st = STATUS_NOMEM;
+            snprintf(msg, sizeof msg, "out of memory");
+        }
+    }
+    if (st != STATUS_OK) {
+        grpc_call_fail(c, st, "%s", msg);
     } else {
+        for (size_t i = 0; i < n; i++) {
+            entry ez =
+                INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__REGIONS_ENTRY__INIT;
+            region rz =
+                INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__REGION_STATUS__INIT;
+            e[i] = ez;
+            rs[i] = rz;
+            rs[i].name = v[i].name;
+            rs[i].key = v[i].key;
+            rs[i].offset = v[i].offset;
+            rs[i].byte_size = v[i].byte_size;
+            e[i].key = v[i].name;
+            e[i].value = &rs[i];
+            ep[i] = &e[i];
+        }
         Inference__SystemSharedMemoryStatusResponse r =
             INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+        r.n_regions = n;
+        r.regions = ep;
+        reply_message(c, &r.base);
+    }
+    free(e);
+    free(ep);
+    free(rs);
+    free(v);
+    protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+static void rpc_shm_register(grpc_call *c)
+{
+    shm_registry *reg = api_of(c)->shm;
+    if (reg == NULL) {
+        grpc_call_fail(c, STATUS_FORBIDDEN, "%s", shm_off);
+        return;
+    }
+    Inference__SystemSharedMemoryRegisterRequest *q =
+        (Inference__SystemSharedMemoryRegisterRequest *)request_of(
+            c, &inference__system_shared_memory_register_request__descriptor);
+    if (q == NULL)
+        return;
+    char msg[512];
+    status_code st =
+        shm_register(reg, owner_of(c), q->name, strlen(q->name), q->key,
+                     strlen(q->key), q->offset, q->byte_size, msg, sizeof msg);
+    if (st != STATUS_OK) {
+        grpc_call_fail(c, st, "%s", msg);
+    } else {
+        Inference__SystemSharedMemoryRegisterResponse r =
+            INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
         reply_message(c, &r.base);
     }
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
-/* Unregistering succeeds: no region is registered (and Triton's answers
- * the same for a name it does not have). */
-static void shm_unregister(grpc_call *c)
+/* An empty name unregisters every region of the caller's. */
+static void rpc_shm_unregister(grpc_call *c)
 {
     Inference__SystemSharedMemoryUnregisterRequest *q =
         (Inference__SystemSharedMemoryUnregisterRequest *)request_of(
             c, &inference__system_shared_memory_unregister_request__descriptor);
     if (q == NULL)
         return;
-    Inference__SystemSharedMemoryUnregisterResponse r =
-        INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-    reply_message(c, &r.base);
+    shm_registry *reg = api_of(c)->shm;
+    size_t nlen = strlen(q->name);
+    char msg[512];
+    status_code st = STATUS_OK;
+    if (nlen != 0 && !shm_name_ok(q->name, nlen, msg, sizeof msg))
+        st = STATUS_INVALID;
+    else if (reg == NULL && nlen != 0)
+        st = STATUS_NOT_FOUND,
+        snprintf(msg, sizeof msg, "no shared-memory region named \"%s\" is "
+                                  "registered (%s)", q->name, shm_off);
+    else if (reg != NULL)
+        st = shm_unregister(reg, owner_of(c), nlen ? q->name : NULL, nlen, msg,
+                            sizeof msg);
+    if (st != STATUS_OK) {
+        grpc_call_fail(c, st, "%s", msg);
+    } else {
+        Inference__SystemSharedMemoryUnregisterResponse r =
+            INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+        reply_message(c, &r.base);
+    }
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
-static void shm_register(grpc_call *c)
-{
-    grpc_call_fail(c, STATUS_METHOD,
-                   "tally does not take system shared memory over gRPC yet; "
-                   "send tensors in raw_input_contents");
-}
+static const char no_cuda[] =
+    "tally has no CUDA shared memory: it computes on OpenCL devices; use "
+    "system shared memory (SystemSharedMemoryRegister) instead";
 
+/* No CUDA region exists: the list is empty, a named one is not found. */
 static void cuda_status(grpc_call *c)
 {
-    Inference__CudaSharedMemoryStatusResponse r =
-        INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-    reply_message(c, &r.base);
+    Inference__CudaSharedMemoryStatusRequest *q =
+        (Inference__CudaSharedMemoryStatusRequest *)request_of(
+            c, &inference__cuda_shared_memory_status_request__descriptor);
+    if (q == NULL)
+        return;
+    if (q->name[0] != '\0') {
+        grpc_call_fail(c, STATUS_NOT_FOUND, "%s", no_cuda);
+    } else {
+        Inference__CudaSharedMemoryStatusResponse r =
+            INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
+/* Unregistering every CUDA region succeeds (perf_analyzer does it as it
+ * ends); a named one is not found. */
 static void cuda_unregister(grpc_call *c)
 {
-    Inference__CudaSharedMemoryUnregisterResponse r =
-        INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-    reply_message(c, &r.base);
+    Inference__CudaSharedMemoryUnregisterRequest *q =
+        (Inference__CudaSharedMemoryUnregisterRequest *)request_of(
+            c, &inference__cuda_shared_memory_unregister_request__descriptor);
+    if (q == NULL)
+        return;
+    if (q->name[0] != '\0') {
+        grpc_call_fail(c, STATUS_NOT_FOUND, "%s", no_cuda);
+    } else {
+        Inference__CudaSharedMemoryUnregisterResponse r =
+            INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+        reply_message(c, &r.base);
+    }
+    protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
 static const grpc_method methods[] = {
@@ -512,13 +664,13 @@ static const grpc_method methods[] = {
      infer_ended},
     {"ModelStreamInfer", model_infer, true, false, INFER, infer_pb_bulk_offset,
      infer_ended},
-    {"SystemSharedMemoryStatus", shm_status, false, false, OTHER, NULL, NULL},
-    {"SystemSharedMemoryRegister", shm_register, false, false, OTHER, NULL,
+    {"SystemSharedMemoryStatus", rpc_shm_status, false, false, SHM, NULL, NULL},
+    {"SystemSharedMemoryRegister", rpc_shm_register, false, false, SHM, NULL,
      NULL},
-    {"SystemSharedMemoryUnregister", shm_unregister, false, false, OTHER, NULL,
+    {"SystemSharedMemoryUnregister", rpc_shm_unregister, false, false, SHM, NULL,
      NULL},
-    {"CudaSharedMemoryStatus", cuda_status, false, false, OTHER, NULL, NULL},
-    {"CudaSharedMemoryUnregister", cuda_unregister, false, false, OTHER, NULL,
+    {"CudaSharedMemoryStatus", cuda_status, false, false, SHM, NULL, NULL},
+    {"CudaSharedMemoryUnregister", cuda_unregister, false, false, SHM, NULL,
      NULL},
     /* the protocol's others: UNIMPLEMENTED, with a message */
     {"CudaSharedMemoryRegister", NULL, false, false, OTHER, NULL, NULL},

@@ -17,11 +17,13 @@
 
 typedef struct {
     kserve_request req;
+    api_shm_hold shm; /* x's and y's regions, when they lie in some */
 } infer_ctx;
 
 static void infer_ctx_free(void *p)
 {
     infer_ctx *c = p;
+    api_shm_free(&c->shm); /* after the job: the request outlives it */
     kserve_request_free(&c->req);
     free(c);
 }
@@ -29,6 +31,21 @@ static void infer_ctx_free(void *p)
 static void finish_infer(request *r)
 {
     infer_ctx *c = r->ctx;
+    char msg[512];
+    status_code st = api_shm_done(&c->shm, msg, sizeof msg);
+    if (st != STATUS_OK) {
+        http_error(r, st, "%s", msg);
+        return;
+    }
+    if (c->req.y_shm.set) { /* y is in its region: no data here */
+        size_t len;
+        char *text = kserve_shm_output_json(&c->req, &len);
+        if (text == NULL)
+            http_error(r, STATUS_NOMEM, "out of memory writing the response");
+        else
+            http_reply_buffer(r, 200, "application/json", text, len);
+        return;
+    }
     if (c->req.binary_output) {
         size_t hlen;
         char *head = kserve_binary_header(&c->req, &hlen);
@@ -93,7 +110,27 @@ void api_infer(request *r)
     if (c->req.has_timeout)
         timeout_ms =
             c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
-    submit_scan(r, &c->req.desc, c->req.data, timeout_ms,
-                    c->req.data_owned ? SUBMIT_TEXT : SUBMIT_BYTES,
+    submit_from from = c->req.data_owned ? SUBMIT_TEXT : SUBMIT_BYTES;
+    if (!c->req.x_shm.set && !c->req.y_shm.set) {
+        submit_scan(r, &c->req.desc, c->req.data, timeout_ms, from,
                     finish_infer);
+        return;
+    }
+    const void *in;
+    void *out, *owned;
+    status_code st = api_shm_place(
+        ((api_state *)r->s->app)->shm,
+        api_shm_owner(r->s, http_header(r, "Authorization")), &c->req.x_shm,
+        &c->req.y_shm, c->req.data, c->req.bytes, r->s->cfg.max_body_bytes,
+        &in, &out, &owned, &c->shm, msg, sizeof msg);
+    if (st != STATUS_OK) {
+        http_error(r, st, "%s", msg);
+        return;
+    }
+    if (owned != NULL) { /* y's own buffer, answered and freed as x's */
+        c->req.data = owned;
+        c->req.data_owned = true;
+    }
+    submit_scan_to(r, &c->req.desc, in, out, timeout_ms, SUBMIT_BYTES,
+                   finish_infer);
 }

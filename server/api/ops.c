@@ -27,7 +27,9 @@ static char *copy_text(const char *s)
 
 void api_server_metadata(request *r)
 {
-    reply_owned_json(r, 200, kserve_server_metadata(r->s->version));
+    reply_owned_json(r, 200, kserve_server_metadata(
+                                    r->s->version,
+                                    ((api_state *)r->s->app)->shm != NULL));
 }
 
 void api_health_live(request *r)

@@ -14,7 +14,8 @@
 
 static const char *const labels[NLABELS] = {
     [NATIVE] = "native",   [INFER] = "infer",     [METADATA] = "metadata",
-    [HEALTH] = "health",   [METRICS] = "metrics", [OTHER] = "other"};
+    [HEALTH] = "health",   [METRICS] = "metrics", [SHM] = "shared_memory",
+    [OTHER] = "other"};
 
 /* The inference routes' end: Triton's statistics (stats.h) count every
  * request of theirs, with its steps when it succeeded. */
@@ -49,6 +50,26 @@ static const http_route rows[] = {
      HTTP_ACCESS_TOKEN, NULL},
     {"GET", "/v2/models/{model}/versions/{version}/stats", api_model_stats,
      METADATA, HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/systemsharedmemory/status", api_shm_status, SHM,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/systemsharedmemory/region/{region}/status", api_shm_status,
+     SHM, HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/systemsharedmemory/region/{region}/register",
+     api_shm_register, SHM, HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/systemsharedmemory/unregister", api_shm_unregister, SHM,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/systemsharedmemory/region/{region}/unregister",
+     api_shm_unregister, SHM, HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/cudasharedmemory/status", api_cuda_shm, SHM,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"GET", "/v2/cudasharedmemory/region/{region}/status", api_cuda_shm, SHM,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/cudasharedmemory/region/{region}/register", api_cuda_shm,
+     SHM, HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/cudasharedmemory/unregister", api_cuda_shm, SHM,
+     HTTP_ACCESS_TOKEN, NULL},
+    {"POST", "/v2/cudasharedmemory/region/{region}/unregister", api_cuda_shm,
+     SHM, HTTP_ACCESS_TOKEN, NULL},
     {"POST", "/v2/models/{model}/infer", api_infer, INFER, HTTP_ACCESS_TOKEN,
      inference_ended},
     {"POST", "/v2/models/{model}/versions/{version}/infer", api_infer,

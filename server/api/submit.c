@@ -199,6 +199,13 @@ void submit_scan(request *r, const eng_scan_desc *desc, void *inout,
     submit(r, desc, NULL, inout, NULL, inout, timeout_ms, from, finish);
 }
 
+void submit_scan_to(request *r, const eng_scan_desc *desc, const void *in,
+                    void *out, int64_t timeout_ms, submit_from from,
+                    http_handler finish)
+{
+    submit(r, desc, NULL, in, NULL, out, timeout_ms, from, finish);
+}
+
 void submit_strided(request *r, const eng_scan_desc *desc, const eng_view *iv,
                     const void *in, const eng_view *ov, void *out,
                     int64_t timeout_ms, submit_from from, http_handler finish)

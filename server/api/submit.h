@@ -41,6 +41,12 @@ typedef enum { SUBMIT_BYTES, SUBMIT_TEXT } submit_from;
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,
                  int64_t timeout_ms, submit_from from, http_handler finish);
 
+/* The same from in to out (which may be in, or must not overlap it):
+ * tensors in shared memory. Both must live as long as the request. */
+void submit_scan_to(request *r, const eng_scan_desc *desc, const void *in,
+                    void *out, int64_t timeout_ms, submit_from from,
+                    http_handler finish);
+
 /* The same for a tensor laid out in its buffers as DirectML's buffer
  * tensors are (engine.h's eng_scan_strided): reads in through iv, writes
  * out through ov. The views and both buffers must live as long as the

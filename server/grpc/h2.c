@@ -1682,6 +1682,11 @@ int64_t grpc_call_timeout_ms(const grpc_call *c)
     return c->timeout_ms;
 }
 
+const char *grpc_call_authorization(const grpc_call *c)
+{
+    return c->st != NULL && c->st->has_auth ? c->st->auth : NULL;
+}
+
 const grpc_method *grpc_call_method(const grpc_call *c)
 {
     return c->m;

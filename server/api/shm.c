@@ -1,0 +1,327 @@
+/*
+ * shm.c - Triton's system shared-memory extension over REST, and the
+ * placing of a request's tensors in regions for both front doors
+ * (api.h's api_shm_*).
+ *
+ *   GET  /v2/systemsharedmemory[/region/{name}]/status
+ *   POST /v2/systemsharedmemory/region/{name}/register   {key, offset,
+ *                                                         byte_size}
+ *   POST /v2/systemsharedmemory[/region/{name}]/unregister
+ *   and the same under /v2/cudasharedmemory, which tally refuses (it has
+ *   no CUDA memory) except for unregistering everything, which succeeds:
+ *   perf_analyzer calls it when it ends.
+ *
+ * Off unless tallyd runs with --allow-shared-memory: then registering
+ * answers 403, a status lists nothing and unregistering everything
+ * succeeds, as for a server with no region.
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "auth.h"
+#include "buffer.h"
+#include "reply.h"
+
+#define REGISTER_BODY_MAX 65536
+
+static const char shm_off[] =
+    "system shared memory is turned off on this server (start tallyd with "
+    "--allow-shared-memory to take tensors in shared-memory regions)";
+
+shm_owner api_shm_owner(tallyd_server *s, const char *authorization)
+{
+    shm_owner o = {"", 0};
+    if (s->cfg.auth_token_file != NULL && s->cfg.auth_token_file[0] != '\0')
+        auth_bearer(authorization, &o.p, &o.n);
+    return o;
+}
+
+status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
+                          const shm_ref *ys, void *data, size_t bytes,
+                          size_t max_bytes, const void **in, void **out,
+                          void **owned, api_shm_hold *h, char *msg,
+                          size_t msglen)
+{
+    memset(h, 0, sizeof *h);
+    *owned = NULL;
+    *in = data;
+    *out = data;
+    if (!xs->set && !ys->set)
+        return STATUS_OK;
+    if (reg == NULL) {
+        snprintf(msg, msglen, "%s", shm_off);
+        return STATUS_FORBIDDEN;
+    }
+    status_code st;
+    if (xs->set) {
+        st = shm_acquire(reg, o, xs, bytes, false, "input \"x\"", &h->x, msg,
+                         msglen);
+        if (st != STATUS_OK)
+            return st;
+        *in = h->x.p;
+    }
+    if (ys->set) {
+        st = shm_acquire(reg, o, ys, bytes, true, "output \"y\"", &h->y, msg,
+                         msglen);
+        if (st != STATUS_OK) {
+            shm_drop(&h->x);
+            return st;
+        }
+        bool same;
+        if (shm_overlap(&h->x, &h->y, &same) && !same) {
+            snprintf(msg, msglen,
+                     "input \"x\" and output \"y\" overlap in shared memory "
+                     "without being the same bytes: place y exactly on x "
+                     "(in place) or apart from it");
+            api_shm_free(h);
+            return STATUS_INVALID;
+        }
+        *out = h->y.p;
+    } else {
+        /* x lies in a region and y does not: y needs memory of its own,
+         * since x's region is the client's input */
+        if (bytes > max_bytes) {
+            snprintf(msg, msglen,
+                     "output \"y\" would take %zu bytes, more than the %zu "
+                     "this server sends in an answer (--max-body-bytes); "
+                     "place it in shared memory too",
+                     bytes, max_bytes);
+            api_shm_free(h);
+            return STATUS_TOO_LARGE;
+        }
+        *owned = eng_buffer_alloc(bytes);
+        if (*owned == NULL) {
+            snprintf(msg, msglen, "out of memory for a %zu-byte output",
+                     bytes);
+            api_shm_free(h);
+            return STATUS_NOMEM;
+        }
+        *out = *owned;
+    }
+    return STATUS_OK;
+}
+
+status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen)
+{
+    char other[256];
+    status_code a = shm_release(&h->x, msg, msglen);
+    status_code b =
+        shm_release(&h->y, a == STATUS_OK ? msg : other,
+                    a == STATUS_OK ? msglen : sizeof other);
+    return a != STATUS_OK ? a : b;
+}
+
+void api_shm_free(api_shm_hold *h)
+{
+    shm_drop(&h->x);
+    shm_drop(&h->y);
+}
+
+/* ------------------------------------------------------------ REST */
+
+static shm_registry *registry(request *r)
+{
+    return ((api_state *)r->s->app)->shm;
+}
+
+static shm_owner owner(request *r)
+{
+    return api_shm_owner(r->s, http_header(r, "Authorization"));
+}
+
+/* The {name} of /v2/.../region/{name}/...: a span of r->path (already
+ * percent-decoded); false when the path has no region. */
+static bool region_of(request *r, const char **name, size_t *n)
+{
+    const char *p = strstr(r->path, "/region/");
+    if (p == NULL)
+        return false;
+    p += 8;
+    const char *e = strchr(p, '/');
+    *name = p;
+    *n = e ? (size_t)(e - p) : strlen(p);
+    return true;
+}
+
+static void reply_text(request *r, char *text)
+{
+    if (text == NULL) {
+        http_error(r, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    http_reply_buffer(r, 200, "application/json", text, strlen(text));
+}
+
+static void reply_empty(request *r)
+{
+    reply_text(r, strdup("{}"));
+}
+
+void api_shm_status(request *r)
+{
+    const char *name = NULL;
+    size_t n = 0;
+    char msg[512];
+    bool one = region_of(r, &name, &n);
+    if (one && !shm_name_ok(name, n, msg, sizeof msg)) {
+        http_error(r, STATUS_INVALID, "%s", msg);
+        return;
+    }
+    shm_info *v = NULL;
+    size_t count = 0;
+    shm_registry *reg = registry(r);
+    if (reg == NULL && one) {
+        http_error(r, STATUS_NOT_FOUND,
+                   "no shared-memory region named \"%.*s\" is registered (%s)",
+                   (int)n, name, shm_off);
+        return;
+    }
+    if (reg != NULL) {
+        status_code st =
+            shm_status(reg, owner(r), name, n, &v, &count, msg, sizeof msg);
+        if (st != STATUS_OK) {
+            http_error(r, st, "%s", msg);
+            return;
+        }
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; a != NULL && i < count; i++) {
+        json_t *e = json_pack("{s:s, s:s, s:I, s:I}", "name", v[i].name, "key",
+                              v[i].key, "offset", (json_int_t)v[i].offset,
+                              "byte_size", (json_int_t)v[i].byte_size);
+        if (e == NULL || json_array_append_new(a, e) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    free(v);
+    char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    reply_text(r, text);
+}
+
+/* A register body's unsigned integer member; false with a message. */
+static bool member_u64(json_t *o, const char *key, bool required,
+                       uint64_t *out, char *msg, size_t msglen)
+{
+    json_t *v = json_object_get(o, key);
+    if (v == NULL) {
+        if (required)
+            snprintf(msg, msglen, "the body has no \"%s\"", key);
+        *out = 0;
+        return !required;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        snprintf(msg, msglen, "\"%s\" must be a non-negative integer", key);
+        return false;
+    }
+    *out = (uint64_t)json_integer_value(v);
+    return true;
+}
+
+void api_shm_register(request *r)
+{
+    const char *name;
+    size_t n;
+    char msg[512];
+    shm_registry *reg = registry(r);
+    if (reg == NULL) {
+        http_error(r, STATUS_FORBIDDEN, "%s", shm_off);
+        return;
+    }
+    if (!region_of(r, &name, &n) || !shm_name_ok(name, n, msg, sizeof msg)) {
+        http_error(r, STATUS_INVALID, "%s",
+                   region_of(r, &name, &n) ? msg : "no region name");
+        return;
+    }
+    if (r->body_len > REGISTER_BODY_MAX) {
+        http_error(r, STATUS_TOO_LARGE,
+                   "a register body takes at most %d bytes", REGISTER_BODY_MAX);
+        return;
+    }
+    json_error_t je;
+    json_t *o = json_loadb((const char *)http_body(r), r->body_len,
+                           JSON_REJECT_DUPLICATES, &je);
+    if (o == NULL || !json_is_object(o)) {
+        http_error(r, STATUS_INVALID,
+                   "the body must be a JSON object {\"key\": \"/name\", "
+                   "\"offset\": 0, \"byte_size\": N}%s%.200s",
+                   o == NULL ? ": " : "", o == NULL ? je.text : "");
+        json_decref(o);
+        return;
+    }
+    json_t *k = json_object_get(o, "key");
+    uint64_t offset, byte_size;
+    if (!json_is_string(k)) {
+        http_error(r, STATUS_INVALID, "\"key\" must be a string (\"/name\")");
+    } else if (!member_u64(o, "offset", false, &offset, msg, sizeof msg)
+               || !member_u64(o, "byte_size", true, &byte_size, msg,
+                              sizeof msg)) {
+        http_error(r, STATUS_INVALID, "%s", msg);
+    } else {
+        status_code st = shm_register(
+            reg, owner(r), name, n, json_string_value(k), json_string_length(k),
+            offset, byte_size, msg, sizeof msg);
+        if (st == STATUS_OK)
+            reply_empty(r);
+        else
+            http_error(r, st, "%s", msg);
+    }
+    json_decref(o);
+}
+
+void api_shm_unregister(request *r)
+{
+    const char *name = NULL;
+    size_t n = 0;
+    char msg[512];
+    bool one = region_of(r, &name, &n);
+    shm_registry *reg = registry(r);
+    if (reg == NULL) {
+        if (one)
+            http_error(r, STATUS_NOT_FOUND,
+                       "no shared-memory region named \"%.*s\" is registered "
+                       "(%s)",
+                       (int)(n > SHM_NAME_MAX ? SHM_NAME_MAX : n), name,
+                       shm_off);
+        else
+            reply_empty(r);
+        return;
+    }
+    if (one && !shm_name_ok(name, n, msg, sizeof msg)) {
+        http_error(r, STATUS_INVALID, "%s", msg);
+        return;
+    }
+    status_code st = shm_unregister(reg, owner(r), one ? name : NULL, n, msg,
+                                    sizeof msg);
+    if (st == STATUS_OK)
+        reply_empty(r);
+    else
+        http_error(r, st, "%s", msg);
+}
+
+/* CUDA shared memory: none here. */
+void api_cuda_shm(request *r)
+{
+    const char *name;
+    size_t n;
+    bool one = region_of(r, &name, &n);
+    bool status = strstr(r->path, "/status") != NULL;
+    if (!one && status) {
+        reply_text(r, strdup("[]"));
+        return;
+    }
+    if (!one && strstr(r->path, "/unregister") != NULL) {
+        reply_empty(r);
+        return;
+    }
+    http_error(r, one && !status && strstr(r->path, "/register") ? STATUS_FORBIDDEN
+                                                                 : STATUS_NOT_FOUND,
+               "tally has no CUDA shared memory: it computes on OpenCL "
+               "devices; use system shared memory "
+               "(/v2/systemsharedmemory) instead");
+}
