@@ -64,7 +64,8 @@ def typed(stub):
     req.inputs.add(name="x", datatype="FP32", shape=[1])
     req.inputs.add(name="axis", datatype="INT64", shape=[1])
     req.raw_input_contents.append(np.float32(1).tobytes())
-    expect_error(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "for every input or for none")
+    expect_error(stub, req, grpc.StatusCode.INVALID_ARGUMENT,
+                 "for every input not in shared memory, or for none")
     assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
     assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
     assert stub.ModelReady(pb.ModelReadyRequest(name="cumsum"), timeout=10).ready

@@ -169,8 +169,13 @@ def test_errors_and_their_codes(client, tallyd):
         client.get_model_repository_index()
     assert code_of(e) == "StatusCode.UNIMPLEMENTED" and "RepositoryIndex" in e.value.message()
     with pytest.raises(InferenceServerException) as e:
-        client.register_system_shared_memory("r", "/k", 64)
+        client.get_model_repository_index()
     assert code_of(e) == "StatusCode.UNIMPLEMENTED"
+    # shared memory is off unless asked for (test_shm.py)
+    with pytest.raises(InferenceServerException) as e:
+        client.register_system_shared_memory("r", "/k", 64)
+    assert code_of(e) == "StatusCode.PERMISSION_DENIED"
+    assert "--allow-shared-memory" in e.value.message()
     # what perf_analyzer's teardown calls succeeds
     client.unregister_system_shared_memory()
     client.unregister_cuda_shared_memory()
