@@ -453,7 +453,7 @@ bench-json: $(TALLYD)
 
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
-bench-serve: $(TALLYD) $(TALLY_CLI)
+bench-serve: $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 bench-engine: $(BENCH_BIN)

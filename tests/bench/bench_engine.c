@@ -36,11 +36,18 @@
  * copies run out of place on 4 KiB aligned host memory, so on PoCL nothing
  * is copied to or from the device.
  *
- * usage: bench_engine [--quick] [--strided] [--batch] [--numpy PATH]
+ * A last table (alone with --serve) gives the engine's own time for the
+ * tensors of bench-serve's shared-memory table: float32 [N], N = 64K, 1M
+ * and 16M, out of place on page-aligned memory, as `engine N=... ms=...`
+ * lines.
+ *
+ * usage: bench_engine [--quick] [--strided] [--batch] [--serve]
+ *                     [--numpy PATH]
  *                     [--device SPEC] [--layout SPEC]
  * (--strided, --batch: that table alone)
  * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,6 +398,42 @@ static double batch_rows(eng_stream *ds, eng_stream *hs, bool quick)
     return min4k;
 }
 
+/* The engine's own time for the tensors bench-serve's shared-memory
+ * table sends (float32 [N], the default axis, out of place on page-aligned
+ * memory, as a scan from one region into another runs): the median of
+ * runs, in ms. Printed as `engine N=... ms=...` lines, which bench_serve.py
+ * reads. */
+static void serve_rows(eng_stream *ds, bool quick)
+{
+    static const uint64_t sizes[] = {65536, 1u << 20, 16u << 20};
+    char msg[512];
+    printf("\nthe engine's own time for bench-serve's shared-memory tensors "
+           "(float32 [N], out of place, median)\n");
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        uint64_t n = sizes[si];
+        size_t bytes = (size_t)n * sizeof(float);
+        float *in = aligned_alloc(4096, bytes), *out = aligned_alloc(4096, bytes);
+        if (in == NULL || out == NULL)
+            die("alloc", "out of memory");
+        for (uint64_t i = 0; i < n; i++)
+            in[i] = (float)(i % 7);
+        memset(out, 0, bytes);
+        eng_scan_desc d = {.dtype = TX_FLOAT32, .rank = 1, .shape = {n}};
+        double ts[41];
+        int reps = quick ? 5 : n >= (16u << 20) ? 21 : 41;
+        for (int k = -2; k < reps; k++) {
+            double t0 = now();
+            if (eng_scan(ds, &d, in, out, msg, sizeof msg) != ENG_E_OK)
+                die("scan", msg);
+            if (k >= 0)
+                ts[k] = now() - t0;
+        }
+        printf("engine N=%" PRIu64 " ms=%.3f\n", n, median(ts, reps) * 1e3);
+        free(in);
+        free(out);
+    }
+}
+
 static void quiet(void *user, const char *line)
 {
     (void)user;
@@ -400,7 +443,8 @@ static void quiet(void *user, const char *line)
 int main(int argc, char **argv)
 {
     const char *numpy_script = NULL, *device = NULL, *layout = NULL;
-    bool quick = false, strided_only = false, batch_only = false;
+    bool quick = false, strided_only = false, batch_only = false,
+         serve_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
@@ -408,6 +452,8 @@ int main(int argc, char **argv)
             strided_only = true;
         else if (strcmp(argv[i], "--batch") == 0)
             batch_only = true;
+        else if (strcmp(argv[i], "--serve") == 0)
+            serve_only = true;
         else if (strcmp(argv[i], "--numpy") == 0 && i + 1 < argc)
             numpy_script = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
@@ -416,7 +462,8 @@ int main(int argc, char **argv)
             layout = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--strided] [--batch] [--numpy PATH] "
+                    "usage: %s [--quick] [--strided] [--batch] [--serve] "
+                    "[--numpy PATH] "
                     "[--device SPEC] [--layout SPEC]\n",
                     argv[0]);
             return 2;
@@ -461,10 +508,19 @@ int main(int argc, char **argv)
             eng_cl_device_close(&cl);
     }
 
-    bool packed = !strided_only && !batch_only;
-    bool strided = !batch_only, batched = !strided_only;
+    bool packed = !strided_only && !batch_only && !serve_only;
+    bool strided = !batch_only && !serve_only,
+         batched = !strided_only && !serve_only;
     printf("device: %s\n", eng_engine_describe(dev));
     printf("host:   %s\n", eng_engine_describe(host));
+    if (serve_only) {
+        serve_rows(ds, quick);
+        eng_stream_close(ds);
+        eng_stream_close(hs);
+        eng_engine_close(dev);
+        eng_engine_close(host);
+        return 0;
+    }
     if (packed) {
         printf("float32, out of place; GB/s = (bytes read + bytes written) / "
                "s, median of runs;\nratio = copy time / scan time, median of "
@@ -573,6 +629,8 @@ int main(int argc, char **argv)
     }
     double min_strided = strided ? strided_rows(ds, hs, quick) : -1;
     double min_batch = batched ? batch_rows(ds, hs, quick) : -1;
+    if (packed)
+        serve_rows(ds, quick);
     eng_stream_close(ds);
     eng_stream_close(hs);
     eng_engine_close(dev);

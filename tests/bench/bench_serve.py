@@ -26,7 +26,15 @@ in one run against one tallyd (default batching): perf_analyzer -i http
 cell. Its targets: gRPC at least 0.9 of REST binary's throughput in every
 cell, and gRPC's p99 at most 3x its p50 at concurrency 1.
 
-usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json|grpc] [--sync]
+A fourth table is the shared-memory column: float32 [N], N in {65536,
+1048576, 16777216}, concurrency 1, perf_analyzer with REST binary tensors
+beside perf_analyzer --shared-memory system over REST and over gRPC, one
+tallyd with --allow-shared-memory, and the engine's own time for the same
+tensors (bench_engine --serve). Its targets, at N=16M: a shared-memory
+round trip (p50) at most 1.5x the engine's scan, and at least 5x REST
+binary's throughput.
+
+usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json|grpc|shm] [--sync]
 """
 import argparse
 import glob
@@ -169,15 +177,101 @@ def grpc_table(pa, seconds, mode="--async"):
     return fails
 
 
+SHM_SIZES = (65536, 1 << 20, 16 << 20)
+
+
+def perf_shm(pa, address, protocol, n, seconds):
+    """perf_analyzer --shared-memory system at concurrency 1: x and y in
+    regions it registers (as perf_binary's tuple), or None."""
+    exe, env = pa
+    out = subprocess.run([exe, "-m", "cumsum", "-u", address, "-i", protocol,
+                          "--shape", "x:%d" % n, "--concurrency-range", "1",
+                          "--shared-memory", "system",
+                          "--output-shared-memory-size", str(4 * n),
+                          "--measurement-interval", str(int(seconds * 1000)),
+                          "--max-trials", "3", "--stability-percentage", "100", "--async"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    text = out.stdout + out.stderr
+    m = re.search(r"Throughput: ([\d.]+) infer/sec", text)
+    if m is None:
+        print(text[-2000:], file=sys.stderr)
+        return None
+    p50 = float(re.search(r"p50 latency: (\d+) usec", text).group(1)) / 1e3
+    p99 = float(re.search(r"p99 latency: (\d+) usec", text).group(1)) / 1e3
+    return float(m.group(1)), p50, p99, 0
+
+
+def engine_times():
+    """bench_engine --serve: the engine's own ms for SHM_SIZES."""
+    env = dict(os.environ, POCL_CACHE_DIR=os.path.join(ROOT, "build", "pocl-bench-serve"))
+    out = subprocess.run([os.path.join(BIN, "bench_engine"), "--serve"], capture_output=True,
+                         text=True, env=env, timeout=600, check=True).stdout
+    return {int(n): float(ms) for n, ms in re.findall(r"engine N=(\d+) ms=([\d.]+)", out)}
+
+
+def shm_table(pa, seconds):
+    """REST binary beside system shared memory (over REST and gRPC), float32
+    [N] at concurrency 1, one tallyd, with the engine's own time for the
+    same tensors; the table and the targets it misses."""
+    from benchlib import free_port
+    log = open(os.path.join(tempfile.gettempdir(), "bench_serve_shm_tallyd.log"), "wb")
+    gport = free_port()
+    proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--allow-shared-memory",
+                                                  "--grpc-listen", "127.0.0.1:%d" % gport])
+    http = url.replace("http://", "")
+    results = {}
+    try:
+        for n in SHM_SIZES:
+            for name, fn in (("rest", lambda: perf_binary(pa, http, "http", n, 1, seconds)),
+                             ("shm-http", lambda: perf_shm(pa, http, "http", n, seconds)),
+                             ("shm-grpc", lambda: perf_shm(pa, "127.0.0.1:%d" % gport, "grpc",
+                                                           n, seconds))):
+                r = fn()
+                results[(name, n)] = r
+                if r is not None:
+                    print("  %-8s N=%-8d %9.1f req/s p50 %8.3f ms p99 %8.3f ms" % (
+                        name, n, r[0], r[1], r[2]), file=sys.stderr, flush=True)
+    finally:
+        proc.terminate()
+        proc.wait()
+    engine = engine_times()
+    print("float32 [N], concurrency 1, perf_analyzer --async: REST binary tensors, and x and y "
+          "in system shared memory (--shared-memory system) over REST and gRPC; one tallyd; "
+          "%d s windows; engine: bench_engine --serve, the scan alone" % seconds)
+    print("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+        "N", "REST req/s", "p50 ms", "shm req/s", "p50 ms", "p99 ms", "gRPC req/s", "p50 ms",
+        "engine ms", "shm/eng"))
+    fails = []
+    for n in SHM_SIZES:
+        a, b, g = results[("rest", n)], results[("shm-http", n)], results[("shm-grpc", n)]
+        if a is None or b is None or g is None:
+            print("%-9d (no measurement)" % n)
+            fails.append("shm N=%d: no measurement" % n)
+            continue
+        e = engine.get(n)
+        print("%-9d %9.1f %9.3f %9.1f %9.3f %9.3f %9.1f %9.3f %9.3f %9.2f" % (
+            n, a[0], a[1], b[0], b[1], b[2], g[0], g[1], e, b[1] / e))
+        if n == 16 << 20:
+            for name, r in (("REST", b), ("gRPC", g)):
+                if r[1] > 1.5 * e:
+                    fails.append("shm over %s N=%d: p50 %.3f ms > 1.5 x the engine's %.3f ms"
+                                 % (name, n, r[1], e))
+                if r[0] < 5 * a[0]:
+                    fails.append("shm over %s N=%d: %.1f req/s < 5 x REST binary's %.1f"
+                                 % (name, n, r[0], a[0]))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--only", choices=("binary", "json", "grpc"))
+    ap.add_argument("--only", choices=("binary", "json", "grpc", "shm"))
     ap.add_argument("--sync", action="store_true",
                     help="the gRPC table with perf_analyzer's synchronous mode")
     args = ap.parse_args()
-    if args.only == "grpc":
-        fails = grpc_table(perf_analyzer(), args.seconds, "--sync" if args.sync else "--async")
+    if args.only in ("grpc", "shm"):
+        fails = (grpc_table(perf_analyzer(), args.seconds, "--sync" if args.sync else "--async")
+                 if args.only == "grpc" else shm_table(perf_analyzer(), args.seconds))
         print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
         for f in fails:
             print("  missed: " + f)
@@ -240,6 +334,8 @@ def main():
     if args.only is None:
         print()
         fails += grpc_table(pa, args.seconds)
+        print()
+        fails += shm_table(pa, args.seconds)
     print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
     for f in fails:
         print("  missed: " + f)
