@@ -462,6 +462,102 @@ static void case_every_dtype(void)
     tally_client_free(c);
 }
 
+/* ------------------------------------------------------------------------
+ * Shared memory (tally_shm_new, tally_cumsum_shm) on TALLY_SHM_URL, a
+ * tallyd with --allow-shared-memory; and its refusal on TALLY_URL.
+ */
+static void case_shm(void)
+{
+    const char *url = need_env("TALLY_SHM_URL"), *off = need_env("TALLY_URL");
+    CHECK(url != NULL && off != NULL, "no server");
+    if (url == NULL || off == NULL)
+        return;
+    tally_client *c = client_for(url);
+    for (int dt = 0; dt < TALLY_NDT; dt++) {
+        int rank = 1 + (int)check_below(4);
+        int64_t shape[TALLY_MAX_RANK];
+        random_shape(rank, 5000, shape);
+        int axis = (int)check_below((uint64_t)rank);
+        tensor t;
+        tensor_make(&t, (tally_dt)dt, rank, shape, axis,
+                    (unsigned)check_below(4));
+        char what[256];
+        describe(&t, what, sizeof what);
+        /* x at the start of one region, y at an offset in another, or in
+         * place */
+        bool in_place = dt % 2 == 1;
+        size_t pad = 64;
+        tally_shm *rx, *ry = NULL;
+        void *mx, *my = NULL;
+        const char *nx, *ny = NULL;
+        tally_code code = tally_shm_new(c, t.bytes + 1, &rx, &mx, &nx);
+        CHECK(code == TALLY_OK, "%s: tally_shm_new: %s", what,
+              tally_last_message(c));
+        if (code != TALLY_OK) {
+            tensor_free(&t);
+            continue;
+        }
+        if (!in_place) {
+            code = tally_shm_new(c, t.bytes + pad, &ry, &my, &ny);
+            CHECK(code == TALLY_OK, "%s: tally_shm_new: %s", what,
+                  tally_last_message(c));
+        }
+        if (code == TALLY_OK) {
+            memcpy(mx, t.in, t.bytes);
+            if (!in_place)
+                memset(my, 0xA5, t.bytes + pad);
+            tally_shm_place px = {nx, 0, t.bytes};
+            tally_shm_place py = in_place ? px
+                                          : (tally_shm_place){ny, pad, t.bytes};
+            code = tally_cumsum_shm(c, t.dt, t.rank, t.shape, t.axis, t.flags,
+                                    &px, &py);
+            CHECK(code == TALLY_OK || t.count == 0, "%s: %s: %s", what,
+                  tally_code_name(code), tally_last_message(c));
+            const uint8_t *got =
+                in_place ? (const uint8_t *)mx : (const uint8_t *)my + pad;
+            if (code == TALLY_OK && t.count != 0) {
+                size_t bad = ref_compare(&t.ref, got, what);
+                CHECK(bad == 0, "%s%s: %zu wrong elements", what,
+                      in_place ? " in place" : "", bad);
+                if (!in_place)
+                    for (size_t i = 0; i < pad; i++)
+                        CHECK(((uint8_t *)my)[i] == 0xA5,
+                              "%s: byte %zu before y was written", what, i);
+            }
+        }
+        tally_shm_free(c, ry);
+        tally_shm_free(c, rx);
+        tensor_free(&t);
+    }
+    /* a region that is not registered */
+    tally_shm_place nowhere = {"nowhere", 0, 4};
+    int64_t one = 1;
+    CHECK(tally_cumsum_shm(c, TALLY_DT_INT32, 1, &one, 0, 0, &nowhere,
+                           &nowhere)
+              == TALLYE_NOT_FOUND,
+          "an unknown region: %s", tally_last_message(c));
+    CHECK(tally_shm_unregister(c, "nowhere") == TALLYE_NOT_FOUND,
+          "unregistering an unknown region");
+    CHECK(tally_shm_unregister(c, NULL) == TALLY_OK, "unregistering all");
+    CHECK(tally_cumsum_shm(c, TALLY_DT_INT32, 0, &one, 0, 0, &nowhere,
+                           &nowhere)
+              == TALLYE_ARGUMENT,
+          "rank 0");
+    tally_client_free(c);
+    /* a server without --allow-shared-memory refuses, and nothing is left
+     * in /dev/shm */
+    c = client_for(off);
+    tally_shm *s;
+    void *m;
+    const char *n;
+    CHECK(tally_shm_new(c, 64, &s, &m, &n) == TALLYE_UNAUTHORIZED
+              && tally_last_status(c) == 403,
+          "shared memory refused: %s", tally_last_message(c));
+    CHECK(strstr(tally_last_message(c), "--allow-shared-memory") != NULL,
+          "the refusal says why: %s", tally_last_message(c));
+    tally_client_free(c);
+}
+
 static void case_in_place(void)
 {
     const char *url = need_env("TALLY_URL");
@@ -1077,6 +1173,7 @@ int main(int argc, char **argv)
         {"refused", case_refused},
         {"too_large", case_too_large},
         {"busy", case_busy},
+        {"shm", case_shm},
     };
     return check_main(argc, argv, cases, sizeof cases / sizeof *cases);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -26,6 +27,11 @@ static const char help[] =
     "  --exclusive          each element gets the sum of those before it\n"
     "  --reverse            sum from the end of the axis to its start\n"
     "  --direction D        increasing or decreasing (decreasing = --reverse)\n"
+    "  --shm                when the server is on this machine, pass the\n"
+    "                       tensor through POSIX shared memory instead of\n"
+    "                       the socket (the server needs\n"
+    "                       --allow-shared-memory; otherwise, or for a\n"
+    "                       remote server, the socket, with a note)\n"
     "  --format F           npy, json or raw; by default json when IN ends in\n"
     "                       .json, else npy\n"
     "  --dtype NAME         raw: the element type (float16 bfloat16 float32\n"
@@ -241,9 +247,70 @@ static int run_strided(const char *cmd, tally_client *c, const char *in,
     return rc;
 }
 
+/* Whether url's host is this machine: localhost, 127.x.y.z or ::1. */
+static bool local_url(const char *url)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    if (strncmp(h, "[::1]", 5) == 0)
+        return true;
+    size_t n = strcspn(h, ":/");
+    return (n == 9 && strncasecmp(h, "localhost", 9) == 0)
+           || strncmp(h, "127.", 4) == 0;
+}
+
+/* The sum through a region of shared memory the library makes: the
+ * tensor is copied in, summed in place by the server, and copied out.
+ * *fell_back when shared memory could not be used, and nothing was sent
+ * (the caller then uses the socket). */
+static tally_code via_shm(const char *cmd, tally_client *c, const char *url,
+                          tally_dt dtype, int rank, const int64_t *shape,
+                          long axis, unsigned flags, void *data, size_t bytes,
+                          bool *fell_back, char *why, size_t whylen)
+{
+    *fell_back = true;
+    if (bytes == 0)
+        return TALLYE_OK; /* nothing to place; the socket takes it */
+    if (!local_url(url)) {
+        fprintf(stderr,
+                "tally %s: note: %s is not on this machine; sending the "
+                "tensor over the socket\n",
+                cmd, url);
+        return TALLYE_OK;
+    }
+    tally_shm *s;
+    void *mem;
+    const char *region;
+    tally_code code = tally_shm_new(c, bytes, &s, &mem, &region);
+    bool refused = code == TALLYE_UNAUTHORIZED && tally_last_status(c) == 403;
+    if (code != TALLYE_OK && !refused && code != TALLYE_IO) {
+        *fell_back = false; /* the server is unreachable or failed */
+        snprintf(why, whylen, "%s", tally_last_message(c));
+        return code;
+    }
+    if (code != TALLYE_OK) { /* not allowed there, or not here */
+        fprintf(stderr,
+                "tally %s: note: no shared memory (%s); sending the tensor "
+                "over the socket\n",
+                cmd, tally_last_message(c));
+        return TALLYE_OK;
+    }
+    *fell_back = false;
+    memcpy(mem, data, bytes);
+    tally_shm_place p = {region, 0, bytes};
+    code = tally_cumsum_shm(c, dtype, rank, shape, (int)axis, flags, &p, &p);
+    if (code == TALLYE_OK)
+        memcpy(data, mem, bytes);
+    /* the sum's failure, not the cleanup's */
+    snprintf(why, whylen, "through shared memory: %s", tally_last_message(c));
+    tally_shm_free(c, s);
+    return code;
+}
+
 static int run_binary(const char *cmd, tally_client *c, const char *fmt,
                       const char *in, const char *out, const char *dtype_name,
-                      const char *shape_text, long axis, unsigned flags)
+                      const char *shape_text, long axis, unsigned flags,
+                      const char *shm_url)
 {
     tally_dt dtype;
     int rank;
@@ -318,11 +385,28 @@ static int run_binary(const char *cmd, tally_client *c, const char *fmt,
         free(data);
         return EXIT_USAGE;
     }
-    tally_code code =
-        tally_cumsum(c, dtype, rank, shape, (int)axis, flags, data, data);
+    bool fell_back = true;
+    tally_code code = TALLYE_OK;
+    if (shm_url != NULL) {
+        char why[600];
+        code = via_shm(cmd, c, shm_url, dtype, rank, shape, axis, flags, data,
+                       bytes, &fell_back, why, sizeof why);
+        if (code != TALLYE_OK) {
+            if (raw)
+                free(data);
+            else
+                tally_free(data);
+            return cli_fail(cmd, code, why);
+        }
+    }
+    if (fell_back)
+        code = tally_cumsum(c, dtype, rank, shape, (int)axis, flags, data, data);
     if (code != TALLYE_OK) {
         int rc = cli_fail(cmd, code, tally_last_message(c));
-        free(data);
+        if (raw)
+            free(data);
+        else
+            tally_free(data);
         return rc;
     }
     int rc = EXIT_OK;
@@ -345,7 +429,7 @@ int cmd_cumsum(int argc, char **argv)
 {
     const char *cmd = "cumsum";
     long axis = 0;
-    bool exclusive = false, reverse = false;
+    bool exclusive = false, reverse = false, use_shm = false;
     const char *direction = NULL, *format = NULL, *dtype = NULL, *shape = NULL;
     const char *axis_text = NULL, *strides = NULL, *out_strides = NULL;
     cli_opt opts[] = {
@@ -358,6 +442,7 @@ int cmd_cumsum(int argc, char **argv)
         {"shape", OPT_STRING, &shape, false},
         {"strides", OPT_STRING, &strides, false},
         {"out-strides", OPT_STRING, &out_strides, false},
+        {"shm", OPT_FLAG, &use_shm, false},
         {NULL, OPT_FLAG, NULL, false},
     };
     cli_common common;
@@ -417,6 +502,11 @@ int cmd_cumsum(int argc, char **argv)
         cli_say(cmd, "--strides and --out-strides are for --format raw");
         return EXIT_USAGE;
     }
+    if (use_shm && (strcmp(format, "json") == 0 || strides != NULL
+                    || out_strides != NULL)) {
+        cli_say(cmd, "--shm is for npy and raw tensors without strides");
+        return EXIT_USAGE;
+    }
     cli_resolve_urls(&common);
     tally_client *c = cli_client(cmd, &common, -1, &rc);
     if (c == NULL)
@@ -431,7 +521,7 @@ int cmd_cumsum(int argc, char **argv)
                       exclusive, reverse);
     else
         rc = run_binary(cmd, c, format, pos[0], pos[1], dtype, shape, axis,
-                        flags);
+                        flags, use_shm ? common.urls[0] : NULL);
     tally_client_free(c);
     return rc;
 }

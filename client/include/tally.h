@@ -347,6 +347,67 @@ TALLY_API long tally_batch_status(const tally_batch *b, size_t i);
 TALLY_API const char *tally_batch_message(const tally_batch *b, size_t i);
 
 /* ------------------------------------------------------------------------
+ * Tensors in shared memory, on the server's machine (Triton's system
+ * shared-memory extension; the server needs --allow-shared-memory).
+ *
+ * A region is bytes of a POSIX shared-memory object (shm_open's key, such
+ * as "/my_tensors") that the server maps once registered under a name;
+ * requests then send only the region's name, an offset and a size, and
+ * the server reads the input from it and writes the output into it, no
+ * tensor byte crossing the socket. With bearer tokens, a region belongs to
+ * the token that registered it.
+ */
+
+/* Registers bytes [offset, offset + byte_size) of the object `key` as
+ * region `name` (1 to 128 bytes of UTF-8). TALLYE_UNAUTHORIZED when the
+ * server refuses shared memory (403: it runs without
+ * --allow-shared-memory) or the token; TALLYE_REJECTED (a bad key or
+ * range, or the name is taken: 409), TALLYE_NOT_FOUND (no such object),
+ * TALLYE_TOO_LARGE (past the server's budget); tally_last_message() says
+ * which. */
+TALLY_API tally_code tally_shm_register(tally_client *c, const char *name,
+                                        const char *key, uint64_t offset,
+                                        uint64_t byte_size);
+
+/* Unregisters region `name`, or every region of the caller's when name is
+ * NULL. TALLYE_NOT_FOUND for a name that is not registered. */
+TALLY_API tally_code tally_shm_unregister(tally_client *c, const char *name);
+
+/* Where a tensor lies: byte_size bytes at offset in a registered region. */
+typedef struct {
+    const char *region;
+    uint64_t offset;
+    uint64_t byte_size; /* the input's size exactly; for an output, room */
+} tally_shm_place;
+
+/* tally_cumsum() with the input read from *in and the output written to
+ * *out, both in registered regions (the same place for in place; places
+ * that overlap otherwise are refused). One request, whatever the size. On
+ * failure the output's bytes may have been written in part. Returns
+ * tally_cumsum()'s codes. */
+TALLY_API tally_code tally_cumsum_shm(tally_client *c, tally_dt dtype,
+                                      int rank, const int64_t *shape,
+                                      int axis, unsigned flags,
+                                      const tally_shm_place *in,
+                                      const tally_shm_place *out);
+
+/* A region this library makes: a new object under a key of its own
+ * ("/tally-PID-N"), mapped here and registered with the server. */
+typedef struct tally_shm tally_shm;
+
+/* Makes a region of `bytes` (at least 1) and registers it; *mem is its
+ * memory here, *region its name for tally_shm_place. Returns
+ * tally_shm_register()'s codes, or TALLYE_IO when the object cannot be
+ * made; nothing is left behind on failure. Free with tally_shm_free(). */
+TALLY_API tally_code tally_shm_new(tally_client *c, size_t bytes,
+                                   tally_shm **out, void **mem,
+                                   const char **region);
+
+/* Unregisters the region (when c is not NULL: this sets c's last status
+ * and message), unmaps it and removes its object. NULL is a no-op. */
+TALLY_API void tally_shm_free(tally_client *c, tally_shm *s);
+
+/* ------------------------------------------------------------------------
  * Any other request: health checks, metadata, JSON tensors.
  */
 

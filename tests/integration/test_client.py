@@ -129,6 +129,57 @@ def test_library_too_large(small):
     run_case("too_large", {"TALLY_SMALL_URL": url(small)})
 
 
+@pytest.fixture(scope="module")
+def shm_daemon():
+    """A daemon that takes tensors in shared memory."""
+    d = Daemon("--allow-shared-memory")
+    yield d
+    d.cleanup()
+
+
+def shm_objects():
+    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("tally-"))
+
+
+def test_library_shared_memory(tallyd, shm_daemon):
+    before = shm_objects()
+    run_case("shm", {"TALLY_SHM_URL": url(shm_daemon), "TALLY_URL": url(tallyd)})
+    assert shm_objects() == before  # every region it made is gone
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "float16"])
+def test_cli_shm(tallyd, shm_daemon, tmp_path, dtype):
+    """--shm through a daemon that allows it (its regions counted in
+    /metrics, nothing left in /dev/shm), and the fallback to the socket,
+    with a note, through one that does not."""
+    rng = np.random.default_rng(11)
+    x = (rng.random((40, 300)) * 100).astype(dtype)
+    np.save(tmp_path / "x.npy", x)
+    before = shm_objects()
+    r = tally("cumsum", "--url", url(shm_daemon), "--shm", "--axis", "1",
+              tmp_path / "x.npy", tmp_path / "y.npy")
+    assert r.returncode == 0, r.stderr.decode()
+    assert "note" not in r.stderr.decode(), r.stderr.decode()
+    assert close(np.load(tmp_path / "y.npy"), cumsum(x, axis=1), x, axis=1)
+    assert shm_daemon.metric("tally_requests_total", route="shared_memory", code="200") >= 2
+    assert shm_objects() == before
+    r = tally("cumsum", "--url", url(tallyd), "--shm", "--axis", "1",
+              tmp_path / "x.npy", tmp_path / "z.npy")
+    assert r.returncode == 0, r.stderr.decode()
+    assert "note: no shared memory" in r.stderr.decode() and "--allow-shared-memory" in r.stderr.decode()
+    assert close(np.load(tmp_path / "z.npy"), cumsum(x, axis=1), x, axis=1)
+    assert shm_objects() == before
+
+
+def test_cli_shm_remote_url_uses_the_socket(tmp_path):
+    x = np.arange(10, dtype=np.int32)
+    np.save(tmp_path / "x.npy", x)
+    r = tally("cumsum", "--url", "http://192.0.2.1:9", "--shm", "--connect-timeout-ms", "200",
+              "--retries", "0", tmp_path / "x.npy", tmp_path / "y.npy")
+    assert "is not on this machine" in r.stderr.decode(), r.stderr.decode()
+    assert r.returncode != 0  # nothing listens there
+
+
 def test_library_busy_retries(busy):
     run_case("busy", {"TALLY_BUSY_URL": url(busy)})
     # the retries were real: the server answered 503 along the way
