@@ -16,7 +16,6 @@
  * succeeds, as for a server with no region.
  */
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +24,7 @@
 #include "auth.h"
 #include "buffer.h"
 #include "reply.h"
-
-#define REGISTER_BODY_MAX 65536
+#include "shm_json.h"
 
 static const char shm_off[] =
     "system shared memory is turned off on this server (start tallyd with "
@@ -188,39 +186,9 @@ void api_shm_status(request *r)
             return;
         }
     }
-    json_t *a = json_array();
-    for (size_t i = 0; a != NULL && i < count; i++) {
-        json_t *e = json_pack("{s:s, s:s, s:I, s:I}", "name", v[i].name, "key",
-                              v[i].key, "offset", (json_int_t)v[i].offset,
-                              "byte_size", (json_int_t)v[i].byte_size);
-        if (e == NULL || json_array_append_new(a, e) != 0) {
-            json_decref(a);
-            a = NULL;
-        }
-    }
+    char *text = shm_json_status(v, count);
     free(v);
-    char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
-    json_decref(a);
     reply_text(r, text);
-}
-
-/* A register body's unsigned integer member; false with a message. */
-static bool member_u64(json_t *o, const char *key, bool required,
-                       uint64_t *out, char *msg, size_t msglen)
-{
-    json_t *v = json_object_get(o, key);
-    if (v == NULL) {
-        if (required)
-            snprintf(msg, msglen, "the body has no \"%s\"", key);
-        *out = 0;
-        return !required;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        snprintf(msg, msglen, "\"%s\" must be a non-negative integer", key);
-        return false;
-    }
-    *out = (uint64_t)json_integer_value(v);
-    return true;
 }
 
 void api_shm_register(request *r)
@@ -238,40 +206,22 @@ void api_shm_register(request *r)
                    region_of(r, &name, &n) ? msg : "no region name");
         return;
     }
-    if (r->body_len > REGISTER_BODY_MAX) {
-        http_error(r, STATUS_TOO_LARGE,
-                   "a register body takes at most %d bytes", REGISTER_BODY_MAX);
-        return;
-    }
-    json_error_t je;
-    json_t *o = json_loadb((const char *)http_body(r), r->body_len,
-                           JSON_REJECT_DUPLICATES, &je);
-    if (o == NULL || !json_is_object(o)) {
-        http_error(r, STATUS_INVALID,
-                   "the body must be a JSON object {\"key\": \"/name\", "
-                   "\"offset\": 0, \"byte_size\": N}%s%.200s",
-                   o == NULL ? ": " : "", o == NULL ? je.text : "");
-        json_decref(o);
-        return;
-    }
-    json_t *k = json_object_get(o, "key");
+    char key[SHM_KEY_MAX + 1];
+    size_t klen;
     uint64_t offset, byte_size;
-    if (!json_is_string(k)) {
-        http_error(r, STATUS_INVALID, "\"key\" must be a string (\"/name\")");
-    } else if (!member_u64(o, "offset", false, &offset, msg, sizeof msg)
-               || !member_u64(o, "byte_size", true, &byte_size, msg,
-                              sizeof msg)) {
-        http_error(r, STATUS_INVALID, "%s", msg);
-    } else {
-        status_code st = shm_register(
-            reg, owner(r), name, n, json_string_value(k), json_string_length(k),
-            offset, byte_size, msg, sizeof msg);
-        if (st == STATUS_OK)
-            reply_empty(r);
-        else
-            http_error(r, st, "%s", msg);
+    if (!shm_json_register(http_body(r), r->body_len, key, &klen, &offset,
+                           &byte_size, msg, sizeof msg)) {
+        http_error(r, r->body_len > SHM_JSON_BODY_MAX ? STATUS_TOO_LARGE
+                                                      : STATUS_INVALID,
+                   "%s", msg);
+        return;
     }
-    json_decref(o);
+    status_code st = shm_register(reg, owner(r), name, n, key, klen, offset,
+                                  byte_size, msg, sizeof msg);
+    if (st == STATUS_OK)
+        reply_empty(r);
+    else
+        http_error(r, st, "%s", msg);
 }
 
 void api_shm_unregister(request *r)
