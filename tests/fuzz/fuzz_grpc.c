@@ -171,7 +171,7 @@ typedef struct {
 
 static bool status_used(int code)
 {
-    static const int used[] = {0, 1, 3, 4, 5, 8, 12, 14, 16};
+    static const int used[] = {0, 1, 3, 4, 5, 6, 7, 8, 12, 14, 16};
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++)
         if (used[i] == code)
             return true;

@@ -3,9 +3,9 @@
  * transport (bodies, Content-Encoding, routing, tokens), every handler and
  * codec, dispatch and the host backend, in one process.
  *
- * Two daemons run in the harness, on the host backend: an open one and
- * one that requires the bearer token "fuzz-token"; the first byte picks
- * one. The rest is a request in a loose form that mutates well:
+ * Two daemons run in the harness, on the host backend, both with
+ * --allow-shared-memory: an open one and one that requires the bearer
+ * token "fuzz-token"; the first byte picks one. The rest is a request in a loose form that mutates well:
  *
  *     METHOD PATH?QUERY\n
  *     Header: value\n ...
@@ -66,9 +66,10 @@ static void start(fuzz_daemon *d, bool tokens)
                     "--access-log=off",
                     "--max-body-bytes=1MiB",
                     "--warmup=false",
+                    "--allow-shared-memory",
                     NULL,
                     NULL};
-    int argc = 8;
+    int argc = 9;
     if (tokens) {
         int fd = mkstemp(token_path);
         FUZZ_CHECK(fd >= 0 && write(fd, "fuzz-token\n", 11) == 11,

@@ -82,6 +82,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         eng_buffer_free(body);
         return 0;
     }
+    if (r.y_shm.set) { /* y goes to a region: the answer names no data */
+        size_t n;
+        char *a = kserve_shm_output_json(&r, &n);
+        FUZZ_CHECK(a != NULL, "out of memory");
+        fuzz_json("the shared-memory answer", a, n, "model_name");
+        FUZZ_CHECK(strstr(a, "\"data\"") == NULL, "data in %.*s", (int)n, a);
+        free(a);
+    }
+    if (r.x_shm.set) { /* x's bytes are in a region (fuzz_shm finds them) */
+        FUZZ_CHECK(r.data == NULL, "data beside a region");
+        kserve_request_free(&r);
+        eng_buffer_free(body);
+        return 0;
+    }
     FUZZ_CHECK(r.data != NULL || r.bytes == 0, "no data for %zu bytes",
                r.bytes);
     if (r.binary_output) {
