@@ -3,7 +3,9 @@
  *
  * N threads, each with its own client (and so its own connection), send
  * the same tensor with tally_cumsum() (or, with --format json, as a KServe
- * JSON request through tally_http()) one request after another until the
+ * JSON request through tally_http(); with --format shm, from one region of
+ * shared memory into another through tally_cumsum_shm(), the regions made
+ * and filled once per thread) one request after another until the
  * duration is up or the count is reached. The main thread prints progress
  * once a second to stderr, then a summary: requests/s, payload MB/s and
  * latency percentiles from every request's own time.
@@ -33,8 +35,11 @@ static const char help[] =
     "  --shape D0,D1,...    tensor shape (default 65536)\n"
     "  --axis N             axis (default -1)\n"
     "  --exclusive, --reverse   as for tally cumsum\n"
-    "  --format raw|json    raw bytes (default), or KServe v2 JSON requests\n"
-    "                       and answers (the values are small integers)\n"
+    "  --format raw|json|shm  raw bytes (default), KServe v2 JSON requests\n"
+    "                       and answers (the values are small integers), or\n"
+    "                       KServe requests whose input and output lie in\n"
+    "                       POSIX shared memory (a server on this machine\n"
+    "                       with --allow-shared-memory)\n"
     "  --quiet              no progress lines\n"
     "\n"
     "Server options as for tally cumsum: --url URL (repeatable; requests\n"
@@ -56,6 +61,7 @@ typedef struct {
     size_t bytes;
     char *json; /* --format json: the request body, built once */
     size_t json_len;
+    bool shm; /* --format shm */
     long count;         /* 0: until stop */
     atomic_long issued; /* requests claimed (when counting) */
     atomic_long done;   /* requests finished */
@@ -110,6 +116,24 @@ static void *run_worker(void *arg)
     /* small values, so that float sums stay finite and integers vary */
     for (size_t i = 0; i < b->bytes; i++)
         in[i] = (char)((i * 7) & 0x3f);
+    tally_shm *rin = NULL, *rout = NULL;
+    tally_shm_place pin = {0}, pout = {0};
+    if (b->shm) {
+        void *min, *mout;
+        tally_code code = tally_shm_new(c, b->bytes ? b->bytes : 1, &rin, &min,
+                                        &pin.region);
+        if (code == TALLYE_OK)
+            code = tally_shm_new(c, b->bytes ? b->bytes : 1, &rout, &mout,
+                                 &pout.region);
+        if (code != TALLYE_OK) {
+            record_error(b, code, tally_last_message(c));
+            tally_shm_free(c, rin);
+            atomic_store(&b->stop, true);
+        } else {
+            memcpy(min, in, b->bytes);
+            pin.byte_size = pout.byte_size = b->bytes;
+        }
+    }
     while (!atomic_load(&b->stop)) {
         if (b->count > 0 && atomic_fetch_add(&b->issued, 1) >= b->count)
             break;
@@ -121,6 +145,9 @@ static void *run_worker(void *arg)
                               "application/json", b->json, b->json_len, &answer,
                               NULL);
             tally_free(answer);
+        } else if (b->shm) {
+            code = tally_cumsum_shm(c, b->dtype, b->rank, b->shape, b->axis,
+                                    b->flags, &pin, &pout);
         } else {
             code = tally_cumsum(c, b->dtype, b->rank, b->shape, b->axis,
                                 b->flags, in, out);
@@ -142,6 +169,8 @@ static void *run_worker(void *arg)
         }
         atomic_fetch_add(&b->done, 1);
     }
+    tally_shm_free(c, rout);
+    tally_shm_free(c, rin);
     free(in);
     free(out);
     tally_client_free(c);
@@ -259,8 +288,10 @@ int cmd_bench(int argc, char **argv)
             cli_say(cmd, "out of memory for the JSON request");
             return EXIT_SERVER;
         }
+    } else if (strcmp(format, "shm") == 0) {
+        b.shm = true;
     } else if (strcmp(format, "raw") != 0) {
-        cli_say(cmd, "--format must be raw or json, not \"%s\"", format);
+        cli_say(cmd, "--format must be raw, json or shm, not \"%s\"", format);
         return EXIT_USAGE;
     }
     b.count = count;
@@ -346,7 +377,9 @@ int cmd_bench(int argc, char **argv)
            done, elapsed, concurrency, common.nurls,
            common.nurls == 1 ? "" : "s");
     printf("  requests/s  %.1f\n", ok / elapsed);
-    printf("  MB/s        %.1f (tensor bytes sent and received)\n",
+    printf(b.shm ? "  MB/s        %.1f (tensor bytes read and written in shared "
+                   "memory)\n"
+                 : "  MB/s        %.1f (tensor bytes sent and received)\n",
            ok * 2.0 * (double)b.bytes / elapsed / 1e6);
     if (all != NULL && n > 0)
         printf("  latency ms  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",

@@ -225,7 +225,8 @@ def shm_table(pa, seconds):
             for name, fn in (("rest", lambda: perf_binary(pa, http, "http", n, 1, seconds)),
                              ("shm-http", lambda: perf_shm(pa, http, "http", n, seconds)),
                              ("shm-grpc", lambda: perf_shm(pa, "127.0.0.1:%d" % gport, "grpc",
-                                                           n, seconds))):
+                                                           n, seconds)),
+                             ("tally-shm", lambda: tally_bench(url, n, 1, seconds, "shm"))):
                 r = fn()
                 results[(name, n)] = r
                 if r is not None:
@@ -238,21 +239,27 @@ def shm_table(pa, seconds):
     print("float32 [N], concurrency 1, perf_analyzer --async: REST binary tensors, and x and y "
           "in system shared memory (--shared-memory system) over REST and gRPC; one tallyd; "
           "%d s windows; engine: bench_engine --serve, the scan alone" % seconds)
-    print("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+    print("(shm: perf_analyzer over REST; shm-gRPC: over gRPC; tally: `tally bench --format "
+          "shm`, libtally over REST)")
+    print("%-9s %10s %7s %10s %7s %7s %10s %7s %10s %7s %8s %7s" % (
         "N", "REST req/s", "p50 ms", "shm req/s", "p50 ms", "p99 ms", "gRPC req/s", "p50 ms",
-        "engine ms", "shm/eng"))
+        "tally req/s", "p50 ms", "engine", "shm/eng"))
     fails = []
     for n in SHM_SIZES:
-        a, b, g = results[("rest", n)], results[("shm-http", n)], results[("shm-grpc", n)]
-        if a is None or b is None or g is None:
+        a, b, g, t = (results[("rest", n)], results[("shm-http", n)], results[("shm-grpc", n)],
+                      results[("tally-shm", n)])
+        if a is None or b is None or g is None or t is None:
             print("%-9d (no measurement)" % n)
             fails.append("shm N=%d: no measurement" % n)
             continue
         e = engine.get(n)
-        print("%-9d %9.1f %9.3f %9.1f %9.3f %9.3f %9.1f %9.3f %9.3f %9.2f" % (
-            n, a[0], a[1], b[0], b[1], b[2], g[0], g[1], e, b[1] / e))
+        print("%-9d %10.1f %7.3f %10.1f %7.3f %7.3f %10.1f %7.3f %10.1f %7.3f %8.3f %7.2f" % (
+            n, a[0], a[1], b[0], b[1], b[2], g[0], g[1], t[0], t[1], e, b[1] / e))
+        if t[3]:
+            fails.append("tally bench --format shm N=%d: errors" % n)
         if n == 16 << 20:
-            for name, r in (("REST", b), ("gRPC", g)):
+            for name, r in (("perf_analyzer REST", b), ("perf_analyzer gRPC", g),
+                            ("tally bench", t)):
                 if r[1] > 1.5 * e:
                     fails.append("shm over %s N=%d: p50 %.3f ms > 1.5 x the engine's %.3f ms"
                                  % (name, n, r[1], e))
