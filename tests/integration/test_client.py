@@ -472,7 +472,7 @@ def test_cli_bench(tallyd, busy):
             - before["model_stats"][0]["inference_count"])
     assert grew >= 30, grew
     r = tally("bench", "--format", "xml")
-    assert r.returncode == 2 and b"raw or json" in r.stderr
+    assert r.returncode == 2 and b"raw, json or shm" in r.stderr
 
 
 @pytest.mark.parametrize("cmd", ["cumsum", "health", "info", "bench"])
