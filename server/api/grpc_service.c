@@ -615,40 +615,41 @@ static const char no_cuda[] =
     "tally has no CUDA shared memory: it computes on OpenCL devices; use "
     "system shared memory (SystemSharedMemoryRegister) instead";
 
-/* No CUDA region exists: the list is empty, a named one is not found. */
+/* No CUDA region exists: a status lists none, unregistering every one
+ * succeeds (perf_analyzer does it as it ends), and a named one is not
+ * found. empty is the call's answer when no name is given. */
+static void cuda_answer(grpc_call *c, const char *name,
+                        const ProtobufCMessage *empty)
+{
+    if (name[0] != '\0')
+        grpc_call_fail(c, STATUS_NOT_FOUND, "%s", no_cuda);
+    else
+        reply_message(c, empty);
+}
+
 static void cuda_status(grpc_call *c)
 {
     Inference__CudaSharedMemoryStatusRequest *q =
         (Inference__CudaSharedMemoryStatusRequest *)request_of(
             c, &inference__cuda_shared_memory_status_request__descriptor);
+    Inference__CudaSharedMemoryStatusResponse r =
+        INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
     if (q == NULL)
         return;
-    if (q->name[0] != '\0') {
-        grpc_call_fail(c, STATUS_NOT_FOUND, "%s", no_cuda);
-    } else {
-        Inference__CudaSharedMemoryStatusResponse r =
-            INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-        reply_message(c, &r.base);
-    }
+    cuda_answer(c, q->name, &r.base);
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
-/* Unregistering every CUDA region succeeds (perf_analyzer does it as it
- * ends); a named one is not found. */
 static void cuda_unregister(grpc_call *c)
 {
     Inference__CudaSharedMemoryUnregisterRequest *q =
         (Inference__CudaSharedMemoryUnregisterRequest *)request_of(
             c, &inference__cuda_shared_memory_unregister_request__descriptor);
+    Inference__CudaSharedMemoryUnregisterResponse r =
+        INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
     if (q == NULL)
         return;
-    if (q->name[0] != '\0') {
-        grpc_call_fail(c, STATUS_NOT_FOUND, "%s", no_cuda);
-    } else {
-        Inference__CudaSharedMemoryUnregisterResponse r =
-            INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-        reply_message(c, &r.base);
-    }
+    cuda_answer(c, q->name, &r.base);
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 

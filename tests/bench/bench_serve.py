@@ -106,7 +106,7 @@ def perf_json(pa, url, n, c, seconds):
     return float(m.group(1)), p50, p99, 0
 
 
-def perf_binary(pa, address, protocol, n, c, seconds, mode="--async"):
+def perf_binary(pa, address, protocol, n, c, seconds, mode="--async", extra=()):
     """perf_analyzer with binary tensors over protocol (http or grpc):
     (req/s, p50 ms, p99 ms, 0), or None. Stability is not waited for (on
     two shared cores it may never come): three windows are taken.
@@ -122,7 +122,7 @@ def perf_binary(pa, address, protocol, n, c, seconds, mode="--async"):
                           "--shape", "x:%d" % n, "--concurrency-range", str(c),
                           "--measurement-interval", str(int(seconds * 1000)),
                           "--max-trials", "3", "--stability-percentage", "100"]
-                         + ([mode] if mode == "--async" else []),
+                         + ([mode] if mode == "--async" else []) + list(extra),
                          capture_output=True, text=True, env=env, timeout=600)
     text = out.stdout + out.stderr
     m = re.search(r"Throughput: ([\d.]+) infer/sec", text)
@@ -183,22 +183,9 @@ SHM_SIZES = (65536, 1 << 20, 16 << 20)
 def perf_shm(pa, address, protocol, n, seconds):
     """perf_analyzer --shared-memory system at concurrency 1: x and y in
     regions it registers (as perf_binary's tuple), or None."""
-    exe, env = pa
-    out = subprocess.run([exe, "-m", "cumsum", "-u", address, "-i", protocol,
-                          "--shape", "x:%d" % n, "--concurrency-range", "1",
-                          "--shared-memory", "system",
-                          "--output-shared-memory-size", str(4 * n),
-                          "--measurement-interval", str(int(seconds * 1000)),
-                          "--max-trials", "3", "--stability-percentage", "100", "--async"],
-                         capture_output=True, text=True, env=env, timeout=600)
-    text = out.stdout + out.stderr
-    m = re.search(r"Throughput: ([\d.]+) infer/sec", text)
-    if m is None:
-        print(text[-2000:], file=sys.stderr)
-        return None
-    p50 = float(re.search(r"p50 latency: (\d+) usec", text).group(1)) / 1e3
-    p99 = float(re.search(r"p99 latency: (\d+) usec", text).group(1)) / 1e3
-    return float(m.group(1)), p50, p99, 0
+    return perf_binary(pa, address, protocol, n, 1, seconds,
+                       extra=("--shared-memory", "system",
+                              "--output-shared-memory-size", str(4 * n)))
 
 
 def engine_times():
