@@ -404,6 +404,7 @@ int main(int argc, char **argv)
                         sizeof msg)) {
             log_msg("tallyd", "error", "%s", msg);
             api_stop(&app);
+            api_free(&app);
             return 1;
         }
         app.grpc = &grpc;
@@ -412,6 +413,7 @@ int main(int argc, char **argv)
         log_msg("tallyd", "error", "%s", msg);
         grpc_stop(&grpc);
         api_stop(&app);
+        api_free(&app);
         return 1;
     }
     log_msg("tallyd", "info",
@@ -429,6 +431,7 @@ int main(int argc, char **argv)
 
     api_stop(&app); /* every queued job runs first */
     http_stop(&transport);
+    api_free(&app); /* no request holds a region now */
     uv_loop_close(loop);
     close_devices(&pool);
     auth_free(transport.auth);

@@ -55,9 +55,14 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg,
                size_t msglen);
 
-/* Stops the scheduler (every queued job runs first) and frees the state.
- * After the transport has stopped taking requests. */
+/* Stops the scheduler (every queued job runs first) and frees it. After
+ * the transport has stopped taking requests. */
 void api_stop(api_state *a);
+
+/* Frees the rest: the shared-memory registry, whose regions requests
+ * hold until they are freed. After api_stop() and after the transports
+ * have stopped (and freed every request and call). */
+void api_free(api_state *a);
 
 /* The scheduler a request's scans go to. */
 static inline sched *api_sched(request *r)

@@ -48,7 +48,11 @@ void api_stop(api_state *a)
         sched_stop(a->sched);
     sched_free(a->sched);
     a->sched = NULL;
-    shm_registry_free(a->shm); /* no job holds a region now */
-    a->shm = NULL;
     sched_engines_free(&a->backend);
+}
+
+void api_free(api_state *a)
+{
+    shm_registry_free(a->shm);
+    a->shm = NULL;
 }
