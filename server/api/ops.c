@@ -115,6 +115,20 @@ void api_metrics(request *r)
     if (a->grpc != NULL)
         grpc_render_metrics(a->grpc, &o);
     sched_render_metrics(api_sched(r), &o);
+    if (a->shm != NULL) {
+        unsigned regions;
+        uint64_t bytes;
+        shm_counts(a->shm, &regions, &bytes);
+        textbuf_put(&o,
+                    "# HELP tally_shm_regions System shared-memory regions "
+                    "registered.\n# TYPE tally_shm_regions gauge\n"
+                    "tally_shm_regions %u\n"
+                    "# HELP tally_shm_bytes Bytes of shared memory mapped "
+                    "(regions registered, and unregistered ones a job still "
+                    "holds).\n# TYPE tally_shm_bytes gauge\n"
+                    "tally_shm_bytes %llu\n",
+                    regions, (unsigned long long)bytes);
+    }
     char *text = textbuf_take(&o, &len);
     if (text == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory");

@@ -171,6 +171,7 @@ def test_offsets_status_and_unregister(d, regions, proto):
     assert np.array_equal(r.get(np.int64, (x.size,), offset=2 * x.nbytes), np.cumsum(x))
     assert np.array_equal(r.get(np.int64, (x.size,), offset=x.nbytes), x)
     st = c.get_system_shared_memory_status()
+    assert d.metric("tally_shm_regions") >= 1 and d.metric("tally_shm_bytes") >= r.nbytes
     if proto == "http":
         assert {"name": r.name, "key": r.key, "offset": 0, "byte_size": r.nbytes} in st
         one = c.get_system_shared_memory_status(r.name)
