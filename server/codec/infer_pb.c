@@ -52,18 +52,6 @@ static void walked_free(walked *w)
         protobuf_c_message_free_unpacked(&w->inputs[i]->base, NULL);
 }
 
-static eng_err fail(char *err, size_t errlen, eng_err e, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static eng_err fail(char *err, size_t errlen, eng_err e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return e;
-}
-
 /* One of a tensor's shared-memory parameters (k, v) into ref. */
 static eng_err shm_parameter(const char *what, const char *k,
                              const Inference__InferParameter *v, shm_ref *ref,
@@ -72,13 +60,13 @@ static eng_err shm_parameter(const char *what, const char *k,
     int c = v ? (int)v->parameter_choice_case : 0;
     if (strcmp(k, "shared_memory_region") == 0) {
         if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "%s: shared_memory_region must be a string_param",
                         what);
         char why[160];
         if (!shm_ref_region(ref, v->string_param, strlen(v->string_param), why,
                             sizeof why))
-            return fail(err, errlen, ENG_E_INVALID, "%s: %s", what, why);
+            return eng_fail(err, errlen, ENG_E_INVALID, "%s: %s", what, why);
         return ENG_E_OK;
     }
     bool off = strcmp(k, "shared_memory_offset") == 0;
@@ -91,7 +79,7 @@ static eng_err shm_parameter(const char *what, const char *k,
     else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
         u = v->uint64_param;
     else
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "%s: %s must be a non-negative int64_param", what, k);
     if (off) {
         ref->offset = u;
@@ -107,7 +95,7 @@ static eng_err shm_complete(const char *what, const shm_ref *ref, char *err,
                             size_t errlen)
 {
     if (!ref->set && (ref->has_byte_size || ref->offset != 0))
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "%s has shared_memory_offset or shared_memory_byte_size "
                     "but no shared_memory_region",
                     what);
@@ -121,18 +109,18 @@ static eng_err check_output(pb_span s, shm_ref *y, char *err, size_t errlen)
         &inference__model_infer_request__infer_requested_output_tensor__descriptor,
         NULL, s.len, s.p);
     if (o == NULL)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "outputs: not a valid InferRequestedOutputTensor");
     eng_err e = ENG_E_OK;
     if (strcmp(o->name, "y") != 0)
-        e = fail(err, errlen, ENG_E_INVALID,
+        e = eng_fail(err, errlen, ENG_E_INVALID,
                  "unknown output \"%.32s\" (the model has one output, \"y\")",
                  tx_utf8_valid(o->name, strlen(o->name)) == strlen(o->name)
                      ? o->name
                      : "(not UTF-8)");
     for (size_t i = 0; e == ENG_E_OK && i < o->n_parameters; i++) {
         if (strcmp(o->parameters[i]->key, "classification") == 0)
-            e = fail(err, errlen, ENG_E_INVALID,
+            e = eng_fail(err, errlen, ENG_E_INVALID,
                      "output classification is not supported");
         else
             e = shm_parameter("output \"y\"", o->parameters[i]->key,
@@ -160,26 +148,26 @@ static eng_err walk(const uint8_t *msg, size_t len, walked *w, shm_ref *y,
         case F_ID: w->id = f.span; break;
         case F_PARAMETERS:
             if (w->nparams == sizeof w->params / sizeof w->params[0])
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "too many request parameters (at most 16)");
             w->params[w->nparams] = (param_pb *)protobuf_c_message_unpack(
                 &inference__model_infer_request__parameters_entry__descriptor,
                 NULL, f.span.len, f.span.p);
             if (w->params[w->nparams] == NULL)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "parameters: not a valid map entry");
             w->nparams++;
             break;
         case F_INPUTS:
             if (w->ninputs == MAX_INPUTS)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "too many inputs (the model takes \"x\" and "
                             "optionally \"axis\")");
             w->inputs[w->ninputs] = (input_pb *)protobuf_c_message_unpack(
                 &inference__model_infer_request__infer_input_tensor__descriptor,
                 NULL, f.span.len, f.span.p);
             if (w->inputs[w->ninputs] == NULL)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "inputs[%zu]: not a valid InferInputTensor",
                             w->ninputs);
             w->ninputs++;
@@ -192,7 +180,7 @@ static eng_err walk(const uint8_t *msg, size_t len, walked *w, shm_ref *y,
         }
         case F_RAW_INPUT:
             if (w->nraw == MAX_INPUTS)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "too many raw_input_contents entries");
             w->raw[w->nraw++] = f.span;
             break;
@@ -200,7 +188,7 @@ static eng_err walk(const uint8_t *msg, size_t len, walked *w, shm_ref *y,
         }
     }
     if (st < 0)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "the message is not a valid ModelInferRequest (bad "
                     "protobuf wire format at byte %zu)",
                     (size_t)(r.p - msg));
@@ -215,9 +203,11 @@ static eng_err parameters(const walked *w, scan_params *p,
         const char *k = w->params[i]->key;
         const Inference__InferParameter *v = w->params[i]->value;
         int c = v ? (int)v->parameter_choice_case : 0;
-        bool is_bool = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-        bool is_int = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
-                      || c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+        bool is_bool =
+            c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+        bool is_int =
+            c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
+            || c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
         int64_t iv = 0;
         if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
             iv = v->int64_param;
@@ -226,13 +216,13 @@ static eng_err parameters(const walked *w, scan_params *p,
                                              : (int64_t)v->uint64_param;
         if (strcmp(k, "axis") == 0) {
             if (!is_int)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "parameter axis must be an int64_param");
             p->axis = iv;
             p->has_axis = true;
         } else if (strcmp(k, "exclusive") == 0 || strcmp(k, "reverse") == 0) {
             if (!is_bool)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "parameter %s must be a bool_param", k);
             if (k[0] == 'e') {
                 p->exclusive = v->bool_param;
@@ -245,14 +235,14 @@ static eng_err parameters(const walked *w, scan_params *p,
             if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM
                 || (strcmp(v->string_param, "increasing") != 0
                     && strcmp(v->string_param, "decreasing") != 0))
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "parameter direction must be the string "
                             "\"increasing\" or \"decreasing\"");
             p->decreasing = v->string_param[0] == 'd';
             p->has_direction = true;
         } else if (strcmp(k, "timeout") == 0) {
             if (!is_int || iv < 0)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "parameter timeout must be a non-negative "
                             "int64_param (microseconds)");
             out->has_timeout = true;
@@ -271,26 +261,26 @@ static eng_err input_desc(const input_pb *in, int *dtype, uint64_t *shape,
 {
     *dtype = tx_dtype_parse(in->datatype, strlen(in->datatype));
     if (*dtype < 0)
-        return fail(err, errlen, ENG_E_DTYPE,
+        return eng_fail(err, errlen, ENG_E_DTYPE,
                     "input \"%.32s\": datatype \"%.16s\" is not supported "
                     "(FP16, BF16, FP32, FP64, INT8 to INT64 and UINT8 to "
                     "UINT64 are)",
                     in->name, in->datatype);
     if (in->n_shape > ENG_MAX_RANK)
-        return fail(err, errlen, ENG_E_RANK,
+        return eng_fail(err, errlen, ENG_E_RANK,
                     "input \"%.32s\" has rank %zu, more than %d", in->name,
                     in->n_shape, ENG_MAX_RANK);
     *rank = (int)in->n_shape;
     *elements = 1;
     for (size_t d = 0; d < in->n_shape; d++) {
         if (in->shape[d] < 0)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "input \"%.32s\": shape[%zu] is %" PRId64
                         ", and dimensions cannot be negative",
                         in->name, d, in->shape[d]);
         shape[d] = (uint64_t)in->shape[d];
         if (!eng_mul_u64(*elements, shape[d], elements))
-            return fail(err, errlen, ENG_E_TOO_LARGE,
+            return eng_fail(err, errlen, ENG_E_TOO_LARGE,
                         "input \"%.32s\": the shape's element count "
                         "overflows",
                         in->name);
@@ -318,13 +308,13 @@ static eng_err typed_contents(const input_pb *in, tx_dtype dt,
     case TX_UINT32: n = c->n_uint_contents; field = "uint_contents"; break;
     case TX_UINT64: n = c->n_uint64_contents; field = "uint64_contents"; break;
     default:
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "input \"%.32s\": %s tensors have no typed contents "
                     "field; send them in raw_input_contents",
                     in->name, tx_dtype_kserve(dt));
     }
     if (n != elements)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "input \"%.32s\": contents.%s has %zu elements, but the "
                     "shape needs %" PRIu64,
                     in->name, field, n, elements);
@@ -342,7 +332,7 @@ static eng_err typed_contents(const input_pb *in, tx_dtype dt,
             int32_t lo = dt == TX_INT8 ? INT8_MIN : INT16_MIN;
             int32_t hi = dt == TX_INT8 ? INT8_MAX : INT16_MAX;
             if (v < lo || v > hi)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "input \"%.32s\": int_contents[%zu] = %" PRId32
                             " does not fit in %s",
                             in->name, i, v, tx_dtype_kserve(dt));
@@ -356,7 +346,7 @@ static eng_err typed_contents(const input_pb *in, tx_dtype dt,
             uint32_t v = c->uint_contents[i];
             uint32_t hi = dt == TX_UINT8 ? UINT8_MAX : UINT16_MAX;
             if (v > hi)
-                return fail(err, errlen, ENG_E_INVALID,
+                return eng_fail(err, errlen, ENG_E_INVALID,
                             "input \"%.32s\": uint_contents[%zu] = %" PRIu32
                             " does not fit in %s",
                             in->name, i, v, tx_dtype_kserve(dt));
@@ -382,11 +372,11 @@ static eng_err axis_input(const input_pb *in, const pb_span *raw,
     if (e != ENG_E_OK)
         return e;
     if (dt != TX_INT32 && dt != TX_INT64)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "input \"axis\" must be INT32 or INT64, not %s",
                     tx_dtype_kserve((tx_dtype)dt));
     if (elements != 1)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "input \"axis\" must hold one element (shape [1]), not "
                     "%" PRIu64,
                     elements);
@@ -395,7 +385,7 @@ static eng_err axis_input(const input_pb *in, const pb_span *raw,
     void *dst = dt == TX_INT32 ? (void *)&v32 : (void *)&v64;
     if (raw != NULL) {
         if (raw->len != tx_dtype_size((tx_dtype)dt))
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "input \"axis\": raw_input_contents has %zu bytes, "
                         "but one %s takes %zu",
                         raw->len, tx_dtype_kserve((tx_dtype)dt),
@@ -418,7 +408,7 @@ static eng_err check_model(const walked *w, bool *not_found, char *err,
         *not_found = true;
         bool text = tx_utf8_valid((const char *)w->model.p, w->model.len)
                     == w->model.len;
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "unknown model \"%.*s\" (this server has one model, "
                     "\"" KSERVE_MODEL "\")",
                     text ? (int)(w->model.len > 64 ? 64 : w->model.len) : 0,
@@ -428,7 +418,7 @@ static eng_err check_model(const walked *w, bool *not_found, char *err,
         && (w->version.len != strlen(KSERVE_VERSION)
             || memcmp(w->version.p, KSERVE_VERSION, w->version.len) != 0)) {
         *not_found = true;
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "model \"" KSERVE_MODEL "\" has no version \"%.*s\" "
                     "(it has version \"" KSERVE_VERSION "\")",
                     tx_utf8_valid((const char *)w->version.p, w->version.len)
@@ -448,7 +438,8 @@ static eng_err find_inputs(walked *w, size_t *x, size_t *axis, char *err,
 {
     *x = *axis = SIZE_MAX;
     if (w->ninputs == 0)
-        return fail(err, errlen, ENG_E_INVALID, "the request has no inputs");
+        return eng_fail(err, errlen, ENG_E_INVALID,
+                        "the request has no inputs");
     size_t with_data = 0;
     for (size_t i = 0; i < w->ninputs; i++) {
         const input_pb *in = w->inputs[i];
@@ -472,7 +463,7 @@ static eng_err find_inputs(walked *w, size_t *x, size_t *axis, char *err,
             w->rawof[i] = with_data++;
     }
     if (w->nraw != 0 && w->nraw != with_data)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "the request has %zu inputs with data but %zu "
                     "raw_input_contents entries: raw contents must be given "
                     "for every input not in shared memory, or for none",
@@ -486,41 +477,41 @@ static eng_err find_inputs(walked *w, size_t *x, size_t *axis, char *err,
                         : strcmp(name, "axis") == 0 ? axis
                                                     : NULL;
         if (which == NULL)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "unknown input \"%.32s\" (the model takes \"x\" and "
                         "optionally \"axis\")",
                         tx_utf8_valid(name, strlen(name)) == strlen(name)
                             ? name
                             : "(not UTF-8)");
         if (*which != SIZE_MAX)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" appears twice", name);
         *which = i;
         bool raw = w->rawof[i] != SIZE_MAX;
         bool typed = w->inputs[i]->contents != NULL;
         if (w->shm[i].set && typed)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" names a shared-memory region but "
                         "also has contents",
                         name);
         if (w->shm[i].set)
             continue;
         if (raw && typed)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" has both contents and "
                         "raw_input_contents",
                         name);
         if (!raw && !typed)
-            return fail(err, errlen, ENG_E_INVALID,
+            return eng_fail(err, errlen, ENG_E_INVALID,
                         "input \"%s\" has no data: neither contents nor "
                         "raw_input_contents nor a shared-memory region",
                         name);
     }
     if (*x == SIZE_MAX)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "the request has no input \"x\"");
     if (*axis != SIZE_MAX && w->shm[*axis].set)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "input \"axis\" cannot come in shared memory: send its "
                     "value in the request, or use the parameter axis");
     return ENG_E_OK;
@@ -542,10 +533,10 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
     if (e != ENG_E_OK)
         return e;
     if (tx_utf8_valid((const char *)w->id.p, w->id.len) != w->id.len)
-        return fail(err, errlen, ENG_E_INVALID, "id must be valid UTF-8");
+        return eng_fail(err, errlen, ENG_E_INVALID, "id must be valid UTF-8");
     out->id = malloc(w->id.len + 1);
     if (out->id == NULL)
-        return fail(err, errlen, ENG_E_NOMEM, "out of memory");
+        return eng_fail(err, errlen, ENG_E_NOMEM, "out of memory");
     memcpy(out->id, w->id.p, w->id.len);
     out->id[w->id.len] = '\0';
 
@@ -575,7 +566,7 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
     out->desc.dtype = (tx_dtype)dt;
     out->desc.rank = rank;
     if (rank == 0)
-        return fail(err, errlen, ENG_E_RANK,
+        return eng_fail(err, errlen, ENG_E_RANK,
                     "input \"x\" has shape [] (rank 0): a cumulative sum "
                     "needs at least one axis");
     if (!scan_params_apply(&p, &out->desc, err, errlen))
@@ -591,13 +582,13 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
     }
     if (w->rawof[xi] == SIZE_MAX) {
         if (l.bytes > max_bytes)
-            return fail(err, errlen, ENG_E_TOO_LARGE,
+            return eng_fail(err, errlen, ENG_E_TOO_LARGE,
                         "input \"x\" would take %zu bytes, more than the %zu "
                         "this server accepts",
                         l.bytes, max_bytes);
         out->data = eng_buffer_alloc(l.bytes);
         if (out->data == NULL)
-            return fail(err, errlen, ENG_E_NOMEM,
+            return eng_fail(err, errlen, ENG_E_NOMEM,
                         "out of memory for a %zu-byte tensor", l.bytes);
         out->data_owned = true;
         return typed_contents(x, (tx_dtype)dt, elements, out->data, err,
@@ -605,7 +596,7 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
     }
     const pb_span *raw = &w->raw[w->rawof[xi]];
     if (raw->len != l.bytes)
-        return fail(err, errlen, ENG_E_INVALID,
+        return eng_fail(err, errlen, ENG_E_INVALID,
                     "input \"x\": raw_input_contents has %zu bytes, but "
                     "shape and datatype need %zu",
                     raw->len, l.bytes);
