@@ -73,20 +73,20 @@ static tally_code region_path(tally_client *c, const char *name,
     char *esc = curl_easy_escape(NULL, name, 0);
     if (esc == NULL)
         return tc_set_error(c, TALLYE_NOMEM, 0, "out of memory");
-    int n = snprintf(path, len, "/v2/systemsharedmemory/region/%s/%s", esc,
-                     suffix);
+    int n =
+        snprintf(path, len, "/v2/systemsharedmemory/region/%s/%s", esc, suffix);
     curl_free(esc);
     if (n < 0 || (size_t)n >= len)
-        return tc_set_error(c, TALLYE_ARGUMENT, 0, "the region's name is too long");
+        return tc_set_error(c, TALLYE_ARGUMENT, 0,
+                            "the region's name is too long");
     return TALLYE_OK;
 }
 
 static tally_code post(tally_client *c, const char *path, const char *body)
 {
     char *resp = NULL;
-    tally_code code =
-        tally_http(c, "POST", path, "application/json", body,
-                   body ? strlen(body) : 0, &resp, NULL);
+    tally_code code = tally_http(c, "POST", path, "application/json", body,
+                                 body ? strlen(body) : 0, &resp, NULL);
     tally_free(resp);
     return code;
 }
@@ -135,10 +135,9 @@ static bool put_place(char *b, size_t len, size_t *at, const tally_shm_place *p)
                   p->offset, p->byte_size);
 }
 
-TALLY_API tally_code tally_cumsum_shm(tally_client *c, tally_dt dtype,
-                                      int rank, const int64_t *shape,
-                                      int axis, unsigned flags,
-                                      const tally_shm_place *in,
+TALLY_API tally_code tally_cumsum_shm(tally_client *c, tally_dt dtype, int rank,
+                                      const int64_t *shape, int axis,
+                                      unsigned flags, const tally_shm_place *in,
                                       const tally_shm_place *out)
 {
     if (c == NULL)
@@ -171,8 +170,8 @@ TALLY_API tally_code tally_cumsum_shm(tally_client *c, tally_dt dtype,
     for (int d = 0; ok && d < rank; d++) {
         if (shape[d] < 0) {
             free(b);
-            return tc_set_error(c, TALLYE_ARGUMENT, 0,
-                                "shape[%d] is negative", d);
+            return tc_set_error(c, TALLYE_ARGUMENT, 0, "shape[%d] is negative",
+                                d);
         }
         ok = put(b, len, &at, "%s%" PRId64, d ? "," : "", shape[d]);
     }
@@ -224,8 +223,8 @@ TALLY_API tally_code tally_shm_new(tally_client *c, size_t bytes,
                             strerror(e));
     }
     if (ftruncate(fd, (off_t)bytes) != 0
-        || (s->mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                          0))
+        || (s->mem =
+                mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
                == MAP_FAILED) {
         int e = errno;
         close(fd);

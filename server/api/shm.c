@@ -93,8 +93,7 @@ status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
         }
         *owned = eng_buffer_alloc(bytes);
         if (*owned == NULL) {
-            snprintf(msg, msglen, "out of memory for a %zu-byte output",
-                     bytes);
+            snprintf(msg, msglen, "out of memory for a %zu-byte output", bytes);
             api_shm_free(h);
             return STATUS_NOMEM;
         }
@@ -107,9 +106,8 @@ status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen)
 {
     char other[256];
     status_code a = shm_release(&h->x, msg, msglen);
-    status_code b =
-        shm_release(&h->y, a == STATUS_OK ? msg : other,
-                    a == STATUS_OK ? msglen : sizeof other);
+    status_code b = shm_release(&h->y, a == STATUS_OK ? msg : other,
+                                a == STATUS_OK ? msglen : sizeof other);
     return a != STATUS_OK ? a : b;
 }
 
@@ -211,8 +209,9 @@ void api_shm_register(request *r)
     uint64_t offset, byte_size;
     if (!shm_json_register(http_body(r), r->body_len, key, &klen, &offset,
                            &byte_size, msg, sizeof msg)) {
-        http_error(r, r->body_len > SHM_JSON_BODY_MAX ? STATUS_TOO_LARGE
-                                                      : STATUS_INVALID,
+        http_error(r,
+                   r->body_len > SHM_JSON_BODY_MAX ? STATUS_TOO_LARGE
+                                                   : STATUS_INVALID,
                    "%s", msg);
         return;
     }
@@ -246,8 +245,8 @@ void api_shm_unregister(request *r)
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }
-    status_code st = shm_unregister(reg, owner(r), one ? name : NULL, n, msg,
-                                    sizeof msg);
+    status_code st =
+        shm_unregister(reg, owner(r), one ? name : NULL, n, msg, sizeof msg);
     if (st == STATUS_OK)
         reply_empty(r);
     else
@@ -269,8 +268,10 @@ void api_cuda_shm(request *r)
         reply_empty(r);
         return;
     }
-    http_error(r, one && !status && strstr(r->path, "/register") ? STATUS_FORBIDDEN
-                                                                 : STATUS_NOT_FOUND,
+    http_error(r,
+               one && !status && strstr(r->path, "/register")
+                   ? STATUS_FORBIDDEN
+                   : STATUS_NOT_FOUND,
                "tally has no CUDA shared memory: it computes on OpenCL "
                "devices; use system shared memory "
                "(/v2/systemsharedmemory) instead");

@@ -8,8 +8,8 @@
 #include "shm_json.h"
 
 /* A body's unsigned integer member; false with a message. */
-static bool member_u64(json_t *o, const char *key, bool required,
-                       uint64_t *out, char *msg, size_t msglen)
+static bool member_u64(json_t *o, const char *key, bool required, uint64_t *out,
+                       char *msg, size_t msglen)
 {
     json_t *v = json_object_get(o, key);
     *out = 0;
@@ -26,9 +26,9 @@ static bool member_u64(json_t *o, const char *key, bool required,
     return true;
 }
 
-bool shm_json_register(const uint8_t *body, size_t len, char *key,
-                       size_t *klen, uint64_t *offset, uint64_t *byte_size,
-                       char *msg, size_t msglen)
+bool shm_json_register(const uint8_t *body, size_t len, char *key, size_t *klen,
+                       uint64_t *offset, uint64_t *byte_size, char *msg,
+                       size_t msglen)
 {
     if (len > SHM_JSON_BODY_MAX) {
         snprintf(msg, msglen, "a register body takes at most %d bytes",
@@ -36,7 +36,8 @@ bool shm_json_register(const uint8_t *body, size_t len, char *key,
         return false;
     }
     json_error_t je;
-    json_t *o = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *o =
+        json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
     bool ok = false;
     if (o == NULL || !json_is_object(o)) {
         snprintf(msg, msglen,

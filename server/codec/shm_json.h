@@ -27,9 +27,9 @@
  * registry then refuses), offset (0 when absent) and byte_size. False
  * with a message for anything else: not a JSON object, a missing or
  * mistyped member, a negative number, duplicate members. */
-bool shm_json_register(const uint8_t *body, size_t len, char *key,
-                       size_t *klen, uint64_t *offset, uint64_t *byte_size,
-                       char *msg, size_t msglen);
+bool shm_json_register(const uint8_t *body, size_t len, char *key, size_t *klen,
+                       uint64_t *offset, uint64_t *byte_size, char *msg,
+                       size_t msglen);
 
 /* The status answer for regions v[0..n): malloc'd JSON text (valid UTF-8:
  * names and keys were checked when registered), NULL when out of

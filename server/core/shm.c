@@ -179,8 +179,7 @@ static bool owns(const shm_region *g, shm_owner o)
     /* constant-time in the bytes, as token checks are */
     unsigned d = g->owner_len != o.n;
     for (size_t i = 0; i < g->owner_len; i++)
-        d |= (unsigned char)g->owner[i]
-             ^ (unsigned char)(i < o.n ? o.p[i] : 0);
+        d |= (unsigned char)g->owner[i] ^ (unsigned char)(i < o.n ? o.p[i] : 0);
     return d == 0;
 }
 
@@ -218,8 +217,10 @@ static bool key_ok(const char *key, size_t n, char *msg, size_t msglen)
                  "other (nor a NUL byte): \"/my_region\", not a path");
         return false;
     }
-    if ((n == 2 && key[1] == '.') || (n == 3 && key[1] == '.' && key[2] == '.')) {
-        snprintf(msg, msglen, "a shared-memory key cannot be \"/.\" or \"/..\"");
+    if ((n == 2 && key[1] == '.')
+        || (n == 3 && key[1] == '.' && key[2] == '.')) {
+        snprintf(msg, msglen,
+                 "a shared-memory key cannot be \"/.\" or \"/..\"");
         return false;
     }
     if (tx_utf8_valid(key, n) != n) {
@@ -240,14 +241,16 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
                          uint64_t offset, uint64_t byte_size, char *msg,
                          size_t msglen)
 {
-    if (!shm_name_ok(name, nlen, msg, msglen) || !key_ok(key, klen, msg, msglen))
+    if (!shm_name_ok(name, nlen, msg, msglen)
+        || !key_ok(key, klen, msg, msglen))
         return STATUS_INVALID;
     uint64_t end;
     if (byte_size == 0) {
         snprintf(msg, msglen, "byte_size must be at least 1");
         return STATUS_INVALID;
     }
-    if (__builtin_add_overflow(offset, byte_size, &end) || end > (uint64_t)INT64_MAX) {
+    if (__builtin_add_overflow(offset, byte_size, &end)
+        || end > (uint64_t)INT64_MAX) {
         snprintf(msg, msglen,
                  "offset %" PRIu64 " plus byte_size %" PRIu64 " overflows",
                  offset, byte_size);
@@ -486,8 +489,8 @@ status_code shm_acquire(shm_registry *r, shm_owner o, const shm_ref *ref,
     uint64_t end;
     if (g == NULL) {
         snprintf(msg, msglen,
-                 "%s: no shared-memory region named \"%s\" is registered",
-                 what, ref->region);
+                 "%s: no shared-memory region named \"%s\" is registered", what,
+                 ref->region);
         st = STATUS_NOT_FOUND;
     } else if (__builtin_add_overflow(ref->offset, ref->byte_size, &end)
                || end > g->byte_size) {

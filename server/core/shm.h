@@ -93,7 +93,7 @@ typedef struct {
     shm_region *region; /* NULL: none held */
     uint8_t *p;         /* the tensor's first byte */
     uint64_t bytes;
-    uint64_t at; /* its offset in the object */
+    uint64_t at;   /* its offset in the object */
     nlink_t nlink; /* the object's link count when acquired */
 } shm_use;
 

@@ -57,8 +57,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(object_key, sizeof object_key, "/tally-fuzz-shm-%ld",
              (long)getpid());
     int fd = shm_open(object_key, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    FUZZ_CHECK(fd >= 0 && ftruncate(fd, OBJECT_BYTES) == 0,
-               "cannot make %s", object_key);
+    FUZZ_CHECK(fd >= 0 && ftruncate(fd, OBJECT_BYTES) == 0, "cannot make %s",
+               object_key);
     close(fd);
     atexit(remove_object);
     reg = shm_registry_new(MAX_REGIONS, MAX_BYTES);
@@ -116,8 +116,8 @@ static void do_status(const char *name)
     for (size_t i = 0; i < n; i++) {
         char want[SHM_NAME_MAX + 16];
         snprintf(want, sizeof want, "\"name\":\"%s\"", v[i].name);
-        FUZZ_CHECK(strstr(text, want) != NULL, "%s missing from %s",
-                   v[i].name, text);
+        FUZZ_CHECK(strstr(text, want) != NULL, "%s missing from %s", v[i].name,
+                   text);
     }
     free(text);
     free(v);
@@ -128,15 +128,17 @@ static void resolve(const shm_ref *xs, const shm_ref *ys, size_t bytes)
 {
     shm_use x = {0}, y = {0};
     char msg[512];
-    if (xs->set && shm_acquire(reg, owner, xs, bytes, false, "input \"x\"", &x,
-                               msg, sizeof msg)
-                       != STATUS_OK) {
+    if (xs->set
+        && shm_acquire(reg, owner, xs, bytes, false, "input \"x\"", &x, msg,
+                       sizeof msg)
+               != STATUS_OK) {
         fuzz_refusal("shm_acquire's message", msg, sizeof msg);
         return;
     }
-    if (ys->set && shm_acquire(reg, owner, ys, bytes, true, "output \"y\"", &y,
-                               msg, sizeof msg)
-                       != STATUS_OK) {
+    if (ys->set
+        && shm_acquire(reg, owner, ys, bytes, true, "output \"y\"", &y, msg,
+                       sizeof msg)
+               != STATUS_OK) {
         fuzz_refusal("shm_acquire's message", msg, sizeof msg);
         shm_drop(&x);
         return;
