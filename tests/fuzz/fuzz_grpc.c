@@ -66,23 +66,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                     "--grpc-max-streams=16",
                     "--warmup=false",
                     NULL};
+    fuzz_daemon_start(&server, &app, &engine, 11, args);
     char msg[1024];
     tallyd_server *s = &server;
-    s->version = TALLYD_VERSION;
-    FUZZ_CHECK(tallyd_config_load(&s->cfg, 11, args, msg, sizeof msg), "%s",
-               msg);
-    eng_engine_options o;
-    eng_engine_options_init(&o);
-    o.device = "host";
-    o.warmup = false;
-    o.host_threads = 1;
-    FUZZ_CHECK(eng_engine_open(&o, &engine, msg, sizeof msg) == ENG_E_OK, "%s",
-               msg);
-    const char *name = "host";
-    snprintf(s->device, sizeof s->device, "host");
-    metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
-    FUZZ_CHECK(api_start(&app, s, &engine, &name, 1, msg, sizeof msg), "%s",
-               msg);
     uv_loop_init(&loop);
     FUZZ_CHECK(grpc_start(&transport, s, &loop, &api_grpc_service, NULL, msg,
                           sizeof msg),

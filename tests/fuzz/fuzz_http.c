@@ -49,7 +49,6 @@ typedef struct {
     http_transport t;
     api_state app;
     eng_engine *engine;
-    const char *name;
 } fuzz_daemon;
 
 static fuzz_daemon servers[2];
@@ -79,27 +78,13 @@ static void start(fuzz_daemon *d, bool tokens)
         snprintf(flag, sizeof flag, "--auth-token-file=%s", token_path);
         argv[argc++] = flag;
     }
+    fuzz_daemon_start(s, &d->app, &d->engine, argc, argv);
     char msg[1024];
-    s->version = TALLYD_VERSION;
-    FUZZ_CHECK(tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg), "%s",
-               msg);
     if (tokens) {
         d->t.auth = auth_load(s->cfg.auth_token_file, msg, sizeof msg);
         FUZZ_CHECK(d->t.auth != NULL, "%s", msg);
         unlink(token_path);
     }
-    eng_engine_options o;
-    eng_engine_options_init(&o);
-    o.device = "host";
-    o.warmup = false;
-    o.host_threads = 1;
-    FUZZ_CHECK(eng_engine_open(&o, &d->engine, msg, sizeof msg) == ENG_E_OK,
-               "%s", msg);
-    d->name = "host";
-    snprintf(s->device, sizeof s->device, "host");
-    metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
-    FUZZ_CHECK(api_start(&d->app, s, &d->engine, &d->name, 1, msg, sizeof msg),
-               "%s", msg);
     FUZZ_CHECK(http_start(&d->t, s, &api_routes, msg, sizeof msg), "%s", msg);
 }
 

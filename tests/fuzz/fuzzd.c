@@ -1,13 +1,34 @@
 /*
  * fuzzd.c - what the harnesses that link the daemon's code share: a
- * refusal's message as the server would send it, and a JSON writer's
- * whole text.
+ * refusal's message as the server would send it, a JSON writer's whole
+ * text, and a daemon's state.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzzd.h"
 #include "reply.h"
+
+void fuzz_daemon_start(tallyd_server *s, api_state *app, eng_engine **engine,
+                       int argc, char **argv)
+{
+    char msg[1024];
+    s->version = TALLYD_VERSION;
+    FUZZ_CHECK(tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg), "%s",
+               msg);
+    eng_engine_options o;
+    eng_engine_options_init(&o);
+    o.device = "host";
+    o.warmup = false;
+    o.host_threads = 1;
+    FUZZ_CHECK(eng_engine_open(&o, engine, msg, sizeof msg) == ENG_E_OK, "%s",
+               msg);
+    static const char *name = "host";
+    snprintf(s->device, sizeof s->device, "host");
+    metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
+    FUZZ_CHECK(api_start(app, s, engine, &name, 1, msg, sizeof msg), "%s", msg);
+}
 
 void fuzz_refusal(const char *what, const char *msg, size_t msglen)
 {
