@@ -371,33 +371,18 @@ static eng_err axis_input(const input_pb *in, const pb_span *raw,
     eng_err e = input_desc(in, &dt, shape, &rank, &elements, err, errlen);
     if (e != ENG_E_OK)
         return e;
-    if (dt != TX_INT32 && dt != TX_INT64)
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "input \"axis\" must be INT32 or INT64, not %s",
-                    tx_dtype_kserve((tx_dtype)dt));
-    if (elements != 1)
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "input \"axis\" must hold one element (shape [1]), not "
-                    "%" PRIu64,
-                    elements);
-    int64_t v64 = 0;
-    int32_t v32 = 0;
-    void *dst = dt == TX_INT32 ? (void *)&v32 : (void *)&v64;
-    if (raw != NULL) {
-        if (raw->len != tx_dtype_size((tx_dtype)dt))
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "input \"axis\": raw_input_contents has %zu bytes, "
-                        "but one %s takes %zu",
-                        raw->len, tx_dtype_kserve((tx_dtype)dt),
-                        tx_dtype_size((tx_dtype)dt));
-        memcpy(dst, raw->p, raw->len);
-    } else {
-        e = typed_contents(in, (tx_dtype)dt, 1, dst, err, errlen);
-        if (e != ENG_E_OK)
-            return e;
-    }
-    *axis = dt == TX_INT32 ? v32 : v64;
-    return ENG_E_OK;
+    if (!scan_axis_input_kind(dt, elements, err, errlen))
+        return ENG_E_INVALID;
+    if (raw != NULL)
+        return scan_axis_input_raw(dt, raw->p, raw->len, "raw_input_contents",
+                                   axis, err, errlen)
+                   ? ENG_E_OK
+                   : ENG_E_INVALID;
+    int64_t one;
+    e = typed_contents(in, (tx_dtype)dt, 1, &one, err, errlen);
+    if (e == ENG_E_OK)
+        *axis = scan_axis_value(dt, &one);
+    return e;
 }
 
 static eng_err check_model(const walked *w, bool *not_found, char *err,

@@ -338,38 +338,24 @@ static bool parse_outputs(jcur *c, kserve_request *r)
 static eng_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
                           size_t msglen)
 {
-    if (in->dtype != TX_INT32 && in->dtype != TX_INT64)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "input \"axis\" must be INT32 or INT64, not %s",
-                        tx_dtype_kserve((tx_dtype)in->dtype));
     uint64_t count = 1;
     for (int d = 0; d < in->rank; d++)
-        count *= in->shape[d];
-    if (count != 1)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "input \"axis\" must hold one element (shape [1]), "
-                        "not %" PRIu64,
-                        count);
-    int64_t v64 = 0;
-    int32_t v32 = 0;
-    void *dst = in->dtype == TX_INT32 ? (void *)&v32 : (void *)&v64;
-    if (in->binary) {
-        if (in->binary_size != tx_dtype_size((tx_dtype)in->dtype))
-            return eng_fail(msg, msglen, ENG_E_INVALID,
-                            "input \"axis\": binary_data_size is %" PRIu64
-                            ", but one %s takes %zu bytes",
-                            in->binary_size,
-                            tx_dtype_kserve((tx_dtype)in->dtype),
-                            tx_dtype_size((tx_dtype)in->dtype));
-        memcpy(dst, in->binary_at, (size_t)in->binary_size);
-    } else {
-        c->p = in->data;
-        uint64_t one = 1;
-        if (!jcur_tensor(c, "input \"axis\" data", (tx_dtype)in->dtype, &one, 1,
-                         1, dst))
-            return ENG_E_INVALID;
-    }
-    *axis = in->dtype == TX_INT32 ? v32 : v64;
+        if (!eng_mul_u64(count, in->shape[d], &count))
+            count = UINT64_MAX;
+    if (!scan_axis_input_kind(in->dtype, count, msg, msglen))
+        return ENG_E_INVALID;
+    if (in->binary)
+        return scan_axis_input_raw(in->dtype, in->binary_at, in->binary_size,
+                                   "binary_data_size", axis, msg, msglen)
+                   ? ENG_E_OK
+                   : ENG_E_INVALID;
+    int64_t one;
+    c->p = in->data;
+    uint64_t n = 1;
+    if (!jcur_tensor(c, "input \"axis\" data", (tx_dtype)in->dtype, &n, 1, 1,
+                     &one))
+        return ENG_E_INVALID;
+    *axis = scan_axis_value(in->dtype, &one);
     return ENG_E_OK;
 }
 

@@ -25,6 +25,52 @@ bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
     return true;
 }
 
+bool scan_axis_input_kind(int dtype, uint64_t elements, char *msg,
+                          size_t msglen)
+{
+    if (dtype != TX_INT32 && dtype != TX_INT64) {
+        snprintf(msg, msglen, "input \"axis\" must be INT32 or INT64, not %s",
+                 tx_dtype_kserve((tx_dtype)dtype));
+        return false;
+    }
+    if (elements != 1) {
+        snprintf(msg, msglen,
+                 "input \"axis\" must hold one element (shape [1]), not "
+                 "%" PRIu64,
+                 elements);
+        return false;
+    }
+    return true;
+}
+
+int64_t scan_axis_value(int dtype, const void *one)
+{
+    if (dtype == TX_INT32) {
+        int32_t v;
+        memcpy(&v, one, sizeof v);
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, one, sizeof v);
+    return v;
+}
+
+bool scan_axis_input_raw(int dtype, const void *bytes, uint64_t len,
+                         const char *field, int64_t *axis, char *msg,
+                         size_t msglen)
+{
+    size_t want = tx_dtype_size((tx_dtype)dtype);
+    if (len != want) {
+        snprintf(msg, msglen,
+                 "input \"axis\": %s is %" PRIu64 " bytes, but one %s takes "
+                 "%zu",
+                 field, len, tx_dtype_kserve((tx_dtype)dtype), want);
+        return false;
+    }
+    *axis = scan_axis_value(dtype, bytes);
+    return true;
+}
+
 bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
                        size_t msglen)
 {

@@ -34,6 +34,20 @@ bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
 bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
                             size_t msglen);
 
+/* The axis input itself (KServe's "axis", ONNX CumSum's): an INT32 or
+ * INT64 tensor of one element. scan_axis_input_kind() checks its datatype
+ * and element count; scan_axis_input_raw() takes its value from len raw
+ * bytes (which `field` names in the message: "binary_data_size",
+ * "raw_input_contents"); scan_axis_value() widens one element of it that
+ * the caller decoded otherwise (JSON, typed contents). False with a
+ * message. */
+bool scan_axis_input_kind(int dtype, uint64_t elements, char *msg,
+                          size_t msglen);
+bool scan_axis_input_raw(int dtype, const void *bytes, uint64_t len,
+                         const char *field, int64_t *axis, char *msg,
+                         size_t msglen);
+int64_t scan_axis_value(int dtype, const void *one);
+
 /* Query-string values: "true"/"false"/"1"/"0"; a decimal integer; a
  * direction name; a comma-separated shape ("3,4"). Each returns false with a
  * message naming the parameter when the text is not what it must be. */
