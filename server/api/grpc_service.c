@@ -54,8 +54,7 @@ static void reply_message(grpc_call *c, const ProtobufCMessage *m)
         return;
     }
     protobuf_c_message_pack(m, b);
-    grpc_call_reply(c, b, len, NULL, 0);
-    free(b);
+    grpc_call_reply(c, b, len, NULL, 0); /* takes b */
 }
 
 /* Unpacks the request as d, or fails the call. */
@@ -281,8 +280,6 @@ typedef struct {
     infer_pb_request q;
     grpc_call *c;
     int64_t timeout_ms;
-    uint8_t *head;
-    size_t head_len;
     uint64_t parse_ns;
     api_shm_hold shm; /* x's and y's regions, when they lie in some */
 } infer_work;
@@ -292,7 +289,6 @@ static void infer_work_free(void *p)
     infer_work *w = p;
     api_shm_free(&w->shm); /* after the job: the call outlives it */
     infer_pb_request_free(&w->q);
-    free(w->head);
     free(w);
 }
 
@@ -322,9 +318,8 @@ static void infer_fail(grpc_call *c, status_code st, const char *fmt, ...)
         grpc_call_fail(c, STATUS_NOMEM, "out of memory");
         return;
     }
-    grpc_call_reply(c, b, len, NULL, 0);
+    grpc_call_reply(c, b, len, NULL, 0); /* takes b */
     grpc_call_set_status(c, st);
-    free(b);
 }
 
 /* The job's end: answer, or say why not. */
@@ -363,16 +358,19 @@ static void infer_answer(grpc_call *c)
         infer_fail(c, st, "%s", msg);
         return;
     }
-    w->head = streaming(c) ? infer_pb_stream_head(&w->q, &w->head_len)
-                           : infer_pb_head(&w->q, &w->head_len);
-    if (w->head == NULL) {
+    size_t len;
+    uint8_t *head = streaming(c) ? infer_pb_stream_head(&w->q, &len)
+                                 : infer_pb_head(&w->q, &len);
+    if (head == NULL) {
         infer_fail(c, STATUS_NOMEM, "out of memory");
         return;
     }
-    if (w->q.y_shm.set) /* y is in its region: the head is all */
-        grpc_call_reply(c, w->head, w->head_len, NULL, 0);
+    /* the call takes the head; y (unless it went to a region) is the
+     * work's, which lives as long as the call */
+    if (w->q.y_shm.set)
+        grpc_call_reply(c, head, len, NULL, 0);
     else
-        grpc_call_reply(c, w->head, w->head_len, w->q.data, w->q.bytes);
+        grpc_call_reply(c, head, len, w->q.data, w->q.bytes);
 }
 
 static void on_job_done(job *j)

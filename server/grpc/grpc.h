@@ -162,10 +162,11 @@ tallyd_server *grpc_call_server(const grpc_call *c);
 void grpc_call_set_work(grpc_call *c, void *work, void (*free_fn)(void *));
 void *grpc_call_work(grpc_call *c);
 
-/* Answers with one response message: head (copied), then tail (borrowed:
- * it must stay valid until the call is freed, which is why it is usually
- * the call's work's memory). For a unary call, OK follows. */
-void grpc_call_reply(grpc_call *c, const void *head, size_t head_len,
+/* Answers with one response message: head (malloc'd, taken: the call
+ * frees it, whatever happens; NULL when head_len is 0), then tail
+ * (borrowed: it must stay valid until the call is freed, which is why it
+ * is usually the call's work's memory). For a unary call, OK follows. */
+void grpc_call_reply(grpc_call *c, void *head, size_t head_len,
                      const void *tail, size_t tail_len);
 
 /* Answers with a failure: grpc-status from the status table (status.h),

@@ -1703,20 +1703,22 @@ void *grpc_call_work(grpc_call *c)
     return c->work;
 }
 
-void grpc_call_reply(grpc_call *c, const void *head, size_t head_len,
+void grpc_call_reply(grpc_call *c, void *head, size_t head_len,
                      const void *tail, size_t tail_len)
 {
-    if (c->answered)
+    if (c->answered) {
+        free(head);
         return;
-    c->answered = true;
+    }
     size_t len = head_len + tail_len;
-    if (len > UINT32_MAX || (head_len && (c->head = malloc(head_len)) == NULL)) {
-        c->answered = false;
+    if (len > UINT32_MAX) {
+        free(head);
         grpc_call_fail(c, STATUS_NOMEM, "the answer does not fit");
         return;
     }
-    if (head_len)
-        memcpy(c->head, head, head_len);
+    c->answered = true;
+    free(c->head);
+    c->head = head;
     c->head_len = head_len;
     c->tail = tail;
     c->tail_len = tail_len;
