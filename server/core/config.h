@@ -121,6 +121,10 @@
       "with tokens: the health and readiness routes require one too")          \
     X(auth_metrics, "auth-metrics", "TALLY_AUTH_METRICS", BOOL, "true",        \
       "with tokens: GET /metrics requires one too")                            \
+    X(cors_origins, "cors-origins", "TALLY_CORS_ORIGINS", STR, "",             \
+      "web pages that may call the API from another origin: a comma-"         \
+      "separated list (https://app.example.com,http://localhost:3000) or *; " \
+      "empty: none (CORS off)")                                                \
     X(tls_cert, "tls-cert", "TALLY_TLS_CERT", STR, "",                         \
       "serve HTTPS with this certificate (a PEM file, the chain after it); "   \
       "needs --tls-key")                                                       \
@@ -139,6 +143,7 @@ typedef enum {
 
 typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
+        *cors_origins,
         *tls_key, *tls_priorities, *access_log;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,

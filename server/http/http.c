@@ -231,6 +231,29 @@ static bool authorized(request *r, const http_match *m)
     return false;
 }
 
+/* With --cors-origins, a request from an allowed Origin gets the CORS
+ * headers on whatever it is answered (cors.h); true when it was a
+ * preflight, now answered 204. */
+static bool cors_headers(request *r, const http_match *m, const char *method)
+{
+    const char *allow =
+        http_cors_allow(r->t->cors, http_header(r, "Origin"));
+    if (allow == NULL)
+        return false;
+    http_add_header(r, "Access-Control-Allow-Origin", allow);
+    http_add_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+    if (strcmp(method, "OPTIONS") != 0 || m->status != 405
+        || http_header(r, "Access-Control-Request-Method") == NULL) {
+        http_add_header(r, "Access-Control-Expose-Headers", HTTP_CORS_EXPOSE);
+        return false;
+    }
+    http_add_header(r, "Access-Control-Allow-Methods", m->allow);
+    http_add_header(r, "Access-Control-Allow-Headers", HTTP_CORS_HEADERS);
+    http_add_header(r, "Access-Control-Max-Age", HTTP_CORS_MAX_AGE);
+    http_reply_buffer(r, 204, "text/plain", NULL, 0);
+    return true;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                                  const char *url, const char *method,
                                  const char *version, const char *upload,
@@ -259,6 +282,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         r->metric_label = m.label;
         r->ended = m.ended;
         r->handler = m.handler;
+        if (cors_headers(r, &m, method))
+            return send_reply(r); /* a preflight, answered */
         if (r->handler == NULL) {
             if (m.status == 405)
                 http_add_header(r, MHD_HTTP_HEADER_ALLOW, m.allow);
@@ -453,6 +478,8 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
 {
     t->s = s;
     t->routes = routes;
+    if (!http_cors_parse(s->cfg.cors_origins, &t->cors, msg, msglen))
+        return false;
     request_seed_ids(s);
     char host[256];
     unsigned port;
@@ -555,6 +582,8 @@ void http_stop(http_transport *t)
     t->accesslog = NULL;
     http_admit_free(t->admit);
     t->admit = NULL;
+    http_cors_free(t->cors);
+    t->cors = NULL;
 }
 
 long long http_open_connections(http_transport *t)

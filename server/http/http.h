@@ -26,6 +26,7 @@
 #include "admit.h"
 #include "auth.h"
 #include "conns.h"
+#include "cors.h"
 #include "counters.h"
 #include "request.h"
 #include "router.h"
@@ -45,6 +46,7 @@ typedef struct http_transport {
     http_conns *conns;         /* open connections' deadlines (conns.h) */
     http_accesslog *accesslog; /* which requests get a line */
     http_admit *admit;         /* connection counts, for the limits */
+    http_cors *cors;           /* --cors-origins; NULL: CORS off */
     /* refused connections not yet logged, and when that was last done */
     atomic_ullong refused_unlogged, refused_logged_ns;
     atomic_llong open_connections; /* state: drain waits on it */
