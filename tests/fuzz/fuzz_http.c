@@ -4,7 +4,7 @@
  * codec, dispatch and the host backend, in one process.
  *
  * Two daemons run in the harness, on the host backend, both with
- * --allow-shared-memory: an open one and one that requires the bearer
+ * --allow-shared-memory and CORS for http://app.example:3000: an open one and one that requires the bearer
  * token "fuzz-token"; the first byte picks one. The rest is a request in a loose form that mutates well:
  *
  *     METHOD PATH?QUERY\n
@@ -66,9 +66,10 @@ static void start(fuzz_daemon *d, bool tokens)
                     "--max-body-bytes=1MiB",
                     "--warmup=false",
                     "--allow-shared-memory",
+                    "--cors-origins=http://app.example:3000",
                     NULL,
                     NULL};
-    int argc = 9;
+    int argc = 10;
     if (tokens) {
         int fd = mkstemp(token_path);
         FUZZ_CHECK(fd >= 0 && write(fd, "fuzz-token\n", 11) == 11,
