@@ -19,6 +19,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import sys
 import threading
 import time
 
@@ -215,3 +216,23 @@ def run_threads(n, fn):
         t.join()
     if errors:
         raise errors[0]
+
+
+def install_python_package():
+    """client/python installed with pip (no dependencies, no build
+    isolation: the machine's setuptools builds it, as it would offline)
+    into a directory of this run's, put first on sys.path; that directory.
+    Once per process."""
+    global _PACKAGE_DIR
+    if _PACKAGE_DIR is None:
+        target = tempfile.mkdtemp(prefix="tally-python-")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--disable-pip-version-check",
+                        "--target", target, os.path.join(ROOT, "client", "python")],
+                       check=True, capture_output=True, timeout=300)
+        sys.path.insert(0, target)
+        _PACKAGE_DIR = target
+    return _PACKAGE_DIR
+
+
+_PACKAGE_DIR = None

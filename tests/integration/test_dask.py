@@ -1,4 +1,4 @@
-"""client/python/tally_dask.py: Dask arrays summed block by block on two
+"""tally.dask (client/python, installed with pip): Dask arrays summed block by block on two
 tallyd replicas, the carries added by Dask, on a local Dask cluster of two
 worker processes.
 
@@ -18,14 +18,13 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import free_port, install_python_package
 
-PYDIR = os.path.join(ROOT, "client", "python")
-sys.path.insert(0, PYDIR)
+PYDIR = install_python_package()
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
-import tally_dask  # noqa: E402
+import tally.dask as tally_dask  # noqa: E402
 
 
 def native_requests(d):
@@ -44,7 +43,7 @@ def reference(x, axis, exclusive, reverse):
 @pytest.fixture(scope="module")
 def cluster():
     """A local Dask cluster of two worker processes that can import
-    tally_dask."""
+    tally.dask."""
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = PYDIR + (os.pathsep + old if old else "")
     try:
@@ -127,7 +126,7 @@ def test_errors_are_clear(replicas):
         tally_dask.cumsum(da.ones((4,), dtype=bool, chunks=2), axis=0, urls=[url])
     with pytest.raises(ValueError, match="out of range"):
         tally_dask.cumsum(da.ones((4, 4), chunks=2), axis=2, urls=[url])
-    with pytest.raises(tally_dask.TallyError, match="no tally replica computed the block"):
+    with pytest.raises(tally_dask.TallyError, match="no tally replica answered"):
         tally_dask.cumsum_block(np.ones(3), 0, "http://127.0.0.1:%d" % free_port())
     # the server's own message, for a request it refuses (4xx): not retried
     with pytest.raises(tally_dask.TallyError) as e:

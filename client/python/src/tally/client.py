@@ -1,0 +1,231 @@
+"""tally.Client: cumulative sums of numpy arrays on a tally service."""
+import json
+import os
+import sys
+import threading
+import urllib.parse
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from ._transport import Replicas, TallyError
+
+__all__ = ["Client", "DTYPES"]
+
+#: The numpy dtypes tally sums (bfloat16 has no numpy dtype).
+DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64")
+
+_LOCAL_HOSTS = ("localhost", "::1")
+
+
+def _is_local(url: str) -> bool:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host in _LOCAL_HOSTS or host.startswith("127.")
+
+
+def _axis(axis: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= axis < n:
+        raise ValueError("axis %d is out of range for %d dimensions" % (axis, ndim))
+    return axis % n
+
+
+def _checked(array) -> np.ndarray:
+    a = np.asarray(array)
+    if a.dtype.name not in DTYPES:
+        raise TypeError("tally has no dtype %s (it has %s)" % (a.dtype, ", ".join(DTYPES)))
+    return a
+
+
+class _Region:
+    """A POSIX shared-memory region this client made and registered: the
+    tensor is copied in, summed in place by the server, copied out."""
+
+    def __init__(self, server: Replicas, size: int):
+        from multiprocessing import shared_memory
+        self.name = "tally-py-%d-%x" % (os.getpid(), id(self))
+        self.mem = shared_memory.SharedMemory(name=self.name, create=True, size=size)
+        self.size = size
+        body = json.dumps({"key": "/" + self.name, "offset": 0, "byte_size": size})
+        try:
+            server.request("POST", "/v2/systemsharedmemory/region/%s/register" % self.name,
+                           body, {"Content-Type": "application/json"})
+        except BaseException:
+            self._unlink()
+            raise
+
+    def _unlink(self) -> None:
+        self.mem.close()
+        try:
+            self.mem.unlink()
+        except FileNotFoundError:
+            pass
+
+    def free(self, server: Replicas) -> None:
+        try:
+            server.request("POST", "/v2/systemsharedmemory/region/%s/unregister" % self.name)
+        except (TallyError, OSError):
+            pass  # the server's copy goes when it stops; ours goes now
+        self._unlink()
+
+
+class Client:
+    """A tally service: one URL, or several replicas tried in turn.
+
+    token: a bearer token, for a server with --auth-token-file. cafile: the
+    CA that signed an https server's certificate (default: the system's).
+    timeout: seconds for each request. shm: "auto" (the default) passes
+    tensors through POSIX shared memory when the first URL is on this
+    machine (localhost, 127.x.y.z, [::1]) and the server allows it
+    (--allow-shared-memory), and over the socket otherwise, with one
+    warning on stderr when the server refuses; True requires it (a refusal
+    raises); False never uses it.
+
+    Threading: a client may be shared by threads; each keeps its own
+    connections, and shared memory is used by one call at a time (the
+    others go over the socket meanwhile)."""
+
+    def __init__(self, url: Union[str, Sequence[str]] = "http://127.0.0.1:8080",
+                 token: Optional[str] = None, cafile: Optional[str] = None,
+                 timeout: float = 60.0, shm: Union[str, bool] = "auto"):
+        if shm not in ("auto", True, False):
+            raise ValueError("shm is \"auto\", True or False, not %r" % (shm,))
+        self._replicas = Replicas(url, token, cafile, timeout)
+        # the first URL alone: the server that holds this client's region
+        self._local = Replicas(self._replicas.urls[0], token, cafile, timeout)
+        self._shm = shm
+        self._region: Optional[_Region] = None
+        self._region_lock = threading.Lock()
+        self._shm_off = shm is False or (shm == "auto" and not _is_local(self._replicas.urls[0]))
+
+    # -- the cumulative sum ------------------------------------------------
+
+    def cumsum(self, array, axis: int = 0, exclusive: bool = False,
+               reverse: bool = False) -> np.ndarray:
+        """The cumulative sum of a numpy array along axis (negative counts
+        from the back): a new array of the same shape and dtype (integers
+        wrap, as tally's do; unlike numpy's cumsum, int8 stays int8).
+        exclusive leaves each element out of its own sum; reverse sums from
+        the end. Raises TallyError with the server's message and status."""
+        a = _checked(array)
+        axis = _axis(axis, a.ndim)
+        if a.size == 0:
+            return np.empty(a.shape, a.dtype)
+        data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        if not self._shm_off and self._region_lock.acquire(blocking=False):
+            try:
+                out = self._cumsum_shm(data, axis, exclusive, reverse)
+                if out is not None:
+                    return out.astype(a.dtype, copy=False)
+            finally:
+                self._region_lock.release()
+        query = urllib.parse.urlencode({
+            "dtype": a.dtype.name, "shape": ",".join(map(str, a.shape)) or "1",
+            "axis": axis, "exclusive": "true" if exclusive else "false",
+            "reverse": "true" if reverse else "false"})
+        payload = memoryview(data.reshape(-1)).cast("B")  # sent as it lies
+        url, _, raw = self._replicas.request("POST", "/v1/cumsum?" + query, payload,
+                                             {"Content-Type": "application/octet-stream"})
+        out = np.frombuffer(raw, dtype=data.dtype)
+        if out.size != a.size:
+            raise TallyError("answered %d elements for %d" % (out.size, a.size), 200, url)
+        return out.reshape(a.shape).astype(a.dtype, copy=False)
+
+    def _cumsum_shm(self, data: np.ndarray, axis: int, exclusive: bool,
+                    reverse: bool) -> Optional[np.ndarray]:
+        """The sum through this client's region, in place; None when the
+        server will not take shared memory (and shm is "auto")."""
+        url = self._replicas.urls[0]
+        try:
+            if self._region is None or self._region.size < data.nbytes:
+                if self._region is not None:
+                    self._region.free(self._local)
+                    self._region = None
+                self._region = _Region(self._local, max(data.nbytes, 1 << 16))
+        except TallyError as e:
+            if self._shm is True or e.status not in (403,):
+                raise
+            print("tally: note: %s does not take shared memory (%s); sending tensors over "
+                  "the socket" % (url, e.message), file=sys.stderr)
+            self._shm_off = True
+            return None
+        region = self._region
+        view = np.ndarray(data.shape, data.dtype, buffer=region.mem.buf)
+        view[...] = data
+        place = {"shared_memory_region": region.name, "shared_memory_offset": 0,
+                 "shared_memory_byte_size": data.nbytes}
+        body = json.dumps({
+            "inputs": [{"name": "x", "datatype": data.dtype.name,
+                        "shape": list(data.shape), "parameters": place}],
+            "outputs": [{"name": "y", "parameters": place}],
+            "parameters": {"axis": axis, "exclusive": exclusive, "reverse": reverse}})
+        self._local.request("POST", "/v2/models/cumsum/infer", body,
+                            {"Content-Type": "application/json"})
+        out = view.copy()
+        del view  # the region's buffer must have no views when it is closed
+        return out
+
+    def cumsum_strided(self, buffer, sizes: Sequence[int], axis: int = 0,
+                       in_strides: Optional[Sequence[int]] = None,
+                       out_strides: Optional[Sequence[int]] = None,
+                       exclusive: bool = False, reverse: bool = False,
+                       total_bytes: Optional[int] = None) -> np.ndarray:
+        """DirectML's form (DML_CUMULATIVE_SUMMATION_OPERATOR_DESC with
+        buffer tensors): buffer is the input buffer (a numpy array of the
+        element type, read as its bytes in memory order); sizes the
+        tensor's sizes; in_strides and out_strides its layout in each
+        buffer, in elements (None: packed; a stride of 0 repeats an input
+        element). Returns the output buffer as a flat array of the dtype:
+        only the elements out_strides addresses are written (the rest are
+        0). total_bytes is the input's TotalTensorSizeInBytes (None: the
+        buffer's size)."""
+        b = _checked(buffer)
+        data = np.ascontiguousarray(b, dtype=b.dtype.newbyteorder("<")).reshape(-1)
+        name = b.dtype.name.upper()
+        inp = {"DataType": name, "Sizes": [int(s) for s in sizes],
+               "TotalTensorSizeInBytes": int(total_bytes if total_bytes is not None
+                                             else data.nbytes)}
+        if in_strides is not None:
+            inp["Strides"] = [int(s) for s in in_strides]
+        out = {"DataType": name, "Sizes": [int(s) for s in sizes]}
+        if out_strides is not None:
+            out["Strides"] = [int(s) for s in out_strides]
+        op = json.dumps({"InputTensor": inp, "OutputTensor": out, "Axis": int(axis),
+                         "AxisDirection": "DECREASING" if reverse else "INCREASING",
+                         "HasExclusiveSum": bool(exclusive)}, separators=(",", ":"))
+        _, _, raw = self._replicas.request(
+            "POST", "/v1/cumsum", memoryview(data).cast("B"),
+            {"Content-Type": "application/octet-stream", "DML-Operator": op})
+        return np.frombuffer(raw, dtype=data.dtype).astype(b.dtype, copy=False)
+
+    # -- the service -------------------------------------------------------
+
+    def ready(self) -> bool:
+        """Whether a replica says it is ready (GET /v2/health/ready)."""
+        try:
+            self._replicas.request("GET", "/v2/health/ready")
+            return True
+        except TallyError:
+            return False
+
+    def metadata(self) -> dict:
+        """The server's KServe metadata (GET /v2): name, version, extensions."""
+        _, _, raw = self._replicas.request("GET", "/v2")
+        return json.loads(raw)
+
+    def close(self) -> None:
+        """Unregisters and removes this client's shared-memory region, and
+        closes this thread's connections. The client may be used again."""
+        with self._region_lock:
+            if self._region is not None:
+                self._region.free(self._local)
+                self._region = None
+        self._replicas.close()
+        self._local.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
