@@ -1,0 +1,154 @@
+"""client/python, the `tally` package, installed with pip and used against
+real daemons: every dtype, axis and flag against numpy, the DirectML
+strided form, replicas with failover, tokens, errors that carry the
+server's message and status, and shared memory for a local server (used
+when allowed, the socket with one note when refused).
+
+Random inputs come from a seed printed with the test (TALLY_SEED replays
+it)."""
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import Daemon, free_port, install_python_package
+from reference import DTYPES, close, cumsum, random_tensor
+
+install_python_package()
+import tally  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def rng():
+    seed = int(os.environ.get("TALLY_SEED", random.randrange(1 << 32)))
+    print("test_python_package: seed %d (replay with TALLY_SEED=%d)" % (seed, seed))
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="module")
+def shm_daemon():
+    d = Daemon("--allow-shared-memory")
+    yield d
+    d.cleanup()
+
+
+def url(d):
+    return "http://127.0.0.1:%d" % d.port
+
+
+def test_installed_and_typed():
+    path = install_python_package()
+    assert tally.__file__.startswith(path), tally.__file__
+    assert os.path.exists(os.path.join(path, "tally", "py.typed"))
+    assert tally.Client.cumsum.__doc__ and tally.TallyError.__doc__
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_axis_and_flag(tallyd, rng, dtype):
+    c = tally.Client(url(tallyd), shm=False)
+    for rank in (1, 2, 3):
+        shape = tuple(int(n) for n in rng.integers(1, 30, rank))
+        x = random_tensor(rng, dtype, shape)
+        for axis in range(-rank, rank):
+            for exclusive in (False, True):
+                for reverse in (False, True):
+                    y = c.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse)
+                    want = cumsum(x, axis=axis % rank, exclusive=exclusive, reverse=reverse)
+                    assert y.dtype == x.dtype and y.shape == x.shape
+                    assert close(y, want, x, axis=axis % rank), (dtype, shape, axis)
+    # views, big-endian and empty arrays
+    x = np.arange(24, dtype=">i8").reshape(4, 6)[:, ::2]
+    assert np.array_equal(c.cumsum(x, axis=1), np.cumsum(x, axis=1))
+    assert c.cumsum(np.empty((0, 3), np.float32)).shape == (0, 3)
+
+
+def test_strided_form(tallyd):
+    """A column-major buffer summed along axis 1 (README's binary DirectML
+    example), answered row-major; and an output layout of its own."""
+    c = tally.Client(url(tallyd), shm=False)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    buf = np.ascontiguousarray(x.T).reshape(-1)  # column-major
+    y = c.cumsum_strided(buf, [3, 4], axis=1, in_strides=[1, 3])
+    assert np.array_equal(y.reshape(3, 4), np.cumsum(x, axis=1))
+    y = c.cumsum_strided(buf, [3, 4], axis=0, in_strides=[1, 3], out_strides=[1, 3],
+                         reverse=True)
+    assert np.array_equal(y.reshape(4, 3).T, np.flip(np.cumsum(np.flip(x, 0), 0), 0))
+
+
+def test_replicas_fail_over(tallyd):
+    dead = "http://127.0.0.1:%d" % free_port()
+    c = tally.Client([dead, url(tallyd)], shm=False)
+    for _ in range(4):  # whichever the rotation starts with
+        assert np.array_equal(c.cumsum(np.arange(5)), np.cumsum(np.arange(5)))
+    with pytest.raises(tally.TallyError) as e:
+        tally.Client([dead], shm=False).cumsum(np.arange(5))
+    assert e.value.status == 0 and "no tally replica answered" in str(e.value)
+
+
+def test_errors_carry_the_servers_message(tallyd):
+    c = tally.Client(url(tallyd), shm=False)
+    with pytest.raises(TypeError, match="no dtype bool"):
+        c.cumsum(np.ones(3, bool))
+    with pytest.raises(ValueError, match="out of range"):
+        c.cumsum(np.ones((2, 2)), axis=2)
+    with pytest.raises(tally.TallyError) as e:
+        c.cumsum_strided(np.ones(4, np.float32), [2, 2], in_strides=[0, 0], out_strides=[0, 0])
+    assert e.value.status == 400 and "OutputTensor" in e.value.message
+    assert e.value.url == url(tallyd)
+    with pytest.raises(ValueError):
+        tally.Client("ftp://x")
+    assert c.ready() and c.metadata()["name"] == "tally"
+
+
+def test_tokens(spawn, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("py-token\n")
+    d = spawn("--auth-token-file", str(tokens))
+    with pytest.raises(tally.TallyError) as e:
+        tally.Client(url(d), shm=False).cumsum(np.arange(3))
+    assert e.value.status == 401 and "token" in e.value.message
+    y = tally.Client(url(d), token="py-token", shm=False).cumsum(np.arange(3))
+    assert np.array_equal(y, [0, 1, 3])
+
+
+def test_shared_memory_for_a_local_server(shm_daemon, rng):
+    shm_objects = lambda: sorted(f for f in os.listdir("/dev/shm") if f.startswith("tally-py-"))
+    before = shm_objects()
+    with tally.Client(url(shm_daemon)) as c:
+        for dtype in ("float32", "int64", "uint8", "float16"):
+            x = random_tensor(rng, dtype, (50, 300))
+            y = c.cumsum(x, axis=1, exclusive=True)
+            assert close(y, cumsum(x, axis=1, exclusive=True), x, axis=1), dtype
+        big = random_tensor(rng, "float64", (1 << 17,))  # grows the region
+        assert close(c.cumsum(big), cumsum(big), big)
+        assert len(shm_objects()) == len(before) + 1
+    # the tensors went through the region: the shm routes and KServe
+    # inference were used, the native route not at all
+    assert shm_daemon.metric("tally_requests_total", route="infer", code="200") >= 5
+    assert shm_daemon.metric("tally_requests_total", route="native") == 0
+    assert shm_objects() == before  # close() removed it
+    st, _, body = shm_daemon.request("GET", "/v2/systemsharedmemory/status")
+    assert st == 200 and body == b"[]"
+
+
+def test_shared_memory_refused_falls_back_to_the_socket(tallyd):
+    """A server without --allow-shared-memory: one note on stderr, then the
+    socket. Run in a process of its own to read its stderr."""
+    code = ("import numpy as np, tally\n"
+            "c = tally.Client(%r)\n"
+            "for _ in range(3): assert list(c.cumsum(np.arange(4))) == [0, 1, 3, 6]\n"
+            "try:\n"
+            "    tally.Client(%r, shm=True).cumsum(np.arange(4))\n"
+            "except tally.TallyError as e:\n"
+            "    assert e.status == 403, e\n"
+            "else:\n"
+            "    raise SystemExit('shm=True did not raise')\n") % (url(tallyd), url(tallyd))
+    env = dict(os.environ, PYTHONPATH=install_python_package())
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("does not take shared memory") == 1, r.stderr
+    assert "--allow-shared-memory" in r.stderr
