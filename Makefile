@@ -126,6 +126,15 @@ $(BUILD)/gen/kernels.c: $(KERNELS)
 	  | sed -e 's/^unsigned/const unsigned/' > $@.tmp
 	$(Q)mv $@.tmp $@
 
+# The landing page and the API's description, built into tallyd
+# (api/landing.c serves them).
+WEB_FILES := server/web/index.html proto/openapi.yaml
+$(BUILD)/gen/web.c: $(WEB_FILES)
+	@mkdir -p $(@D)
+	$(Q)for f in $(WEB_FILES); do xxd -i $$f; done \
+	  | sed -e 's/^unsigned/const unsigned/' > $@.tmp
+	$(Q)mv $@.tmp $@
+
 $(ENGINE_LIB): $(ENGINE_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
@@ -139,7 +148,7 @@ CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o \
               $(PB_GEN).o
 DAEMON_SRC := $(filter-out server/core/status.c server/core/shm_ref.c,$(wildcard server/*.c server/core/*.c \
               server/sched/*.c server/http/*.c server/grpc/*.c server/api/*.c))
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/web.o
 TALLYD     := $(BUILD)/bin/tallyd
 
 $(TALLYD): $(DAEMON_OBJ) $(CODEC_OBJ) $(ENGINE_LIB)

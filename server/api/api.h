@@ -1,6 +1,8 @@
 /*
  * api.h - the handlers, and the route table that names them.
  *
+ *   GET  /                                    the landing page (or a JSON index)
+ *   GET  /openapi.yaml                        the API's description
  *   POST /v1/cumsum                           native: JSON, .npy or raw
  *   GET  /v2                                  KServe server metadata
  *   GET  /v2/health/live, /v2/health/ready    KServe health
@@ -17,8 +19,8 @@
  *                                             unregistering everything
  *
  * HEAD is served wherever GET is. routes.c holds the table; native.c
- * (with dml.c for DirectML's operator description), kserve.c, shm.c and
- * ops.c the handlers; json_reply.c their JSON answers.
+ * (with dml.c for DirectML's operator description), kserve.c, shm.c,
+ * landing.c and ops.c the handlers; json_reply.c their JSON answers.
  * proto/openapi.yaml documents the same routes, and tests/integration checks
  * that the two agree.
  *
@@ -85,6 +87,8 @@ void api_model_ready(request *r);
 void api_model_config(request *r);
 void api_model_stats(request *r);
 void api_metrics(request *r);
+void api_landing(request *r);    /* landing.c */
+void api_openapi(request *r);
 void api_shm_status(request *r); /* shm.c */
 void api_shm_register(request *r);
 void api_shm_unregister(request *r);

@@ -27,6 +27,8 @@ static void inference_ended(request *r, uint64_t total_ns)
 }
 
 static const http_route rows[] = {
+    {"GET", "/", api_landing, OTHER, HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/openapi.yaml", api_openapi, OTHER, HTTP_ACCESS_HEALTH, NULL},
     {"POST", "/v1/cumsum", api_native, NATIVE, HTTP_ACCESS_TOKEN, inference_ended},
     {"GET", "/metrics", api_metrics, METRICS, HTTP_ACCESS_METRICS, NULL},
     {"GET", "/v2", api_server_metadata, METADATA, HTTP_ACCESS_TOKEN, NULL},

@@ -280,7 +280,7 @@ def test_openapi_matches_routes(tallyd):
         spec = yaml.safe_load(f)
     openapi_spec_validator.validate(spec)
     paths = spec["paths"]
-    expected = {"/v1/cumsum", "/v2", "/v2/health/live", "/v2/health/ready",
+    expected = {"/", "/openapi.yaml", "/v1/cumsum", "/v2", "/v2/health/live", "/v2/health/ready",
                 "/v2/models/{model}", "/v2/models/{model}/versions/{version}",
                 "/v2/models/{model}/ready", "/v2/models/{model}/versions/{version}/ready",
                 "/v2/models/{model}/config", "/v2/models/{model}/infer",
