@@ -154,10 +154,13 @@ shm_registry *shm_registry_new(unsigned max_regions, uint64_t max_bytes)
     return r;
 }
 
+/* Unmaps a region no job holds. Its guard slot goes first: once the
+ * address range is unmapped, another mapping may take it, and a fault
+ * there must not be taken for this region's. */
 static void region_unmap(shm_region *g)
 {
-    munmap(g->map, g->map_len);
     guard_free(g->slot);
+    munmap(g->map, g->map_len);
     close(g->fd);
     free(g->owner);
     free(g);
@@ -518,6 +521,7 @@ status_code shm_acquire(shm_registry *r, shm_owner o, const shm_ref *ref,
     u->bytes = bytes;
     u->at = g->offset + ref->offset;
     struct stat sb;
+    memset(&sb, 0, sizeof sb);
     if (fstat(g->fd, &sb) != 0 || (uint64_t)sb.st_size < u->at + bytes) {
         snprintf(msg, msglen,
                  "%s: shared-memory region \"%s\" has been truncated: its "
