@@ -34,6 +34,7 @@
 #include "config.h"
 #include "encoding.h"
 #include "grpc.h"
+#include "trace.h"
 #include "grpc_tls.h"
 #include "log.h"
 
@@ -51,6 +52,7 @@ typedef struct gstream gstream;
 struct grpc_call {
     grpc_transport *t;
     gstream *st; /* NULL once detached */
+    trace_ctx trace; /* its stream's, for the access line */
     const grpc_method *m;
     uint8_t *buf; /* the message's buffer (eng_buffer), msg inside it */
     uint8_t *msg;
@@ -85,6 +87,7 @@ struct gstream {
     char path[256];
     char auth[1100];
     bool has_auth;
+    trace_ctx trace; /* W3C trace context: traceparent, continued, or new */
     int64_t timeout_ms;
     int encoding; /* encoding.h's, 0: identity */
     bool bad_encoding, bad_timeout;
@@ -460,18 +463,19 @@ static void call_account(grpc_call *call)
     if (call->m->ended != NULL)
         call->m->ended(call, call->status == STATUS_OK, total);
     if (access_wanted(t, call->status != STATUS_OK)) {
-        char ts[40], line[512];
+        char ts[40], line[560], trace[33];
         log_stamp(ts, sizeof ts);
+        trace_id_hex(&call->trace, trace);
         int n = snprintf(
             line, sizeof line,
             "{\"ts\":\"%s\",\"module\":\"grpc\",\"level\":\"info\","
             "\"method\":\"%s\",\"grpc_status\":%d,\"status\":\"%s\","
             "\"bytes_in\":%zu,\"bytes_out\":%zu,\"parse_us\":%" PRIu64
             ",\"queue_us\":%" PRIu64 ",\"compute_us\":%" PRIu64
-            ",\"total_us\":%" PRIu64 "}",
+            ",\"total_us\":%" PRIu64 ",\"trace_id\":\"%s\"}",
             ts, call->m->name, code, status_name(call->status), call->len,
             call->total, call->parse_ns / 1000, call->queue_ns / 1000,
-            call->compute_ns / 1000, total / 1000);
+            call->compute_ns / 1000, total / 1000, trace);
         if (n > 0)
             log_access(line, (size_t)n < sizeof line ? (size_t)n
                                                      : sizeof line - 1);
@@ -582,15 +586,17 @@ static void count_stream_failure(gstream *st, status_code code)
     metrics_request(&s->metrics, METRIC_GRPC, label, status_grpc(code), code,
                     total, 0);
     if (access_wanted(t, true)) {
-        char ts[40], path[300], line[600];
+        char ts[40], path[300], line[650], trace[33];
         log_stamp(ts, sizeof ts);
         log_escape(st->path, path, sizeof path);
+        trace_id_hex(&st->trace, trace);
         int n = snprintf(line, sizeof line,
                          "{\"ts\":\"%s\",\"module\":\"grpc\",\"level\":"
                          "\"info\",\"path\":\"%s\",\"grpc_status\":%d,"
-                         "\"status\":\"%s\",\"total_us\":%" PRIu64 "}",
+                         "\"status\":\"%s\",\"total_us\":%" PRIu64
+                         ",\"trace_id\":\"%s\"}",
                          ts, path, status_grpc(code), status_name(code),
-                         total / 1000);
+                         total / 1000, trace);
         if (n > 0)
             log_access(line, (size_t)n < sizeof line ? (size_t)n
                                                      : sizeof line - 1);
@@ -636,12 +642,14 @@ static void stream_fail(gstream *st, status_code code, const char *msg)
         stream_respond(st);
         return;
     }
-    char num[8], enc[1024];
+    char num[8], enc[1024], tp[TRACE_PARENT_LEN + 1];
     snprintf(num, sizeof num, "%d", status_grpc(code));
     percent_encode(msg, enc, sizeof enc);
+    trace_format(&st->trace, tp);
     nghttp2_nv h[] = {NV(":status", "200"),
                       NV("content-type", "application/grpc"),
-                      NV("grpc-status", num), NV("grpc-message", enc)};
+                      NV("grpc-status", num), NV("grpc-message", enc),
+                      NV("traceparent", tp)};
     st->rejected = true;
     st->response_started = true;
     st->final_set = true;
@@ -649,7 +657,7 @@ static void stream_fail(gstream *st, status_code code, const char *msg)
     /* a client still sending is reset once this has gone
      * (on_frame_send): nghttp2 sends RST_STREAM ahead of queued HEADERS,
      * and a client that sees the reset first reports INTERNAL */
-    nghttp2_submit_response(c->h2, st->id, h, 4, NULL);
+    nghttp2_submit_response(c->h2, st->id, h, 5, NULL);
     /* the partial message is dropped */
     eng_buffer_free(st->buf);
     st->buf = NULL;
@@ -777,11 +785,14 @@ static void stream_respond(gstream *st)
         return;
     if (!st->response_started) {
         st->response_started = true;
+        char tp[TRACE_PARENT_LEN + 1];
+        trace_format(&st->trace, tp);
         nghttp2_nv h[] = {NV(":status", "200"),
                           NV("content-type", "application/grpc"),
-                          NV("grpc-accept-encoding", "identity,deflate,gzip")};
+                          NV("grpc-accept-encoding", "identity,deflate,gzip"),
+                          NV("traceparent", tp)};
         nghttp2_data_provider dp = {.source.ptr = st, .read_callback = read_cb};
-        nghttp2_submit_response(c->h2, st->id, h, 3, &dp);
+        nghttp2_submit_response(c->h2, st->id, h, 4, &dp);
     } else if (st->deferred) {
         st->deferred = false;
         nghttp2_session_resume_data(c->h2, st->id);
@@ -901,6 +912,7 @@ static void stream_message(gstream *st)
     }
     call->t = t;
     call->st = st;
+    call->trace = st->trace;
     call->m = st->m;
     call->buf = st->buf;
     call->msg = st->buf + st->lead;
@@ -1086,6 +1098,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
     st->id = frame->hd.stream_id;
     st->timeout_ms = -1;
     st->opened_ns = now_ns();
+    trace_begin(&st->trace, NULL, 0); /* until a traceparent comes */
     st->next = c->streams;
     if (c->streams != NULL)
         c->streams->prev = st;
@@ -1135,6 +1148,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
             st->bad_encoding = coding < 0;
             st->encoding = coding < 0 ? 0 : coding;
         }
+    } else if (header_is(name, namelen, "traceparent")) {
+        trace_begin(&st->trace, (const char *)v, valuelen);
     } else if (header_is(name, namelen, "authorization")) {
         if (valuelen < sizeof st->auth) {
             memcpy(st->auth, v, valuelen);

@@ -108,8 +108,9 @@ void http_accesslog_request(http_accesslog *a, request *r, uint64_t done_ns,
     uint64_t total_ns = done_ns > r->t0_ns ? done_ns - r->t0_ns : 0;
     if (a == NULL || !wanted(a, r, total_ns))
         return;
-    char ts[40], path[512], extra[128] = "";
+    char ts[40], path[512], extra[128] = "", trace[33];
     log_stamp(ts, sizeof ts);
+    trace_id_hex(&r->trace, trace);
     log_escape(r->path, path, sizeof path);
     size_t n = 0;
     if (r->err != STATUS_OK)
@@ -129,12 +130,12 @@ void http_accesslog_request(http_accesslog *a, request *r, uint64_t done_ns,
         ",\"parse_us\":%" PRIu64 ",\"queue_us\":%" PRIu64
         ",\"compute_us\":%" PRIu64 ",\"render_us\":%" PRIu64
         ",\"send_us\":%" PRIu64 ",\"gzip_us\":%" PRIu64 ",\"total_us\":%" PRIu64
-        ",\"request_id\":\"%s\"%s}",
+        ",\"request_id\":\"%s\",\"trace_id\":\"%s\"%s}",
         ts, r->method, path, r->status, r->body_len, r->bytes_out,
         span_us(r->t0_ns, r->body_ns), r->decode_ns / 1000, r->parse_ns / 1000,
         r->queue_ns / 1000, r->compute_ns / 1000, r->render_ns / 1000,
         span_us(r->reply_ns, done_ns), r->gzip_ns / 1000,
-        span_us(r->t0_ns, done_ns), r->id, extra);
+        span_us(r->t0_ns, done_ns), r->id, trace, extra);
     if (len > 0)
         log_access(line,
                    (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);

@@ -177,6 +177,9 @@ static enum MHD_Result send_reply(request *r)
         MHD_add_response_header(r->response, r->extra_headers[i][0],
                                 r->extra_headers[i][1]);
     MHD_add_response_header(r->response, "X-Request-Id", r->id);
+    char tp[TRACE_PARENT_LEN + 1];
+    trace_format(&r->trace, tp);
+    MHD_add_response_header(r->response, "traceparent", tp);
     if (atomic_load(&r->s->draining))
         MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION,
                                 "close");

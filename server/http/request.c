@@ -68,6 +68,9 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
     else
         snprintf(r->id, sizeof r->id, "%016llx",
                  (unsigned long long)mix64(atomic_fetch_add(&s->next_id, 1)));
+    const char *tp =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
+    trace_begin(&r->trace, tp, tp ? strlen(tp) : 0);
     atomic_fetch_add(&s->inflight, 1);
     return r;
 }

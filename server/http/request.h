@@ -31,6 +31,7 @@
 
 #include "server.h"
 #include "status.h"
+#include "trace.h"
 
 typedef struct request request;
 
@@ -45,6 +46,7 @@ struct request {
     char method[8];
     char *path; /* without the query string */
     char id[72];
+    trace_ctx trace; /* W3C trace context: the caller's, continued, or new */
     unsigned metric_label; /* the route row's (router.h) */
     void (*ended)(request *r, uint64_t total_ns); /* the route row's */
     http_handler handler;
