@@ -37,7 +37,7 @@
 #include "shm.h"
 
 /* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
-enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, OTHER, NLABELS };
+enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, PAGE, OTHER, NLABELS };
 
 /* The API layer's state: what tallyd.c builds, hangs on the server's
  * `app` before the transport starts, and frees after it stops. */

@@ -15,7 +15,7 @@
 static const char *const labels[NLABELS] = {
     [NATIVE] = "native",   [INFER] = "infer",     [METADATA] = "metadata",
     [HEALTH] = "health",   [METRICS] = "metrics", [SHM] = "shared_memory",
-    [OTHER] = "other"};
+    [PAGE] = "page",       [OTHER] = "other"};
 
 /* The inference routes' end: Triton's statistics (stats.h) count every
  * request of theirs, with its steps when it succeeded. */
@@ -27,8 +27,10 @@ static void inference_ended(request *r, uint64_t total_ns)
 }
 
 static const http_route rows[] = {
-    {"GET", "/", api_landing, OTHER, HTTP_ACCESS_HEALTH, NULL},
-    {"GET", "/openapi.yaml", api_openapi, OTHER, HTTP_ACCESS_HEALTH, NULL},
+    /* the page and the API's description are as open as the probes: a
+     * browser sends no bearer token when it opens a page */
+    {"GET", "/", api_landing, PAGE, HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/openapi.yaml", api_openapi, PAGE, HTTP_ACCESS_HEALTH, NULL},
     {"POST", "/v1/cumsum", api_native, NATIVE, HTTP_ACCESS_TOKEN, inference_ended},
     {"GET", "/metrics", api_metrics, METRICS, HTTP_ACCESS_METRICS, NULL},
     {"GET", "/v2", api_server_metadata, METADATA, HTTP_ACCESS_TOKEN, NULL},

@@ -625,7 +625,10 @@ static void routes_table(void)
         {"GET", "/v2/models/cumsum/versions/1/config", NULL, 404, "no route"},
         {"GET", "/v2/models/cumsum/", NULL, 404, "no route"},
         {"GET", "/nope", NULL, 404, "no route GET /nope"},
-        {"GET", "/", NULL, 404, "no route"},
+        {"GET", "/", api_landing, 200, NULL},
+        {"HEAD", "/", api_landing, 200, NULL},
+        {"GET", "/openapi.yaml", api_openapi, 200, NULL},
+        {"GET", "//", NULL, 404, "no route"},
         {"POST", "/v1/cumsum/", NULL, 404, "no route"},
         {"POST", "/v1//cumsum", NULL, 404, "no route"},
     };
@@ -644,11 +647,14 @@ static void routes_table(void)
                   "%s %s: Allow \"%s\"", cases[i].method, cases[i].path,
                   m.allow);
     }
-    /* with tokens, only probes' and scrapers' routes may be open */
+    /* with tokens, only probes' and scrapers' routes, and the landing
+     * page's (which fetches the rest with the token it is given), may be
+     * open */
     for (size_t i = 0; i < api_routes.nrows; i++) {
         const http_route *row = &api_routes.rows[i];
         const char *label = api_routes.labels[row->label];
-        http_access want = strcmp(label, "health") == 0    ? HTTP_ACCESS_HEALTH
+        http_access want = strcmp(label, "health") == 0 || strcmp(label, "page") == 0
+                               ? HTTP_ACCESS_HEALTH
                            : strcmp(label, "metrics") == 0 ? HTTP_ACCESS_METRICS
                                                            : HTTP_ACCESS_TOKEN;
         CHECK(row->access == want, "%s %s: access %d, not %d", row->method,
