@@ -481,6 +481,7 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
 {
     t->s = s;
     t->routes = routes;
+    t->quiesced_fd = -1;
     if (!http_cors_parse(s->cfg.cors_origins, &t->cors, msg, msglen))
         return false;
     request_seed_ids(s);
@@ -565,13 +566,21 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     return true;
 }
 
+/* The listening socket stops listening at once (shutdown(2): new
+ * connections are refused), but stays open until http_stop(): libmicrohttpd's
+ * workers take it out of their epoll sets after MHD_quiesce_daemon()
+ * returns, and closing it under them races with that (ThreadSanitizer saw
+ * the close beside a worker's epoll_ctl), and could hand its number to
+ * another descriptor meanwhile. */
 void http_quiesce(http_transport *t)
 {
-    if (t->mhd == NULL)
+    if (t->mhd == NULL || t->quiesced_fd >= 0)
         return;
     MHD_socket fd = MHD_quiesce_daemon(t->mhd);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    if (fd != MHD_INVALID_SOCKET) {
+        shutdown(fd, SHUT_RDWR);
+        t->quiesced_fd = fd;
+    }
 }
 
 void http_stop(http_transport *t)
@@ -579,6 +588,9 @@ void http_stop(http_transport *t)
     if (t->mhd != NULL)
         MHD_stop_daemon(t->mhd); /* closes (and unregisters) every connection */
     t->mhd = NULL;
+    if (t->quiesced_fd >= 0)
+        close(t->quiesced_fd); /* the workers are gone */
+    t->quiesced_fd = -1;
     http_conns_free(t->conns);
     t->conns = NULL;
     http_accesslog_free(t->accesslog);

@@ -47,6 +47,7 @@ typedef struct http_transport {
     http_accesslog *accesslog; /* which requests get a line */
     http_admit *admit;         /* connection counts, for the limits */
     http_cors *cors;           /* --cors-origins; NULL: CORS off */
+    int quiesced_fd; /* the listening socket after http_quiesce(); -1 */
     /* refused connections not yet logged, and when that was last done */
     atomic_ullong refused_unlogged, refused_logged_ns;
     atomic_llong open_connections; /* state: drain waits on it */
