@@ -126,14 +126,27 @@ $(BUILD)/gen/kernels.c: $(KERNELS)
 	  | sed -e 's/^unsigned/const unsigned/' > $@.tmp
 	$(Q)mv $@.tmp $@
 
-# The landing page and the API's description, built into tallyd
-# (api/landing.c serves them).
-WEB_FILES := server/web/index.html proto/openapi.yaml
+# The landing page, the docs page and the API's description, built into
+# tallyd (api/landing.c and api/docs.c serve them). proto/openapi.json is
+# the YAML's JSON form, kept in the tree: `make openapi-json` after editing
+# the YAML (a test fails while they disagree).
+WEB_FILES := server/web/index.html server/web/docs.html proto/openapi.yaml \
+             proto/openapi.json
 $(BUILD)/gen/web.c: $(WEB_FILES)
 	@mkdir -p $(@D)
 	$(Q)for f in $(WEB_FILES); do xxd -i $$f; done \
 	  | sed -e 's/^unsigned/const unsigned/' > $@.tmp
 	$(Q)mv $@.tmp $@
+
+openapi-json:
+	$(Q)$(PYTHON) tools/openapi_json.py
+
+# Swagger UI for /docs: PyPI's swagger-ui-bundle (make deps installs it),
+# copied into share/tally/docs beside the build's bin/, where tallyd looks;
+# without the package the build goes on and /docs answers 404.
+DOCS_DIR := $(BUILD)/share/tally/docs
+docs-assets:
+	$(Q)$(PYTHON) tools/docs_assets.py $(DOCS_DIR)
 
 $(ENGINE_LIB): $(ENGINE_OBJ)
 	$(Q)$(AR) rcs $@ $^
@@ -331,6 +344,9 @@ install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' \
 	  -e 's|@INCLUDEDIR@|$${prefix}/include|' -e 's|@VERSION@|$(VERSION)|' \
 	  client/tally.pc.in > $(INSTALL_LIB)/pkgconfig/tally.pc
+	$(Q)if [ -f $(DOCS_DIR)/swagger-ui-bundle.js ]; then \
+	  install -d $(DESTDIR)$(PREFIX)/share/tally/docs && \
+	  install -m 644 $(DOCS_DIR)/* $(DESTDIR)$(PREFIX)/share/tally/docs/; fi
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig 2>/dev/null || true; fi
 	@echo "install: tallyd, tally, libtally $(VERSION) and tally.pc under $(DESTDIR)$(PREFIX)"
 
@@ -339,6 +355,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/include/tally.h $(INSTALL_LIB)/libtally.a \
 	  $(INSTALL_LIB)/libtally.so $(INSTALL_LIB)/libtally.so.$(SOMAJOR) \
 	  $(INSTALL_LIB)/libtally.so.$(VERSION) $(INSTALL_LIB)/pkgconfig/tally.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/tally/docs
 
 # Installs into a scratch prefix and builds the example from it with
 # pkg-config, as a user would; checks the soname and the exported symbols.
@@ -348,12 +365,12 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
-.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan
+.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan docs-assets openapi-json
 .PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-sched bench-numbers bench-json bench-serve bench-client soak \
         deps clean format
 
-all: $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
+all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
@@ -420,7 +437,7 @@ endif
 
 # The daemon against the outside world (pytest, numpy, tritonclient); each
 # daemon copies the kernel cache test-engine warmed.
-test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client
+test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client docs-assets
 	$(Q)TALLYD=$(abspath $(TALLYD)) POCL_CACHE_SEED=$(POCL_DIR) \
 	  TALLY_CLI=$(abspath $(TALLY_CLI)) TALLY_TEST_CLIENT=$(abspath $(BUILD)/bin/test_client) \
 	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) $(ASAN_ENV) \
@@ -480,7 +497,7 @@ RUN_ADDR   = $(if $(findstring --listen,$(ARGS)),the address in ARGS,$(or $(LIST
 RUN_SCHEME = $(if $(or $(filter --tls-cert%,$(ARGS)),$(TALLY_TLS_CERT)),https,http)
 RUN_GRPC   = $(if $(findstring --grpc-listen,$(ARGS)),gRPC on the address in ARGS,$(if $(filter undefined,$(origin TALLY_GRPC_LISTEN)),gRPC on 127.0.0.1:8001,$(if $(TALLY_GRPC_LISTEN),gRPC on $(TALLY_GRPC_LISTEN),gRPC off)))
 run: deps
-	$(Q)$(MAKE) --no-print-directory $(TALLYD) $(TALLY_CLI)
+	$(Q)$(MAKE) --no-print-directory $(TALLYD) $(TALLY_CLI) docs-assets
 	@echo "run: tallyd is $(abspath $(TALLYD))"
 	@echo "run: the CLI is $(abspath $(TALLY_CLI)) (export PATH=$(abspath $(dir $(TALLY_CLI))):\$$PATH)"
 	@echo "run: starting tallyd on $(RUN_SCHEME)://$(RUN_ADDR), $(RUN_GRPC) (Ctrl-C stops it; the first"

@@ -5,7 +5,8 @@
 # implementation for the CPU), xxd, and the libraries of the daemon and the
 # client (with nghttp2, protobuf-c and OpenSSL for gRPC, and libb64,
 # which perf_analyzer from PyPI needs). Python packages for the
-# integration tests and benchmarks come from PyPI. Safe to run again: it
+# integration tests and benchmarks come from PyPI, and so does Swagger UI
+# (swagger-ui-bundle), whose files `make` copies for tallyd's /docs. Safe to run again: it
 # installs only what is missing.
 set -eu
 
@@ -18,7 +19,8 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
 PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
-  kubernetes_validate:kubernetes-validate distributed:dask[array,distributed]"
+  kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
+  swagger_ui_bundle:swagger-ui-bundle"
 
 missing=""
 for p in $PACKAGES; do

@@ -339,6 +339,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "tallyd: %s\n", msg);
         return 2;
     }
+    /* before the devices, which are slow to open: a --docs-dir that
+     * cannot be read stops tallyd at once */
+    static api_docs docs;
+    if (!s->cfg.warm_cache && !api_docs_load(&docs, s->cfg.docs_dir, msg,
+                                             sizeof msg)) {
+        fprintf(stderr, "tallyd: %s\n", msg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction early = {.sa_handler = on_early_signal};
     sigemptyset(&early.sa_mask);
@@ -382,6 +390,8 @@ int main(int argc, char **argv)
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
         return 1;
     }
+
+    app.docs = &docs;
 
     loop = uv_default_loop();
     uv_signal_init(loop, &sigterm);
@@ -432,6 +442,7 @@ int main(int argc, char **argv)
     api_stop(&app); /* every queued job runs first */
     http_stop(&transport);
     api_free(&app); /* no request holds a region now */
+    api_docs_free(&docs);
     uv_loop_close(loop);
     close_devices(&pool);
     auth_free(transport.auth);

@@ -2,7 +2,8 @@
  * api.h - the handlers, and the route table that names them.
  *
  *   GET  /                                    the landing page (or a JSON index)
- *   GET  /openapi.yaml                        the API's description
+ *   GET  /openapi.yaml, /openapi.json         the API's description
+ *   GET  /docs, /docs/swagger-ui*             the interactive API docs
  *   POST /v1/cumsum                           native: JSON, .npy or raw
  *   GET  /v2                                  KServe server metadata
  *   GET  /v2/health/live, /v2/health/ready    KServe health
@@ -20,7 +21,7 @@
  *
  * HEAD is served wherever GET is. routes.c holds the table; native.c
  * (with dml.c for DirectML's operator description), kserve.c, shm.c,
- * landing.c and ops.c the handlers; json_reply.c their JSON answers.
+ * landing.c, docs.c and ops.c the handlers; json_reply.c their JSON answers.
  * proto/openapi.yaml documents the same routes, and tests/integration checks
  * that the two agree.
  *
@@ -39,6 +40,26 @@
 /* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
 enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, PAGE, OTHER, NLABELS };
 
+/* The interactive docs' Swagger UI files (docs.c), read at start-up.
+ * Read-only afterwards, so any thread may serve them. */
+#define API_DOCS_FILES 2
+typedef struct {
+    bool loaded;               /* every file was read */
+    char *dir;                 /* where they were looked for */
+    char *data[API_DOCS_FILES]; /* malloc'd */
+    size_t len[API_DOCS_FILES];
+} api_docs;
+
+/* Reads the files from dir, or, when dir is NULL or "", from
+ * share/tally/docs beside the binary's bin/. A file missing from a dir
+ * that was named is an error (false with msg); missing from the default
+ * one it is not: d->loaded stays false and /docs answers 404 saying why.
+ * Logs which. The main thread, before the transport starts. */
+bool api_docs_load(api_docs *d, const char *dir, char *msg, size_t msglen);
+
+/* Frees the files; after the transport has stopped. */
+void api_docs_free(api_docs *d);
+
 /* The API layer's state: what tallyd.c builds, hangs on the server's
  * `app` before the transport starts, and frees after it stops. */
 typedef struct {
@@ -46,6 +67,7 @@ typedef struct {
     sched_backend backend; /* over the devices */
     grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
+    const api_docs *docs;  /* tallyd.c's, borrowed; NULL: none */
 } api_state;
 
 /* Builds the API layer's state over the opened devices (borrowed: they
@@ -89,6 +111,9 @@ void api_model_stats(request *r);
 void api_metrics(request *r);
 void api_landing(request *r);    /* landing.c */
 void api_openapi(request *r);
+void api_docs_page(request *r);  /* docs.c */
+void api_docs_file(request *r);
+void api_openapi_json(request *r);
 void api_shm_status(request *r); /* shm.c */
 void api_shm_register(request *r);
 void api_shm_unregister(request *r);

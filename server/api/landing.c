@@ -2,7 +2,7 @@
  * landing.c - GET /: the landing page for browsers (server/web/index.html,
  * built into the binary), or a JSON index of the service for a client
  * that asks for JSON; and GET /openapi.yaml, the API's description
- * (proto/openapi.yaml, built in too). Both files are compiled in by the
+ * (proto/openapi.yaml, built in too; docs.c serves its JSON form). Both files are compiled in by the
  * Makefile (xxd -i into build/gen/web.c), so the daemon needs no files at
  * run time and no network: the page loads nothing from elsewhere.
  */
@@ -43,8 +43,8 @@ void api_landing(request *r)
 {
     http_add_header(r, "Vary", "Accept");
     if (!wants_json(r)) {
-        reply_copy(r, "text/html; charset=utf-8", server_web_index_html,
-                   server_web_index_html_len);
+        http_reply_static(r, 200, "text/html; charset=utf-8",
+                          server_web_index_html, server_web_index_html_len);
         return;
     }
     /* the version only where /v2, which says it too, needs no token: the
@@ -56,7 +56,8 @@ void api_landing(request *r)
         text, sizeof text,
         "{\"name\":\"tally\",%s%s%s\"description\":\"the "
         "cumulative sum of a tensor along an axis, as a service\","
-        "\"links\":{\"openapi\":\"/openapi.yaml\",\"metrics\":\"/metrics\","
+        "\"links\":{\"docs\":\"/docs\",\"openapi\":\"/openapi.yaml\","
+        "\"openapi_json\":\"/openapi.json\",\"metrics\":\"/metrics\","
         "\"server_metadata\":\"/v2\",\"live\":\"/v2/health/live\","
         "\"ready\":\"/v2/health/ready\",\"model\":\"/v2/models/cumsum\","
         "\"statistics\":\"/v2/models/cumsum/stats\","
@@ -69,6 +70,6 @@ void api_landing(request *r)
 
 void api_openapi(request *r)
 {
-    reply_copy(r, "application/yaml", proto_openapi_yaml,
-               proto_openapi_yaml_len);
+    http_reply_static(r, 200, "application/yaml", proto_openapi_yaml,
+                      proto_openapi_yaml_len);
 }

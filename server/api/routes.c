@@ -31,6 +31,12 @@ static const http_route rows[] = {
      * browser sends no bearer token when it opens a page */
     {"GET", "/", api_landing, PAGE, HTTP_ACCESS_HEALTH, NULL},
     {"GET", "/openapi.yaml", api_openapi, PAGE, HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/openapi.json", api_openapi_json, PAGE, HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/docs", api_docs_page, PAGE, HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/docs/swagger-ui-bundle.js", api_docs_file, PAGE,
+     HTTP_ACCESS_HEALTH, NULL},
+    {"GET", "/docs/swagger-ui.css", api_docs_file, PAGE, HTTP_ACCESS_HEALTH,
+     NULL},
     {"POST", "/v1/cumsum", api_native, NATIVE, HTTP_ACCESS_TOKEN, inference_ended},
     {"GET", "/metrics", api_metrics, METRICS, HTTP_ACCESS_METRICS, NULL},
     {"GET", "/v2", api_server_metadata, METADATA, HTTP_ACCESS_TOKEN, NULL},

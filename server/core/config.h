@@ -125,6 +125,10 @@
       "web pages that may call the API from another origin: a comma-"         \
       "separated list (https://app.example.com,http://localhost:3000) or *; " \
       "empty: none (CORS off)")                                                \
+    X(docs_dir, "docs-dir", "TALLY_DOCS_DIR", STR, "",                         \
+      "Swagger UI's files for the API docs at /docs (swagger-ui-bundle.js, "   \
+      "swagger-ui.css); empty: share/tally/docs beside the binary's bin/, "    \
+      "where make and make install put them")                                 \
     X(tls_cert, "tls-cert", "TALLY_TLS_CERT", STR, "",                         \
       "serve HTTPS with this certificate (a PEM file, the chain after it); "   \
       "needs --tls-key")                                                       \
@@ -143,7 +147,7 @@ typedef enum {
 
 typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
-        *cors_origins,
+        *cors_origins, *docs_dir,
         *tls_key, *tls_priorities, *access_log;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,

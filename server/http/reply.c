@@ -246,6 +246,20 @@ void http_reply_buffer(request *r, int status, const char *type, char *buf,
     respond(r, status, type, s, len);
 }
 
+void http_reply_static(request *r, int status, const char *type,
+                       const void *data, size_t len)
+{
+    reply_src *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        r->status = 500;
+        return;
+    }
+    s->seg[0] = data;
+    s->seglen[0] = len;
+    s->nseg = len ? 1 : 0;
+    respond(r, status, type, s, len);
+}
+
 void http_reply_parts(request *r, int status, const char *type, char *head,
                       size_t head_len, const void *data, size_t data_len)
 {

@@ -26,6 +26,12 @@
 void http_reply_buffer(request *r, int status, const char *type, char *buf,
                        size_t len);
 
+/* Replies with len bytes at data, which outlive every response (built-in
+ * or loaded at start-up, freed only after the transport stops): sent
+ * from where they lie, not copied. */
+void http_reply_static(request *r, int status, const char *type,
+                       const void *data, size_t len);
+
 /* Replies with head (malloc'd, taken; may be NULL) followed by data, which
  * lies in r->body or r->ctx's memory: the reply takes both over. */
 void http_reply_parts(request *r, int status, const char *type, char *head,

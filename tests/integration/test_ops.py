@@ -280,7 +280,8 @@ def test_openapi_matches_routes(tallyd):
         spec = yaml.safe_load(f)
     openapi_spec_validator.validate(spec)
     paths = spec["paths"]
-    expected = {"/", "/openapi.yaml", "/v1/cumsum", "/v2", "/v2/health/live", "/v2/health/ready",
+    expected = {"/", "/openapi.yaml", "/openapi.json", "/docs", "/docs/swagger-ui-bundle.js",
+                "/docs/swagger-ui.css", "/v1/cumsum", "/v2", "/v2/health/live", "/v2/health/ready",
                 "/v2/models/{model}", "/v2/models/{model}/versions/{version}",
                 "/v2/models/{model}/ready", "/v2/models/{model}/versions/{version}/ready",
                 "/v2/models/{model}/config", "/v2/models/{model}/infer",
