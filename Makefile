@@ -18,7 +18,8 @@
 #   make bench-client   what the client's tensor splitting costs
 #   make image          build the container image tally:VERSION with podman
 #   make test-container build the Dockerfile and run it with podman
-#   make deps       install the Debian packages the build and tests need
+#   make deps       install the Debian and PyPI packages the build needs
+#                   (make test also installs a browser for its page tests)
 #
 #   make test-tsan  the engine, server and client tests under ThreadSanitizer
 #
@@ -368,7 +369,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan docs-assets openapi-json
 .PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-sched bench-numbers bench-json bench-serve bench-client soak \
-        deps clean format
+        deps deps-test clean format
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
@@ -389,7 +390,7 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
             UBSAN_OPTIONS=print_stacktrace=1
 
 # `make test` first installs whatever is missing (a no-op when all is).
-test: deps
+test: deps-test
 	$(Q)$(MAKE) --no-print-directory check-layers test-units test-server test-sched \
 	    test-codec test-host test-engine test-accuracy test-install test-integration \
 	    test-container
@@ -441,6 +442,7 @@ test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client docs-assets
 	$(Q)TALLYD=$(abspath $(TALLYD)) POCL_CACHE_SEED=$(POCL_DIR) \
 	  TALLY_CLI=$(abspath $(TALLY_CLI)) TALLY_TEST_CLIENT=$(abspath $(BUILD)/bin/test_client) \
 	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) $(ASAN_ENV) \
+	  TALLY_SCREENSHOTS=$(abspath $(BUILD))/screenshots \
 	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(if $(T),-k "$(T)")
 
@@ -489,6 +491,10 @@ bench-engine: $(BENCH_BIN)
 
 deps:
 	$(Q)sh deploy/install-deps.sh
+
+# and the browser tests' chromium, chromium-driver and selenium
+deps-test:
+	$(Q)sh deploy/install-deps.sh --browser
 
 # Settings come from the environment (TALLY_LISTEN, TALLY_WORKERS, ...,
 # every one tallyd --help lists), from LISTEN=host:port, or from ARGS;

@@ -8,6 +8,10 @@
 # integration tests and benchmarks come from PyPI, and so does Swagger UI
 # (swagger-ui-bundle), whose files `make` copies for tallyd's /docs. Safe to run again: it
 # installs only what is missing.
+#
+#   sh deploy/install-deps.sh            what make run needs
+#   sh deploy/install-deps.sh --browser  and a browser for make test:
+#                                        chromium, chromium-driver, selenium
 set -eu
 
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
@@ -21,6 +25,11 @@ PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
   swagger_ui_bundle:swagger-ui-bundle"
+
+if [ "${1:-}" = "--browser" ]; then
+  PACKAGES="$PACKAGES chromium chromium-driver"
+  PYTHON_PACKAGES="$PYTHON_PACKAGES selenium:selenium"
+fi
 
 missing=""
 for p in $PACKAGES; do
