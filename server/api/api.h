@@ -117,7 +117,9 @@ void api_openapi_json(request *r);
 void api_shm_status(request *r); /* shm.c */
 void api_shm_register(request *r);
 void api_shm_unregister(request *r);
-void api_cuda_shm(request *r);
+void api_cuda_shm_status(request *r);
+void api_cuda_shm_register(request *r);
+void api_cuda_shm_unregister(request *r);
 
 /*
  * Tensors in shared memory, for both front doors (shm.c). A parsed
@@ -130,6 +132,17 @@ void api_cuda_shm(request *r);
  * none): its bearer token when the server requires tokens, else
  * everyone alike. Borrowed from authorization. */
 shm_owner api_shm_owner(tallyd_server *s, const char *authorization);
+
+/* Why a request that needs shared memory is refused while it is off. */
+extern const char api_shm_off[];
+
+/* What the status and unregister calls of both doors check first, for
+ * region `name` (n bytes; NULL: every region): the name, and, with shared
+ * memory off (reg NULL), that no named region can exist. STATUS_OK: go on
+ * to the registry, or, with reg NULL, answer that there is none;
+ * otherwise INVALID or NOT_FOUND with a message. */
+status_code api_shm_check(const shm_registry *reg, const char *name,
+                          size_t n, char *msg, size_t msglen);
 
 /* The regions a job holds. */
 typedef struct {

@@ -477,10 +477,6 @@ static void infer_ended(grpc_call *c, bool ok, uint64_t total_ns)
 
 /* ----------------------------------------------------- shared memory */
 
-static const char shm_off[] =
-    "system shared memory is turned off on this server (start tallyd with "
-    "--allow-shared-memory to take tensors in shared-memory regions)";
-
 static shm_owner owner_of(grpc_call *c)
 {
     return api_shm_owner(server_of(c), grpc_call_authorization(c));
@@ -498,16 +494,10 @@ static void rpc_shm_status(grpc_call *c)
     char msg[512];
     shm_info *v = NULL;
     size_t n = 0;
-    status_code st = STATUS_OK;
-    if (nlen != 0 && !shm_name_ok(q->name, nlen, msg, sizeof msg))
-        st = STATUS_INVALID;
-    else if (reg == NULL && nlen != 0)
-        st = STATUS_NOT_FOUND,
-        snprintf(msg, sizeof msg, "no shared-memory region named \"%s\" is "
-                                  "registered (%s)", q->name, shm_off);
-    else if (reg != NULL)
-        st = shm_status(reg, owner_of(c), nlen ? q->name : NULL, nlen, &v, &n,
-                        msg, sizeof msg);
+    const char *name = nlen ? q->name : NULL;
+    status_code st = api_shm_check(reg, name, nlen, msg, sizeof msg);
+    if (st == STATUS_OK && reg != NULL)
+        st = shm_status(reg, owner_of(c), name, nlen, &v, &n, msg, sizeof msg);
     typedef Inference__SystemSharedMemoryStatusResponse__RegionsEntry entry;
     typedef Inference__SystemSharedMemoryStatusResponse__RegionStatus region;
     entry *e = NULL, **ep = NULL;
@@ -556,7 +546,7 @@ static void rpc_shm_register(grpc_call *c)
 {
     shm_registry *reg = api_of(c)->shm;
     if (reg == NULL) {
-        grpc_call_fail(c, STATUS_FORBIDDEN, "%s", shm_off);
+        grpc_call_fail(c, STATUS_FORBIDDEN, "%s", api_shm_off);
         return;
     }
     Inference__SystemSharedMemoryRegisterRequest *q =
@@ -589,16 +579,10 @@ static void rpc_shm_unregister(grpc_call *c)
     shm_registry *reg = api_of(c)->shm;
     size_t nlen = strlen(q->name);
     char msg[512];
-    status_code st = STATUS_OK;
-    if (nlen != 0 && !shm_name_ok(q->name, nlen, msg, sizeof msg))
-        st = STATUS_INVALID;
-    else if (reg == NULL && nlen != 0)
-        st = STATUS_NOT_FOUND,
-        snprintf(msg, sizeof msg, "no shared-memory region named \"%s\" is "
-                                  "registered (%s)", q->name, shm_off);
-    else if (reg != NULL)
-        st = shm_unregister(reg, owner_of(c), nlen ? q->name : NULL, nlen, msg,
-                            sizeof msg);
+    const char *name = nlen ? q->name : NULL;
+    status_code st = api_shm_check(reg, name, nlen, msg, sizeof msg);
+    if (st == STATUS_OK && reg != NULL)
+        st = shm_unregister(reg, owner_of(c), name, nlen, msg, sizeof msg);
     if (st != STATUS_OK) {
         grpc_call_fail(c, st, "%s", msg);
     } else {

@@ -26,9 +26,23 @@
 #include "reply.h"
 #include "shm_json.h"
 
-static const char shm_off[] =
+const char api_shm_off[] =
     "system shared memory is turned off on this server (start tallyd with "
     "--allow-shared-memory to take tensors in shared-memory regions)";
+
+status_code api_shm_check(const shm_registry *reg, const char *name,
+                          size_t n, char *msg, size_t msglen)
+{
+    if (name != NULL && !shm_name_ok(name, n, msg, msglen))
+        return STATUS_INVALID;
+    if (reg == NULL && name != NULL) {
+        snprintf(msg, msglen,
+                 "no shared-memory region named \"%.*s\" is registered (%s)",
+                 (int)n, name, api_shm_off);
+        return STATUS_NOT_FOUND;
+    }
+    return STATUS_OK;
+}
 
 shm_owner api_shm_owner(tallyd_server *s, const char *authorization)
 {
@@ -51,7 +65,7 @@ status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
     if (!xs->set && !ys->set)
         return STATUS_OK;
     if (reg == NULL) {
-        snprintf(msg, msglen, "%s", shm_off);
+        snprintf(msg, msglen, "%s", api_shm_off);
         return STATUS_FORBIDDEN;
     }
     status_code st;
@@ -104,11 +118,11 @@ status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
 
 status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen)
 {
-    char other[256];
-    status_code a = shm_release(&h->x, msg, msglen);
-    status_code b = shm_release(&h->y, a == STATUS_OK ? msg : other,
-                                a == STATUS_OK ? msglen : sizeof other);
-    return a != STATUS_OK ? a : b;
+    status_code st = shm_release(&h->x, msg, msglen);
+    if (st == STATUS_OK)
+        return shm_release(&h->y, msg, msglen);
+    shm_drop(&h->y); /* the request fails for x already */
+    return st;
 }
 
 void api_shm_free(api_shm_hold *h)
@@ -162,27 +176,16 @@ void api_shm_status(request *r)
     const char *name = NULL;
     size_t n = 0;
     char msg[512];
-    bool one = region_of(r, &name, &n);
-    if (one && !shm_name_ok(name, n, msg, sizeof msg)) {
-        http_error(r, STATUS_INVALID, "%s", msg);
-        return;
-    }
+    region_of(r, &name, &n);
     shm_info *v = NULL;
     size_t count = 0;
     shm_registry *reg = registry(r);
-    if (reg == NULL && one) {
-        http_error(r, STATUS_NOT_FOUND,
-                   "no shared-memory region named \"%.*s\" is registered (%s)",
-                   (int)n, name, shm_off);
+    status_code st = api_shm_check(reg, name, n, msg, sizeof msg);
+    if (st == STATUS_OK && reg != NULL)
+        st = shm_status(reg, owner(r), name, n, &v, &count, msg, sizeof msg);
+    if (st != STATUS_OK) {
+        http_error(r, st, "%s", msg);
         return;
-    }
-    if (reg != NULL) {
-        status_code st =
-            shm_status(reg, owner(r), name, n, &v, &count, msg, sizeof msg);
-        if (st != STATUS_OK) {
-            http_error(r, st, "%s", msg);
-            return;
-        }
     }
     char *text = shm_json_status(v, count);
     free(v);
@@ -196,7 +199,7 @@ void api_shm_register(request *r)
     char msg[512];
     shm_registry *reg = registry(r);
     if (reg == NULL) {
-        http_error(r, STATUS_FORBIDDEN, "%s", shm_off);
+        http_error(r, STATUS_FORBIDDEN, "%s", api_shm_off);
         return;
     }
     if (!region_of(r, &name, &n) || !shm_name_ok(name, n, msg, sizeof msg)) {
@@ -228,51 +231,49 @@ void api_shm_unregister(request *r)
     const char *name = NULL;
     size_t n = 0;
     char msg[512];
-    bool one = region_of(r, &name, &n);
+    region_of(r, &name, &n);
     shm_registry *reg = registry(r);
-    if (reg == NULL) {
-        if (one)
-            http_error(r, STATUS_NOT_FOUND,
-                       "no shared-memory region named \"%.*s\" is registered "
-                       "(%s)",
-                       (int)(n > SHM_NAME_MAX ? SHM_NAME_MAX : n), name,
-                       shm_off);
-        else
-            reply_empty(r);
-        return;
-    }
-    if (one && !shm_name_ok(name, n, msg, sizeof msg)) {
-        http_error(r, STATUS_INVALID, "%s", msg);
-        return;
-    }
-    status_code st =
-        shm_unregister(reg, owner(r), one ? name : NULL, n, msg, sizeof msg);
+    status_code st = api_shm_check(reg, name, n, msg, sizeof msg);
+    if (st == STATUS_OK && reg != NULL)
+        st = shm_unregister(reg, owner(r), name, n, msg, sizeof msg);
     if (st == STATUS_OK)
         reply_empty(r);
     else
         http_error(r, st, "%s", msg);
 }
 
-/* CUDA shared memory: none here. */
-void api_cuda_shm(request *r)
+/* CUDA shared memory: none here. Listing every region lists none and
+ * unregistering every one succeeds (perf_analyzer does both); a named
+ * region is not found, and registering one is refused. */
+static void no_cuda(request *r, status_code st)
 {
-    const char *name;
-    size_t n;
-    bool one = region_of(r, &name, &n);
-    bool status = strstr(r->path, "/status") != NULL;
-    if (!one && status) {
-        reply_text(r, strdup("[]"));
-        return;
-    }
-    if (!one && strstr(r->path, "/unregister") != NULL) {
-        reply_empty(r);
-        return;
-    }
-    http_error(r,
-               one && !status && strstr(r->path, "/register")
-                   ? STATUS_FORBIDDEN
-                   : STATUS_NOT_FOUND,
+    http_error(r, st,
                "tally has no CUDA shared memory: it computes on OpenCL "
                "devices; use system shared memory "
                "(/v2/systemsharedmemory) instead");
+}
+
+void api_cuda_shm_status(request *r)
+{
+    const char *name;
+    size_t n;
+    if (region_of(r, &name, &n))
+        no_cuda(r, STATUS_NOT_FOUND);
+    else
+        reply_text(r, strdup("[]"));
+}
+
+void api_cuda_shm_register(request *r)
+{
+    no_cuda(r, STATUS_FORBIDDEN);
+}
+
+void api_cuda_shm_unregister(request *r)
+{
+    const char *name;
+    size_t n;
+    if (region_of(r, &name, &n))
+        no_cuda(r, STATUS_NOT_FOUND);
+    else
+        reply_empty(r);
 }
