@@ -33,6 +33,18 @@ COPY tests/ tests/
 RUN make -j"$(nproc)" build/bin/tallyd build/bin/tally build/bin/test_units build/bin/test_server build/bin/test_codec \
  && make test-units test-server test-codec \
  && make install PREFIX=/usr/local DESTDIR=/out >/dev/null
+# Swagger UI for /docs: the two files Debian's python3-flasgger ships,
+# unpacked from the package (none of its Python is needed), with Debian's
+# copyright file for them; tallyd finds them in share/tally/docs.
+RUN apt-get update && cd /tmp && apt-get download python3-flasgger \
+ && dpkg-deb -x python3-flasgger_*.deb flasgger \
+ && install -d /out/usr/local/share/tally/docs \
+ && install -m 644 flasgger/usr/lib/python3/dist-packages/flasgger/ui3/static/swagger-ui-bundle.js \
+      flasgger/usr/lib/python3/dist-packages/flasgger/ui3/static/swagger-ui.css \
+      /out/usr/local/share/tally/docs/ \
+ && install -m 644 flasgger/usr/share/doc/python3-flasgger/copyright \
+      /out/usr/local/share/tally/docs/LICENSE \
+ && rm -rf /tmp/flasgger /tmp/python3-flasgger_*.deb /var/lib/apt/lists/*
 # The kernels, compiled once here rather than at every container start.
 # PoCL keys its cache by the CPU: on another CPU model tallyd compiles them
 # again at its first start (about a minute on two cores).
@@ -59,6 +71,7 @@ RUN apt-get update \
       --shell /usr/sbin/nologin tally
 COPY --from=build /out/usr/local/bin/tallyd /out/usr/local/bin/tally /usr/local/bin/
 COPY --from=build /out/pocl-cache /usr/local/share/tally/pocl-cache
+COPY --from=build /out/usr/local/share/tally/docs /usr/local/share/tally/docs
 COPY --chmod=755 deploy/docker-entrypoint.sh /usr/local/bin/tally-entrypoint
 
 # Listen on every interface inside the container (HTTP and gRPC); the kernel cache lives in

@@ -12,7 +12,8 @@
 #     taken for its; a port taken before it bound it is retried); checks: it runs as the
 #     image's non-root user, its root filesystem refuses writes, cumsums
 #     over curl (JSON and .npy) and through the CLI (inside the container
-#     and from the host) are right, the image's HEALTHCHECK passes;
+#     and from the host) are right, the landing page and /docs (with the
+#     image's Swagger UI) answer, the image's HEALTHCHECK passes;
 #  4. starts a request that takes seconds, sends SIGTERM, and checks that
 #     the request is answered and the container exits 0;
 #  5. plays deploy/k8s (rendered by kustomize) with `podman kube play` and
@@ -166,6 +167,13 @@ x, y = np.load(d + "/x.npy"), np.load(d + "/y.npy")
 want = np.concatenate([np.zeros((1, 100)), np.cumsum(x, axis=0)[:-1]])
 assert np.array_equal(y, want), (y, want)
 EOF
+# the landing page and the interactive docs, with the image's Swagger UI
+for path in / /docs /docs/swagger-ui-bundle.js /docs/swagger-ui.css /openapi.json; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$URL$path")
+  [ "$code" = 200 ] || die "GET $path: $code"
+done
+size=$(curl -sf -o /dev/null -w '%{size_download}' "$URL/docs/swagger-ui-bundle.js")
+[ "$size" -gt 100000 ] || die "Swagger UI's script is $size bytes"
 # the CLI inside the container, and the host's against it
 podman exec -i "$id" tally cumsum --reverse - - < "$tmp/x.npy" > "$tmp/z.npy" || die "tally in the container"
 python3 -c 'import numpy as np, sys; x = np.load(sys.argv[1]); z = np.load(sys.argv[2]); assert np.array_equal(z, np.flip(np.cumsum(np.flip(x, 0), 0), 0))' \
