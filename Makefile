@@ -48,11 +48,12 @@ INC_codec    := -Iserver/codec $(INC_core)
 INC_sched    := -Iserver/sched $(INC_core)
 INC_http     := -Iserver/http $(INC_codec)
 INC_grpc     := -Iserver/grpc $(INC_codec)
-INC_api      := -Iserver/api -Iserver/sched -Iserver/grpc $(INC_http)
+INC_telemetry := -Iserver/telemetry $(INC_codec)
+INC_api      := -Iserver/api -Iserver/sched -Iserver/grpc -Iserver/telemetry $(INC_http)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
-DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -lssl -lcrypto -ljansson -luv -lz -ldeflate -lstdc++
+DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -lssl -lcrypto -ljansson -luv -lz -ldeflate -lcurl -lstdc++
 # numconv.cc, the shim over fast_float and {fmt} (both header-only), is the
 # only C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g
@@ -110,11 +111,19 @@ $(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
 $(BUILD)/server/grpc/%.o: CPPFLAGS := $(INC_grpc)
 $(BUILD)/server/sched/%.o: CPPFLAGS := $(INC_sched)
 $(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api) -I$(BUILD)/gen
+$(BUILD)/server/telemetry/%.o: CPPFLAGS := $(INC_telemetry)
 $(PB_GEN).o: CPPFLAGS := -I$(BUILD)/gen
 $(PB_GEN).c $(PB_GEN).h: proto/grpc_service.proto
 	@mkdir -p $(@D)
 	$(Q)protoc-c --c_out=$(BUILD)/gen -Iproto $<
 $(BUILD)/server/codec/infer_pb.o $(BUILD)/server/api/grpc_service.o: $(PB_GEN).h
+# OTLP's trace messages (proto/otlp_trace.proto), for the span exporter
+OTLP_GEN := $(BUILD)/gen/otlp_trace.pb-c
+$(OTLP_GEN).o: CPPFLAGS := -I$(BUILD)/gen
+$(OTLP_GEN).c $(OTLP_GEN).h: proto/otlp_trace.proto
+	@mkdir -p $(@D)
+	$(Q)protoc-c --c_out=$(BUILD)/gen -Iproto $<
+$(BUILD)/server/codec/otlp.o: $(OTLP_GEN).h
 
 # The host backend's inner loops are worth the extra optimisation.
 $(BUILD)/server/engine/scan_host.o: CFLAGS += -O3 -Wno-psabi
@@ -156,12 +165,15 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 CODEC_SRC  := $(wildcard server/codec/*.c)
 # the status table (core/status.c) goes with the codecs, which name
 # statuses of their own (a bad Content-Encoding), and so do the checks of
-# shared-memory region names (core/shm_ref.c), which they parse
+# shared-memory region names (core/shm_ref.c), which they parse, and the
+# trace context (core/trace.c), whose span ids the OTLP encoder draws
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o \
               $(BUILD)/server/core/status.o $(BUILD)/server/core/shm_ref.o \
-              $(PB_GEN).o
-DAEMON_SRC := $(filter-out server/core/status.c server/core/shm_ref.c,$(wildcard server/*.c server/core/*.c \
-              server/sched/*.c server/http/*.c server/grpc/*.c server/api/*.c))
+              $(BUILD)/server/core/trace.o \
+              $(PB_GEN).o $(OTLP_GEN).o
+DAEMON_SRC := $(filter-out server/core/status.c server/core/shm_ref.c server/core/trace.c,$(wildcard server/*.c server/core/*.c \
+              server/sched/*.c server/http/*.c server/grpc/*.c server/api/*.c \
+              server/telemetry/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/web.o
 TALLYD     := $(BUILD)/bin/tallyd
 

@@ -24,7 +24,7 @@ PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
-  swagger_ui_bundle:swagger-ui-bundle"
+  swagger_ui_bundle:swagger-ui-bundle opentelemetry.proto:opentelemetry-proto"
 
 if [ "${1:-}" = "--browser" ]; then
   PACKAGES="$PACKAGES chromium chromium-driver"

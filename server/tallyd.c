@@ -71,6 +71,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "exporter.h"
 #include "http.h"
 #include "log.h"
 #include "numfmt.h"
@@ -266,6 +267,67 @@ static void reload(tallyd_server *s)
 }
 
 /* --auth-token-file: the tokens, before any connection is accepted. */
+/* Tracing: an exporter when an OTLP endpoint is set (the flag, or
+ * OpenTelemetry's standard variables), and the sampler's ratio. *e stays
+ * NULL when tracing is off. False with msg for a bad setting. */
+static bool start_tracing(tallyd_server *s, otlp_exporter **e, char *msg,
+                          size_t msglen)
+{
+    *e = NULL;
+    char url[1024];
+    const char *base = s->cfg.otlp_endpoint;
+    const char *full = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    if (base[0] != '\0' || full == NULL || full[0] == '\0') {
+        if (base[0] == '\0')
+            base = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+        if (base == NULL || base[0] == '\0')
+            return true; /* no tracing: no trace is marked sampled */
+        size_t n = strlen(base);
+        while (n > 0 && base[n - 1] == '/')
+            n--;
+        const char *tail = "/v1/traces";
+        bool has = n >= strlen(tail)
+                   && memcmp(base + n - strlen(tail), tail, strlen(tail)) == 0;
+        snprintf(url, sizeof url, "%.*s%s", (int)n, base, has ? "" : tail);
+    } else {
+        snprintf(url, sizeof url, "%s", full);
+    }
+    const char *ratio = s->cfg.trace_ratio;
+    if (ratio[0] == '\0')
+        ratio = getenv("OTEL_TRACES_SAMPLER_ARG");
+    double r = 1.0;
+    if (ratio != NULL && ratio[0] != '\0') {
+        char *end;
+        r = strtod(ratio, &end);
+        if (*end != '\0' || !(r >= 0 && r <= 1)) {
+            snprintf(msg, msglen,
+                     "--trace-ratio: \"%.64s\" is not a number from 0 to 1",
+                     ratio);
+            return false;
+        }
+    }
+    const char *service = getenv("OTEL_SERVICE_NAME");
+    otlp_options o = {
+        .url = url,
+        .service = service != NULL && service[0] ? service : "tally",
+        .version = TALLYD_VERSION,
+        .queue_max = s->cfg.otlp_max_queue ? s->cfg.otlp_max_queue : 1,
+        .batch_max = 512,
+        .interval_ms = 1000,
+        .timeout_ms = 10000,
+    };
+    *e = otlp_exporter_start(&o, msg, msglen);
+    if (*e == NULL)
+        return false;
+    trace_sampler_set(&s->sampler, r);
+    s->traces = otlp_exporter_sink(*e);
+    log_msg("tallyd", "info",
+            "tracing: %g%% of new traces sampled (and callers' sampled "
+            "ones), spans to %s as service \"%s\"",
+            r * 100, url, o.service);
+    return true;
+}
+
 static bool load_tokens(tallyd_server *s, char *msg, size_t msglen)
 {
     if (s->cfg.auth_token_file[0] == '\0')
@@ -392,6 +454,15 @@ int main(int argc, char **argv)
     }
 
     app.docs = &docs;
+    otlp_exporter *exporter = NULL;
+    if (!start_tracing(s, &exporter, msg, sizeof msg)) {
+        log_msg("tallyd", "error", "%s", msg);
+        api_stop(&app);
+        api_free(&app);
+        return 1;
+    }
+    if (exporter != NULL)
+        api_trace_start(&app, s, exporter);
 
     loop = uv_default_loop();
     uv_signal_init(loop, &sigterm);
@@ -415,6 +486,7 @@ int main(int argc, char **argv)
             log_msg("tallyd", "error", "%s", msg);
             api_stop(&app);
             api_free(&app);
+            otlp_exporter_stop(exporter);
             return 1;
         }
         app.grpc = &grpc;
@@ -424,6 +496,7 @@ int main(int argc, char **argv)
         grpc_stop(&grpc);
         api_stop(&app);
         api_free(&app);
+        otlp_exporter_stop(exporter);
         return 1;
     }
     log_msg("tallyd", "info",
@@ -442,6 +515,7 @@ int main(int argc, char **argv)
     api_stop(&app); /* every queued job runs first */
     http_stop(&transport);
     api_free(&app); /* no request holds a region now */
+    otlp_exporter_stop(exporter); /* the last spans go out */
     api_docs_free(&docs);
     uv_loop_close(loop);
     close_devices(&pool);

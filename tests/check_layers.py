@@ -34,9 +34,11 @@ LAYERS = [
     ("sched", "server/sched", ["core", "engine", "common"]),
     ("http", "server/http", ["codec", "core", "engine", "common"]),
     ("grpc", "server/grpc", ["codec", "core", "engine", "common"]),
-    ("api", "server/api", ["sched", "http", "grpc", "codec", "core", "engine", "common"]),
+    ("telemetry", "server/telemetry", ["codec", "core", "engine", "common"]),
+    ("api", "server/api",
+     ["telemetry", "sched", "http", "grpc", "codec", "core", "engine", "common"]),
     ("tallyd", "server/tallyd.c",
-     ["api", "sched", "http", "grpc", "codec", "core", "engine", "common"]),
+     ["api", "telemetry", "sched", "http", "grpc", "codec", "core", "engine", "common"]),
     ("public", "client/include", []),
     ("libtally", "client/lib", ["public", "common"]),
     ("cli", "client/cli", ["public", "common"]),
@@ -46,7 +48,7 @@ ROOTS = ["common", "server", "client"]
 # Headers the build generates (into build/gen), and the directory whose
 # layer they belong to: protobuf-c's code for proto/grpc_service.proto is
 # the codecs'.
-GENERATED = {"grpc_service.pb-c.h": "server/codec"}
+GENERATED = {"grpc_service.pb-c.h": "server/codec", "otlp_trace.pb-c.h": "server/codec"}
 SYSTEM_INCLUDE = ["/usr/include", "/usr/include/x86_64-linux-gnu",
                   "/usr/include/aarch64-linux-gnu"]
 HEADERS = {}  # relative path of each header: its text (scan fills it)

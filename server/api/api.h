@@ -13,6 +13,7 @@
  *   GET  /v2/models[/cumsum[/versions/1]]/stats  Triton-style statistics
  *   POST /v2/models/cumsum[/versions/1]/infer inference
  *   GET  /metrics                             Prometheus metrics
+ *   GET, POST /v2[/models/cumsum]/trace/setting  Triton's trace settings
  *   GET  /v2/systemsharedmemory[/region/{name}]/status    Triton's system
  *   POST /v2/systemsharedmemory/region/{name}/register    shared-memory
  *   POST /v2/systemsharedmemory[/region/{name}]/unregister extension
@@ -31,11 +32,13 @@
 #ifndef TALLY_API_H
 #define TALLY_API_H
 
+#include "exporter.h"
 #include "grpc.h"
 #include "json.h"
 #include "router.h"
 #include "scheduler.h"
 #include "shm.h"
+#include "trace_json.h"
 
 /* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
 enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, PAGE, OTHER, NLABELS };
@@ -68,6 +71,10 @@ typedef struct {
     grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
     const api_docs *docs;  /* tallyd.c's, borrowed; NULL: none */
+    otlp_exporter *traces; /* tallyd.c's, borrowed; NULL: tracing off */
+    /* /v2/trace/setting's: the settings now and at start-up (trace.c) */
+    uv_mutex_t trace_mu;
+    trace_setting trace, trace_default;
 } api_state;
 
 /* Builds the API layer's state over the opened devices (borrowed: they
@@ -87,6 +94,10 @@ void api_stop(api_state *a);
  * hold until they are freed. After api_stop() and after the transports
  * have stopped (and freed every request and call). */
 void api_free(api_state *a);
+
+/* Tracing is on, with exporter e (tallyd.c's): the trace settings start
+ * from the sampler's ratio. Before the transports start. */
+void api_trace_start(api_state *a, tallyd_server *s, otlp_exporter *e);
 
 /* The scheduler a request's scans go to. */
 static inline sched *api_sched(request *r)
@@ -117,6 +128,7 @@ void api_openapi_json(request *r);
 void api_shm_status(request *r); /* shm.c */
 void api_shm_register(request *r);
 void api_shm_unregister(request *r);
+void api_trace_setting(request *r); /* trace.c */
 void api_cuda_shm_status(request *r);
 void api_cuda_shm_register(request *r);
 void api_cuda_shm_unregister(request *r);

@@ -11,6 +11,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
 {
     memset(a, 0, sizeof *a);
+    uv_mutex_init(&a->trace_mu);
     if (!sched_engines(&a->backend, devices, n)) {
         snprintf(msg, msglen, "out of memory");
         return false;
@@ -55,4 +56,5 @@ void api_free(api_state *a)
 {
     shm_registry_free(a->shm);
     a->shm = NULL;
+    uv_mutex_destroy(&a->trace_mu);
 }

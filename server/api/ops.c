@@ -115,6 +115,8 @@ void api_metrics(request *r)
     if (a->grpc != NULL)
         grpc_render_metrics(a->grpc, &o);
     sched_render_metrics(api_sched(r), &o);
+    if (a->traces != NULL)
+        otlp_exporter_render_metrics(a->traces, &o);
     if (a->shm != NULL) {
         unsigned regions;
         uint64_t bytes;

@@ -26,9 +26,11 @@ typedef struct {
     status_code refused;
 } pending;
 
-/* Copies a finished job's times into the request, for the access log. */
+/* Copies a finished job's times into the request, for the access log
+ * and the request's spans. */
 static void note_times(request *r, const job *j)
 {
+    r->ran = sched_ran(j);
     if (j->started_ns != 0) {
         r->queue_ns = j->enqueued_ns ? j->started_ns - j->enqueued_ns : 0;
         r->compute_ns = j->finished_ns - j->started_ns;

@@ -125,6 +125,18 @@
       "web pages that may call the API from another origin: a comma-"         \
       "separated list (https://app.example.com,http://localhost:3000) or *; " \
       "empty: none (CORS off)")                                                \
+    X(otlp_endpoint, "otlp-endpoint", "TALLY_OTLP_ENDPOINT", STR, "",          \
+      "send sampled requests' spans to this OpenTelemetry collector (OTLP/"   \
+      "HTTP, protobuf): http://host:4318, to which /v1/traces is added; "     \
+      "empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "                         \
+      "OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing")                         \
+    X(trace_ratio, "trace-ratio", "TALLY_TRACE_RATIO", STR, "",                \
+      "with an OTLP endpoint, the share of new traces sampled, 0 to 1 "       \
+      "(a caller's traceparent decides for its own); empty: "                 \
+      "OTEL_TRACES_SAMPLER_ARG, else 1; /v2/trace/setting changes it")        \
+    X(otlp_max_queue, "otlp-max-queue", "TALLY_OTLP_MAX_QUEUE", UINT, "4096",  \
+      "sampled requests waiting to be exported, at most; beyond it their "    \
+      "spans are dropped and counted, and requests never wait")               \
     X(docs_dir, "docs-dir", "TALLY_DOCS_DIR", STR, "",                         \
       "Swagger UI's files for the API docs at /docs (swagger-ui-bundle.js, "   \
       "swagger-ui.css); empty: share/tally/docs beside the binary's bin/, "    \
@@ -147,14 +159,15 @@ typedef enum {
 
 typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
-        *cors_origins, *docs_dir,
+        *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
         *tls_key, *tls_priorities, *access_log;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,
         fault_after_ms, device_max_failures, slow_request_ms,
-        access_log_max_per_s, grpc_max_streams, shm_max_regions;
+        access_log_max_per_s, grpc_max_streams, shm_max_regions,
+        otlp_max_queue;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, allow_shared_memory;
     tallyd_access_mode access_mode; /* from access_log */

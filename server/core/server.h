@@ -31,6 +31,7 @@
 #include "engine.h"
 #include "metrics.h"
 #include "stats.h"
+#include "trace.h"
 
 #define TALLYD_VERSION "0.1.0"
 
@@ -43,6 +44,12 @@ typedef struct tallyd_server {
 
     metrics metrics;
     model_stats stats;
+
+    /* tracing: which new traces are sampled, and where sampled requests'
+     * records go (NULL: no exporter; tallyd.c sets both before the
+     * transports start) */
+    trace_sampler sampler;
+    trace_sink *traces;
 
     atomic_bool draining;
     /* requests being read, queued, computed or answered (drain waits

@@ -95,7 +95,44 @@ bool trace_parse(const char *v, size_t n, trace_ctx *t)
     return true;
 }
 
-void trace_begin(trace_ctx *t, const char *traceparent, size_t n)
+void trace_sampler_set(trace_sampler *s, double ratio)
+{
+    uint64_t t;
+    if (!(ratio > 0)) /* NaN too */
+        t = 0;
+    else if (ratio >= 1)
+        t = UINT64_MAX;
+    else
+        t = (uint64_t)(ratio * 18446744073709551616.0);
+    atomic_store(&s->threshold, t);
+}
+
+double trace_sampler_ratio(trace_sampler *s)
+{
+    uint64_t t = atomic_load(&s->threshold);
+    return t == UINT64_MAX ? 1.0 : (double)t / 18446744073709551616.0;
+}
+
+static bool sampled(trace_sampler *s, const uint8_t id[16])
+{
+    if (s == NULL)
+        return false;
+    uint64_t t = atomic_load_explicit(&s->threshold, memory_order_relaxed);
+    uint64_t x = 0;
+    for (int i = 8; i < 16; i++)
+        x = x << 8 | id[i];
+    return t == UINT64_MAX || x < t;
+}
+
+void trace_span_id(uint8_t out[8])
+{
+    do
+        random_bytes(out, 8);
+    while (all_zero(out, 8));
+}
+
+void trace_begin(trace_ctx *t, const char *traceparent, size_t n,
+                 trace_sampler *s)
 {
     memset(t, 0, sizeof *t);
     t->continued = trace_parse(traceparent, n, t);
@@ -103,11 +140,9 @@ void trace_begin(trace_ctx *t, const char *traceparent, size_t n)
         do
             random_bytes(t->trace_id, sizeof t->trace_id);
         while (all_zero(t->trace_id, sizeof t->trace_id));
-        t->flags = 0; /* not sampled: tally records no spans yet */
+        t->flags = sampled(s, t->trace_id) ? TRACE_SAMPLED : 0;
     }
-    do
-        random_bytes(t->span_id, sizeof t->span_id);
-    while (all_zero(t->span_id, sizeof t->span_id));
+    trace_span_id(t->span_id);
 }
 
 static void hex(const uint8_t *p, size_t n, char *out)

@@ -191,6 +191,9 @@ void grpc_call_unsuspend(grpc_call *c);
  * the answer is dropped. */
 bool grpc_call_gone(const grpc_call *c);
 
+/* What the call's job did (stamps, device, batch), for its spans. */
+void grpc_call_ran(grpc_call *c, const trace_work *w);
+
 /* The call's steps, for the access log and the statistics: parse,
  * queue and compute times. */
 void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,

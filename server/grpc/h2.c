@@ -72,6 +72,10 @@ struct grpc_call {
     size_t tail_len, total, sent;
     status_code status;
     uint64_t t0_ns, parse_ns, queue_ns, compute_ns;
+    /* for its spans: when the message was whole, the handler began and
+     * the answer was queued; what its job did */
+    uint64_t whole_ns, handler_ns, reply_ns;
+    trace_work ran;
     grpc_call *next;        /* in the stream's FIFO */
     grpc_call *next_resume; /* in t->resumed */
 };
@@ -447,6 +451,31 @@ static bool access_wanted(grpc_transport *t, bool failed)
     return false;
 }
 
+/* A sampled call's record, for its spans (trace.h). */
+static void submit_trace(trace_sink *k, const grpc_call *call, int code,
+                         uint64_t done)
+{
+    trace_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.ctx = call->trace;
+    rec.grpc = true;
+    snprintf(rec.method, sizeof rec.method, "POST");
+    snprintf(rec.route, sizeof rec.route, "%s/%s", call->t->svc->service,
+             call->m->name);
+    snprintf(rec.path, sizeof rec.path, "/%s", rec.route);
+    rec.status = code;
+    rec.bytes_in = call->len;
+    rec.bytes_out = call->total;
+    rec.t0 = call->t0_ns;
+    rec.body = call->whole_ns;
+    rec.handler = call->handler_ns;
+    rec.reply = call->reply_ns;
+    rec.done = done;
+    rec.parse_ns = call->parse_ns;
+    rec.work = call->ran;
+    k->submit(k, &rec);
+}
+
 static void call_account(grpc_call *call)
 {
     if (call->counted)
@@ -480,6 +509,8 @@ static void call_account(grpc_call *call)
             log_access(line, (size_t)n < sizeof line ? (size_t)n
                                                      : sizeof line - 1);
     }
+    if (s->traces != NULL && (call->trace.flags & TRACE_SAMPLED))
+        submit_trace(s->traces, call, code, now);
     atomic_store(&s->last_done_ns, now);
     atomic_fetch_sub(&s->inflight, 1);
 }
@@ -920,6 +951,7 @@ static void stream_message(gstream *st)
     call->reserved = st->reserved;
     call->timeout_ms = st->timeout_ms;
     call->t0_ns = st->msg_started_ns;
+    call->whole_ns = now_ns();
     st->buf = NULL;
     st->reserved = 0;
     st->pre_got = 0;
@@ -985,6 +1017,7 @@ static void stream_call(gstream *st, grpc_call *call)
     }
     atomic_fetch_add_explicit(&s->metrics.bytes_in, call->len,
                               memory_order_relaxed);
+    call->handler_ns = now_ns();
     st->m->handler(call);
 }
 
@@ -1098,7 +1131,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
     st->id = frame->hd.stream_id;
     st->timeout_ms = -1;
     st->opened_ns = now_ns();
-    trace_begin(&st->trace, NULL, 0); /* until a traceparent comes */
+    trace_begin(&st->trace, NULL, 0, &c->t->s->sampler); /* until a traceparent comes */
     st->next = c->streams;
     if (c->streams != NULL)
         c->streams->prev = st;
@@ -1149,7 +1182,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
             st->encoding = coding < 0 ? 0 : coding;
         }
     } else if (header_is(name, namelen, "traceparent")) {
-        trace_begin(&st->trace, (const char *)v, valuelen);
+        trace_begin(&st->trace, (const char *)v, valuelen, &st->conn->t->s->sampler);
     } else if (header_is(name, namelen, "authorization")) {
         if (valuelen < sizeof st->auth) {
             memcpy(st->auth, v, valuelen);
@@ -1725,6 +1758,7 @@ void grpc_call_reply(grpc_call *c, void *head, size_t head_len,
         free(head);
         return;
     }
+    c->reply_ns = now_ns();
     size_t len = head_len + tail_len;
     if (len > UINT32_MAX) {
         free(head);
@@ -1793,6 +1827,11 @@ void grpc_call_unsuspend(grpc_call *c)
 tallyd_server *grpc_call_server(const grpc_call *c)
 {
     return c->t->s;
+}
+
+void grpc_call_ran(grpc_call *c, const trace_work *w)
+{
+    c->ran = *w;
 }
 
 void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,

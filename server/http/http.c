@@ -283,6 +283,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         http_match m;
         http_route_match(t->routes, method, r->path, &m);
         r->metric_label = m.label;
+        r->route = m.pattern;
         r->ended = m.ended;
         r->handler = m.handler;
         if (cors_headers(r, &m, method))
@@ -335,6 +336,31 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     }
 }
 
+/* A sampled request's record, for its spans (trace.h). */
+static void submit_trace(trace_sink *k, const request *r, uint64_t done)
+{
+    trace_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.ctx = r->trace;
+    snprintf(rec.method, sizeof rec.method, "%s", r->method);
+    snprintf(rec.route, sizeof rec.route, "%s", r->route ? r->route : "");
+    snprintf(rec.path, sizeof rec.path, "%s", r->path ? r->path : "");
+    snprintf(rec.request_id, sizeof rec.request_id, "%s", r->id);
+    rec.status = r->status;
+    rec.bytes_in = r->body_len;
+    rec.bytes_out = r->bytes_out;
+    rec.t0 = r->t0_ns;
+    rec.body = r->body_ns;
+    rec.handler = r->handler_ns;
+    rec.reply = r->reply_ns;
+    rec.done = done;
+    rec.decode_ns = r->decode_ns;
+    rec.parse_ns = r->parse_ns;
+    rec.render_ns = r->render_ns;
+    rec.work = r->ran;
+    k->submit(k, &rec);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -373,6 +399,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
                                ? 0
                                : (int)toe);
+    if (s->traces != NULL && (r->trace.flags & TRACE_SAMPLED))
+        submit_trace(s->traces, r, done);
     atomic_store(&s->last_done_ns, now_ns());
     atomic_fetch_sub(&s->inflight, 1);
     request_release(r);

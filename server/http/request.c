@@ -70,7 +70,7 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
                  (unsigned long long)mix64(atomic_fetch_add(&s->next_id, 1)));
     const char *tp =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
-    trace_begin(&r->trace, tp, tp ? strlen(tp) : 0);
+    trace_begin(&r->trace, tp, tp ? strlen(tp) : 0, &s->sampler);
     atomic_fetch_add(&s->inflight, 1);
     return r;
 }

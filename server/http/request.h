@@ -48,6 +48,7 @@ struct request {
     char id[72];
     trace_ctx trace; /* W3C trace context: the caller's, continued, or new */
     unsigned metric_label; /* the route row's (router.h) */
+    const char *route;     /* its pattern, for spans; NULL: none matched */
     void (*ended)(request *r, uint64_t total_ns); /* the route row's */
     http_handler handler;
     uint64_t t0_ns;
@@ -72,6 +73,9 @@ struct request {
      * scan), queue_ns, compute_ns and render_ns (writing the answer). */
     uint64_t body_ns, handler_ns, reply_ns;
     uint64_t decode_ns, parse_ns, queue_ns, compute_ns, render_ns, gzip_ns;
+    /* The job's stamps, device and batch, for the request's spans (the
+     * layer that runs the work fills it; zero: no job). */
+    trace_work ran;
 
     /* the reply */
     int status;

@@ -83,6 +83,7 @@ void http_route_match(const http_routes *t, const char *method,
             continue;
         if (method_serves(row->method, method)) {
             m->handler = row->handler;
+            m->pattern = row->pattern;
             m->label = row->label;
             m->ended = row->ended;
             m->access = row->access;
@@ -100,6 +101,7 @@ void http_route_match(const http_routes *t, const char *method,
         }
     }
     if (first != NULL) {
+        m->pattern = first->pattern;
         m->label = first->label; /* counted under its route, as */
         m->ended = first->ended; /* the route's own requests are */
         m->status = 405;

@@ -62,6 +62,7 @@ typedef struct http_routes {
 
 typedef struct {
     http_handler handler; /* NULL when status is 404 or 405 */
+    const char *pattern;  /* the row's (the table's); NULL for a 404 */
     unsigned label;       /* the table's unmatched when no pattern did */
     /* the row's; for a 405, the first row whose pattern matched */
     void (*ended)(request *r, uint64_t total_ns);

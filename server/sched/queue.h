@@ -67,6 +67,8 @@ struct job {
     char msg[256]; /* why, when status is not STATUS_OK; may be "" */
     uint64_t enqueued_ns, started_ns, finished_ns; /* 0: did not happen */
     unsigned worker;                               /* which worker ran it */
+    const char *device; /* what ran it: a device's name (the scheduler's,
+                         * valid while it is) or "host"; NULL: unrun */
     unsigned batch; /* how many jobs its launch served */
 
     /* The scheduler's own. */

@@ -152,6 +152,7 @@ static void ran(worker *w, job *j, uint64_t start, uint64_t end, size_t batch,
 {
     sched *s = w->s;
     j->worker = w->id;
+    j->device = w->on_fallback ? "host" : s->names[w->device];
     j->batch = (unsigned)batch;
     j->started_ns = start;
     j->finished_ns = end;
@@ -419,6 +420,7 @@ status_code sched_prepare(job *j)
     j->msg[0] = '\0';
     j->enqueued_ns = j->started_ns = j->finished_ns = 0;
     j->batch = 0;
+    j->device = NULL;
     j->next = NULL;
     eng_err e = eng_lines_from_desc(&j->desc, &j->lines, j->msg, sizeof j->msg);
     if (e != ENG_E_OK)
@@ -440,6 +442,7 @@ void sched_run_inline(sched *s, job *j)
     eng_err e = s->b.run_inline(s->b.user, j, j->msg, sizeof j->msg);
     j->finished_ns = sched_now(s);
     j->batch = 1;
+    j->device = "host (inline)";
     j->status = status_from_eng(e);
     if (e == ENG_E_OK)
         j->msg[0] = '\0';

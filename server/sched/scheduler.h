@@ -68,6 +68,7 @@
 #include "queue.h"
 #include "stats.h"
 #include "textbuf.h"
+#include "trace.h"
 
 typedef struct sched sched;
 
@@ -168,6 +169,14 @@ status_code sched_prepare(job *j);
 static inline uint64_t sched_elements(const job *j)
 {
     return j->lines.elements;
+}
+
+/* What a finished job did, for its request's spans (trace.h). */
+static inline trace_work sched_ran(const job *j)
+{
+    trace_work w = {j->enqueued_ns, j->started_ns, j->finished_ns,
+                    j->device,      j->batch,      sched_elements(j)};
+    return w;
 }
 
 /* Queues a prepared job. STATUS_OK: accepted, and done will run exactly

@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "an all-zero id parsed");
     }
     trace_ctx r;
-    trace_begin(&r, v, size);
+    trace_begin(&r, v, size, NULL);
     FUZZ_CHECK(r.continued == ok, "continued %d, parsed %d", r.continued, ok);
     FUZZ_CHECK(!zero(r.trace_id, 16) && !zero(r.span_id, 8),
                "a request got an all-zero id");

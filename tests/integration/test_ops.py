@@ -287,7 +287,8 @@ def test_openapi_matches_routes(tallyd):
                 "/v2/models/{model}/config", "/v2/models/{model}/infer",
                 "/v2/models/{model}/versions/{version}/infer", "/metrics",
                 "/v2/models/stats", "/v2/models/{model}/stats",
-                "/v2/models/{model}/versions/{version}/stats"}
+                "/v2/models/{model}/versions/{version}/stats", "/v2/trace/setting",
+                "/v2/models/{model}/trace/setting"}
     for ext in ("system", "cuda"):
         base = "/v2/%ssharedmemory" % ext
         expected |= {base + "/status", base + "/region/{region}/status",

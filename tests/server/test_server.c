@@ -656,14 +656,16 @@ static void routes_table(void)
     }
     /* with tokens, only probes' and scrapers' routes, and the landing
      * page's (which fetches the rest with the token it is given), may be
-     * open */
+     * open; the trace settings are closed like /metrics */
     for (size_t i = 0; i < api_routes.nrows; i++) {
         const http_route *row = &api_routes.rows[i];
         const char *label = api_routes.labels[row->label];
         http_access want = strcmp(label, "health") == 0 || strcmp(label, "page") == 0
                                ? HTTP_ACCESS_HEALTH
-                           : strcmp(label, "metrics") == 0 ? HTTP_ACCESS_METRICS
-                                                           : HTTP_ACCESS_TOKEN;
+                           : strcmp(label, "metrics") == 0
+                                   || strstr(row->pattern, "/trace/setting")
+                               ? HTTP_ACCESS_METRICS
+                               : HTTP_ACCESS_TOKEN;
         CHECK(row->access == want, "%s %s: access %d, not %d", row->method,
               row->pattern, (int)row->access, (int)want);
     }
