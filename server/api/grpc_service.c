@@ -415,6 +415,7 @@ static void model_infer(grpc_call *c)
     j->in = w->q.data;
     j->out = w->q.data;
     j->watch_fd = -1;
+    j->trace = grpc_call_trace(c);
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *out, *owned;
         status_code st = api_shm_place(

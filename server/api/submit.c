@@ -178,6 +178,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     p->j.done = on_job_done;
     p->j.gone = client_gone;
     p->j.watch_fd = http_client_fd(r);
+    p->j.trace = &r->trace;
     p->j.ctx = p;
     p->r = r;
     p->sched = sc;

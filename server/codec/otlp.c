@@ -28,7 +28,8 @@ typedef struct {
     Tally__Otlp__Status *statuses;
     uint8_t (*ids)[8]; /* the children's span ids */
     char (*names)[2 * sizeof ((trace_record *)0)->route + 16];
-    size_t nspans, nkvs, nids;
+    Tally__Otlp__Span__Link *links, **link_ptrs;
+    size_t nspans, nkvs, nids, nlinks;
     uint64_t wall, mono;
 } arena;
 
@@ -78,6 +79,7 @@ static span *add_span(arena *a, const trace_record *rec, const char *name,
     tally__otlp__span__init(sp);
     sp->trace_id.data = (uint8_t *)rec->ctx.trace_id;
     sp->trace_id.len = 16;
+    sp->trace_state = (char *)rec->trace_state; /* the caller's, or "" */
     if (own) {
         sp->span_id.data = (uint8_t *)rec->ctx.span_id;
         sp->kind = TALLY__OTLP__SPAN__SPAN_KIND__SPAN_KIND_SERVER;
@@ -174,6 +176,21 @@ static void add_record(arena *a, const trace_record *rec, size_t i)
         attr_str(a, c, "tally.device", w->device ? w->device : "");
         attr_int(a, c, "tally.batch_size", w->batch);
         attr_int(a, c, "tally.elements", (int64_t)w->elements);
+        if (w->links.n > 0) { /* the batch's other sampled requests */
+            c->n_links = w->links.n;
+            c->links = &a->link_ptrs[a->nlinks];
+            for (unsigned k = 0; k < w->links.n; k++) {
+                Tally__Otlp__Span__Link *l = &a->links[a->nlinks];
+                tally__otlp__span__link__init(l);
+                l->trace_id.data = (uint8_t *)w->links.l[k].trace_id;
+                l->trace_id.len = 16;
+                l->span_id.data = (uint8_t *)w->links.l[k].span_id;
+                l->span_id.len = 8;
+                l->flags = TRACE_SAMPLED;
+                a->link_ptrs[a->nlinks++] = l;
+            }
+            c->dropped_links_count = w->links.dropped;
+        }
     }
     if (rec->reply > 0 && rec->render_ns > 0 && rec->reply >= rec->render_ns)
         add_span(a, rec, "render", false, rec->reply - rec->render_ns,
@@ -196,11 +213,14 @@ bool otlp_encode(const trace_record *recs, size_t n, const char *service,
     a.statuses = calloc(n ? n : 1, sizeof *a.statuses);
     a.ids = calloc(spans ? spans : 1, sizeof *a.ids);
     a.names = calloc(n ? n : 1, sizeof *a.names);
+    a.links = calloc(n ? n * TRACE_MAX_LINKS : 1, sizeof *a.links);
+    a.link_ptrs = calloc(n ? n * TRACE_MAX_LINKS : 1, sizeof *a.link_ptrs);
     bool ok = false;
     *out = NULL;
     if (a.spans == NULL || a.span_ptrs == NULL || a.kvs == NULL
         || a.kv_ptrs == NULL || a.vals == NULL || a.statuses == NULL
-        || a.ids == NULL || a.names == NULL)
+        || a.ids == NULL || a.names == NULL || a.links == NULL
+        || a.link_ptrs == NULL)
         goto done;
     for (size_t i = 0; i < n; i++)
         add_record(&a, &recs[i], i);
@@ -255,5 +275,7 @@ done:
     free(a.statuses);
     free(a.ids);
     free(a.names);
+    free(a.links);
+    free(a.link_ptrs);
     return ok;
 }

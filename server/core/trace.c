@@ -170,3 +170,15 @@ void trace_id_hex(const trace_ctx *t, char out[33])
     hex(t->trace_id, 16, out);
     out[32] = '\0';
 }
+
+void trace_state_copy(const char *v, size_t n, char out[TRACE_STATE_MAX + 1])
+{
+    out[0] = '\0';
+    if (v == NULL || n > TRACE_STATE_MAX)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] < 0x20 || v[i] > 0x7e)
+            return;
+    memcpy(out, v, n);
+    out[n] = '\0';
+}

@@ -66,19 +66,40 @@ void trace_begin(trace_ctx *t, const char *traceparent, size_t n,
 /* A fresh span id, never all zeros. */
 void trace_span_id(uint8_t out[8]);
 
+/* Links from a request's compute span to the spans of the other sampled
+ * requests its batch served: the first TRACE_MAX_LINKS, and how many more
+ * there were. */
+#define TRACE_MAX_LINKS 8
+typedef struct {
+    struct {
+        uint8_t trace_id[16], span_id[8];
+    } l[TRACE_MAX_LINKS];
+    unsigned n, dropped;
+} trace_links;
+
 /* What a request's job did (0 times: it had none, or it never ran). */
 typedef struct {
     uint64_t enqueued_ns, started_ns, finished_ns; /* monotonic (now_ns) */
     const char *device; /* static or the daemon's; NULL: none */
     unsigned batch;     /* how many requests its launch served */
     uint64_t elements;
+    trace_links links;
 } trace_work;
 
 /* A finished, sampled request, as its transport saw it: the input of its
  * spans. Times are now_ns() stamps (0: the step did not happen) or
  * durations (_ns suffix after a step's name). */
+/* The longest tracestate kept (W3C allows 512 bytes; longer ones are not
+ * kept, as the spec lets a receiver do). */
+#define TRACE_STATE_MAX 512
+
+/* Copies a tracestate value of n bytes into out (NUL-terminated) when it
+ * is at most TRACE_STATE_MAX printable ASCII bytes; else out is "". */
+void trace_state_copy(const char *v, size_t n, char out[TRACE_STATE_MAX + 1]);
+
 typedef struct {
     trace_ctx ctx;
+    char trace_state[TRACE_STATE_MAX + 1]; /* the caller's tracestate */
     bool grpc;          /* a gRPC call; else HTTP */
     char method[16];    /* HTTP's method; gRPC: "POST" */
     char route[80];     /* the route's pattern, or the RPC's full name */

@@ -191,6 +191,9 @@ void grpc_call_unsuspend(grpc_call *c);
  * the answer is dropped. */
 bool grpc_call_gone(const grpc_call *c);
 
+/* The call's trace context; valid while the call is. */
+const trace_ctx *grpc_call_trace(const grpc_call *c);
+
 /* What the call's job did (stamps, device, batch), for its spans. */
 void grpc_call_ran(grpc_call *c, const trace_work *w);
 

@@ -53,6 +53,7 @@ struct grpc_call {
     grpc_transport *t;
     gstream *st; /* NULL once detached */
     trace_ctx trace; /* its stream's, for the access line */
+    char *tracestate; /* its stream's (taken), or NULL */
     const grpc_method *m;
     uint8_t *buf; /* the message's buffer (eng_buffer), msg inside it */
     uint8_t *msg;
@@ -92,6 +93,7 @@ struct gstream {
     char auth[1100];
     bool has_auth;
     trace_ctx trace; /* W3C trace context: traceparent, continued, or new */
+    char *tracestate; /* malloc'd, when the call sent one; or NULL */
     int64_t timeout_ms;
     int encoding; /* encoding.h's, 0: identity */
     bool bad_encoding, bad_timeout;
@@ -458,6 +460,10 @@ static void submit_trace(trace_sink *k, const grpc_call *call, int code,
     trace_record rec;
     memset(&rec, 0, sizeof rec);
     rec.ctx = call->trace;
+    if (call->tracestate != NULL && (call->trace.flags & TRACE_SAMPLED)
+        && call->trace.continued)
+        snprintf(rec.trace_state, sizeof rec.trace_state, "%s",
+                 call->tracestate);
     rec.grpc = true;
     snprintf(rec.method, sizeof rec.method, "POST");
     snprintf(rec.route, sizeof rec.route, "%s/%s", call->t->svc->service,
@@ -526,6 +532,7 @@ static void call_maybe_free(grpc_call *call)
     if (call->reserved)
         unreserve(call->t, call->reserved);
     free(call->head);
+    free(call->tracestate);
     free(call);
 }
 
@@ -579,6 +586,7 @@ static void stream_free(gstream *st)
     eng_buffer_free(st->buf);
     if (st->reserved)
         unreserve(c->t, st->reserved);
+    free(st->tracestate);
     free(st);
 }
 
@@ -944,6 +952,8 @@ static void stream_message(gstream *st)
     call->t = t;
     call->st = st;
     call->trace = st->trace;
+    call->tracestate = st->tracestate;
+    st->tracestate = NULL;
     call->m = st->m;
     call->buf = st->buf;
     call->msg = st->buf + st->lead;
@@ -1183,6 +1193,11 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame,
         }
     } else if (header_is(name, namelen, "traceparent")) {
         trace_begin(&st->trace, (const char *)v, valuelen, &st->conn->t->s->sampler);
+    } else if (header_is(name, namelen, "tracestate")) {
+        free(st->tracestate);
+        st->tracestate = malloc(TRACE_STATE_MAX + 1);
+        if (st->tracestate != NULL)
+            trace_state_copy((const char *)v, valuelen, st->tracestate);
     } else if (header_is(name, namelen, "authorization")) {
         if (valuelen < sizeof st->auth) {
             memcpy(st->auth, v, valuelen);
@@ -1827,6 +1842,11 @@ void grpc_call_unsuspend(grpc_call *c)
 tallyd_server *grpc_call_server(const grpc_call *c)
 {
     return c->t->s;
+}
+
+const trace_ctx *grpc_call_trace(const grpc_call *c)
+{
+    return &c->trace;
 }
 
 void grpc_call_ran(grpc_call *c, const trace_work *w)

@@ -342,6 +342,9 @@ static void submit_trace(trace_sink *k, const request *r, uint64_t done)
     trace_record rec;
     memset(&rec, 0, sizeof rec);
     rec.ctx = r->trace;
+    if (r->tracestate != NULL)
+        trace_state_copy(r->tracestate, strlen(r->tracestate),
+                         rec.trace_state);
     snprintf(rec.method, sizeof rec.method, "%s", r->method);
     snprintf(rec.route, sizeof rec.route, "%s", r->route ? r->route : "");
     snprintf(rec.path, sizeof rec.path, "%s", r->path ? r->path : "");

@@ -71,6 +71,12 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
     const char *tp =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
     trace_begin(&r->trace, tp, tp ? strlen(tp) : 0, &s->sampler);
+    if (r->trace.continued && (r->trace.flags & TRACE_SAMPLED)) {
+        const char *ts =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "tracestate");
+        if (ts != NULL)
+            r->tracestate = strdup(ts); /* NULL when memory runs out */
+    }
     atomic_fetch_add(&s->inflight, 1);
     return r;
 }
@@ -92,6 +98,7 @@ void request_release(request *r)
     http_body_release(r);
     eng_buffer_free(r->body);
     free(r->path);
+    free(r->tracestate);
     for (int i = 0; i < r->nextra; i++) {
         free(r->extra_headers[i][0]);
         free(r->extra_headers[i][1]);

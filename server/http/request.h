@@ -47,6 +47,7 @@ struct request {
     char *path; /* without the query string */
     char id[72];
     trace_ctx trace; /* W3C trace context: the caller's, continued, or new */
+    char *tracestate; /* the caller's, when it sampled the trace; or NULL */
     unsigned metric_label; /* the route row's (router.h) */
     const char *route;     /* its pattern, for spans; NULL: none matched */
     void (*ended)(request *r, uint64_t total_ns); /* the route row's */

@@ -26,6 +26,7 @@
 
 #include "engine.h"
 #include "status.h"
+#include "trace.h"
 
 typedef struct job job;
 
@@ -61,6 +62,10 @@ struct job {
      * hang-up drops the job unrun. A door whose clients share a socket
      * (gRPC's streams) leaves it -1 and answers through gone. */
     int watch_fd;
+    /* The request's trace context (its transport's, valid until done
+     * has run), for the links between the spans of requests that share a
+     * launch; NULL: none. */
+    const trace_ctx *trace;
 
     /* Set by the scheduler: how it ended, read in done. */
     status_code status;
@@ -70,6 +75,7 @@ struct job {
     const char *device; /* what ran it: a device's name (the scheduler's,
                          * valid while it is) or "host"; NULL: unrun */
     unsigned batch; /* how many jobs its launch served */
+    trace_links links; /* when sampled: the batch's other sampled jobs */
 
     /* The scheduler's own. */
     eng_lines lines; /* desc collapsed: the batching key */

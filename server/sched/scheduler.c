@@ -144,6 +144,39 @@ static void set_msg(job *j, const char *msg)
     snprintf(j->msg, sizeof j->msg, "%s", msg != NULL ? msg : "");
 }
 
+static bool sampled(const job *j)
+{
+    return j->trace != NULL && (j->trace->flags & TRACE_SAMPLED);
+}
+
+/* Links each sampled job of a launch to the other sampled ones' request
+ * spans, for their compute spans. O(n^2) in the batch, only when more
+ * than one job of it is sampled. */
+static void link_batch(job **jobs, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 2; i++)
+        k += sampled(jobs[i]);
+    if (k < 2)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (!sampled(jobs[i]))
+            continue;
+        trace_links *l = &jobs[i]->links;
+        for (size_t o = 0; o < n; o++) {
+            if (o == i || !sampled(jobs[o]))
+                continue;
+            if (l->n == TRACE_MAX_LINKS) {
+                l->dropped++;
+                continue;
+            }
+            memcpy(l->l[l->n].trace_id, jobs[o]->trace->trace_id, 16);
+            memcpy(l->l[l->n].span_id, jobs[o]->trace->span_id, 8);
+            l->n++;
+        }
+    }
+}
+
 /* Completes a job that ran from start to end with err (message msg): late
  * is a deadline miss, and a client that left meanwhile is a
  * cancellation. */
@@ -261,10 +294,12 @@ static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
             stats_execution(s->o.stats, (unsigned)live, t.gather_ns, t.scan_ns,
                             t.scatter_ns);
         uint64_t end = sched_now(s);
+        link_batch(jobs, live);
         for (size_t i = 0; i < live; i++)
             ran(w, jobs[i], again, end, live, e, why);
     } else {
         uint64_t end = sched_now(s);
+        link_batch(jobs, live);
         for (size_t i = 0; i < live; i++)
             ran(w, jobs[i], start, end, live, err, msg);
     }
@@ -329,6 +364,7 @@ static bool run_batch(worker *w, job **jobs, size_t n)
             count(&s->c.device_jobs[w->device], live);
         }
     }
+    link_batch(jobs, live);
     for (size_t i = 0; i < live; i++)
         ran(w, jobs[i], start, end, live, err, msg);
     return true;
@@ -421,6 +457,7 @@ status_code sched_prepare(job *j)
     j->enqueued_ns = j->started_ns = j->finished_ns = 0;
     j->batch = 0;
     j->device = NULL;
+    j->links.n = j->links.dropped = 0;
     j->next = NULL;
     eng_err e = eng_lines_from_desc(&j->desc, &j->lines, j->msg, sizeof j->msg);
     if (e != ENG_E_OK)

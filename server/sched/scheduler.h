@@ -175,7 +175,8 @@ static inline uint64_t sched_elements(const job *j)
 static inline trace_work sched_ran(const job *j)
 {
     trace_work w = {j->enqueued_ns, j->started_ns, j->finished_ns,
-                    j->device,      j->batch,      sched_elements(j)};
+                    j->device,      j->batch,      sched_elements(j),
+                    j->links};
     return w;
 }
 

@@ -312,3 +312,55 @@ def test_a_slow_collector_drops_spans_not_requests(spawn, collector):
     collector.mode = "ok"
     st, _, body = d.request("GET", "/metrics")
     assert "tally_trace_queued_requests" in body.decode()
+
+
+def test_tracestate_rides_along(traced, collector):
+    trace = fresh_trace()
+    cumsum(traced, headers={"traceparent": tp(trace=trace), "tracestate": "vendor=abc,other=1"})
+    spans = collector.wait_trace(trace, 1)
+    own = [s for s in spans if s.kind == s.SPAN_KIND_SERVER][0]
+    assert own.trace_state == "vendor=abc,other=1"
+
+
+def test_a_batch_links_its_requests(spawn, collector):
+    # one worker that waits for company, and nothing run inline: the
+    # concurrent requests share launches
+    d = spawn("--otlp-endpoint", collector.url, "--trace-ratio", "1", "--workers", "1",
+              "--max-batch", "8", "--max-queue-delay-us", "200000",
+              "--inline-max-elements", "0", "--json-inline-max-elements", "0")
+    traces = [fresh_trace() for _ in range(6)]
+    errors = []
+
+    def one(t):
+        try:
+            st, _, _ = cumsum(d, '{"dtype":"float32","data":[1,2,3,4]}',
+                              {"traceparent": tp(trace=t)})
+            assert st == 200
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in traces]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    own = {}
+    compute = {}
+    for t in traces:
+        spans = collector.wait_trace(t, 3)
+        time.sleep(0.1)
+        spans = collector.of_trace(t)
+        own[t] = [s for s in spans if s.kind == s.SPAN_KIND_SERVER][0]
+        compute[t] = [s for s in spans if s.name == "compute"][0]
+    batched = [t for t in traces if attrs(compute[t])["tally.batch_size"] > 1]
+    assert batched, [attrs(c) for c in compute.values()]
+    for t in batched:
+        c = compute[t]
+        linked = {(l.trace_id.hex(), l.span_id.hex()) for l in c.links}
+        assert len(linked) == attrs(c)["tally.batch_size"] - 1, (t, linked)
+        for lt, ls in linked:
+            assert lt != t and lt in own and own[lt].span_id.hex() == ls
+            # and the link is mutual
+            back = {(l.trace_id.hex(), l.span_id.hex()) for l in compute[lt].links}
+            assert (t, own[t].span_id.hex()) in back
