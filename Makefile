@@ -296,6 +296,8 @@ FUZZ_DAEMON  := $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ
 $(BUILD)/tests/fuzz/%.o: CPPFLAGS += -Itests/fuzz
 $(BUILD)/tests/fuzz/fuzz_grpc.o: CPPFLAGS += -I$(BUILD)/gen
 $(BUILD)/tests/fuzz/fuzz_grpc.o: $(PB_GEN).h
+$(BUILD)/tests/fuzz/fuzz_trace.o: CPPFLAGS += -I$(BUILD)/gen
+$(BUILD)/tests/fuzz/fuzz_trace.o: $(OTLP_GEN).h
 $(BUILD)/tests/fuzz/fuzz_client_%.o: CPPFLAGS := -Iclient/include -Iclient/lib -Icommon \
     -Itests/fuzz -DTALLY_BUILDING
 # A client harness includes the .c file it tests; from the archive, the

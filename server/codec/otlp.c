@@ -11,6 +11,7 @@
 
 #include "otlp.h"
 #include "otlp_trace.pb-c.h"
+#include "tx_utf8.h"
 
 #define ATTRS_MAX 10 /* attributes of one span, at most */
 
@@ -56,6 +57,8 @@ static kv *attr(arena *a, span *sp, const char *key)
 
 static void attr_str(arena *a, span *sp, const char *key, const char *v)
 {
+    if (tx_utf8_valid(v, strlen(v)) != strlen(v))
+        v = "\xEF\xBF\xBD"; /* U+FFFD: protobuf's strings are UTF-8 */
     kv *k = attr(a, sp, key);
     k->value->value_case = TALLY__OTLP__ANY_VALUE__VALUE_STRING_VALUE;
     k->value->string_value = (char *)v;
@@ -79,7 +82,8 @@ static span *add_span(arena *a, const trace_record *rec, const char *name,
     tally__otlp__span__init(sp);
     sp->trace_id.data = (uint8_t *)rec->ctx.trace_id;
     sp->trace_id.len = 16;
-    sp->trace_state = (char *)rec->trace_state; /* the caller's, or "" */
+    sp->trace_state = (char *)rec->trace_state; /* the caller's (printable
+                                                  * ASCII), or "" */
     if (own) {
         sp->span_id.data = (uint8_t *)rec->ctx.span_id;
         sp->kind = TALLY__OTLP__SPAN__SPAN_KIND__SPAN_KIND_SERVER;

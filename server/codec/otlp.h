@@ -20,6 +20,11 @@
  * UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS) set the span's status
  * to ERROR; client errors leave it unset, as the conventions say.
  *
+ * Every string it writes is valid UTF-8, as protobuf requires: an
+ * attribute's text that is not is written as U+FFFD, and the span names
+ * come from route tables. A record's trace_state must be printable ASCII
+ * (trace_state_copy makes it so).
+ *
  * Threading: any thread; no state.
  */
 #ifndef TALLY_OTLP_H

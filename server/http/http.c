@@ -43,6 +43,7 @@
 #include "log.h"
 #include "reply.h"
 #include "tls.h"
+#include "tx_utf8.h"
 
 /* A request's read state; calloc makes a new one RQ_READING. */
 enum { RQ_READING = 0, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };
@@ -348,6 +349,9 @@ static void submit_trace(trace_sink *k, const request *r, uint64_t done)
     snprintf(rec.method, sizeof rec.method, "%s", r->method);
     snprintf(rec.route, sizeof rec.route, "%s", r->route ? r->route : "");
     snprintf(rec.path, sizeof rec.path, "%s", r->path ? r->path : "");
+    /* what is UTF-8 of it (a cut sequence, or bytes that are not text,
+     * end it) */
+    rec.path[tx_utf8_valid(rec.path, strlen(rec.path))] = '\0';
     snprintf(rec.request_id, sizeof rec.request_id, "%s", r->id);
     rec.status = r->status;
     rec.bytes_in = r->body_len;
