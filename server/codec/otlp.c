@@ -13,7 +13,7 @@
 #include "otlp_trace.pb-c.h"
 #include "tx_utf8.h"
 
-#define ATTRS_MAX 10 /* attributes of one span, at most */
+#define ATTRS_PER_RECORD 16 /* attributes of one record's spans, at most */
 
 typedef Tally__Otlp__Span span;
 typedef Tally__Otlp__KeyValue kv;
@@ -203,29 +203,72 @@ static void add_record(arena *a, const trace_record *rec, size_t i)
         add_span(a, rec, "send", false, rec->reply, rec->done);
 }
 
-bool otlp_encode(const trace_record *recs, size_t n, const char *service,
-                 const char *version, uint64_t wall_ns, uint64_t mono_ns,
-                 uint8_t **out, size_t *len, size_t *spans_out)
+struct otlp_encoder {
+    arena a;     /* sized for max records, reused */
+    size_t max;
+    uint8_t *out; /* the last encoding, reused */
+    size_t cap;
+};
+
+otlp_encoder *otlp_encoder_new(size_t max)
 {
-    size_t spans = n * OTLP_SPANS_PER_RECORD, kvs = spans * ATTRS_MAX;
-    arena a = {.wall = wall_ns, .mono = mono_ns};
-    a.spans = calloc(spans ? spans : 1, sizeof *a.spans);
-    a.span_ptrs = calloc(spans ? spans : 1, sizeof *a.span_ptrs);
-    a.kvs = calloc(kvs ? kvs : 1, sizeof *a.kvs);
-    a.kv_ptrs = calloc(kvs ? kvs : 1, sizeof *a.kv_ptrs);
-    a.vals = calloc(kvs ? kvs : 1, sizeof *a.vals);
-    a.statuses = calloc(n ? n : 1, sizeof *a.statuses);
-    a.ids = calloc(spans ? spans : 1, sizeof *a.ids);
-    a.names = calloc(n ? n : 1, sizeof *a.names);
-    a.links = calloc(n ? n * TRACE_MAX_LINKS : 1, sizeof *a.links);
-    a.link_ptrs = calloc(n ? n * TRACE_MAX_LINKS : 1, sizeof *a.link_ptrs);
-    bool ok = false;
-    *out = NULL;
-    if (a.spans == NULL || a.span_ptrs == NULL || a.kvs == NULL
-        || a.kv_ptrs == NULL || a.vals == NULL || a.statuses == NULL
-        || a.ids == NULL || a.names == NULL || a.links == NULL
-        || a.link_ptrs == NULL)
-        goto done;
+    otlp_encoder *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return NULL;
+    size_t m = max ? max : 1, spans = m * OTLP_SPANS_PER_RECORD,
+           kvs = m * ATTRS_PER_RECORD;
+    e->max = m;
+    arena *a = &e->a;
+    a->spans = malloc(spans * sizeof *a->spans);
+    a->span_ptrs = malloc(spans * sizeof *a->span_ptrs);
+    a->kvs = malloc(kvs * sizeof *a->kvs);
+    a->kv_ptrs = malloc(kvs * sizeof *a->kv_ptrs);
+    a->vals = malloc(kvs * sizeof *a->vals);
+    a->statuses = malloc(m * sizeof *a->statuses);
+    a->ids = malloc(spans * sizeof *a->ids);
+    a->names = malloc(m * sizeof *a->names);
+    a->links = malloc(m * TRACE_MAX_LINKS * sizeof *a->links);
+    a->link_ptrs = malloc(m * TRACE_MAX_LINKS * sizeof *a->link_ptrs);
+    if (a->spans == NULL || a->span_ptrs == NULL || a->kvs == NULL
+        || a->kv_ptrs == NULL || a->vals == NULL || a->statuses == NULL
+        || a->ids == NULL || a->names == NULL || a->links == NULL
+        || a->link_ptrs == NULL) {
+        otlp_encoder_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void otlp_encoder_free(otlp_encoder *e)
+{
+    if (e == NULL)
+        return;
+    arena *a = &e->a;
+    free(a->spans);
+    free(a->span_ptrs);
+    free(a->kvs);
+    free(a->kv_ptrs);
+    free(a->vals);
+    free(a->statuses);
+    free(a->ids);
+    free(a->names);
+    free(a->links);
+    free(a->link_ptrs);
+    free(e->out);
+    free(e);
+}
+
+bool otlp_encode(otlp_encoder *e, const trace_record *recs, size_t n,
+                 const char *service, const char *version, uint64_t wall_ns,
+                 uint64_t mono_ns, const uint8_t **out, size_t *len,
+                 size_t *spans_out)
+{
+    if (n > e->max)
+        n = e->max; /* the caller's contract; never past the arena */
+    arena a = e->a;
+    a.nspans = a.nkvs = a.nids = a.nlinks = 0;
+    a.wall = wall_ns;
+    a.mono = mono_ns;
     for (size_t i = 0; i < n; i++)
         add_record(&a, &recs[i], i);
 
@@ -264,22 +307,15 @@ bool otlp_encode(const trace_record *recs, size_t n, const char *service,
     req.n_resource_spans = 1;
     req.resource_spans = &rsp;
     size_t size = tally__otlp__export_trace_service_request__get_packed_size(&req);
-    *out = malloc(size ? size : 1);
-    if (*out == NULL)
-        goto done;
-    *len = tally__otlp__export_trace_service_request__pack(&req, *out);
+    if (size > e->cap) {
+        uint8_t *b = realloc(e->out, size);
+        if (b == NULL)
+            return false;
+        e->out = b;
+        e->cap = size;
+    }
+    *len = tally__otlp__export_trace_service_request__pack(&req, e->out);
+    *out = e->out;
     *spans_out = a.nspans;
-    ok = true;
-done:
-    free(a.spans);
-    free(a.span_ptrs);
-    free(a.kvs);
-    free(a.kv_ptrs);
-    free(a.vals);
-    free(a.statuses);
-    free(a.ids);
-    free(a.names);
-    free(a.links);
-    free(a.link_ptrs);
-    return ok;
+    return true;
 }

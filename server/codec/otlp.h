@@ -39,13 +39,22 @@
 /* The most spans one record becomes. */
 #define OTLP_SPANS_PER_RECORD 8
 
-/* Encodes n records for service `service` at `version` (the resource's
- * service.name and service.version). wall_ns and mono_ns are one reading
- * of CLOCK_REALTIME and of now_ns() taken together: the records' stamps
- * become Unix times through them. *out is malloc'd (*len bytes), and
- * *spans says how many spans it holds; false when memory runs out. */
-bool otlp_encode(const trace_record *recs, size_t n, const char *service,
-                 const char *version, uint64_t wall_ns, uint64_t mono_ns,
-                 uint8_t **out, size_t *len, size_t *spans);
+/* What encoding needs, allocated once for batches of at most max
+ * records and reused (a batch's messages are built in it). NULL when
+ * memory runs out. One thread at a time. */
+typedef struct otlp_encoder otlp_encoder;
+otlp_encoder *otlp_encoder_new(size_t max);
+void otlp_encoder_free(otlp_encoder *e);
+
+/* Encodes n records (at most the encoder's max) for service `service` at
+ * `version` (the resource's service.name and service.version). wall_ns
+ * and mono_ns are one reading of CLOCK_REALTIME and of now_ns() taken
+ * together: the records' stamps become Unix times through them. *out
+ * (*len bytes) is the encoder's, valid until its next encoding; *spans
+ * says how many spans it holds. False when memory runs out. */
+bool otlp_encode(otlp_encoder *e, const trace_record *recs, size_t n,
+                 const char *service, const char *version, uint64_t wall_ns,
+                 uint64_t mono_ns, const uint8_t **out, size_t *len,
+                 size_t *spans);
 
 #endif

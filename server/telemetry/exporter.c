@@ -25,6 +25,7 @@ struct otlp_exporter {
     trace_record *ring; /* queue_max records */
     size_t head, count;
     bool stopping;
+    otlp_encoder *enc; /* the thread's */
     CURL *curl;
     struct curl_slist *headers;
     char curl_err[CURL_ERROR_SIZE];
@@ -65,10 +66,10 @@ static bool post(otlp_exporter *e, const trace_record *recs, size_t n,
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t wall = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     uint64_t mono = now_ns();
-    uint8_t *body;
+    const uint8_t *body;
     size_t len;
-    if (!otlp_encode(recs, n, e->service, e->version, wall, mono, &body,
-                     &len, spans)) {
+    if (!otlp_encode(e->enc, recs, n, e->service, e->version, wall, mono,
+                     &body, &len, spans)) {
         *spans = n; /* at least */
         return false;
     }
@@ -78,7 +79,6 @@ static bool post(otlp_exporter *e, const trace_record *recs, size_t n,
     long code = 0;
     if (rc == CURLE_OK)
         curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &code);
-    free(body);
     bool ok = rc == CURLE_OK && code >= 200 && code < 300;
     if (!ok && !e->logged_failure) {
         if (rc != CURLE_OK)
@@ -168,11 +168,13 @@ otlp_exporter *otlp_exporter_start(const otlp_options *o, char *msg,
     e->service = strdup(o->service);
     e->version = strdup(o->version);
     e->ring = calloc(e->o.queue_max, sizeof *e->ring);
+    e->enc = otlp_encoder_new(e->o.batch_max);
     e->curl = curl_easy_init();
     e->headers =
         curl_slist_append(NULL, "Content-Type: application/x-protobuf");
     if (e->url == NULL || e->service == NULL || e->version == NULL
-        || e->ring == NULL || e->curl == NULL || e->headers == NULL) {
+        || e->ring == NULL || e->enc == NULL || e->curl == NULL
+        || e->headers == NULL) {
         snprintf(msg, msglen, "out of memory");
         goto fail;
     }
@@ -204,6 +206,7 @@ otlp_exporter *otlp_exporter_start(const otlp_options *o, char *msg,
     }
     return e;
 fail:
+    otlp_encoder_free(e->enc);
     curl_slist_free_all(e->headers);
     if (e->curl != NULL)
         curl_easy_cleanup(e->curl);
@@ -266,6 +269,7 @@ void otlp_exporter_stop(otlp_exporter *e)
     uv_mutex_destroy(&e->mu);
     curl_slist_free_all(e->headers);
     curl_easy_cleanup(e->curl);
+    otlp_encoder_free(e->enc);
     free(e->ring);
     free(e->url);
     free(e->service);

@@ -97,10 +97,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rec.work.finished_ns = 8000, rec.work.device = rec.path;
     rec.work.batch = 1;
     rec.status = size % 600;
-    uint8_t *out;
+    static otlp_encoder *enc;
+    if (enc == NULL)
+        enc = otlp_encoder_new(1);
+    const uint8_t *out;
     size_t len, spans;
-    FUZZ_CHECK(otlp_encode(&rec, 1, "tally", "0", 20000, 10000, &out, &len,
-                           &spans),
+    FUZZ_CHECK(enc != NULL
+                   && otlp_encode(enc, &rec, 1, "tally", "0", 20000, 10000,
+                                  &out, &len, &spans),
                "encoding failed");
     Tally__Otlp__ExportTraceServiceRequest *q =
         tally__otlp__export_trace_service_request__unpack(NULL, len, out);
@@ -120,6 +124,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     tally__otlp__export_trace_service_request__free_unpacked(q, NULL);
-    free(out);
     return 0;
 }

@@ -17,6 +17,10 @@
 #      400), against the first tallyd (the default, --access-log=errors)
 #      and a third with --access-log=all; requests/s, and the log's bytes
 #      per second as written to a file
+#   7. tracing's cost: small JSON against tallyds that send spans (OTLP,
+#      to nginx standing in for a collector) at ratio 1 and 0.01, beside
+#      the first tallyd (tracing off), each run twice in turns; requests/s
+#      and the ratios (goals: >= 0.95 at ratio 1, >= 0.99 at 0.01)
 # Settings: LOAD_SECONDS (10), LOAD_CONNECTIONS (32), LOAD_THREADS (2),
 # TALLYD (build/bin/tallyd), TALLYD_ARGS (extra flags).
 set -euo pipefail
@@ -88,6 +92,7 @@ http {
     listen 127.0.0.1:$NP;
     location = /small { default_type application/json; return 200 '$SMALL_REPLY'; }
     location = /sink { client_max_body_size 1g; client_body_buffer_size 128m; return 200; }
+    location = /v1/traces { client_max_body_size 64m; client_body_buffer_size 8m; return 200; }
     location / { root $tmp/www; }
   }
 }
@@ -228,3 +233,39 @@ import sys
 se, sa, be, ba = map(float, sys.argv[1:])
 print("--access-log=all vs errors, requests/s: small JSON %.2f, bad JSON %.2f" % (sa / se, ba / be))
 EOF2
+
+# ---------------------------------------------------------------- tracing
+T1P=$(free_port)
+T2P=$(free_port)
+start_tallyd tallyd-trace1 "$T1P" --otlp-endpoint "http://127.0.0.1:$NP" --trace-ratio 1 \
+  ${TALLYD_ARGS:-}
+start_tallyd tallyd-trace001 "$T2P" --otlp-endpoint "http://127.0.0.1:$NP" \
+  --trace-ratio 0.01 ${TALLYD_ARGS:-}
+wait_ready "http://127.0.0.1:$T1P" tallyd-trace1
+wait_ready "http://127.0.0.1:$T2P" tallyd-trace001
+small_at() { wrk -t"$THREADS" -c"$CONN" -d"${SECONDS_}s" -s "$(script small_json.lua)" \
+  "http://127.0.0.1:$1" | result; }
+off_a=$(small_at "$TP"); r1_a=$(small_at "$T1P"); r001_a=$(small_at "$T2P")
+off_b=$(small_at "$TP"); r1_b=$(small_at "$T1P"); r001_b=$(small_at "$T2P")
+exported=$(curl -sf "http://127.0.0.1:$T1P/metrics" | sed -n 's/^tally_trace_spans_total{result="exported"} //p')
+dropped=$(curl -sf "http://127.0.0.1:$T1P/metrics" | sed -n 's/^tally_trace_dropped_requests_total //p')
+echo
+printf '%-44s %10s %9s %9s\n' "tracing (small JSON)" "req/s" "p50 ms" "p99 ms"
+trow() {
+  printf '%-44s %10s %9s %9s\n' "$1" "$(field "$2" rps)" "$(field "$2" p50_ms)" "$(field "$2" p99_ms)"
+}
+trow "off (run 1)" "$off_a"
+trow "ratio 1 (run 1)" "$r1_a"
+trow "ratio 0.01 (run 1)" "$r001_a"
+trow "off (run 2)" "$off_b"
+trow "ratio 1 (run 2)" "$r1_b"
+trow "ratio 0.01 (run 2)" "$r001_b"
+echo "ratio 1's tallyd: $exported spans exported, $dropped requests' spans dropped"
+python3 - "$(field "$off_a" rps)" "$(field "$r1_a" rps)" "$(field "$r001_a" rps)" \
+  "$(field "$off_b" rps)" "$(field "$r1_b" rps)" "$(field "$r001_b" rps)" <<'EOF3'
+import sys
+oa, ra, qa, ob, rb, qb = map(float, sys.argv[1:])
+off = (oa + ob) / 2
+print("tracing vs off, requests/s: ratio 1 %.3f (goal >= 0.95), ratio 0.01 %.3f (goal >= 0.99)"
+      % ((ra + rb) / 2 / off, (qa + qb) / 2 / off))
+EOF3
