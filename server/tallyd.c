@@ -1,7 +1,7 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Five kinds of threads, and the only calls that cross
+ * Threading model. Six kinds of threads, and the only calls that cross
  * between them:
  *
  *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
@@ -38,6 +38,11 @@
  *                           (the host backend, and the fallback when every
  *                           device has failed), which split one scan with
  *                           the worker that owns the stream.
+ *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
+ *                           encodes queued records into spans and POSTs
+ *                           them; HTTP threads and the loop thread (gRPC)
+ *                           copy a sampled request's record into its queue
+ *                           under its mutex, and never wait for it.
  *
  * A queued job is completed exactly once, by a worker or (when it expires
  * or its client leaves while it waits) by the loop thread, through the
@@ -46,7 +51,7 @@
  * documents as safe from any thread; a gRPC job's (api/grpc_service.c)
  * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the
  * queue (its own mutex), the per-request suspend/resume mutex, the thread
- * pools' own hand-offs and atomic counters; no thread calls libuv or
+ * pools' own hand-offs, the exporter's queue and atomic counters; no thread calls libuv or
  * libmicrohttpd on another's objects.
  *
  * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening sockets

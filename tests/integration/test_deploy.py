@@ -130,8 +130,13 @@ def test_compose_prometheus_and_grafana(tallyd):
     with open(os.path.join(DEPLOY, "compose.yaml")) as f:
         compose = yaml.safe_load(f)
     svc = compose["services"]
-    assert set(svc) == {"tally", "prometheus", "grafana"}
+    assert set(svc) == {"tally", "prometheus", "grafana", "jaeger"}
     t = svc["tally"]
+    # tally sends its traces to the compose file's Jaeger, over OTLP/HTTP
+    assert t["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
+    assert "4318:4318" in svc["jaeger"]["ports"]
+    assert svc["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert 0 < float(t["environment"]["TALLY_TRACE_RATIO"]) <= 1
     assert os.path.isfile(os.path.join(DEPLOY, t["build"]["context"], t["build"]["dockerfile"]))
     assert t["read_only"] is True and "/tmp" in t["tmpfs"] and t["cap_drop"] == ["ALL"]
     assert t["healthcheck"]["test"][:3] == ["CMD", "tally", "health"]
