@@ -46,7 +46,7 @@
 #include "tx_utf8.h"
 
 /* A request's read state; calloc makes a new one RQ_READING. */
-enum { RQ_READING = 0, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };
+enum { RQ_READING = 0, RQ_EARLY, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };
 
 /* ------------------------------------------------------------------------
  * Suspend and resume.
@@ -258,6 +258,23 @@ static bool cors_headers(request *r, const http_match *m, const char *method)
     return true;
 }
 
+/* An answer made from the headers alone (404, 405, 401, a preflight, a
+ * refused body). When a body is coming it goes out at once, and
+ * libmicrohttpd closes the connection rather than read a body nobody
+ * wants; a request without one is answered on the next call, once
+ * libmicrohttpd has the request whole, so that its connection stays open
+ * (an answer queued from the first call closes it whatever the body). */
+static enum MHD_Result early_reply(request *r)
+{
+    const char *cl = http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    bool body = (cl != NULL && strcmp(cl, "0") != 0)
+                || http_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+    if (body)
+        return send_reply(r);
+    r->state = RQ_EARLY;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                                  const char *url, const char *method,
                                  const char *version, const char *upload,
@@ -288,16 +305,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         r->ended = m.ended;
         r->handler = m.handler;
         if (cors_headers(r, &m, method))
-            return send_reply(r); /* a preflight, answered */
+            return early_reply(r); /* a preflight, answered */
         if (r->handler == NULL) {
             if (m.status == 405)
                 http_add_header(r, MHD_HTTP_HEADER_ALLOW, m.allow);
             http_error(r, m.status == 405 ? STATUS_METHOD : STATUS_NOT_FOUND,
                        "%s", m.msg);
-            return send_reply(r);
+            return early_reply(r);
         }
         if (!authorized(r, &m))
-            return send_reply(r);
+            return early_reply(r);
         char msg[256];
         status_code e = http_body_begin(
             r, http_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH), msg, sizeof msg);
@@ -309,6 +326,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     }
 
     switch (r->state) {
+    case RQ_EARLY: /* answered from its headers; the request is whole */
+        if (*upload_size > 0) { /* a body after all (none was announced) */
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        return send_reply(r);
     case RQ_READING:
         if (*upload_size > 0) {
             http_body_append(r, upload, *upload_size);

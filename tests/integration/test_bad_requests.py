@@ -365,3 +365,36 @@ def test_buffered_bodies_have_a_budget(spawn):
     for _ in range(3):  # given back each time
         status, _, raw = d.request("POST", "/v1/cumsum?dtype=int8&shape=%d" % len(small), small, R)
         assert status == 200, raw
+
+
+def test_answers_from_the_headers_keep_the_connection(spawn, tmp_path):
+    """404, 405, 401 and a CORS preflight, for a request without a body, go
+    out on a connection that stays open for the next request; with a body
+    on its way, the connection closes rather than read it."""
+    import http.client
+    tokens = tmp_path / "tokens"
+    tokens.write_text("t\n")
+    d = spawn("--auth-token-file", str(tokens), "--cors-origins", "http://a.example")
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    asks = [("GET", "/nope", {}, 404), ("DELETE", "/v1/cumsum", {}, 405),
+            ("GET", "/v2", {}, 401),
+            ("OPTIONS", "/v1/cumsum", {"Origin": "http://a.example",
+                                       "Access-Control-Request-Method": "POST"}, 204),
+            ("GET", "/v2", {"Authorization": "Bearer t"}, 200)]
+    for method, path, headers, want in asks:
+        conn.request(method, path, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == want, (method, path, resp.status)
+        assert (resp.getheader("Connection") or "").lower() != "close", (method, path)
+        assert not resp.will_close, (method, path)
+    conn.close()
+    # a body announced: answered at once, and the connection closed
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("DELETE", "/v1/cumsum", body=b"x" * 100000)
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 405 and resp.will_close
+    conn.close()
+    st, _, body = d.post_json("/v1/cumsum", {"data": [1, 2, 3]}, {"Authorization": "Bearer t"})
+    assert st == 200 and body["data"] == [1, 3, 6]
