@@ -76,6 +76,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "cors.h"
 #include "exporter.h"
 #include "http.h"
 #include "log.h"
@@ -407,13 +408,17 @@ int main(int argc, char **argv)
         return 2;
     }
     /* before the devices, which are slow to open: a --docs-dir that
-     * cannot be read stops tallyd at once */
+     * cannot be read, or a --cors-origins that does not parse, stops
+     * tallyd at once (http_start parses the origins again, for itself) */
     static api_docs docs;
-    if (!s->cfg.warm_cache && !api_docs_load(&docs, s->cfg.docs_dir, msg,
-                                             sizeof msg)) {
+    http_cors *origins = NULL;
+    if (!s->cfg.warm_cache
+        && (!http_cors_parse(s->cfg.cors_origins, &origins, msg, sizeof msg)
+            || !api_docs_load(&docs, s->cfg.docs_dir, msg, sizeof msg))) {
         fprintf(stderr, "tallyd: %s\n", msg);
         return 2;
     }
+    http_cors_free(origins);
     signal(SIGPIPE, SIG_IGN);
     struct sigaction early = {.sa_handler = on_early_signal};
     sigemptyset(&early.sa_mask);

@@ -82,4 +82,6 @@ def test_bad_origins_are_refused_at_startup(tmp_path):
         r = subprocess.run([TALLYD, "--listen", "127.0.0.1:0", "--grpc-listen", "",
                             "--device", "host", "--warmup=false", "--cors-origins", bad],
                            capture_output=True, text=True, timeout=60)
-        assert r.returncode != 0 and "cors-origins" in r.stderr, (bad, r.stderr)
+        # a usage error (2), said before any device is opened
+        assert r.returncode == 2 and "cors-origins" in r.stderr, (bad, r.stderr)
+        assert "device ready" not in r.stderr, r.stderr
