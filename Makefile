@@ -126,7 +126,7 @@ $(OTLP_GEN).c $(OTLP_GEN).h: proto/otlp_trace.proto
 $(BUILD)/server/codec/otlp.o: $(OTLP_GEN).h
 
 # The host backend's inner loops are worth the extra optimisation.
-$(BUILD)/server/engine/scan_host.o: CFLAGS += -O3 -Wno-psabi
+$(BUILD)/server/engine/scan_host.o $(BUILD)/server/engine/tile_host.o: CFLAGS += -O3 -Wno-psabi
 # test_host includes scan_host.c, to test its two float32 copies
 $(BUILD)/tests/test_host.o: CFLAGS += -O3 -Wno-psabi
 

@@ -468,6 +468,71 @@ static void strided_on(size_t bi)
     CHECK(bad == 0, "%zu strided cases wrong", bad);
 }
 
+/* float32 layouts that transpose, sized for the host's register tiles
+ * (tile_host.c): 16-row and 8- or 16-column tiles with rows and columns
+ * left over, blocks of 256 columns and the rows after them, outputs large
+ * enough to be streamed, aligned (the buffers are) and not (odd strides),
+ * and lines long enough to be cut into chunks, in every mode. */
+static void strided_tiles_on(size_t bi)
+{
+    static const uint64_t shapes[][2] = {
+        {16, 8},   {16, 16},  {17, 9},   {33, 40},  {48, 31}, {300, 270},
+        {257, 520}, {4099, 24}, {24, 4099}, {1024, 64}, {64, 1024},
+    };
+    backend *b = bi < NBACKENDS ? get_backend(bi) : NULL;
+    size_t bad = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int mode = 0; mode < 4; mode++) {
+            eng_scan_desc d = {.dtype = TX_FLOAT32,
+                               .rank = 2,
+                               .shape = {shapes[si][0], shapes[si][1]},
+                               .axis = (int64_t)check_below(2),
+                               .reverse = mode & 1,
+                               .exclusive = (mode >> 1) & 1};
+            uint64_t pad = check_below(3) == 0 ? check_below(9) : 0;
+            uint64_t col[2] = {1, d.shape[0] + pad},
+                     row[2] = {d.shape[1] + pad, 1};
+            uint64_t is[ENG_MAX_RANK], os[ENG_MAX_RANK];
+            bool in_col = check_below(2);
+            memcpy(is, in_col ? col : row, sizeof col);
+            memcpy(os, in_col ? row : col, sizeof col);
+            bad += run_strided(b, NULL, 0, &d, is, os, false, "tiles") != 0;
+        }
+    /* lines contiguous on both sides (padded rows), which the host scans
+     * a whole vector at a time; the first is large enough to stream */
+    static const uint64_t lines[][2] = {{1100, 1001}, {37, 45}, {5, 13}};
+    for (size_t si = 0; si < sizeof lines / sizeof lines[0]; si++)
+        for (int mode = 0; mode < 4; mode++) {
+            eng_scan_desc d = {.dtype = TX_FLOAT32,
+                               .rank = 2,
+                               .shape = {lines[si][0], lines[si][1]},
+                               .axis = 1,
+                               .reverse = mode & 1,
+                               .exclusive = (mode >> 1) & 1};
+            uint64_t is[ENG_MAX_RANK] = {d.shape[1] + check_below(40), 1},
+                     os[ENG_MAX_RANK] = {d.shape[1] + check_below(40), 1};
+            bad += run_strided(b, NULL, 0, &d, is, os, false, "lines") != 0;
+        }
+    CHECK(bad == 0, "%zu transposing float32 cases wrong", bad);
+}
+
+static void strided_tiles_host1(void)
+{
+    strided_tiles_on(0);
+}
+static void strided_tiles_host3(void)
+{
+    strided_tiles_on(1);
+}
+static void strided_tiles_cl_cpu(void)
+{
+    strided_tiles_on(2);
+}
+static void strided_tiles_inline(void)
+{
+    strided_tiles_on(NBACKENDS);
+}
+
 static void strided_inline(void)
 {
     strided_on(NBACKENDS);
@@ -1302,6 +1367,10 @@ static const check_case cases[] = {
     {"strided_cl_cpu", strided_cl_cpu},
     {"strided_cl_gpu", strided_cl_gpu},
     {"strided_inline", strided_inline},
+    {"strided_tiles_host1", strided_tiles_host1},
+    {"strided_tiles_host3", strided_tiles_host3},
+    {"strided_tiles_cl_cpu", strided_tiles_cl_cpu},
+    {"strided_tiles_inline", strided_tiles_inline},
     {"strided_kernels", strided_kernels},
     {"strided_errors", strided_errors},
     {"errors", errors},

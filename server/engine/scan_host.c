@@ -26,6 +26,7 @@
 
 #include "pool.h"
 #include "scan_host.h"
+#include "tile_host.h"
 #include "tx_half.h"
 
 struct eng_host {
@@ -540,9 +541,13 @@ typedef struct {
     char *out;
     int rev, excl;
 
-    /* strided requests: the view, and its strides as col_scan_s wants */
+    /* strided requests: the view, its strides as col_scan_s wants, the
+     * columns in a block, and whether float32 tiles transpose them */
     const eng_strided *sv;
     size_t str[4];
+    size_t sblk;
+    bool tiles;
+    bool stream; /* outputs larger than STREAM_MIN_BYTES */
 
     /* direct rows: lines per task */
     size_t lines_per_task;
@@ -694,7 +699,8 @@ static eng_err run_columns(eng_pool *pool, job *j, unsigned threads,
     size_t want = 4 * (size_t)threads;
     j->ncblk = (l->inner + width - 1) / width;
     size_t blocks = l->outer * j->ncblk;
-    if (blocks >= want || l->n < 64 || threads == 1) {
+    if (blocks >= want || l->n < 64 || threads == 1
+        || (j->tiles && blocks % threads == 0)) {
         run_tasks(pool, blocks, direct, j);
         return ENG_E_OK;
     }
@@ -768,21 +774,56 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
  * through the view's strides. Blocks are narrower than packed ones:
  * columns that are far apart in memory each cost a cache line, and
  * SCOL_BLOCK of them stay in the first-level cache between rows.
+ *
+ * float32 blocks that transpose (lines contiguous on one side, columns on
+ * the other) go through tile_host.c's register tiles instead, TILE_BLOCK
+ * columns a block: 1 KiB of each row or line a step, so that a block's
+ * pages stay in the TLB.
  */
 #define SCOL_BLOCK 64
+#define TILE_BLOCK 1024
+
+/* Strided float32 lines write outputs at least this large with
+ * non-temporal stores: they would only push the input out of the cache. */
+#define STREAM_MIN_BYTES (4u << 20)
 
 /* The byte offsets of column block b (first column c0) of outer slice o. */
 static void scol_at(const job *j, size_t t, size_t *ai, size_t *ao,
                     size_t *ncols)
 {
     const eng_strided *v = j->sv;
-    size_t o = t / j->ncblk, c0 = t % j->ncblk * SCOL_BLOCK;
+    size_t o = t / j->ncblk, c0 = t % j->ncblk * j->sblk;
     uint64_t bi, bo;
     eng_strided_outer(v, o, &bi, &bo);
     size_t left = v->l.inner - c0;
-    *ncols = left < SCOL_BLOCK ? left : SCOL_BLOCK;
+    *ncols = left < j->sblk ? left : j->sblk;
     *ai = (bi + c0 * v->ci) * j->size;
     *ao = (bo + c0 * v->co) * j->size;
+}
+
+/* Scans `rows` rows of a block from its carries: the tiles first, when
+ * they serve, then what they leave. */
+static void scol_run(const job *j, const char *in, char *out, size_t rows,
+                     size_t ncols, carry *acc)
+{
+    if (j->tiles) {
+        size_t done_rows;
+        size_t dc = eng_tile_f32((const float *)in, (float *)out, rows,
+                                 j->str[0], j->str[1], j->str[2], j->str[3],
+                                 ncols, &acc[0].f, j->rev, j->excl, &done_rows);
+        if (dc > 0 && done_rows < rows) {
+            size_t first = j->rev ? 0 : done_rows;
+            col_scan_s(j->st, in + first * j->str[0] * j->size,
+                       out + first * j->str[1] * j->size, rows - done_rows,
+                       j->str, dc, acc, j->rev, j->excl);
+        }
+        in += dc * j->str[2] * j->size;
+        out += dc * j->str[3] * j->size;
+        acc += dc;
+        ncols -= dc;
+    }
+    if (ncols > 0)
+        col_scan_s(j->st, in, out, rows, j->str, ncols, acc, j->rev, j->excl);
 }
 
 static void task_scols_direct(void *arg, size_t t)
@@ -790,10 +831,9 @@ static void task_scols_direct(void *arg, size_t t)
     job *j = arg;
     size_t ai, ao, ncols;
     scol_at(j, t, &ai, &ao, &ncols);
-    carry acc[SCOL_BLOCK];
-    memset(acc, 0, sizeof acc);
-    col_scan_s(j->st, j->in + ai, j->out + ao, j->sv->l.n, j->str, ncols, acc,
-               j->rev, j->excl);
+    carry acc[TILE_BLOCK];
+    memset(acc, 0, ncols * sizeof acc[0]);
+    scol_run(j, j->in + ai, j->out + ao, j->sv->l.n, ncols, acc);
 }
 
 /* Two passes: task t is chunk t % nchunks of block t / nchunks. */
@@ -812,7 +852,7 @@ static void task_scols_reduce(void *arg, size_t t)
     job *j = arg;
     size_t ai, ao, rows, ncols;
     scols_chunk(j, t, &ai, &ao, &rows, &ncols);
-    carry *c = j->carries + t * SCOL_BLOCK;
+    carry *c = j->carries + t * j->sblk;
     for (size_t k = 0; k < ncols; k++)
         c[k] = seg_sum(j->st, j->in + ai + k * j->sv->ci * j->size, rows,
                        j->sv->ri);
@@ -823,8 +863,8 @@ static void task_scols_scan(void *arg, size_t t)
     job *j = arg;
     size_t ai, ao, rows, ncols;
     scols_chunk(j, t, &ai, &ao, &rows, &ncols);
-    col_scan_s(j->st, j->in + ai, j->out + ao, rows, j->str, ncols,
-               j->carries + t * SCOL_BLOCK, j->rev, j->excl);
+    scol_run(j, j->in + ai, j->out + ao, rows, ncols,
+             j->carries + t * j->sblk);
 }
 
 /* Lines contiguous on both sides (ri == ro == 1: padded rows, a
@@ -841,10 +881,34 @@ static void task_slines(void *arg, size_t t)
         uint64_t bi, bo, c = line % v->l.inner;
         eng_strided_outer(v, line / v->l.inner, &bi, &bo);
         carry acc = {0};
-        seg_scan(j->st, j->in + (bi + c * v->ci) * j->size,
-                 j->out + (bo + c * v->co) * j->size, v->l.n, &acc, j->rev,
-                 j->excl);
+        const char *x = j->in + (bi + c * v->ci) * j->size;
+        char *y = j->out + (bo + c * v->co) * j->size;
+        if (j->st == ENG_STORAGE_F32
+            && eng_line_f32((const float *)x, (float *)y, v->l.n, &acc.f,
+                            j->rev, j->excl, j->stream))
+            continue;
+        seg_scan(j->st, x, y, v->l.n, &acc, j->rev, j->excl);
     }
+}
+
+static bool tiles_serve(const eng_strided *v)
+{
+    return eng_dtype_storage(v->l.dtype) == ENG_STORAGE_F32 && v->l.n >= 16
+           && v->l.inner >= 8 && eng_tile_fits(v->ri, v->ro, v->ci, v->co);
+}
+
+/* Lines contiguous on both sides, scanned whole by task_slines. */
+static bool lines_serve(const eng_strided *v, unsigned threads)
+{
+    size_t lines = v->l.outer * v->l.inner;
+    return v->ri == 1 && v->ro == 1 && v->l.n > 1
+           && (lines >= 4 * (size_t)threads || threads == 1);
+}
+
+bool eng_host_strided_fast(const eng_strided *v)
+{
+    return eng_dtype_storage(v->l.dtype) == ENG_STORAGE_F32
+           && (tiles_serve(v) || (v->ri == 1 && v->ro == 1 && v->l.n > 1));
 }
 
 static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
@@ -867,8 +931,8 @@ static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
     };
     size_t want = 4 * (size_t)threads;
     size_t lines = l->outer * l->inner;
-    if (v->ri == 1 && v->ro == 1 && l->n > 1
-        && (lines >= want || threads == 1)) {
+    j.stream = l->bytes >= STREAM_MIN_BYTES;
+    if (lines_serve(v, threads)) {
         j.lines_per_task = (1 << 16) / l->n + 1;
         if (j.lines_per_task > (lines + want - 1) / want)
             j.lines_per_task = (lines + want - 1) / want;
@@ -876,7 +940,9 @@ static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
                   task_slines, &j);
         return ENG_E_OK;
     }
-    return run_columns(pool, &j, threads, SCOL_BLOCK, task_scols_direct,
+    j.tiles = tiles_serve(v);
+    j.sblk = !j.tiles ? SCOL_BLOCK : v->ci == 1 ? TILE_BLOCK : 256;
+    return run_columns(pool, &j, threads, j.sblk, task_scols_direct,
                        task_scols_reduce, task_scols_scan, msg, msglen);
 }
 
