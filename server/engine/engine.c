@@ -28,6 +28,9 @@ struct eng_stream {
     eng_engine *e;
     eng_host *host;
     eng_cl_stream *cl;
+    /* a CPU device's strided scans that the host backend does faster
+     * (eng_host_strided_fast()): its threads, started on first use */
+    eng_host *cpu_side;
     void *stage; /* eng_scan_batch()'s stacked lines (eng_buffer_alloc) */
     size_t stage_cap;
 };
@@ -203,6 +206,7 @@ void eng_stream_close(eng_stream *s)
     if (s == NULL)
         return;
     eng_host_free(s->host);
+    eng_host_free(s->cpu_side);
     eng_cl_stream_free(s->cl);
     eng_buffer_free(s->stage);
     free(s);
@@ -332,6 +336,19 @@ eng_err eng_scan_strided(eng_stream *s, const eng_scan_desc *d,
     }
     if (s->host != NULL)
         return eng_host_scan_strided(s->host, &v, in, out, msg, msglen);
+    /* On an OpenCL CPU device that works in the host's memory, the
+     * layouts that transpose and the lines contiguous on both sides run
+     * faster in the host backend's code than in PoCL's kernels
+     * (BENCHMARKS.md, issue 27): the same memory, the same cores. */
+    const eng_cl_device *dev = &s->e->dev;
+    if (dev->unified && (dev->type & CL_DEVICE_TYPE_CPU)
+        && eng_host_strided_fast(&v)) {
+        if (s->cpu_side == NULL)
+            s->cpu_side = eng_host_new(dev->compute_units);
+        if (s->cpu_side != NULL)
+            return eng_host_scan_strided(s->cpu_side, &v, in, out, msg,
+                                         msglen);
+    }
     return eng_cl_scan_strided(s->cl, &v, in, out, msg, msglen);
 }
 
