@@ -19,7 +19,10 @@
  * A second table times strided layouts (DirectML's buffer tensors:
  * transposed, broadcast and padded, on either side) against the packed
  * scan of the same sizes and the copy; its worst ratio to packed is the
- * line `min ratio of strided to packed`.
+ * line `min ratio of strided to packed`, and the worst ratio to the copy of
+ * the rows that transpose `min ratio to copy, rows that transpose`. Its
+ * buffers come from tallyd's allocator (2 MiB pages where the kernel gives
+ * them); --small-pages gives them 4 KiB pages instead.
  *
  * A third table times dynamic batching: 64 float32 jobs of 1K, 4K, 16K and
  * 64K elements each, run as 64 launches (eng_scan) and as one batched
@@ -41,18 +44,22 @@
  * and 16M, out of place on page-aligned memory, as `engine N=... ms=...`
  * lines.
  *
- * usage: bench_engine [--quick] [--strided] [--batch] [--serve]
- *                     [--numpy PATH]
+ * usage: bench_engine [--quick] [--strided] [--small-pages] [--batch]
+ *                     [--serve] [--numpy PATH]
  *                     [--device SPEC] [--layout SPEC]
  * (--strided, --batch: that table alone)
  * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <sys/mman.h>
+
+#include "buffer.h"
 #include "engine.h"
 #include "scan_cl.h"
 
@@ -220,12 +227,38 @@ static size_t buffer_elems(const uint64_t *s)
     return (size_t)((SN - 1) * s[0] + (SN - 1) * s[1] + 1);
 }
 
-static double strided_rows(eng_stream *ds, eng_stream *hs, bool quick)
+/* The strided table's buffers: tallyd's own allocator (eng_buffer_alloc:
+ * 2 MiB aligned, transparent huge pages asked for), or with --small-pages
+ * 4 KiB pages only, to show what page walks cost. */
+static bool small_pages;
+
+static void *table_alloc(size_t bytes)
+{
+    if (!small_pages)
+        return eng_buffer_alloc(bytes);
+    bytes = (bytes + 4095) / 4096 * 4096;
+    void *p = aligned_alloc(4096, bytes);
+    if (p != NULL)
+        madvise(p, bytes, MADV_NOHUGEPAGE);
+    return p;
+}
+
+static void table_free(void *p)
+{
+    if (small_pages)
+        free(p);
+    else
+        eng_buffer_free(p);
+}
+
+static double strided_rows(eng_stream *ds, eng_stream *hs, bool quick,
+                           double *min_copy)
 {
     char msg[512];
-    printf("\nstrided layouts, float32 %dx%d (DirectML buffer tensors); "
-           "vs packed = packed scan time / strided scan time\n",
-           SN, SN);
+    printf("\nstrided layouts, float32 %dx%d (DirectML buffer tensors, "
+           "%s); vs packed = packed scan time / strided scan time\n",
+           SN, SN,
+           small_pages ? "4 KiB pages" : "tallyd's buffers, 2 MiB pages");
     printf("%-15s %-12s %-12s %-4s %8s %8s %8s %9s %8s %8s\n", "layout",
            "in strides", "out strides", "axis", "strided", "packed", "copy",
            "vs packed", "vs copy", "host");
@@ -236,9 +269,8 @@ static double strided_rows(eng_stream *ds, eng_stream *hs, bool quick)
         size_t ni = buffer_elems(r->in_strides),
                no = buffer_elems(r->out_strides);
         size_t big = ni > n ? ni : n;
-        float *in = aligned_alloc(4096, (big * 4 + 4095) / 4096 * 4096);
-        float *out =
-            aligned_alloc(4096, ((no > n ? no : n) * 4 + 4095) / 4096 * 4096);
+        float *in = table_alloc(big * 4);
+        float *out = table_alloc((no > n ? no : n) * 4);
         if (in == NULL || out == NULL)
             die("alloc", "out of memory");
         srand(1);
@@ -299,8 +331,11 @@ static double strided_rows(eng_stream *ds, eng_stream *hs, bool quick)
         fflush(stdout);
         if (vp < min_ratio)
             min_ratio = vp;
-        free(in);
-        free(out);
+        if (strncmp(r->label, "transposed", 10) == 0
+            && median(rc, reps) < *min_copy)
+            *min_copy = median(rc, reps);
+        table_free(in);
+        table_free(out);
     }
     return min_ratio;
 }
@@ -450,6 +485,8 @@ int main(int argc, char **argv)
             quick = true;
         else if (strcmp(argv[i], "--strided") == 0)
             strided_only = true;
+        else if (strcmp(argv[i], "--small-pages") == 0)
+            small_pages = true;
         else if (strcmp(argv[i], "--batch") == 0)
             batch_only = true;
         else if (strcmp(argv[i], "--serve") == 0)
@@ -462,8 +499,8 @@ int main(int argc, char **argv)
             layout = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--strided] [--batch] [--serve] "
-                    "[--numpy PATH] "
+                    "usage: %s [--quick] [--strided] [--small-pages] "
+                    "[--batch] [--serve] [--numpy PATH] "
                     "[--device SPEC] [--layout SPEC]\n",
                     argv[0]);
             return 2;
@@ -627,7 +664,9 @@ int main(int argc, char **argv)
         free(in);
         free(out);
     }
-    double min_strided = strided ? strided_rows(ds, hs, quick) : -1;
+    double min_copy_t = 1e9;
+    double min_strided =
+        strided ? strided_rows(ds, hs, quick, &min_copy_t) : -1;
     double min_batch = batched ? batch_rows(ds, hs, quick) : -1;
     if (packed)
         serve_rows(ds, quick);
@@ -643,8 +682,10 @@ int main(int argc, char **argv)
             printf("min ratio to copy, on the device: %.2f\n", min_resident);
     }
     /* only the tables that ran */
-    if (strided)
+    if (strided) {
         printf("min ratio of strided to packed: %.2f\n", min_strided);
+        printf("min ratio to copy, rows that transpose: %.2f\n", min_copy_t);
+    }
     if (batched)
         printf("min batching speed-up (device, 4K): %.2f\n", min_batch);
     if (packed) {
