@@ -148,7 +148,7 @@ AVX512 __m256 get8(__m512d a)
  * rows go in scan order; the tiles go in scan order too.
  */
 #define DEFINE_TILES(SUF, TARGET, ACC, LOAD, STORE, ADD, GET)                  \
-    TARGET void cols_in_##SUF(const float *src, float *dst, size_t r0,         \
+    TARGET inline __attribute__((always_inline)) void cols_in_b_##SUF(const float *src, float *dst, size_t r0,         \
                               size_t nt16, size_t ri, size_t co, size_t nc8,   \
                               double *acc, int rev, int excl, int nt)          \
     {                                                                          \
@@ -173,7 +173,7 @@ AVX512 __m256 get8(__m512d a)
             }                                                                  \
         }                                                                      \
     }                                                                          \
-    TARGET void lines_in_##SUF(const float *src, float *dst, size_t r0,        \
+    TARGET inline __attribute__((always_inline)) void lines_in_b_##SUF(const float *src, float *dst, size_t r0,        \
                                size_t nt16, size_t ro, size_t ci, size_t nc16, \
                                double *acc, int rev, int excl, int nt)         \
     {                                                                          \
@@ -207,10 +207,31 @@ AVX512 __m256 get8(__m512d a)
         }                                                                      \
     }
 
+/* The walks with rev and excl as constants, so that every index into the
+ * tiles' registers is known when compiled. */
+#define DEFINE_MODES(NAME, SUF, TARGET)                                        \
+    TARGET void NAME##_##SUF(const float *src, float *dst, size_t r0,          \
+                             size_t nt16, size_t rs, size_t cs, size_t nc,     \
+                             double *acc, int rev, int excl, int nt)           \
+    {                                                                          \
+        if (rev && excl)                                                       \
+            NAME##_b_##SUF(src, dst, r0, nt16, rs, cs, nc, acc, 1, 1, nt);     \
+        else if (rev)                                                          \
+            NAME##_b_##SUF(src, dst, r0, nt16, rs, cs, nc, acc, 1, 0, nt);     \
+        else if (excl)                                                         \
+            NAME##_b_##SUF(src, dst, r0, nt16, rs, cs, nc, acc, 0, 1, nt);     \
+        else                                                                   \
+            NAME##_b_##SUF(src, dst, r0, nt16, rs, cs, nc, acc, 0, 0, nt);     \
+    }
+
 #define TARGET_AVX2 __attribute__((target("avx2"))) static
 #define TARGET_AVX512 __attribute__((target("avx512f"))) static
 DEFINE_TILES(avx2, TARGET_AVX2, acc2, load2, store2, add2, get2)
 DEFINE_TILES(avx512, TARGET_AVX512, __m512d, load8, store8, add8, get8)
+DEFINE_MODES(cols_in, avx2, TARGET_AVX2)
+DEFINE_MODES(lines_in, avx2, TARGET_AVX2)
+DEFINE_MODES(cols_in, avx512, TARGET_AVX512)
+DEFINE_MODES(lines_in, avx512, TARGET_AVX512)
 
 typedef void tiles_fn(const float *src, float *dst, size_t r0, size_t nt16,
                       size_t rs, size_t cs, size_t nc, double *acc, int rev,
