@@ -337,7 +337,10 @@ static void seg_scan(eng_storage st, const void *src, void *dst, size_t len,
         seg_half(src, dst, len, &c->f, rev, excl, tx_bf16_to_f32,
                  tx_f32_to_bf16);
         break;
-    case ENG_STORAGE_F32: seg_f32(src, dst, len, &c->f, rev, excl); break;
+    case ENG_STORAGE_F32:
+        if (!eng_line_f32(src, dst, len, &c->f, rev, excl, false))
+            seg_f32(src, dst, len, &c->f, rev, excl);
+        break;
     case ENG_STORAGE_F64: seg_f64(src, dst, len, &c->f, rev, excl); break;
     case ENG_STORAGE_B8: {
         uint8_t v = (uint8_t)c->u;
