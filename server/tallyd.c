@@ -35,9 +35,11 @@
  *                           thread that asked; they touch only the parts
  *                           it hands them.
  *   host pool helpers       engine/pool.c: each host-backend stream's own
- *                           (the host backend, and the fallback when every
- *                           device has failed), which split one scan with
- *                           the worker that owns the stream.
+ *                           (the host backend, the fallback when every
+ *                           device has failed, and a CPU device's strided
+ *                           layouts that host code does faster, started on
+ *                           first use), which split one scan with the
+ *                           worker that owns the stream.
  *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
  *                           encodes queued records into spans and POSTs
  *                           them; HTTP threads and the loop thread (gRPC)
