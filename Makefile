@@ -8,6 +8,7 @@
 #   make install    tallyd, the tally CLI, libtally and tally.pc under
 #                   PREFIX (default /usr/local; DESTDIR for staging)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
+#   make bench-transpose what the machine allows for a transposing scan
 #   make bench-numbers  number text: print and parse speed per dtype
 #   make bench-sched    the scheduler's tick with many jobs waiting
 #   make bench-json     JSON requests through tallyd against Python's json
@@ -382,7 +383,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan docs-assets openapi-json
 .PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-sched bench-numbers bench-json bench-serve bench-client soak \
+        bench-engine bench-transpose bench-sched bench-numbers bench-json bench-serve bench-client soak \
         deps deps-test clean format
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
@@ -502,6 +503,15 @@ bench-serve: $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 
 bench-engine: $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
+
+# what the machine allows for a transposing scan, apart from tally: 2 MiB
+# and 4 KiB pages, non-temporal and plain stores (x86-64 with AVX-512F)
+$(BUILD)/bin/probe_transpose: tests/bench/probe_transpose.c
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=c11 $(WARN) -O3 -march=native -fopenmp -o $@ $<
+bench-transpose: $(BUILD)/bin/probe_transpose
+	$(Q)for args in "2048 256 1" "4 256 1" "2048 1024 1" "2048 256 0"; do \
+	  $< $$args || exit 1; done
 
 deps:
 	$(Q)sh deploy/install-deps.sh
