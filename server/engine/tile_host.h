@@ -1,5 +1,5 @@
 /*
- * tile_host.h - float32 column scans that transpose, in register tiles.
+ * tile_host.h - the host backend's vector walks for float32 strided scans.
  *
  * A strided scan whose lines are contiguous on one side and whose columns
  * are contiguous on the other (a transposed input or output: DirectML's
