@@ -67,6 +67,7 @@
  * the daemon stop and the process exits 0 (1 if it had to give up on
  * requests).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <signal.h>
@@ -314,6 +315,26 @@ static bool start_tracing(tallyd_server *s, otlp_exporter **e, char *msg,
             return false;
         }
     }
+    /* OpenTelemetry's exporter timeout, in milliseconds: one POST's limit,
+     * and the most the exit waits on a collector */
+    unsigned timeout_ms = 10000;
+    const char *tmo = getenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT");
+    if (tmo == NULL || tmo[0] == '\0')
+        tmo = getenv("OTEL_EXPORTER_OTLP_TIMEOUT");
+    if (tmo != NULL && tmo[0] != '\0') {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(tmo, &end, 10);
+        if (*end != '\0' || errno != 0 || tmo[0] == '-' || v < 1
+            || v > 600000) {
+            snprintf(msg, msglen,
+                     "OTEL_EXPORTER_OTLP_TIMEOUT: \"%.64s\" is not a number "
+                     "of milliseconds from 1 to 600000",
+                     tmo);
+            return false;
+        }
+        timeout_ms = (unsigned)v;
+    }
     const char *service = getenv("OTEL_SERVICE_NAME");
     otlp_options o = {
         .url = url,
@@ -322,7 +343,7 @@ static bool start_tracing(tallyd_server *s, otlp_exporter **e, char *msg,
         .queue_max = s->cfg.otlp_max_queue ? s->cfg.otlp_max_queue : 1,
         .batch_max = 512,
         .interval_ms = 1000,
-        .timeout_ms = 10000,
+        .timeout_ms = timeout_ms,
     };
     *e = otlp_exporter_start(&o, msg, msglen);
     if (*e == NULL)

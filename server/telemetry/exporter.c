@@ -94,8 +94,10 @@ static bool post(otlp_exporter *e, const trace_record *recs, size_t n,
     return ok;
 }
 
-/* Takes up to a batch and sends it; false when nothing was queued. */
-static bool send_some(otlp_exporter *e, trace_record *batch)
+/* Takes up to a batch and sends it: how many requests' records it took (0
+ * when nothing was queued), and in *sent (may be NULL) whether the
+ * collector took them. */
+static size_t send_some(otlp_exporter *e, trace_record *batch, bool *sent)
 {
     uv_mutex_lock(&e->mu);
     size_t n = e->count < e->o.batch_max ? e->count : e->o.batch_max;
@@ -105,9 +107,11 @@ static bool send_some(otlp_exporter *e, trace_record *batch)
     e->count -= n;
     uv_mutex_unlock(&e->mu);
     if (n == 0)
-        return false;
+        return 0;
     size_t spans;
     bool ok = post(e, batch, n, &spans);
+    if (sent != NULL)
+        *sent = ok;
     atomic_fetch_add(&e->batches, 1);
     if (ok) {
         atomic_fetch_add(&e->exported, spans);
@@ -115,7 +119,32 @@ static bool send_some(otlp_exporter *e, trace_record *batch)
         atomic_fetch_add(&e->failed, spans);
         atomic_fetch_add(&e->batch_failures, 1);
     }
-    return true;
+    return n;
+}
+
+/* At the stop: what is left, in batches, for at most one POST's timeout
+ * in all and until a batch fails, so that a collector that is down or
+ * black-holed cannot hold up the exit (a service manager's stop timeout
+ * is 30-90 s; eight batches at 10 s each would pass it). What is not sent
+ * is counted as dropped, and the log says how many were lost. */
+static void drain(otlp_exporter *e, trace_record *batch)
+{
+    uint64_t until = now_ns() + (uint64_t)e->o.timeout_ms * 1000000u;
+    bool ok = true;
+    size_t lost = 0, n;
+    while (ok && now_ns() < until && (n = send_some(e, batch, &ok)) > 0)
+        if (!ok)
+            lost += n;
+    uv_mutex_lock(&e->mu);
+    size_t left = e->count;
+    e->count = 0;
+    uv_mutex_unlock(&e->mu);
+    atomic_fetch_add(&e->dropped, left);
+    if (lost + left > 0)
+        log_msg("trace", "warn",
+                "stopping: %zu requests' spans not sent to %s (%zu failed, "
+                "%zu dropped)",
+                lost + left, e->url, lost, left);
 }
 
 static void run(void *arg)
@@ -134,12 +163,10 @@ static void run(void *arg)
         bool stopping = e->stopping;
         uv_mutex_unlock(&e->mu);
         if (stopping) {
-            /* what is left, in batches; each within the timeout */
-            while (send_some(e, batch))
-                ;
+            drain(e, batch);
             break;
         }
-        while (send_some(e, batch)) {
+        while (send_some(e, batch, NULL) > 0) {
             uv_mutex_lock(&e->mu);
             bool more = e->count >= e->o.batch_max && !e->stopping;
             uv_mutex_unlock(&e->mu);

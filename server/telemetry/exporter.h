@@ -50,8 +50,9 @@ trace_sink *otlp_exporter_sink(otlp_exporter *e);
 /* Appends the exporter's counters in Prometheus' text format. */
 void otlp_exporter_render_metrics(otlp_exporter *e, textbuf *o);
 
-/* Sends what is queued (one last try, within the timeout), stops the
- * thread and frees the exporter. After the transports have stopped. */
+/* Sends what is queued, for at most one POST's timeout in all and until a
+ * batch fails (the rest is counted as dropped), stops the thread and frees
+ * the exporter. After the transports have stopped. */
 void otlp_exporter_stop(otlp_exporter *e);
 
 #endif

@@ -314,6 +314,35 @@ def test_a_slow_collector_drops_spans_not_requests(spawn, collector):
     assert "tally_trace_queued_requests" in body.decode()
 
 
+def test_the_exit_does_not_wait_on_a_black_holed_collector(spawn, collector):
+    # every POST hangs past OTEL_EXPORTER_OTLP_TIMEOUT (4 s): requests come
+    # faster than one batch (512) in 4 s, so spans are still queued at
+    # SIGTERM.
+    # The stop sends until one batch fails, drops the rest and says so,
+    # instead of a timeout per batch left (8 batches: 80 s at the default)
+    collector.mode = "slow"
+    collector.delay = 60.0
+    d = spawn("--otlp-endpoint", collector.url, "--trace-ratio", "1",
+              "--otlp-max-queue", "4096", env={"OTEL_EXPORTER_OTLP_TIMEOUT": "4000"})
+    request_ok(d, 1500)
+    assert d.metric("tally_trace_queued_requests") > 0
+    t0 = time.time()
+    code = d.stop()
+    took = time.time() - t0
+    assert code == 0, d.log()
+    dropped = [l for l in d.log_lines() if "spans not sent" in l.get("msg", "")]
+    assert dropped, d.log()
+    # the POST in flight at SIGTERM and one failed batch: 2 timeouts (8 s),
+    # not the collector's 60 s nor one timeout per batch left
+    assert took < 30, took
+
+
+def test_a_bad_exporter_timeout_is_refused(spawn, collector):
+    for bad in ("abc", "0", "-5", "600001", "10s"):
+        with pytest.raises(RuntimeError, match="OTEL_EXPORTER_OTLP_TIMEOUT"):
+            spawn("--otlp-endpoint", collector.url, env={"OTEL_EXPORTER_OTLP_TIMEOUT": bad})
+
+
 def test_tracestate_rides_along(traced, collector):
     trace = fresh_trace()
     cumsum(traced, headers={"traceparent": tp(trace=trace), "tracestate": "vendor=abc,other=1"})
