@@ -334,7 +334,8 @@ static void infer_answer(grpc_call *c)
                                 : 0);
     grpc_call_times(c, w->parse_ns, queue,
                     j->started_ns ? j->finished_ns - j->started_ns : 0);
-    trace_work ran = sched_ran(j);
+    trace_work ran;
+    sched_ran(j, &ran);
     grpc_call_ran(c, &ran);
     if (j->status == STATUS_CANCELLED || grpc_call_gone(c)) {
         if (j->status != STATUS_CANCELLED)

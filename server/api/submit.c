@@ -30,7 +30,7 @@ typedef struct {
  * and the request's spans. */
 static void note_times(request *r, const job *j)
 {
-    r->ran = sched_ran(j);
+    sched_ran(j, &r->ran);
     if (j->started_ns != 0) {
         r->queue_ns = j->enqueued_ns ? j->started_ns - j->enqueued_ns : 0;
         r->compute_ns = j->finished_ns - j->started_ns;

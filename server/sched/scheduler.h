@@ -63,6 +63,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "metrics.h"
 #include "queue.h"
@@ -171,13 +172,24 @@ static inline uint64_t sched_elements(const job *j)
     return j->lines.elements;
 }
 
-/* What a finished job did, for its request's spans (trace.h). */
-static inline trace_work sched_ran(const job *j)
+/* What a finished job did, for its request's spans (trace.h), into *w.
+ * The links are copied only for a sampled trace: no one reads them
+ * otherwise. */
+static inline void sched_ran(const job *j, trace_work *w)
 {
-    trace_work w = {j->enqueued_ns, j->started_ns, j->finished_ns,
-                    j->device,      j->batch,      sched_elements(j),
-                    j->links};
-    return w;
+    w->enqueued_ns = j->enqueued_ns;
+    w->started_ns = j->started_ns;
+    w->finished_ns = j->finished_ns;
+    w->device = j->device;
+    w->batch = j->batch;
+    w->elements = sched_elements(j);
+    if (j->trace != NULL && (j->trace->flags & TRACE_SAMPLED)) {
+        w->links.n = j->links.n;
+        w->links.dropped = j->links.dropped;
+        memcpy(w->links.l, j->links.l, j->links.n * sizeof j->links.l[0]);
+    } else {
+        w->links.n = w->links.dropped = 0;
+    }
 }
 
 /* Queues a prepared job. STATUS_OK: accepted, and done will run exactly
