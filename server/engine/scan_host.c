@@ -779,9 +779,11 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
  * SCOL_BLOCK of them stay in the first-level cache between rows.
  *
  * float32 blocks that transpose (lines contiguous on one side, columns on
- * the other) go through tile_host.c's register tiles instead, TILE_BLOCK
- * columns a block: 1 KiB of each row or line a step, so that a block's
- * pages stay in the TLB.
+ * the other) go through tile_host.c's register tiles instead: 256 columns
+ * a block when the lines are contiguous in the input (1 KiB of each of 16
+ * rows of the output a step), TILE_BLOCK when the columns are (4 KiB of
+ * each of 16 input rows a step), so that a step's pages stay in the TLB.
+ * Measured best of 64-1024 (BENCHMARKS.md, issue 27).
  */
 #define SCOL_BLOCK 64
 #define TILE_BLOCK 1024
