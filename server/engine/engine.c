@@ -341,10 +341,11 @@ eng_err eng_scan_strided(eng_stream *s, const eng_scan_desc *d,
      * faster in the host backend's code than in PoCL's kernels
      * (BENCHMARKS.md, issue 27): the same memory, the same cores. */
     const eng_cl_device *dev = &s->e->dev;
+    unsigned threads = dev->compute_units ? dev->compute_units : 1;
     if (dev->unified && (dev->type & CL_DEVICE_TYPE_CPU)
-        && eng_host_strided_fast(&v)) {
+        && eng_host_strided_fast(&v, threads)) {
         if (s->cpu_side == NULL)
-            s->cpu_side = eng_host_new(dev->compute_units);
+            s->cpu_side = eng_host_new(threads);
         if (s->cpu_side != NULL)
             return eng_host_scan_strided(s->cpu_side, &v, in, out, msg,
                                          msglen);

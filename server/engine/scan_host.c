@@ -910,10 +910,10 @@ static bool lines_serve(const eng_strided *v, unsigned threads)
            && (lines >= 4 * (size_t)threads || threads == 1);
 }
 
-bool eng_host_strided_fast(const eng_strided *v)
+bool eng_host_strided_fast(const eng_strided *v, unsigned threads)
 {
     return eng_dtype_storage(v->l.dtype) == ENG_STORAGE_F32
-           && (tiles_serve(v) || (v->ri == 1 && v->ro == 1 && v->l.n > 1));
+           && (tiles_serve(v) || lines_serve(v, threads));
 }
 
 static eng_err scan_strided(eng_pool *pool, const eng_strided *v,

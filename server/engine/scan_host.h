@@ -47,10 +47,12 @@ eng_err eng_host_scan_strided(eng_host *h, const eng_strided *v, const void *in,
 eng_err eng_host_scan_strided_serial(const eng_strided *v, const void *in,
                                      void *out, char *msg, size_t msglen);
 
-/* Whether this backend's strided walk is one of its fast ones, measured
- * against PoCL's kernels on the same cores: float32 layouts that
- * transpose (register tiles, tile_host.h) and float32 lines contiguous on
- * both sides (padded rows, NHWC lines). Thread-safe. */
-bool eng_host_strided_fast(const eng_strided *v);
+/* Whether this backend's strided walk, on `threads` threads, is one of its
+ * fast ones, measured against PoCL's kernels on the same cores: float32
+ * layouts that transpose (register tiles, tile_host.h) and float32 lines
+ * contiguous on both sides (padded rows, NHWC lines), when there are
+ * lines enough for every thread (fewer go to the column walk, which is
+ * not). Thread-safe. */
+bool eng_host_strided_fast(const eng_strided *v, unsigned threads);
 
 #endif
