@@ -45,9 +45,10 @@
  * lines.
  *
  * usage: bench_engine [--quick] [--strided] [--small-pages] [--batch]
- *                     [--serve] [--numpy PATH]
+ *                     [--serve] [--size LABEL] [--numpy PATH]
  *                     [--device SPEC] [--layout SPEC]
- * (--strided, --batch: that table alone)
+ * (--strided, --batch: that table alone; --size 1M: the packed table's rows
+ * of that size alone)
  * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
 #define _DEFAULT_SOURCE /* madvise */
@@ -477,7 +478,8 @@ static void quiet(void *user, const char *line)
 
 int main(int argc, char **argv)
 {
-    const char *numpy_script = NULL, *device = NULL, *layout = NULL;
+    const char *numpy_script = NULL, *device = NULL, *layout = NULL,
+               *only_size = NULL;
     bool quick = false, strided_only = false, batch_only = false,
          serve_only = false;
     for (int i = 1; i < argc; i++) {
@@ -493,6 +495,8 @@ int main(int argc, char **argv)
             serve_only = true;
         else if (strcmp(argv[i], "--numpy") == 0 && i + 1 < argc)
             numpy_script = argv[++i];
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
+            only_size = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
             device = argv[++i];
         else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc)
@@ -500,7 +504,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--quick] [--strided] [--small-pages] "
-                    "[--batch] [--serve] [--numpy PATH] "
+                    "[--batch] [--serve] [--size LABEL] [--numpy PATH] "
                     "[--device SPEC] [--layout SPEC]\n",
                     argv[0]);
             return 2;
@@ -546,8 +550,8 @@ int main(int argc, char **argv)
     }
 
     bool packed = !strided_only && !batch_only && !serve_only;
-    bool strided = !batch_only && !serve_only,
-         batched = !strided_only && !serve_only;
+    bool strided = !batch_only && !serve_only && only_size == NULL,
+         batched = !strided_only && !serve_only && only_size == NULL;
     printf("device: %s\n", eng_engine_describe(dev));
     printf("host:   %s\n", eng_engine_describe(host));
     if (serve_only) {
@@ -572,6 +576,8 @@ int main(int argc, char **argv)
     for (size_t ri = 0; ri < (packed ? sizeof rows / sizeof rows[0] : 0);
          ri++) {
         const row *r = &rows[ri];
+        if (only_size != NULL && strcmp(r->label, only_size) != 0)
+            continue;
         size_t n = 1;
         for (int d = 0; d < r->rank; d++)
             n *= r->shape[d];
@@ -668,7 +674,7 @@ int main(int argc, char **argv)
     double min_strided =
         strided ? strided_rows(ds, hs, quick, &min_copy_t) : -1;
     double min_batch = batched ? batch_rows(ds, hs, quick) : -1;
-    if (packed)
+    if (packed && only_size == NULL)
         serve_rows(ds, quick);
     eng_stream_close(ds);
     eng_stream_close(hs);
@@ -689,9 +695,13 @@ int main(int argc, char **argv)
     if (batched)
         printf("min batching speed-up (device, 4K): %.2f\n", min_batch);
     if (packed) {
-        printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);
-        printf("min ratio to copy (16M and up): %.2f\n", min_ratio);
-        printf("min ratio to copy (1M): %.2f\n", min_ratio_1m);
+        /* with --size, only the classes of rows that ran */
+        if (min_ratio_nt < 1e9)
+            printf("min ratio to streaming copy: %.2f\n", min_ratio_nt);
+        if (min_ratio < 1e9)
+            printf("min ratio to copy (16M and up): %.2f\n", min_ratio);
+        if (min_ratio_1m < 1e9)
+            printf("min ratio to copy (1M): %.2f\n", min_ratio_1m);
     }
     return 0;
 }
