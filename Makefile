@@ -9,6 +9,7 @@
 #                   PREFIX (default /usr/local; DESTDIR for staging)
 #   make bench-engine   the engine benchmark table (BENCHMARKS.md)
 #   make bench-transpose what the machine allows for a transposing scan
+#   make bench-lines    what the machine allows for bench-engine's 1M rows
 #   make bench-numbers  number text: print and parse speed per dtype
 #   make bench-sched    the scheduler's tick with many jobs waiting
 #   make bench-json     JSON requests through tallyd against Python's json
@@ -383,7 +384,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan docs-assets openapi-json
 .PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-transpose bench-sched bench-numbers bench-json bench-serve bench-client soak \
+        bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-client soak \
         deps deps-test clean format
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
@@ -512,6 +513,15 @@ $(BUILD)/bin/probe_transpose: tests/bench/probe_transpose.c
 bench-transpose: $(BUILD)/bin/probe_transpose
 	$(Q)for args in "2048 256 1" "4 256 1" "2048 1024 1" "2048 256 0"; do \
 	  $< $$args || exit 1; done
+
+# what the machine allows for bench-engine's 1M rows, apart from tally:
+# lines of 128 and columns in the cache, float64 and float-float carries
+# (x86-64 with AVX2)
+$(BUILD)/bin/probe_lines: tests/bench/probe_lines.c
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=c11 $(WARN) -O3 -march=native -fopenmp -o $@ $< -lm
+bench-lines: $(BUILD)/bin/probe_lines
+	$(Q)$<
 
 deps:
 	$(Q)sh deploy/install-deps.sh
