@@ -424,6 +424,16 @@ static void carry_add(eng_storage st, carry *a, carry b)
  */
 #define COL_BLOCK 512
 
+/* float32 outputs at least this large are written with non-temporal
+ * stores by the vector walks of tile_host.c that take a stream flag (lines
+ * and packed columns). Lines: they would only push the input out of the
+ * cache. Columns: a walk writes each row's part of a block, 2 KiB, before
+ * it jumps to the next row, too short for the prefetcher to fetch the
+ * lines it is about to write, so an output that is not in the cache
+ * doubled the time of the 1M rows' first axis (261 us against 157
+ * streamed; 136 against 160 when it is cached; BENCHMARKS.md, issue 27). */
+#define STREAM_MIN_BYTES (4u << 20)
+
 #define DEFINE_COL_SCAN(NAME, T, ACC, WIDEN, NARROW)                           \
     static inline __attribute__((always_inline)) void NAME##_any(              \
         const T *src, T *dst, size_t rows, size_t ri, size_t ro, size_t ci,    \
@@ -477,7 +487,8 @@ DEFINE_COL_SCAN(col_u64, uint64_t, uint64_t, IDENT, IDENT)
 
 /* acc holds ncols carries (the union's member for the storage class). */
 static void col_scan(eng_storage st, const void *src, void *dst, size_t rows,
-                     size_t inner, size_t ncols, carry *acc, int rev, int excl)
+                     size_t inner, size_t ncols, carry *acc, int rev, int excl,
+                     bool stream)
 {
     /* carry is a union of two 8-byte members, so an array of carries is an
      * array of doubles or of uint64s with the same layout. */
@@ -490,8 +501,14 @@ static void col_scan(eng_storage st, const void *src, void *dst, size_t rows,
     case ENG_STORAGE_BF16:
         col_bf16(src, dst, rows, inner, ncols, af, rev, excl);
         break;
-    case ENG_STORAGE_F32:
-        col_f32(src, dst, rows, inner, ncols, af, rev, excl);
+    case ENG_STORAGE_F32: {
+        /* whole vectors of 8 columns in tile_host.c's walk, the rest here */
+        size_t done = eng_cols_f32(src, dst, rows, inner, ncols, af, rev, excl,
+                                   stream);
+        col_f32((const float *)src + done, (float *)dst + done, rows, inner,
+                ncols - done, af + done, rev, excl);
+        break;
+    }
         break;
     case ENG_STORAGE_F64:
         col_f64(src, dst, rows, inner, ncols, af, rev, excl);
@@ -550,13 +567,15 @@ typedef struct {
     size_t str[4];
     size_t sblk;
     bool tiles;
-    bool stream; /* outputs larger than STREAM_MIN_BYTES */
+    bool stream; /* outputs of STREAM_MIN_BYTES and more */
 
     /* direct rows: lines per task */
     size_t lines_per_task;
 
     /* column blocks */
     size_t ncblk; /* column blocks per slice */
+    size_t nblocks, blocks_per_task; /* direct: adjacent blocks a task */
+    eng_pool_fn block_fn;
 
     /* two-pass: chunks per line (rows) or per column block (cols), and the
      * carries of every chunk (rows: one each; cols: COL_BLOCK each) */
@@ -572,6 +591,11 @@ static void task_rows_direct(void *arg, size_t t)
     size_t last = first + j->lines_per_task;
     if (last > j->l->outer)
         last = j->l->outer;
+    if (j->st == ENG_STORAGE_F32 && first < last
+        && eng_lines_f32((const float *)(j->in + first * bytes),
+                         (float *)(j->out + first * bytes), last - first, n,
+                         j->rev, j->excl, false))
+        return;
     for (size_t line = first; line < last; line++) {
         carry c = {0};
         seg_scan(j->st, j->in + line * bytes, j->out + line * bytes, n, &c,
@@ -628,7 +652,7 @@ static void task_cols_direct(void *arg, size_t t)
     carry acc[COL_BLOCK];
     memset(acc, 0, sizeof acc);
     col_scan(j->st, j->in + at, j->out + at, j->l->n, j->l->inner, ncols, acc,
-             j->rev, j->excl);
+             j->rev, j->excl, j->stream);
 }
 
 /* Two-pass columns: task t is chunk t % nchunks of column block
@@ -659,7 +683,7 @@ static void task_cols_scan(void *arg, size_t t)
     size_t at, rows, ncols;
     cols_chunk(j, t, &at, &rows, &ncols);
     col_scan(j->st, j->in + at, j->out + at, rows, j->l->inner, ncols,
-             j->carries + t * COL_BLOCK, j->rev, j->excl);
+             j->carries + t * COL_BLOCK, j->rev, j->excl, j->stream);
 }
 
 /* Turns per-chunk totals into per-chunk carries: an exclusive prefix over
@@ -689,6 +713,20 @@ static void run_tasks(eng_pool *pool, size_t n, eng_pool_fn fn, void *arg)
         fn(arg, i);
 }
 
+/* Direct column tasks take adjacent blocks: two threads that took single
+ * blocks in turn (each sharing its edges' cache lines with the other's)
+ * ran 1.5x slower than on ranges of four blocks (BENCHMARKS.md, issue 27,
+ * the 1M rows). */
+static void task_block_range(void *arg, size_t t)
+{
+    job *j = arg;
+    size_t b0 = t * j->blocks_per_task;
+    size_t b1 = b0 + j->blocks_per_task < j->nblocks ? b0 + j->blocks_per_task
+                                                      : j->nblocks;
+    for (size_t b = b0; b < b1; b++)
+        j->block_fn(j, b);
+}
+
 /* Column blocks of `width` columns (j->l's inner), packed or strided:
  * each task takes whole columns when there are blocks enough for every
  * thread (or the lines are short); otherwise the columns are cut into
@@ -704,7 +742,11 @@ static eng_err run_columns(eng_pool *pool, job *j, unsigned threads,
     size_t blocks = l->outer * j->ncblk;
     if (blocks >= want || l->n < 64 || threads == 1
         || (j->tiles && blocks % threads == 0)) {
-        run_tasks(pool, blocks, direct, j);
+        j->nblocks = blocks;
+        j->blocks_per_task = blocks / want > 1 ? blocks / want : 1;
+        j->block_fn = direct;
+        run_tasks(pool, (blocks + j->blocks_per_task - 1) / j->blocks_per_task,
+                  task_block_range, j);
         return ENG_E_OK;
     }
     j->nchunks = (want + blocks - 1) / blocks;
@@ -736,6 +778,7 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
         .out = out,
         .rev = l->reverse,
         .excl = l->exclusive,
+        .stream = l->bytes >= STREAM_MIN_BYTES,
     };
     /* Enough independent work for every thread, in tasks of at least
      * ~64K elements where possible so that the pool's overhead vanishes. */
@@ -787,10 +830,6 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
  */
 #define SCOL_BLOCK 64
 #define TILE_BLOCK 1024
-
-/* Strided float32 lines write outputs at least this large with
- * non-temporal stores: they would only push the input out of the cache. */
-#define STREAM_MIN_BYTES (4u << 20)
 
 /* The byte offsets of column block b (first column c0) of outer slice o. */
 static void scol_at(const job *j, size_t t, size_t *ai, size_t *ao,

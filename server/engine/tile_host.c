@@ -1,6 +1,8 @@
 /*
- * tile_host.c - the host backend's vector walks for float32 strided scans:
- * register tiles for layouts that transpose, and whole contiguous lines.
+ * tile_host.c - the host backend's vector walks for float32: register tiles
+ * for strided layouts that transpose, and whole contiguous lines (packed
+ * rows, and strided layouts whose lines are contiguous on both sides), and
+ * blocks of packed columns.
  *
  * Two tiled layouts (strides in elements; see tile_host.h):
  *
@@ -21,12 +23,14 @@
  * whole 64-byte lines stored non-temporally are what it takes (plain
  * stores: 0.55 of memcpy).
  *
- * The carries are float64, as everywhere in the host backend: AVX-512F
- * keeps 8 of them in one register, AVX2 in two. Which copy runs is picked
- * on first use by asking the CPU (as scan_host.c's seg_f32 does).
+ * The tiles' carries are float64, as in the rest of the host backend:
+ * AVX-512F keeps 8 of them in one register, AVX2 in two. Whole lines carry
+ * a float-float pair instead (see eng_line_f32 below). Which copy runs is
+ * picked on first use by asking the CPU (as scan_host.c's seg_f32 does).
  */
 #include "tile_host.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -309,12 +313,16 @@ size_t eng_tile_f32(const float *src, float *dst, size_t rows, size_t ri,
 }
 
 /* ------------------------------------------------------------------------
- * Whole lines, contiguous: 8 elements a step, summed in float32 within the
- * vector and added to the float64 carry, which is kept in every lane of
- * one register so that its chain is one addition a step; the results go
- * out with non-temporal stores. AVX-512F only (8 float64 lanes).
+ * Whole lines, contiguous, with a float-float carry: 8 elements a step,
+ * scanned in float32 within the vector. The carry is a pair hi + lo of
+ * float32; a block of 8 vectors (64 elements) sums in float32, starting
+ * from lo, and is then folded into the pair with Knuth's two-sum. That is
+ * the OpenCL kernels' scheme (kernels/scan.cl, "Accuracy"), and it meets
+ * the same bound. A float64 carry, as the tiles keep, costs two widenings
+ * and a narrowing a vector: measured apart (tests/bench/probe_lines.c),
+ * lines of 128 ran 2.2 times as fast this way. AVX2.
  */
-AVX512 __m256 scan8(__m256 x, int rev)
+AVX2 __m256 scan8(__m256 x, int rev)
 {
     __m256 z = _mm256_setzero_ps();
     __m256i xi = _mm256_castps_si256(x);
@@ -335,34 +343,50 @@ AVX512 __m256 scan8(__m256 x, int rev)
     return s;
 }
 
-/* Element i of a line that may be scanned in place. */
-static inline void one(const float *src, float *dst, size_t i, double *c,
-                       int excl)
+/* (*h, *l) = h + run, error-free but for the rounding of l. When the sum
+ * is not finite the error term would be inf - inf, so it is dropped and
+ * IEEE propagation of inf and NaN is kept (as FF_ADD in the kernels). */
+static inline void fold(float *h, float *l, float run)
+{
+    float s = *h + run, v = s - *h;
+    float e = (*h - (s - v)) + (run - v);
+    *h = s;
+    *l = isfinite(s) ? e : 0.0f;
+}
+
+/* Element i of a line that may be scanned in place: the block's running
+ * sum `run` (which started from lo) goes up by it. */
+static inline void one(const float *src, float *dst, size_t i, float h,
+                       float *run, int excl)
 {
     float x = src[i];
     if (excl) {
-        dst[i] = (float)*c;
-        *c += x;
+        dst[i] = h + *run;
+        *run += x;
     } else {
-        *c += x;
-        dst[i] = (float)*c;
+        *run += x;
+        dst[i] = h + *run;
     }
 }
 
-__attribute__((target("avx512f"))) static void
-line_avx512(const float *src, float *dst, size_t len, double *carry, int rev,
-            int excl, int nt)
+#define LINE_BLOCK 8 /* vectors a block sums in float32 before a fold */
+
+AVX2 void line_ff(const float *src, float *dst, size_t len, double *carry,
+                  int rev, int excl, int nt)
 {
     size_t ng = len / 8;
-    double c = *carry;
+    float h = (float)*carry, l = 0.0f;
+    if (isfinite(h))
+        l = (float)(*carry - (double)h);
+    float run = l;
     __m256 z = _mm256_setzero_ps();
     const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6),
                   down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7),
                   last = _mm256_set1_epi32(rev ? 0 : 7);
     if (rev) /* the tail is the start of a reversed scan */
         for (size_t i = len; i-- > 8 * ng;)
-            one(src, dst, i, &c, excl);
-    __m512d cv = _mm512_set1_pd(c);
+            one(src, dst, i, h, &run, excl);
+    __m256 hv = _mm256_set1_ps(h), rv = _mm256_set1_ps(run);
     for (size_t t = 0; t < ng; t++) {
         size_t at = 8 * (rev ? ng - 1 - t : t);
         __m256 s = scan8(_mm256_loadu_ps(src + at), rev);
@@ -371,28 +395,127 @@ line_avx512(const float *src, float *dst, size_t len, double *carry, int rev,
             o = rev ? _mm256_blend_ps(_mm256_permutevar8x32_ps(s, down), z,
                                       0x80)
                     : _mm256_blend_ps(_mm256_permutevar8x32_ps(s, up), z, 0x01);
-        put(dst + at, _mm512_cvtpd_ps(_mm512_add_pd(_mm512_cvtps_pd(o), cv)),
-            nt);
-        cv = _mm512_add_pd(cv,
-                           _mm512_cvtps_pd(_mm256_permutevar8x32_ps(s, last)));
+        put(dst + at, _mm256_add_ps(hv, _mm256_add_ps(rv, o)), nt);
+        /* every lane of rv holds the block's running sum */
+        rv = _mm256_add_ps(rv, _mm256_permutevar8x32_ps(s, last));
+        if (t % LINE_BLOCK == LINE_BLOCK - 1) {
+            fold(&h, &l, _mm256_cvtss_f32(rv));
+            hv = _mm256_set1_ps(h);
+            rv = _mm256_set1_ps(l);
+        }
     }
-    c = _mm512_cvtsd_f64(cv);
+    run = _mm256_cvtss_f32(rv);
     if (!rev)
         for (size_t i = 8 * ng; i < len; i++)
-            one(src, dst, i, &c, excl);
-    *carry = c;
+            one(src, dst, i, h, &run, excl);
+    *carry = (double)h + (double)run;
+}
+
+/* One instance per direction, mode and store kind, so that each loop is
+ * compiled with them as constants (as the tiles are). */
+#define DEFINE_LINES(NAME, REV, EXCL, NT)                                      \
+    __attribute__((target("avx2"))) static void NAME(                          \
+        const float *src, float *dst, size_t lines, size_t len, double *carry) \
+    {                                                                          \
+        for (size_t q = 0; q < lines; q++) {                                   \
+            double c = carry != NULL ? *carry : 0.0;                           \
+            line_ff(src + q * len, dst + q * len, len, &c, REV, EXCL, NT);     \
+            if (carry != NULL)                                                 \
+                *carry = c;                                                    \
+        }                                                                      \
+    }
+DEFINE_LINES(lines_fi, 0, 0, 0)
+DEFINE_LINES(lines_fx, 0, 1, 0)
+DEFINE_LINES(lines_ri, 1, 0, 0)
+DEFINE_LINES(lines_rx, 1, 1, 0)
+DEFINE_LINES(lines_fi_nt, 0, 0, 1)
+DEFINE_LINES(lines_fx_nt, 0, 1, 1)
+DEFINE_LINES(lines_ri_nt, 1, 0, 1)
+DEFINE_LINES(lines_rx_nt, 1, 1, 1)
+
+typedef void lines_fn(const float *src, float *dst, size_t lines, size_t len,
+                      double *carry);
+static lines_fn *const lines_by_mode[8] = {
+    lines_fi,    lines_fx,    lines_ri,    lines_rx,
+    lines_fi_nt, lines_fx_nt, lines_ri_nt, lines_rx_nt,
+};
+
+static void lines_avx2(const float *src, float *dst, size_t lines,
+                       size_t len, double *carry, int rev, int excl, int nt)
+{
+    lines_by_mode[(nt ? 4 : 0) + (rev ? 2 : 0) + (excl ? 1 : 0)](
+        src, dst, lines, len, carry);
 }
 
 bool eng_line_f32(const float *src, float *dst, size_t len, double *carry,
                   bool rev, bool excl, bool stream)
 {
-    if (pick() != &sets[1])
+    if (pick() == NULL)
         return false;
     int nt = stream && (uintptr_t)dst % 32 == 0;
-    line_avx512(src, dst, len, carry, rev, excl, nt);
+    lines_avx2(src, dst, 1, len, carry, rev, excl, nt);
     if (nt)
         _mm_sfence();
     return true;
+}
+
+bool eng_lines_f32(const float *src, float *dst, size_t lines, size_t len,
+                   bool rev, bool excl, bool stream)
+{
+    if (pick() == NULL)
+        return false;
+    int nt = stream && (uintptr_t)dst % 32 == 0 && len % 8 == 0;
+    lines_avx2(src, dst, lines, len, NULL, rev, excl, nt);
+    if (nt)
+        _mm_sfence();
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Packed columns: each row's 8 adjacent columns are one load, widened and
+ * added to their float64 carries in acc, and narrowed again for the
+ * output (the rounding of scan_host.c's col_f32, 8 columns a step).
+ */
+__attribute__((target("avx2"))) static void
+cols_avx2(const float *src, float *dst, size_t rows, size_t inner,
+          size_t nc8, double *acc, int rev, int excl, int nt)
+{
+    for (size_t r = 0; r < rows; r++) {
+        size_t row = rev ? rows - 1 - r : r;
+        const float *x = src + row * inner;
+        float *y = dst + row * inner;
+        for (size_t k = 0; k < 8 * nc8; k += 8) {
+            __m256 v = _mm256_loadu_ps(x + k);
+            __m256d a0 = _mm256_loadu_pd(acc + k),
+                    a1 = _mm256_loadu_pd(acc + k + 4);
+            __m256d b0 =
+                _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+            __m256d b1 =
+                _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+            _mm256_storeu_pd(acc + k, b0);
+            _mm256_storeu_pd(acc + k + 4, b1);
+            if (excl)
+                put(y + k, _mm256_set_m128(_mm256_cvtpd_ps(a1), _mm256_cvtpd_ps(a0)),
+                    nt);
+            else
+                put(y + k, _mm256_set_m128(_mm256_cvtpd_ps(b1), _mm256_cvtpd_ps(b0)),
+                    nt);
+        }
+    }
+}
+
+size_t eng_cols_f32(const float *src, float *dst, size_t rows, size_t inner,
+                    size_t ncols, double *acc, bool rev, bool excl,
+                    bool stream)
+{
+    size_t nc8 = ncols / 8;
+    if (pick() == NULL || nc8 == 0)
+        return 0;
+    int nt = stream && (uintptr_t)dst % 32 == 0 && inner % 8 == 0;
+    cols_avx2(src, dst, rows, inner, nc8, acc, rev, excl, nt);
+    if (nt)
+        _mm_sfence();
+    return 8 * nc8;
 }
 
 #else /* no x86-64: the host backend's column walk does it all */
@@ -419,6 +542,23 @@ bool eng_line_f32(const float *src, float *dst, size_t len, double *carry,
     (void)src, (void)dst, (void)len, (void)carry, (void)rev, (void)excl;
     (void)stream;
     return false;
+}
+
+bool eng_lines_f32(const float *src, float *dst, size_t lines, size_t len,
+                   bool rev, bool excl, bool stream)
+{
+    (void)src, (void)dst, (void)lines, (void)len, (void)rev, (void)excl;
+    (void)stream;
+    return false;
+}
+
+size_t eng_cols_f32(const float *src, float *dst, size_t rows, size_t inner,
+                    size_t ncols, double *acc, bool rev, bool excl,
+                    bool stream)
+{
+    (void)src, (void)dst, (void)rows, (void)inner, (void)ncols, (void)acc;
+    (void)rev, (void)excl, (void)stream;
+    return 0;
 }
 
 #endif

@@ -1,5 +1,7 @@
 /*
- * tile_host.h - the host backend's vector walks for float32 strided scans.
+ * tile_host.h - the host backend's vector walks for float32: register tiles
+ * for strided layouts that transpose, whole contiguous lines, and blocks of
+ * packed columns.
  *
  * A strided scan whose lines are contiguous on one side and whose columns
  * are contiguous on the other (a transposed input or output: DirectML's
@@ -39,11 +41,30 @@ size_t eng_tile_f32(const float *src, float *dst, size_t rows, size_t ri,
                     bool rev, bool excl, size_t *rows_done);
 
 /* Scans one contiguous float32 line of len elements from *carry (left at
- * its total), in float32 within 8-element vectors and float64 across
- * them, as the host backend's contract says; with stream, and dst 32-byte
- * aligned, the results go out with non-temporal stores. Returns false,
- * touching nothing, where the CPU lacks AVX-512F. */
+ * its total), in float32 within 8-element vectors, with a float-float
+ * carry (hi + lo in float32, folded every 64 elements: the OpenCL kernels'
+ * scheme and accuracy bound); with stream, and dst 32-byte aligned, the
+ * results go out with non-temporal stores. Returns false, touching
+ * nothing, where the CPU lacks AVX2. */
 bool eng_line_f32(const float *src, float *dst, size_t len, double *carry,
                   bool rev, bool excl, bool stream);
+
+/* eng_line_f32() for `lines` packed lines of len elements each (line q
+ * at src + q * len), each from a zero carry: one call for many short
+ * lines. Returns false, touching nothing, where the CPU lacks AVX2. */
+bool eng_lines_f32(const float *src, float *dst, size_t lines, size_t len,
+                   bool rev, bool excl, bool stream);
+
+/* Scans `rows` rows of `ncols` adjacent float32 columns, rows `inner`
+ * elements apart in src and dst, from the float64 carries in acc (one per
+ * column, left at each column's total), as scan_host.c's column walk
+ * rounds: each element added to its column's carry, the carry rounded once
+ * to float32. Does the first 8 * (ncols / 8) columns and returns how many;
+ * the caller scans the rest. With stream, dst 32-byte aligned and inner a
+ * multiple of 8, the results go out with non-temporal stores. Returns 0,
+ * touching nothing, where the CPU lacks AVX2. */
+size_t eng_cols_f32(const float *src, float *dst, size_t rows, size_t inner,
+                    size_t ncols, double *acc, bool rev, bool excl,
+                    bool stream);
 
 #endif
