@@ -339,3 +339,12 @@ int eng_cl_list(FILE *f)
     }
     return total;
 }
+
+uint64_t eng_cl_cache_share(const eng_cl_device *dev)
+{
+    uint64_t share = (uint64_t)(dev->compute_units ? dev->compute_units : 1)
+                     * ((uint64_t)16 << 20);
+    if ((dev->type & CL_DEVICE_TYPE_CPU) && dev->cache_bytes > share)
+        return share;
+    return dev->cache_bytes;
+}

@@ -46,6 +46,13 @@ eng_err eng_cl_device_open(const char *spec, eng_cl_device *dev,
 
 void eng_cl_device_close(eng_cl_device *dev);
 
+/* The bytes of cache this device's own cores can count on. A CPU device
+ * reports its socket's whole last-level cache, which every core of the
+ * host shares (480 MiB on a 2-vCPU machine here), so for a CPU it is that
+ * figure or 16 MiB a compute unit, whichever is smaller; for other
+ * devices, the reported cache. Measured: BENCHMARKS.md, issues 11 and 27. */
+uint64_t eng_cl_cache_share(const eng_cl_device *dev);
+
 /* The longest single device spec. */
 #define ENG_SPEC_LEN 64
 

@@ -510,22 +510,15 @@ static bool streams(const eng_cl_stream *s, const eng_lines *l,
 {
     const eng_cl_layout *L = &s->progs->layout;
     size_t size = tx_dtype_size(l->dtype);
-    /* A CPU device reports its socket's whole last-level cache, which
-     * every core of the host shares (480 MiB on a 2-vCPU machine here),
-     * so "larger than the cache" would almost never hold. The column
-     * kernels and the chained rows count on the share their own cores can
-     * hold, 16 MiB a compute unit at most: measured, they ran 1.1-1.6x
-     * faster streaming above that (BENCHMARKS.md, issue #11). rows_direct
-     * keeps the device's figure: there streaming a 256 MiB tensor on that
+    /* The column kernels and the chained rows count on the cache share
+     * of the device's own cores (eng_cl_cache_share(): on a CPU at most
+     * 16 MiB a compute unit): measured, they ran 1.1-1.6x faster
+     * streaming above that (BENCHMARKS.md, issue #11). rows_direct keeps
+     * the device's whole figure: there streaming a 256 MiB tensor on that
      * machine ran at 0.64 of the plain copy, against 0.94 through the
      * cache. */
-    uint64_t cache = s->dev->cache_bytes;
-    uint64_t share =
-        (uint64_t)(s->dev->compute_units ? s->dev->compute_units : 1)
-        * ((uint64_t)16 << 20);
-    if (p->kernel != ENG_K_ROWS_DIRECT && (s->dev->type & CL_DEVICE_TYPE_CPU)
-        && cache > share)
-        cache = share;
+    uint64_t cache = p->kernel == ENG_K_ROWS_DIRECT ? s->dev->cache_bytes
+                                                    : eng_cl_cache_share(s->dev);
     if (!L->nt || (size != 4 && size != 8) || l->bytes < cache
         || l->bytes < ((size_t)8 << 20))
         return false;
