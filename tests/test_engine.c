@@ -5,7 +5,11 @@
  * environment gives (TALLY_TEST_DEVICE, default "auto": PoCL's CPU device
  * on a machine without GPU) with four kernel layouts: the CPU and GPU
  * layouts, and each with tiny tiles so that small tensors already chain
- * many tiles through the look-back.
+ * many tiles through the look-back. These four keep every scan in the
+ * kernels (kernels_only); a fifth, "cl-side", is the device as tallyd
+ * opens it, where a CPU device hands the host backend's code the scans it
+ * does faster (float32 up to the cache share, strided layouts that
+ * transpose).
  *
  * Every result is compared with ref.c's naive scan: integers exactly,
  * floats within the bound of README.md's accuracy section. Outputs are
@@ -29,18 +33,22 @@ typedef struct {
     const char *device; /* NULL: TALLY_TEST_DEVICE or auto */
     const char *layout;
     unsigned host_threads;
+    bool kernels_only;
     eng_engine *e;
     eng_stream *s;
 } backend;
 
 static backend backends[] = {
-    {"host1", "host", NULL, 1, NULL, NULL},
-    {"host3", "host", NULL, 3, NULL, NULL},
-    {"cl-cpu", NULL, "cpu", 0, NULL, NULL},
-    {"cl-gpu", NULL, "gpu", 0, NULL, NULL},
-    {"cl-cpu-tiny", NULL, "cpu,row_k=16,col_w=16,blk=2", 0, NULL, NULL},
-    {"cl-gpu-tiny", NULL, "gpu,wg=8,row_k=8,col_w=8,blk=3", 0, NULL, NULL},
+    {"host1", "host", NULL, 1, false, NULL, NULL},
+    {"host3", "host", NULL, 3, false, NULL, NULL},
+    {"cl-cpu", NULL, "cpu", 0, true, NULL, NULL},
+    {"cl-gpu", NULL, "gpu", 0, true, NULL, NULL},
+    {"cl-cpu-tiny", NULL, "cpu,row_k=16,col_w=16,blk=2", 0, true, NULL, NULL},
+    {"cl-gpu-tiny", NULL, "gpu,wg=8,row_k=8,col_w=8,blk=3", 0, true, NULL,
+     NULL},
+    {"cl-side", NULL, "cpu", 0, false, NULL, NULL},
 };
+#define CL_SIDE 6
 #define NBACKENDS (sizeof backends / sizeof backends[0])
 
 static void quiet(void *user, const char *line)
@@ -68,6 +76,7 @@ static backend *get_backend(size_t i)
     o.layout = b->layout;
     o.warmup = false;
     o.host_threads = b->host_threads;
+    o.kernels_only = b->kernels_only;
     o.log = quiet;
     char msg[512];
     if (eng_engine_open(&o, &b->e, msg, sizeof msg) != ENG_E_OK
@@ -524,9 +533,9 @@ static void strided_tiles_host3(void)
 {
     strided_tiles_on(1);
 }
-static void strided_tiles_cl_cpu(void)
+static void strided_tiles_cl_side(void)
 {
-    strided_tiles_on(2);
+    strided_tiles_on(CL_SIDE);
 }
 static void strided_tiles_inline(void)
 {
@@ -968,6 +977,46 @@ BACKEND_CASES(2)
 BACKEND_CASES(3)
 BACKEND_CASES(4)
 BACKEND_CASES(5)
+BACKEND_CASES(6)
+
+/* The packed float32 scans a CPU device hands to the host backend's code
+ * (in and out within the device's cache share), in every mode, in place
+ * and not: rows of 128, columns that stream (4 MiB and more, 32-byte rows)
+ * and columns that cannot (161 wide), and lines either side of the largest
+ * size handed over on a 2-core machine (16 MiB). */
+static void side_packed(void)
+{
+    static const struct {
+        int rank;
+        uint64_t shape[3];
+        int axis;
+    } shapes[] = {
+        {3, {64, 128, 128}, 2},  {3, {64, 128, 128}, 1}, {3, {64, 128, 128}, 0},
+        {3, {64, 100, 161}, 1},  {3, {63, 3, 16384}, 0}, {1, {1u << 22}, 0},
+        {1, {(1u << 22) + 9}, 0},
+    };
+    backend *b = get_backend(CL_SIDE);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        size_t count = 1;
+        for (int k = 0; k < shapes[si].rank; k++)
+            count *= shapes[si].shape[k];
+        void *in = check_alloc(count * 4);
+        ref_random(TX_FLOAT32, in, count, false);
+        /* the two long lines (slow to check) in one random mode each */
+        bool one = shapes[si].rank == 1;
+        int first = one ? (int)check_below(4) : 0;
+        for (int mode = first; mode < (one ? first + 1 : 4); mode++) {
+            eng_scan_desc d = {.dtype = TX_FLOAT32,
+                               .rank = shapes[si].rank,
+                               .axis = shapes[si].axis,
+                               .reverse = mode & 1,
+                               .exclusive = mode >> 1};
+            memcpy(d.shape, shapes[si].shape, sizeof shapes[si].shape);
+            run_case(b, &d, in, check_below(2), "side");
+        }
+        free(in);
+    }
+}
 
 /* ------------------------------------------------------------------------
  * Errors: rank, axis and size problems are reported with a message that
@@ -1362,6 +1411,14 @@ static const check_case cases[] = {
     {"boundaries_cl_gpu", boundaries_3},
     {"boundaries_cl_cpu_tiny", boundaries_4},
     {"boundaries_cl_gpu_tiny", boundaries_5},
+    {"golden_cl_side", golden_6},
+    {"every_axis_cl_side", every_axis_6},
+    {"boundaries_cl_side", boundaries_6},
+    {"special_cl_side", special_6},
+    {"empty_cl_side", empty_6},
+    {"half_patterns_cl_side", half_patterns_6},
+    {"batches_cl_side", batches_6},
+    {"side_packed", side_packed},
     {"strided_host1", strided_host1},
     {"strided_host3", strided_host3},
     {"strided_cl_cpu", strided_cl_cpu},
@@ -1369,7 +1426,7 @@ static const check_case cases[] = {
     {"strided_inline", strided_inline},
     {"strided_tiles_host1", strided_tiles_host1},
     {"strided_tiles_host3", strided_tiles_host3},
-    {"strided_tiles_cl_cpu", strided_tiles_cl_cpu},
+    {"strided_tiles_cl_side", strided_tiles_cl_side},
     {"strided_tiles_inline", strided_tiles_inline},
     {"strided_kernels", strided_kernels},
     {"strided_errors", strided_errors},

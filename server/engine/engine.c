@@ -22,14 +22,19 @@ struct eng_engine {
     eng_log_fn log;
     void *log_user;
     eng_cl_fault fault; /* testing: refused launches */
+    /* a CPU device sharing the host's memory that hands the host
+     * backend's code the scans it does faster (side_packed(),
+     * eng_host_strided_fast()): not with kernels_only or injected faults,
+     * so that every scan is a launch those can reach */
+    bool cpu_side;
 };
 
 struct eng_stream {
     eng_engine *e;
     eng_host *host;
     eng_cl_stream *cl;
-    /* a CPU device's strided scans that the host backend does faster
-     * (eng_host_strided_fast()): its threads, started on first use */
+    /* the host backend's threads for the scans a CPU device hands to it
+     * (engine's cpu_side), started on first use */
     eng_host *cpu_side;
     void *stage; /* eng_scan_batch()'s stacked lines (eng_buffer_alloc) */
     size_t stage_cap;
@@ -122,6 +127,9 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
             return err;
         }
     }
+    e->cpu_side = !e->host && e->dev.unified
+                  && (e->dev.type & CL_DEVICE_TYPE_CPU) && !o->kernels_only
+                  && o->fault_every == 0;
     if (!e->host && o->fault_every > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -212,6 +220,42 @@ void eng_stream_close(eng_stream *s)
     free(s);
 }
 
+/* The stream's host-backend threads for the scans its CPU device hands to
+ * them, one per compute unit, started on first use; NULL where the device
+ * keeps every scan, or when threads cannot start (its kernels then run
+ * the scan). */
+static eng_host *side_pool(eng_stream *s)
+{
+    if (!s->e->cpu_side)
+        return NULL;
+    if (s->cpu_side == NULL)
+        s->cpu_side = eng_host_new(s->e->dev.compute_units);
+    return s->cpu_side;
+}
+
+/* Whether a CPU device hands a packed scan to the host backend's code:
+ * float32 tensors whose input and output fit together in the cache its
+ * cores count on (eng_cl_cache_share()). There a PoCL launch's fixed cost
+ * (50-115 us here) is a large part of the scan, and the host's vector
+ * loops, which start in microseconds, are faster in all three layouts;
+ * measured in BENCHMARKS.md, issue 27. */
+static bool side_packed(const eng_engine *e, const eng_lines *l)
+{
+    return e->cpu_side && l->dtype == TX_FLOAT32
+           && l->bytes <= eng_cl_cache_share(&e->dev) / 2;
+}
+
+static eng_err scan_packed(eng_stream *s, const eng_lines *l, const void *in,
+                           void *out, char *msg, size_t msglen)
+{
+    if (s->host != NULL)
+        return eng_host_scan(s->host, l, in, out, msg, msglen);
+    eng_host *side = side_packed(s->e, l) ? side_pool(s) : NULL;
+    if (side != NULL)
+        return eng_host_scan(side, l, in, out, msg, msglen);
+    return eng_cl_scan(s->cl, l, in, out, msg, msglen);
+}
+
 eng_err eng_scan(eng_stream *s, const eng_scan_desc *d, const void *in,
                  void *out, char *msg, size_t msglen)
 {
@@ -219,9 +263,7 @@ eng_err eng_scan(eng_stream *s, const eng_scan_desc *d, const void *in,
     eng_err err = eng_lines_from_desc(d, &l, msg, msglen);
     if (err != ENG_E_OK)
         return err;
-    if (s->host != NULL)
-        return eng_host_scan(s->host, &l, in, out, msg, msglen);
-    return eng_cl_scan(s->cl, &l, in, out, msg, msglen);
+    return scan_packed(s, &l, in, out, msg, msglen);
 }
 
 static uint64_t clock_ns(void)
@@ -271,10 +313,7 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
         at += b;
     }
     uint64_t t1 = clock_ns();
-    eng_err e =
-        s->host != NULL
-            ? eng_host_scan(s->host, &l, s->stage, s->stage, msg, msglen)
-            : eng_cl_scan(s->cl, &l, s->stage, s->stage, msg, msglen);
+    eng_err e = scan_packed(s, &l, s->stage, s->stage, msg, msglen);
     uint64_t t2 = clock_ns();
     if (e == ENG_E_OK) {
         at = s->stage;
@@ -329,27 +368,20 @@ eng_err eng_scan_strided(eng_stream *s, const eng_scan_desc *d,
     eng_err err = strided_prepare(d, iv, in, ov, out, &v, &packed, msg, msglen);
     if (err != ENG_E_OK)
         return err;
-    if (packed) {
-        if (s->host != NULL)
-            return eng_host_scan(s->host, &v.l, in, out, msg, msglen);
-        return eng_cl_scan(s->cl, &v.l, in, out, msg, msglen);
-    }
+    if (packed)
+        return scan_packed(s, &v.l, in, out, msg, msglen);
     if (s->host != NULL)
         return eng_host_scan_strided(s->host, &v, in, out, msg, msglen);
     /* On an OpenCL CPU device that works in the host's memory, the
      * layouts that transpose and the lines contiguous on both sides run
      * faster in the host backend's code than in PoCL's kernels
      * (BENCHMARKS.md, issue 27): the same memory, the same cores. */
-    const eng_cl_device *dev = &s->e->dev;
-    unsigned threads = dev->compute_units ? dev->compute_units : 1;
-    if (dev->unified && (dev->type & CL_DEVICE_TYPE_CPU)
-        && eng_host_strided_fast(&v, threads)) {
-        if (s->cpu_side == NULL)
-            s->cpu_side = eng_host_new(threads);
-        if (s->cpu_side != NULL)
-            return eng_host_scan_strided(s->cpu_side, &v, in, out, msg,
-                                         msglen);
-    }
+    eng_host *side = s->e->cpu_side
+                             && eng_host_strided_fast(&v, s->e->dev.compute_units)
+                         ? side_pool(s)
+                         : NULL;
+    if (side != NULL)
+        return eng_host_scan_strided(side, &v, in, out, msg, msglen);
     return eng_cl_scan_strided(s->cl, &v, in, out, msg, msglen);
 }
 

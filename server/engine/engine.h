@@ -56,6 +56,11 @@ typedef struct {
     bool warmup;
     /* Threads per host stream (host backend only); 0: one per core. */
     unsigned host_threads;
+    /* An OpenCL CPU device that shares the host's memory hands the scans
+     * the host backend's code does faster (see eng_scan()) to that code,
+     * on threads of the stream's own; true keeps every scan in the
+     * device's kernels (tests use it to cover them). */
+    bool kernels_only;
     /* Where log lines go; NULL: standard error, prefixed "engine: ". */
     eng_log_fn log;
     void *log_user;
