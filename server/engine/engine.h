@@ -120,7 +120,11 @@ void eng_stream_close(eng_stream *s);
  * overlap it. Blocks until done. Buffers aligned to 128 bytes avoid a copy
  * on devices that share memory with the host. Validates d first: a bad
  * rank, axis or size gives ENG_E_RANK/AXIS/TOO_LARGE and a message
- * naming the problem, with nothing touched. */
+ * naming the problem, with nothing touched. On an OpenCL CPU device that
+ * shares the host's memory, float32 tensors whose input and output fit in
+ * the cache its cores count on (eng_cl_cache_share()) run in the host
+ * backend's code on the stream's own threads, where a launch would cost
+ * more than the scan (unless the engine was opened kernels_only). */
 eng_err eng_scan(eng_stream *s, const eng_scan_desc *d, const void *in,
                  void *out, char *msg, size_t msglen);
 
@@ -143,7 +147,9 @@ typedef struct {
  * together, and copied back to each part's out. One launch costs a device
  * a fixed overhead (PoCL: 100-300 us here), so small tensors are served
  * far faster together; large ones gain nothing over their own launch and
- * lose the two copies, so callers batch small ones only. On failure no
+ * lose the two copies, so callers batch small ones only. The stacked
+ * tensor goes where eng_scan() would send it (on a CPU device, float32
+ * batches within its cache share run in the host backend's code). On failure no
  * out is written. The stream's buffer stays for the next batch. */
 eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
                        const eng_part *parts, size_t count, eng_batch_times *t,
