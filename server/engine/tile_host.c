@@ -9,7 +9,9 @@
  *   "columns in": ci == 1, ro == 1. A tile is 16 rows of 8 adjacent
  *   columns: each row is one 32-byte load, summed into the 8 columns'
  *   carries as it comes; the 8 x 8 sums of each half are transposed and
- *   every column gets 16 contiguous results, one whole 64-byte line.
+ *   every column gets 16 contiguous results, one whole 64-byte line, its
+ *   two halves stored back to back (stored apart, 8 lines at a time half
+ *   written, the walk ran at half the speed: BENCHMARKS.md, issue 27).
  *
  *   "lines in": ri == 1, co == 1. A tile is 16 columns of 16 rows: each
  *   column's 8 rows are one 32-byte load; transposed, each vector is a row
@@ -162,18 +164,21 @@ AVX512 __m256 get8(__m512d a)
             size_t r = r0 + 16 * (rev ? nt16 - 1 - t : t);                     \
             for (size_t c = 0; c < 8 * nc8; c += 8) {                          \
                 ACC a = LOAD(acc + c);                                         \
+                __m256 s[2][8]; /* rows r..r+7, r+8..r+15, transposed */       \
                 for (int hh = 0; hh < 2; hh++) {                               \
-                    size_t h = (size_t)(rev ? 1 - hh : hh) * 8;                \
-                    __m256 s[8];                                               \
+                    int h = rev ? 1 - hh : hh;                                 \
                     for (int q = 0; q < 8; q++) {                              \
                         int k = rev ? 7 - q : q;                               \
-                        __m256 x =                                             \
-                            _mm256_loadu_ps(src + (r + h + k) * ri + c);       \
-                        STEP(ADD, GET, a, x, s[k], excl);                      \
+                        __m256 x = _mm256_loadu_ps(                            \
+                            src + (r + 8 * (size_t)h + k) * ri + c);           \
+                        STEP(ADD, GET, a, x, s[h][k], excl);                   \
                     }                                                          \
-                    tr8(s);                                                    \
-                    for (int k = 0; k < 8; k++)                                \
-                        put(dst + (c + k) * co + r + h, s[k], nt);             \
+                    tr8(s[h]);                                                 \
+                }                                                              \
+                /* each column's 16 results back to back: one whole line */   \
+                for (int k = 0; k < 8; k++) {                                  \
+                    put(dst + (c + k) * co + r, s[0][k], nt);                  \
+                    put(dst + (c + k) * co + r + 8, s[1][k], nt);              \
                 }                                                              \
                 STORE(acc + c, a);                                             \
             }                                                                  \

@@ -165,16 +165,19 @@ static void cols(const float *in, float *out)
             for (size_t c = (size_t)b * band; c < (size_t)(b + 1) * band;
                  c += 8) {
                 __m512d a = _mm512_load_pd(acc + c);
+                __m256 x[2][8];
                 for (size_t h = 0; h < 16; h += 8) {
-                    __m256 x[8];
                     for (int k = 0; k < 8; k++) {
                         a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm256_load_ps(
                                                  in + (r + h + k) * N + c)));
-                        x[k] = _mm512_cvtpd_ps(a);
+                        x[h / 8][k] = _mm512_cvtpd_ps(a);
                     }
-                    tr8(x);
-                    for (int j = 0; j < 8; j++)
-                        put(out + (c + j) * N + r + h, x[j]);
+                    tr8(x[h / 8]);
+                }
+                /* each column's 16 results back to back: a whole line */
+                for (int j = 0; j < 8; j++) {
+                    put(out + (c + j) * N + r, x[0][j]);
+                    put(out + (c + j) * N + r + 8, x[1][j]);
                 }
                 _mm512_store_pd(acc + c, a);
             }
