@@ -192,6 +192,14 @@ AVX512 __m256 get8(__m512d a)
             size_t r = r0 + 16 * (rev ? nt16 - 1 - t : t);                     \
             for (size_t c = 0; c < 16 * nc16; c += 16) {                       \
                 ACC a = LOAD(acc + c), b = LOAD(acc + c + 8);                  \
+                /* the same 16 lines' data four tiles on, in scan order: a   \
+                 * band's lines are more streams than the prefetcher keeps */ \
+                if (t + 4 < nt16) {                                            \
+                    size_t rp = r0 + 16 * (rev ? nt16 - 5 - t : t + 4);        \
+                    for (int k = 0; k < 16; k++)                               \
+                        _mm_prefetch((const char *)(src + (c + k) * ci + rp),  \
+                                     _MM_HINT_T0);                             \
+                }                                                              \
                 for (int hh = 0; hh < 2; hh++) {                               \
                     size_t h = (size_t)(rev ? 1 - hh : hh) * 8;                \
                     __m256 x[8], y[8];                                         \

@@ -131,6 +131,10 @@ static void lines(const float *in, float *out)
                  c += 16) {
                 __m512d a = _mm512_load_pd(acc + c),
                         a2 = _mm512_load_pd(acc + c + 8);
+                if (r + 64 < N) /* as tile_host.c: 4 tiles on */
+                    for (int j = 0; j < 16; j++)
+                        _mm_prefetch((const char *)(in + (c + j) * N + r + 64),
+                                     _MM_HINT_T0);
                 for (size_t h = 0; h < 16; h += 8) {
                     __m256 x[8], y[8];
                     for (int j = 0; j < 8; j++) {
