@@ -822,14 +822,18 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
  * SCOL_BLOCK of them stay in the first-level cache between rows.
  *
  * float32 blocks that transpose (lines contiguous on one side, columns on
- * the other) go through tile_host.c's register tiles instead: 256 columns
- * a block when the lines are contiguous in the input (1 KiB of each of 16
- * rows of the output a step), TILE_BLOCK when the columns are (4 KiB of
- * each of 16 input rows a step), so that a step's pages stay in the TLB.
- * Measured best of 64-1024 (BENCHMARKS.md, issue 27).
+ * the other) go through tile_host.c's register tiles instead. When the
+ * columns are contiguous in the input, TILE_BLOCK columns a block (4 KiB
+ * of each of 16 input rows a step, so that a step's pages stay in the
+ * TLB; measured best of 64-1024). When the lines are, LINES_IN_BLOCK: one
+ * tile wide, so that a block reads 16 lines from start to end, streams
+ * the prefetcher follows; 256 (16 tiles a step, 256 streams) ran at 0.65-
+ * 0.8 of its speed, on 4 KiB pages as on 2 MiB ones (BENCHMARKS.md,
+ * issue 27).
  */
 #define SCOL_BLOCK 64
 #define TILE_BLOCK 1024
+#define LINES_IN_BLOCK 16
 
 /* The byte offsets of column block b (first column c0) of outer slice o. */
 static void scol_at(const job *j, size_t t, size_t *ai, size_t *ao,
@@ -985,7 +989,7 @@ static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
         return ENG_E_OK;
     }
     j.tiles = tiles_serve(v);
-    j.sblk = !j.tiles ? SCOL_BLOCK : v->ci == 1 ? TILE_BLOCK : 256;
+    j.sblk = !j.tiles ? SCOL_BLOCK : v->ci == 1 ? TILE_BLOCK : LINES_IN_BLOCK;
     return run_columns(pool, &j, threads, j.sblk, task_scols_direct,
                        task_scols_reduce, task_scols_scan, msg, msglen);
 }
