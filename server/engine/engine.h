@@ -147,10 +147,13 @@ typedef struct {
  * together, and copied back to each part's out. One launch costs a device
  * a fixed overhead (PoCL: 100-300 us here), so small tensors are served
  * far faster together; large ones gain nothing over their own launch and
- * lose the two copies, so callers batch small ones only. The stacked
- * tensor goes where eng_scan() would send it (on a CPU device, float32
- * batches within its cache share run in the host backend's code). On failure no
- * out is written. The stream's buffer stays for the next batch. */
+ * lose the two copies, so callers batch small ones only. On failure no
+ * out is written. The stream's buffer stays for the next batch.
+ * A batch that eng_scan() would hand to the host backend's code as one
+ * tensor (on a CPU device, float32 within its cache share) has no launch
+ * to share: its parts are scanned one by one where they lie, with no
+ * stage; there a failure (out of memory for a part's carries) leaves the
+ * parts before it written. */
 eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
                        const eng_part *parts, size_t count, eng_batch_times *t,
                        char *msg, size_t msglen);
