@@ -48,10 +48,6 @@ class Daemon:
         own process group, which stop() signals."""
         self.https = https
         self.ssl_context = ssl.create_default_context(cafile=cafile) if https else None
-        self.port = free_port()
-        # gRPC on a port of its own: the default (8001) would clash
-        # between daemons that run at once
-        self.grpc_port = free_port()
         self.tmp = tempfile.mkdtemp(prefix="tallyd-test-")
         cache = os.path.join(self.tmp, "pocl-cache")
         if os.path.isdir(CACHE_SEED):
@@ -59,21 +55,37 @@ class Daemon:
         else:
             os.makedirs(cache)
         self.log_path = os.path.join(self.tmp, "tallyd.log")
-        full_env = dict(os.environ)
-        full_env["POCL_CACHE_DIR"] = cache
-        full_env.update(env or {})
-        self.log_file = open(self.log_path, "wb")
         self.group = command is not None
-        if self.group:
-            full_env["TALLY_LISTEN"] = "127.0.0.1:%d" % self.port
-            full_env["TALLY_GRPC_LISTEN"] = (env or {}).get(
-                "TALLY_GRPC_LISTEN") or "127.0.0.1:%d" % self.grpc_port
-        else:
-            command = [TALLYD, "--listen", "127.0.0.1:%d" % self.port,
-                       "--grpc-listen", "127.0.0.1:%d" % self.grpc_port] + list(args)
-        self.proc = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     env=full_env, start_new_session=self.group)
-        self.wait_ready()
+        # free_port() lets its port go before tallyd binds it, and another
+        # process (a client's ephemeral port) can take it in between: a
+        # start that fails only on that is tried again on new ports
+        for attempt in range(3):
+            self.port = free_port()
+            # gRPC on a port of its own: the default (8001) would clash
+            # between daemons that run at once
+            self.grpc_port = free_port()
+            full_env = dict(os.environ)
+            full_env["POCL_CACHE_DIR"] = cache
+            full_env.update(env or {})
+            self.log_file = open(self.log_path, "wb")
+            if self.group:
+                full_env["TALLY_LISTEN"] = "127.0.0.1:%d" % self.port
+                full_env["TALLY_GRPC_LISTEN"] = (env or {}).get(
+                    "TALLY_GRPC_LISTEN") or "127.0.0.1:%d" % self.grpc_port
+                line = command
+            else:
+                line = [TALLYD, "--listen", "127.0.0.1:%d" % self.port,
+                        "--grpc-listen", "127.0.0.1:%d" % self.grpc_port] + list(args)
+            self.proc = subprocess.Popen(line, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                         env=full_env, start_new_session=self.group)
+            try:
+                self.wait_ready()
+                return
+            except RuntimeError:
+                taken = self.proc.poll() is not None and "Address already in use" in self.log()
+                if not taken or attempt == 2:
+                    raise
+                self.log_file.close()
 
     def wait_ready(self, timeout=300):
         deadline = time.time() + timeout
