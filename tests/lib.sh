@@ -17,7 +17,9 @@ free_port() {
 }
 
 # start_tallyd NAME PORT [FLAGS...]: tallyd on 127.0.0.1:PORT, logging to
-# $tmp/NAME.log, with the PoCL cache $tmp/NAME-pocl.
+# $tmp/NAME.log, with the PoCL cache $tmp/NAME-pocl. PORT 0 lets tallyd
+# choose, and bound_port NAME reads which: a port picked by free_port()
+# and let go can be taken by another process before tallyd binds it.
 start_tallyd() {
   local name=$1 port=$2
   shift 2
@@ -28,6 +30,20 @@ start_tallyd() {
     "$TALLYD" --listen "127.0.0.1:$port" "$@" \
     > "$tmp/$name.log" 2>&1 &
   pids+=($!)
+}
+
+# bound_port NAME: the REST port tallyd NAME bound, read from its start
+# line (waits for it, 300 s at most; shows the log and fails if it exits).
+bound_port() {
+  local p
+  for _ in $(seq 1 3000); do
+    p=$(sed -n 's/.*"msg":"tallyd [^ ]* listening on [^ ]* (port \([0-9]*\),.*/\1/p' \
+      "$tmp/$1.log" 2>/dev/null | head -1)
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.1
+  done
+  cat "$tmp/$1.log" >&2
+  return 1
 }
 
 # wait_ready URL NAME: until tallyd answers /v2/health/ready (the first

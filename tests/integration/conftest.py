@@ -33,10 +33,42 @@ CACHE_SEED = os.environ.get("POCL_CACHE_SEED", os.path.join(ROOT, "build", "pocl
 os.environ.setdefault("TALLY_GRPC_LISTEN", "")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: takes many seconds (a container, a browser, pip, a long run); "
+        "`make check` leaves it out")
+    config.addinivalue_line(
+        "markers", "concurrency: exercises threads at once (many clients, streams, "
+        "workers, drains, the exporter); `make test-tsan` runs these")
+
+
 def free_port():
+    """A loopback port free at the time of the call, for a test that needs a
+    number before anything listens. Nothing holds it afterwards: for an
+    address where nobody listens, use dead_port(); for a daemon, Daemon
+    binds port 0 and reads the port tallyd chose."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_DEAD = []
+
+
+def dead_port():
+    """A loopback port that refuses connections for the rest of this
+    process: bound and never listened on, so that no other process (a
+    daemon of a test running beside this one) can take it."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    _DEAD.append(s)
+    return s.getsockname()[1]
+
+
+# tallyd's start lines name the ports it bound: "... listening on ADDR
+# (port N, HTTP...)" and "gRPC listening on ADDR (port N, h2c)".
+_HTTP_PORT = re.compile(r'"msg":"tallyd \S+ listening on \S+ \(port (\d+),')
+_GRPC_PORT = re.compile(r'"msg":"gRPC listening on \S+ \(port (\d+),')
 
 
 class Daemon:
@@ -44,8 +76,12 @@ class Daemon:
 
     def __init__(self, *args, env=None, https=False, cafile=None, command=None):
         """args go to tallyd after --listen; or command is the whole command
-        line (`make run`, say), told its port by TALLY_LISTEN and run in its
-        own process group, which stop() signals."""
+        line (`make run`, say), told its address by TALLY_LISTEN and run in
+        its own process group, which stop() signals.
+
+        tallyd binds port 0 (REST and gRPC) and the ports are read from its
+        log: no other process can take them between a choice and the bind,
+        as it could when the harness picked a free port and let it go."""
         self.https = https
         self.ssl_context = ssl.create_default_context(cafile=cafile) if https else None
         self.tmp = tempfile.mkdtemp(prefix="tallyd-test-")
@@ -56,39 +92,42 @@ class Daemon:
             os.makedirs(cache)
         self.log_path = os.path.join(self.tmp, "tallyd.log")
         self.group = command is not None
-        # free_port() lets its port go before tallyd binds it, and another
-        # process (a client's ephemeral port) can take it in between: a
-        # start that fails only on that is tried again on new ports
-        for attempt in range(3):
-            self.port = free_port()
-            # gRPC on a port of its own: the default (8001) would clash
-            # between daemons that run at once
-            self.grpc_port = free_port()
-            full_env = dict(os.environ)
-            full_env["POCL_CACHE_DIR"] = cache
-            full_env.update(env or {})
-            self.log_file = open(self.log_path, "wb")
-            if self.group:
-                full_env["TALLY_LISTEN"] = "127.0.0.1:%d" % self.port
-                full_env["TALLY_GRPC_LISTEN"] = (env or {}).get(
-                    "TALLY_GRPC_LISTEN") or "127.0.0.1:%d" % self.grpc_port
-                line = command
+        self.port = self.grpc_port = None
+        full_env = dict(os.environ)
+        full_env["POCL_CACHE_DIR"] = cache
+        full_env.update(env or {})
+        self.log_file = open(self.log_path, "wb")
+        if self.group:
+            full_env["TALLY_LISTEN"] = "127.0.0.1:0"
+            full_env["TALLY_GRPC_LISTEN"] = (env or {}).get("TALLY_GRPC_LISTEN") or "127.0.0.1:0"
+            line = command
+        else:
+            line = [TALLYD, "--listen", "127.0.0.1:0",
+                    "--grpc-listen", "127.0.0.1:0"] + list(args)
+        self.proc = subprocess.Popen(line, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     env=full_env, start_new_session=self.group)
+        self.wait_ready()
+
+    def wait_ports(self, deadline):
+        """Reads the bound ports from the start lines (gRPC's, when it is
+        on, comes first)."""
+        while self.port is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError("tallyd exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            if time.time() > deadline:
+                raise RuntimeError("tallyd did not say where it listens:\n" + self.log())
+            text = self.log()
+            m = _HTTP_PORT.search(text)
+            if m:
+                self.port = int(m.group(1))
+                g = _GRPC_PORT.search(text)
+                self.grpc_port = int(g.group(1)) if g else None
             else:
-                line = [TALLYD, "--listen", "127.0.0.1:%d" % self.port,
-                        "--grpc-listen", "127.0.0.1:%d" % self.grpc_port] + list(args)
-            self.proc = subprocess.Popen(line, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                         env=full_env, start_new_session=self.group)
-            try:
-                self.wait_ready()
-                return
-            except RuntimeError:
-                taken = self.proc.poll() is not None and "Address already in use" in self.log()
-                if not taken or attempt == 2:
-                    raise
-                self.log_file.close()
+                time.sleep(0.05)
 
     def wait_ready(self, timeout=300):
         deadline = time.time() + timeout
+        self.wait_ports(deadline)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("tallyd exited with %s:\n%s" % (self.proc.returncode, self.log()))

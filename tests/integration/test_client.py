@@ -20,7 +20,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import ROOT, Daemon, free_port
+from conftest import ROOT, Daemon, dead_port
 from reference import DTYPES, close, cumsum
 
 BUILD = os.path.join(ROOT, "build", "bin")
@@ -112,6 +112,8 @@ def test_library(tallyd, name):
     run_case(name, {"TALLY_URL": url(tallyd)})
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 def test_library_split_over_two_servers(tallyd, second):
     before = requests_served(tallyd), requests_served(second)
     run_case("split", {"TALLY_URL": url(tallyd), "TALLY_URL2": url(second)})
@@ -122,7 +124,7 @@ def test_library_split_over_two_servers(tallyd, second):
 
 def test_library_refused_and_not_tally(tallyd, fake):
     run_case("refused", {"TALLY_URL": url(tallyd), "TALLY_FAKE_URL": fake,
-                         "TALLY_DEAD_URL": "http://127.0.0.1:%d" % free_port()})
+                         "TALLY_DEAD_URL": "http://127.0.0.1:%d" % dead_port()})
 
 
 def test_library_too_large(small):
@@ -180,6 +182,8 @@ def test_cli_shm_remote_url_uses_the_socket(tmp_path):
     assert r.returncode != 0  # nothing listens there
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 def test_library_busy_retries(busy):
     run_case("busy", {"TALLY_BUSY_URL": url(busy)})
     # the retries were real: the server answered 503 along the way
@@ -194,6 +198,7 @@ def connections_opened(d):
     raise AssertionError("no tally_connections_opened_total in /metrics")
 
 
+@pytest.mark.concurrency
 def test_library_keeps_connections_alive(tallyd):
     before = connections_opened(tallyd)
     r = tally("bench", "--url", url(tallyd), "--count", "200", "--concurrency", "2",
@@ -208,7 +213,7 @@ def test_example(tallyd):
     r = subprocess.run([EXAMPLE, url(tallyd)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "row 0: 3 4 8 9\nrow 1: 5 14 16 22\nafter: 3.375 3.125 3 2 0\n"
-    r = subprocess.run([EXAMPLE, "http://127.0.0.1:%d" % free_port()], capture_output=True,
+    r = subprocess.run([EXAMPLE, "http://127.0.0.1:%d" % dead_port()], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1 and "could not connect" in r.stderr
 
@@ -352,6 +357,7 @@ def test_cli_strides(tallyd, tmp_path):
     assert r.returncode == 2 and b"--format raw" in r.stderr
 
 
+@pytest.mark.concurrency
 def test_cli_split_over_two_servers(tallyd, second, tmp_path):
     rng = np.random.default_rng(7)
     x = rng.random(300000)
@@ -367,7 +373,7 @@ def test_cli_split_over_two_servers(tallyd, second, tmp_path):
 
 
 def test_cli_errors(tallyd, tmp_path):
-    dead = "http://127.0.0.1:%d" % free_port()
+    dead = "http://127.0.0.1:%d" % dead_port()
     x = tmp_path / "x.npy"
     np.save(x, np.arange(5, dtype=np.int32))
     out = tmp_path / "out.npy"
@@ -427,7 +433,7 @@ def test_cli_health_and_info(tallyd, second, fake):
     assert r.stdout.decode().count("live, ready") == 2
     r = tally("health", env={"TALLY_URL": url(tallyd)})
     assert r.returncode == 0 and url(tallyd).encode() in r.stdout
-    dead = "http://127.0.0.1:%d" % free_port()
+    dead = "http://127.0.0.1:%d" % dead_port()
     r = tally("health", "--url", url(tallyd), "--url", dead)
     assert r.returncode == 3 and b"unreachable" in r.stdout
     r = tally("health", "--quiet", "--url", url(tallyd) + "/wrong")
@@ -441,6 +447,7 @@ def test_cli_health_and_info(tallyd, second, fake):
     assert r.returncode == 3
 
 
+@pytest.mark.slow
 def test_cli_bench(tallyd, busy):
     r = tally("bench", "--url", url(tallyd), "--count", "60", "--concurrency", "3",
               "--shape", "64,32", "--dtype", "int32", "--axis", "0", "--quiet")

@@ -18,13 +18,16 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import free_port, install_python_package
+from conftest import dead_port, install_python_package
 
 PYDIR = install_python_package()
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 import tally.dask as tally_dask  # noqa: E402
+
+# a dask cluster per module: seconds each, so `make check` leaves them out
+pytestmark = pytest.mark.slow
 
 
 def native_requests(d):
@@ -78,6 +81,7 @@ CASES = [(axis, exclusive, reverse) for axis in (0, 1, -1)
          for exclusive in (False, True) for reverse in (False, True)]
 
 
+@pytest.mark.concurrency
 @pytest.mark.parametrize("axis,exclusive,reverse", CASES)
 def test_float64_16_chunks(cluster, replicas, rng, axis, exclusive, reverse):
     x = rng.standard_normal((300, 400))
@@ -112,7 +116,7 @@ def test_int64_64_chunks(cluster, replicas, rng, axis, exclusive, reverse):
 def test_a_replica_that_is_down_is_passed_over(cluster, replicas, rng):
     x = rng.integers(0, 1000, size=(64, 64), dtype=np.int32)
     dx = da.from_array(x, chunks=(16, 16))
-    dead = "http://127.0.0.1:%d" % free_port()  # nobody listens there
+    dead = "http://127.0.0.1:%d" % dead_port()  # nobody listens there
     urls = [dead, "http://127.0.0.1:%d" % replicas[0].port]
     before = native_requests(replicas[0])
     got = tally_dask.cumsum(dx, axis=0, urls=urls).compute()
@@ -127,7 +131,7 @@ def test_errors_are_clear(replicas):
     with pytest.raises(ValueError, match="out of range"):
         tally_dask.cumsum(da.ones((4, 4), chunks=2), axis=2, urls=[url])
     with pytest.raises(tally_dask.TallyError, match="no tally replica answered"):
-        tally_dask.cumsum_block(np.ones(3), 0, "http://127.0.0.1:%d" % free_port())
+        tally_dask.cumsum_block(np.ones(3), 0, "http://127.0.0.1:%d" % dead_port())
     # the server's own message, for a request it refuses (4xx): not retried
     with pytest.raises(tally_dask.TallyError) as e:
         tally_dask.cumsum_block(np.ones(3), 0, url + "/nowhere")

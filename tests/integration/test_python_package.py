@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import Daemon, free_port, install_python_package
+from conftest import Daemon, dead_port, install_python_package
 from reference import DTYPES, close, cumsum, random_tensor
 
 install_python_package()
@@ -79,7 +79,7 @@ def test_strided_form(tallyd):
 
 
 def test_replicas_fail_over(tallyd):
-    dead = "http://127.0.0.1:%d" % free_port()
+    dead = "http://127.0.0.1:%d" % dead_port()
     c = tally.Client([dead, url(tallyd)], shm=False)
     for _ in range(4):  # whichever the rotation starts with
         assert np.array_equal(c.cumsum(np.arange(5)), np.cumsum(np.arange(5)))

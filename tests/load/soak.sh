@@ -33,7 +33,6 @@ fi
 # shellcheck source=../lib.sh
 . tests/lib.sh
 scratch_dir tally-soak
-TP=$(free_port)
 
 python3 - "$tmp" <<'PY'
 import gzip, io, json, sys
@@ -66,8 +65,9 @@ open(d + "/kserve_bin.hlen", "w").write(str(len(header)))
 PY
 
 # shellcheck disable=SC2086
-start_tallyd tallyd "$TP" --access-log=off --max-body-bytes 1MiB ${TALLYD_ARGS:-}
+start_tallyd tallyd 0 --access-log=off --max-body-bytes 1MiB ${TALLYD_ARGS:-}
 TPID=${pids[-1]}
+TP=$(bound_port tallyd)
 wait_ready "http://127.0.0.1:$TP" tallyd
 
 # RSS (kB) and descriptors of tallyd, every SAMPLE seconds
