@@ -13,9 +13,14 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from conftest import run_threads, valid_request_works
 from reference import cumsum
+
+# many clients or threads at once: TSan runs them, and `make check` leaves
+# them out (load, delays and drains take seconds)
+pytestmark = [pytest.mark.concurrency, pytest.mark.slow]
 
 
 def npy(x):
@@ -198,26 +203,21 @@ def test_cancelled_when_the_client_leaves(spawn):
     for t in blocker:
         t.join()
     assert rb[0][0] == 200 and json.loads(rb[0][2])["data"] == [1, 3]
-    # now one that is running when its client goes: it waits behind a
-    # second blocker that the worker is seen to hold (so the queue holds
-    # only this one), is seen to leave the queue (the worker has it, and
-    # sleeps --fault-delay-ms before running it), and only then is abandoned.
-    # Waiting on tally_inflight_requests instead raced: a blocker still
-    # being read or queued looks the same there.
-    wait_for(d, r"^tally_running_jobs 0$")   # the first blocker's worker is done
-    blocker, rb = background(d, 1, SMALL, JSON)
-    wait_for(d, r"^tally_running_jobs 1$")
+    # now one that is running when its client goes: the worker, idle once
+    # the blocker's answer is in, takes it and sleeps --fault-delay-ms
+    # before running it, and running_jobs reads 1 from the take on. Only
+    # then is it abandoned. A state that lasts the whole 1.5 s is waited
+    # for, not a passing one: watching the queue depth go to 1 and back
+    # raced a loaded machine, where the job could pass through the queue
+    # between two polls.
+    wait_for(d, r"^tally_running_jobs 0$")
     s = send_request(d, SMALL)
-    wait_for(d, r"^tally_queue_depth 1$")
-    wait_for(d, r"^tally_queue_depth 0$")
+    wait_for(d, r"^tally_running_jobs 1$")
     s.close()
     wait_for(d, r'^tally_cancelled_total\{when="running"\} 1$')
-    for t in blocker:
-        t.join()
-    assert rb[0][0] == 200
     text = d.request("GET", "/metrics")[2].decode()
-    # the dropped job never ran: the worker computed two blockers and the last
-    assert re.search(r"^tally_compute_duration_seconds_count 3$", text, re.M), text
+    # the dropped job never ran: the worker computed the blocker and the last
+    assert re.search(r"^tally_compute_duration_seconds_count 2$", text, re.M), text
     assert d.post_json("/v1/cumsum", json.loads(SMALL))[0] == 200
     assert not [l for l in d.log_lines() if l.get("level") in ("warn", "error")], d.log()
     statuses = [l["status"] for l in d.log_lines() if l.get("path") == "/v1/cumsum"]
