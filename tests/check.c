@@ -62,9 +62,39 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Whether a case runs: it contains one of the plain patterns (or there is
+ * none) and none of those written with a leading '-'. */
+static int selected(const char *name, int argc, char **argv)
+{
+    int plain = 0, hit = 0;
+    for (int a = 1; a < argc; a++) {
+        if (argv[a][0] == '-') {
+            if (argv[a][1] != '\0' && strstr(name, argv[a] + 1) != NULL)
+                return 0;
+        } else {
+            plain = 1;
+            hit |= strstr(name, argv[a]) != NULL;
+        }
+    }
+    return !plain || hit;
+}
+
 int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
 {
-    const char *filter = argc > 1 ? argv[1] : NULL;
+    /* TALLY_SHARD=k/n: only the selected cases whose index is k modulo n,
+     * so that n processes run one program's cases between them */
+    unsigned long shard = 0, shards = 1;
+    const char *shard_env = getenv("TALLY_SHARD");
+    if (shard_env != NULL && shard_env[0] != '\0') {
+        char *end;
+        shard = strtoul(shard_env, &end, 10);
+        if (*end == '/')
+            shards = strtoul(end + 1, &end, 10);
+        if (*end != '\0' || shards == 0 || shard >= shards) {
+            fprintf(stderr, "TALLY_SHARD=%s: want k/n with k < n\n", shard_env);
+            return 2;
+        }
+    }
     const char *seed_env = getenv("TALLY_SEED");
     uint64_t seed = seed_env != NULL ? strtoull(seed_env, NULL, 0)
                                      : (uint64_t)time(NULL) ^ (uint64_t)clock();
@@ -72,7 +102,7 @@ int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
            (unsigned long long)seed, (unsigned long long)seed);
     int failed = 0, ran = 0;
     for (size_t i = 0; i < ncases; i++) {
-        if (filter != NULL && strstr(cases[i].name, filter) == NULL)
+        if (!selected(cases[i].name, argc, argv) || i % shards != shard)
             continue;
         /* each case draws from its own stream, so that running one case
          * alone reproduces exactly what it did in the full run */
@@ -92,7 +122,7 @@ int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
         fflush(stdout);
     }
     if (ran == 0) {
-        printf("no case matches \"%s\"\n", filter);
+        printf("no case matches the patterns given\n");
         return 2;
     }
     printf("%s: %d of %d cases failed\n", argv[0], failed, ran);

@@ -2,8 +2,12 @@
  * check.h - a small test runner.
  *
  * A test program lists its cases and calls check_main(), which runs every
- * case, or only those whose names contain the first argument, and exits
- * non-zero if any CHECK failed. Random inputs come from check_rand(),
+ * case, or only those selected by its arguments, and exits non-zero if any
+ * CHECK failed. An argument is a pattern: a case runs when its name
+ * contains one of the plain patterns (or none is given) and none of those
+ * written with a leading '-' ("batches -cl_gpu": the batches cases but
+ * those on the cl_gpu backends). TALLY_SHARD=k/n runs only the cases whose
+ * index is k modulo n, for n processes that share a program's cases. Random inputs come from check_rand(),
  * seeded by TALLY_SEED or the clock; the seed is printed so that a failure
  * can be replayed: TALLY_SEED=<seed> build/bin/test_x <case>.
  */
