@@ -326,6 +326,8 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 def test_memory_follows_the_bytes_that_arrive(spawn):
     """Clients that announce a large body and send little make tallyd hold
     little: 100 connections announcing 64 MiB and sending 4 KiB each.
@@ -352,6 +354,7 @@ def test_memory_follows_the_bytes_that_arrive(spawn):
     valid_request_works(d)
 
 
+@pytest.mark.concurrency
 def test_buffered_bodies_have_a_budget(spawn):
     """Past --max-buffered-bytes of bodies held at once, a request gets 503
     with Retry-After (and the budget is given back when it is done)."""

@@ -24,6 +24,9 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from conftest import ROOT
 
+# a browser per test: seconds each, so `make check` leaves them out
+pytestmark = pytest.mark.slow
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 SHOTS = os.environ.get("TALLY_SCREENSHOTS", os.path.join(ROOT, "build", "screenshots"))

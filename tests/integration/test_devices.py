@@ -14,8 +14,12 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from conftest import TALLYD
+
+# devices fail and leave the pool while workers run (TSan runs them)
+pytestmark = pytest.mark.concurrency
 
 TWO = {"POCL_DEVICES": "pthread pthread"}
 QUEUED = ("--inline-max-elements", "0", "--json-inline-max-elements", "0")
@@ -48,6 +52,7 @@ def crowd(d, n):
         assert out["data"] == np.cumsum(x).tolist()
 
 
+@pytest.mark.slow
 def test_two_devices_share_the_work(spawn):
     d = spawn("--device", "all", "--workers", "4", *QUEUED, env=TWO)
     up = metric_values(d, "tally_device_up")
@@ -68,6 +73,7 @@ def metric_value(d, name):
     return float(m.group(1))
 
 
+@pytest.mark.slow
 def test_a_failing_device_leaves_the_pool(spawn):
     d = spawn("--device", "0:0,0:1", "--fault-device", "2", "--device-max-failures", "1",
               *QUEUED, env=TWO)
@@ -118,6 +124,7 @@ def test_refused_launches_run_again_on_the_host(spawn):
     assert warns and warns[0]["level"] == "warn", d.log()
 
 
+@pytest.mark.slow
 def test_repeated_failures_move_the_work_to_the_host(spawn):
     """Every launch refused from 4 s on: before, the device serves; after,
     three refusals in a row take it out, the host backend runs every job,

@@ -74,6 +74,7 @@ def test_docs_dir_of_ones_own_choosing(spawn):
     assert any("Swagger UI from" in l.get("msg", "") for l in d.log_lines())
 
 
+@pytest.mark.slow
 def test_without_the_files_docs_say_how_to_get_them(tmp_path):
     # a tallyd with no share/tally/docs beside its bin/
     (tmp_path / "bin").mkdir()

@@ -214,6 +214,7 @@ def test_metrics_are_labelled_by_protocol(client, tallyd):
     assert tallyd.metric("tally_grpc_calls_total") >= 1
 
 
+@pytest.mark.slow
 def test_message_over_the_limit_is_refused(spawn):
     d = spawn("--max-body-bytes", "1MiB")
     c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
@@ -229,6 +230,7 @@ def test_message_over_the_limit_is_refused(spawn):
     assert y[-1] == 1000
 
 
+@pytest.mark.slow
 def test_bearer_tokens(spawn, tmp_path):
     tokens = tmp_path / "tokens"
     tokens.write_text("sekrit-1\n")
@@ -249,6 +251,8 @@ def test_bearer_tokens(spawn, tmp_path):
         c.get_model_metadata("cumsum")
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 def test_deadlines(spawn):
     d = spawn("--fault-delay-ms", "400", "--inline-max-elements", "0")
     c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
@@ -268,6 +272,8 @@ def test_deadlines(spawn):
     assert np.array_equal(infer(c, x, client_timeout=10).as_numpy("y"), np.cumsum(x))
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 def test_cancellation(spawn):
     d = spawn("--fault-delay-ms", "300", "--workers", "1", "--inline-max-elements", "0")
     c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
@@ -287,6 +293,7 @@ def test_cancellation(spawn):
     assert np.array_equal(infer(c, x).as_numpy("y"), np.cumsum(x))
 
 
+@pytest.mark.concurrency
 def test_streaming(client):
     results = []
     got = threading.Event()
@@ -327,6 +334,8 @@ def test_streaming(client):
         assert close(result.as_numpy("y"), cumsum(sent[i]), sent[i]), seed
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 def test_drain_finishes_every_call(spawn):
     d = spawn("--fault-delay-ms", "300", "--workers", "1", "--inline-max-elements", "0")
     c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
@@ -370,6 +379,7 @@ def test_not_a_grpc_request(tallyd):
     assert c.is_server_live()
 
 
+@pytest.mark.concurrency
 def test_many_concurrent_calls(client):
     x = np.arange(50_000, dtype=np.int64)
 
@@ -381,6 +391,7 @@ def test_many_concurrent_calls(client):
     run_threads(8, one)
 
 
+@pytest.mark.slow
 def test_grpc_can_be_turned_off(spawn):
     d = spawn("--grpc-listen", "")
     assert d.request("GET", "/v2/health/live")[0] == 200
@@ -388,6 +399,7 @@ def test_grpc_can_be_turned_off(spawn):
         d.metric("tally_grpc_connections_total")
 
 
+@pytest.mark.slow
 def test_tls_with_alpn_h2(spawn, tmp_path):
     """--tls-cert/--tls-key serve gRPC over TLS too; h2c is refused."""
     def run(*args):
@@ -442,6 +454,7 @@ def perf_analyzer_bin():
 @pytest.mark.parametrize("extra", [[], ["--streaming"], ["--async"],
                                    ["--request-parameter", "axis:1:int"]],
                          ids=["unary", "streaming", "async", "request-parameter"])
+@pytest.mark.slow
 def test_perf_analyzer_grpc_unchanged(spawn, extra):
     d = spawn()
     exe, env = perf_analyzer_bin()
@@ -462,6 +475,7 @@ def test_perf_analyzer_grpc_unchanged(spawn, extra):
     assert failed == 0, d.request("GET", "/metrics")[2].decode()
 
 
+@pytest.mark.concurrency
 def test_a_full_queue_is_resource_exhausted(spawn):
     d = spawn("--queue-depth", "1", "--workers", "1", "--fault-delay-ms", "400",
               "--inline-max-elements", "0")

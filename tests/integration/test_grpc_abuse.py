@@ -15,6 +15,10 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
+# floods and many streams against the loop thread: TSan runs them, and
+# `make check` leaves them out (seconds each)
+pytestmark = [pytest.mark.concurrency, pytest.mark.slow]
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
 END_STREAM, END_HEADERS = 0x1, 0x4

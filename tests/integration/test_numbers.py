@@ -146,6 +146,7 @@ def post_tokens(tallyd, dtype, tokens):
     return tallyd.request("POST", "/v1/cumsum", body, {"Content-Type": "application/json"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_floats_round_once_from_the_decimal(tallyd, dtype):
     seed = int(np.random.default_rng().integers(2**31))

@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import openapi_spec_validator
+import pytest
 import yaml
 
 from conftest import CACHE_SEED, ROOT, TALLYD
@@ -70,6 +71,7 @@ def test_health(tallyd):
     assert status == 200 and body == b""
 
 
+@pytest.mark.slow
 def test_access_log(spawn):
     tallyd = spawn("--access-log=all")
     tallyd.post_json("/v1/cumsum", {"dtype": "int8", "shape": [1], "data": [1]},
@@ -101,6 +103,7 @@ def access_lines(d):
     return [l for l in d.log_lines() if "status" in l and "path" in l]
 
 
+@pytest.mark.slow
 def test_access_log_by_default_has_failed_and_slow_requests(spawn):
     """The default (--access-log=errors): a request that succeeds quickly
     gets no line; one that fails does, and so does one slower than
@@ -118,6 +121,7 @@ def test_access_log_by_default_has_failed_and_slow_requests(spawn):
     assert [l["request_id"] for l in access_lines(d)] == ["lost", "slow"], d.log()
 
 
+@pytest.mark.slow
 def test_access_log_errors_are_capped_per_second(spawn):
     """A flood of bad requests writes at most --access-log-max-per-s lines
     a second; the rest are counted in /metrics, and a warning says how many
@@ -147,6 +151,7 @@ def test_access_log_errors_are_capped_per_second(spawn):
     assert warned[0]["level"] == "warn"
 
 
+@pytest.mark.slow
 def test_access_log_all_and_off(spawn):
     """all writes every request's line (nothing capped); off writes none,
     failures included; a word that is neither is refused at startup."""
@@ -168,6 +173,7 @@ STEPS = ("recv_us", "decode_us", "parse_us", "queue_us", "compute_us", "render_u
          "send_us", "gzip_us")
 
 
+@pytest.mark.slow
 def test_access_log_steps(spawn):
     """Each step of a request is timed in its access line: a large JSON
     tensor is received, parsed, queued and computed, rendered and sent, and
@@ -197,6 +203,7 @@ def test_access_log_steps(spawn):
         assert (line["decode_us"] > 0) == (rid == "steps-deflated"), line
 
 
+@pytest.mark.slow
 def test_json_tensors_summed_inline(spawn):
     """A tensor that came as JSON is summed on the HTTP thread up to
     --json-inline-max-elements, where a binary one of the same size goes
@@ -227,6 +234,7 @@ def test_json_tensors_summed_inline(spawn):
     assert busy() > after_raw
 
 
+@pytest.mark.slow
 def test_model_stats(spawn):
     """Triton's statistics extension: every inference request counted once,
     a failure apart, the steps of the successes, executions by batch size;
@@ -330,6 +338,7 @@ def test_cli():
                                             text=True).stdout
 
 
+@pytest.mark.slow
 def test_warm_cache(tmp_path):
     """--warm-cache compiles the kernels into the cache and exits, without
     listening (images bake their kernel cache with it)."""
@@ -347,6 +356,7 @@ def test_warm_cache(tmp_path):
     assert out.returncode == 1 and "no-such-device" in out.stderr
 
 
+@pytest.mark.concurrency
 def test_sigterm_during_startup(tmp_path):
     """A SIGTERM while the kernels compile (an empty cache: a minute of
     work) ends tallyd at once with exit code 0; as PID 1 in a container

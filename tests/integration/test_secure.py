@@ -100,6 +100,7 @@ def test_401_goes_out_before_the_body(spawn, token_file):
     assert b"100 Continue" not in head
 
 
+@pytest.mark.concurrency
 def test_sighup_rereads_the_tokens(spawn, tmp_path):
     path = tmp_path / "tokens"
     path.write_text("old-token\n")
@@ -204,6 +205,7 @@ def https_daemon(spawn, pki, *args):
     return d
 
 
+@pytest.mark.slow
 def test_https_round_trips(spawn, pki, tmp_path):
     d = https_daemon(spawn, pki)
     base = "https://127.0.0.1:%d" % d.port
@@ -259,6 +261,7 @@ def test_https_round_trips(spawn, pki, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_https_with_tokens(spawn, pki, token_file):
     d = https_daemon(spawn, pki, "--auth-token-file", str(token_file))
     base = "https://127.0.0.1:%d" % d.port

@@ -104,6 +104,7 @@ def fails(fn, code_http, code_grpc, proto, words):
     return e.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 @pytest.mark.parametrize("place", ["both", "input", "output", "in_place"])
 def test_every_dtype_in_every_place(d, regions, proto, place):
@@ -300,6 +301,8 @@ def during_job(d, proto, x, rin, yout, disturb):
     return out.get("e"), out.get("r")
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_truncated_during_use_fails_that_request_and_spares_the_daemon(spawn, regions, proto):
     d = slow_daemon(spawn)
@@ -324,6 +327,8 @@ def test_truncated_during_use_fails_that_request_and_spares_the_daemon(spawn, re
     valid_request_works(d)
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_unlinked_during_use_fails_that_request(spawn, regions, proto):
     d = slow_daemon(spawn)
@@ -338,6 +343,8 @@ def test_unlinked_during_use_fails_that_request(spawn, regions, proto):
     valid_request_works(d)
 
 
+@pytest.mark.slow
+@pytest.mark.concurrency
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_unregistered_during_use_waits_for_the_job(spawn, regions, proto):
     d = slow_daemon(spawn)
@@ -356,6 +363,7 @@ def test_unregistered_during_use_waits_for_the_job(spawn, regions, proto):
     assert len(st) == 0 if proto == "http" else len(st.regions) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_a_region_belongs_to_its_token(spawn, regions, tmp_path, proto):
     tokens = tmp_path / "tokens"
@@ -403,6 +411,7 @@ def test_turned_off_by_default(tallyd, regions, proto):
     valid_request_works(tallyd)
 
 
+@pytest.mark.slow
 def test_metadata_and_limits(spawn, regions):
     d = spawn("--allow-shared-memory", "--shm-max-regions", "2", "--shm-max-bytes", "1MiB")
     c = clients(d)["http"]
@@ -424,6 +433,7 @@ def test_metadata_and_limits(spawn, regions):
     valid_request_works(d)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_perf_analyzer_shared_memory_unchanged(spawn, proto):
     d = spawn("--allow-shared-memory")

@@ -14,6 +14,11 @@ import threading
 import time
 
 from conftest import run_threads  # noqa: F401 - the fixtures' module
+import pytest
+
+# many connections at once against the HTTP threads: TSan runs them, and
+# `make check` leaves them out (connections that trickle and time out)
+pytestmark = [pytest.mark.concurrency, pytest.mark.slow]
 
 BODY = json.dumps({"dtype": "int32", "shape": [4], "data": [1, 2, 3, 4]}).encode()
 REQUEST = (b"POST /v1/cumsum HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
