@@ -1,32 +1,10 @@
 # tally - a cumulative-sum microservice on OpenCL.
 #
-#   make run        install what is missing, build tallyd and the tally
-#                   CLI, start tallyd on 127.0.0.1:8080 (TALLY_* from the
-#                   environment, LISTEN=host:port, ARGS=more flags)
-#   make            build everything into build/
-#   make test       build and run every test (what CI runs)
-#   make install    tallyd, the tally CLI, libtally and tally.pc under
-#                   PREFIX (default /usr/local; DESTDIR for staging)
-#   make bench-engine   the engine benchmark table (BENCHMARKS.md)
-#   make bench-transpose what the machine allows for a transposing scan
-#   make bench-lines    what the machine allows for bench-engine's 1M rows
-#   make bench-numbers  number text: print and parse speed per dtype
-#   make bench-sched    the scheduler's tick with many jobs waiting
-#   make bench-json     JSON requests through tallyd against Python's json
-#   make bench-serve    throughput and latency under load, batching on/off
-#   make soak           a long mixed load of good and bad requests: every
-#                       status as expected, memory and descriptors steady
-#   make fuzz           every libFuzzer target for FUZZ_SECONDS (30) each
-#   make bench-client   what the client's tensor splitting costs
-#   make image          build the container image tally:VERSION with podman
-#   make test-container build the Dockerfile and run it with podman
-#   make deps       install the Debian and PyPI packages the build needs
-#                   (make test also installs a browser for its page tests)
-#
-#   make test-tsan  the engine, server and client tests under ThreadSanitizer
-#
-# Switches: SANITIZE=address,undefined (or thread), DEBUG=1 (no
-# optimisation, every kernel launch waited for), V=1 (echo commands).
+# `make help` lists the targets a person uses, grouped; its text is the
+# HELP block below. Switches: SANITIZE=address,undefined (or thread),
+# DEBUG=1 (no optimisation, every kernel launch waited for), V=1 (echo
+# commands), T=pattern (run only matching tests), PYTEST_JOBS=N (the
+# integration suite's parallel workers).
 
 .DEFAULT_GOAL := all
 
@@ -382,10 +360,57 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
-.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan docs-assets openapi-json
-.PHONY: all run load image test check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
+.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json
+.PHONY: all run load image test check check-python test-c check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-client soak \
-        deps deps-test clean format
+        deps deps-test deps-bench clean format help
+
+# `make help`: the targets a person uses, one line each. Internal steps
+# (fuzz-run, fuzz-build, fuzz-deps, docs-assets, check-python, the single
+# C suites that test-c runs) are left out; the comments above each target
+# say more.
+define HELP
+Use
+  make run              install, build, start tallyd on 127.0.0.1:8080 (LISTEN= ARGS=)
+  make                  build everything into build/
+  make install          tallyd, tally, libtally, tally.pc under PREFIX (DESTDIR)
+  make uninstall        remove what make install put there
+  make image            the container image tally:VERSION, built with podman
+  make deps             the packages building and running tallyd need
+  make clean            remove build/ and build-*/
+
+Develop
+  make check            the everyday loop: layers, C suites, fast integration tests
+  make test             everything: installs test packages, every test, the container
+  make test-c           the C test programs (T=name picks cases)
+  make test-integration the integration suite in parallel (T= PYTEST_JOBS=)
+  make test-asan        C suites and integration tests under ASan and UBSan
+  make test-tsan        C suites and concurrent integration tests under TSan
+  make fuzz             every libFuzzer target, FUZZ_SECONDS each, two at a time
+  make test-container   build the image and run it with podman
+  make test-install     install into a scratch prefix and build against it
+  make check-layers     the #include lines against the layers
+  make soak             a long mixed load: statuses, memory, descriptors
+  make deps-test        the packages the tests and benchmarks need
+  make format           clang-format every C file
+  make openapi-json     proto/openapi.json from the YAML
+
+Benchmark
+  make bench-engine     the engine against a copy and numpy
+  make bench-transpose  what the machine allows for a transposing scan
+  make bench-lines      what the machine allows for the 1M rows
+  make bench-numbers    number text, printed and parsed, per dtype
+  make bench-sched      the scheduler's tick with many jobs waiting
+  make bench-json       JSON requests through tallyd beside Python's json
+  make bench-serve      throughput and latency under load (perf_analyzer)
+  make bench-client     what splitting a tensor over requests costs
+  make load             wrk against tallyd, beside nginx's ceiling
+
+Switches: SANITIZE=address,undefined|thread  DEBUG=1  V=1  T=pattern
+endef
+export HELP
+help:
+	@echo "$$HELP"
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
@@ -405,11 +430,49 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
             LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
             UBSAN_OPTIONS=print_stacktrace=1
 
-# `make test` first installs whatever is missing (a no-op when all is).
+# The C test programs, one after another (they share POCL_DIR). The first
+# to compile kernels is test-engine; every later one, and every daemon of
+# the integration suite, finds them in the cache.
+C_TESTS := test-units test-server test-sched test-codec test-host test-engine test-accuracy
+
+# `make test`, the README's command: installs whatever the tests need (a
+# no-op when all is there), then runs everything a user's machine can:
+# the layer check, the C suites, `make install` checked, the whole
+# integration suite with its browser tests, and the container image.
 test: deps-test
-	$(Q)$(MAKE) --no-print-directory check-layers test-units test-server test-sched \
-	    test-codec test-host test-engine test-accuracy test-install test-integration \
+	$(Q)$(MAKE) --no-print-directory check-layers test-c test-install test-integration \
 	    test-container
+
+# `make check`, the everyday loop: the layer check, every C suite and the
+# integration tests not marked slow (tests/integration/conftest.py says
+# which are), on a build made if needed; no package install, no browser,
+# no container. A few minutes on a warm build and kernel cache.
+check: check-python
+	$(Q)$(MAKE) --no-print-directory check-layers test-c
+	$(Q)$(MAKE) --no-print-directory test-integration \
+	  PYTEST_SELECT='-m "not slow" $(NO_BROWSER)'
+
+# The C suites alone, one after another whatever -j says (they share
+# POCL_DIR); all of them run, and it fails if any failed.
+test-c:
+	$(Q)rc=0; for t in $(C_TESTS); do \
+	  $(MAKE) --no-print-directory $$t || { rc=1; echo "test-c: $$t FAILED"; }; \
+	done; exit $$rc
+
+# What the sanitizers can see: the C test programs, and every integration
+# test against a daemon, libtally and CLI built with AddressSanitizer and
+# UndefinedBehaviorSanitizer; not the package installs, the browser (its
+# pages are tested against this daemon by test_landing and test_docs), `make
+# install` or the container, which build nothing with the sanitizers. CI
+# runs it.
+test-asan:
+ifneq ($(SANITIZE),address$(comma)undefined)
+	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test-asan
+else
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory test-c
+	$(Q)$(MAKE) --no-print-directory test-integration PYTEST_SELECT='$(NO_BROWSER)'
+endif
 
 # The #include lines against the layers, and the checker against itself.
 check-layers:
@@ -426,16 +489,41 @@ test-codec: $(BUILD)/bin/test_codec
 	$(Q)$(TEST_ENV) $< $(T)
 test-host: $(BUILD)/bin/test_host
 	$(Q)$(TEST_ENV) $< $(T)
+# The engine's cases, the longest suite, in ENGINE_SHARDS processes at
+# once (TALLY_SHARD=k/n; 2, one a core), each with its own copy of the
+# kernel cache, whose new kernels go back into POCL_DIR when all are done;
+# with T, one process. Each shard's output is printed whole, in order.
+ENGINE_SHARDS ?= 2
 test-engine: $(BUILD)/bin/test_engine
-	$(Q)$(TEST_ENV) $< $(T)
+	$(Q)if [ -n "$(T)" ] || [ "$(ENGINE_SHARDS)" -le 1 ]; then $(TEST_ENV) $< $(T); else \
+	  d=$(abspath $(BUILD))/engine-shards; rm -rf $$d; mkdir -p $$d $(POCL_DIR); \
+	  for k in $$(seq 0 $$(($(ENGINE_SHARDS) - 1))); do \
+	    cp -r $(POCL_DIR) $$d/pocl-$$k; \
+	    ( $(TEST_ENV) POCL_CACHE_DIR=$$d/pocl-$$k TALLY_SHARD=$$k/$(ENGINE_SHARDS) \
+	      $< > $$d/log-$$k 2>&1; echo $$? > $$d/rc-$$k ) & \
+	  done; wait; rc=0; \
+	  for k in $$(seq 0 $$(($(ENGINE_SHARDS) - 1))); do \
+	    echo "test-engine: shard $$k of $(ENGINE_SHARDS)"; cat $$d/log-$$k; \
+	    [ "$$(cat $$d/rc-$$k)" = 0 ] || rc=1; cp -rn $$d/pocl-$$k/. $(POCL_DIR)/; \
+	  done; rm -rf $$d; exit $$rc; fi
 test-accuracy: $(BUILD)/bin/test_accuracy
 	$(Q)$(TEST_ENV) $< $(T)
 
-# ThreadSanitizer: the engine's, the server's and the client's tests (the
-# last two through the integration suite, against a TSan tallyd and
-# libtally), every report written under build-thread/tsan/ and counted:
-# one fails it, and the reports are printed even when a test failed first
-# (a daemon that found a race exits 66). CI runs it.
+# ThreadSanitizer, over what has threads to race:
+# - every C suite (the engine's streams and pools, the scheduler's workers
+#   and its queue, the server's modules);
+# - the integration tests marked `concurrency` (conftest.py lists them, by
+#   what they do): many clients at once, the queue, batching, deadlines,
+#   cancellation and drain under load, gRPC streams and concurrent calls,
+#   devices failing over while work runs, shared memory changed under a
+#   running job, slow and abusive connections, the trace exporter's
+#   thread, libtally's and the CLI's parallel requests and retries.
+#   The rest (one request at a time: dtypes, formats, refusals, docs,
+#   deploy files) runs the same code on one thread, and the plain and ASan
+#   legs run it.
+# Every report is written under build-thread/tsan/ and counted: one fails
+# it, and the reports are printed even when a test failed first (a daemon
+# that found a race exits 66). CI runs it.
 TSAN_DIR := $(abspath $(BUILD))/tsan
 test-tsan:
 ifneq ($(SANITIZE),thread)
@@ -443,24 +531,37 @@ ifneq ($(SANITIZE),thread)
 else
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)rm -rf $(TSAN_DIR) && mkdir -p $(TSAN_DIR)
-	$(Q)rc=0; TSAN_OPTIONS="log_path=$(TSAN_DIR)/report second_deadlock_stack=1" \
-	  $(MAKE) --no-print-directory -k test-units test-server test-sched \
-	    test-codec test-host test-engine test-integration || rc=1; \
+	$(Q)rc=0; export TSAN_OPTIONS="log_path=$(TSAN_DIR)/report second_deadlock_stack=1"; \
+	  $(MAKE) --no-print-directory test-c || rc=1; \
+	  $(MAKE) --no-print-directory test-integration \
+	    PYTEST_SELECT='-m concurrency $(NO_BROWSER)' || rc=1; \
 	  n=$$(ls $(TSAN_DIR) | wc -l); if [ "$$n" -gt 0 ]; then \
 	  cat $(TSAN_DIR)/*; echo "test-tsan: $$n ThreadSanitizer reports"; exit 1; fi; \
 	  [ $$rc = 0 ] || exit 1; \
-	  echo "test-tsan: engine, server and client tests, 0 ThreadSanitizer reports"
+	  echo "test-tsan: C suites and concurrent integration tests, 0 ThreadSanitizer reports"
 endif
 
-# The daemon against the outside world (pytest, numpy, tritonclient); each
-# daemon copies the kernel cache test-engine warmed.
+# The daemon against the outside world (pytest, numpy, tritonclient), in
+# PYTEST_JOBS processes (pytest-xdist; 4 by default: most tests wait on
+# sockets, so more workers than cores keep both busy). No two tests share
+# a port (each daemon binds port 0 and reports it), a PoCL cache (each
+# daemon copies the one test-engine warmed) or a temporary file. T picks
+# tests by name; PYTEST_SELECT adds pytest options (the legs above use it).
+PYTEST_JOBS ?= 4
+NO_BROWSER  := --ignore=tests/integration/test_browser.py
 test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client docs-assets
 	$(Q)TALLYD=$(abspath $(TALLYD)) POCL_CACHE_SEED=$(POCL_DIR) \
 	  TALLY_CLI=$(abspath $(TALLY_CLI)) TALLY_TEST_CLIENT=$(abspath $(BUILD)/bin/test_client) \
 	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) $(ASAN_ENV) \
 	  TALLY_SCREENSHOTS=$(abspath $(BUILD))/screenshots \
 	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(if $(T),-k "$(T)")
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(if $(filter-out 0 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS)) \
+	    $(PYTEST_SELECT) tests/integration $(if $(T),-k "$(T)")
+
+# The Python packages the tests import, with a clear word when one is
+# missing (`make check` installs nothing).
+check-python:
+	$(Q)$(PYTHON) tests/need_python.py
 
 # The image, built with podman (installed when missing) as tally:VERSION.
 image:
@@ -476,16 +577,16 @@ else
 endif
 
 # wrk against a fresh tallyd, next to nginx's ceiling (BENCHMARKS.md).
-load: $(TALLYD)
+load: deps-bench $(TALLYD)
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/run.sh
 
 # A long mixed load at high concurrency: no slow request, no socket error
 # (SOAK_SECONDS, default 600).
-soak: $(TALLYD)
+soak: deps-bench $(TALLYD)
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
 
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).
-bench-client: $(TALLYD) $(TALLY_CLI)
+bench-client: deps-bench $(TALLYD) $(TALLY_CLI)
 	$(Q)TALLYD=$(abspath $(TALLYD)) TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/bench/bench_client.sh
 
 bench-sched: $(BUILD)/bin/bench_sched
@@ -494,15 +595,15 @@ bench-sched: $(BUILD)/bin/bench_sched
 bench-numbers: $(BUILD)/bin/bench_numbers
 	$(Q)$< $(BENCH_ARGS)
 
-bench-json: $(TALLYD)
+bench-json: deps-bench $(TALLYD)
 	$(Q)$(PYTHON) tests/bench/bench_json.py $(BENCH_ARGS)
 
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
-bench-serve: $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
+bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
-bench-engine: $(BENCH_BIN)
+bench-engine: deps-bench $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
 
 # what the machine allows for a transposing scan, apart from tally: 2 MiB
@@ -523,12 +624,18 @@ $(BUILD)/bin/probe_lines: tests/bench/probe_lines.c
 bench-lines: $(BUILD)/bin/probe_lines
 	$(Q)$<
 
+# What building and running tallyd needs (`make run` installs it).
 deps:
 	$(Q)sh deploy/install-deps.sh
 
-# and the browser tests' chromium, chromium-driver and selenium
+# And what the tests and benchmarks import (the tests' and benchmarks'
+# targets that need it install it).
+deps-bench:
+	$(Q)sh deploy/install-deps.sh --test
+
+# And the browser tests' chromium, chromium-driver and selenium.
 deps-test:
-	$(Q)sh deploy/install-deps.sh --browser
+	$(Q)sh deploy/install-deps.sh --test --browser
 
 # Settings come from the environment (TALLY_LISTEN, TALLY_WORKERS, ...,
 # every one tallyd --help lists), from LISTEN=host:port, or from ARGS;

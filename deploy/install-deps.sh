@@ -1,35 +1,59 @@
 #!/bin/sh
-# Installs what tally needs to build, test and run on Debian 12 (bookworm):
-# a C compiler and make (and g++ for the one C++ shim over fast_float and
-# {fmt}), the OpenCL ICD loader and headers, PoCL (an OpenCL
-# implementation for the CPU), xxd, and the libraries of the daemon and the
-# client (with nghttp2, protobuf-c and OpenSSL for gRPC, and libb64,
-# which perf_analyzer from PyPI needs). Python packages for the
-# integration tests and benchmarks come from PyPI, and so does Swagger UI
-# (swagger-ui-bundle), whose files `make` copies for tallyd's /docs. Safe to run again: it
+# Installs what tally needs on Debian 12 (bookworm). Safe to run again: it
 # installs only what is missing.
 #
-#   sh deploy/install-deps.sh            what make run needs
-#   sh deploy/install-deps.sh --browser  and a browser for make test:
-#                                        chromium, chromium-driver, selenium
+#   sh deploy/install-deps.sh            what building and running tallyd
+#                                        needs (`make run`, `make deps`): a
+#                                        C compiler and make (and g++ for the
+#                                        one C++ shim over fast_float and
+#                                        {fmt}), the OpenCL ICD loader and
+#                                        headers, PoCL (OpenCL on the CPU),
+#                                        xxd, the daemon's and the client's
+#                                        libraries (nghttp2, protobuf-c and
+#                                        OpenSSL for gRPC), and Swagger UI
+#                                        (PyPI's swagger-ui-bundle), whose
+#                                        files `make` copies for /docs
+#   sh deploy/install-deps.sh --test     and what the tests and benchmarks
+#                                        import: pytest and pytest-xdist,
+#                                        numpy, tritonclient, grpcio-tools,
+#                                        dask, the validators, OpenTelemetry's
+#                                        messages, and libb64 for
+#                                        perf_analyzer (`make deps-test`)
+#   sh deploy/install-deps.sh --browser  and the browser tests' chromium,
+#                                        chromium-driver and selenium
+#                                        (`make test` asks for all three)
 set -eu
 
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
   g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl \
-  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev libb64-0d"
-# module:pip-name pairs for the integration tests and benchmarks
-PYTHON_PACKAGES="numpy:numpy pytest:pytest yaml:pyyaml \
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
+# module:pip-name pairs
+PYTHON_PACKAGES="swagger_ui_bundle:swagger-ui-bundle"
+TEST_PACKAGES="libb64-0d"
+TEST_PYTHON="numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
-  swagger_ui_bundle:swagger-ui-bundle opentelemetry.proto:opentelemetry-proto"
+  opentelemetry.proto:opentelemetry-proto"
 
-if [ "${1:-}" = "--browser" ]; then
-  PACKAGES="$PACKAGES chromium chromium-driver"
-  PYTHON_PACKAGES="$PYTHON_PACKAGES selenium:selenium"
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --test)
+      PACKAGES="$PACKAGES $TEST_PACKAGES"
+      PYTHON_PACKAGES="$PYTHON_PACKAGES $TEST_PYTHON"
+      ;;
+    --browser)
+      PACKAGES="$PACKAGES chromium chromium-driver"
+      PYTHON_PACKAGES="$PYTHON_PACKAGES selenium:selenium"
+      ;;
+    *)
+      echo "install-deps: unknown option $arg (--test, --browser)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 missing=""
 for p in $PACKAGES; do
