@@ -555,7 +555,7 @@ test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client docs-assets
 	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) $(ASAN_ENV) \
 	  TALLY_SCREENSHOTS=$(abspath $(BUILD))/screenshots \
 	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider $(if $(filter-out 0 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS)) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(if $(filter-out 0 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadgroup) \
 	    $(PYTEST_SELECT) tests/integration $(if $(T),-k "$(T)")
 
 # The Python packages the tests import, with a clear word when one is

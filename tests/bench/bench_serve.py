@@ -37,6 +37,7 @@ binary's throughput.
 usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json|grpc|shm] [--sync]
 """
 import argparse
+import fcntl
 import glob
 import os
 import re
@@ -54,10 +55,17 @@ GRPC_CONCURRENCY = (1, 16)
 
 
 def perf_analyzer():
-    """The perf_analyzer binary and its environment, fetched once."""
+    """The perf_analyzer binary and its environment, fetched once; a lock
+    file keeps two processes (xdist's workers) from fetching at once."""
+    os.makedirs(PA_DIR, exist_ok=True)
+    with open(os.path.join(PA_DIR, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return fetch_perf_analyzer()
+
+
+def fetch_perf_analyzer():
     exe = glob.glob(os.path.join(PA_DIR, "tritonclient-*.data", "data", "bin", "perf_analyzer"))
     if not exe:
-        os.makedirs(PA_DIR, exist_ok=True)
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                         "--disable-pip-version-check", "-d", PA_DIR, "tritonclient==2.51.0",
                         "nvidia-cuda-runtime-cu12"], check=True)

@@ -461,9 +461,7 @@ def test_perf_analyzer_grpc_unchanged(spawn, extra):
     shape = "x:4,300" if "--request-parameter" in extra else "x:5000"
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % d.grpc_port, "-i", "grpc",
                         "--shape", shape, "--concurrency-range", "2",
-                        "--measurement-mode", "count_windows",
-                        "--measurement-request-count", "50", "--max-trials", "3",
-                        "--stability-percentage", "100"] + extra,
+                        "--request-count", "100"] + extra,
                        capture_output=True, text=True, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
