@@ -9,6 +9,7 @@ Environment:
   TALLYD            the binary (default build/bin/tallyd)
   POCL_CACHE_SEED   a warm PoCL cache to copy (default build/pocl-cache)
 """
+import fcntl
 import http.client
 import json
 import os
@@ -273,14 +274,18 @@ def install_python_package():
     """client/python installed with pip (no dependencies, no build
     isolation: the machine's setuptools builds it, as it would offline)
     into a directory of this run's, put first on sys.path; that directory.
-    Once per process."""
+    Once per process. pip builds in client/python's own tree, so a lock
+    file keeps two processes (xdist's workers) from building at once: two
+    builds there broke each other's install."""
     global _PACKAGE_DIR
     if _PACKAGE_DIR is None:
         target = tempfile.mkdtemp(prefix="tally-python-")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--disable-pip-version-check",
-                        "--target", target, os.path.join(ROOT, "client", "python")],
-                       check=True, capture_output=True, timeout=300)
+        with open(os.path.join(tempfile.gettempdir(), "tally-python-build.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                            "--no-build-isolation", "--disable-pip-version-check",
+                            "--target", target, os.path.join(ROOT, "client", "python")],
+                           check=True, capture_output=True, timeout=300)
         sys.path.insert(0, target)
         _PACKAGE_DIR = target
     return _PACKAGE_DIR
