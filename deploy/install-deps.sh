@@ -18,7 +18,7 @@
 #                                        numpy, tritonclient, grpcio-tools,
 #                                        dask, the validators, OpenTelemetry's
 #                                        messages, and libb64 for
-#                                        perf_analyzer (`make deps-test`)
+#                                        perf_analyzer and wrk for the soak
 #   sh deploy/install-deps.sh --browser  and the browser tests' chromium,
 #                                        chromium-driver and selenium
 #                                        (`make test` asks for all three)
@@ -31,7 +31,7 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
 # module:pip-name pairs
 PYTHON_PACKAGES="swagger_ui_bundle:swagger-ui-bundle"
-TEST_PACKAGES="libb64-0d"
+TEST_PACKAGES="libb64-0d wrk"
 TEST_PYTHON="numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
