@@ -446,7 +446,7 @@ C_TESTS := test-units test-server test-sched test-codec test-host test-engine te
 # integration suite with its browser tests, and the container image.
 # The integration suite and the container test run at once (their output
 # is kept apart): the one waits on sockets, the other on podman's build,
-# and together they take 250 s here against 360 one after the other.
+# and together they took 300 s here against 360 one after the other.
 test: deps-test
 	$(Q)$(MAKE) --no-print-directory check-layers test-c test-install
 	$(Q)$(MAKE) --no-print-directory -j2 --output-sync=target test-integration test-container
