@@ -24,17 +24,22 @@ CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
 INC_common   := -Icommon
 INC_engine   := -Iserver/engine $(INC_common)
 INC_core     := -Iserver/core $(INC_engine)
-INC_codec    := -Iserver/codec $(INC_core)
+# data formats (number text, JSON, .npy, protobuf's wire), then the
+# protocols written in them (native, KServe, DirectML, Triton's
+# settings); the transports see neither (tests/check_layers.py)
+INC_format   := -Iserver/format $(INC_core)
+INC_protocol := -Iserver/protocol $(INC_format)
 INC_sched    := -Iserver/sched $(INC_core)
-INC_http     := -Iserver/http $(INC_codec)
-INC_grpc     := -Iserver/grpc $(INC_codec)
-INC_telemetry := -Iserver/telemetry $(INC_codec)
-INC_api      := -Iserver/api -Iserver/sched -Iserver/grpc -Iserver/telemetry $(INC_http)
+INC_http     := -Iserver/http $(INC_core)
+INC_grpc     := -Iserver/grpc $(INC_core)
+INC_telemetry := -Iserver/telemetry $(INC_core)
+INC_api      := -Iserver/api -Iserver/sched -Iserver/http -Iserver/grpc -Iserver/telemetry \
+                $(INC_protocol)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
 DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -lssl -lcrypto -ljansson -luv -lz -ldeflate -lcurl -lstdc++
-# numconv.cc, the shim over fast_float and {fmt} (both header-only), is the
+# format/numtext_conv.cc, the shim over fast_float and {fmt} (both header-only), is the
 # only C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -fno-exceptions -fno-rtti -MMD -MP
@@ -83,27 +88,28 @@ KERNELS    := kernels/scan.cl kernels/copy.cl
 
 $(BUILD)/server/engine/%.o: CPPFLAGS := $(INC_engine)
 # The gRPC messages' C code, generated from proto/grpc_service.proto by
-# protobuf-c's compiler, goes with the codecs.
+# protobuf-c's compiler, goes with the protocols.
 PB_GEN := $(BUILD)/gen/grpc_service.pb-c
-$(BUILD)/server/codec/%.o: CPPFLAGS := $(INC_codec) -I$(BUILD)/gen
+$(BUILD)/server/format/%.o: CPPFLAGS := $(INC_format)
+$(BUILD)/server/protocol/%.o: CPPFLAGS := $(INC_protocol) -I$(BUILD)/gen
 $(BUILD)/server/core/%.o: CPPFLAGS := $(INC_core)
 $(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
 $(BUILD)/server/grpc/%.o: CPPFLAGS := $(INC_grpc)
 $(BUILD)/server/sched/%.o: CPPFLAGS := $(INC_sched)
 $(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api) -I$(BUILD)/gen
-$(BUILD)/server/telemetry/%.o: CPPFLAGS := $(INC_telemetry)
+$(BUILD)/server/telemetry/%.o: CPPFLAGS := $(INC_telemetry) -I$(BUILD)/gen
 $(PB_GEN).o: CPPFLAGS := -I$(BUILD)/gen
 $(PB_GEN).c $(PB_GEN).h: proto/grpc_service.proto
 	@mkdir -p $(@D)
 	$(Q)protoc-c --c_out=$(BUILD)/gen -Iproto $<
-$(BUILD)/server/codec/infer_pb.o $(BUILD)/server/api/grpc_service.o: $(PB_GEN).h
+$(BUILD)/server/protocol/kserve_pb.o $(BUILD)/server/api/grpc_service.o: $(PB_GEN).h
 # OTLP's trace messages (proto/otlp_trace.proto), for the span exporter
 OTLP_GEN := $(BUILD)/gen/otlp_trace.pb-c
 $(OTLP_GEN).o: CPPFLAGS := -I$(BUILD)/gen
 $(OTLP_GEN).c $(OTLP_GEN).h: proto/otlp_trace.proto
 	@mkdir -p $(@D)
 	$(Q)protoc-c --c_out=$(BUILD)/gen -Iproto $<
-$(BUILD)/server/codec/otlp.o: $(OTLP_GEN).h
+$(BUILD)/server/telemetry/otlp.o: $(OTLP_GEN).h
 
 # The host backend's inner loops are worth the extra optimisation.
 $(BUILD)/server/engine/scan_host.o $(BUILD)/server/engine/tile_host.o: CFLAGS += -O3 -Wno-psabi
@@ -142,16 +148,20 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
 # ---------------------------------------------------------------- daemon
-CODEC_SRC  := $(wildcard server/codec/*.c)
-# the status table (core/status.c) goes with the codecs, which name
-# statuses of their own (a bad Content-Encoding), and so do the checks of
-# shared-memory region names (core/shm_ref.c), which they parse, and the
-# trace context (core/trace.c), whose span ids the OTLP encoder draws
-CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/codec/numconv.o \
-              $(BUILD)/server/core/status.o $(BUILD)/server/core/shm_ref.o \
-              $(BUILD)/server/core/trace.o \
+# The codecs: the data formats and the protocols, which test_codec, the
+# fuzz targets and bench_numbers link without the rest of the daemon.
+# With them go the status table (core/status.c), whose statuses they name,
+# the checks of shared-memory region names (core/shm_ref.c), which they
+# parse, the trace context (core/trace.c), whose span ids the OTLP encoder
+# draws, and content coding (core/content_coding.c), which test_codec
+# tests beside them.
+CODEC_SRC  := $(wildcard server/format/*.c server/protocol/*.c)
+CODEC_CORE := server/core/status.c server/core/shm_ref.c server/core/trace.c \
+              server/core/content_coding.c
+CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/format/numtext_conv.o \
+              $(CODEC_CORE:%.c=$(BUILD)/%.o) \
               $(PB_GEN).o $(OTLP_GEN).o
-DAEMON_SRC := $(filter-out server/core/status.c server/core/shm_ref.c server/core/trace.c,$(wildcard server/*.c server/core/*.c \
+DAEMON_SRC := $(filter-out $(CODEC_CORE),$(wildcard server/*.c server/core/*.c \
               server/sched/*.c server/http/*.c server/grpc/*.c server/api/*.c \
               server/telemetry/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/web.o
@@ -362,7 +372,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json
 .PHONY: all run load image test check check-python test-c check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-client soak \
+        bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
         deps deps-test deps-bench clean format help
 
 # `make help`: the targets a person uses, one line each. Internal steps
@@ -403,6 +413,7 @@ Benchmark
   make bench-sched      the scheduler's tick with many jobs waiting
   make bench-json       JSON requests through tallyd beside Python's json
   make bench-serve      throughput and latency under load (perf_analyzer)
+  make bench-loop       REST deadlines while gRPC decodes a large message
   make bench-client     what splitting a tensor over requests costs
   make load             wrk against tallyd, beside nginx's ceiling
 
@@ -620,6 +631,11 @@ bench-json: deps-bench $(TALLYD)
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
 bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
+
+# Does a large gzip gRPC message on the loop thread delay REST's
+# deadlines? (BENCHMARKS.md, "The loop thread and the deadlines")
+bench-loop: deps-bench $(TALLYD)
+	$(Q)$(PYTHON) tests/bench/bench_loop.py $(BENCH_ARGS)
 
 bench-engine: deps-bench $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)

@@ -7,6 +7,8 @@
  *
  * The order of the table is the order of libtally's public tally_dt enum
  * (client/include/tally.h), which dtype.c checks at compile time.
+ *
+ * Threading: pure functions over constant tables; any thread.
  */
 #ifndef TALLY_TX_DTYPE_H
 #define TALLY_TX_DTYPE_H

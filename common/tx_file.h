@@ -1,6 +1,8 @@
 /*
  * tx_file.h - writing a whole file atomically, for the client library and
  * the CLI.
+ *
+ * Threading: any thread; each call works on its own file.
  */
 #ifndef TALLY_TX_FILE_H
 #define TALLY_TX_FILE_H

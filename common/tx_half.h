@@ -8,6 +8,8 @@
  * for data, and from float64 directly for decimal text, so that nothing is
  * rounded twice. NaN stays a quiet NaN (a NaN whose payload lives only in
  * the dropped bits does not turn into infinity).
+ *
+ * Threading: pure inline conversions; any thread.
  */
 #ifndef TALLY_TX_HALF_H
 #define TALLY_TX_HALF_H

@@ -19,6 +19,8 @@
  *   - a descr must start with its byte order (<, >, | or =) and be one of
  *     numpy's codes exactly, such as '<f4' (the server took '<f04' and a
  *     bare 'f4').
+ *
+ * Threading: pure functions of their arguments; any thread.
  */
 #ifndef TALLY_TX_NPY_H
 #define TALLY_TX_NPY_H

@@ -7,6 +7,8 @@
  * broadcasts one element along its dimension. No strides means packed
  * row-major. A size of 0 is invalid, as in DirectML. Every function here
  * checks its arithmetic for overflow and reports it instead of wrapping.
+ *
+ * Threading: pure functions of their arguments; any thread.
  */
 #ifndef TALLY_TX_STRIDES_H
 #define TALLY_TX_STRIDES_H

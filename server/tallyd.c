@@ -6,10 +6,8 @@
  *
  *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
  *                           drain), SIGHUP (the token file read again,
- *                           core/auth.h), and a 5 ms timer that runs the
- *                           scheduler's tick (sched_tick: expired jobs
- *                           fail, queued jobs whose clients left are
- *                           dropped), every 100 ms shuts down the sockets
+ *                           core/auth.h), and a 5 ms timer that flushes
+ *                           the log, every 100 ms shuts down the sockets
  *                           of connections past their deadline (http_sweep,
  *                           safe as http/conns.h explains) and, while
  *                           draining, watches the in-flight count. It
@@ -23,13 +21,20 @@
  *   HTTP threads            libmicrohttpd's (--http-threads), in http/:
  *                           accept, read bodies, route, run the handlers
  *                           (api/), which parse and hand scans to the
- *                           scheduler through api/submit.c, which suspends
+ *                           scheduler through api/submit.h, which suspends
  *                           the connection; after a resume, build and queue
  *                           the response. They never wait on a device.
- *   device workers          sched/sched.c (--workers), one engine stream
+ *   the tick thread         every 5 ms, the scheduler's tick (sched_tick:
+ *                           expired jobs fail, queued jobs whose clients
+ *                           left are dropped), on a thread of its own so
+ *                           that the loop's gRPC work (decoding a large
+ *                           compressed message, say) never delays a
+ *                           deadline: BENCHMARKS.md, "The loop thread and
+ *                           the deadlines".
+ *   device workers          sched/scheduler.c (--workers), one engine stream
  *                           each: pop batches of jobs, run them, and
  *                           complete each job.
- *   fanout helpers          codec/fanout.c: one per CPU (at most 8),
+ *   fanout helpers          format/fanout.c: one per CPU (at most 8),
  *                           started on first use, that share the parse and
  *                           the render of a large JSON tensor with the HTTP
  *                           thread that asked; they touch only the parts
@@ -47,7 +52,7 @@
  *                           under its mutex, and never wait for it.
  *
  * A queued job is completed exactly once, by a worker or (when it expires
- * or its client leaves while it waits) by the loop thread, through the
+ * or its client leaves while it waits) by the tick thread, through the
  * job's done callback (api/submit.c's on_job_done): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
  * documents as safe from any thread; a gRPC job's (api/grpc_service.c)
@@ -83,7 +88,7 @@
 #include "exporter.h"
 #include "http.h"
 #include "log.h"
-#include "numfmt.h"
+#include "numtext.h"
 #include "scheduler.h"
 
 #define TICK_MS 5
@@ -112,6 +117,19 @@ static uv_loop_t *loop;
 static uv_signal_t sigterm, sigint, sighup;
 static uv_timer_t tick;
 static unsigned ticks;
+
+/* The scheduler's tick thread (above), and its stop flag. */
+static uv_thread_t ticker;
+static atomic_bool ticker_stop;
+
+static void run_ticker(void *arg)
+{
+    sched *sc = arg;
+    while (!atomic_load(&ticker_stop)) {
+        uv_sleep(TICK_MS);
+        sched_tick(sc);
+    }
+}
 static uint64_t drain_started_ns;
 static int exit_code;
 
@@ -166,10 +184,10 @@ static bool drain_done(tallyd_server *s, uint64_t now)
 static void on_tick(uv_timer_t *t)
 {
     tallyd_server *s = t->data;
-    sched_tick(app.sched);
     if (++ticks % (100 / TICK_MS) == 0) {
         http_sweep(&transport);
         grpc_sweep(&grpc);
+        reqlog_tick(&s->reqlog, now_ns());
     }
     log_flush();
     if (!atomic_load(&s->draining))
@@ -461,7 +479,7 @@ int main(int argc, char **argv)
         (unsigned)(cores > (long)s->cfg.workers ? cores / (long)s->cfg.workers
                                                 : 1);
     uint64_t t0 = now_ns();
-    numfmt_init(); /* float16 text, so that no request pays for it */
+    numtext_init(); /* float16 text, so that no request pays for it */
     if (!open_devices(s, &pool, &o, msg, sizeof msg)) {
         log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
         close_devices(&pool);
@@ -480,6 +498,7 @@ int main(int argc, char **argv)
         s->cfg.workers = pool.n;
 
     metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
+    reqlog_init(&s->reqlog, &s->cfg);
     if (!api_start(&app, s, pool.engine, pool.names, pool.n, msg,
                    sizeof msg)) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
@@ -543,7 +562,13 @@ int main(int argc, char **argv)
                 s->cfg.grpc_listen, grpc.port,
                 grpc.tls != NULL ? "TLS, ALPN h2" : "h2c");
 
+    if (uv_thread_create(&ticker, run_ticker, app.sched) != 0) {
+        log_msg("tallyd", "error", "cannot start the scheduler's tick thread");
+        return 1;
+    }
     uv_run(loop, UV_RUN_DEFAULT);
+    atomic_store(&ticker_stop, true);
+    uv_thread_join(&ticker);
 
     api_stop(&app); /* every queued job runs first */
     http_stop(&transport);

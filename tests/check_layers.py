@@ -4,7 +4,8 @@ and client/ against the layers the README names.
 
 A file depends on another when it includes it, or when it calls a
 function that only the other defines (a function defined in one .c file,
-not static: the other files reach it through its header). Fails (exit 1,
+not static: the other files reach it through its header). Also fails when a
+comment in server/ names a file of the daemon that does not exist. Fails (exit 1,
 one line per problem) when a file depends on a file of a layer its own
 layer may not use (an include or a call that points up, or sideways
 between peers: the scheduler never reaches the transport), when an
@@ -30,15 +31,20 @@ LAYERS = [
     ("common", "common", []),
     ("engine", "server/engine", ["common"]),
     ("core", "server/core", ["engine", "common"]),
-    ("codec", "server/codec", ["core", "engine", "common"]),
+    # data formats, then the protocols written in them; no transport sees
+    # either (a transport that parsed a protocol would be a second adapter)
+    ("format", "server/format", ["core", "engine", "common"]),
+    ("protocol", "server/protocol", ["format", "core", "engine", "common"]),
     ("sched", "server/sched", ["core", "engine", "common"]),
-    ("http", "server/http", ["codec", "core", "engine", "common"]),
-    ("grpc", "server/grpc", ["codec", "core", "engine", "common"]),
-    ("telemetry", "server/telemetry", ["codec", "core", "engine", "common"]),
+    ("http", "server/http", ["core", "engine", "common"]),
+    ("grpc", "server/grpc", ["core", "engine", "common"]),
+    ("telemetry", "server/telemetry", ["core", "engine", "common"]),
     ("api", "server/api",
-     ["telemetry", "sched", "http", "grpc", "codec", "core", "engine", "common"]),
+     ["telemetry", "sched", "http", "grpc", "protocol", "format", "core", "engine",
+      "common"]),
     ("tallyd", "server/tallyd.c",
-     ["api", "telemetry", "sched", "http", "grpc", "codec", "core", "engine", "common"]),
+     ["api", "telemetry", "sched", "http", "grpc", "protocol", "format", "core",
+      "engine", "common"]),
     ("public", "client/include", []),
     ("libtally", "client/lib", ["public", "common"]),
     ("cli", "client/cli", ["public", "common"]),
@@ -47,8 +53,9 @@ LAYERS = [
 ROOTS = ["common", "server", "client"]
 # Headers the build generates (into build/gen), and the directory whose
 # layer they belong to: protobuf-c's code for proto/grpc_service.proto is
-# the codecs'.
-GENERATED = {"grpc_service.pb-c.h": "server/codec", "otlp_trace.pb-c.h": "server/codec"}
+# the protocols', proto/otlp_trace.proto's the telemetry's.
+GENERATED = {"grpc_service.pb-c.h": "server/protocol",
+             "otlp_trace.pb-c.h": "server/telemetry"}
 SYSTEM_INCLUDE = ["/usr/include", "/usr/include/x86_64-linux-gnu",
                   "/usr/include/aarch64-linux-gnu"]
 HEADERS = {}  # relative path of each header: its text (scan fills it)
@@ -131,8 +138,33 @@ def check(files, sources=None):
                     path, mine, target, theirs, mine, ", ".join(sorted(allowed[mine] - {mine})) or "itself"))
             graph[path].append(target)
     problems += calls(files, sources, allowed, graph)
-    problems += cycles(graph)
+    problems += cycles(components(files, graph))
     return problems
+
+
+def components(files, graph):
+    """graph with the .c files of one component as one node. A component
+    is a module split into files that share its private header, named
+    *_int.h (grpc/grpc_int.h: the gRPC door's connection, session, calls
+    and writes call each other as nghttp2's callbacks and libuv's
+    completions go round, as h2o's lib/http2 files do). Its header says
+    which file does what; between components, and within a layer, circles
+    still fail."""
+    unit = {}
+    for path, names in files.items():
+        if path.endswith(".c"):
+            for name in names:
+                if os.path.basename(name).endswith("_int.h"):
+                    unit[path] = os.path.join(os.path.dirname(path), os.path.basename(name))
+    merged = {}
+    for node, targets in graph.items():
+        n = unit.get(node, node)
+        merged.setdefault(n, [])
+        for t in targets:
+            t = unit.get(t, t)
+            if t != n and t not in merged[n]:
+                merged[n].append(t)
+    return merged
 
 
 def calls(files, sources, allowed, graph):
@@ -201,6 +233,40 @@ def cycles(graph):
     return found
 
 
+# A file of the daemon's named in a comment: a path under server/, with or
+# without the "server/" (api/submit.c, core/reqlog.h).
+COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
+NAMED = re.compile(r'(?<![\w/.])((?:server/)?(?:api|codec|core|engine|format|grpc|http'
+                   r'|protocol|sched|telemetry|web)/[\w/]+\.(?:c|h|cc|cl))\b')
+
+
+def comment_names(texts, exists):
+    """texts: {relative path: text}; exists(path) says whether a file is
+    there. Returns a problem for every comment that names a file under
+    server/ that does not exist (a comment left behind by a move)."""
+    problems = []
+    for path, text in sorted(texts.items()):
+        for c in COMMENT.finditer(text):
+            for name in NAMED.findall(c.group(0)):
+                full = name if name.startswith("server/") else "server/" + name
+                if not exists(full):
+                    line = text.count("\n", 0, c.start()) + 1
+                    problems.append("%s:%d: a comment names %s, which does not exist" % (
+                        path, line, name))
+    return problems
+
+
+def server_texts(top):
+    texts = {}
+    for dirpath, _, names in os.walk(os.path.join(top, "server")):
+        for n in names:
+            if n.endswith((".c", ".h", ".cc")):
+                full = os.path.join(dirpath, n)
+                with open(full, encoding="utf-8", errors="replace") as f:
+                    texts[os.path.relpath(full, top)] = f.read()
+    return texts
+
+
 def scan(top, sources=None):
     files = {}
     for root in ROOTS:
@@ -234,7 +300,7 @@ def self_test(top):
         print("self-test: an engine file including request.h was not caught")
         ok = False
     loop = dict(files)
-    loop["server/codec/json.h"] = files["server/codec/json.h"] + ["native.h"]
+    loop["server/format/json.h"] = files["server/format/json.h"] + ["native.h"]
     if not any(p.startswith("include cycle") for p in check(loop)):
         print("self-test: json.h <-> native.h was not caught")
         ok = False
@@ -255,6 +321,16 @@ def self_test(top):
                for p in check(files, circle)):
         print("self-test: body.c -> reply.c -> ... -> body.c was not caught")
         ok = False
+    # a comment naming a file that moved
+    texts = server_texts(top)
+    exists = lambda p: os.path.exists(os.path.join(top, p))
+    if comment_names(texts, exists):
+        print("self-test: the tree's comments fail")
+        ok = False
+    texts["server/tallyd.c"] += "\n/* workers: sched/sched.c */\n"
+    if not any("names sched/sched.c" in p for p in comment_names(texts, exists)):
+        print("self-test: a comment naming sched/sched.c was not caught")
+        ok = False
     print("check_layers self-test: %s" % ("ok" if ok else "FAILED"))
     return ok
 
@@ -266,6 +342,8 @@ def main():
     sources = {}
     files = scan(top, sources)
     problems = check(files, sources)
+    problems += comment_names(server_texts(top),
+                              lambda p: os.path.exists(os.path.join(top, p)))
     for p in problems:
         print("check_layers: " + p)
     print("check_layers: %d files, %d problems" % (len(files), len(problems)))

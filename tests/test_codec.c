@@ -12,18 +12,18 @@
 
 #include "buffer.h"
 #include "check.h"
-#include "encoding.h"
+#include "content_coding.h"
 #include "fanout.h"
 #include "json.h"
-#include "kserve.h"
+#include "kserve_json.h"
 #include "native.h"
 #include "npy.h"
-#include "numfmt.h"
+#include "numtext.h"
 #include "tx_half.h"
 
 static bool parse1(tx_dtype t, const char *text, void *dst, char *why)
 {
-    return numfmt_parse(t, text, strlen(text), dst, 0, why, 200);
+    return numtext_parse(t, text, strlen(text), dst, 0, why, 200);
 }
 
 static void integers(void)
@@ -104,9 +104,9 @@ static void integers(void)
         tx_dtype t = types[i % 8];
         uint64_t in = bits, back = 0;
         char text[NUMFMT_MAX + 1];
-        size_t n = numfmt_print(t, &in, 0, text);
+        size_t n = numtext_print(t, &in, 0, text);
         text[n] = '\0';
-        CHECK(numfmt_parse(t, text, n, &back, 0, why, sizeof why), "%s: %s",
+        CHECK(numtext_parse(t, text, n, &back, 0, why, sizeof why), "%s: %s",
               text, why);
         size_t size = tx_dtype_size(t);
         CHECK(memcmp(&in, &back, size) == 0, "%s %s did not round-trip",
@@ -123,7 +123,7 @@ static void floats(void)
             tx_dtype t = b ? TX_BFLOAT16 : TX_FLOAT16;
             uint16_t h = (uint16_t)i, back = 0;
             float f = b ? tx_bf16_to_f32(h) : tx_f16_to_f32(h);
-            size_t n = numfmt_print(t, &h, 0, text);
+            size_t n = numtext_print(t, &h, 0, text);
             text[n] = '\0';
             if (isnan(f)) {
                 CHECK(strcmp(text, "\"NaN\"") == 0, "NaN printed as %s", text);
@@ -135,7 +135,7 @@ static void floats(void)
                       "inf printed as %s", text);
                 continue;
             }
-            CHECK(numfmt_parse(t, text, n, &back, 0, why, sizeof why), "%s",
+            CHECK(numtext_parse(t, text, n, &back, 0, why, sizeof why), "%s",
                   why);
             /* -0 may come back as +0 only if it printed as "0" */
             CHECK(back == h, "%s 0x%04x printed as %s, read back 0x%04x",
@@ -152,22 +152,22 @@ static void floats(void)
         memcpy(&d, &bits, 8);
         if (isfinite(f)) {
             float back = 0;
-            size_t n = numfmt_print(TX_FLOAT32, &f, 0, text);
-            CHECK(numfmt_parse(TX_FLOAT32, text, n, &back, 0, why, sizeof why)
+            size_t n = numtext_print(TX_FLOAT32, &f, 0, text);
+            CHECK(numtext_parse(TX_FLOAT32, text, n, &back, 0, why, sizeof why)
                       && memcmp(&back, &f, 4) == 0,
                   "float32 %a printed as %.*s", (double)f, (int)n, text);
         }
         if (isfinite(d)) {
             double back = 0;
-            size_t n = numfmt_print(TX_FLOAT64, &d, 0, text);
-            CHECK(numfmt_parse(TX_FLOAT64, text, n, &back, 0, why, sizeof why)
+            size_t n = numtext_print(TX_FLOAT64, &d, 0, text);
+            CHECK(numtext_parse(TX_FLOAT64, text, n, &back, 0, why, sizeof why)
                       && memcmp(&back, &d, 8) == 0,
                   "float64 %a printed as %.*s", d, (int)n, text);
         }
     }
     /* shortest: 0.1 stays 0.1 */
     float tenth = 0.1f;
-    size_t n = numfmt_print(TX_FLOAT32, &tenth, 0, text);
+    size_t n = numtext_print(TX_FLOAT32, &tenth, 0, text);
     CHECK(n == 3 && memcmp(text, "0.1", 3) == 0, "0.1f printed as %.*s", (int)n,
           text);
     /* out of range */
@@ -178,22 +178,22 @@ static void floats(void)
     CHECK(parse1(TX_FLOAT32, "1e-50", &f, why) && f == 0, "underflow is 0");
     CHECK(!parse1(TX_FLOAT16, "65520", &h, why), "65520 float16");
     CHECK(parse1(TX_FLOAT16, "65504", &h, why) && h == 0x7bff, "65504");
-    CHECK(numfmt_parse_special(TX_FLOAT32, "-Infinity", 9, &f, 0, why, 200)
+    CHECK(numtext_parse_special(TX_FLOAT32, "-Infinity", 9, &f, 0, why, 200)
               && isinf(f) && f < 0,
           "-Infinity");
-    CHECK(!numfmt_parse_special(TX_INT32, "NaN", 3, &f, 0, why, 200),
+    CHECK(!numtext_parse_special(TX_INT32, "NaN", 3, &f, 0, why, 200),
           "NaN int32");
-    CHECK(!numfmt_parse_special(TX_FLOAT32, "nan", 3, &f, 0, why, 200),
+    CHECK(!numtext_parse_special(TX_FLOAT32, "nan", 3, &f, 0, why, 200),
           "lower-case nan");
     /* the JSON number grammar */
     static const char *bad[] = {"01", "-",    "1.",  ".5", "1e",
                                 "+1", "0x10", "1e+", "--1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t len = strlen(bad[i]);
-        CHECK(numfmt_scan(bad[i], bad[i] + len) != len,
+        CHECK(numtext_scan(bad[i], bad[i] + len) != len,
               "%s scanned as a number", bad[i]);
     }
-    CHECK(numfmt_scan("-1.5e+3,", (const char *)"-1.5e+3," + 8) == 7, "scan");
+    CHECK(numtext_scan("-1.5e+3,", (const char *)"-1.5e+3," + 8) == 7, "scan");
 }
 
 /* Correct rounding, once, from the decimal: every case names the exact
@@ -282,9 +282,9 @@ static void rounding(void)
  * bfloat16 are checked exhaustively by `floats`. */
 /* Random float32 and float64 values round-trip bit-exact through the
  * paths a JSON request takes: 10 million of each printed as an array with
- * numfmt_print_list() (the writer's path) and read back with
+ * numtext_print_list() (the writer's path) and read back with
  * jcur_tensor() (the fast path of the parse), in chunks; and a million
- * more of each one by one through numfmt_print() and numfmt_parse() (the
+ * more of each one by one through numtext_print() and numtext_parse() (the
  * general path). float16 and bfloat16 are covered whole by floats(). */
 static void round_trip(void)
 {
@@ -309,7 +309,7 @@ static void round_trip(void)
             tx_dtype dt = t ? TX_FLOAT64 : TX_FLOAT32;
             size_t n = 0;
             text[n++] = '[';
-            n += numfmt_print_list(dt, t ? (void *)d : (void *)f, 0, CHUNK,
+            n += numtext_print_list(dt, t ? (void *)d : (void *)f, 0, CHUNK,
                                    text + n);
             text[n++] = ']';
             jcur c;
@@ -337,16 +337,16 @@ static void round_trip(void)
         memcpy(&x, &b32, 4);
         memcpy(&y, &bits, 8);
         if (isfinite(x)) {
-            size_t n = numfmt_print(TX_FLOAT32, &x, 0, one);
-            if (!numfmt_parse(TX_FLOAT32, one, n, &xb, 0, why, sizeof why)
+            size_t n = numtext_print(TX_FLOAT32, &x, 0, one);
+            if (!numtext_parse(TX_FLOAT32, one, n, &xb, 0, why, sizeof why)
                 || memcmp(&xb, &x, 4) != 0)
                 if (bad32++ < 5)
                     CHECK(0, "float32 %a printed as %.*s", (double)x, (int)n,
                           one);
         }
         if (isfinite(y)) {
-            size_t n = numfmt_print(TX_FLOAT64, &y, 0, one);
-            if (!numfmt_parse(TX_FLOAT64, one, n, &yb, 0, why, sizeof why)
+            size_t n = numtext_print(TX_FLOAT64, &y, 0, one);
+            if (!numtext_parse(TX_FLOAT64, one, n, &yb, 0, why, sizeof why)
                 || memcmp(&yb, &y, 8) != 0)
                 if (bad64++ < 5)
                     CHECK(0, "float64 %a printed as %.*s", y, (int)n, one);
@@ -364,7 +364,7 @@ static void round_trip(void)
 
 /* ------------------------------------------------------------------------
  * Lists of numbers in every shape the fast loops meet, against a reference
- * that reads each token alone with numfmt_parse(): the same verdict, the
+ * that reads each token alone with numtext_parse(): the same verdict, the
  * same values, and on a refusal a message naming the first bad element.
  */
 
@@ -516,14 +516,14 @@ static void list_case(tx_dtype t, uint64_t n, char *text, uint8_t *got,
         bool ok;
         if (s[0] == '"')
             ok = len[i] >= 2 && s[len[i] - 1] == '"'
-                 && numfmt_parse_special(t, s + 1, len[i] - 2, want,
+                 && numtext_parse_special(t, s + 1, len[i] - 2, want,
                                          (size_t)i, why, sizeof why);
         else if (jcur_bare_special(s, s + len[i]) == len[i]) /* bare NaN */
-            ok = numfmt_parse_special(t, s, len[i], want, (size_t)i, why,
+            ok = numtext_parse_special(t, s, len[i], want, (size_t)i, why,
                                       sizeof why);
         else
-            ok = numfmt_scan(s, s + len[i]) == len[i]
-                 && numfmt_parse(t, s, len[i], want, (size_t)i, why,
+            ok = numtext_scan(s, s + len[i]) == len[i]
+                 && numtext_parse(t, s, len[i], want, (size_t)i, why,
                                  sizeof why);
         if (!ok)
             first_bad = (int64_t)i;
@@ -593,7 +593,7 @@ static void number_lists(void)
     free(want);
 }
 
-/* The text of n elements printed one by one with numfmt_print(), between
+/* The text of n elements printed one by one with numtext_print(), between
  * the prefix and suffix parallel_render() uses: what the writer must
  * produce however it batches them. */
 static size_t reference_text(tx_dtype t, const void *data, uint64_t n,
@@ -603,7 +603,7 @@ static size_t reference_text(tx_dtype t, const void *data, uint64_t n,
     for (uint64_t i = 0; i < n; i++) {
         if (i > 0)
             out[at++] = ',';
-        at += numfmt_print(t, data, (size_t)i, out + at);
+        at += numtext_print(t, data, (size_t)i, out + at);
     }
     memcpy(out + at, "]}", 2);
     return at + 2;
@@ -613,7 +613,7 @@ static size_t reference_text(tx_dtype t, const void *data, uint64_t n,
  * to 9 threads with its pieces joined, write exactly the elements printed
  * one by one, for every dtype and sizes around the split points (0, 1 and
  * a few elements included); no element's text is longer than
- * numfmt_max_len(). */
+ * numtext_max_len(). */
 static void parallel_render(void)
 {
     static const uint64_t counts[] = {0, 1, 2, 3, 7, 8, 9, 1000, 65537};
@@ -632,13 +632,13 @@ static void parallel_render(void)
             size_t longest = 0;
             for (uint64_t i = 0; i < n; i++) {
                 char one[NUMFMT_MAX + 1];
-                size_t k = numfmt_print((tx_dtype)t, data, (size_t)i, one);
+                size_t k = numtext_print((tx_dtype)t, data, (size_t)i, one);
                 longest = k > longest ? k : longest;
             }
-            CHECK(longest <= numfmt_max_len((tx_dtype)t),
-                  "%s: an element of %zu bytes, numfmt_max_len says %zu",
+            CHECK(longest <= numtext_max_len((tx_dtype)t),
+                  "%s: an element of %zu bytes, numtext_max_len says %zu",
                   tx_dtype_name((tx_dtype)t), longest,
-                  numfmt_max_len((tx_dtype)t));
+                  numtext_max_len((tx_dtype)t));
             for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
                 json_writer a;
                 CHECK(json_writer_init(&a, true, strdup("{\"x\":["), 6,

@@ -38,7 +38,7 @@
 #include "router.h"
 #include "scheduler.h"
 #include "shm.h"
-#include "trace_json.h"
+#include "trace_settings.h"
 
 /* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
 enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, PAGE, OTHER, NLABELS };
@@ -108,6 +108,12 @@ static inline sched *api_sched(request *r)
 /* The table tallyd hands to http_start(). */
 extern const http_routes api_routes;
 
+/* The inference routes' and methods' end, through every door: Triton's
+ * statistics (stats.h) count every request of theirs, with its steps when
+ * it succeeded. routes.c. */
+void api_inference_ended(tallyd_server *s, const req_record *rec,
+                         uint64_t total_ns);
+
 void api_native(request *r);          /* native.c */
 void api_dml_json(request *r);        /* dml.c, from api_native */
 void api_dml_binary(request *r, const char *header);
@@ -161,18 +167,19 @@ typedef struct {
     shm_use x, y;
 } api_shm_hold;
 
-/* Places a scan of `bytes`: *in is x's region or data (the request's
- * own bytes); *out is y's region, or data when x came in the request (in
- * place), or, when x lies in a region and y does not, a new buffer
- * (*owned, eng_buffer_alloc'd, at most max_bytes: the caller frees it
- * after the reply). STATUS_OK with *h holding the regions until
+/* Places a scan of `bytes`, for every door: *in is x's region or *data
+ * (the request's own bytes); *out is y's region, or *data when x came in
+ * the request (in place), or, when x lies in a region and y does not, a
+ * new buffer (eng_buffer_alloc'd, at most max_bytes) that becomes the
+ * request's *data, with *data_owned set, so that it is answered and freed
+ * as the request's own tensor would be. STATUS_OK with *h holding the regions until
  * api_shm_done() or api_shm_free(); otherwise FORBIDDEN (shared memory is
  * off), NOT_FOUND, INVALID, TOO_LARGE or NOMEM with a message, and
  * nothing held. reg NULL: shared memory is off. */
 status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
-                          const shm_ref *ys, void *data, size_t bytes,
-                          size_t max_bytes, const void **in, void **out,
-                          void **owned, api_shm_hold *h, char *msg,
+                          const shm_ref *ys, void **data, bool *data_owned,
+                          size_t bytes, size_t max_bytes, const void **in,
+                          void **out, api_shm_hold *h, char *msg,
                           size_t msglen);
 
 /* After the job: checks that no region was disturbed (shm_release) and

@@ -1,5 +1,5 @@
 /*
- * dml.c - POST /v1/cumsum in DirectML's words (codec/dml.h): the operator
+ * dml.c - POST /v1/cumsum in DirectML's words (protocol/dml.h): the operator
  * description with strided buffer tensors.
  *
  *   JSON    application/json with an "InputTensor" member: the description
@@ -19,7 +19,7 @@
 
 #include "api.h"
 #include "buffer.h"
-#include "submit.h"
+#include "submit_http.h"
 #include "dml.h"
 #include "reply.h"
 

@@ -2,21 +2,22 @@
  * grpc_service.c - inference.GRPCInferenceService on the gRPC transport:
  * the method table and its handlers (proto/grpc_service.proto).
  *
- * ModelInfer and ModelStreamInfer have REST's semantics (codec/infer_pb.h
- * parses, the scheduler scans): a tensor of at most --inline-max-elements
- * is summed at once on the loop thread, a larger one is queued as a job
- * embedded in the call's work record, whose done callback brings the call
- * back to the loop (grpc_call_resume) to answer. The answer's bytes are
- * the response's fields, then the tensor where it was scanned. On a
+ * ModelInfer and ModelStreamInfer have REST's semantics: protocol/kserve_pb.h
+ * parses, and the one adapter (submit.h) sums at once or queues, chooses
+ * the deadline and words the failures, as for REST; this file is the
+ * gRPC door's side of it (suspend, resume, answer). The answer's bytes
+ * are the response's fields, then the tensor where it was scanned. On a
  * stream, a failed message is answered with a ModelStreamInferResponse
  * carrying error_message (Triton's way), and the stream goes on.
  *
- * The shared-memory RPCs answer as a server with no region registered
- * would: status lists none, unregistering succeeds, registering is
- * UNIMPLEMENTED until the shared-memory front door lands.
+ * The metadata and configuration are kserve_model.h's, in protobuf. The
+ * system shared-memory RPCs register, list and unregister regions in the
+ * registry REST's routes use (core/shm.h), per token; CUDA shared memory
+ * does not exist here: a status lists none, unregistering every region
+ * succeeds, and a named one is not found.
  *
- * Threading: the loop thread (grpc.h), except on_job_done (a worker or
- * the loop's tick) and call_gone (workers and the tick).
+ * Threading: the loop thread (grpc.h), except door_resume (a worker or
+ * the scheduler's tick thread) and door_gone (workers and the tick).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -26,8 +27,9 @@
 
 #include "api.h"
 #include "grpc_service.pb-c.h"
-#include "infer_pb.h"
-#include "kserve.h"
+#include "kserve_pb.h"
+#include "kserve_json.h"
+#include "submit.h"
 
 static tallyd_server *server_of(grpc_call *c)
 {
@@ -122,18 +124,29 @@ static void model_ready(grpc_call *c)
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
+/* The server and the model as kserve_model.h describes them, in
+ * protobuf. */
 static void server_metadata(grpc_call *c)
 {
-    static char *ext[] = {"binary_tensor_data", "parameters",
-                          "model_configuration", "statistics",
-                          "system_shared_memory"};
+    const char *const *ext;
     Inference__ServerMetadataResponse r =
         INFERENCE__SERVER_METADATA_RESPONSE__INIT;
-    r.name = (char *)"tally";
+    r.name = (char *)kserve_model.server;
     r.version = (char *)server_of(c)->version;
-    r.n_extensions = sizeof ext / sizeof ext[0] - (api_of(c)->shm == NULL);
-    r.extensions = ext;
+    r.n_extensions = kserve_extensions(api_of(c)->shm != NULL, &ext);
+    r.extensions = (char **)ext;
     reply_message(c, &r.base);
+}
+
+static void tensor_metadata(Inference__ModelMetadataResponse__TensorMetadata *m,
+                            const kserve_tensor_info *t, int64_t *dim)
+{
+    inference__model_metadata_response__tensor_metadata__init(m);
+    *dim = t->dim;
+    m->name = (char *)t->name;
+    m->datatype = (char *)t->datatype;
+    m->n_shape = 1;
+    m->shape = dim;
 }
 
 static void model_metadata(grpc_call *c)
@@ -143,30 +156,37 @@ static void model_metadata(grpc_call *c)
     if (q == NULL)
         return;
     if (is_model(c, q->name, q->version)) {
-        static char *versions[] = {(char *)KSERVE_VERSION};
-        int64_t any[] = {-1};
-        Inference__ModelMetadataResponse__TensorMetadata x =
-            INFERENCE__MODEL_METADATA_RESPONSE__TENSOR_METADATA__INIT;
-        Inference__ModelMetadataResponse__TensorMetadata y = x;
+        const kserve_model_info *k = &kserve_model;
+        char *versions[] = {(char *)k->version};
+        int64_t dims[2];
+        Inference__ModelMetadataResponse__TensorMetadata x, y;
         Inference__ModelMetadataResponse__TensorMetadata *in[] = {&x},
                                                          *out[] = {&y};
-        x.name = (char *)"x";
-        y.name = (char *)"y";
-        x.datatype = y.datatype = (char *)"FP32";
-        x.n_shape = y.n_shape = 1;
-        x.shape = y.shape = any;
+        tensor_metadata(&x, &k->input, &dims[0]);
+        tensor_metadata(&y, &k->output, &dims[1]);
         Inference__ModelMetadataResponse r =
             INFERENCE__MODEL_METADATA_RESPONSE__INIT;
-        r.name = (char *)KSERVE_MODEL;
+        r.name = (char *)k->name;
         r.n_versions = 1;
         r.versions = versions;
-        r.platform = (char *)"tally";
+        r.platform = (char *)k->platform;
         r.n_inputs = r.n_outputs = 1;
         r.inputs = in;
         r.outputs = out;
         reply_message(c, &r.base);
     }
     protobuf_c_message_free_unpacked(&q->base, NULL);
+}
+
+/* "FP32" as the configuration's data type, TYPE_FP32. */
+static Inference__DataType config_type(const char *datatype)
+{
+    char name[32];
+    snprintf(name, sizeof name, "TYPE_%s", datatype);
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value_by_name(
+        &inference__data_type__descriptor, name);
+    return v != NULL ? (Inference__DataType)v->value
+                     : INFERENCE__DATA_TYPE__TYPE_INVALID;
 }
 
 /* The same configuration as REST's /v2/models/cumsum/config. */
@@ -177,24 +197,25 @@ static void model_config(grpc_call *c)
     if (q == NULL)
         return;
     if (is_model(c, q->name, q->version)) {
-        int64_t any[] = {-1};
+        const kserve_model_info *k = &kserve_model;
+        int64_t xd[] = {k->input.dim}, yd[] = {k->output.dim};
         Inference__ModelInput x = INFERENCE__MODEL_INPUT__INIT;
         Inference__ModelOutput y = INFERENCE__MODEL_OUTPUT__INIT;
         Inference__ModelInput *in[] = {&x};
         Inference__ModelOutput *out[] = {&y};
-        x.name = (char *)"x";
-        x.data_type = INFERENCE__DATA_TYPE__TYPE_FP32;
+        x.name = (char *)k->input.name;
+        x.data_type = config_type(k->input.datatype);
         x.n_dims = 1;
-        x.dims = any;
-        y.name = (char *)"y";
-        y.data_type = INFERENCE__DATA_TYPE__TYPE_FP32;
+        x.dims = xd;
+        y.name = (char *)k->output.name;
+        y.data_type = config_type(k->output.datatype);
         y.n_dims = 1;
-        y.dims = any;
+        y.dims = yd;
         Inference__ModelConfig m = INFERENCE__MODEL_CONFIG__INIT;
-        m.name = (char *)KSERVE_MODEL;
-        m.platform = (char *)"tally";
-        m.backend = (char *)"tally";
-        m.max_batch_size = 0;
+        m.name = (char *)k->name;
+        m.platform = (char *)k->platform;
+        m.backend = (char *)k->backend;
+        m.max_batch_size = k->max_batch_size;
         m.n_input = m.n_output = 1;
         m.input = in;
         m.output = out;
@@ -276,11 +297,9 @@ static void model_statistics(grpc_call *c)
 /* --------------------------------------------------------- inference */
 
 typedef struct {
-    job j;
-    infer_pb_request q;
+    submit_work w; /* the adapter's: the job and the deadline */
+    kserve_pb_request q;
     grpc_call *c;
-    int64_t timeout_ms;
-    uint64_t parse_ns;
     api_shm_hold shm; /* x's and y's regions, when they lie in some */
 } infer_work;
 
@@ -288,7 +307,7 @@ static void infer_work_free(void *p)
 {
     infer_work *w = p;
     api_shm_free(&w->shm); /* after the job: the call outlives it */
-    infer_pb_request_free(&w->q);
+    kserve_pb_request_free(&w->q);
     free(w);
 }
 
@@ -298,6 +317,22 @@ static bool streaming(grpc_call *c)
 }
 
 /* A failure: the call's status, or on a stream an error_message. */
+static void infer_fail_msg(grpc_call *c, status_code st, const char *msg)
+{
+    if (!streaming(c)) {
+        grpc_call_fail(c, st, "%s", msg);
+        return;
+    }
+    size_t len;
+    uint8_t *b = kserve_pb_stream_error(msg, &len);
+    if (b == NULL) {
+        grpc_call_fail(c, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    grpc_call_reply(c, b, len, NULL, 0); /* takes b */
+    grpc_call_set_status(c, st);
+}
+
 static void infer_fail(grpc_call *c, status_code st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -308,62 +343,66 @@ static void infer_fail(grpc_call *c, status_code st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!streaming(c)) {
-        grpc_call_fail(c, st, "%s", msg);
-        return;
-    }
-    size_t len;
-    uint8_t *b = infer_pb_stream_error(msg, &len);
-    if (b == NULL) {
-        grpc_call_fail(c, STATUS_NOMEM, "out of memory");
-        return;
-    }
-    grpc_call_reply(c, b, len, NULL, 0); /* takes b */
-    grpc_call_set_status(c, st);
+    infer_fail_msg(c, st, msg);
 }
 
-/* The job's end: answer, or say why not. */
-static void infer_answer(grpc_call *c)
+/* ---- the gRPC door's side of the adapter (submit.h) ---- */
+
+static void infer_resumed(grpc_call *c);
+
+static bool door_suspend(void *req, bool (*push)(submit_work *w),
+                         submit_work *w)
 {
+    grpc_call *c = req;
+    grpc_call_suspend(c, infer_resumed);
+    if (push(w))
+        return true;
+    grpc_call_unsuspend(c); /* refused: done will not run */
+    return false;
+}
+
+static void door_resume(void *req)
+{
+    grpc_call_resume(req);
+}
+
+static bool door_gone(const submit_work *w)
+{
+    return grpc_call_gone(w->req);
+}
+
+static void door_times(void *req, uint64_t parse_ns, uint64_t queue_ns,
+                       uint64_t compute_ns, const trace_work *ran)
+{
+    grpc_call_times(req, parse_ns, queue_ns, compute_ns);
+    grpc_call_ran(req, ran);
+}
+
+static void door_fail(void *req, status_code st, const char *msg)
+{
+    infer_fail_msg(req, st, msg);
+}
+
+static void door_cancelled(void *req)
+{
+    grpc_call_set_status(req, STATUS_CANCELLED);
+}
+
+/* The scan is done: the response's fields, then the tensor where it was
+ * scanned. */
+static void door_answer(void *req)
+{
+    grpc_call *c = req;
     infer_work *w = grpc_call_work(c);
-    job *j = &w->j;
-    uint64_t queue = j->started_ns && j->enqueued_ns
-                         ? j->started_ns - j->enqueued_ns
-                         : (j->finished_ns && j->enqueued_ns
-                                ? j->finished_ns - j->enqueued_ns
-                                : 0);
-    grpc_call_times(c, w->parse_ns, queue,
-                    j->started_ns ? j->finished_ns - j->started_ns : 0);
-    trace_work ran;
-    sched_ran(j, &ran);
-    grpc_call_ran(c, &ran);
-    if (j->status == STATUS_CANCELLED || grpc_call_gone(c)) {
-        if (j->status != STATUS_CANCELLED)
-            sched_count_cancelled(sched_of(c));
-        grpc_call_set_status(c, STATUS_CANCELLED);
-        return;
-    }
-    if (j->status == STATUS_DEADLINE) {
-        infer_fail(c, STATUS_DEADLINE,
-                   "the deadline of %" PRId64 " ms expired %s", w->timeout_ms,
-                   j->started_ns ? "during the computation"
-                                 : "in the queue; the work was dropped");
-        return;
-    }
-    if (j->status != STATUS_OK) {
-        infer_fail(c, j->status, "%s",
-                   j->msg[0] ? j->msg : status_text(j->status));
-        return;
-    }
     char msg[512];
     status_code st = api_shm_done(&w->shm, msg, sizeof msg);
     if (st != STATUS_OK) {
-        infer_fail(c, st, "%s", msg);
+        infer_fail_msg(c, st, msg);
         return;
     }
     size_t len;
-    uint8_t *head = streaming(c) ? infer_pb_stream_head(&w->q, &len)
-                                 : infer_pb_head(&w->q, &len);
+    uint8_t *head = streaming(c) ? kserve_pb_stream_head(&w->q, &len)
+                                 : kserve_pb_head(&w->q, &len);
     if (head == NULL) {
         infer_fail(c, STATUS_NOMEM, "out of memory");
         return;
@@ -376,22 +415,21 @@ static void infer_answer(grpc_call *c)
         grpc_call_reply(c, head, len, w->q.data, w->q.bytes);
 }
 
-static void on_job_done(job *j)
-{
-    infer_work *w = j->ctx;
-    grpc_call_resume(w->c);
-}
+static const submit_door grpc_door = {
+    door_suspend, door_resume, door_gone,     door_times,
+    door_answer,  door_fail,   door_cancelled,
+};
 
-static bool call_gone(void *ctx)
+/* The call is back on the loop thread after its job. */
+static void infer_resumed(grpc_call *c)
 {
-    const infer_work *w = ctx;
-    return grpc_call_gone(w->c);
+    infer_work *w = grpc_call_work(c);
+    submit_finish(&w->w, false);
 }
 
 static void model_infer(grpc_call *c)
 {
     tallyd_server *s = server_of(c);
-    sched *sc = sched_of(c);
     uint64_t t0 = now_ns();
     infer_work *w = calloc(1, sizeof *w);
     if (w == NULL) {
@@ -404,79 +442,34 @@ static void model_infer(grpc_call *c)
     uint8_t *msg = grpc_call_message(c, &len);
     char err[512];
     bool not_found;
-    eng_err e = infer_pb_parse(msg, len, s->cfg.max_body_bytes, &w->q,
+    eng_err e = kserve_pb_parse(msg, len, s->cfg.max_body_bytes, &w->q,
                                &not_found, err, sizeof err);
     if (e != ENG_E_OK) {
         infer_fail(c, not_found ? STATUS_NOT_FOUND : status_from_eng(e), "%s",
                    err);
         return;
     }
-    job *j = &w->j;
+    job *j = &w->w.j;
     j->desc = w->q.desc;
     j->in = w->q.data;
     j->out = w->q.data;
-    j->watch_fd = -1;
+    j->watch_fd = -1; /* its stream shares the connection's socket */
     j->trace = grpc_call_trace(c);
     if (w->q.x_shm.set || w->q.y_shm.set) {
-        void *out, *owned;
+        void *data = w->q.data;
         status_code st = api_shm_place(
-            api_of(c)->shm,
-            api_shm_owner(s, grpc_call_authorization(c)), &w->q.x_shm,
-            &w->q.y_shm, w->q.data, w->q.bytes, s->cfg.max_body_bytes, &j->in,
-            &out, &owned, &w->shm, err, sizeof err);
+            api_of(c)->shm, api_shm_owner(s, grpc_call_authorization(c)),
+            &w->q.x_shm, &w->q.y_shm, &data, &w->q.data_owned, w->q.bytes,
+            s->cfg.max_body_bytes, &j->in, &j->out, &w->shm, err, sizeof err);
+        w->q.data = data;
         if (st != STATUS_OK) {
             infer_fail(c, st, "%s", err);
             return;
         }
-        j->out = out;
-        if (owned != NULL) { /* y's own buffer, answered and freed as x's */
-            w->q.data = owned;
-            w->q.data_owned = true;
-        }
     }
-    if (sched_prepare(j) != STATUS_OK) {
-        infer_fail(c, j->status, "%s", j->msg);
-        return;
-    }
-    /* the deadline: grpc-timeout, else the "timeout" parameter, else
-     * --timeout-ms */
-    int64_t ms = grpc_call_timeout_ms(c);
-    if (ms < 0 && w->q.has_timeout)
-        ms = (w->q.timeout_us + 999) / 1000;
-    if (ms < 0)
-        ms = s->cfg.timeout_ms;
-    w->timeout_ms = ms;
-    w->parse_ns = now_ns() - t0;
-    if (sched_elements(j) <= s->cfg.inline_max) {
-        sched_run_inline(sc, j);
-        infer_answer(c);
-        return;
-    }
-    j->deadline_ns = ms > 0 ? sched_now(sc) + (uint64_t)ms * 1000000u : 0;
-    j->done = on_job_done;
-    j->gone = call_gone;
-    j->ctx = w;
-    grpc_call_suspend(c, infer_answer);
-    status_code st = sched_submit(sc, j);
-    if (st == STATUS_OK)
-        return;
-    /* refused: done will not run, so the call comes back here */
-    grpc_call_unsuspend(c);
-    if (st == STATUS_DRAINING)
-        infer_fail(c, st, "the server is shutting down");
-    else
-        infer_fail(c, st,
-                   "the queue is full (%u jobs wait); retry after a moment",
-                   s->cfg.queue_depth);
-}
-
-/* Triton's statistics count every inference call. */
-static void infer_ended(grpc_call *c, bool ok, uint64_t total_ns)
-{
-    uint64_t parse, queue, compute;
-    grpc_call_get_times(c, &parse, &queue, &compute);
-    stats_request(&server_of(c)->stats, ok, total_ns, queue, parse, compute,
-                  0);
+    submit_start(&w->w, &grpc_door, c, s, sched_of(c), grpc_call_timeout_ms(c),
+                 submit_protocol_ms(w->q.has_timeout, w->q.timeout_us),
+                 SUBMIT_BYTES, t0);
 }
 
 /* ----------------------------------------------------- shared memory */
@@ -647,10 +640,10 @@ static const grpc_method methods[] = {
     {"ModelMetadata", model_metadata, false, false, METADATA, NULL, NULL},
     {"ModelConfig", model_config, false, false, METADATA, NULL, NULL},
     {"ModelStatistics", model_statistics, false, false, METADATA, NULL, NULL},
-    {"ModelInfer", model_infer, false, false, INFER, infer_pb_bulk_offset,
-     infer_ended},
-    {"ModelStreamInfer", model_infer, true, false, INFER, infer_pb_bulk_offset,
-     infer_ended},
+    {"ModelInfer", model_infer, false, false, INFER, kserve_pb_bulk_offset,
+     api_inference_ended},
+    {"ModelStreamInfer", model_infer, true, false, INFER, kserve_pb_bulk_offset,
+     api_inference_ended},
     {"SystemSharedMemoryStatus", rpc_shm_status, false, false, SHM, NULL, NULL},
     {"SystemSharedMemoryRegister", rpc_shm_register, false, false, SHM, NULL,
      NULL},

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "api.h"
-#include "submit.h"
-#include "kserve.h"
-#include "native.h"
+#include "submit_http.h"
+#include "kserve_json.h"
+#include "scan_params.h"
 #include "reply.h"
 
 typedef struct {
@@ -106,10 +106,8 @@ void api_infer(request *r)
     }
     r->ctx = c;
     r->ctx_free = infer_ctx_free;
-    int64_t timeout_ms = -1;
-    if (c->req.has_timeout)
-        timeout_ms =
-            c->req.timeout_us > 0 ? (c->req.timeout_us + 999) / 1000 : 0;
+    int64_t timeout_ms = submit_protocol_ms(c->req.has_timeout,
+                                            c->req.timeout_us);
     submit_from from = c->req.data_owned ? SUBMIT_TEXT : SUBMIT_BYTES;
     if (!c->req.x_shm.set && !c->req.y_shm.set) {
         submit_scan(r, &c->req.desc, c->req.data, timeout_ms, from,
@@ -117,19 +115,15 @@ void api_infer(request *r)
         return;
     }
     const void *in;
-    void *out, *owned;
+    void *out;
     status_code st = api_shm_place(
         ((api_state *)r->s->app)->shm,
         api_shm_owner(r->s, http_header(r, "Authorization")), &c->req.x_shm,
-        &c->req.y_shm, c->req.data, c->req.bytes, r->s->cfg.max_body_bytes,
-        &in, &out, &owned, &c->shm, msg, sizeof msg);
+        &c->req.y_shm, &c->req.data, &c->req.data_owned, c->req.bytes,
+        r->s->cfg.max_body_bytes, &in, &out, &c->shm, msg, sizeof msg);
     if (st != STATUS_OK) {
         http_error(r, st, "%s", msg);
         return;
-    }
-    if (owned != NULL) { /* y's own buffer, answered and freed as x's */
-        c->req.data = owned;
-        c->req.data_owned = true;
     }
     submit_scan_to(r, &c->req.desc, in, out, timeout_ms, SUBMIT_BYTES,
                    finish_infer);

@@ -15,7 +15,7 @@
 
 #include "api.h"
 #include "buffer.h"
-#include "submit.h"
+#include "submit_http.h"
 #include "native.h"
 #include "npy.h"
 #include "reply.h"

@@ -8,7 +8,7 @@
 
 #include "api.h"
 #include "http.h"
-#include "kserve.h"
+#include "kserve_json.h"
 #include "reply.h"
 
 static void reply_owned_json(request *r, int status, char *text)

@@ -10,20 +10,19 @@
 #include <string.h>
 
 #include "api.h"
-#include "kserve.h"
+#include "kserve_json.h"
 
 static const char *const labels[NLABELS] = {
     [NATIVE] = "native",   [INFER] = "infer",     [METADATA] = "metadata",
     [HEALTH] = "health",   [METRICS] = "metrics", [SHM] = "shared_memory",
     [PAGE] = "page",       [OTHER] = "other"};
 
-/* The inference routes' end: Triton's statistics (stats.h) count every
- * request of theirs, with its steps when it succeeded. */
-static void inference_ended(request *r, uint64_t total_ns)
+void api_inference_ended(tallyd_server *s, const req_record *rec,
+                         uint64_t total_ns)
 {
-    stats_request(&r->s->stats, r->status >= 200 && r->status < 300, total_ns,
-                  r->queue_ns, r->decode_ns + r->parse_ns, r->compute_ns,
-                  r->render_ns + r->gzip_ns);
+    stats_request(&s->stats, !rec->failed, total_ns, rec->queue_ns,
+                  rec->decode_ns + rec->parse_ns, rec->compute_ns,
+                  rec->render_ns + rec->gzip_ns);
 }
 
 static const http_route rows[] = {
@@ -37,7 +36,7 @@ static const http_route rows[] = {
      HTTP_ACCESS_HEALTH, NULL},
     {"GET", "/docs/swagger-ui.css", api_docs_file, PAGE, HTTP_ACCESS_HEALTH,
      NULL},
-    {"POST", "/v1/cumsum", api_native, NATIVE, HTTP_ACCESS_TOKEN, inference_ended},
+    {"POST", "/v1/cumsum", api_native, NATIVE, HTTP_ACCESS_TOKEN, api_inference_ended},
     {"GET", "/metrics", api_metrics, METRICS, HTTP_ACCESS_METRICS, NULL},
     /* the trace settings are as closed as /metrics */
     {"GET", "/v2/trace/setting", api_trace_setting, METADATA,
@@ -90,9 +89,9 @@ static const http_route rows[] = {
     {"POST", "/v2/cudasharedmemory/region/{region}/unregister", api_cuda_shm_unregister,
      SHM, HTTP_ACCESS_TOKEN, NULL},
     {"POST", "/v2/models/{model}/infer", api_infer, INFER, HTTP_ACCESS_TOKEN,
-     inference_ended},
+     api_inference_ended},
     {"POST", "/v2/models/{model}/versions/{version}/infer", api_infer,
-     INFER, HTTP_ACCESS_TOKEN, inference_ended},
+     INFER, HTTP_ACCESS_TOKEN, api_inference_ended},
 };
 
 static bool is(const char *s, size_t n, const char *want)

@@ -53,15 +53,14 @@ shm_owner api_shm_owner(tallyd_server *s, const char *authorization)
 }
 
 status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
-                          const shm_ref *ys, void *data, size_t bytes,
-                          size_t max_bytes, const void **in, void **out,
-                          void **owned, api_shm_hold *h, char *msg,
+                          const shm_ref *ys, void **data, bool *data_owned,
+                          size_t bytes, size_t max_bytes, const void **in,
+                          void **out, api_shm_hold *h, char *msg,
                           size_t msglen)
 {
     memset(h, 0, sizeof *h);
-    *owned = NULL;
-    *in = data;
-    *out = data;
+    *in = *data;
+    *out = *data;
     if (!xs->set && !ys->set)
         return STATUS_OK;
     if (reg == NULL) {
@@ -105,13 +104,16 @@ status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
             api_shm_free(h);
             return STATUS_TOO_LARGE;
         }
-        *owned = eng_buffer_alloc(bytes);
-        if (*owned == NULL) {
+        void *y = eng_buffer_alloc(bytes);
+        if (y == NULL) {
             snprintf(msg, msglen, "out of memory for a %zu-byte output", bytes);
             api_shm_free(h);
             return STATUS_NOMEM;
         }
-        *out = *owned;
+        /* answered and freed as the request's own tensor (x has none) */
+        *data = y;
+        *data_owned = true;
+        *out = y;
     }
     return STATUS_OK;
 }

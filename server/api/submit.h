@@ -1,58 +1,114 @@
 /*
- * submit.h - the HTTP front door's adapter to the scheduler: a parsed
- * request becomes a job (scheduler.h), and the job's end becomes a reply.
+ * submit.h - the one adapter from a parsed inference to a scheduler job
+ * and back, whichever door the request came through (REST: submit_http.c;
+ * gRPC and its stream: grpc_service.c).
  *
- * A handler that has parsed a tensor calls submit_scan() with a finish
- * function that writes the answer. The adapter:
- *   - takes the deadline from the X-Timeout-Ms header, the protocol's own
- *     timeout (KServe's "timeout" parameter), or --timeout-ms;
- *   - sums tensors of at most --inline-max-elements (or, when they came as
- *     JSON text, --json-inline-max-elements) at once on the HTTP thread
- *     (sched_run_inline): for them a hand-off costs more than the sum;
- *   - suspends the request and queues larger ones (sched_submit), its
- *     connection's socket as the job's "has the client gone?" probe;
- *   - on the job's end resumes the request (the job's done runs on a
- *     worker or the loop thread; http_resume is safe from any thread), and
- *     then, on an HTTP thread, answers: finish, or the failure as an HTTP
- *     error (status.h), or nothing at all when the client has gone.
+ * A door embeds a submit_work in its request's record, fills the job's
+ * scan (desc, in, out, views) and calls submit_start() with the deadline
+ * its transport gave and the one its protocol gave. The adapter:
+ *   - checks the scan (sched_prepare);
+ *   - chooses the deadline, the same way for every door: the transport's
+ *     (REST's X-Timeout-Ms header, gRPC's grpc-timeout), else the
+ *     protocol's (KServe's "timeout" parameter, in microseconds rounded
+ *     up to milliseconds), else --timeout-ms; 0 means none;
+ *   - sums a tensor of at most --inline-max-elements (or, when it came as
+ *     text, --json-inline-max-elements) at once on the door's thread
+ *     (sched_run_inline): for it a hand-off costs more than the sum;
+ *   - suspends the request and queues a larger one (sched_submit), the
+ *     door's "has the client gone?" probe as the job's;
+ *   - once the job has ended, brings the request back to the door's
+ *     thread (door->resume) and there, in submit_finish(), hands the door
+ *     its times and then exactly one of: the answer, a failure with its
+ *     words, or "the client has gone" (nothing is sent).
+ * Refusals and failures read the same through every door; the status
+ * table (status.h) maps them to an HTTP status or a gRPC code.
  *
- * Threading: submit_scan() and submit_strided() on an HTTP thread, from a
- * handler.
+ * Ownership: the door owns the submit_work (inside its request's record)
+ * and keeps it, with the job's buffers, alive until the job has ended:
+ * submit_finish() has run, or submit_start() returned without suspending.
+ * Threading: submit_start() and submit_finish() on the door's thread (an
+ * HTTP thread; gRPC's loop thread); door->resume and door->gone on any
+ * thread (a worker, the scheduler's tick).
  */
 #ifndef TALLY_API_SUBMIT_H
 #define TALLY_API_SUBMIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "http.h"
+#include "scheduler.h"
+#include "server.h"
 
 /* What the tensor came as, for the choice between summing it at once and
  * queueing it: a text tensor has already cost its parse (and will cost
- * its printing) on the HTTP thread, 4 to 60 times the sum at 64K elements
- * (BENCHMARKS.md, "What a JSON tensor costs beside its sum"), so a device
- * hand-off saves nothing until it is large. */
+ * its printing) on the door's thread, several times the sum at 64K
+ * elements (BENCHMARKS.md, "What a JSON tensor costs beside its sum"), so
+ * a device hand-off saves nothing until it is large. */
 typedef enum { SUBMIT_BYTES, SUBMIT_TEXT } submit_from;
 
-/* Scans desc over inout (in place; inout lies in r->body or r->ctx) and
- * calls finish to reply: at once for a small tensor, else after a worker
- * ran it. timeout_ms < 0 takes the X-Timeout-Ms header or the server's
- * default. When the scan cannot be queued or fails, the adapter replies
- * with the error itself and finish is never called. */
-void submit_scan(request *r, const eng_scan_desc *desc, void *inout,
-                 int64_t timeout_ms, submit_from from, http_handler finish);
+typedef struct submit_work submit_work;
 
-/* The same from in to out (which may be in, or must not overlap it):
- * tensors in shared memory. Both must live as long as the request. */
-void submit_scan_to(request *r, const eng_scan_desc *desc, const void *in,
-                    void *out, int64_t timeout_ms, submit_from from,
-                    http_handler finish);
+/* A door's side of the adapter. req is the door's request (REST's request,
+ * gRPC's call), as given to submit_start(). */
+typedef struct {
+    /* Suspends req and, so that the resume cannot come before the
+     * suspend, calls push(w) under the door's own handshake; true when
+     * push succeeded and req waits for resume. False: push refused, req
+     * is not suspended and the adapter answers it. Door's thread. */
+    bool (*suspend)(void *req, bool (*push)(submit_work *w), submit_work *w);
+    /* Brings req back to the door's thread, which then calls
+     * submit_finish(). Any thread, once per suspend. */
+    void (*resume)(void *req);
+    /* Whether w's client has gone: cheap, never blocks. Any thread. */
+    bool (*gone)(const submit_work *w);
+    /* The job's steps, for the access log, the statistics and the spans:
+     * parse (from the door's handler_ns to the submission), queue and
+     * compute, and what the job did. Door's thread; always before the
+     * outcome below. */
+    void (*times)(void *req, uint64_t parse_ns, uint64_t queue_ns,
+                  uint64_t compute_ns, const trace_work *ran);
+    /* The outcomes, exactly one per submit_start(), on the door's thread:
+     * the scan is done (in out); a failure, in words; the client has gone
+     * (nothing to send; counted as cancelled). */
+    void (*answer)(void *req);
+    void (*fail)(void *req, status_code st, const char *msg);
+    void (*cancelled)(void *req);
+} submit_door;
 
-/* The same for a tensor laid out in its buffers as DirectML's buffer
- * tensors are (engine.h's eng_scan_strided): reads in through iv, writes
- * out through ov. The views and both buffers must live as long as the
- * request (in r->body or r->ctx). */
-void submit_strided(request *r, const eng_scan_desc *desc, const eng_view *iv,
-                    const void *in, const eng_view *ov, void *out,
-                    int64_t timeout_ms, submit_from from, http_handler finish);
+/* The adapter's record: the door embeds it in its request's record and
+ * fills j's scan (desc, in, out, iv, ov), j.trace and j.watch_fd (-1 when
+ * the door has no socket of its own per request) before submit_start(). */
+struct submit_work {
+    job j;
+    const submit_door *door;
+    void *req;
+    tallyd_server *s;
+    sched *sched;
+    uint64_t parse_ns;   /* handler_ns to submit_start() */
+    int64_t timeout_ms;  /* as chosen, for the deadline's words */
+    status_code refused;
+};
+
+/* Starts w's scan for req through door: see above. transport_ms and
+ * protocol_ms are the two deadlines a request may carry (-1: not given).
+ * handler_ns: when the door began to parse (now_ns()), 0 if unknown.
+ * Door's thread. */
+void submit_start(submit_work *w, const submit_door *door, void *req,
+                  tallyd_server *s, sched *sc, int64_t transport_ms,
+                  int64_t protocol_ms, submit_from from, uint64_t handler_ns);
+
+/* KServe's "timeout" parameter (microseconds) as the protocol's deadline
+ * in milliseconds, rounded up; -1 when not given. */
+static inline int64_t submit_protocol_ms(bool given, int64_t us)
+{
+    if (!given)
+        return -1;
+    return us > 0 ? (us + 999) / 1000 : 0;
+}
+
+/* The queued job's end, on the door's thread after door->resume(req).
+ * `left`: the door already knows its client has gone (checked beside
+ * door->gone). */
+void submit_finish(submit_work *w, bool left);
 
 #endif

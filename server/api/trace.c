@@ -1,7 +1,7 @@
 /*
  * trace.c - Triton's trace extension: GET and POST /v2/trace/setting (and
  * the per-model route, which shares the one setting), changing which new
- * traces are sampled while tallyd runs (trace_json.h says how Triton's
+ * traces are sampled while tallyd runs (trace_settings.h says how Triton's
  * settings map onto tally's ratio). Protected like /metrics when tokens
  * are on. With tracing off (no OTLP endpoint) a GET says OFF and a POST is
  * refused: there is nothing to send spans to.
@@ -36,7 +36,7 @@ void api_trace_setting(request *r)
             return;
         }
         uv_mutex_lock(&a->trace_mu);
-        bool ok = trace_json_update(http_body(r), r->body_len, &a->trace,
+        bool ok = trace_settings_update(http_body(r), r->body_len, &a->trace,
                                     &a->trace_default, msg, sizeof msg);
         now = a->trace;
         if (ok)
@@ -54,7 +54,7 @@ void api_trace_setting(request *r)
         now = a->trace;
         uv_mutex_unlock(&a->trace_mu);
     }
-    char *text = trace_json_render(&now);
+    char *text = trace_settings_render(&now);
     if (text == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory");
         return;

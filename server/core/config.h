@@ -78,12 +78,13 @@
       "worker is idle (0: not at all)")                                        \
     X(inline_max, "inline-max-elements", "TALLY_INLINE_MAX_ELEMENTS", UINT,    \
       "4096",                                                                  \
-      "tensors this small are summed on the HTTP thread, on the host (a "      \
-      "device launch costs more); 0: never")                                   \
+      "tensors this small are summed at once on the thread that received "     \
+      "them (an HTTP thread, or gRPC's loop), on the host (a device launch "   \
+      "costs more); 0: never")                                                 \
     X(json_inline_max, "json-inline-max-elements",                             \
       "TALLY_JSON_INLINE_MAX_ELEMENTS", UINT, "65536",                         \
       "tensors that came as JSON text are summed on the HTTP thread up to "    \
-      "this size (their text costs 10-50x the sum); 0: never")                 \
+      "this size (their text costs several times the sum); 0: never")          \
     X(fault_delay_ms, "fault-delay-ms", "TALLY_FAULT_DELAY_MS", UINT, "0",     \
       "testing: workers wait this long before each job (a slow device)")       \
     X(fault_device, "fault-device", "TALLY_FAULT_DEVICE", UINT, "0",           \

@@ -199,6 +199,12 @@ void metrics_render(metrics *m, const char *device, const char *version,
                 "tally_received_bytes_total %llu\n",
                 load(&m->bytes_in));
     textbuf_put(o,
+                "# HELP tally_access_log_dropped_total Access lines left out "
+                "over --access-log-max-per-s, of every door.\n"
+                "# TYPE tally_access_log_dropped_total counter\n"
+                "tally_access_log_dropped_total %llu\n",
+                load(&m->access_log_dropped));
+    textbuf_put(o,
                 "# HELP tally_sent_bytes_total Response body bytes sent.\n"
                 "# TYPE tally_sent_bytes_total counter\n"
                 "tally_sent_bytes_total %llu\n",

@@ -44,6 +44,7 @@ typedef struct {
     atomic_ullong failures[METRIC_NPROTOCOLS][METRIC_MAX_LABELS][STATUS_COUNT];
     histogram total[METRIC_NPROTOCOLS][METRIC_MAX_LABELS];
     atomic_ullong bytes_in, bytes_out;
+    atomic_ullong access_log_dropped; /* over the cap (reqlog.h) */
 } metrics;
 
 /* Zeroes m and names its route labels (borrowed: they must outlive m; at

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "engine.h"
 #include "metrics.h"
+#include "reqlog.h"
 #include "stats.h"
 #include "trace.h"
 
@@ -58,6 +59,7 @@ typedef struct tallyd_server {
     atomic_ullong last_done_ns; /* when the last request was answered */
     atomic_ullong next_id;
     atomic_ullong buffered_bytes; /* room the request bodies hold, in all */
+    reqlog reqlog; /* the access log, over every door (reqlog.h) */
 } tallyd_server;
 
 #endif

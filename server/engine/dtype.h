@@ -4,6 +4,8 @@
  * the client. The engine adds the storage class, which is what the kernels
  * are built for: signed and unsigned integers of one width share a class,
  * because two's-complement addition is the same operation on both.
+ *
+ * Threading: constant tables and pure functions; any thread.
  */
 #ifndef TALLY_ENGINE_DTYPE_H
 #define TALLY_ENGINE_DTYPE_H

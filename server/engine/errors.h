@@ -7,6 +7,8 @@
  * deadline, a full queue) is the daemon's, in core/status.h, whose first
  * rows are these codes in this order; it also says which HTTP status and
  * gRPC code each one gets. Codes are only ever appended.
+ *
+ * Threading: constant strings; any thread.
  */
 #ifndef TALLY_ERROR_H
 #define TALLY_ERROR_H

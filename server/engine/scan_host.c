@@ -24,44 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "host.h"
 #include "pool.h"
 #include "scan_host.h"
 #include "tile_host.h"
 #include "tx_half.h"
-
-struct eng_host {
-    eng_pool *pool;
-};
-
-eng_host *eng_host_new(unsigned threads)
-{
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (unsigned)n : 1;
-    }
-    eng_host *h = calloc(1, sizeof *h);
-    if (h == NULL)
-        return NULL;
-    h->pool = eng_pool_new(threads);
-    if (h->pool == NULL) {
-        free(h);
-        return NULL;
-    }
-    return h;
-}
-
-void eng_host_free(eng_host *h)
-{
-    if (h == NULL)
-        return;
-    eng_pool_free(h->pool);
-    free(h);
-}
-
-unsigned eng_host_threads(const eng_host *h)
-{
-    return eng_pool_threads(h->pool);
-}
 
 /* The float32 segment loop is compiled twice on x86-64 with GCC: for the
  * baseline and for AVX2 (seg_f32 below picks one on first use). */
@@ -997,7 +964,7 @@ static eng_err scan_strided(eng_pool *pool, const eng_strided *v,
 eng_err eng_host_scan_strided(eng_host *h, const eng_strided *v, const void *in,
                               void *out, char *msg, size_t msglen)
 {
-    return scan_strided(h->pool, v, in, out, msg, msglen);
+    return scan_strided(eng_host_pool(h), v, in, out, msg, msglen);
 }
 
 eng_err eng_host_scan_strided_serial(const eng_strided *v, const void *in,
@@ -1009,7 +976,7 @@ eng_err eng_host_scan_strided_serial(const eng_strided *v, const void *in,
 eng_err eng_host_scan(eng_host *h, const eng_lines *l, const void *in,
                       void *out, char *msg, size_t msglen)
 {
-    return scan(h->pool, l, in, out, msg, msglen);
+    return scan(eng_host_pool(h), l, in, out, msg, msglen);
 }
 
 eng_err eng_host_scan_serial(const eng_lines *l, const void *in, void *out,

@@ -5,6 +5,8 @@
  * independent lines: n elements `inner` apart, `inner` lines side by side in
  * each of `outer` slices. Any rank collapses to that view, which is all the
  * backends ever see. Every size computed here is checked for overflow.
+ *
+ * Threading: plain values; a descriptor belongs to whoever holds it.
  */
 #ifndef TALLY_TENSOR_H
 #define TALLY_TENSOR_H

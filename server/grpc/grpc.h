@@ -22,7 +22,7 @@
  * holds at most 256 KiB, then the announced length once that much has
  * come, every byte of it taken from --max-buffered-bytes. grpc-timeout is
  * the call's deadline (grpc_call_timeout_ms). grpc-encoding gzip and
- * deflate are decoded with REST's caps (codec/encoding.h).
+ * deflate are decoded with REST's caps (core/content_coding.h).
  *
  * Abuse: at most --grpc-max-streams streams per connection (the SETTINGS
  * value; more are refused by nghttp2), --max-connections connections; a
@@ -70,9 +70,10 @@ typedef struct {
      * known), so that a large message is placed with the payload on a
      * 128-byte boundary. NULL: none. */
     size_t (*bulk_offset)(const uint8_t *prefix, size_t n);
-    /* Triton's per-model statistics: called with each finished call
-     * (ok, and how long it took); NULL: none. */
-    void (*ended)(grpc_call *c, bool ok, uint64_t total_ns);
+    /* Runs on the loop thread when a call of this method has ended,
+     * after the transport has counted it: the API's own accounting
+     * (Triton's statistics). NULL: none. */
+    req_ended_fn ended;
 } grpc_method;
 
 typedef struct {
@@ -84,7 +85,7 @@ typedef struct {
 
 typedef struct {
     atomic_ullong opened, refused, calls, goaway_sent, resets_received,
-        abuse_closed, access_log_dropped, bytes_in, bytes_out;
+        abuse_closed, bytes_in, bytes_out;
 } grpc_counters;
 
 typedef struct grpc_conn grpc_conn;
@@ -104,8 +105,6 @@ typedef struct {
     unsigned port;
     bool listening, quiescing, started;
     atomic_llong open_connections;
-    uint64_t log_second; /* the access log's rate limit (loop thread) */
-    unsigned log_lines;
     grpc_counters c;
 } grpc_transport;
 
@@ -201,8 +200,6 @@ void grpc_call_ran(grpc_call *c, const trace_work *w);
  * queue and compute times. */
 void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,
                      uint64_t compute_ns);
-void grpc_call_get_times(const grpc_call *c, uint64_t *parse_ns,
-                         uint64_t *queue_ns, uint64_t *compute_ns);
 
 /* The status the metrics count a call under when it was answered with a
  * message that reports a failure (a stream's error_message). */

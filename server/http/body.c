@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "body.h"
+#include "budget.h"
 #include "buffer.h"
-#include "encoding.h"
+#include "content_coding.h"
 
 #define NO_ROOM                                                                \
     "the server holds as many request bodies in memory as it may "             \
@@ -50,22 +51,15 @@ status_code http_body_begin(request *r, const char *cl, char *msg,
  * r; false when they are not there. */
 static bool reserve_body(request *r, size_t more)
 {
-    tallyd_server *s = r->s;
-    unsigned long long had = atomic_fetch_add_explicit(&s->buffered_bytes, more,
-                                                       memory_order_relaxed);
-    if (had + more > s->cfg.max_buffered_bytes) {
-        atomic_fetch_sub_explicit(&s->buffered_bytes, more,
-                                  memory_order_relaxed);
+    if (!budget_take(r->s, more))
         return false;
-    }
     r->body_reserved += more;
     return true;
 }
 
 void http_body_release(request *r)
 {
-    atomic_fetch_sub_explicit(&r->s->buffered_bytes, r->body_reserved,
-                              memory_order_relaxed);
+    budget_give(r->s, r->body_reserved);
     r->body_reserved = 0;
 }
 

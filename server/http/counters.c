@@ -35,10 +35,4 @@ void http_counters_render(http_counters *c, long long open_connections,
                 "# TYPE tally_connections_timed_out_total counter\n"
                 "tally_connections_timed_out_total %llu\n",
                 load(&c->timed_out));
-    textbuf_put(o,
-                "# HELP tally_access_log_dropped_total Access lines left out "
-                "over --access-log-max-per-s.\n"
-                "# TYPE tally_access_log_dropped_total counter\n"
-                "tally_access_log_dropped_total %llu\n",
-                load(&c->access_log_dropped));
 }

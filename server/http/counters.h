@@ -1,7 +1,7 @@
 /*
  * counters.h - the transport's counters, and its section of /metrics:
  * connections opened, open, refused at the limits and cut off for being
- * slow, and access lines left out.
+ * slow (the access log's are the core's: reqlog.h).
  *
  * Threading: relaxed atomics, bumped from any thread; rendering may mix
  * counts from just before and just after a concurrent update.
@@ -19,8 +19,6 @@ typedef struct {
      * and closed for not delivering a request within --idle-timeout /
      * --request-timeout */
     atomic_ullong refused, timed_out;
-    /* access lines over --access-log-max-per-s, not written */
-    atomic_ullong access_log_dropped;
 } http_counters;
 
 /* Appends the section, with the connections open now (state the caller

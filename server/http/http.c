@@ -33,12 +33,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "accesslog.h"
 #include "admit.h"
 #include "auth.h"
 #include "body.h"
 #include "conns.h"
-#include "encoding.h"
+#include "content_coding.h"
 #include "http.h"
 #include "log.h"
 #include "reply.h"
@@ -143,7 +142,6 @@ void http_sweep(http_transport *t)
     if (t->conns == NULL)
         return;
     uint64_t now = now_ns();
-    http_accesslog_tick(t->accesslog, now);
     size_t n = http_conns_sweep(t->conns, now);
     if (n == 0)
         return;
@@ -360,37 +358,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
     }
 }
 
-/* A sampled request's record, for its spans (trace.h). */
-static void submit_trace(trace_sink *k, const request *r, uint64_t done)
-{
-    trace_record rec;
-    memset(&rec, 0, sizeof rec);
-    rec.ctx = r->trace;
-    if (r->tracestate != NULL)
-        trace_state_copy(r->tracestate, strlen(r->tracestate),
-                         rec.trace_state);
-    snprintf(rec.method, sizeof rec.method, "%s", r->method);
-    snprintf(rec.route, sizeof rec.route, "%s", r->route ? r->route : "");
-    snprintf(rec.path, sizeof rec.path, "%s", r->path ? r->path : "");
-    /* what is UTF-8 of it (a cut sequence, or bytes that are not text,
-     * end it) */
-    rec.path[tx_utf8_valid(rec.path, strlen(rec.path))] = '\0';
-    snprintf(rec.request_id, sizeof rec.request_id, "%s", r->id);
-    rec.status = r->status;
-    rec.bytes_in = r->body_len;
-    rec.bytes_out = r->bytes_out;
-    rec.t0 = r->t0_ns;
-    rec.body = r->body_ns;
-    rec.handler = r->handler_ns;
-    rec.reply = r->reply_ns;
-    rec.done = done;
-    rec.decode_ns = r->decode_ns;
-    rec.parse_ns = r->parse_ns;
-    rec.render_ns = r->render_ns;
-    rec.work = r->ran;
-    k->submit(k, &rec);
-}
-
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -404,7 +371,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r == NULL)
         return;
     *con_cls = NULL;
-    uint64_t done = now_ns(), total = done - r->t0_ns;
+    uint64_t done = now_ns();
     if (timed_out && r->state == RQ_READING) {
         r->status = 408; /* cut off by http_sweep */
         r->err = STATUS_REQUEST_TIMEOUT;
@@ -421,18 +388,38 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         r->status = 499; /* the client went away first */
     }
-    metrics_request(&s->metrics, METRIC_HTTP, r->metric_label, r->status, r->err, total,
-                    r->bytes_out);
-    if (r->ended != NULL)
-        r->ended(r, total);
-    http_accesslog_request(t->accesslog, r, done,
-                           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
-                               ? 0
-                               : (int)toe);
-    if (s->traces != NULL && (r->trace.flags & TRACE_SAMPLED))
-        submit_trace(s->traces, r, done);
-    atomic_store(&s->last_done_ns, now_ns());
-    atomic_fetch_sub(&s->inflight, 1);
+    req_record rec = {
+        .door = METRIC_HTTP,
+        .label = r->metric_label,
+        .ended = r->ended,
+        .status = r->status,
+        .err = r->err,
+        .failed = r->status >= 400,
+        .method = r->method,
+        .path = r->path,
+        .route = r->route,
+        .request_id = r->id,
+        .trace = &r->trace,
+        .tracestate = r->tracestate,
+        .bytes_in = r->body_len,
+        .bytes_out = r->bytes_out,
+        .t0 = r->t0_ns,
+        .body = r->body_ns,
+        .handler = r->handler_ns,
+        .reply = r->reply_ns,
+        .done = done,
+        .decode_ns = r->decode_ns,
+        .parse_ns = r->parse_ns,
+        .queue_ns = r->queue_ns,
+        .compute_ns = r->compute_ns,
+        .render_ns = r->render_ns,
+        .gzip_ns = r->gzip_ns,
+        .ran = r->ran,
+        .terminated =
+            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? 0 : (int)toe,
+    };
+    rec.in_flight = true;
+    req_end(s, &rec);
     request_release(r);
 }
 
@@ -565,8 +552,7 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     t->conns = http_conns_new();
     t->admit = http_admit_new(s->cfg.max_connections,
                               s->cfg.max_client_connections);
-    t->accesslog = http_accesslog_new(s, &t->c.access_log_dropped);
-    if (t->conns == NULL || t->accesslog == NULL || t->admit == NULL) {
+    if (t->conns == NULL || t->admit == NULL) {
         freeaddrinfo(ai);
         free(cert);
         free(key);
@@ -651,8 +637,6 @@ void http_stop(http_transport *t)
     t->quiesced_fd = -1;
     http_conns_free(t->conns);
     t->conns = NULL;
-    http_accesslog_free(t->accesslog);
-    t->accesslog = NULL;
     http_admit_free(t->admit);
     t->admit = NULL;
     http_cors_free(t->cors);

@@ -22,7 +22,6 @@
 
 #include <stdatomic.h>
 
-#include "accesslog.h"
 #include "admit.h"
 #include "auth.h"
 #include "conns.h"
@@ -44,7 +43,6 @@ typedef struct http_transport {
     unsigned port; /* the port actually bound */
     bool tls;      /* serving HTTPS */
     http_conns *conns;         /* open connections' deadlines (conns.h) */
-    http_accesslog *accesslog; /* which requests get a line */
     http_admit *admit;         /* connection counts, for the limits */
     http_cors *cors;           /* --cors-origins; NULL: CORS off */
     int quiesced_fd; /* the listening socket after http_quiesce(); -1 */

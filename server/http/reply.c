@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "buffer.h"
-#include "encoding.h"
+#include "content_coding.h"
 #include "reply.h"
 #include "tx_utf8.h"
 

@@ -6,13 +6,15 @@
  * body is complete. The handler reads the body and the headers through
  * this interface, and answers with reply.h, or hands work to a layer above
  * the transport that suspends the request (http.h) and answers later.
- * Nothing here knows what a tensor is.
+ * The transport parses no tensor: the steps' times and the job's record
+ * (ran) are filled by the layer that runs the work, for the request's
+ * end (core/reqlog.h).
  *
  * Memory: the request owns its body (a tally_buffer) and two attachments,
  * each freed with the request by its own free function:
  *   ctx/ctx_free     the handler's parsed request;
  *   work/work_free   what the layer that suspended the request keeps while
- *                    its work is out (the API's job record, api/submit.c).
+ *                    its work is out (the API's job record, api/submit_http.c).
  * A reply that answers with data inside the body or ctx takes both over
  * and frees them once the response has been sent (reply.h).
  *
@@ -50,7 +52,7 @@ struct request {
     char *tracestate; /* the caller's, when it sampled the trace; or NULL */
     unsigned metric_label; /* the route row's (router.h) */
     const char *route;     /* its pattern, for spans; NULL: none matched */
-    void (*ended)(request *r, uint64_t total_ns); /* the route row's */
+    req_ended_fn ended; /* the route row's */
     http_handler handler;
     uint64_t t0_ns;
 

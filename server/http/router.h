@@ -42,7 +42,7 @@ typedef struct {
     /* Runs on an HTTP thread when a request of this route has ended
      * (answered, failed or abandoned), after the transport has counted
      * it: the API's own accounting (Triton's statistics). NULL: none. */
-    void (*ended)(request *r, uint64_t total_ns);
+    req_ended_fn ended;
 } http_route;
 
 typedef struct http_routes {
@@ -65,7 +65,7 @@ typedef struct {
     const char *pattern;  /* the row's (the table's); NULL for a 404 */
     unsigned label;       /* the table's unmatched when no pattern did */
     /* the row's; for a 405, the first row whose pattern matched */
-    void (*ended)(request *r, uint64_t total_ns);
+    req_ended_fn ended;
     http_access access;   /* the matched row's */
     int status;           /* 200, 404 or 405 */
     char allow[64];       /* for 405: "GET, HEAD", "POST", ... */

@@ -2,8 +2,8 @@
  * scheduler.h - the scheduler: jobs in, completions out, whatever door they
  * came through.
  *
- * A front door (HTTP/1.1 today; gRPC and shared-memory tensors next)
- * parses a request into a job (queue.h: the scan's description, its
+ * A front door (REST over HTTP/1.1, gRPC over HTTP/2; either with tensors
+ * in shared memory) parses a request into a job (queue.h: the scan's description, its
  * buffers and views, an absolute deadline, a completion callback and a
  * "has the client gone?" probe) and hands it here. The scheduler owns
  * everything from there to the completion:
@@ -40,8 +40,9 @@
  *     submits under its own lock and takes the same lock in done. done
  *     must not block; it hands the result back to the door's own thread
  *     (HTTP: http_resume; gRPC: a uv_async to the session's loop).
- *   - deadline_ns is absolute on the scheduler's clock: HTTP from
- *     X-Timeout-Ms or the protocol's timeout, gRPC from grpc-timeout.
+ *   - deadline_ns is absolute on the scheduler's clock, chosen by the one
+ *     adapter (api/submit.h) for every door: the transport's (X-Timeout-Ms,
+ *     grpc-timeout), else the protocol's ("timeout"), else --timeout-ms.
  *     STATUS_DEADLINE maps to 504 / DEADLINE_EXCEEDED (status.h).
  *   - gone(ctx) is cheap and never blocks. HTTP: one poll(2) of the
  *     connection's socket, which is also the job's watch_fd, so that the
@@ -52,7 +53,7 @@
  *     caller's thread, counted like a launch of one.
  *
  * Threading: sched_submit() and sched_run_inline() from any thread;
- * sched_tick() from one thread (the loop's); sched_start() and sched_stop()
+ * sched_tick() from one thread (tallyd's tick thread); sched_start() and sched_stop()
  * from the thread that owns the scheduler; done on workers and the tick's
  * thread. Counters are relaxed atomics.
  */
@@ -202,9 +203,9 @@ status_code sched_submit(sched *s, job *j);
  * Fills j's status and times; done is not called. */
 void sched_run_inline(sched *s, job *j);
 
-/* The loop's tick: completes the queued jobs whose deadline has passed
- * (STATUS_DEADLINE) and drops those whose client has gone
- * (STATUS_CANCELLED). */
+/* The tick, which tallyd runs every 5 ms on a thread of its own:
+ * completes the queued jobs whose deadline has passed (STATUS_DEADLINE)
+ * and drops those whose client has gone (STATUS_CANCELLED). */
 void sched_tick(sched *s);
 
 /* Counts a job that ran for a client the front door later found gone

@@ -7,7 +7,7 @@
  * full queue drops the record and counts it. A request never waits for
  * the exporter, whatever the collector does. The thread wakes every
  * interval (or when a batch's worth is queued), encodes up to a batch of
- * records (codec/otlp.h) and POSTs them with libcurl to the endpoint,
+ * records (telemetry/otlp.h) and POSTs them with libcurl to the endpoint,
  * reusing its connection; an answer other than 2xx, a timeout or a
  * refused connection counts the batch's spans as failed, and they are
  * not sent again (the collector's own logs say why). Counters go to

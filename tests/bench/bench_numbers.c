@@ -3,13 +3,13 @@
  *
  * For float32, float64, float16, bfloat16 and int64, a million random
  * values (random bit patterns for the floats, every finite one alike;
- * uniform over the whole range for int64) are printed with numfmt_print()
- * into one buffer, then parsed back with numfmt_parse(); each pass is timed
+ * uniform over the whole range for int64) are printed with numtext_print()
+ * into one buffer, then parsed back with numtext_parse(); each pass is timed
  * five times and the best is kept. It prints values per second and MB/s of
  * text for both directions, and checks that every value came back
  * bit-exact (the program fails otherwise). The last two columns are the
  * paths a JSON request takes: the values printed as JSON arrays with
- * numfmt_print_list() and parsed back with jcur_tensor(), in arrays of
+ * numtext_print_list() and parsed back with jcur_tensor(), in arrays of
  * 60000 elements (below the size that is parsed in parts on several
  * cores: these are one core's figures), also checked bit-exact.
  *
@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "json.h"
-#include "numfmt.h"
+#include "numtext.h"
 #include "tx_half.h"
 
 static double now(void)
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
             double t0 = now();
             total = 0;
             for (size_t i = 0; i < n; i++) {
-                len[i] = numfmt_print(t, src, i, text + total);
+                len[i] = numtext_print(t, src, i, text + total);
                 total += len[i];
             }
             double tp = now() - t0;
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
             t0 = now();
             size_t at = 0;
             for (size_t i = 0; i < n; i++) {
-                if (!numfmt_parse(t, text + at, len[i], back, i, why,
+                if (!numtext_parse(t, text + at, len[i], back, i, why,
                                   sizeof why)) {
                     fprintf(stderr, "%s: %.*s: %s\n", tx_dtype_name(t),
                             (int)len[i], text + at, why);
@@ -124,7 +124,7 @@ int main(int argc, char **argv)
                 wrong++;
         /* the JSON paths, in arrays of up to ARRAY elements */
         enum { ARRAY = 60000 };
-        char *atext = malloc(n * (numfmt_max_len(t) + 1) + 2 * (n / ARRAY + 1));
+        char *atext = malloc(n * (numtext_max_len(t) + 1) + 2 * (n / ARRAY + 1));
         size_t *aoff = malloc((n / ARRAY + 2) * sizeof *aoff);
         double best_lp = 1e9, best_ap = 1e9;
         for (int rep = 0; rep < 5; rep++) {
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
                 aoff[a] = at;
                 atext[at++] = '[';
                 /* a chunk's first element, as its array's first */
-                at += numfmt_print_list(t, src + i * size, 0, e - i, atext + at);
+                at += numtext_print_list(t, src + i * size, 0, e - i, atext + at);
                 atext[at++] = ']';
             }
             aoff[a] = at;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "encoding.h"
+#include "content_coding.h"
 #include "fuzzd.h"
 
 #define CAP (64u << 10)

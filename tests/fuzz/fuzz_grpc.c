@@ -38,7 +38,7 @@
 #include "grpc.h"
 #include "grpc_service.pb-c.h"
 #include "log.h"
-#include "numfmt.h"
+#include "numtext.h"
 
 static tallyd_server server;
 static api_state app;
@@ -50,7 +50,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    numfmt_init();
+    numtext_init();
     int null = open("/dev/null", O_WRONLY);
     FUZZ_CHECK(null >= 0, "/dev/null");
     log_to(null);

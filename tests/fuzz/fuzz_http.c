@@ -40,7 +40,7 @@
 #include "fuzzd.h"
 #include "http.h"
 #include "log.h"
-#include "numfmt.h"
+#include "numtext.h"
 #include "tx_npy.h"
 
 /* One daemon, composed as tallyd.c composes it. */
@@ -93,7 +93,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    numfmt_init();
+    numtext_init();
     /* libmicrohttpd warns that TCP options fail on the socket pairs: the
      * daemons' log goes nowhere, and properties speak for themselves */
     int null = open("/dev/null", O_WRONLY);

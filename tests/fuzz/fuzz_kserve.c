@@ -18,7 +18,7 @@
 
 #include "buffer.h"
 #include "fuzzd.h"
-#include "kserve.h"
+#include "kserve_json.h"
 
 #define MAX_BYTES (1u << 20)
 

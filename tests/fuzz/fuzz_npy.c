@@ -1,5 +1,5 @@
 /*
- * fuzz_npy.c - .npy bodies as tallyd reads them (server/codec/npy.c, over
+ * fuzz_npy.c - .npy bodies as tallyd reads them (server/format/npy.c, over
  * common/tx_npy.c, the one header parser both sides use).
  *
  * The first byte's low bit asks for bfloat16 (dtype=bfloat16); the rest is

@@ -2,11 +2,11 @@
  * fuzz_numbers.c - number text, as JSON bodies carry it.
  *
  * Input: one byte picks the dtype, the rest is the text. Properties:
- *   - numfmt_scan() accepts exactly JSON's number grammar (checked against
+ *   - numtext_scan() accepts exactly JSON's number grammar (checked against
  *     a plain reading of RFC 8259's rule);
- *   - every path that reads a number (numfmt_parse, the one-pass
- *     numfmt_parse_float_at / _int_at, the fast numfmt_float_fast and
- *     numfmt_int_token) agrees on the value and the token's length, or
+ *   - every path that reads a number (numtext_parse, the one-pass
+ *     numtext_parse_float_at / _int_at, the fast numtext_float_fast and
+ *     numtext_int_token) agrees on the value and the token's length, or
  *     refuses it with a UTF-8 reason;
  *   - float32 and float64 equal what the C library's strtof/strtod give
  *     (both correctly rounded), integers what strtoll/strtoull give;
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzzd.h"
-#include "numfmt.h"
+#include "numtext.h"
 
 /* RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
 static size_t json_number_len(const char *s, const char *end)
@@ -103,22 +103,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tx_dtype t = (tx_dtype)(data[0] % TX_NDTYPES);
     char *text = fuzz_text(data + 1, size - 1);
     const char *s = text, *end = text + size - 1;
-    size_t n = numfmt_scan(s, end);
+    size_t n = numtext_scan(s, end);
     size_t want = json_number_len(s, end);
     /* the scanner takes the whole token: a digit after it is no number */
-    FUZZ_CHECK(n == want, "numfmt_scan(\"%s\") = %zu, JSON's grammar %zu", text,
+    FUZZ_CHECK(n == want, "numtext_scan(\"%s\") = %zu, JSON's grammar %zu", text,
                n, want);
     char why[256] = "", why2[256] = "";
     uint64_t v1 = 0, v2 = 0, v3 = 0;
     size_t used = 0;
-    bool ok = n > 0 && numfmt_parse(t, s, n, &v1, 0, why, sizeof why);
+    bool ok = n > 0 && numtext_parse(t, s, n, &v1, 0, why, sizeof why);
     if (n > 0 && !ok)
-        fuzz_message("numfmt_parse's reason", why, sizeof why);
+        fuzz_message("numtext_parse's reason", why, sizeof why);
     bool isfloat = tx_dtype_kind(t) == TX_KIND_FLOAT;
     bool ok2 =
         isfloat
-            ? numfmt_parse_float_at(t, s, end, &v2, 0, &used, why2, sizeof why2)
-            : numfmt_parse_int_at(t, s, end, &v2, 0, &used, why2, sizeof why2);
+            ? numtext_parse_float_at(t, s, end, &v2, 0, &used, why2, sizeof why2)
+            : numtext_parse_int_at(t, s, end, &v2, 0, &used, why2, sizeof why2);
     if (!ok2)
         fuzz_message("the one-pass reason", why2, sizeof why2);
     /* where JSON lets a number end, both readers agree */
@@ -126,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         n > 0 && (s + n == end || (s[n] != '\0' && strchr(",]} \t\r\n", s[n])));
     if (delimited)
         FUZZ_CHECK(ok2 == ok,
-                   "\"%s\" as %s: numfmt_parse %d, one pass %d (%s / %s)", text,
+                   "\"%s\" as %s: numtext_parse %d, one pass %d (%s / %s)", text,
                    tx_dtype_name(t), ok, ok2, why, why2);
     size_t sz = tx_dtype_size(t);
     if (ok && delimited)
@@ -142,11 +142,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* printed and read back: the same bits */
         char out[NUMFMT_MAX + 1];
-        size_t m = numfmt_print(t, &v1, 0, out);
+        size_t m = numtext_print(t, &v1, 0, out);
         out[m] = '\0';
-        FUZZ_CHECK(numfmt_scan(out, out + m) == m,
+        FUZZ_CHECK(numtext_scan(out, out + m) == m,
                    "printed \"%s\" is no number", out);
-        FUZZ_CHECK(numfmt_parse(t, out, m, &v3, 0, why, sizeof why)
+        FUZZ_CHECK(numtext_parse(t, out, m, &v3, 0, why, sizeof why)
                        && memcmp(&v1, &v3, sz) == 0,
                    "%s \"%s\" printed as \"%s\" reads back differently",
                    tx_dtype_name(t), text, out);
@@ -154,10 +154,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the fast paths take a token or leave it, never read it otherwise */
     if (isfloat && n > 0) {
         uint64_t v4 = 0;
-        const char *e = numfmt_float_fast(t, s, end, &v4, 0);
+        const char *e = numtext_float_fast(t, s, end, &v4, 0);
         if (e != NULL)
             FUZZ_CHECK(ok && e == s + n && memcmp(&v4, &v1, sz) == 0,
-                       "numfmt_float_fast disagrees on \"%s\"", text);
+                       "numtext_float_fast disagrees on \"%s\"", text);
     }
     free(text);
     return 0;

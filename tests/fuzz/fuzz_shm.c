@@ -32,8 +32,8 @@
 
 #include "buffer.h"
 #include "fuzzd.h"
-#include "infer_pb.h"
-#include "kserve.h"
+#include "kserve_pb.h"
+#include "kserve_json.h"
 #include "shm.h"
 #include "shm_json.h"
 
@@ -179,19 +179,19 @@ static void do_grpc(const uint8_t *data, size_t len)
     uint8_t *msgbuf = eng_buffer_alloc(len ? len : 1);
     FUZZ_CHECK(msgbuf != NULL, "out of memory");
     memcpy(msgbuf, data, len);
-    infer_pb_request q;
+    kserve_pb_request q;
     bool not_found;
     char msg[512];
-    if (infer_pb_parse(msgbuf, len, MAX_BYTES, &q, &not_found, msg, sizeof msg)
+    if (kserve_pb_parse(msgbuf, len, MAX_BYTES, &q, &not_found, msg, sizeof msg)
         != ENG_E_OK) {
-        fuzz_refusal("infer_pb_parse's message", msg, sizeof msg);
+        fuzz_refusal("kserve_pb_parse's message", msg, sizeof msg);
     } else {
         size_t n;
-        uint8_t *h = infer_pb_head(&q, &n);
+        uint8_t *h = kserve_pb_head(&q, &n);
         FUZZ_CHECK(h != NULL, "out of memory");
         free(h);
         resolve(&q.x_shm, &q.y_shm, q.bytes);
-        infer_pb_request_free(&q);
+        kserve_pb_request_free(&q);
     }
     eng_buffer_free(msgbuf);
 }

@@ -1,8 +1,8 @@
 /*
  * fuzz_trace.c - the W3C traceparent parser (core/trace.h), and what else
  * takes a caller's bytes on the way to a span: tracestate, the trace
- * settings body (codec/trace_json.h) and the OTLP encoder
- * (codec/otlp.h).
+ * settings body (protocol/trace_settings.h) and the OTLP encoder
+ * (telemetry/otlp.h).
  *
  * Input: a header value. Properties: a value that parses has the form the
  * parser claims (it is written back, with the caller's span id, as the
@@ -24,7 +24,7 @@
 #include "otlp.h"
 #include "otlp_trace.pb-c.h"
 #include "trace.h"
-#include "trace_json.h"
+#include "trace_settings.h"
 #include "tx_utf8.h"
 
 static bool zero(const uint8_t *p, size_t n)
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     trace_setting ts = {true, 0.5}, def = {true, 1.0}, was = ts;
     char msg[512];
-    if (trace_json_update(data, size, &ts, &def, msg, sizeof msg))
+    if (trace_settings_update(data, size, &ts, &def, msg, sizeof msg))
         FUZZ_CHECK(ts.ratio > 0 && ts.ratio <= 1, "ratio %g", ts.ratio);
     else
         FUZZ_CHECK(memcmp(&ts, &was, sizeof ts) == 0 && msg[0] != '\0',

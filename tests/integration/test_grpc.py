@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import re
 import time
 
 import numpy as np
@@ -265,6 +266,13 @@ def test_deadlines(spawn):
     with pytest.raises(InferenceServerException) as e:
         infer(c, x, timeout=100_000)
     assert code_of(e) == "StatusCode.DEADLINE_EXCEEDED" and "deadline" in e.value.message()
+    # the same words as REST's, with how long the work waited
+    assert re.search(r"the deadline of 100 ms expired after \d+ ms", e.value.message()), \
+        e.value.message()
+    # grpc-timeout beats the parameter, as X-Timeout-Ms does over REST: a
+    # 10 s client deadline and a 100 ms parameter give the 400 ms job time
+    assert np.array_equal(infer(c, x, timeout=100_000, client_timeout=10).as_numpy("y"),
+                          np.cumsum(x))
     deadline = time.time() + 5
     while d.metric("tally_request_failures_total", protocol="grpc", reason="DEADLINE") < 1:
         assert time.time() < deadline
@@ -512,4 +520,11 @@ def test_access_log_lines_and_their_rate_limit(spawn):
     lines = [l for l in d.log().splitlines() if '"module":"grpc"' in l and "grpc_status" in l]
     assert lines and all('"status":"NOT_FOUND"' in l for l in lines), lines[:3]
     assert len(lines) <= 5 * (int(elapsed) + 2), len(lines)
-    assert d.metric("tally_grpc_access_log_dropped_total") >= 40 - len(lines)
+    # one cap and one counter for both doors
+    assert d.metric("tally_access_log_dropped_total") >= 40 - len(lines)
+    assert "tally_grpc_access_log_dropped_total" not in d.request("GET", "/metrics")[2].decode()
+    # the once-a-second warning, as REST's lines get, once the second ends
+    deadline = time.time() + 5
+    while "lines over --access-log-max-per-s=5 left out" not in d.log():
+        assert time.time() < deadline, d.log()[-2000:]
+        time.sleep(0.1)

@@ -84,12 +84,12 @@ def wait_for(d, pattern, timeout=30):
     raise AssertionError("metrics never matched %r; last seen: %s" % (pattern, seen))
 
 
-def background(d, n, body, headers):
+def background(d, n, body, headers, path="/v1/cumsum"):
     """Starts n requests on threads; returns the threads and their results."""
     results = []
 
     def run():
-        results.append(d.request("POST", "/v1/cumsum", body, headers))
+        results.append(d.request("POST", path, body, headers))
 
     threads = [threading.Thread(target=run) for _ in range(n)]
     for t in threads:
@@ -241,9 +241,21 @@ def test_deadlines(spawn):
         {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
          "parameters": {"timeout": 50000}}))
     assert status == 504, raw
-    for t in blocker:
+    # X-Timeout-Ms beats the parameter, as grpc-timeout does over gRPC, and
+    # is checked even beside one
+    infer_body = json.dumps(
+        {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
+         "parameters": {"timeout": 50000}})
+    status, _, raw = d.request("POST", "/v2/models/cumsum/infer", infer_body,
+                               {"Content-Type": "application/json", "X-Timeout-Ms": "soon"})
+    assert status == 400 and "X-Timeout-Ms" in json.loads(raw)["error"], raw
+    late, rl = background(d, 1, infer_body, {"Content-Type": "application/json",
+                                             "X-Timeout-Ms": "60000"},
+                          path="/v2/models/cumsum/infer")
+    for t in blocker + late:
         t.join()
     assert rb[0][0] == 200
+    assert rl[0][0] == 200, rl  # its 60 s, not the parameter's 50 ms
     # the worker's own delay outlasts a 100 ms deadline
     status, _, raw = d.request("POST", "/v1/cumsum", SMALL, dict(JSON, **{"X-Timeout-Ms": "100"}))
     assert status == 504

@@ -1,6 +1,7 @@
 /*
- * test_sched.c - the scheduler (server/sched/) on its own: a fake backend
- * that records every launch, a fake clock the test moves, and no HTTP.
+ * test_sched.c - the scheduler (server/sched/) on its own: the job queue
+ * (queue.h) by itself, then the scheduler with a fake backend that
+ * records every launch, a fake clock the test moves, and no HTTP.
  *
  * Each job carries a record of its own: how many times its done ran
  * (exactly once for an accepted job, never for a refused one), with which
@@ -17,6 +18,8 @@
 #include <uv.h>
 
 #include "check.h"
+#include "clock.h"
+#include "queue.h"
 #include "scheduler.h"
 #include "status.h"
 
@@ -662,7 +665,254 @@ static void exactly_once(void)
     sched_free(s);
 }
 
+/* ------------------------------------------------------------------------
+ * The queue on its own (queue.h).
+ */
+static job make_job(tx_dtype t, uint64_t n, uint64_t inner, bool exclusive,
+                    uint64_t deadline)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.lines.dtype = t;
+    j.lines.n = n;
+    j.lines.inner = inner;
+    j.lines.exclusive = exclusive;
+    j.deadline_ns = deadline;
+    return j;
+}
+
+/* A pop of at most max jobs, every size batchable, no waiting. */
+static size_t pop(job_queue *q, job **out, size_t max)
+{
+    queue_take how = {max, SIZE_MAX, 0};
+    return queue_pop(q, out, &how);
+}
+
+static void queue_order(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    job jobs[20];
+    size_t order[20];
+    for (size_t i = 0; i < 20; i++)
+        order[i] = i;
+    /* shuffled dtypes, so that no two neighbours batch together */
+    for (size_t i = 0; i < 20; i++) {
+        jobs[i] = make_job((tx_dtype)(i % TX_NDTYPES), 100 + i, 1, false, 0);
+        CHECK(queue_push(&q, &jobs[i]), "push %zu", i);
+    }
+    CHECK(queue_depth(&q) == 20, "depth %zu", queue_depth(&q));
+    for (size_t i = 0; i < 20; i++) {
+        job *out[4];
+        size_t n = pop(&q, out, 4);
+        CHECK(n == 1 && out[0] == &jobs[order[i]], "pop %zu: %zu jobs", i, n);
+    }
+    CHECK(queue_depth(&q) == 0, "empty");
+    queue_destroy(&q);
+}
+
+static void queue_capacity(void)
+{
+    job_queue q;
+    size_t cap = 1 + check_below(16);
+    printf("  capacity %zu\n", cap);
+    queue_init(&q, cap);
+    job jobs[17];
+    for (size_t i = 0; i < cap; i++) {
+        jobs[i] = make_job(TX_FLOAT32, i + 1, 1, false, 0);
+        CHECK(queue_push(&q, &jobs[i]), "push %zu of %zu", i, cap);
+    }
+    jobs[cap] = make_job(TX_FLOAT32, 99, 1, false, 0);
+    CHECK(!queue_push(&q, &jobs[cap]), "a full queue refuses");
+    CHECK(queue_depth(&q) == cap, "depth %zu", queue_depth(&q));
+    job *out[1];
+    CHECK(pop(&q, out, 1) == 1 && out[0] == &jobs[0], "pop head");
+    CHECK(queue_push(&q, &jobs[cap]), "room again after a pop");
+    queue_destroy(&q);
+}
+
+static void queue_compatible(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    /* a: float32 n=8; b: another dtype; c: float32 n=8 exclusive; d, e:
+     * like a; f: like a but another line length */
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job b = make_job(TX_INT32, 8, 1, false, 0);
+    job c = make_job(TX_FLOAT32, 8, 1, true, 0);
+    job d = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job e = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job f = make_job(TX_FLOAT32, 9, 1, false, 0);
+    job g = make_job(TX_FLOAT32, 8, 2, false, 0);
+    job *all[] = {&a, &b, &c, &d, &e, &f, &g};
+    for (size_t i = 0; i < 7; i++)
+        queue_push(&q, all[i]);
+    /* each pop's jobs, in order; the queue is closed first so that a pop
+     * finding it empty fails the case instead of waiting */
+    queue_close(&q);
+    job *want[][2] = {{&a, &d},   {&b, NULL}, {&c, NULL},
+                      {&e, NULL}, {&f, NULL}, {&g, NULL}};
+    for (size_t i = 0; i < 6; i++) {
+        job *out[8];
+        size_t n = pop(&q, out, i == 0 ? 2 : 8);
+        size_t expect = want[i][1] != NULL ? 2 : 1;
+        CHECK(n == expect && out[0] == want[i][0]
+                  && (expect == 1 || out[1] == want[i][1]),
+              "pop %zu took %zu jobs", i, n);
+    }
+    queue_destroy(&q);
+}
+
+static void queue_expiry(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0);   /* no deadline */
+    job b = make_job(TX_FLOAT32, 8, 1, false, 100); /* expired at 100 */
+    job c = make_job(TX_INT8, 8, 1, false, 300);
+    job d = make_job(TX_INT8, 8, 1, false, 200);
+    job *all[] = {&a, &b, &c, &d};
+    for (size_t i = 0; i < 4; i++)
+        queue_push(&q, all[i]);
+    job *out[8];
+    CHECK(queue_expire(&q, 50, out, 8) == 0, "nothing expired at 50");
+    size_t n = queue_expire(&q, 200, out, 8);
+    CHECK(n == 2 && out[0] == &b && out[1] == &d, "b and d at 200: %zu", n);
+    CHECK(queue_depth(&q) == 2, "a and c remain");
+    n = queue_expire(&q, 1000, out, 1);
+    CHECK(n == 1 && out[0] == &c, "at most max: %zu", n);
+    n = pop(&q, out, 8);
+    CHECK(n == 1 && out[0] == &a, "a is never expired");
+    queue_destroy(&q);
+}
+
+static void queue_close_drains(void)
+{
+    job_queue q;
+    queue_init(&q, 8);
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job b = make_job(TX_INT8, 8, 1, false, 0);
+    queue_push(&q, &a);
+    queue_close(&q);
+    CHECK(!queue_push(&q, &b), "a closed queue refuses");
+    job *out[2];
+    CHECK(pop(&q, out, 2) == 1 && out[0] == &a, "what was queued drains");
+    CHECK(pop(&q, out, 2) == 0, "then pops return 0 without waiting");
+    queue_destroy(&q);
+}
+
+/* Jobs larger than batch_bytes are taken alone, and smaller ones are not
+ * batched with them. */
+static void queue_batch_bytes(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    job big = make_job(TX_FLOAT32, 8, 1, false, 0);
+    job small1 = big, small2 = big, big2 = big;
+    big.lines.bytes = 2000;
+    small1.lines.bytes = small2.lines.bytes = 100;
+    big2.lines.bytes = 3000;
+    job *all[] = {&big, &small1, &big2, &small2};
+    for (size_t i = 0; i < 4; i++)
+        queue_push(&q, all[i]);
+    queue_close(&q);
+    queue_take how = {8, 1000, 0};
+    job *out[8];
+    size_t n = queue_pop(&q, out, &how);
+    CHECK(n == 1 && out[0] == &big, "a large head goes alone: %zu", n);
+    n = queue_pop(&q, out, &how);
+    CHECK(n == 2 && out[0] == &small1 && out[1] == &small2,
+          "small ones batch past a large one: %zu", n);
+    n = queue_pop(&q, out, &how);
+    CHECK(n == 1 && out[0] == &big2, "then the other large one: %zu", n);
+    queue_destroy(&q);
+}
+
+/* With other workers waiting, a worker takes only its share of a batch and
+ * leaves the rest to them; with none waiting it may hold the head job for
+ * company up to the delay, and no longer. */
+typedef struct {
+    job_queue *q;
+    queue_take how;
+    size_t got;
+    job *out[16];
+} popper;
+
+static void popper_run(void *arg)
+{
+    popper *p = arg;
+    p->got = queue_pop(p->q, p->out, &p->how);
+}
+
+static void queue_fair_share(void)
+{
+    job_queue q;
+    queue_init(&q, 64);
+    popper idle = {&q, {8, SIZE_MAX, 0}, 0, {NULL}};
+    uv_thread_t t;
+    CHECK(uv_thread_create(&t, popper_run, &idle) == 0, "thread");
+    unsigned waiting = 0;
+    for (int i = 0; i < 200 && waiting == 0; i++) {
+        uv_sleep(5); /* until the idle worker waits in the queue */
+        uv_mutex_lock(&q.mu);
+        waiting = q.waiting;
+        uv_mutex_unlock(&q.mu);
+    }
+    CHECK(waiting == 1, "a worker waits");
+    /* six compatible jobs arrive while it waits, queued under the lock so
+     * that it cannot take any before this pop */
+    job jobs[6];
+    uv_mutex_lock(&q.mu);
+    for (int i = 0; i < 6; i++) {
+        jobs[i] = make_job(TX_FLOAT32, 8, 1, false, 0);
+        jobs[i].next = NULL;
+        if (q.tail != NULL)
+            q.tail->next = &jobs[i];
+        else
+            q.head = &jobs[i];
+        q.tail = &jobs[i];
+        q.depth++;
+    }
+    uv_mutex_unlock(&q.mu);
+    job *out[8];
+    size_t n = pop(&q, out, 8);
+    uv_cond_signal(&q.cv); /* in case the idle one slept through it */
+    uv_thread_join(&t);
+    CHECK(n + idle.got == 6, "all six taken: %zu + %zu", n, idle.got);
+    CHECK(n <= 3 && idle.got >= 3, "shared: %zu and %zu", n, idle.got);
+
+    /* company: a second job arriving within the delay joins the first */
+    job a = make_job(TX_FLOAT32, 8, 1, false, 0), b = a;
+    a.enqueued_ns = now_ns();
+    queue_push(&q, &a);
+    popper waiter = {&q, {8, SIZE_MAX, 300000000}, 0, {NULL}}; /* 300 ms */
+    CHECK(uv_thread_create(&t, popper_run, &waiter) == 0, "thread");
+    uv_sleep(50);
+    queue_push(&q, &b);
+    uv_thread_join(&t);
+    CHECK(waiter.got == 2, "the delay let b join a: %zu", waiter.got);
+    /* and no longer than the delay */
+    job c = make_job(TX_FLOAT32, 8, 1, false, 0);
+    c.enqueued_ns = now_ns();
+    queue_push(&q, &c);
+    queue_take brief = {8, SIZE_MAX, 20000000}; /* 20 ms */
+    uint64_t t0 = now_ns();
+    n = queue_pop(&q, out, &brief);
+    uint64_t waited = now_ns() - t0;
+    CHECK(n == 1 && waited >= 15000000 && waited < 1000000000,
+          "alone after the delay: %zu jobs, %llu ns", n,
+          (unsigned long long)waited);
+    queue_destroy(&q);
+}
+
 static const check_case cases[] = {
+    {"queue_order", queue_order},
+    {"queue_capacity", queue_capacity},
+    {"queue_compatible", queue_compatible},
+    {"queue_expiry", queue_expiry},
+    {"queue_close", queue_close_drains},
+    {"queue_batch_bytes", queue_batch_bytes},
+    {"queue_fair_share", queue_fair_share},
     {"status_table", status_table},
     {"prepare_refuses", prepare_refuses},
     {"deadline_expiry", deadline_expiry},

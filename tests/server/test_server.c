@@ -1,11 +1,14 @@
 /*
- * test_server.c - the daemon's own modules, without a socket: the job
- * queue, the settings, the metrics text, the route table and the bearer
- * tokens.
+ * test_server.c - the daemon's modules above the scheduler, without a
+ * socket: the settings (core/config), the metrics text and the one
+ * access-log path (core/metrics, core/reqlog), admission and the route
+ * table (http/), the bearer tokens (core/auth) and gRPC's framing
+ * (grpc/framing). The scheduler and its queue are test_sched.c's.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,250 +21,11 @@
 #include "check.h"
 #include "config.h"
 #include "counters.h"
+#include "framing.h"
+#include "grpc_int.h"
 #include "metrics.h"
-#include "queue.h"
 #include "router.h"
 #include "textbuf.h"
-
-/* ------------------------------------------------------------------------
- * The queue.
- */
-static job make_job(tx_dtype t, uint64_t n, uint64_t inner, bool exclusive,
-                    uint64_t deadline)
-{
-    job j;
-    memset(&j, 0, sizeof j);
-    j.lines.dtype = t;
-    j.lines.n = n;
-    j.lines.inner = inner;
-    j.lines.exclusive = exclusive;
-    j.deadline_ns = deadline;
-    return j;
-}
-
-/* A pop of at most max jobs, every size batchable, no waiting. */
-static size_t pop(job_queue *q, job **out, size_t max)
-{
-    queue_take how = {max, SIZE_MAX, 0};
-    return queue_pop(q, out, &how);
-}
-
-static void queue_order(void)
-{
-    job_queue q;
-    queue_init(&q, 64);
-    job jobs[20];
-    size_t order[20];
-    for (size_t i = 0; i < 20; i++)
-        order[i] = i;
-    /* shuffled dtypes, so that no two neighbours batch together */
-    for (size_t i = 0; i < 20; i++) {
-        jobs[i] = make_job((tx_dtype)(i % TX_NDTYPES), 100 + i, 1, false, 0);
-        CHECK(queue_push(&q, &jobs[i]), "push %zu", i);
-    }
-    CHECK(queue_depth(&q) == 20, "depth %zu", queue_depth(&q));
-    for (size_t i = 0; i < 20; i++) {
-        job *out[4];
-        size_t n = pop(&q, out, 4);
-        CHECK(n == 1 && out[0] == &jobs[order[i]], "pop %zu: %zu jobs", i, n);
-    }
-    CHECK(queue_depth(&q) == 0, "empty");
-    queue_destroy(&q);
-}
-
-static void queue_capacity(void)
-{
-    job_queue q;
-    size_t cap = 1 + check_below(16);
-    printf("  capacity %zu\n", cap);
-    queue_init(&q, cap);
-    job jobs[17];
-    for (size_t i = 0; i < cap; i++) {
-        jobs[i] = make_job(TX_FLOAT32, i + 1, 1, false, 0);
-        CHECK(queue_push(&q, &jobs[i]), "push %zu of %zu", i, cap);
-    }
-    jobs[cap] = make_job(TX_FLOAT32, 99, 1, false, 0);
-    CHECK(!queue_push(&q, &jobs[cap]), "a full queue refuses");
-    CHECK(queue_depth(&q) == cap, "depth %zu", queue_depth(&q));
-    job *out[1];
-    CHECK(pop(&q, out, 1) == 1 && out[0] == &jobs[0], "pop head");
-    CHECK(queue_push(&q, &jobs[cap]), "room again after a pop");
-    queue_destroy(&q);
-}
-
-static void queue_compatible(void)
-{
-    job_queue q;
-    queue_init(&q, 64);
-    /* a: float32 n=8; b: another dtype; c: float32 n=8 exclusive; d, e:
-     * like a; f: like a but another line length */
-    job a = make_job(TX_FLOAT32, 8, 1, false, 0);
-    job b = make_job(TX_INT32, 8, 1, false, 0);
-    job c = make_job(TX_FLOAT32, 8, 1, true, 0);
-    job d = make_job(TX_FLOAT32, 8, 1, false, 0);
-    job e = make_job(TX_FLOAT32, 8, 1, false, 0);
-    job f = make_job(TX_FLOAT32, 9, 1, false, 0);
-    job g = make_job(TX_FLOAT32, 8, 2, false, 0);
-    job *all[] = {&a, &b, &c, &d, &e, &f, &g};
-    for (size_t i = 0; i < 7; i++)
-        queue_push(&q, all[i]);
-    /* each pop's jobs, in order; the queue is closed first so that a pop
-     * finding it empty fails the case instead of waiting */
-    queue_close(&q);
-    job *want[][2] = {{&a, &d},   {&b, NULL}, {&c, NULL},
-                      {&e, NULL}, {&f, NULL}, {&g, NULL}};
-    for (size_t i = 0; i < 6; i++) {
-        job *out[8];
-        size_t n = pop(&q, out, i == 0 ? 2 : 8);
-        size_t expect = want[i][1] != NULL ? 2 : 1;
-        CHECK(n == expect && out[0] == want[i][0]
-                  && (expect == 1 || out[1] == want[i][1]),
-              "pop %zu took %zu jobs", i, n);
-    }
-    queue_destroy(&q);
-}
-
-static void queue_expiry(void)
-{
-    job_queue q;
-    queue_init(&q, 64);
-    job a = make_job(TX_FLOAT32, 8, 1, false, 0);   /* no deadline */
-    job b = make_job(TX_FLOAT32, 8, 1, false, 100); /* expired at 100 */
-    job c = make_job(TX_INT8, 8, 1, false, 300);
-    job d = make_job(TX_INT8, 8, 1, false, 200);
-    job *all[] = {&a, &b, &c, &d};
-    for (size_t i = 0; i < 4; i++)
-        queue_push(&q, all[i]);
-    job *out[8];
-    CHECK(queue_expire(&q, 50, out, 8) == 0, "nothing expired at 50");
-    size_t n = queue_expire(&q, 200, out, 8);
-    CHECK(n == 2 && out[0] == &b && out[1] == &d, "b and d at 200: %zu", n);
-    CHECK(queue_depth(&q) == 2, "a and c remain");
-    n = queue_expire(&q, 1000, out, 1);
-    CHECK(n == 1 && out[0] == &c, "at most max: %zu", n);
-    n = pop(&q, out, 8);
-    CHECK(n == 1 && out[0] == &a, "a is never expired");
-    queue_destroy(&q);
-}
-
-static void queue_close_drains(void)
-{
-    job_queue q;
-    queue_init(&q, 8);
-    job a = make_job(TX_FLOAT32, 8, 1, false, 0);
-    job b = make_job(TX_INT8, 8, 1, false, 0);
-    queue_push(&q, &a);
-    queue_close(&q);
-    CHECK(!queue_push(&q, &b), "a closed queue refuses");
-    job *out[2];
-    CHECK(pop(&q, out, 2) == 1 && out[0] == &a, "what was queued drains");
-    CHECK(pop(&q, out, 2) == 0, "then pops return 0 without waiting");
-    queue_destroy(&q);
-}
-
-/* Jobs larger than batch_bytes are taken alone, and smaller ones are not
- * batched with them. */
-static void queue_batch_bytes(void)
-{
-    job_queue q;
-    queue_init(&q, 64);
-    job big = make_job(TX_FLOAT32, 8, 1, false, 0);
-    job small1 = big, small2 = big, big2 = big;
-    big.lines.bytes = 2000;
-    small1.lines.bytes = small2.lines.bytes = 100;
-    big2.lines.bytes = 3000;
-    job *all[] = {&big, &small1, &big2, &small2};
-    for (size_t i = 0; i < 4; i++)
-        queue_push(&q, all[i]);
-    queue_close(&q);
-    queue_take how = {8, 1000, 0};
-    job *out[8];
-    size_t n = queue_pop(&q, out, &how);
-    CHECK(n == 1 && out[0] == &big, "a large head goes alone: %zu", n);
-    n = queue_pop(&q, out, &how);
-    CHECK(n == 2 && out[0] == &small1 && out[1] == &small2,
-          "small ones batch past a large one: %zu", n);
-    n = queue_pop(&q, out, &how);
-    CHECK(n == 1 && out[0] == &big2, "then the other large one: %zu", n);
-    queue_destroy(&q);
-}
-
-/* With other workers waiting, a worker takes only its share of a batch and
- * leaves the rest to them; with none waiting it may hold the head job for
- * company up to the delay, and no longer. */
-typedef struct {
-    job_queue *q;
-    queue_take how;
-    size_t got;
-    job *out[16];
-} popper;
-
-static void popper_run(void *arg)
-{
-    popper *p = arg;
-    p->got = queue_pop(p->q, p->out, &p->how);
-}
-
-static void queue_fair_share(void)
-{
-    job_queue q;
-    queue_init(&q, 64);
-    popper idle = {&q, {8, SIZE_MAX, 0}, 0, {NULL}};
-    uv_thread_t t;
-    CHECK(uv_thread_create(&t, popper_run, &idle) == 0, "thread");
-    unsigned waiting = 0;
-    for (int i = 0; i < 200 && waiting == 0; i++) {
-        uv_sleep(5); /* until the idle worker waits in the queue */
-        uv_mutex_lock(&q.mu);
-        waiting = q.waiting;
-        uv_mutex_unlock(&q.mu);
-    }
-    CHECK(waiting == 1, "a worker waits");
-    /* six compatible jobs arrive while it waits, queued under the lock so
-     * that it cannot take any before this pop */
-    job jobs[6];
-    uv_mutex_lock(&q.mu);
-    for (int i = 0; i < 6; i++) {
-        jobs[i] = make_job(TX_FLOAT32, 8, 1, false, 0);
-        jobs[i].next = NULL;
-        if (q.tail != NULL)
-            q.tail->next = &jobs[i];
-        else
-            q.head = &jobs[i];
-        q.tail = &jobs[i];
-        q.depth++;
-    }
-    uv_mutex_unlock(&q.mu);
-    job *out[8];
-    size_t n = pop(&q, out, 8);
-    uv_cond_signal(&q.cv); /* in case the idle one slept through it */
-    uv_thread_join(&t);
-    CHECK(n + idle.got == 6, "all six taken: %zu + %zu", n, idle.got);
-    CHECK(n <= 3 && idle.got >= 3, "shared: %zu and %zu", n, idle.got);
-
-    /* company: a second job arriving within the delay joins the first */
-    job a = make_job(TX_FLOAT32, 8, 1, false, 0), b = a;
-    a.enqueued_ns = now_ns();
-    queue_push(&q, &a);
-    popper waiter = {&q, {8, SIZE_MAX, 300000000}, 0, {NULL}}; /* 300 ms */
-    CHECK(uv_thread_create(&t, popper_run, &waiter) == 0, "thread");
-    uv_sleep(50);
-    queue_push(&q, &b);
-    uv_thread_join(&t);
-    CHECK(waiter.got == 2, "the delay let b join a: %zu", waiter.got);
-    /* and no longer than the delay */
-    job c = make_job(TX_FLOAT32, 8, 1, false, 0);
-    c.enqueued_ns = now_ns();
-    queue_push(&q, &c);
-    queue_take brief = {8, SIZE_MAX, 20000000}; /* 20 ms */
-    uint64_t t0 = now_ns();
-    n = queue_pop(&q, out, &brief);
-    uint64_t waited = now_ns() - t0;
-    CHECK(n == 1 && waited >= 15000000 && waited < 1000000000,
-          "alone after the delay: %zu jobs, %llu ns", n,
-          (unsigned long long)waited);
-    queue_destroy(&q);
-}
 
 /* ------------------------------------------------------------------------
  * Settings.
@@ -463,11 +227,11 @@ static void metrics_text(void)
     size_t len;
     textbuf o;
     textbuf_init(&o, 256);
+    atomic_store(&m.access_log_dropped, 4);
     metrics_render(&m, "dev \"x\"\\y", "9.9.9", 7, &o);
     http_counters hc;
     memset(&hc, 0, sizeof hc);
     atomic_store(&hc.refused, 3);
-    atomic_store(&hc.access_log_dropped, 4);
     http_counters_render(&hc, 5, &o);
     char *t = textbuf_take(&o, &len);
     CHECK(t != NULL && strlen(t) == len, "rendered");
@@ -853,14 +617,287 @@ static void auth_reload_races(void)
     unlink(token_path);
 }
 
+/* One access-log cap over both doors: failed requests of REST and gRPC
+ * in one second share --access-log-max-per-s, and the rest are counted;
+ * successes are not logged unless slow; metrics count every one. */
+static void reqlog_one_cap(void)
+{
+    static tallyd_server s;
+    memset(&s, 0, sizeof s);
+    static const char *const labels[] = {"infer", "other"};
+    metrics_init(&s.metrics, labels, 2);
+    s.cfg.access_mode = TALLYD_ACCESS_ERRORS;
+    s.cfg.access_log_max_per_s = 5;
+    s.cfg.slow_request_ms = 0;
+    reqlog_init(&s.reqlog, &s.cfg);
+    trace_ctx tc;
+    memset(&tc, 0, sizeof tc);
+    uint64_t t0 = now_ns();
+    unsigned n = 0;
+    /* all within one second of the clock, or the cap starts again */
+    while (n < 20 && now_ns() / 1000000000u == t0 / 1000000000u) {
+        bool grpc = n % 2;
+        req_record rec = {
+            .door = grpc ? METRIC_GRPC : METRIC_HTTP,
+            .label = 0,
+            .status = grpc ? 5 : 404,
+            .err = STATUS_NOT_FOUND,
+            .failed = true,
+            .method = grpc ? "ModelInfer" : "POST",
+            .path = "/x",
+            .trace = &tc,
+            .t0 = t0,
+            .done = now_ns(),
+        };
+        req_end(&s, &rec);
+        n++;
+    }
+    if (n < 20)
+        return; /* a second ended mid-way: nothing to conclude */
+    req_record ok = {.door = METRIC_HTTP, .status = 200, .trace = &tc,
+                     .t0 = t0, .done = now_ns()};
+    req_end(&s, &ok);
+    CHECK(atomic_load(&s.metrics.access_log_dropped) == 15,
+          "%llu left out, want 15 of 20 (cap 5)",
+          (unsigned long long)atomic_load(&s.metrics.access_log_dropped));
+    CHECK(atomic_load(&s.metrics.requests[METRIC_HTTP][0][0]) == 1,
+          "the success is counted");
+}
+
+/* ----------------------------------------------------- gRPC framing */
+
+/* A prefix arrives in pieces of random sizes, down to one byte at a time;
+ * it is whole after exactly 5 bytes, and the bytes after it are left. */
+static void grpc_prefix_pieces(void)
+{
+    for (int round = 0; round < 200; round++) {
+        uint8_t wire[9];
+        uint32_t len = (uint32_t)check_rand() % 1000000u;
+        wire[0] = (uint8_t)(check_rand() & 1);
+        wire[1] = (uint8_t)(len >> 24);
+        wire[2] = (uint8_t)(len >> 16);
+        wire[3] = (uint8_t)(len >> 8);
+        wire[4] = (uint8_t)len;
+        memset(wire + 5, 0xAB, 4);
+        grpc_prefix p = {{0}, 0};
+        size_t at = 0;
+        while (p.got < GRPC_PREFIX_LEN) {
+            size_t piece = round % 2 ? 1 : 1 + check_rand() % 9;
+            if (piece > sizeof wire - at)
+                piece = sizeof wire - at;
+            size_t took = grpc_prefix_feed(&p, wire + at, piece);
+            CHECK(took <= piece, "took %zu of %zu", took, piece);
+            at += took;
+            if (took < piece)
+                break;
+        }
+        CHECK(at == GRPC_PREFIX_LEN && p.got == GRPC_PREFIX_LEN,
+              "round %d: took %zu bytes, got %zu", round, at, p.got);
+        CHECK(grpc_prefix_feed(&p, wire + 5, 4) == 0, "a whole prefix took more");
+        bool compressed;
+        size_t n;
+        char msg[200];
+        CHECK(grpc_prefix_check(&p, true, 1000000, &compressed, &n, msg,
+                                sizeof msg) == STATUS_OK,
+              "%s", msg);
+        CHECK(n == len && compressed == (wire[0] == 1),
+              "round %d: length %zu (want %u), compressed %d", round, n, len,
+              compressed);
+    }
+}
+
+static void grpc_prefix_refusals(void)
+{
+    struct {
+        uint8_t b[5];
+        bool encoded;
+        size_t max;
+        status_code want;
+        const char *words;
+    } rows[] = {
+        {{2, 0, 0, 0, 1}, true, 100, STATUS_INVALID, "prefix"},
+        {{0x80, 0, 0, 0, 1}, true, 100, STATUS_INVALID, "prefix"},
+        {{1, 0, 0, 0, 1}, false, 100, STATUS_ENCODING, "grpc-encoding"},
+        {{0, 0, 0, 0, 101}, true, 100, STATUS_TOO_LARGE, "101 bytes"},
+        {{0, 0xff, 0xff, 0xff, 0xff}, true, 100, STATUS_TOO_LARGE,
+         "4294967295 bytes"},
+        {{0, 0, 0, 0, 100}, true, 100, STATUS_OK, ""},
+        {{1, 0, 0, 0, 0}, true, 100, STATUS_OK, ""},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        grpc_prefix p;
+        memcpy(p.b, rows[i].b, 5);
+        p.got = 5;
+        bool compressed;
+        size_t n;
+        char msg[200] = "";
+        status_code st = grpc_prefix_check(&p, rows[i].encoded, rows[i].max,
+                                           &compressed, &n, msg, sizeof msg);
+        CHECK(st == rows[i].want, "row %zu: %s, want %s", i, status_name(st),
+              status_name(rows[i].want));
+        CHECK(strstr(msg, rows[i].words) != NULL, "row %zu: \"%s\"", i, msg);
+    }
+}
+
+static void grpc_timeouts(void)
+{
+    struct {
+        const char *v;
+        bool ok;
+        int64_t ms;
+    } rows[] = {
+        {"1H", true, 3600000},       {"2M", true, 120000},
+        {"3S", true, 3000},          {"50m", true, 50},
+        {"1500u", true, 2},          {"1u", true, 1},
+        {"999999n", true, 1},        {"1000001n", true, 2},
+        {"0n", true, 1},             {"0S", true, 1},
+        {"99999999n", true, 100},    {"99999999u", true, 100000},
+        {"99999999m", true, 99999999},
+        /* 2^53 ns is about 104 days: longer is "none" */
+        {"2501H", true, 2501 * 3600000LL}, {"2502H", true, -1},
+        {"99999999H", true, -1},     {"99999999M", true, -1},
+        {"99999999S", true, -1},
+        {"", false, 0},              {"S", false, 0},
+        {"5", false, 0},             {"5s", false, 0},
+        {"5x", false, 0},            {"-5S", false, 0},
+        {" 5S", false, 0},           {"123456789S", false, 0},
+        {"1.5S", false, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int64_t ms = 12345;
+        bool ok = grpc_timeout_parse(rows[i].v, strlen(rows[i].v), &ms);
+        CHECK(ok == rows[i].ok, "\"%s\": %s", rows[i].v,
+              ok ? "taken" : "refused");
+        if (ok && rows[i].ok)
+            CHECK(ms == rows[i].ms, "\"%s\": %lld ms, want %lld", rows[i].v,
+                  (long long)ms, (long long)rows[i].ms);
+    }
+}
+
+static void grpc_message_words(void)
+{
+    char out[64];
+    grpc_message_encode("plain words: ok", out, sizeof out);
+    CHECK(strcmp(out, "plain words: ok") == 0, "\"%s\"", out);
+    grpc_message_encode("50% \"x\"\n\xc3\xa9", out, sizeof out);
+    CHECK(strcmp(out, "50%25 \"x\"%0A%C3%A9") == 0, "\"%s\"", out);
+    /* cut to fit, never inside an escape */
+    for (size_t len = 1; len < 12; len++) {
+        char small[12];
+        grpc_message_encode("a\xff\xff\xff", small, len);
+        size_t n = strlen(small);
+        CHECK(n < len, "len %zu: %zu bytes", len, n);
+        CHECK(n == 0 || small[0] == 'a', "len %zu: \"%s\"", len, small);
+        CHECK(n == 0 || (n - 1) % 3 == 0, "len %zu: cut escape \"%s\"", len,
+              small);
+    }
+    grpc_message_encode("anything", out, 0); /* writes nothing */
+}
+
+/* The write batch over a socket pair with a tiny send buffer: copies and
+ * borrowed pieces of random sizes, in several batches, must reach the
+ * peer whole and in order through partial writes and queued ones, and
+ * every reference a batch took on a call must be given back. The
+ * connection is marked closing, so that a finished write pumps no
+ * session. */
+typedef struct {
+    int fd;
+    uint8_t *got;
+    size_t want, have;
+} pair_reader;
+
+static void read_all(void *arg)
+{
+    pair_reader *r = arg;
+    unsigned reads = 0;
+    while (r->have < r->want) {
+        ssize_t n = read(r->fd, r->got + r->have, r->want - r->have);
+        if (n <= 0)
+            break;
+        r->have += (size_t)n;
+        if (++reads % 64 == 0)
+            uv_sleep(1); /* a slow reader: the writer's queue fills */
+    }
+}
+
+static void grpc_write_batch(void)
+{
+    enum { BIG = 1 << 20, MAX_OUT = 4 << 20 };
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    static tallyd_server srv;
+    static grpc_transport t;
+    memset(&t, 0, sizeof t);
+    t.s = &srv;
+    t.loop = &loop;
+    grpc_conn *c = calloc(1, sizeof *c);
+    grpc_call *call = calloc(1, sizeof *call);
+    uint8_t *big = malloc(BIG), *want = malloc(MAX_OUT);
+    pair_reader r = {sv[1], malloc(MAX_OUT), 0, 0};
+    if (c == NULL || call == NULL || big == NULL || want == NULL
+        || r.got == NULL)
+        return;
+    for (size_t i = 0; i < BIG; i++)
+        big[i] = (uint8_t)check_rand();
+    c->t = &t;
+    c->closing = true;
+    call->in_fifo = true; /* the test's: never freed by a batch */
+    CHECK(uv_tcp_init(&loop, &c->tcp) == 0
+              && uv_tcp_open(&c->tcp, sv[0]) == 0,
+          "the socket pair as a stream");
+    size_t n = 0;
+    unsigned pieces = 0;
+    while (n < MAX_OUT - BIG / 4 - 4096) {
+        if (check_rand() % 3 == 0) {
+            uint8_t frame[4096];
+            size_t len = 1 + check_rand() % sizeof frame;
+            for (size_t i = 0; i < len; i++)
+                frame[i] = (uint8_t)check_rand();
+            CHECK(h2_add_copy(c, frame, len), "a copy");
+            memcpy(want + n, frame, len);
+            n += len;
+        } else {
+            size_t len = check_rand() % (BIG / 4);
+            size_t at = check_rand() % (BIG - len);
+            CHECK(h2_add_borrowed(c, big + at, len, call), "a borrowed piece");
+            memcpy(want + n, big + at, len);
+            n += len;
+        }
+        pieces++;
+        if (check_rand() % 8 == 0)
+            h2_batch_flush(c); /* more batches, some queued behind others */
+    }
+    h2_batch_flush(c);
+    r.want = n;
+    uv_thread_t th;
+    uv_thread_create(&th, read_all, &r);
+    uv_run(&loop, UV_RUN_DEFAULT); /* until the last write is done */
+    uv_thread_join(&th);
+    CHECK(r.have == n && memcmp(r.got, want, n) == 0,
+          "%u pieces: %zu of %zu bytes arrived%s", pieces, r.have, n,
+          r.have == n ? ", but not as sent" : "");
+    CHECK(c->writes == 0 && c->queued == 0 && call->writes == 0,
+          "left: %u writes, %zu bytes queued, %u references on the call",
+          c->writes, c->queued, call->writes);
+    CHECK(atomic_load(&t.c.bytes_out) == n, "bytes_out %llu, sent %zu",
+          (unsigned long long)atomic_load(&t.c.bytes_out), n);
+    uv_close((uv_handle_t *)&c->tcp, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    close(sv[1]);
+    free(c);
+    free(call);
+    free(big);
+    free(want);
+    free(r.got);
+}
+
 static const check_case cases[] = {
-    {"queue_order", queue_order},
-    {"queue_capacity", queue_capacity},
-    {"queue_compatible", queue_compatible},
-    {"queue_expiry", queue_expiry},
-    {"queue_close", queue_close_drains},
-    {"queue_batch_bytes", queue_batch_bytes},
-    {"queue_fair_share", queue_fair_share},
     {"config_every_setting", config_every_setting},
     {"config_bad_values", config_bad_values},
     {"config_access_log", config_access_log},
@@ -870,6 +907,12 @@ static const check_case cases[] = {
     {"router_rules", router_rules},
     {"auth_tokens", auth_token_file},
     {"auth_reload_races", auth_reload_races},
+    {"reqlog_one_cap", reqlog_one_cap},
+    {"grpc_prefix_pieces", grpc_prefix_pieces},
+    {"grpc_prefix_refusals", grpc_prefix_refusals},
+    {"grpc_timeouts", grpc_timeouts},
+    {"grpc_message_words", grpc_message_words},
+    {"grpc_write_batch", grpc_write_batch},
 };
 
 int main(int argc, char **argv)

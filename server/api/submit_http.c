@@ -1,0 +1,179 @@
+/*
+ * submit_http.c - the REST door's side of the adapter (submit.h): the
+ * X-Timeout-Ms header, suspend and resume through http.h, and the answer
+ * written by the handler's finish function (submit_http.h).
+ *
+ * A queued job lives in an `http_work` record attached to its request as
+ * the request's `work`, so it is freed with the request, never before:
+ * the request holds a reference for the job (taken by http_suspend) until
+ * the job's done callback resumes it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "clock.h"
+#include "scan_params.h"
+#include "peer.h"
+#include "reply.h"
+#include "submit_http.h"
+
+typedef struct {
+    submit_work w; /* first: the adapter hands it back */
+    http_handler finish;
+} http_work;
+
+static request *req_of(void *req)
+{
+    return req;
+}
+
+static bool door_suspend(void *req, bool (*push)(submit_work *w),
+                         submit_work *w);
+
+static void door_resume(void *req)
+{
+    http_resume(req_of(req));
+}
+
+/* The probe, on a worker or the tick: the client's socket has hung up. */
+static bool door_gone(const submit_work *w)
+{
+    return peer_gone(w->j.watch_fd);
+}
+
+static void door_times(void *req, uint64_t parse_ns, uint64_t queue_ns,
+                       uint64_t compute_ns, const trace_work *ran)
+{
+    request *r = req_of(req);
+    r->parse_ns = parse_ns;
+    r->queue_ns = queue_ns;
+    r->compute_ns = compute_ns;
+    r->ran = *ran;
+}
+
+/* Runs finish, timing it as the render step (less the gzip it may do,
+ * which the transport times apart). */
+static void door_answer(void *req)
+{
+    request *r = req_of(req);
+    http_work *hw = r->work;
+    uint64_t t = now_ns(), gzip = r->gzip_ns;
+    hw->finish(r);
+    r->render_ns = now_ns() - t - (r->gzip_ns - gzip);
+}
+
+static void door_fail(void *req, status_code st, const char *msg)
+{
+    http_error(req_of(req), st, "%s", msg);
+}
+
+/* Not answered: dropped from the queue, or its result discarded when the
+ * job had already run. */
+static void door_cancelled(void *req)
+{
+    request *r = req_of(req);
+    r->err = STATUS_CANCELLED;
+    http_discard(r);
+}
+
+static const submit_door rest_door = {
+    door_suspend, door_resume, door_gone,     door_times,
+    door_answer,  door_fail,   door_cancelled,
+};
+
+/* The continuation, on an HTTP thread once the request is resumed. */
+static void after_job(request *r)
+{
+    http_work *hw = r->work;
+    /* libmicrohttpd may have found the client gone first */
+    submit_finish(&hw->w, http_client_left(r));
+}
+
+typedef struct {
+    bool (*push)(submit_work *w);
+    submit_work *w;
+} push_arg;
+
+static bool start_push(void *arg)
+{
+    push_arg *a = arg;
+    return a->push(a->w);
+}
+
+static bool door_suspend(void *req, bool (*push)(submit_work *w),
+                         submit_work *w)
+{
+    push_arg a = {push, w};
+    return http_suspend(req_of(req), after_job, start_push, &a);
+}
+
+/* The X-Timeout-Ms header: -1 when absent; false when it is no
+ * non-negative integer (msg says why). */
+static bool header_timeout_ms(request *r, int64_t *ms, char *msg, size_t msglen)
+{
+    const char *h = http_header(r, "X-Timeout-Ms");
+    *ms = -1;
+    if (h == NULL)
+        return true;
+    int64_t v;
+    if (!parse_int_text("X-Timeout-Ms", h, &v, msg, msglen))
+        return false;
+    if (v < 0) {
+        snprintf(msg, msglen, "X-Timeout-Ms cannot be negative");
+        return false;
+    }
+    *ms = v;
+    return true;
+}
+
+static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
+                   const void *in, const eng_view *ov, void *out,
+                   int64_t protocol_ms, submit_from from, http_handler finish)
+{
+    char msg[256];
+    int64_t header_ms;
+    if (!header_timeout_ms(r, &header_ms, msg, sizeof msg)) {
+        http_error(r, STATUS_INVALID, "%s", msg);
+        return;
+    }
+    http_work *hw = calloc(1, sizeof *hw);
+    if (hw == NULL) {
+        http_error(r, STATUS_NOMEM, "out of memory queueing the job");
+        return;
+    }
+    hw->finish = finish;
+    job *j = &hw->w.j;
+    j->desc = *desc;
+    j->in = in;
+    j->out = out;
+    j->iv = iv;
+    j->ov = ov;
+    j->watch_fd = http_client_fd(r);
+    j->trace = &r->trace;
+    r->work = hw;
+    r->work_free = free;
+    submit_start(&hw->w, &rest_door, r, r->s, api_sched(r), header_ms,
+                 protocol_ms, from, r->handler_ns);
+}
+
+void submit_scan(request *r, const eng_scan_desc *desc, void *inout,
+                 int64_t timeout_ms, submit_from from, http_handler finish)
+{
+    submit(r, desc, NULL, inout, NULL, inout, timeout_ms, from, finish);
+}
+
+void submit_scan_to(request *r, const eng_scan_desc *desc, const void *in,
+                    void *out, int64_t timeout_ms, submit_from from,
+                    http_handler finish)
+{
+    submit(r, desc, NULL, in, NULL, out, timeout_ms, from, finish);
+}
+
+void submit_strided(request *r, const eng_scan_desc *desc, const eng_view *iv,
+                    const void *in, const eng_view *ov, void *out,
+                    int64_t timeout_ms, submit_from from, http_handler finish)
+{
+    submit(r, desc, iv, in, ov, out, timeout_ms, from, finish);
+}

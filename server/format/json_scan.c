@@ -1,0 +1,414 @@
+/*
+ * json_scan.c - the request scanner, and small JSON text appended to buffers.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "numtext.h"
+
+#define MAX_DEPTH 64
+
+void jcur_init(jcur *c, const char *text, size_t len, char *err, size_t errlen)
+{
+    static const char empty[1] = "";
+    if (text == NULL) /* an empty body has no buffer */
+        text = empty;
+    c->base = text;
+    c->p = text;
+    c->end = text + len;
+    c->err = err;
+    c->errlen = errlen;
+    c->failed = false;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+}
+
+bool jcur_fail(jcur *c, const char *fmt, ...)
+{
+    if (!c->failed && c->err != NULL && c->errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    c->failed = true;
+    return false;
+}
+
+static size_t offset(const jcur *c)
+{
+    return (size_t)(c->p - c->base);
+}
+
+/* JSON's four whitespace characters. */
+static bool is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+void jcur_ws(jcur *c)
+{
+    while (c->p < c->end && is_ws(*c->p))
+        c->p++;
+}
+
+const char *jcur_found(const jcur *c)
+{
+    if (c->p >= c->end)
+        return "the end of the body";
+    switch (*c->p) {
+    case '"': return "a string";
+    case '{': return "an object";
+    case '[': return "an array";
+    case 't':
+    case 'f': return "a boolean";
+    case 'n': return "null";
+    default:
+        return (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))
+                   ? "a number"
+                   : "invalid JSON";
+    }
+}
+
+bool jcur_expect(jcur *c, char ch, const char *what)
+{
+    jcur_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
+    return jcur_fail(c, "invalid JSON at byte %zu: expected %s, found %s",
+                     offset(c), what, jcur_found(c));
+}
+
+static bool is_hex(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')
+           || (ch >= 'A' && ch <= 'F');
+}
+
+bool jcur_string(jcur *c, const char **s, size_t *len)
+{
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '"')
+        return jcur_fail(c,
+                         "invalid JSON at byte %zu: expected a string, "
+                         "found %s",
+                         offset(c), jcur_found(c));
+    const char *start = ++c->p;
+    while (c->p < c->end) {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '"') {
+            *s = start;
+            *len = (size_t)(c->p - start);
+            c->p++;
+            return true;
+        }
+        if (ch < 0x20)
+            return jcur_fail(c,
+                             "invalid JSON at byte %zu: control character "
+                             "in a string",
+                             offset(c));
+        if (ch == '\\') {
+            c->p++;
+            if (c->p >= c->end)
+                break;
+            switch (*c->p) {
+            case '"':
+            case '\\':
+            case '/':
+            case 'b':
+            case 'f':
+            case 'n':
+            case 'r':
+            case 't': c->p++; continue;
+            case 'u':
+                if (c->end - c->p >= 5 && is_hex(c->p[1]) && is_hex(c->p[2])
+                    && is_hex(c->p[3]) && is_hex(c->p[4])) {
+                    c->p += 5;
+                    continue;
+                }
+                /* fall through */
+            default:
+                return jcur_fail(c,
+                                 "invalid JSON at byte %zu: bad escape in "
+                                 "a string",
+                                 offset(c));
+            }
+        }
+        c->p++;
+    }
+    return jcur_fail(c, "invalid JSON: unterminated string");
+}
+
+static bool literal(jcur *c, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(c->end - c->p) >= n && memcmp(c->p, lit, n) == 0) {
+        c->p += n;
+        return true;
+    }
+    return jcur_fail(c, "invalid JSON at byte %zu", offset(c));
+}
+
+/* The array at c->p when it holds numbers only, as tensor data does: one
+ * tight loop over it, each number's grammar checked. True with c->p past
+ * the array; false, with c untouched, for anything else (the caller's
+ * general walk then finds and words any problem). */
+static bool skip_numbers(jcur *c)
+{
+    const char *p = c->p + 1, *end = c->end;
+    while (p < end && is_ws(*p))
+        p++;
+    if (p < end && *p == ']') {
+        c->p = p + 1;
+        return true;
+    }
+    for (;;) {
+        size_t n = p < end ? numtext_scan(p, end) : 0;
+        if (n == 0)
+            return false;
+        p += n;
+        while (p < end && is_ws(*p))
+            p++;
+        if (p >= end)
+            return false;
+        if (*p == ']') {
+            c->p = p + 1;
+            return true;
+        }
+        if (*p != ',')
+            return false;
+        p++;
+        while (p < end && is_ws(*p))
+            p++;
+    }
+}
+
+static bool skip_depth(jcur *c, int depth)
+{
+    if (depth > MAX_DEPTH)
+        return jcur_fail(c, "JSON nested deeper than %d levels", MAX_DEPTH);
+    jcur_ws(c);
+    if (c->p >= c->end)
+        return jcur_fail(c, "invalid JSON: the body ends where a value "
+                            "should be");
+    const char *s;
+    size_t n;
+    bool first = true;
+    switch (*c->p) {
+    case '"': return jcur_string(c, &s, &n);
+    case '{':
+        while (jcur_member(c, &first, &s, &n))
+            if (!skip_depth(c, depth + 1))
+                return false;
+        return !c->failed;
+    case '[':
+        if (skip_numbers(c))
+            return true;
+        while (jcur_element(c, &first))
+            if (!skip_depth(c, depth + 1))
+                return false;
+        return !c->failed;
+    case 't': return literal(c, "true");
+    case 'f': return literal(c, "false");
+    case 'n': return literal(c, "null");
+    default:
+        n = numtext_scan(c->p, c->end);
+        if (n == 0)
+            n = jcur_bare_special(c->p, c->end);
+        if (n == 0)
+            return jcur_fail(c, "invalid JSON at byte %zu: unexpected '%c'",
+                             offset(c), *c->p);
+        c->p += n;
+        return true;
+    }
+}
+
+size_t jcur_bare_special(const char *p, const char *end)
+{
+    static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(end - p) >= n && memcmp(p, words[i], n) == 0)
+            return n;
+    }
+    return 0;
+}
+
+bool jcur_skip(jcur *c)
+{
+    return skip_depth(c, 0);
+}
+
+bool jcur_span(jcur *c, const char **s, size_t *len)
+{
+    jcur_ws(c);
+    const char *start = c->p;
+    if (!jcur_skip(c))
+        return false;
+    *s = start;
+    *len = (size_t)(c->p - start);
+    return true;
+}
+
+bool jcur_member(jcur *c, bool *first, const char **key, size_t *klen)
+{
+    if (*first) {
+        if (!jcur_expect(c, '{', "an object"))
+            return false;
+        *first = false;
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+            return false;
+        }
+    } else {
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+            return false;
+        }
+        if (!jcur_expect(c, ',', "',' or '}'"))
+            return false;
+    }
+    if (!jcur_string(c, key, klen) || !jcur_expect(c, ':', "':'"))
+        return false;
+    jcur_ws(c);
+    return true;
+}
+
+bool jcur_element(jcur *c, bool *first)
+{
+    if (*first) {
+        if (!jcur_expect(c, '[', "an array"))
+            return false;
+        *first = false;
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            return false;
+        }
+    } else {
+        jcur_ws(c);
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            return false;
+        }
+        if (!jcur_expect(c, ',', "',' or ']'"))
+            return false;
+    }
+    jcur_ws(c);
+    return true;
+}
+
+bool json_eq(const char *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+bool jcur_int64(jcur *c, const char *what, int64_t *out)
+{
+    jcur_ws(c);
+    size_t n = c->p < c->end ? numtext_scan(c->p, c->end) : 0;
+    if (n == 0)
+        return jcur_fail(c, "%s must be an integer, not %s", what, jcur_found(c));
+    char buf[32];
+    bool integral = memchr(c->p, '.', n) == NULL && memchr(c->p, 'e', n) == NULL
+                    && memchr(c->p, 'E', n) == NULL;
+    if (!integral || n >= sizeof buf)
+        return jcur_fail(c, "%s must be an integer, not %.*s", what,
+                         (int)(n < 24 ? n : 24), c->p);
+    memcpy(buf, c->p, n);
+    buf[n] = '\0';
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno != 0)
+        return jcur_fail(c, "%s: %s is out of range", what, buf);
+    *out = v;
+    c->p += n;
+    return true;
+}
+
+bool jcur_bool(jcur *c, const char *what, bool *out)
+{
+    jcur_ws(c);
+    if ((size_t)(c->end - c->p) >= 4 && memcmp(c->p, "true", 4) == 0) {
+        c->p += 4;
+        *out = true;
+        return true;
+    }
+    if ((size_t)(c->end - c->p) >= 5 && memcmp(c->p, "false", 5) == 0) {
+        c->p += 5;
+        *out = false;
+        return true;
+    }
+    return jcur_fail(c, "%s must be true or false, not %s", what, jcur_found(c));
+}
+
+bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank)
+{
+    bool first = true;
+    int r = 0;
+    jcur_ws(c);
+    if (c->p >= c->end || *c->p != '[')
+        return jcur_fail(c, "%s must be an array of integers, not %s", what,
+                         jcur_found(c));
+    while (jcur_element(c, &first)) {
+        int64_t v;
+        char name[48];
+        snprintf(name, sizeof name, "%s[%d]", what, r);
+        if (!jcur_int64(c, name, &v))
+            return false;
+        if (v < 0)
+            return jcur_fail(c,
+                             "%s is %" PRId64 ": dimensions cannot be "
+                             "negative",
+                             name, v);
+        if (r >= ENG_MAX_RANK)
+            return jcur_fail(c, "%s has more than %d dimensions", what,
+                             ENG_MAX_RANK);
+        shape[r++] = (uint64_t)v;
+    }
+    if (c->failed)
+        return false;
+    *rank = r;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Writing.
+ */
+bool json_append(char **buf, size_t *blen, const char *s, size_t len)
+{
+    char *nb = realloc(*buf, *blen + len + 1);
+    if (nb == NULL)
+        return false;
+    memcpy(nb + *blen, s, len);
+    *blen += len;
+    nb[*blen] = '\0';
+    *buf = nb;
+    return true;
+}
+
+bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
+                       int rank)
+{
+    if (!json_append(buf, blen, "[", 1))
+        return false;
+    for (int d = 0; d < rank; d++) {
+        char num[32];
+        int n = snprintf(num, sizeof num, "%s%" PRIu64, d ? "," : "", shape[d]);
+        if (!json_append(buf, blen, num, (size_t)n))
+            return false;
+    }
+    return json_append(buf, blen, "]", 1);
+}
+

@@ -1,0 +1,497 @@
+/*
+ * calls.c - the gRPC door's streams and calls (grpc_int.h): a message becoming
+ * a call, the handler API (grpc.h's grpc_call_*), and a call's end.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "clock.h"
+#include "grpc_int.h"
+#include "log.h"
+#include "reqlog.h"
+
+/* The call's end: its record, for the metrics, the statistics, the
+ * access log and its spans (reqlog.h). */
+static void call_account(grpc_call *call)
+{
+    if (call->counted)
+        return;
+    call->counted = true;
+    grpc_transport *t = call->t;
+    if (atomic_load(&call->gone) && call->status == STATUS_OK)
+        call->status = STATUS_CANCELLED;
+    char route[160], path[168];
+    snprintf(route, sizeof route, "%s/%s", t->svc->service, call->m->name);
+    snprintf(path, sizeof path, "/%s", route);
+    /* the caller's tracestate goes on only with its own sampled trace */
+    bool state = call->tracestate != NULL && (call->trace.flags & TRACE_SAMPLED)
+                 && call->trace.continued;
+    req_record rec = {
+        .door = METRIC_GRPC,
+        .label = call->m->label,
+        .ended = call->m->ended,
+        .status = status_grpc(call->status),
+        .err = call->status,
+        .failed = call->status != STATUS_OK,
+        .method = call->m->name,
+        .path = path,
+        .route = route,
+        .trace = &call->trace,
+        .tracestate = state ? call->tracestate : NULL,
+        .bytes_in = call->len,
+        .bytes_out = call->total,
+        .t0 = call->t0_ns,
+        .body = call->whole_ns,
+        .handler = call->handler_ns,
+        .reply = call->reply_ns,
+        .done = now_ns(),
+        .parse_ns = call->parse_ns,
+        .queue_ns = call->queue_ns,
+        .compute_ns = call->compute_ns,
+        .ran = call->ran,
+        .in_flight = true,
+    };
+    req_end(t->s, &rec);
+}
+
+void h2_call_maybe_free(grpc_call *call)
+{
+    if (call->in_fifo || call->suspended || call->writes > 0 || call->busy)
+        return;
+    call_account(call);
+    if (call->work_free != NULL)
+        call->work_free(call->work);
+    eng_buffer_free(call->buf);
+    if (call->reserved)
+        h2_unreserve(call->t, call->reserved);
+    free(call->head);
+    free(call->tracestate);
+    free(call);
+}
+
+/* Takes call out of its stream's FIFO. */
+void h2_fifo_remove(gstream *st, grpc_call *call)
+{
+    grpc_call **pp = &st->head, *prev = NULL;
+    while (*pp != NULL && *pp != call) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp == NULL)
+        return;
+    *pp = call->next;
+    if (st->tail == call)
+        st->tail = prev;
+    call->next = NULL;
+    call->in_fifo = false;
+    call->st = NULL; /* the stream may close before the call is freed */
+}
+
+/* The stream is going (closed, reset, or its connection lost): every call
+ * still in it is detached and marked gone. */
+void h2_detach_calls(gstream *st, bool gone)
+{
+    while (st->head != NULL) {
+        grpc_call *call = st->head;
+        st->head = call->next;
+        call->next = NULL;
+        call->in_fifo = false;
+        call->st = NULL;
+        if (gone && !(call->answered && call->sent == call->total))
+            atomic_store(&call->gone, true);
+        h2_call_maybe_free(call);
+    }
+    st->tail = NULL;
+}
+
+void h2_stream_free(gstream *st)
+{
+    grpc_conn *c = st->conn;
+    h2_detach_calls(st, true);
+    if (st->prev != NULL)
+        st->prev->next = st->next;
+    else
+        c->streams = st->next;
+    if (st->next != NULL)
+        st->next->prev = st->prev;
+    eng_buffer_free(st->buf);
+    if (st->reserved)
+        h2_unreserve(c->t, st->reserved);
+    free(st->tracestate);
+    free(st);
+}
+
+/* A failure no call carries (refused before its message was whole):
+ * counted and logged here, as a request of its own. */
+void h2_count_stream_failure(gstream *st, status_code code)
+{
+    grpc_transport *t = st->conn->t;
+    req_record rec = {
+        .door = METRIC_GRPC,
+        .label = st->m ? st->m->label : t->svc->other_label,
+        .status = status_grpc(code),
+        .err = code,
+        .failed = true,
+        .method = st->m ? st->m->name : "",
+        .path = st->path,
+        .route = st->path[0] == '/' ? st->path + 1 : st->path,
+        .trace = &st->trace,
+        .t0 = st->opened_ns,
+        .done = now_ns(),
+    };
+    req_end(t->s, &rec);
+}
+
+static const grpc_method *find_method(grpc_transport *t, const char *path)
+{
+    size_t sl = strlen(t->svc->service);
+    if (path[0] != '/' || strncmp(path + 1, t->svc->service, sl) != 0
+        || path[1 + sl] != '/')
+        return NULL;
+    for (unsigned i = 0; i < t->svc->n; i++)
+        if (strcmp(path + 2 + sl, t->svc->methods[i].name) == 0)
+            return &t->svc->methods[i];
+    return NULL;
+}
+
+void h2_stream_headers_done(gstream *st)
+{
+    grpc_transport *t = st->conn->t;
+    char msg[400];
+    if (!st->post) {
+        h2_stream_fail(st, STATUS_METHOD, "gRPC calls are POST requests");
+        return;
+    }
+    st->m = find_method(t, st->path);
+    if (st->m == NULL || st->m->handler == NULL) {
+        snprintf(msg, sizeof msg,
+                 "%s: this server does not implement the method %.200s",
+                 st->m ? "UNIMPLEMENTED" : "unknown method", st->path);
+        h2_stream_fail(st, STATUS_METHOD, msg);
+        return;
+    }
+    if (!st->grpc_ct) {
+        h2_stream_fail(st, STATUS_MEDIA_TYPE,
+                          "content-type must be application/grpc");
+        return;
+    }
+    if (t->auth != NULL && !st->m->open) {
+        auth_result a = auth_check(t->auth, st->has_auth ? st->auth : NULL);
+        if (a != AUTH_OK) {
+            h2_stream_fail(st, STATUS_UNAUTHORIZED,
+                              a == AUTH_MISSING
+                                  ? "a bearer token is required: send "
+                                    "\"authorization: Bearer <token>\" "
+                                    "metadata"
+                                  : "the bearer token is not valid");
+            return;
+        }
+    }
+    if (st->bad_timeout) {
+        h2_stream_fail(st, STATUS_INVALID,
+                          "grpc-timeout must be 1 to 8 digits and a unit "
+                          "(H, M, S, m, u, n)");
+        return;
+    }
+    if (st->bad_encoding) {
+        h2_stream_fail(st, STATUS_ENCODING,
+                          "grpc-encoding must be identity, gzip or deflate");
+        return;
+    }
+    st->accepted = true;
+}
+
+static void stream_call(gstream *st, grpc_call *call);
+
+/* A whole message has arrived in st->buf: it becomes a call. */
+static void stream_message(gstream *st)
+{
+    grpc_conn *c = st->conn;
+    grpc_transport *t = c->t;
+    tallyd_server *s = t->s;
+    if (!st->m->streaming && st->got_message) {
+        h2_stream_fail(st, STATUS_INVALID,
+                          "a unary call sent more than one message");
+        return;
+    }
+    st->got_message = true;
+    grpc_call *call = calloc(1, sizeof *call);
+    if (call == NULL) {
+        h2_stream_fail(st, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    call->t = t;
+    call->st = st;
+    call->trace = st->trace;
+    call->tracestate = st->tracestate;
+    st->tracestate = NULL;
+    call->m = st->m;
+    call->buf = st->buf;
+    call->msg = st->buf + st->lead;
+    call->len = st->want;
+    call->reserved = st->reserved;
+    call->timeout_ms = st->timeout_ms;
+    call->t0_ns = st->msg_started_ns;
+    call->whole_ns = now_ns();
+    st->buf = NULL;
+    st->reserved = 0;
+    st->pre.got = 0;
+    atomic_fetch_add(&s->inflight, 1);
+    atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
+    call->in_fifo = true;
+    if (st->tail != NULL)
+        st->tail->next = call;
+    else
+        st->head = call;
+    st->tail = call;
+    call->busy = true;
+    stream_call(st, call);
+    call->busy = false;
+    if (!call->answered && !call->suspended && call->st != NULL)
+        grpc_call_fail(call, STATUS_LAUNCH, "the handler gave no answer");
+    h2_call_maybe_free(call);
+}
+
+/* Decodes the call's message when it came compressed, and runs the
+ * method's handler. */
+static void stream_call(gstream *st, grpc_call *call)
+{
+    grpc_transport *t = st->conn->t;
+    tallyd_server *s = t->s;
+    if (st->compressed) {
+        uint8_t *out;
+        size_t outlen, more;
+        char msg[256];
+        status_code e =
+            grpc_message_decode(s, st->encoding, call->msg, call->len, &out,
+                                &outlen, &more, msg, sizeof msg);
+        if (e != STATUS_OK) {
+            grpc_call_fail(call, e, "%s", msg);
+            return;
+        }
+        eng_buffer_free(call->buf);
+        h2_unreserve(t, call->reserved);
+        call->reserved = more;
+        call->buf = call->msg = out;
+        call->len = outlen;
+    }
+    atomic_fetch_add_explicit(&s->metrics.bytes_in, call->len,
+                              memory_order_relaxed);
+    call->handler_ns = now_ns();
+    st->m->handler(call);
+}
+
+/* Message bytes for st: the 5-byte prefix, then the message, into a
+ * buffer sized by what has come. */
+void h2_stream_data(gstream *st, const uint8_t *data, size_t len)
+{
+    grpc_conn *c = st->conn;
+    grpc_transport *t = c->t;
+    size_t max = t->s->cfg.max_body_bytes;
+    while (len > 0 && !st->rejected) {
+        if (st->pre.got < GRPC_PREFIX_LEN) {
+            if (st->pre.got == 0 && st->buf == NULL)
+                st->msg_started_ns = now_ns();
+            size_t n = grpc_prefix_feed(&st->pre, data, len);
+            data += n;
+            len -= n;
+            if (st->pre.got < GRPC_PREFIX_LEN)
+                return;
+            char msg[200];
+            status_code e =
+                grpc_prefix_check(&st->pre, st->encoding != 0, max,
+                                  &st->compressed, &st->want, msg, sizeof msg);
+            if (e != STATUS_OK) {
+                h2_stream_fail(st, e, msg);
+                return;
+            }
+            st->cap = st->want < FIRST_BUFFER ? st->want : FIRST_BUFFER;
+            st->lead = 0;
+            st->got = 0;
+            if (!h2_reserve(t, st->cap + 128)) {
+                h2_stream_fail(st, STATUS_NOMEM,
+                                  "the server holds too many messages now "
+                                  "(--max-buffered-bytes); retry after a "
+                                  "moment");
+                return;
+            }
+            st->reserved = st->cap + 128;
+            st->buf = eng_buffer_alloc(st->cap);
+            if (st->buf == NULL) {
+                h2_stream_fail(st, STATUS_NOMEM, "out of memory");
+                return;
+            }
+        }
+        if (st->got == st->cap && st->got < st->want) {
+            /* the first buffer is full: room for the whole message,
+             * placed so that its bulk lands on a 128-byte boundary */
+            size_t off = st->m->bulk_offset
+                             ? st->m->bulk_offset(st->buf + st->lead, st->got)
+                             : SIZE_MAX;
+            size_t lead = off == SIZE_MAX ? 0 : (128 - off % 128) % 128;
+            if (!h2_reserve(t, st->want - st->cap)) {
+                h2_stream_fail(st, STATUS_NOMEM,
+                                  "the server holds too many messages now "
+                                  "(--max-buffered-bytes); retry after a "
+                                  "moment");
+                return;
+            }
+            st->reserved += st->want - st->cap;
+            uint8_t *nb = eng_buffer_alloc(st->want + lead);
+            if (nb == NULL) {
+                h2_stream_fail(st, STATUS_NOMEM, "out of memory");
+                return;
+            }
+            memcpy(nb + lead, st->buf + st->lead, st->got);
+            eng_buffer_free(st->buf);
+            st->buf = nb;
+            st->lead = lead;
+            st->cap = st->want;
+        }
+        size_t n = st->cap - st->got < len ? st->cap - st->got : len;
+        memcpy(st->buf + st->lead + st->got, data, n);
+        st->got += n;
+        data += n;
+        len -= n;
+        if (st->got == st->want)
+            stream_message(st);
+    }
+}
+
+uint8_t *grpc_call_message(grpc_call *c, size_t *len)
+{
+    *len = c->len;
+    return c->msg;
+}
+
+int64_t grpc_call_timeout_ms(const grpc_call *c)
+{
+    return c->timeout_ms;
+}
+
+const char *grpc_call_authorization(const grpc_call *c)
+{
+    return c->st != NULL && c->st->has_auth ? c->st->auth : NULL;
+}
+
+const grpc_method *grpc_call_method(const grpc_call *c)
+{
+    return c->m;
+}
+
+void grpc_call_set_work(grpc_call *c, void *work, void (*free_fn)(void *))
+{
+    c->work = work;
+    c->work_free = free_fn;
+}
+
+void *grpc_call_work(grpc_call *c)
+{
+    return c->work;
+}
+
+void grpc_call_reply(grpc_call *c, void *head, size_t head_len,
+                     const void *tail, size_t tail_len)
+{
+    if (c->answered) {
+        free(head);
+        return;
+    }
+    c->reply_ns = now_ns();
+    size_t len = head_len + tail_len;
+    if (len > UINT32_MAX) {
+        free(head);
+        grpc_call_fail(c, STATUS_NOMEM, "the answer does not fit");
+        return;
+    }
+    c->answered = true;
+    free(c->head);
+    c->head = head;
+    c->head_len = head_len;
+    c->tail = tail;
+    c->tail_len = tail_len;
+    c->prefix[0] = 0;
+    c->prefix[1] = (uint8_t)(len >> 24);
+    c->prefix[2] = (uint8_t)(len >> 16);
+    c->prefix[3] = (uint8_t)(len >> 8);
+    c->prefix[4] = (uint8_t)len;
+    c->total = 5 + len;
+    if (c->st != NULL && c->st->head == c)
+        h2_stream_respond(c->st);
+}
+
+void grpc_call_fail(grpc_call *c, status_code st, const char *fmt, ...)
+{
+    if (c->answered)
+        return;
+    c->answered = true;
+    c->status = st;
+    gstream *s = c->st;
+    if (s == NULL)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    h2_stream_fail(s, st, msg);
+}
+
+void grpc_call_suspend(grpc_call *c, grpc_handler on_resume)
+{
+    c->suspended = true;
+    c->on_resume = on_resume;
+}
+
+void grpc_call_resume(grpc_call *c)
+{
+    grpc_transport *t = c->t;
+    uv_mutex_lock(&t->mu);
+    c->next_resume = t->resumed;
+    t->resumed = c;
+    uv_mutex_unlock(&t->mu);
+    uv_async_send(&t->wake);
+}
+
+bool grpc_call_gone(const grpc_call *c)
+{
+    return atomic_load_explicit(&c->gone, memory_order_relaxed);
+}
+
+void grpc_call_unsuspend(grpc_call *c)
+{
+    c->suspended = false;
+}
+
+tallyd_server *grpc_call_server(const grpc_call *c)
+{
+    return c->t->s;
+}
+
+const trace_ctx *grpc_call_trace(const grpc_call *c)
+{
+    return &c->trace;
+}
+
+void grpc_call_ran(grpc_call *c, const trace_work *w)
+{
+    c->ran = *w;
+}
+
+void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,
+                     uint64_t compute_ns)
+{
+    c->parse_ns = parse_ns;
+    c->queue_ns = queue_ns;
+    c->compute_ns = compute_ns;
+}
+
+void grpc_call_set_status(grpc_call *c, status_code st)
+{
+    c->status = st;
+}

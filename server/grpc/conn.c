@@ -1,0 +1,176 @@
+/*
+ * conn.c - one gRPC connection (grpc_int.h): the socket, TLS input, reading
+ * and closing.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "grpc_int.h"
+
+static void conn_free(uv_handle_t *h)
+{
+    grpc_conn *c = h->data;
+    grpc_transport *t = c->t;
+    while (c->streams != NULL)
+        h2_stream_free(c->streams);
+    if (c->b != NULL) { /* built, never written */
+        for (unsigned i = 0; i < c->b->ncalls; i++) {
+            c->b->calls[i]->writes--;
+            h2_call_maybe_free(c->b->calls[i]);
+        }
+        free(c->b->copy);
+        free(c->b);
+    }
+    h2_session_close(c);
+    grpc_tls_session_free(c->tls);
+    free(c->plain);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        t->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    free(c->rbuf);
+    free(c);
+    atomic_fetch_sub(&t->open_connections, 1);
+}
+
+void h2_conn_close(grpc_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    /* the calls go now: their jobs see them gone */
+    for (gstream *st = c->streams; st != NULL; st = st->next)
+        h2_detach_calls(st, true);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_close((uv_handle_t *)&c->tcp, conn_free);
+}
+
+void h2_conn_pump(grpc_conn *c)
+{
+    /* A send stops at WRITE_HIGH bytes built or queued; when the socket
+     * took them all at once, nothing will call back: send again. */
+    for (int round = 0; round < 64; round++) {
+        if (c->closing)
+            return;
+        if (!h2_session_send(c)) {
+            h2_conn_close(c);
+            return;
+        }
+        h2_batch_flush(c);
+        if (c->closing || c->writes > 0 || !h2_session_wants_write(c))
+            break;
+    }
+    if (c->closing)
+        return;
+    if (!h2_session_wants_read(c) && !h2_session_wants_write(c)
+        && c->writes == 0)
+        h2_conn_close(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    grpc_conn *c = h->data;
+    (void)hint;
+    *buf = uv_buf_init((char *)c->rbuf, READ_BUFFER);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    grpc_conn *c = s->data;
+    if (n < 0) {
+        h2_conn_close(c);
+        return;
+    }
+    if (n == 0)
+        return;
+    c->last_active_ns = now_ns();
+    atomic_fetch_add_explicit(&c->t->c.bytes_in, (unsigned long long)n,
+                              memory_order_relaxed);
+    if (c->tls == NULL) {
+        if (!h2_session_input(c, (const uint8_t *)buf->base, (size_t)n)) {
+            h2_conn_close(c);
+            return;
+        }
+        h2_conn_pump(c);
+        return;
+    }
+    if (!grpc_tls_input(c->tls, (const uint8_t *)buf->base, (size_t)n)) {
+        h2_conn_close(c);
+        return;
+    }
+    for (;;) {
+        long got = grpc_tls_read(c->tls, c->plain, READ_BUFFER);
+        if (got == 0)
+            break;
+        if (got < 0 || !h2_session_input(c, c->plain, (size_t)got)) {
+            h2_tls_flush(c); /* an alert, say */
+            h2_conn_close(c);
+            return;
+        }
+        if (c->closing)
+            return;
+    }
+    h2_tls_flush(c); /* the handshake's own records */
+    h2_conn_pump(c);
+}
+
+/* A new connection: accepted from the listener (server != NULL), or an
+ * open socket handed over (fd). */
+static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
+{
+    grpc_conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        if (server == NULL)
+            close(fd);
+        return;
+    }
+    c->t = t;
+    c->rbuf = malloc(READ_BUFFER);
+    uv_tcp_init(t->loop, &c->tcp);
+    c->tcp.data = c;
+    atomic_fetch_add(&t->open_connections, 1);
+    c->next = t->conns;
+    if (t->conns != NULL)
+        t->conns->prev = c;
+    t->conns = c;
+    if (t->tls != NULL) {
+        c->tls = grpc_tls_accept(t->tls);
+        c->plain = malloc(READ_BUFFER);
+    }
+    int rc = server != NULL ? uv_accept(server, (uv_stream_t *)&c->tcp)
+                            : uv_tcp_open(&c->tcp, fd);
+    if (rc != 0 || c->rbuf == NULL
+        || (t->tls != NULL && (c->tls == NULL || c->plain == NULL))
+        || t->quiescing
+        || atomic_load(&t->open_connections)
+               > (long long)t->s->cfg.max_connections
+        || !h2_session_open(c)) {
+        atomic_fetch_add_explicit(&t->c.refused, 1, memory_order_relaxed);
+        c->closing = true;
+        uv_close((uv_handle_t *)&c->tcp, conn_free);
+        return;
+    }
+    atomic_fetch_add_explicit(&t->c.opened, 1, memory_order_relaxed);
+    c->last_active_ns = now_ns();
+    uv_tcp_nodelay(&c->tcp, 1); /* fails harmlessly on a socket pair */
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    h2_conn_pump(c);
+}
+
+void h2_on_connection(uv_stream_t *server, int status)
+{
+    if (status >= 0)
+        conn_open(server->data, server, -1);
+}
+
+void grpc_adopt(grpc_transport *t, int fd)
+{
+    conn_open(t, NULL, fd);
+}

@@ -1,0 +1,225 @@
+/*
+ * transport.c - the gRPC door's lifecycle (grpc.h): the listener, the resume
+ * queue, drain, the sweep, and its section of /metrics.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "grpc_int.h"
+#include "log.h"
+
+static void on_wake(uv_async_t *a)
+{
+    grpc_transport *t = a->data;
+    uv_mutex_lock(&t->mu);
+    grpc_call *list = t->resumed;
+    t->resumed = NULL;
+    uv_mutex_unlock(&t->mu);
+    /* oldest first */
+    grpc_call *rev = NULL;
+    while (list != NULL) {
+        grpc_call *n = list->next_resume;
+        list->next_resume = rev;
+        rev = list;
+        list = n;
+    }
+    while (rev != NULL) {
+        grpc_call *call = rev;
+        rev = call->next_resume;
+        call->suspended = false;
+        grpc_conn *c = call->st ? call->st->conn : NULL;
+        call->busy = true;
+        call->on_resume(call);
+        call->busy = false;
+        if (!call->answered && !call->suspended && call->st != NULL)
+            grpc_call_fail(call, STATUS_LAUNCH, "the handler gave no answer");
+        h2_call_maybe_free(call);
+        if (c != NULL)
+            h2_conn_pump(c);
+    }
+}
+
+bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
+                const grpc_service *svc, auth_tokens *auth, char *msg,
+                size_t msglen)
+{
+    memset(t, 0, sizeof *t);
+    t->s = s;
+    t->svc = svc;
+    t->auth = auth;
+    t->loop = loop;
+    if (!h2_callbacks_init()) {
+        snprintf(msg, msglen, "gRPC: out of memory");
+        return false;
+    }
+    char host[256];
+    unsigned port;
+    if (!tallyd_config_split_listen(s->cfg.grpc_listen, host, sizeof host,
+                                    &port)) {
+        snprintf(msg, msglen, "grpc-listen \"%s\" is not HOST:PORT",
+                 s->cfg.grpc_listen);
+        return false;
+    }
+    struct sockaddr_storage addr;
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0
+        && uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&addr) != 0) {
+        snprintf(msg, msglen, "grpc-listen: \"%s\" is not an IP address",
+                 host);
+        return false;
+    }
+    if (s->cfg.tls_cert[0] != '\0' || s->cfg.tls_key[0] != '\0') {
+        t->tls = grpc_tls_new(s->cfg.tls_cert, s->cfg.tls_key, msg, msglen);
+        if (t->tls == NULL)
+            return false;
+    }
+    uv_tcp_init(loop, &t->listener);
+    t->listener.data = t;
+    int rc = uv_tcp_bind(&t->listener, (const struct sockaddr *)&addr, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&t->listener, 1024, h2_on_connection);
+    if (rc != 0) {
+        snprintf(msg, msglen, "cannot listen for gRPC on %s: %s",
+                 s->cfg.grpc_listen, uv_strerror(rc));
+        uv_close((uv_handle_t *)&t->listener, NULL);
+        grpc_tls_free(t->tls);
+        t->tls = NULL;
+        return false;
+    }
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
+    uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound, &blen);
+    t->port = ntohs(bound.ss_family == AF_INET6
+                        ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                        : ((struct sockaddr_in *)&bound)->sin_port);
+    uv_mutex_init(&t->mu);
+    uv_async_init(loop, &t->wake, on_wake);
+    t->wake.data = t;
+    t->listening = t->started = true;
+    return true;
+}
+
+void grpc_quiesce(grpc_transport *t)
+{
+    if (!t->started || t->quiescing)
+        return;
+    t->quiescing = true;
+    if (t->listening) {
+        uv_close((uv_handle_t *)&t->listener, NULL);
+        t->listening = false;
+    }
+    /* first a notice (streams the client opens meanwhile still count),
+     * then, at the next sweep, the GOAWAY that names the last one */
+    for (grpc_conn *c = t->conns; c != NULL; c = c->next) {
+        if (c->closing)
+            continue;
+        h2_session_notice(c);
+        c->notice_sent = true;
+        h2_conn_pump(c);
+    }
+}
+
+void grpc_sweep(grpc_transport *t)
+{
+    if (!t->started)
+        return;
+    tallyd_server *s = t->s;
+    uint64_t now = now_ns();
+    uint64_t idle = (uint64_t)s->cfg.idle_timeout_s * 1000000000u;
+    uint64_t req = (uint64_t)s->cfg.request_timeout_s * 1000000000u;
+    for (grpc_conn *c = t->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->closing)
+            continue;
+        if (t->quiescing && !c->goaway_sent) {
+            h2_session_goaway(c);
+            c->goaway_sent = true;
+            atomic_fetch_add_explicit(&t->c.goaway_sent, 1,
+                                      memory_order_relaxed);
+        }
+        for (gstream *st = c->streams; st != NULL; st = st->next) {
+            if (req == 0 || st->rejected)
+                continue;
+            bool partial = st->pre.got != 0;
+            bool waiting = !st->m || (!st->m->streaming && !st->got_message);
+            uint64_t since = partial ? st->msg_started_ns : st->opened_ns;
+            if ((partial || waiting) && now - since > req)
+                h2_stream_fail(
+                    st, STATUS_REQUEST_TIMEOUT,
+                    "the request message did not arrive within "
+                    "--request-timeout");
+        }
+        if (c->streams == NULL && idle != 0 && now - c->last_active_ns > idle
+            && c->writes == 0) {
+            h2_session_goaway(c);
+            c->goaway_sent = true;
+        }
+        h2_conn_pump(c);
+    }
+}
+
+void grpc_stop(grpc_transport *t)
+{
+    if (!t->started)
+        return;
+    if (t->listening) {
+        uv_close((uv_handle_t *)&t->listener, NULL);
+        t->listening = false;
+    }
+    for (grpc_conn *c = t->conns; c != NULL; c = c->next)
+        h2_conn_close(c);
+    uv_close((uv_handle_t *)&t->wake, NULL);
+    t->started = false;
+    /* the sessions go with their connections' handles, before the loop
+     * closes; the context is freed by then (OpenSSL counts its users) */
+    grpc_tls_free(t->tls);
+    t->tls = NULL;
+}
+
+long long grpc_open_connections(grpc_transport *t)
+{
+    return atomic_load(&t->open_connections);
+}
+
+void grpc_render_metrics(grpc_transport *t, textbuf *o)
+{
+    grpc_counters *k = &t->c;
+#define LOAD(x) ((unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed))
+    textbuf_put(o,
+                "# HELP tally_grpc_connections_total gRPC connections "
+                "accepted.\n# TYPE tally_grpc_connections_total counter\n"
+                "tally_grpc_connections_total %llu\n"
+                "# HELP tally_grpc_open_connections gRPC connections open "
+                "now.\n# TYPE tally_grpc_open_connections gauge\n"
+                "tally_grpc_open_connections %lld\n"
+                "# HELP tally_grpc_connections_refused_total gRPC connections "
+                "closed at once (--max-connections, draining).\n"
+                "# TYPE tally_grpc_connections_refused_total counter\n"
+                "tally_grpc_connections_refused_total %llu\n"
+                "# HELP tally_grpc_calls_total gRPC request messages "
+                "received whole.\n# TYPE tally_grpc_calls_total counter\n"
+                "tally_grpc_calls_total %llu\n"
+                "# HELP tally_grpc_resets_received_total RST_STREAM frames "
+                "clients sent.\n# TYPE tally_grpc_resets_received_total "
+                "counter\ntally_grpc_resets_received_total %llu\n"
+                "# HELP tally_grpc_abuse_closed_total gRPC connections "
+                "ended for floods or protocol errors.\n"
+                "# TYPE tally_grpc_abuse_closed_total counter\n"
+                "tally_grpc_abuse_closed_total %llu\n"
+                "# HELP tally_grpc_received_bytes_total Bytes read from gRPC "
+                "connections.\n# TYPE tally_grpc_received_bytes_total "
+                "counter\ntally_grpc_received_bytes_total %llu\n"
+                "# HELP tally_grpc_sent_bytes_total Bytes written to gRPC "
+                "connections.\n# TYPE tally_grpc_sent_bytes_total counter\n"
+                "tally_grpc_sent_bytes_total %llu\n",
+                LOAD(k->opened), grpc_open_connections(t), LOAD(k->refused),
+                LOAD(k->calls), LOAD(k->resets_received),
+                LOAD(k->abuse_closed),
+                LOAD(k->bytes_in), LOAD(k->bytes_out));
+#undef LOAD
+}

@@ -1,0 +1,193 @@
+/*
+ * scan_params.c - the operator's parameters, for every protocol
+ * (scan_params.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scan_params.h"
+
+bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
+                            size_t msglen)
+{
+    if (p->has_axis && p->axis != axis) {
+        snprintf(msg, msglen,
+                 "input \"axis\" (%" PRId64 ") disagrees with the axis "
+                 "parameter (%" PRId64 ")",
+                 axis, p->axis);
+        return false;
+    }
+    p->axis = axis;
+    p->has_axis = true;
+    return true;
+}
+
+bool scan_axis_input_kind(int dtype, uint64_t elements, char *msg,
+                          size_t msglen)
+{
+    if (dtype != TX_INT32 && dtype != TX_INT64) {
+        snprintf(msg, msglen, "input \"axis\" must be INT32 or INT64, not %s",
+                 tx_dtype_kserve((tx_dtype)dtype));
+        return false;
+    }
+    if (elements != 1) {
+        snprintf(msg, msglen,
+                 "input \"axis\" must hold one element (shape [1]), not "
+                 "%" PRIu64,
+                 elements);
+        return false;
+    }
+    return true;
+}
+
+int64_t scan_axis_value(int dtype, const void *one)
+{
+    if (dtype == TX_INT32) {
+        int32_t v;
+        memcpy(&v, one, sizeof v);
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, one, sizeof v);
+    return v;
+}
+
+bool scan_axis_input_raw(int dtype, const void *bytes, uint64_t len,
+                         const char *field, int64_t *axis, char *msg,
+                         size_t msglen)
+{
+    size_t want = tx_dtype_size((tx_dtype)dtype);
+    if (len != want) {
+        snprintf(msg, msglen,
+                 "input \"axis\": %s is %" PRIu64 " bytes, but one %s takes "
+                 "%zu",
+                 field, len, tx_dtype_kserve((tx_dtype)dtype), want);
+        return false;
+    }
+    *axis = scan_axis_value(dtype, bytes);
+    return true;
+}
+
+bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
+                       size_t msglen)
+{
+    desc->axis = p->has_axis ? p->axis : 0;
+    desc->exclusive = p->has_exclusive && p->exclusive;
+    bool reverse = p->has_reverse && p->reverse;
+    if (p->has_direction) {
+        if (p->has_reverse && p->reverse != p->decreasing) {
+            snprintf(msg, msglen,
+                     "direction \"%s\" disagrees with reverse=%s (give one "
+                     "of them, or make them agree)",
+                     p->decreasing ? "decreasing" : "increasing",
+                     p->reverse ? "true" : "false");
+            return false;
+        }
+        reverse = p->decreasing;
+    }
+    desc->reverse = reverse;
+    return true;
+}
+
+bool parse_bool_text(const char *name, const char *v, bool *out, char *msg,
+                     size_t msglen)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
+        *out = false;
+        return true;
+    }
+    snprintf(msg, msglen, "%s must be true or false, not \"%.40s\"", name, v);
+    return false;
+}
+
+bool parse_int_text(const char *name, const char *v, int64_t *out, char *msg,
+                    size_t msglen)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (v[0] == '\0' || *end != '\0' || errno != 0 || v[0] == ' '
+        || v[0] == '+') {
+        snprintf(msg, msglen, "%s must be an integer, not \"%.40s\"", name, v);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool parse_direction_text(const char *name, const char *v, bool *decreasing,
+                          char *msg, size_t msglen)
+{
+    if (strcmp(v, "increasing") == 0 || strcmp(v, "decreasing") == 0) {
+        *decreasing = v[0] == 'd';
+        return true;
+    }
+    snprintf(msg, msglen,
+             "%s must be \"increasing\" or \"decreasing\", not \"%.40s\"", name,
+             v);
+    return false;
+}
+
+bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
+                      int *rank, char *msg, size_t msglen)
+{
+    int r = 0;
+    const char *p = v;
+    if (*p == '\0') {
+        snprintf(msg, msglen,
+                 "%s is empty: rank 0 tensors have no axis to "
+                 "sum along",
+                 name);
+        return false;
+    }
+    for (;;) {
+        if (*p < '0' || *p > '9') {
+            snprintf(msg, msglen,
+                     "%s must be comma-separated non-negative "
+                     "integers, like 3,4 (got \"%.40s\")",
+                     name, v);
+            return false;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long d = strtoull(p, &end, 10);
+        if (errno != 0 || d > INT64_MAX) {
+            snprintf(msg, msglen, "%s: dimension %d is too large", name, r);
+            return false;
+        }
+        if (r >= ENG_MAX_RANK) {
+            snprintf(msg, msglen, "%s has more than %d dimensions", name,
+                     ENG_MAX_RANK);
+            return false;
+        }
+        shape[r++] = d;
+        if (*end == '\0')
+            break;
+        if (*end != ',') {
+            snprintf(msg, msglen,
+                     "%s must be comma-separated non-negative "
+                     "integers, like 3,4 (got \"%.40s\")",
+                     name, v);
+            return false;
+        }
+        p = end + 1;
+    }
+    *rank = r;
+    return true;
+}
+
+void shape_to_text(const uint64_t *shape, int rank, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < rank && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, d ? "," : "",
+                              shape[d]);
+}
