@@ -217,7 +217,7 @@ $(EXAMPLE): $(BUILD)/client/examples/cumsum.o $(CLIENT_SO)
 CLIENT_ALL := $(CLIENT_A) $(CLIENT_SO) $(TALLY_CLI) $(EXAMPLE)
 
 # ---------------------------------------------------------------- tests
-TEST_NAMES := test_units test_server test_codec test_host test_engine test_accuracy
+TEST_NAMES := test_units test_server test_grpc test_codec test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BUILD)/bin/bench_engine
 
@@ -232,6 +232,13 @@ $(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The daemon's modules, linked as tallyd is but for its main().
+# The daemon's modules, and the gRPC door's insides, linked as tallyd is
+# but for its main().
+$(BUILD)/bin/test_grpc: $(BUILD)/tests/server/test_grpc.o $(TEST_LIB) \
+    $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 $(BUILD)/bin/test_server: $(BUILD)/tests/server/test_server.o $(TEST_LIB) \
     $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
@@ -247,6 +254,7 @@ $(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
 # The client's tests: the shared library, the engine's host reference.
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
 $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
+$(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
 $(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
 	@mkdir -p $(@D)
@@ -371,7 +379,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json
-.PHONY: all run load image test check check-python test-c check-layers test-server test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
         deps deps-test deps-bench clean format help
 
@@ -449,7 +457,7 @@ TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(TALLYD) $(CLIENT_ALL) \
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-sched test-codec test-host test-engine test-accuracy
+C_TESTS := test-units test-server test-grpc test-sched test-codec test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -499,6 +507,8 @@ check-layers:
 	$(Q)$(PYTHON) tests/check_layers.py --self-test
 
 test-units: $(BUILD)/bin/test_units
+	$(Q)$(TEST_ENV) $< $(T)
+test-grpc: $(BUILD)/bin/test_grpc
 	$(Q)$(TEST_ENV) $< $(T)
 test-server: $(BUILD)/bin/test_server
 	$(Q)$(TEST_ENV) $< $(T)

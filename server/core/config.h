@@ -4,6 +4,9 @@
  * One table lists every setting with its flag, environment variable,
  * default and help text; parsing and --help are both generated from it.
  * A flag beats its environment variable, which beats the default.
+ *
+ * Threading: tallyd_config_load() once, on the main thread, before any
+ * other starts; the settings are read-only afterwards.
  */
 #ifndef TALLY_CONFIG_H
 #define TALLY_CONFIG_H

@@ -7,6 +7,9 @@
  * take. Responses are gzip-encoded whole when they are rendered at once
  * (libdeflate: about twice zlib's speed, BENCHMARKS.md), or as a stream,
  * chunk by chunk, when they are produced as they go out.
+ *
+ * Threading: any thread; a stream encoder belongs to the one thread that
+ * feeds it.
  */
 #ifndef TALLY_CONTENT_CODING_H
 #define TALLY_CONTENT_CODING_H

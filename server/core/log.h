@@ -8,6 +8,8 @@
  * in the buffer until log_flush() (the loop thread calls it every few
  * milliseconds) or until it fills; every other line is written at once,
  * after whatever is buffered.
+ *
+ * Threading: any thread (one mutex); log_flush() from the loop thread.
  */
 #ifndef TALLY_LOG_H
 #define TALLY_LOG_H

@@ -4,6 +4,9 @@
  * Everything is a relaxed atomic, bumped from whichever thread sees the
  * event (HTTP threads at the end of a request, workers for device time)
  * and read when /metrics is rendered in Prometheus' text format.
+ *
+ * Threading: any thread (relaxed atomics); metrics_init() before the
+ * threads start.
  */
 #ifndef TALLY_METRICS_H
 #define TALLY_METRICS_H

@@ -10,6 +10,9 @@
  *   anything else       the first device whose "platform / device" name
  *                       contains the text, ignoring case
  * ("host", the C backend, is handled by engine.c before OpenCL is asked.)
+ *
+ * Threading: any thread; OpenCL's platform and device queries are
+ * thread-safe.
  */
 #ifndef TALLY_CL_DEVICE_H
 #define TALLY_CL_DEVICE_H

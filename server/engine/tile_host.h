@@ -16,6 +16,8 @@
  * The host backend calls it for the tiles of a column block and walks the
  * leftover rows and columns itself. Thread-safe: it keeps no state beyond
  * the instruction set picked on first use.
+ *
+ * Threading: any thread (thread-safe, as said above).
  */
 #ifndef TALLY_TILE_HOST_H
 #define TALLY_TILE_HOST_H

@@ -13,6 +13,9 @@
  *
  * json_scan.c is the scanner, json_tensor_in.c reads tensor data
  * (jcur_tensor, jcur_infer), json_tensor_out.c writes it.
+ *
+ * Threading: a cursor and a writer belong to one thread at a time; a
+ * writer's render may share its parts with the fanout helpers (fanout.h).
  */
 #ifndef TALLY_JSON_H
 #define TALLY_JSON_H
