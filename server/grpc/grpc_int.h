@@ -1,8 +1,9 @@
 /*
  * grpc_int.h - the gRPC door's insides, shared by its files and by no one
  * else (grpc.h is the door's API):
- *   transport.c  the listener, the resume queue, drain, the sweep, and
- *                the door's section of /metrics (grpc.h's lifecycle);
+ *   transport.c  the listener, the resume queue, drain and the sweep
+ *                (grpc.h's lifecycle);
+ *   grpc_counters.c  the door's section of /metrics;
  *   conn.c       one connection: the socket, TLS input, reading, closing;
  *   session.c    the nghttp2 session glue, the only file that includes
  *                nghttp2.h: callbacks, responses, trailers, GOAWAY;

@@ -91,12 +91,29 @@ def requests_served(d):
 
 
 def run_case(name, env):
+    """Runs one test_client case; returns its process id (its regions in
+    /dev/shm are named after it)."""
     full = dict(os.environ)
     full.update(env)
-    r = subprocess.run([TEST_CLIENT, name], capture_output=True, text=True, env=full,
-                       timeout=600)
-    assert r.returncode == 0, "%s failed:\n%s%s" % (name, r.stdout, r.stderr)
-    assert "ok   %s" % name in r.stdout + r.stderr
+    r = run([TEST_CLIENT, name], env=full, timeout=600)
+    out, err = r.stdout.decode(), r.stderr.decode()
+    assert r.returncode == 0, "%s failed:\n%s%s" % (name, out, err)
+    assert "ok   %s" % name in out + err
+    return r.pid
+
+
+def run(cmd, input=None, env=None, timeout=120):
+    """subprocess.run's result, with the process id as .pid."""
+    with subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else None,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as p:
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+        r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+        r.pid = p.pid
+        return r
 
 
 # ---------------------------------------------------------------- library
@@ -139,14 +156,16 @@ def shm_daemon():
     d.cleanup()
 
 
-def shm_objects():
-    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("tally-"))
+def shm_objects(pid):
+    """The regions process pid made that are still in /dev/shm (libtally
+    names them tally-PID-...): other tests' processes make and remove
+    theirs meanwhile."""
+    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("tally-%d-" % pid))
 
 
 def test_library_shared_memory(tallyd, shm_daemon):
-    before = shm_objects()
-    run_case("shm", {"TALLY_SHM_URL": url(shm_daemon), "TALLY_URL": url(tallyd)})
-    assert shm_objects() == before  # every region it made is gone
+    pid = run_case("shm", {"TALLY_SHM_URL": url(shm_daemon), "TALLY_URL": url(tallyd)})
+    assert shm_objects(pid) == []  # every region it made is gone
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "float16"])
@@ -157,20 +176,19 @@ def test_cli_shm(tallyd, shm_daemon, tmp_path, dtype):
     rng = np.random.default_rng(11)
     x = (rng.random((40, 300)) * 100).astype(dtype)
     np.save(tmp_path / "x.npy", x)
-    before = shm_objects()
     r = tally("cumsum", "--url", url(shm_daemon), "--shm", "--axis", "1",
               tmp_path / "x.npy", tmp_path / "y.npy")
     assert r.returncode == 0, r.stderr.decode()
     assert "note" not in r.stderr.decode(), r.stderr.decode()
     assert close(np.load(tmp_path / "y.npy"), cumsum(x, axis=1), x, axis=1)
     assert shm_daemon.metric("tally_requests_total", route="shared_memory", code="200") >= 2
-    assert shm_objects() == before
+    assert shm_objects(r.pid) == []
     r = tally("cumsum", "--url", url(tallyd), "--shm", "--axis", "1",
               tmp_path / "x.npy", tmp_path / "z.npy")
     assert r.returncode == 0, r.stderr.decode()
     assert "note: no shared memory" in r.stderr.decode() and "--allow-shared-memory" in r.stderr.decode()
     assert close(np.load(tmp_path / "z.npy"), cumsum(x, axis=1), x, axis=1)
-    assert shm_objects() == before
+    assert shm_objects(r.pid) == []
 
 
 def test_cli_shm_remote_url_uses_the_socket(tmp_path):
@@ -224,8 +242,7 @@ def tally(*args, input=None, env=None, timeout=120):
     full = dict(os.environ)
     full.pop("TALLY_URL", None)
     full.update(env or {})
-    return subprocess.run([CLI] + [str(a) for a in args], input=input, capture_output=True,
-                          env=full, timeout=timeout)
+    return run([CLI] + [str(a) for a in args], input=input, env=full, timeout=timeout)
 
 
 def npy_bytes(x):

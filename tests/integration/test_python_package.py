@@ -115,7 +115,10 @@ def test_tokens(spawn, tmp_path):
 
 
 def test_shared_memory_for_a_local_server(shm_daemon, rng):
-    shm_objects = lambda: sorted(f for f in os.listdir("/dev/shm") if f.startswith("tally-py-"))
+    # this process's regions (the package names them tally-py-PID-...):
+    # other tests' processes make and remove theirs meanwhile
+    mine = "tally-py-%d-" % os.getpid()
+    shm_objects = lambda: sorted(f for f in os.listdir("/dev/shm") if f.startswith(mine))
     before = shm_objects()
     with tally.Client(url(shm_daemon)) as c:
         for dtype in ("float32", "int64", "uint8", "float16"):
