@@ -251,11 +251,21 @@ $(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
+# The one adapter (api/submit.c) on its own: a fake door, the scheduler
+# over a fake backend and clock.
+$(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(TEST_LIB) \
+    $(BUILD)/server/api/submit.o \
+    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 # The client's tests: the shared library, the engine's host reference.
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
 $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
+$(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests
 $(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(LIBDIR) -ltally \
@@ -379,7 +389,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json
-.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-integration test-container test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
         deps deps-test deps-bench clean format help
 
@@ -431,7 +441,7 @@ export HELP
 help:
 	@echo "$$HELP"
 
-all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BENCH_BIN) \
+all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
@@ -451,13 +461,13 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
 
 # What the tests run: the C suites, tallyd, libtally, the CLI and the
 # example (the sanitizer legs build these, not the benchmarks).
-TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(TALLYD) $(CLIENT_ALL) \
+TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(TALLYD) $(CLIENT_ALL) \
                 $(BUILD)/bin/test_client docs-assets
 
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-grpc test-sched test-codec test-host test-engine test-accuracy
+C_TESTS := test-units test-server test-grpc test-sched test-submit test-codec test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -513,6 +523,8 @@ test-grpc: $(BUILD)/bin/test_grpc
 test-server: $(BUILD)/bin/test_server
 	$(Q)$(TEST_ENV) $< $(T)
 test-sched: $(BUILD)/bin/test_sched
+	$(Q)$(TEST_ENV) $< $(T)
+test-submit: $(BUILD)/bin/test_submit
 	$(Q)$(TEST_ENV) $< $(T)
 test-codec: $(BUILD)/bin/test_codec
 	$(Q)$(TEST_ENV) $< $(T) $(CODEC_CASES)

@@ -97,9 +97,8 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
         door->fail(req, w->j.status, w->j.msg);
         return;
     }
-    int64_t ms = transport_ms >= 0  ? transport_ms
-                 : protocol_ms >= 0 ? protocol_ms
-                                    : (int64_t)s->cfg.timeout_ms;
+    int64_t ms = submit_deadline_ms(transport_ms, protocol_ms,
+                                    (int64_t)s->cfg.timeout_ms);
     w->timeout_ms = ms;
 
     uint64_t inline_max = s->cfg.inline_max;

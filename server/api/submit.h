@@ -7,10 +7,14 @@
  * scan (desc, in, out, views) and calls submit_start() with the deadline
  * its transport gave and the one its protocol gave. The adapter:
  *   - checks the scan (sched_prepare);
- *   - chooses the deadline, the same way for every door: the transport's
- *     (REST's X-Timeout-Ms header, gRPC's grpc-timeout), else the
- *     protocol's (KServe's "timeout" parameter, in microseconds rounded
- *     up to milliseconds), else --timeout-ms; 0 means none;
+ *   - chooses the deadline, the same way for every door: the tightest
+ *     wins (submit_deadline_ms below). The transport's (REST's
+ *     X-Timeout-Ms header, gRPC's grpc-timeout), the protocol's (KServe's
+ *     "timeout" parameter, in microseconds rounded up to milliseconds)
+ *     and the server's --timeout-ms are all upper bounds; 0 from any of
+ *     them sets no bound, so a client can tighten the server's deadline
+ *     but never lift it. A malformed one never gets here: the door
+ *     refuses it (400 / INVALID_ARGUMENT);
  *   - sums a tensor of at most --inline-max-elements (or, when it came as
  *     text, --json-inline-max-elements) at once on the door's thread
  *     (sched_run_inline): for it a hand-off costs more than the sum;
@@ -96,6 +100,20 @@ struct submit_work {
 void submit_start(submit_work *w, const submit_door *door, void *req,
                   tallyd_server *s, sched *sc, int64_t transport_ms,
                   int64_t protocol_ms, submit_from from, uint64_t handler_ns);
+
+/* The deadline in milliseconds, 0 for none: the least of the bounds
+ * that are set (> 0). transport_ms and protocol_ms are -1 when not given;
+ * server_ms is --timeout-ms. */
+static inline int64_t submit_deadline_ms(int64_t transport_ms,
+                                         int64_t protocol_ms,
+                                         int64_t server_ms)
+{
+    int64_t b[3] = {transport_ms, protocol_ms, server_ms}, ms = 0;
+    for (int i = 0; i < 3; i++)
+        if (b[i] > 0 && (ms == 0 || b[i] < ms))
+            ms = b[i];
+    return ms;
+}
 
 /* KServe's "timeout" parameter (microseconds) as the protocol's deadline
  * in milliseconds, rounded up; -1 when not given. */

@@ -41,8 +41,9 @@
  *     must not block; it hands the result back to the door's own thread
  *     (HTTP: http_resume; gRPC: a uv_async to the session's loop).
  *   - deadline_ns is absolute on the scheduler's clock, chosen by the one
- *     adapter (api/submit.h) for every door: the transport's (X-Timeout-Ms,
- *     grpc-timeout), else the protocol's ("timeout"), else --timeout-ms.
+ *     adapter (api/submit.h) for every door: the tightest of the
+ *     transport's (X-Timeout-Ms, grpc-timeout), the protocol's ("timeout")
+ *     and --timeout-ms.
  *     STATUS_DEADLINE maps to 504 / DEADLINE_EXCEEDED (status.h).
  *   - gone(ctx) is cheap and never blocks. HTTP: one poll(2) of the
  *     connection's socket, which is also the job's watch_fd, so that the

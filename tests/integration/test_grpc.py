@@ -269,9 +269,18 @@ def test_deadlines(spawn):
     # the same words as REST's, with how long the work waited
     assert re.search(r"the deadline of 100 ms expired after \d+ ms", e.value.message()), \
         e.value.message()
-    # grpc-timeout beats the parameter, as X-Timeout-Ms does over REST: a
-    # 10 s client deadline and a 100 ms parameter give the 400 ms job time
-    assert np.array_equal(infer(c, x, timeout=100_000, client_timeout=10).as_numpy("y"),
+    # the tightest bound wins, as over REST: a 10 s client deadline does not
+    # lift a 100 ms parameter, and a 10 s parameter does not lift a 150 ms
+    # client deadline
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x, timeout=100_000, client_timeout=10)
+    assert code_of(e) == "StatusCode.DEADLINE_EXCEEDED"
+    assert "the deadline of 100 ms expired" in e.value.message(), e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        infer(c, x, timeout=10_000_000, client_timeout=0.15)
+    assert code_of(e) == "StatusCode.DEADLINE_EXCEEDED"
+    # a generous pair leaves the 400 ms job time
+    assert np.array_equal(infer(c, x, timeout=10_000_000, client_timeout=10).as_numpy("y"),
                           np.cumsum(x))
     deadline = time.time() + 5
     while d.metric("tally_request_failures_total", protocol="grpc", reason="DEADLINE") < 1:

@@ -241,21 +241,32 @@ def test_deadlines(spawn):
         {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
          "parameters": {"timeout": 50000}}))
     assert status == 504, raw
-    # X-Timeout-Ms beats the parameter, as grpc-timeout does over gRPC, and
-    # is checked even beside one
+    # the tightest bound wins: a generous X-Timeout-Ms does not lift the
+    # parameter's 50 ms, and the header is checked even beside one
     infer_body = json.dumps(
         {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
          "parameters": {"timeout": 50000}})
     status, _, raw = d.request("POST", "/v2/models/cumsum/infer", infer_body,
                                {"Content-Type": "application/json", "X-Timeout-Ms": "soon"})
     assert status == 400 and "X-Timeout-Ms" in json.loads(raw)["error"], raw
-    late, rl = background(d, 1, infer_body, {"Content-Type": "application/json",
-                                             "X-Timeout-Ms": "60000"},
+    status, _, raw = d.request("POST", "/v2/models/cumsum/infer", infer_body,
+                               {"Content-Type": "application/json", "X-Timeout-Ms": "60000"})
+    assert status == 504 and "deadline of 50 ms expired" in json.loads(raw)["error"], raw
+    # nor does a generous parameter lift a tight header
+    generous = json.dumps(
+        {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
+         "parameters": {"timeout": 60_000_000}})
+    status, _, raw = d.request("POST", "/v2/models/cumsum/infer", generous,
+                               {"Content-Type": "application/json", "X-Timeout-Ms": "50"})
+    assert status == 504 and "deadline of 50 ms expired" in json.loads(raw)["error"], raw
+    # 0 sets no bound: the parameter's 60 s hold, and the job is answered
+    late, rl = background(d, 1, generous, {"Content-Type": "application/json",
+                                           "X-Timeout-Ms": "0"},
                           path="/v2/models/cumsum/infer")
     for t in blocker + late:
         t.join()
     assert rb[0][0] == 200
-    assert rl[0][0] == 200, rl  # its 60 s, not the parameter's 50 ms
+    assert rl[0][0] == 200, rl
     # the worker's own delay outlasts a 100 ms deadline
     status, _, raw = d.request("POST", "/v1/cumsum", SMALL, dict(JSON, **{"X-Timeout-Ms": "100"}))
     assert status == 504
@@ -264,6 +275,26 @@ def test_deadlines(spawn):
     assert status == 200
     text = d.request("GET", "/metrics")[2]
     assert b'reason="DEADLINE"' in text
+
+
+def test_server_deadline_bounds_the_clients(spawn):
+    """--timeout-ms is an upper bound too: a client's longer X-Timeout-Ms
+    or KServe timeout does not lift it, and a shorter one tightens it."""
+    d = spawn("--workers", "1", "--max-batch", "1", "--inline-max-elements", "0",
+              "--json-inline-max-elements", "0", "--fault-delay-ms", "1000",
+              "--timeout-ms", "200")
+    # the worker's 1 s outlasts the server's 200 ms, whatever the client asks
+    status, _, raw = d.request("POST", "/v1/cumsum", SMALL, dict(JSON, **{"X-Timeout-Ms": "60000"}))
+    assert status == 504 and "deadline of 200 ms expired" in json.loads(raw)["error"], raw
+    status, _, raw = d.request("POST", "/v2/models/cumsum/infer", json.dumps(
+        {"inputs": [{"name": "x", "shape": [1], "datatype": "INT8", "data": [1]}],
+         "parameters": {"timeout": 60_000_000}}))
+    assert status == 504 and "deadline of 200 ms expired" in json.loads(raw)["error"], raw
+    status, _, raw = d.request("POST", "/v1/cumsum", SMALL, dict(JSON, **{"X-Timeout-Ms": "0"}))
+    assert status == 504 and "deadline of 200 ms expired" in json.loads(raw)["error"], raw
+    # a tighter client bound is the deadline
+    status, _, raw = d.request("POST", "/v1/cumsum", SMALL, dict(JSON, **{"X-Timeout-Ms": "100"}))
+    assert status == 504 and "deadline of 100 ms expired" in json.loads(raw)["error"], raw
 
 
 def test_sigterm_under_load_loses_nothing(spawn):

@@ -1,0 +1,496 @@
+/*
+ * test_submit.c - the one adapter from a parsed request to a job and back
+ * (server/api/submit.h), on its own: a fake door that records every call
+ * the adapter makes, the real scheduler over a fake backend whose launches
+ * the test can hold, a fake clock the test moves, and no transport.
+ *
+ * What every door relies on: the deadline rule (the tightest bound wins),
+ * small tensors summed at once and larger ones queued, the door's times
+ * before exactly one outcome (an answer, a failure in words, or "the
+ * client has gone"), and the same words for the same refusal whichever
+ * door asks.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "check.h"
+#include "status.h"
+#include "submit.h"
+
+/* ------------------------------------------------------------------------
+ * The fake clock and backend.
+ */
+static atomic_ullong fake_now;
+
+static uint64_t fake_clock(void *user)
+{
+    (void)user;
+    return atomic_load(&fake_now);
+}
+
+/* When `gate` is set, a launch says it has begun (`holding`) and waits
+ * until `open`. */
+static atomic_bool gate, open_gate, holding;
+static atomic_uint launches, inline_runs;
+
+static eng_err fake_open(void *user, unsigned d, void **stream, char *msg,
+                         size_t msglen)
+{
+    (void)user;
+    (void)d;
+    (void)msg;
+    (void)msglen;
+    *stream = &launches; /* any non-NULL token */
+    return ENG_E_OK;
+}
+
+static void fake_close(void *user, void *stream)
+{
+    (void)user;
+    (void)stream;
+}
+
+static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
+                        eng_batch_times *t, char *msg, size_t msglen)
+{
+    (void)user;
+    (void)stream;
+    (void)jobs;
+    (void)n;
+    (void)t;
+    (void)msg;
+    (void)msglen;
+    if (atomic_load(&gate)) {
+        atomic_store(&holding, true);
+        while (!atomic_load(&open_gate))
+            uv_sleep(1);
+    }
+    atomic_fetch_add(&launches, 1);
+    return ENG_E_OK;
+}
+
+static eng_err fake_inline(void *user, job *j, char *msg, size_t msglen)
+{
+    (void)user;
+    (void)j;
+    (void)msg;
+    (void)msglen;
+    atomic_fetch_add(&inline_runs, 1);
+    return ENG_E_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The fake door: a request and what the adapter did with it.
+ */
+typedef struct {
+    submit_work w;
+    float data[64];
+    bool suspended;
+    atomic_bool gone;
+    atomic_int resumed;
+    int times, answers, fails, cancels;
+    int outcome_before_times; /* an outcome came before the times */
+    uint64_t queue_ns, compute_ns;
+    status_code st;
+    char msg[512];
+} door_req;
+
+static bool door_suspend(void *req, bool (*push)(submit_work *w),
+                         submit_work *w)
+{
+    door_req *r = req;
+    r->suspended = true; /* before the push, as the doors do */
+    if (!push(w)) {
+        r->suspended = false;
+        return false;
+    }
+    return true;
+}
+
+static void door_resume(void *req)
+{
+    atomic_fetch_add(&((door_req *)req)->resumed, 1);
+}
+
+static bool door_gone(const submit_work *w)
+{
+    return atomic_load(&((const door_req *)w->req)->gone);
+}
+
+static void door_times(void *req, uint64_t parse_ns, uint64_t queue_ns,
+                       uint64_t compute_ns, const trace_work *ran)
+{
+    door_req *r = req;
+    (void)parse_ns;
+    (void)ran;
+    r->times++;
+    r->queue_ns = queue_ns;
+    r->compute_ns = compute_ns;
+}
+
+static void door_outcome(door_req *r)
+{
+    if (r->times == 0)
+        r->outcome_before_times++;
+}
+
+static void door_answer(void *req)
+{
+    door_req *r = req;
+    door_outcome(r);
+    r->answers++;
+}
+
+static void door_fail(void *req, status_code st, const char *msg)
+{
+    door_req *r = req;
+    door_outcome(r);
+    r->fails++;
+    r->st = st;
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+}
+
+static void door_cancelled(void *req)
+{
+    door_req *r = req;
+    door_outcome(r);
+    r->cancels++;
+}
+
+static const submit_door door = {door_suspend,  door_resume, door_gone,
+                                 door_times,    door_answer, door_fail,
+                                 door_cancelled};
+
+/* ------------------------------------------------------------------------
+ * Helpers.
+ */
+static tallyd_server server;
+
+/* A started scheduler of one worker on one fake device; `depth` jobs may
+ * wait. */
+static sched *new_sched(unsigned depth)
+{
+    static const char *const names[] = {"dev0"};
+    sched_options o = {.workers = 1,
+                       .devices = 1,
+                       .device_names = names,
+                       .queue_depth = depth,
+                       .max_batch = 1,
+                       .device_max_failures = 1,
+                       .clock = fake_clock};
+    sched_backend b = {fake_open, fake_close, fake_run, fake_inline, NULL};
+    sched *s = sched_new(&o, &b);
+    CHECK(s != NULL, "sched_new");
+    char msg[128];
+    CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
+    return s;
+}
+
+static void settings(uint64_t timeout_ms, uint64_t inline_max,
+                     uint64_t json_inline_max, unsigned depth)
+{
+    memset(&server, 0, sizeof server);
+    server.cfg.timeout_ms = (unsigned)timeout_ms;
+    server.cfg.inline_max = inline_max;
+    server.cfg.json_inline_max = json_inline_max;
+    server.cfg.queue_depth = depth;
+    atomic_store(&gate, false);
+    atomic_store(&open_gate, false);
+    atomic_store(&holding, false);
+}
+
+/* A float32 request of n (<= 64) elements in one line. */
+static void make(door_req *r, uint64_t n)
+{
+    memset(r, 0, sizeof *r);
+    r->w.j.desc.dtype = TX_FLOAT32;
+    r->w.j.desc.rank = 1;
+    r->w.j.desc.shape[0] = n;
+    r->w.j.in = r->data;
+    r->w.j.out = r->data;
+    r->w.j.watch_fd = -1;
+}
+
+static void start(door_req *r, sched *sc, int64_t transport_ms,
+                  int64_t protocol_ms, submit_from from)
+{
+    submit_start(&r->w, &door, r, &server, sc, transport_ms, protocol_ms, from,
+                 0);
+}
+
+/* Until r has been resumed (a few seconds at most), then its end. */
+static void finish(door_req *r, const char *what)
+{
+    for (int tries = 0; tries < 5000 && atomic_load(&r->resumed) == 0; tries++)
+        uv_sleep(1);
+    CHECK(atomic_load(&r->resumed) == 1, "%s: resumed %d times", what,
+          atomic_load(&r->resumed));
+    submit_finish(&r->w, false);
+}
+
+static void wait_holding(void)
+{
+    for (int tries = 0; tries < 5000 && !atomic_load(&holding); tries++)
+        uv_sleep(1);
+    CHECK(atomic_load(&holding), "the launch began");
+}
+
+/* Exactly one outcome, after the times. */
+static void check_one(const door_req *r, const char *what)
+{
+    CHECK(r->answers + r->fails + r->cancels == 1 && r->times == 1
+              && r->outcome_before_times == 0,
+          "%s: %d answers, %d failures, %d cancellations, times %d (%d "
+          "outcomes before them)",
+          what, r->answers, r->fails, r->cancels, r->times,
+          r->outcome_before_times);
+}
+
+/* ------------------------------------------------------------------------
+ * The cases.
+ */
+
+/* The rule itself: every bound that is set (> 0) counts, the least wins,
+ * and 0 or "not given" sets none. */
+static void deadline_rule(void)
+{
+    static const struct {
+        int64_t transport, protocol, server, want;
+    } t[] = {
+        {-1, -1, 0, 0},           {50, -1, 0, 50},     {-1, 50, 0, 50},
+        {-1, -1, 50, 50},         {60000, 50, 0, 50},  {50, 60000, 0, 50},
+        {60000, 60000, 200, 200}, {100, -1, 200, 100}, {-1, 100, 200, 100},
+        {0, -1, 200, 200},        {0, 0, 0, 0},        {0, 70, 0, 70},
+        {30, 20, 10, 10},         {10, 20, 30, 10},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        CHECK(submit_deadline_ms(t[i].transport, t[i].protocol, t[i].server)
+                  == t[i].want,
+              "bounds %lld, %lld, %lld: %lld, not %lld",
+              (long long)t[i].transport, (long long)t[i].protocol,
+              (long long)t[i].server,
+              (long long)submit_deadline_ms(t[i].transport, t[i].protocol,
+                                            t[i].server),
+              (long long)t[i].want);
+    /* KServe's "timeout" is in microseconds, rounded up */
+    CHECK(submit_protocol_ms(false, 5) == -1 && submit_protocol_ms(true, 0) == 0
+              && submit_protocol_ms(true, 1) == 1
+              && submit_protocol_ms(true, 1000) == 1
+              && submit_protocol_ms(true, 1001) == 2,
+          "microseconds to milliseconds");
+}
+
+/* The rule as the adapter applies it: the queued job's absolute deadline
+ * and the milliseconds its words will quote. */
+static void deadline_applied(void)
+{
+    static const struct {
+        int64_t transport, protocol;
+        unsigned server;
+        int64_t want;
+    } t[] = {{60000, 50, 0, 50},
+             {50, 60000, 0, 50},
+             {0, -1, 200, 200},
+             {-1, -1, 0, 0},
+             {-1, 300, 100, 100}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        settings(t[i].server, 0, 0, 8);
+        atomic_store(&gate, true); /* the launch waits; the clock stands */
+        sched *sc = new_sched(8);
+        atomic_store(&fake_now, 1000000);
+        door_req r;
+        make(&r, 4);
+        start(&r, sc, t[i].transport, t[i].protocol, SUBMIT_BYTES);
+        CHECK(r.suspended && r.w.timeout_ms == t[i].want,
+              "case %zu: queued, %lld ms", i, (long long)r.w.timeout_ms);
+        uint64_t want =
+            t[i].want ? 1000000 + (uint64_t)t[i].want * 1000000u : 0;
+        CHECK(r.w.j.deadline_ns == want, "case %zu: deadline %llu, not %llu", i,
+              (unsigned long long)r.w.j.deadline_ns, (unsigned long long)want);
+        atomic_store(&open_gate, true);
+        finish(&r, "deadline applied");
+        CHECK(r.answers == 1, "case %zu: answered", i);
+        sched_stop(sc);
+        sched_free(sc);
+    }
+}
+
+/* At most --inline-max-elements (or, for text, the larger
+ * --json-inline-max-elements) is summed at once on the door's thread: no
+ * suspend, no resume, the answer before submit_start() returns. */
+static void inline_or_queued(void)
+{
+    settings(0, 8, 32, 8);
+    sched *sc = new_sched(8);
+    atomic_store(&inline_runs, 0);
+    door_req r;
+    make(&r, 8);
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(!r.suspended && r.answers == 1 && atomic_load(&inline_runs) == 1,
+          "8 bytes' elements: at once");
+    check_one(&r, "inline");
+    make(&r, 9);
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(r.suspended && r.answers == 0, "9 elements: queued");
+    finish(&r, "queued");
+    CHECK(r.answers == 1 && atomic_load(&inline_runs) == 1, "answered");
+    check_one(&r, "queued");
+    make(&r, 32);
+    start(&r, sc, -1, -1, SUBMIT_TEXT);
+    CHECK(!r.suspended && r.answers == 1, "32 text elements: at once");
+    make(&r, 33);
+    start(&r, sc, -1, -1, SUBMIT_TEXT);
+    CHECK(r.suspended, "33 text elements: queued");
+    finish(&r, "text queued");
+    check_one(&r, "text queued");
+    sched_stop(sc);
+    sched_free(sc);
+}
+
+/* A scan that cannot run is refused before anything is queued, with the
+ * scheduler's words. */
+static void prepare_refused(void)
+{
+    settings(0, 0, 0, 8);
+    sched *sc = new_sched(8);
+    door_req r;
+    make(&r, 4);
+    r.w.j.desc.axis = 3;
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(!r.suspended && r.fails == 1 && r.st == STATUS_AXIS
+              && strstr(r.msg, "axis") != NULL,
+          "refused: %s (%s)", status_name(r.st), r.msg);
+    check_one(&r, "refused");
+    sched_stop(sc);
+    sched_free(sc);
+}
+
+/* A job whose deadline passes in the queue ends with words that say the
+ * deadline, how long it waited and that the work was dropped; one behind
+ * it with no deadline is answered. */
+static void deadline_words(void)
+{
+    settings(0, 0, 0, 8);
+    atomic_store(&gate, true);
+    atomic_store(&fake_now, 5000000);
+    sched *sc = new_sched(8);
+    door_req blocker, late;
+    make(&blocker, 4);
+    start(&blocker, sc, -1, -1, SUBMIT_BYTES);
+    wait_holding();
+    make(&late, 4);
+    start(&late, sc, 50, -1, SUBMIT_BYTES);
+    CHECK(late.suspended, "queued behind the blocker");
+    atomic_store(&fake_now, 5000000 + 49 * 1000000u);
+    sched_tick(sc);
+    CHECK(atomic_load(&late.resumed) == 0, "not due at 49 ms");
+    atomic_store(&fake_now, 5000000 + 50 * 1000000u);
+    sched_tick(sc);
+    finish(&late, "expired");
+    CHECK(late.fails == 1 && late.st == STATUS_DEADLINE
+              && strcmp(late.msg, "the deadline of 50 ms expired after 50 "
+                                  "ms in the queue; the work was dropped")
+                     == 0,
+          "words: %s", late.msg);
+    CHECK(late.queue_ns == 50 * 1000000u && late.compute_ns == 0,
+          "its queue time: %llu ns", (unsigned long long)late.queue_ns);
+    check_one(&late, "expired");
+    atomic_store(&open_gate, true);
+    finish(&blocker, "blocker");
+    CHECK(blocker.answers == 1, "the blocker answered");
+    check_one(&blocker, "blocker");
+    sched_stop(sc);
+    sched_free(sc);
+}
+
+/* Refusals read the same through every door: a full queue, and a server
+ * that is draining. Neither is resumed. */
+static void refusal_words(void)
+{
+    settings(0, 0, 0, 1);
+    atomic_store(&gate, true);
+    sched *sc = new_sched(1);
+    door_req blocker, waiting, refused;
+    make(&blocker, 4);
+    start(&blocker, sc, -1, -1, SUBMIT_BYTES);
+    wait_holding();
+    make(&waiting, 4);
+    start(&waiting, sc, -1, -1, SUBMIT_BYTES);
+    make(&refused, 4);
+    start(&refused, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(!refused.suspended && refused.fails == 1
+              && refused.st == STATUS_QUEUE_FULL
+              && strcmp(refused.msg, "the queue is full (1 jobs wait); retry "
+                                     "after a moment")
+                     == 0,
+          "full: %s (%s)", status_name(refused.st), refused.msg);
+    check_one(&refused, "full");
+    atomic_store(&open_gate, true);
+    finish(&blocker, "blocker");
+    finish(&waiting, "waiting");
+    CHECK(blocker.answers == 1 && waiting.answers == 1, "both answered");
+    sched_stop(sc);
+    make(&refused, 4);
+    start(&refused, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(!refused.suspended && refused.fails == 1
+              && refused.st == STATUS_DRAINING
+              && strcmp(refused.msg, "the server is shutting down") == 0
+              && atomic_load(&refused.resumed) == 0,
+          "draining: %s (%s)", status_name(refused.st), refused.msg);
+    check_one(&refused, "draining");
+    sched_free(sc);
+}
+
+/* A client that leaves: while its job waits (the tick drops it unrun), or
+ * after its job ran (the door's probe at the end sees it). Either way the
+ * door hears "cancelled", never an answer, and the scheduler counts it. */
+static void client_gone(void)
+{
+    settings(0, 0, 0, 8);
+    atomic_store(&gate, true);
+    sched *sc = new_sched(8);
+    door_req blocker, waiting;
+    make(&blocker, 4);
+    start(&blocker, sc, -1, -1, SUBMIT_BYTES);
+    wait_holding();
+    make(&waiting, 4);
+    start(&waiting, sc, -1, -1, SUBMIT_BYTES);
+    atomic_store(&waiting.gone, true);
+    sched_tick(sc);
+    finish(&waiting, "left while waiting");
+    CHECK(waiting.cancels == 1 && waiting.answers == 0,
+          "dropped unrun: cancelled");
+    check_one(&waiting, "left while waiting");
+    /* the blocker's client leaves while it runs */
+    atomic_store(&blocker.gone, true);
+    atomic_store(&open_gate, true);
+    finish(&blocker, "left while running");
+    CHECK(blocker.cancels == 1 && blocker.answers == 0, "ran, then cancelled");
+    check_one(&blocker, "left while running");
+    const sched_counters *c = sched_counters_of(sc);
+    CHECK(atomic_load(&c->cancelled_queued) + atomic_load(&c->cancelled_running)
+              == 2,
+          "both counted: %llu queued, %llu running",
+          (unsigned long long)atomic_load(&c->cancelled_queued),
+          (unsigned long long)atomic_load(&c->cancelled_running));
+    sched_stop(sc);
+    sched_free(sc);
+}
+
+static const check_case cases[] = {
+    {"deadline_rule", deadline_rule},
+    {"deadline_applied", deadline_applied},
+    {"inline_or_queued", inline_or_queued},
+    {"prepare_refused", prepare_refused},
+    {"deadline_words", deadline_words},
+    {"refusal_words", refusal_words},
+    {"client_gone", client_gone},
+};
+
+int main(int argc, char **argv)
+{
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
