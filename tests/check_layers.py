@@ -5,7 +5,9 @@ and client/ against the layers the README names.
 A file depends on another when it includes it, or when it calls a
 function that only the other defines (a function defined in one .c file,
 not static: the other files reach it through its header). Also fails when a
-comment in server/ names a file of the daemon that does not exist. Fails (exit 1,
+comment in server/ names a file of the daemon that does not exist, and when
+the README's tour of the files misses a source file or names one that is
+not there. Fails (exit 1,
 one line per problem) when a file depends on a file of a layer its own
 layer may not use (an include or a call that points up, or sideways
 between peers: the scheduler never reaches the transport), when an
@@ -256,6 +258,61 @@ def comment_names(texts, exists):
     return problems
 
 
+# The README's tour ("The files, one line each"): every source file of
+# the daemon, the shared code and the client has its line there, and every
+# file it names exists. Headers go with their .c file.
+TOUR_FILE = "README.md"
+TOUR_HEADING = "### The files, one line each"
+TOUR_ROOTS = ["server", "common", "client/lib", "client/cli", "client/examples",
+              "client/include", "kernels"]
+TOUR_NAMED = re.compile(r'`((?:server|common|client|kernels|tests|proto)/[\w/.-]*\w)`')
+
+
+def tour_section(text):
+    """The tour's text: from its heading to the next heading of its level
+    or above."""
+    start = text.find(TOUR_HEADING)
+    if start < 0:
+        return None
+    end = re.search(r'^#{1,3} ', text[start + len(TOUR_HEADING):], re.M)
+    return text[start:start + len(TOUR_HEADING) + end.start()] if end else text[start:]
+
+
+def tour_problems(tour, sources, exists):
+    """tour: the section's text (None when missing); sources: the source
+    files that need a line; exists(path): whether a named path is there."""
+    if tour is None:
+        return ["%s has no section %r" % (TOUR_FILE, TOUR_HEADING)]
+    named = set(TOUR_NAMED.findall(tour))
+    problems = ["%s's tour has no line for %s" % (TOUR_FILE, f)
+                for f in sorted(sources) if f not in named]
+    problems += ["%s's tour names %s, which does not exist" % (TOUR_FILE, n)
+                 for n in sorted(named) if not exists(n)]
+    return problems
+
+
+def tour_sources(top):
+    out = []
+    for root in TOUR_ROOTS:
+        for dirpath, _, names in os.walk(os.path.join(top, root)):
+            for n in names:
+                rel = os.path.relpath(os.path.join(dirpath, n), top)
+                if n.endswith((".c", ".cc", ".cl", ".html")) or (
+                        n.endswith(".h") and not os.path.exists(
+                            os.path.join(top, rel[:-2] + ".c"))
+                        and not os.path.exists(os.path.join(top, rel[:-2] + ".cc"))
+                        and not rel.startswith("client/include")):
+                    out.append(rel)
+    return out
+
+
+def check_tour(top):
+    with open(os.path.join(top, TOUR_FILE), encoding="utf-8") as f:
+        tour = tour_section(f.read())
+    return tour_problems(tour, tour_sources(top),
+                         lambda p: os.path.exists(os.path.join(top, p)))
+
+
 def server_texts(top):
     texts = {}
     for dirpath, _, names in os.walk(os.path.join(top, "server")):
@@ -331,6 +388,22 @@ def self_test(top):
     if not any("names sched/sched.c" in p for p in comment_names(texts, exists)):
         print("self-test: a comment naming sched/sched.c was not caught")
         ok = False
+    # the README's tour: a file without its line, a line without its file
+    if check_tour(top):
+        print("self-test: the tree's tour fails")
+        ok = False
+    with open(os.path.join(top, TOUR_FILE), encoding="utf-8") as f:
+        tour = tour_section(f.read())
+    exists = lambda p: os.path.exists(os.path.join(top, p))
+    found = tour_problems(tour, tour_sources(top) + ["server/api/new_thing.c"], exists)
+    if not any("no line for server/api/new_thing.c" in p for p in found):
+        print("self-test: a file missing from the tour was not caught")
+        ok = False
+    found = tour_problems(tour.replace("`server/api/submit.c`", "`server/api/submit2.c`"),
+                          [], exists)
+    if not any("names server/api/submit2.c" in p for p in found):
+        print("self-test: a tour line naming a missing file was not caught")
+        ok = False
     print("check_layers self-test: %s" % ("ok" if ok else "FAILED"))
     return ok
 
@@ -344,6 +417,7 @@ def main():
     problems = check(files, sources)
     problems += comment_names(server_texts(top),
                               lambda p: os.path.exists(os.path.join(top, p)))
+    problems += check_tour(top)
     for p in problems:
         print("check_layers: " + p)
     print("check_layers: %d files, %d problems" % (len(files), len(problems)))

@@ -4,7 +4,7 @@
  * compressed message, the grpc-timeout header, and grpc-message's
  * percent-encoding (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md).
  *
- * It knows neither nghttp2 nor libuv, so that tests/server/test_server.c
+ * It knows neither nghttp2 nor libuv, so that tests/server/test_grpc.c
  * can feed it byte by byte.
  *
  * Threading: pure functions of their arguments, except
