@@ -4,6 +4,9 @@
  * codes and error reports (common.c). The CLI uses libtally's public
  * header, and of the code the client and the server share (common/) only
  * the atomic file write.
+ *
+ * Threading: one thread, the command's; libtally keeps a call's
+ * concurrent requests on that thread too (a curl multi handle).
  */
 #ifndef TALLY_CLI_H
 #define TALLY_CLI_H
