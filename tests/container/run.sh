@@ -68,10 +68,22 @@ for l in org.opencontainers.image.source org.opencontainers.image.version \
 done
 [ "$(podman image inspect --format '{{.Config.User}}' "$IMAGE")" = "10001:10001" ] \
   || die "the image does not run as 10001:10001"
-podman image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE" | grep -q "tally" \
+grep -q "tally" <<<"$(podman image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE")" \
   || die "no HEALTHCHECK in the image (built without --format docker?)"
 
 # ---------------------------------------------------------------- 3
+# Whether a container's log has a line matching a pattern (grep -E, with
+# grep's options before it). The log is read whole first: under pipefail,
+# `podman logs | grep -q` fails whenever grep has stopped reading before
+# podman has stopped writing (its own warnings come last, on the merged
+# stderr), so a line that was there read as missing.
+log_has() { # log_has ID [grep options] PATTERN
+  local id=$1 text
+  shift
+  text=$(podman logs "$id" 2>&1) || true
+  grep -q "$@" <<<"$text"
+}
+
 run_tally() { # run_tally PORT GRPC_PORT [podman run options...]: prints the id
   local port=$1 gport=$2
   shift 2
@@ -118,7 +130,7 @@ start_tally() {
     rc=0
     container_ready "$ID" "$PORT" 300 || rc=$?
     [ $rc = 0 ] && return 0
-    if [ $rc = 1 ] && podman logs "$ID" 2>&1 | grep -qi 'address already in use'; then
+    if [ $rc = 1 ] && log_has "$ID" -i 'address already in use'; then
       say "port $PORT was taken before the container bound it; trying another"
       continue
     fi
@@ -133,11 +145,11 @@ start_tally
 id=$ID
 say "container ${id:0:12} ready in $((SECONDS - t0)) s on $URL"
 for _ in $(seq 1 50); do # conmon may hand podman logs the lines a moment late
-  podman logs "$id" 2>&1 | grep -q '"device ready' && break
+  log_has "$id" '"device ready' && break
   sleep 0.2
 done
-podman logs "$id" 2>&1 | grep -q '"device ready' || die "no device line in the log"
-if podman logs "$id" 2>&1 | grep -q 'could not seed'; then
+log_has "$id" '"device ready' || die "no device line in the log"
+if log_has "$id" 'could not seed'; then
   die "the baked kernel cache was not used"
 fi
 [ -n "$(podman exec "$id" ls /tmp/pocl-cache)" ] || die "no kernel cache in /tmp/pocl-cache"
@@ -211,7 +223,7 @@ curl -s -o "$tmp/slow.json" -w '%{http_code}' "$URL/v1/cumsum" -H 'Content-Type:
   -d '{"dtype":"int64","shape":[4],"data":[1,2,3,4]}' > "$tmp/slow.code" &
 slow=$!
 for _ in $(seq 1 100); do # until the request is in flight
-  curl -s "$URL/metrics" | grep -q '^tally_inflight_requests [2-9]' && break
+  grep -q '^tally_inflight_requests [2-9]' <<<"$(curl -s "$URL/metrics")" && break
   sleep 0.05
 done
 t0=$SECONDS
@@ -221,7 +233,7 @@ wait "$slow" || true
 grep -q '"data":\[1,3,6,10\]' "$tmp/slow.json" || die "the in-flight answer: $(cat "$tmp/slow.json")"
 code=$(podman inspect --format '{{.State.ExitCode}}' "$id")
 [ "$code" = 0 ] || die "exit code $code after draining"
-podman logs "$id" 2>&1 | grep -q '"stopped"\|stopped' || die "no drain in the log"
+log_has "$id" '"stopped"\|stopped' || die "no drain in the log"
 say "SIGTERM with a request in flight: answered, exit 0 after $((SECONDS - t0)) s"
 podman rm "$id" >/dev/null 2>>"$tmp/podman.err"
 
