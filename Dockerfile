@@ -7,7 +7,7 @@
 # Two stages: `build` compiles with the -dev packages, runs the unit and
 # codec tests, and compiles every OpenCL kernel into a PoCL cache; the
 # runtime stage holds only runtime libraries, the OpenCL ICD loader, PoCL,
-# tallyd, the CLI and that cache. README.md's container section explains
+# tallyd, the CLI and that cache. docs/deployment.md explains
 # the size, the GPU route and the settings.
 
 # A registry's Debian, or one made locally (deploy/podman.sh does that).

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """check_layers.py - the #include lines and the calls of common/, server/
-and client/ against the layers the README names.
+and client/ against the layers docs/design.md names.
 
 A file depends on another when it includes it, or when it calls a
 function that only the other defines (a function defined in one .c file,
 not static: the other files reach it through its header). Also fails when a
 comment in server/ names a file of the daemon that does not exist, and when
-the README's tour of the files misses a source file or names one that is
-not there. Fails (exit 1,
+docs/tour.md, the tour of the files, misses a source file or names one
+that is not there. Fails (exit 1,
 one line per problem) when a file depends on a file of a layer its own
 layer may not use (an include or a call that points up, or sideways
 between peers: the scheduler never reaches the transport), when an
@@ -28,7 +28,7 @@ import re
 import sys
 
 # Each layer, the directory (or file) that holds it, and the layers it may
-# include: only lower ones. The order is the README's, bottom up.
+# include: only lower ones. The order is docs/design.md's, bottom up.
 LAYERS = [
     ("common", "common", []),
     ("engine", "server/engine", ["common"]),
@@ -258,31 +258,25 @@ def comment_names(texts, exists):
     return problems
 
 
-# The README's tour ("The files, one line each"): every source file of
-# the daemon, the shared code and the client has its line there, and every
-# file it names exists. Headers go with their .c file.
-TOUR_FILE = "README.md"
-TOUR_HEADING = "### The files, one line each"
+# docs/tour.md, the tour of the files: every source file of the daemon,
+# the shared code and the client has its line there, and every file it
+# names exists. Headers go with their .c file.
+TOUR_FILE = "docs/tour.md"
 TOUR_ROOTS = ["server", "common", "client/lib", "client/cli", "client/examples",
               "client/include", "kernels"]
 TOUR_NAMED = re.compile(r'`((?:server|common|client|kernels|tests|proto)/[\w/.-]*\w)`')
 
 
 def tour_section(text):
-    """The tour's text: from its heading to the next heading of its level
-    or above."""
-    start = text.find(TOUR_HEADING)
-    if start < 0:
-        return None
-    end = re.search(r'^#{1,3} ', text[start + len(TOUR_HEADING):], re.M)
-    return text[start:start + len(TOUR_HEADING) + end.start()] if end else text[start:]
+    """The tour's text: the whole page."""
+    return text
 
 
 def tour_problems(tour, sources, exists):
     """tour: the section's text (None when missing); sources: the source
     files that need a line; exists(path): whether a named path is there."""
     if tour is None:
-        return ["%s has no section %r" % (TOUR_FILE, TOUR_HEADING)]
+        return ["%s is missing" % TOUR_FILE]
     named = set(TOUR_NAMED.findall(tour))
     problems = ["%s's tour has no line for %s" % (TOUR_FILE, f)
                 for f in sorted(sources) if f not in named]
@@ -388,7 +382,7 @@ def self_test(top):
     if not any("names sched/sched.c" in p for p in comment_names(texts, exists)):
         print("self-test: a comment naming sched/sched.c was not caught")
         ok = False
-    # the README's tour: a file without its line, a line without its file
+    # the tour: a file without its line, a line without its file
     if check_tour(top):
         print("self-test: the tree's tour fails")
         ok = False

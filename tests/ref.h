@@ -34,7 +34,7 @@ bool ref_is_float(tx_dtype t);
 void ref_scan(const eng_scan_desc *desc, const void *in, ref_result *r);
 void ref_free(ref_result *r);
 
-/* The error bound a float result must meet, from README.md's accuracy
+/* The error bound a float result must meet, from docs/design.md's accuracy
  * section: |y - exact| <= tol. n is the line length. */
 long double ref_tolerance(tx_dtype t, long double exact, long double abs,
                           uint64_t n);
@@ -49,7 +49,7 @@ void ref_poison(const ref_result *r, void *out);
 size_t ref_compare(const ref_result *r, const void *got, const char *what);
 
 /* The same for a result stitched from chunks (libtally's split tensors),
- * whose bound has twice the first term: README.md says why. */
+ * whose bound has twice the first term: docs/clients-c.md says why. */
 size_t ref_compare_split(const ref_result *r, const void *got,
                          const char *what);
 

@@ -12,7 +12,7 @@
  * Cases that need none of them (arguments, .npy files) run anywhere.
  *
  * Results are compared with the engine's host reference (tests/ref.c):
- * integers exactly, floats within README.md's bound (its first term
+ * integers exactly, floats within docs/design.md's bound (its first term
  * doubled for split tensors). Outputs are poisoned first, so an element
  * left unwritten fails, and a failed call must leave its output as it was.
  */

@@ -12,7 +12,7 @@
  * transpose).
  *
  * Every result is compared with ref.c's naive scan: integers exactly,
- * floats within the bound of README.md's accuracy section. Outputs are
+ * floats within the bound of docs/design.md's accuracy section. Outputs are
  * poisoned first (ref_poison), so an element the engine leaves unwritten
  * fails. Inputs are random, from the printed seed.
  */

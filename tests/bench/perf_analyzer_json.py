@@ -4,7 +4,7 @@ choosing and records the first inference body.
 
     python3 tests/bench/perf_analyzer_json.py
 
-The finding (README, "perf_analyzer"): with max_batch_size 0 (a model
+The finding (docs/kserve.md, "perf_analyzer's JSON mode"): with max_batch_size 0 (a model
 without batching, as tally's is) perf_analyzer's JSON mode writes ONE
 element of data whatever --shape says, fixed dims or not, whatever the
 platform; with max_batch_size > 0 it writes them all. Binary mode is

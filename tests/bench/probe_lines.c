@@ -20,7 +20,7 @@
  *   cols ff    the same with float32 sums folded into hi + lo every 8 rows
  *
  * Every output of every variant is checked against a long double
- * reference with the README's float32 bound, 2^-19 * sum |x| + 2^-24 *
+ * reference with docs/design.md's float32 bound, 2^-19 * sum |x| + 2^-24 *
  * |exact|; the inputs are uniform in [0, 1) from a printed seed.
  *
  * usage: probe_lines [seed]

@@ -29,7 +29,7 @@ def cumsum(x, axis=0, exclusive=False, reverse=False):
 
 
 def close(got, want, x, axis=0):
-    """Integers exactly; floats within README's bound, scaled by the running
+    """Integers exactly; floats within docs/design.md's bound, scaled by the running
     sum of |x| (computed along the same axis)."""
     got = np.asarray(got)
     want = np.asarray(want)

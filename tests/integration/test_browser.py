@@ -8,7 +8,7 @@ headless, driven by selenium (`make deps` installs all three).
   without --cors-origins, answered with it, and tokens still apply.
 
 Each test saves a screenshot under the build folder (TALLY_SCREENSHOTS,
-default build/screenshots); README.md shows the landing page's.
+default build/screenshots); README.md shows the landing page's (docs/landing.png).
 """
 import http.server
 import json

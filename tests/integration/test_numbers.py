@@ -164,7 +164,7 @@ def test_floats_round_once_from_the_decimal(tallyd, dtype):
     for t, g, w in zip(ok, got, expect):
         sign = {"float32": 1 << 31, "float64": 1 << 63}.get(dtype, 0x8000)
         if g & ~sign == 0 and w & ~sign == 0:
-            continue  # zeros: the sign of a zero is not kept (README)
+            continue  # zeros: the sign of a zero is not kept (docs/api.md)
         assert g == w, (seed, dtype, t, hex(g), hex(w))
     # out of range, one at a time
     for t, w in zip(tokens, want):

@@ -66,7 +66,7 @@ def test_every_dtype_axis_and_flag(tallyd, rng, dtype):
 
 
 def test_strided_form(tallyd):
-    """A column-major buffer summed along axis 1 (README's binary DirectML
+    """A column-major buffer summed along axis 1 (docs/api.md's binary DirectML
     example), answered row-major; and an output layout of its own."""
     c = tally.Client(url(tallyd), shm=False)
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
