@@ -17,7 +17,7 @@ PREFIX  ?= /usr/local
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -pthread -MMD -MP
-# Include paths follow the layers (README, "The layers"): each layer sees
+# Include paths follow the layers (docs/design.md, "The layers"): each layer sees
 # its own headers and those of the layers below it, never one above, so an
 # upward include fails to compile. tests/check_layers.py checks the same
 # from the #include lines, and finds cycles between files.
@@ -370,6 +370,9 @@ install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)if [ -f $(DOCS_DIR)/swagger-ui-bundle.js ]; then \
 	  install -d $(DESTDIR)$(PREFIX)/share/tally/docs && \
 	  install -m 644 $(DOCS_DIR)/* $(DESTDIR)$(PREFIX)/share/tally/docs/; fi
+	$(Q)install -d $(DESTDIR)$(PREFIX)/share/doc/tally/docs
+	$(Q)install -m 644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(PREFIX)/share/doc/tally/
+	$(Q)install -m 644 docs/*.md docs/*.png $(DESTDIR)$(PREFIX)/share/doc/tally/docs/
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig 2>/dev/null || true; fi
 	@echo "install: tallyd, tally, libtally $(VERSION) and tally.pc under $(DESTDIR)$(PREFIX)"
 
@@ -378,7 +381,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/include/tally.h $(INSTALL_LIB)/libtally.a \
 	  $(INSTALL_LIB)/libtally.so $(INSTALL_LIB)/libtally.so.$(SOMAJOR) \
 	  $(INSTALL_LIB)/libtally.so.$(VERSION) $(INSTALL_LIB)/pkgconfig/tally.pc
-	rm -rf $(DESTDIR)$(PREFIX)/share/tally/docs
+	rm -rf $(DESTDIR)$(PREFIX)/share/tally/docs $(DESTDIR)$(PREFIX)/share/doc/tally
 
 # Installs into a scratch prefix and builds the example from it with
 # pkg-config, as a user would; checks the soname and the exported symbols.
@@ -388,7 +391,8 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)CC="$(CC) $(if $(SANITIZE),-fsanitize=$(SANITIZE))" VERSION=$(VERSION) \
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
-.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json
+.PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
+        check-docs docs-config
 .PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
         deps deps-test deps-bench clean format help
@@ -401,7 +405,7 @@ define HELP
 Use
   make run              install, build, start tallyd on 127.0.0.1:8080 (LISTEN= ARGS=)
   make                  build everything into build/
-  make install          tallyd, tally, libtally, tally.pc under PREFIX (DESTDIR)
+  make install          tallyd, tally, libtally, tally.pc and the docs under PREFIX (DESTDIR)
   make uninstall        remove what make install put there
   make image            the container image tally:VERSION, built with podman
   make deps             the packages building and running tallyd need
@@ -418,6 +422,8 @@ Develop
   make test-container   build the image and run it with podman
   make test-install     install into a scratch prefix and build against it
   make check-layers     the #include lines against the layers
+  make check-docs       the docs' links, settings and metrics against the tree
+  make docs-config      docs/configuration.md's table from config.h
   make soak             a long mixed load: statuses, memory, descriptors
   make deps-test        the packages the tests and benchmarks need
   make format           clang-format every C file
@@ -477,7 +483,7 @@ C_TESTS := test-units test-server test-grpc test-sched test-submit test-codec te
 # is kept apart): the one waits on sockets, the other on podman's build,
 # and together they took 300 s here against 360 one after the other.
 test: deps-test
-	$(Q)$(MAKE) --no-print-directory check-layers test-c test-install
+	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c test-install
 	$(Q)$(MAKE) --no-print-directory -j2 --output-sync=target test-integration test-container
 
 # `make check`, the everyday loop: the layer check, every C suite and the
@@ -485,7 +491,7 @@ test: deps-test
 # which are), on a build made if needed; no package install, no browser,
 # no container. A few minutes on a warm build and kernel cache.
 check: check-python
-	$(Q)$(MAKE) --no-print-directory check-layers test-c
+	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c
 	$(Q)$(MAKE) --no-print-directory test-integration \
 	  PYTEST_SELECT='-m "not slow" $(NO_BROWSER)'
 
@@ -515,6 +521,17 @@ endif
 check-layers:
 	$(Q)$(PYTHON) tests/check_layers.py
 	$(Q)$(PYTHON) tests/check_layers.py --self-test
+
+# The docs against the tree: links and anchors, the configuration page
+# against config.h, the metrics table against the daemon, the README's
+# length; and the checker against itself.
+check-docs:
+	$(Q)$(PYTHON) tests/check_docs.py
+	$(Q)$(PYTHON) tests/check_docs.py --self-test
+
+# docs/configuration.md's table, made from config.h's settings table.
+docs-config:
+	$(Q)$(PYTHON) tools/config_doc.py
 
 test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)

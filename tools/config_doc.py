@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""config_doc.py - docs/configuration.md's table of settings, made from the
+settings table in server/core/config.h (TALLYD_SETTINGS), which also makes
+tallyd's flags, its environment variables and --help.
+
+    python3 tools/config_doc.py          rewrite the table in the page
+    python3 tools/config_doc.py --check  exit 1 when the page's table is
+                                         not what config.h makes
+
+The table stands between the two marker lines below; the rest of the page
+is written by hand.
+"""
+import os
+import re
+import sys
+
+TOP = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+CONFIG_H = os.path.join(TOP, "server/core/config.h")
+PAGE = os.path.join(TOP, "docs/configuration.md")
+BEGIN = "<!-- settings: made by `make docs-config` from server/core/config.h; do not edit -->"
+END = "<!-- end of settings -->"
+
+STRING = r'"(?:[^"\\]|\\.)*"'
+ENTRY = re.compile(r'X\(\s*(\w+)\s*,\s*(%s)\s*,\s*(%s)\s*,\s*(\w+)\s*,\s*(%s)\s*,'
+                   r'((?:\s*%s)+)\s*\)' % (STRING, STRING, STRING, STRING))
+KINDS = {"STR": "text", "UINT": "number", "SIZE": "size", "BOOL": "switch"}
+
+
+def literal(s):
+    """A C string literal's text (the escapes config.h uses)."""
+    return re.sub(r'\\(.)', r'\1', s[1:-1])
+
+
+def settings(text):
+    """[(flag, env, kind, default, help)] in the table's order."""
+    start = text.index("#define TALLYD_SETTINGS(X)")
+    body = []
+    for line in text[start:].split("\n")[1:]:
+        body.append(line.rstrip().rstrip("\\"))
+        if not line.rstrip().endswith("\\"):
+            break
+    out = []
+    for m in ENTRY.finditer("\n".join(body)):
+        helptext = "".join(literal(p) for p in re.findall(STRING, m.group(6)))
+        out.append((literal(m.group(2)), literal(m.group(3)), m.group(4),
+                    literal(m.group(5)), helptext))
+    return out
+
+
+def table(rows):
+    lines = ["| flag | environment | kind | default | what it sets |",
+             "|---|---|---|---|---|"]
+    for flag, env, kind, default, helptext in rows:
+        cell = lambda s: s.replace("|", "\\|")
+        lines.append("| `--%s` | `%s` | %s | %s | %s |" % (
+            flag, env, KINDS.get(kind, kind),
+            "`%s`" % default if default else "(none)", cell(helptext)))
+    return "\n".join(lines)
+
+
+def render(page, rows):
+    a, b = page.index(BEGIN), page.index(END)
+    return page[:a + len(BEGIN)] + "\n\n" + table(rows) + "\n\n" + page[b:]
+
+
+def main():
+    with open(CONFIG_H, encoding="utf-8") as f:
+        rows = settings(f.read())
+    if not rows:
+        print("config_doc: no settings found in %s" % CONFIG_H)
+        return 1
+    with open(PAGE, encoding="utf-8") as f:
+        page = f.read()
+    new = render(page, rows)
+    if "--check" in sys.argv[1:]:
+        if new != page:
+            print("config_doc: docs/configuration.md is not what server/core/config.h "
+                  "makes: run `make docs-config`")
+            return 1
+        print("config_doc: docs/configuration.md lists the %d settings of config.h" % len(rows))
+        return 0
+    with open(PAGE, "w", encoding="utf-8") as f:
+        f.write(new)
+    print("config_doc: %d settings written to docs/configuration.md" % len(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
