@@ -355,6 +355,9 @@ $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 # ---------------------------------------------------------------- install
 # make install PREFIX=/opt/tally (default /usr/local; DESTDIR for staging)
 INSTALL_LIB := $(DESTDIR)$(PREFIX)/lib
+# The docs, where the tree has them (the image's build copies only the
+# sources, and installs none).
+DOC_FILES := $(wildcard README.md LICENSE CHANGELOG.md docs/*.md docs/*.png)
 install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include \
 	  $(INSTALL_LIB)/pkgconfig
@@ -370,9 +373,10 @@ install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)if [ -f $(DOCS_DIR)/swagger-ui-bundle.js ]; then \
 	  install -d $(DESTDIR)$(PREFIX)/share/tally/docs && \
 	  install -m 644 $(DOCS_DIR)/* $(DESTDIR)$(PREFIX)/share/tally/docs/; fi
-	$(Q)install -d $(DESTDIR)$(PREFIX)/share/doc/tally/docs
-	$(Q)install -m 644 README.md LICENSE CHANGELOG.md $(DESTDIR)$(PREFIX)/share/doc/tally/
-	$(Q)install -m 644 docs/*.md docs/*.png $(DESTDIR)$(PREFIX)/share/doc/tally/docs/
+	$(Q)$(if $(filter-out docs/%,$(DOC_FILES)),install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/tally \
+	  $(filter-out docs/%,$(DOC_FILES)))
+	$(Q)$(if $(filter docs/%,$(DOC_FILES)),install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/tally/docs \
+	  $(filter docs/%,$(DOC_FILES)))
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig 2>/dev/null || true; fi
 	@echo "install: tallyd, tally, libtally $(VERSION) and tally.pc under $(DESTDIR)$(PREFIX)"
 
