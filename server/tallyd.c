@@ -551,16 +551,19 @@ int main(int argc, char **argv)
         otlp_exporter_stop(exporter);
         return 1;
     }
+    /* gRPC's line first: "tallyd ... listening" is the last start line,
+     * written once both doors are bound (the tests read the ports from
+     * these lines, and stop reading at that one) */
+    if (grpc.started)
+        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s)",
+                s->cfg.grpc_listen, grpc.port,
+                grpc.tls != NULL ? "TLS, ALPN h2" : "h2c");
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
             TALLYD_VERSION, s->cfg.listen, transport.port, transport.tls ? "HTTPS" : "HTTP",
             s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
             s->cfg.max_body_bytes);
-    if (grpc.started)
-        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s)",
-                s->cfg.grpc_listen, grpc.port,
-                grpc.tls != NULL ? "TLS, ALPN h2" : "h2c");
 
     if (uv_thread_create(&ticker, run_ticker, app.sched) != 0) {
         log_msg("tallyd", "error", "cannot start the scheduler's tick thread");
