@@ -37,7 +37,8 @@ def test_make_run_takes_tally_settings_and_builds_the_cli(tmp_path):
         log = d.log()
         # TALLY_LISTEN and TALLY_GRPC_LISTEN (set by Daemon: port 0) hold
         assert "run: starting tallyd on http://127.0.0.1:0, gRPC on 127.0.0.1:0 " in log, log
-        started = [l for l in d.log_lines() if "listening on" in l.get("msg", "")]
+        started = [l for l in d.log_lines()
+                   if l.get("msg", "").startswith("tallyd ") and "listening on" in l["msg"]]
         assert started and "(port %d," % d.port in started[0]["msg"], log
         assert " 3 workers" in started[0]["msg"], started
         big = json.dumps({"data": list(range(2000))})
