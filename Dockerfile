@@ -35,16 +35,13 @@ RUN make -j"$(nproc)" build/bin/tallyd build/bin/tally build/bin/test_units buil
  && make install PREFIX=/usr/local DESTDIR=/out >/dev/null
 # Swagger UI for /docs: the two files Debian's python3-flasgger ships,
 # unpacked from the package (none of its Python is needed), with Debian's
-# copyright file for them; tallyd finds them in share/tally/docs.
-RUN apt-get update && cd /tmp && apt-get download python3-flasgger \
- && dpkg-deb -x python3-flasgger_*.deb flasgger \
- && install -d /out/usr/local/share/tally/docs \
- && install -m 644 flasgger/usr/lib/python3/dist-packages/flasgger/ui3/static/swagger-ui-bundle.js \
-      flasgger/usr/lib/python3/dist-packages/flasgger/ui3/static/swagger-ui.css \
-      /out/usr/local/share/tally/docs/ \
- && install -m 644 flasgger/usr/share/doc/python3-flasgger/copyright \
-      /out/usr/local/share/tally/docs/LICENSE \
- && rm -rf /tmp/flasgger /tmp/python3-flasgger_*.deb /var/lib/apt/lists/*
+# copyright file for them, as `make deps` takes them (tools/swagger_ui.sh);
+# tallyd finds them in share/tally/docs.
+COPY tools/swagger_ui.sh tools/
+RUN apt-get update && sh tools/swagger_ui.sh fetch /tmp/flasgger \
+ && sh tools/swagger_ui.sh copy /tmp/flasgger /out/usr/local/share/tally/docs \
+ && test -f /out/usr/local/share/tally/docs/swagger-ui-bundle.js \
+ && rm -rf /tmp/flasgger /var/lib/apt/lists/*
 # The kernels, compiled once here rather than at every container start.
 # PoCL keys its cache by the CPU: on another CPU model tallyd compiles them
 # again at its first start (about a minute on two cores).

@@ -10,8 +10,14 @@
 
 CC      ?= cc
 CXX     ?= c++
-PYTHON  ?= python3
 BUILD   ?= build
+# The project's Python: the virtual environment `make deps-test` makes
+# with Debian's python3-venv (deploy/install-deps.sh), first on PATH for
+# every recipe, so the tests' and tools' `python3` is its python3.
+# Building and running tallyd need no Python.
+VENV    ?= build/venv
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+PYTHON  ?= python3
 PREFIX  ?= /usr/local
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
@@ -137,12 +143,14 @@ $(BUILD)/gen/web.c: $(WEB_FILES)
 openapi-json:
 	$(Q)$(PYTHON) tools/openapi_json.py
 
-# Swagger UI for /docs: PyPI's swagger-ui-bundle (make deps installs it),
+# Swagger UI for /docs: from Debian's python3-flasgger, which make deps
+# unpacks into build/swagger-ui (tools/swagger_ui.sh; no Python needed),
 # copied into share/tally/docs beside the build's bin/, where tallyd looks;
-# without the package the build goes on and /docs answers 404.
+# without it the build goes on and /docs answers 404.
+SWAGGER_DIR := build/swagger-ui
 DOCS_DIR := $(BUILD)/share/tally/docs
 docs-assets:
-	$(Q)$(PYTHON) tools/docs_assets.py $(DOCS_DIR)
+	$(Q)sh tools/swagger_ui.sh copy $(SWAGGER_DIR) $(DOCS_DIR)
 
 $(ENGINE_LIB): $(ENGINE_OBJ)
 	$(Q)$(AR) rcs $@ $^
@@ -397,7 +405,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config
-.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
         bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
         deps deps-test deps-bench clean format help
 
@@ -424,12 +432,13 @@ Develop
   make test-tsan        C suites and concurrent integration tests under TSan
   make fuzz             every libFuzzer target, FUZZ_SECONDS each, two at a time
   make test-container   build the image and run it with podman
+  make test-bare        make run and a first request on a bare Debian 12, in podman
   make test-install     install into a scratch prefix and build against it
   make check-layers     the #include lines against the layers
   make check-docs       the docs' links, settings and metrics against the tree
   make docs-config      docs/configuration.md's table from config.h
   make soak             a long mixed load: statuses, memory, descriptors
-  make deps-test        the packages the tests and benchmarks need
+  make deps-test        the tests' packages (Python's into build/venv)
   make format           clang-format every C file
   make openapi-json     proto/openapi.json from the YAML
 
@@ -483,12 +492,13 @@ C_TESTS := test-units test-server test-grpc test-sched test-submit test-codec te
 # no-op when all is there), then runs everything a user's machine can:
 # the layer check, the C suites, `make install` checked, the whole
 # integration suite with its browser tests, and the container image.
-# The integration suite and the container test run at once (their output
-# is kept apart): the one waits on sockets, the other on podman's build,
-# and together they took 300 s here against 360 one after the other.
+# The integration suite, the container test and the bare-Debian test run
+# at once (their output is kept apart): the first waits on sockets, the
+# others on podman and apt; the integration suite and the container test
+# together took 300 s here against 360 one after the other.
 test: deps-test
 	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c test-install
-	$(Q)$(MAKE) --no-print-directory -j2 --output-sync=target test-integration test-container
+	$(Q)$(MAKE) --no-print-directory -j3 --output-sync=target test-integration test-container test-bare
 
 # `make check`, the everyday loop: the layer check, every C suite and the
 # integration tests not marked slow (tests/integration/conftest.py says
@@ -641,6 +651,11 @@ image:
 
 # The Dockerfile built and run with podman (installed when missing); the
 # sanitizer build has nothing to add to it.
+# `make run` on a bare Debian 12 (a minbase root filesystem with make
+# alone), in a podman container, and the README's first request.
+test-bare:
+	$(Q)bash tests/bare/run.sh
+
 test-container: $(TALLY_CLI)
 ifeq ($(SANITIZE),)
 	$(Q)TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/container/run.sh
@@ -701,18 +716,20 @@ $(BUILD)/bin/probe_lines: tests/bench/probe_lines.c
 bench-lines: $(BUILD)/bin/probe_lines
 	$(Q)$<
 
-# What building and running tallyd needs (`make run` installs it).
+# What building and running tallyd needs (`make run` installs it), and
+# Swagger UI's files out of Debian's python3-flasgger.
 deps:
 	$(Q)sh deploy/install-deps.sh
+	$(Q)sh tools/swagger_ui.sh fetch $(SWAGGER_DIR)
 
-# And what the tests and benchmarks import (the tests' and benchmarks'
-# targets that need it install it).
-deps-bench:
-	$(Q)sh deploy/install-deps.sh --test
+# And what the tests and benchmarks import, in the virtual environment
+# (the tests' and benchmarks' targets that need it install it).
+deps-bench: deps
+	$(Q)sh deploy/install-deps.sh --test --venv $(VENV)
 
 # And the browser tests' chromium, chromium-driver and selenium.
-deps-test:
-	$(Q)sh deploy/install-deps.sh --test --browser
+deps-test: deps
+	$(Q)sh deploy/install-deps.sh --test --browser --venv $(VENV)
 
 # Settings come from the environment (TALLY_LISTEN, TALLY_WORKERS, ...,
 # every one tallyd --help lists), from LISTEN=host:port, or from ARGS;

@@ -1,6 +1,9 @@
 #!/bin/sh
 # Installs what tally needs on Debian 12 (bookworm). Safe to run again: it
-# installs only what is missing.
+# installs only what is missing. Debian's packages go into the system
+# (apt-get, as root or through sudo); Python packages only ever into a
+# virtual environment of the project's own, made with Debian's python3-venv
+# (Debian's python3 refuses pip outside one: PEP 668).
 #
 #   sh deploy/install-deps.sh            what building and running tallyd
 #                                        needs (`make run`, `make deps`): a
@@ -8,17 +11,21 @@
 #                                        one C++ shim over fast_float and
 #                                        {fmt}), the OpenCL ICD loader and
 #                                        headers, PoCL (OpenCL on the CPU),
-#                                        xxd, the daemon's and the client's
-#                                        libraries (nghttp2, protobuf-c and
-#                                        OpenSSL for gRPC), and Swagger UI
-#                                        (PyPI's swagger-ui-bundle), whose
-#                                        files `make` copies for /docs
+#                                        xxd, and the daemon's and the
+#                                        client's libraries (nghttp2,
+#                                        protobuf-c and OpenSSL for gRPC).
+#                                        No Python: Swagger UI's files come
+#                                        from Debian's python3-flasgger
+#                                        (tools/swagger_ui.sh)
 #   sh deploy/install-deps.sh --test     and what the tests and benchmarks
-#                                        import: pytest and pytest-xdist,
-#                                        numpy, tritonclient, grpcio-tools,
-#                                        dask, the validators, OpenTelemetry's
-#                                        messages, and libb64 for
-#                                        perf_analyzer and wrk for the soak
+#                                        need: python3 and python3-venv,
+#                                        and in the virtual environment
+#                                        (--venv DIR, default build/venv)
+#                                        pytest and pytest-xdist, numpy,
+#                                        tritonclient, grpcio-tools, dask,
+#                                        the validators, OpenTelemetry's
+#                                        messages; libb64 for perf_analyzer
+#                                        and wrk for the soak
 #   sh deploy/install-deps.sh --browser  and the browser tests' chromium,
 #                                        chromium-driver and selenium
 #                                        (`make test` asks for all three)
@@ -29,17 +36,24 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
   g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl \
   libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
-# module:pip-name pairs
-PYTHON_PACKAGES="swagger_ui_bundle:swagger-ui-bundle"
-TEST_PACKAGES="libb64-0d wrk"
-TEST_PYTHON="numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
+# module:pip-name pairs, for the virtual environment
+PYTHON_PACKAGES=""
+VENV=build/venv
+TEST_PACKAGES="python3 python3-venv libb64-0d wrk"
+TEST_PYTHON="setuptools:setuptools wheel:wheel numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
   opentelemetry.proto:opentelemetry-proto"
 
-for arg in "$@"; do
+while [ $# -gt 0 ]; do
+  arg=$1
+  shift
   case "$arg" in
+    --venv)
+      VENV=${1:?--venv needs a directory}
+      shift
+      ;;
     --test)
       PACKAGES="$PACKAGES $TEST_PACKAGES"
       PYTHON_PACKAGES="$PYTHON_PACKAGES $TEST_PYTHON"
@@ -49,7 +63,7 @@ for arg in "$@"; do
       PYTHON_PACKAGES="$PYTHON_PACKAGES selenium:selenium"
       ;;
     *)
-      echo "install-deps: unknown option $arg (--test, --browser)" >&2
+      echo "install-deps: unknown option $arg (--test, --browser, --venv DIR)" >&2
       exit 2
       ;;
   esac
@@ -70,15 +84,21 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-PY=${PYTHON:-python3}
-if command -v "$PY" >/dev/null 2>&1; then
+# The project's virtual environment, from Debian's python3 (whatever else
+# is first on PATH), with the Python packages the tests import.
+if [ -n "$PYTHON_PACKAGES" ]; then
+  if [ ! -x "$VENV/bin/python3" ]; then
+    echo "install-deps: making the virtual environment $VENV (Debian's python3-venv)"
+    /usr/bin/python3 -m venv "$VENV"
+  fi
+  PY=$VENV/bin/python3
   need=""
   for pair in $PYTHON_PACKAGES; do
     "$PY" -c "import ${pair%%:*}" 2>/dev/null || need="$need ${pair#*:}"
   done
   if [ -n "$need" ]; then
-    echo "install-deps: pip installing$need"
+    echo "install-deps: pip installing$need into $VENV"
     # shellcheck disable=SC2086
-    PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install -q --disable-pip-version-check $need
+    "$PY" -m pip install -q --disable-pip-version-check $need
   fi
 fi

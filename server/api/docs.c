@@ -6,8 +6,9 @@
  * built in; proto/openapi.yaml turned into JSON by tools/openapi_json.py,
  * and a test checks that the two agree).
  *
- * Swagger UI is not in the tree: it comes from PyPI's swagger-ui-bundle,
- * which `make deps` installs and `make` copies into build/share/tally/docs
+ * Swagger UI is not in the tree: it comes from Debian's python3-flasgger
+ * package, which `make deps` unpacks (tools/swagger_ui.sh; no Python is
+ * needed) and `make` copies into build/share/tally/docs
  * (`make install` into PREFIX/share/tally/docs). tallyd looks for it in
  * share/tally/docs beside its own bin/, so both a built and an installed
  * daemon find theirs; without it /docs answers 404 saying how to get it.

@@ -35,6 +35,10 @@ ROOT=$(pwd)
 IMAGE=${TALLY_IMAGE:-localhost/tally:test}
 CLI=${TALLY_CLI:-$ROOT/build/bin/tally}
 start=$SECONDS
+if [ -f /run/.containerenv ]; then
+  say "skipped: this is a podman container already (podman runs on the host)"
+  exit 0
+fi
 
 containers=()
 kube_file=""

@@ -130,10 +130,12 @@ def test_docs_try_it_out_runs_a_cumsum(tallyd, browser):
     answer = json.loads(shown.text)
     assert answer["data"] == [sum(xs[i:]) for i in range(len(xs))], seed
     # the request went to this daemon, not to the document's example server
-    curl = op.find_element(By.CSS_SELECTOR, ".curl-command").text
-    assert "http://127.0.0.1:%d/v1/cumsum" % tallyd.port in curl
-    browser.execute_script("arguments[0].scrollIntoView()",
-                           op.find_element(By.CSS_SELECTOR, ".curl-command"))
+    # (the curl line: a textarea.curl in Debian's Swagger UI 3, a
+    # .curl-command block in Swagger UI 4)
+    box = op.find_element(By.CSS_SELECTOR, ".curl-command, textarea.curl")
+    curl = box.get_attribute("value") or box.text
+    assert "http://127.0.0.1:%d/v1/cumsum" % tallyd.port in curl, curl
+    browser.execute_script("arguments[0].scrollIntoView()", box)
     shot(browser, "docs")
     assert console_errors(browser) == [], seed
 
