@@ -251,6 +251,20 @@ def still_healthy(tallyd):
     yield lambda: valid_request_works(tallyd)
 
 
+def eventually(probe, want, timeout=10):
+    """Polls probe() until it returns want (or timeout seconds pass), and
+    returns what it returned last. A request's counters, statistics and
+    access line are written when the request ends, just after its last
+    byte went out: a client that has its answer may look a moment
+    before they are."""
+    deadline = time.time() + timeout
+    while True:
+        got = probe()
+        if got == want or time.time() > deadline:
+            return got
+        time.sleep(0.02)
+
+
 def run_threads(n, fn):
     """Runs fn(i) on n threads; re-raises the first failure."""
     errors = []

@@ -16,7 +16,7 @@ import grpc
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import run_threads
+from conftest import eventually, run_threads
 from reference import DTYPES, KSERVE, close, cumsum, random_tensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -202,12 +202,13 @@ def test_metrics_are_labelled_by_protocol(client, tallyd):
     before = tallyd.metric("tally_requests_total", protocol="grpc", route="infer", code="OK")
     stats_before = rest_successes(tallyd)
     infer(client, np.arange(3, dtype=np.int16))
-    # Triton's statistics over REST count the gRPC call too
-    assert rest_successes(tallyd) == stats_before + 1
+    # Triton's statistics over REST count the gRPC call too, once it has
+    # ended (its answer may reach the client a moment before)
+    assert eventually(lambda: rest_successes(tallyd), stats_before + 1) == stats_before + 1
     tallyd.request("POST", "/v1/cumsum", '{"dtype":"int32","shape":[2],"data":[1,2]}',
                    {"Content-Type": "application/json"})
-    assert tallyd.metric("tally_requests_total", protocol="grpc", route="infer",
-                         code="OK") == before + 1
+    assert eventually(lambda: tallyd.metric("tally_requests_total", protocol="grpc",
+                                            route="infer", code="OK"), before + 1) == before + 1
     assert tallyd.metric("tally_requests_total", protocol="http", route="native") >= 1
     text = tallyd.request("GET", "/metrics")[2].decode()
     assert 'tally_request_duration_seconds_count{protocol="grpc",route="infer"}' in text

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from conftest import eventually
 
 # floods and many streams against the loop thread: TSan runs them, and
 # `make check` leaves them out (seconds each)
@@ -239,8 +240,8 @@ def test_stream_that_never_ends(daemon):
         time.sleep(0.2)
     assert heads, "the stuck stream was never answered"
     assert heads[0][1] & END_STREAM  # Trailers-Only: the status, no message
-    assert daemon.metric("tally_request_failures_total", protocol="grpc",
-                         reason="REQUEST_TIMEOUT") >= 1
+    assert eventually(lambda: daemon.metric("tally_request_failures_total", protocol="grpc",
+                                            reason="REQUEST_TIMEOUT") >= 1, True)
     p.close()
     still_serves(daemon)
 
