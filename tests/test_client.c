@@ -159,6 +159,14 @@ static void case_codes_and_dtypes(void)
                   == tx_dtype_size(engine_dtype((tally_dt)t)),
               "size of %s", name);
     }
+    CHECK(strcmp(tally_dt_kserve(TALLY_DT_FLOAT32), "FP32") == 0
+              && strcmp(tally_dt_kserve(TALLY_DT_BFLOAT16), "BF16") == 0
+              && strcmp(tally_dt_kserve(TALLY_DT_UINT64), "UINT64") == 0
+              && tally_dt_kserve((tally_dt)99) == NULL,
+          "KServe's names");
+    for (int t = 0; t < TALLY_NDT; t++)
+        CHECK(tally_dt_parse(tally_dt_kserve((tally_dt)t)) == t,
+              "KServe's name of dtype %d", t);
     CHECK(tally_dt_parse("FP16") == TALLY_DT_FLOAT16, "KServe names");
     CHECK(tally_dt_parse("BF16") == TALLY_DT_BFLOAT16, "KServe names");
     CHECK(tally_dt_parse("float128") == -1 && tally_dt_parse(NULL) == -1,

@@ -179,8 +179,9 @@ static void *run_worker(void *arg)
 
 /* The KServe JSON request for b's tensor: the values the raw form sends
  * (small integers, a valid number in every dtype), the shape, and the
- * scan's parameters. The datatype is tally's own name ("float32"), which
- * tallyd takes beside KServe's. */
+ * scan's parameters. The datatype is KServe's name ("FP32"), so any
+ * server of the protocol takes it (make bench-peers drives Python servers
+ * with it). */
 static bool json_body(bench *b, bool exclusive, bool reverse)
 {
     size_t elems = b->bytes / tally_dt_size(b->dtype);
@@ -191,7 +192,7 @@ static bool json_body(bench *b, bool exclusive, bool reverse)
     n += (size_t)snprintf(s + n, cap - n,
                           "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"%s\","
                           "\"shape\":[",
-                          tally_dt_name(b->dtype));
+                          tally_dt_kserve(b->dtype));
     for (int d = 0; d < b->rank; d++)
         n += (size_t)snprintf(s + n, cap - n, "%s%lld", d ? "," : "",
                               (long long)b->shape[d]);

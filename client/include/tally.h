@@ -127,6 +127,11 @@ typedef enum {
 /* "float32"; static storage; NULL for a value that is not a tally_dt. */
 TALLY_API const char *tally_dt_name(tally_dt dtype);
 
+/* KServe's name of the type, as the Open Inference Protocol writes it
+ * ("FP32", "BF16"); static storage; NULL for a value that is not a
+ * tally_dt. */
+TALLY_API const char *tally_dt_kserve(tally_dt dtype);
+
 /* The size of one element in bytes; 0 for a value that is not a tally_dt. */
 TALLY_API size_t tally_dt_size(tally_dt dtype);
 

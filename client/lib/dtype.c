@@ -32,6 +32,11 @@ TALLY_API const char *tally_dt_name(tally_dt t)
     return valid(t) ? tx_dtype_name((tx_dtype)t) : NULL;
 }
 
+TALLY_API const char *tally_dt_kserve(tally_dt t)
+{
+    return valid(t) ? tx_dtype_kserve((tx_dtype)t) : NULL;
+}
+
 TALLY_API size_t tally_dt_size(tally_dt t)
 {
     return valid(t) ? tx_dtype_size((tx_dtype)t) : 0;
