@@ -293,9 +293,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         r->link = conn_of(conn);
         const char *ae = http_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING);
         r->accepts_gzip = encoding_accepts_gzip(ae);
-        char *q = strchr(r->path, '?');
-        if (q != NULL)
-            *q = '\0';
+        /* libmicrohttpd hands over the path without its query and with
+         * its escapes undone, so a '?' here is a %3F of the path's own (a
+         * region named "a?b"), not the start of a query. */
         http_match m;
         http_route_match(t->routes, method, r->path, &m);
         r->metric_label = m.label;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "shm_json.h"
+#include "tx_utf8.h"
 
 /* A body's unsigned integer member; false with a message. */
 static bool member_u64(json_t *o, const char *key, bool required, uint64_t *out,
@@ -46,6 +47,24 @@ bool shm_json_register(const uint8_t *body, size_t len, char *key, size_t *klen,
                  o == NULL ? ": " : "", o == NULL ? je.text : "");
     } else {
         json_t *k = json_object_get(o, "key");
+        const char *name;
+        json_t *v;
+        json_object_foreach(o, name, v)
+        {
+            if (strcmp(name, "key") != 0 && strcmp(name, "offset") != 0
+                && strcmp(name, "byte_size") != 0) {
+                /* a misspelt member would otherwise be left out unseen:
+                 * "byte_szie" is no region size */
+                char quoted[96];
+                tx_utf8_escape(name, strlen(name), quoted, sizeof quoted);
+                snprintf(msg, msglen,
+                         "unknown member \"%s\" (a register body has key, "
+                         "offset and byte_size)",
+                         quoted);
+                json_decref(o);
+                return false;
+            }
+        }
         if (!json_is_string(k)) {
             snprintf(msg, msglen, "\"key\" must be a string (\"/name\")");
         } else if (json_string_length(k) > SHM_KEY_MAX) {

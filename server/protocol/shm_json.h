@@ -26,7 +26,8 @@
  * SHM_KEY_MAX bytes; the length in *klen, which may count NUL bytes the
  * registry then refuses), offset (0 when absent) and byte_size. False
  * with a message for anything else: not a JSON object, a missing or
- * mistyped member, a negative number, duplicate members. */
+ * mistyped member, an unknown member (a misspelt offset would otherwise
+ * register the wrong bytes), a negative number, duplicate members. */
 bool shm_json_register(const uint8_t *body, size_t len, char *key, size_t *klen,
                        uint64_t *offset, uint64_t *byte_size, char *msg,
                        size_t msglen);

@@ -224,6 +224,16 @@ def test_bad_inputs_are_clear_errors(d, regions, proto):
         for key in ("/a/b", "/..", "/.", "relative", "/"):
             fails(lambda: c.register_system_shared_memory("k", key, 4), "400",
                   "INVALID_ARGUMENT", proto, "key")
+        if proto == "http":
+            # a misspelt member is refused, not left out
+            status, _, body = d.post_json("/v2/systemsharedmemory/region/k/register",
+                                          {"key": r.key, "byte_size": 4, "ofset": 8})
+            assert status == 400 and 'unknown member "ofset"' in body["error"], body
+            # a name with characters a URL escapes, '?' among them
+            odd = "a?b #%c"
+            c.register_system_shared_memory(odd, r.key, r.nbytes)
+            assert [s["name"] for s in c.get_system_shared_memory_status(odd)] == [odd]
+            c.unregister_system_shared_memory(odd)
         # a key with no object behind it
         fails(lambda: c.register_system_shared_memory("k", "/tally-none-%d" % PID, 4),
               "404", "NOT_FOUND", proto, "cannot open")
