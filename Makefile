@@ -366,6 +366,7 @@ INSTALL_LIB := $(DESTDIR)$(PREFIX)/lib
 # The docs, where the tree has them (the image's build copies only the
 # sources, and installs none).
 DOC_FILES := $(wildcard README.md LICENSE CHANGELOG.md docs/*.md docs/*.png)
+DOC_PICS  := $(wildcard docs/perf/*.png)
 install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	$(Q)install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include \
 	  $(INSTALL_LIB)/pkgconfig
@@ -385,6 +386,7 @@ install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  $(filter-out docs/%,$(DOC_FILES)))
 	$(Q)$(if $(filter docs/%,$(DOC_FILES)),install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/tally/docs \
 	  $(filter docs/%,$(DOC_FILES)))
+	$(Q)$(if $(DOC_PICS),install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/tally/docs/perf $(DOC_PICS))
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ]; then ldconfig 2>/dev/null || true; fi
 	@echo "install: tallyd, tally, libtally $(VERSION) and tally.pc under $(DESTDIR)$(PREFIX)"
 
@@ -406,7 +408,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config
 .PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
-        bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
+        bench-report bench-peers bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
         deps deps-test deps-bench clean format help
 
 # `make help`: the targets a person uses, one line each. Internal steps
@@ -443,6 +445,8 @@ Develop
   make openapi-json     proto/openapi.json from the YAML
 
 Benchmark
+  make bench-report     docs/performance.md's tables and pictures, measured anew
+  make bench-peers      tally beside MLServer, KServe and FastAPI (perf_analyzer)
   make bench-engine     the engine against a copy and numpy
   make bench-transpose  what the machine allows for a transposing scan
   make bench-lines      what the machine allows for the 1M rows
@@ -695,6 +699,23 @@ bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 bench-loop: deps-bench $(TALLYD)
 	$(Q)$(PYTHON) tests/bench/bench_loop.py $(BENCH_ARGS)
 
+# docs/performance.md, measured anew: the engine, the accuracy, where a
+# request's time goes and the service through each door
+# (tests/bench/bench_report.py, about 12 minutes here), then its tables
+# and pictures (tools/perf_page.py). BENCH_ARGS="--only service" remakes
+# one part.
+bench-report: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
+	$(Q)$(PYTHON) tests/bench/bench_report.py $(BENCH_ARGS)
+	$(Q)$(PYTHON) tools/perf_page.py
+
+# tally beside MLServer, KServe's ModelServer and FastAPI, each in a
+# virtual environment of its own under build/peers/ (tests/bench/peers/),
+# answers checked against numpy first; then the page's peer table and
+# picture.
+bench-peers: deps-bench $(TALLYD) $(TALLY_CLI)
+	$(Q)$(PYTHON) tests/bench/bench_peers.py $(BENCH_ARGS)
+	$(Q)$(PYTHON) tools/perf_page.py
+
 bench-engine: deps-bench $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
 
@@ -725,7 +746,7 @@ deps:
 # And what the tests and benchmarks import, in the virtual environment
 # (the tests' and benchmarks' targets that need it install it).
 deps-bench: deps
-	$(Q)sh deploy/install-deps.sh --test --venv $(VENV)
+	$(Q)sh deploy/install-deps.sh --test --bench --venv $(VENV)
 
 # And the browser tests' chromium, chromium-driver and selenium.
 deps-test: deps

@@ -24,8 +24,12 @@
 #                                        pytest and pytest-xdist, numpy,
 #                                        tritonclient, grpcio-tools, dask,
 #                                        the validators, OpenTelemetry's
-#                                        messages; libb64 for perf_analyzer
+#                                        messages, schemathesis (the API
+#                                        description against the server);
+#                                        libb64 for perf_analyzer
 #                                        and wrk for the soak
+#   sh deploy/install-deps.sh --bench    and matplotlib, for make
+#                                        bench-report's pictures
 #   sh deploy/install-deps.sh --browser  and the browser tests' chromium,
 #                                        chromium-driver and selenium
 #                                        (`make test` asks for all three)
@@ -44,7 +48,7 @@ TEST_PYTHON="setuptools:setuptools wheel:wheel numpy:numpy pytest:pytest xdist:p
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
-  opentelemetry.proto:opentelemetry-proto"
+  opentelemetry.proto:opentelemetry-proto schemathesis:schemathesis==4.32.5"
 
 while [ $# -gt 0 ]; do
   arg=$1
@@ -58,12 +62,15 @@ while [ $# -gt 0 ]; do
       PACKAGES="$PACKAGES $TEST_PACKAGES"
       PYTHON_PACKAGES="$PYTHON_PACKAGES $TEST_PYTHON"
       ;;
+    --bench)
+      PYTHON_PACKAGES="$PYTHON_PACKAGES matplotlib:matplotlib"
+      ;;
     --browser)
       PACKAGES="$PACKAGES chromium chromium-driver"
       PYTHON_PACKAGES="$PYTHON_PACKAGES selenium:selenium"
       ;;
     *)
-      echo "install-deps: unknown option $arg (--test, --browser, --venv DIR)" >&2
+      echo "install-deps: unknown option $arg (--test, --bench, --browser, --venv DIR)" >&2
       exit 2
       ;;
   esac

@@ -45,13 +45,15 @@
  * lines.
  *
  * usage: bench_engine [--quick] [--strided] [--small-pages] [--batch]
- *                     [--serve] [--size LABEL] [--numpy PATH]
- *                     [--device SPEC] [--layout SPEC]
- * (--strided, --batch: that table alone; --size 1M: the packed table's rows
- * of that size alone)
+ *                     [--serve] [--packed] [--size LABEL] [--numpy PATH]
+ *                     [--device SPEC] [--layout SPEC] [--json PATH]
+ * (--strided, --batch, --packed: that table alone; --size 1M: the packed
+ * table's rows of that size alone; --json PATH: the packed table's rows
+ * also as JSON, one object a line, for make bench-report)
  * (--layout takes what tallyd's --layout does, e.g. "cpu,blk=16")
  */
 #define _DEFAULT_SOURCE /* madvise */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -480,8 +482,9 @@ int main(int argc, char **argv)
 {
     const char *numpy_script = NULL, *device = NULL, *layout = NULL,
                *only_size = NULL;
+    const char *json_path = NULL;
     bool quick = false, strided_only = false, batch_only = false,
-         serve_only = false;
+         serve_only = false, packed_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
@@ -493,6 +496,10 @@ int main(int argc, char **argv)
             batch_only = true;
         else if (strcmp(argv[i], "--serve") == 0)
             serve_only = true;
+        else if (strcmp(argv[i], "--packed") == 0)
+            packed_only = true;
+        else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json_path = argv[++i];
         else if (strcmp(argv[i], "--numpy") == 0 && i + 1 < argc)
             numpy_script = argv[++i];
         else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
@@ -504,8 +511,9 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--quick] [--strided] [--small-pages] "
-                    "[--batch] [--serve] [--size LABEL] [--numpy PATH] "
-                    "[--device SPEC] [--layout SPEC]\n",
+                    "[--batch] [--serve] [--packed] [--size LABEL] "
+                    "[--numpy PATH] [--device SPEC] [--layout SPEC] "
+                    "[--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -550,8 +558,15 @@ int main(int argc, char **argv)
     }
 
     bool packed = !strided_only && !batch_only && !serve_only;
-    bool strided = !batch_only && !serve_only && only_size == NULL,
-         batched = !strided_only && !serve_only && only_size == NULL;
+    bool strided =
+             !batch_only && !serve_only && !packed_only && only_size == NULL,
+         batched =
+             !strided_only && !serve_only && !packed_only && only_size == NULL;
+    /* --json: the packed rows again, one JSON object a line, for
+     * tools/perf_page.py's picture */
+    FILE *json = NULL;
+    if (json_path != NULL && (json = fopen(json_path, "w")) == NULL)
+        die(json_path, strerror(errno));
     printf("device: %s\n", eng_engine_describe(dev));
     printf("host:   %s\n", eng_engine_describe(host));
     if (serve_only) {
@@ -655,6 +670,14 @@ int main(int argc, char **argv)
             snprintf(npbuf, sizeof npbuf, "%.2f", np);
         printf("%-5s %-20s %-4d %-9s %8.2f %8.2f %6.2f %8.2f %8.2f %8.2f %8s\n",
                r->label, shape, r->axis, mode, es, cs, rr, ns, rn, hs_, npbuf);
+        if (json != NULL)
+            fprintf(json,
+                    "{\"size\": \"%s\", \"shape\": \"%s\", \"axis\": %d, "
+                    "\"mode\": \"%s\", \"engine_gbs\": %.3f, \"copy_gbs\": "
+                    "%.3f, \"ratio\": %.3f, \"copy_nt_gbs\": %.3f, "
+                    "\"ratio_nt\": %.3f, \"host_gbs\": %.3f, \"numpy_gbs\": "
+                    "%.3f}\n",
+                    r->label, shape, r->axis, mode, es, cs, rr, ns, rn, hs_, np);
         if (kcs != NULL) {
             double rd = resident_row(kcs, &cl, &d, in, bytes, quick);
             if (n >= (1u << 24) && rd < min_resident)
@@ -674,7 +697,9 @@ int main(int argc, char **argv)
     double min_strided =
         strided ? strided_rows(ds, hs, quick, &min_copy_t) : -1;
     double min_batch = batched ? batch_rows(ds, hs, quick) : -1;
-    if (packed && only_size == NULL)
+    if (json != NULL)
+        fclose(json);
+    if (packed && !packed_only && only_size == NULL)
         serve_rows(ds, quick);
     eng_stream_close(ds);
     eng_stream_close(hs);

@@ -1,0 +1,438 @@
+"""perf_page.py - docs/performance.md's tables and pictures, from the
+measurements that tests/bench/bench_report.py and bench_peers.py write
+into build/bench/ (`make bench-report` and `make bench-peers` run this
+last).
+
+The page is written by hand but for its generated blocks, each between
+`<!-- perf:NAME -->` and `<!-- /perf:NAME -->`, which this replaces
+whole; a block whose measurement is not in build/bench/ is left as it
+was. Pictures go to docs/perf/NAME.png, drawn with matplotlib (Agg).
+
+usage: python3 tools/perf_page.py [--check]
+  --check: change nothing; exit 1 when a block names a picture that is
+  not there (tests/check_docs.py checks the links too)
+"""
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "build", "bench")
+PAGE = os.path.join(ROOT, "docs", "performance.md")
+README = os.path.join(ROOT, "README.md")
+PICS = os.path.join(ROOT, "docs", "perf")
+
+DOOR_NAMES = {"rest-json": "REST JSON", "rest-binary": "REST binary", "grpc": "gRPC",
+              "shm": "shared memory"}
+STEPS = ("receive", "decode", "parse", "queue", "compute", "render", "send")
+
+
+def load(part):
+    path = os.path.join(BENCH, part + ".json")
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
+def size(n):
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return "%d%s" % (n // div, unit)
+    return str(n)
+
+
+def num(v, digits=3):
+    """A figure with `digits` significant digits, no exponent below 1e6."""
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    text = "%.*g" % (digits, v)
+    if "e" in text and abs(v) >= 1:
+        text = "%.0f" % v
+    return text
+
+
+def provenance(d):
+    return "%s; commit `%s`, %s; `%s`" % (d["machine"], d["commit"], d["date"], d["command"])
+
+
+def plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as p
+    p.rcParams.update({"font.size": 9, "figure.dpi": 100, "axes.grid": True,
+                       "grid.alpha": 0.3, "savefig.bbox": "tight"})
+    return p
+
+
+def save(fig, name):
+    os.makedirs(PICS, exist_ok=True)
+    fig.savefig(os.path.join(PICS, name + ".png"), metadata={"Software": None})
+    plt().close(fig)
+
+
+# ---------------------------------------------------------------- service
+
+def service_block(d):
+    cells = {(c["door"], c["n"], c["concurrency"]): c for c in d["cells"]}
+    sizes = sorted({c["n"] for c in d["cells"]})
+    conc = sorted({c["concurrency"] for c in d["cells"]})
+    doors = [k for k in DOOR_NAMES if any(c["door"] == k for c in d["cells"])]
+    lines = ["Measured on %s." % provenance(d), "",
+             "requests a second (p50 / p99 ms), float32 [N], %d s windows:" % d["seconds"], ""]
+    head = "| N | c | " + " | ".join(DOOR_NAMES[k] for k in doors) + " |"
+    lines += [head, "|" + "---|" * (2 + len(doors))]
+    for n in sizes:
+        for c in conc:
+            row = ["%s" % size(n), str(c)]
+            for k in doors:
+                x = cells.get((k, n, c))
+                row.append("-" if x is None or "error" in x else "%s (%s / %s)" % (
+                    num(x["rps"]), num(x["p50_ms"]), num(x["p99_ms"])))
+            lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "![Throughput and p99 against tensor size, per door](perf/service.png)"]
+    p = plt()
+    fig, (a, b) = p.subplots(1, 2, figsize=(10, 3.8))
+    for k in doors:
+        xs = [n for n in sizes if "rps" in cells.get((k, n, max(conc)), {})]
+        a.plot(xs, [cells[(k, n, max(conc))]["rps"] for n in xs], marker="o",
+               label=DOOR_NAMES[k])
+        xs = [n for n in sizes if "p99_ms" in cells.get((k, n, min(conc)), {})]
+        b.plot(xs, [cells[(k, n, min(conc))]["p99_ms"] for n in xs], marker="o",
+               label=DOOR_NAMES[k])
+    for ax, title, ylabel in ((a, "throughput, concurrency %d" % max(conc), "requests / s"),
+                              (b, "p99 latency, concurrency %d" % min(conc), "ms")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("elements (float32)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    a.legend()
+    fig.suptitle("tally's doors, %s" % d["machine"].split(",")[0], fontsize=9)
+    save(fig, "service")
+    return lines
+
+
+# ---------------------------------------------------------------- breakdown
+
+def breakdown_block(d):
+    rows = d["cells"]
+    lines = ["Measured on %s." % provenance(d), "",
+             "median microseconds per step over %d requests a cell, one at a time; "
+             "`other` is the request span less its steps (the door's own work "
+             "between them):" % d["requests"], "",
+             "| door | N | request | " + " | ".join(STEPS) + " | other |",
+             "|" + "---|" * (4 + len(STEPS))]
+    for c in rows:
+        other = max(c["request_us"] - sum(c[s + "_us"] for s in STEPS), 0)
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            DOOR_NAMES[c["door"]], size(c["n"]), num(c["request_us"]),
+            " | ".join(num(c[s + "_us"]) for s in STEPS), num(other)))
+    lines += ["", "![Where a request's time goes, by size and door](perf/breakdown.png)"]
+    p = plt()
+    fig, ax = p.subplots(figsize=(10, 0.32 * len(rows) + 1.2))
+    labels = ["%s, %s" % (DOOR_NAMES[c["door"]], size(c["n"])) for c in rows]
+    left = [0.0] * len(rows)
+    colors = p.get_cmap("tab10").colors
+    for i, s in enumerate(STEPS + ("other",)):
+        vals = []
+        for c in rows:
+            tot = max(c["request_us"], 1e-9)
+            v = (max(c["request_us"] - sum(c[t + "_us"] for t in STEPS), 0) if s == "other"
+                 else c[s + "_us"])
+            vals.append(100.0 * v / tot)
+        ax.barh(range(len(rows)), vals, left=left, color=colors[i % 10], label=s)
+        left = [x + y for x, y in zip(left, vals)]
+    for i, c in enumerate(rows):
+        ax.text(min(left[i], 100) + 1, i, "%s us" % num(c["request_us"]), va="center",
+                fontsize=8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 118)
+    ax.set_xlabel("share of the request span's median (%)")
+    ax.legend(ncol=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8)
+    save(fig, "breakdown")
+    return lines
+
+
+# ---------------------------------------------------------------- engine
+
+def engine_label(r):
+    dims = r["shape"].split("x")
+    what = ("a line" if len(dims) == 1 else "axis %d of 3" % r["axis"] if len(dims) == 3
+            else "%s, axis %d" % (r["shape"], r["axis"]))
+    return "%s, %s%s" % (r["size"], what, "" if r["mode"] == "incl" else ", " + r["mode"])
+
+
+def engine_block(d):
+    rows = d["rows"]
+    lines = ["Measured on %s; device: %s." % (provenance(d), d["device"]), "",
+             "GB/s = (bytes read + bytes written) / s, median of runs; ratio = the plain "
+             "copy's time / the scan's, median of back-to-back pairs:", "",
+             "| size | shape | axis | mode | engine GB/s | copy GB/s | ratio | host GB/s "
+             "| numpy GB/s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
+            r["size"], r["shape"], r["axis"], r["mode"], num(r["engine_gbs"]),
+            num(r["copy_gbs"]), "%.2f" % r["ratio"], num(r["host_gbs"]),
+            "-" if r["numpy_gbs"] < 0 else num(r["numpy_gbs"])))
+    lines += ["", "![Engine bandwidth against the copy, per axis and size](perf/engine.png)"]
+    p = plt()
+    fig, ax = p.subplots(figsize=(10, 3.8))
+    labels = [engine_label(r) for r in rows]
+    width = 0.2
+    for i, (key, name) in enumerate((("engine_gbs", "engine"), ("copy_gbs", "plain copy"),
+                                     ("host_gbs", "host backend"), ("numpy_gbs", "numpy"))):
+        ax.bar([k + (i - 1.5) * width for k in range(len(rows))],
+               [max(r[key], 0) for r in rows], width, label=name)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=8, rotation=30, ha="right")
+    ax.set_ylabel("GB/s (read + written)")
+    ax.legend(ncol=4)
+    ax.set_title("the engine beside a plain copy of the same bytes", fontsize=9)
+    save(fig, "engine")
+    return lines
+
+
+# ---------------------------------------------------------------- accuracy
+
+def accuracy_block(d):
+    rows = d["rows"]
+    same = all(r.get("loop_equals_numpy", True) for r in rows)
+    lines = ["Measured on %s; seed %d." % (provenance(d), d["seed"]), "",
+             "largest relative error of a float32 cumulative sum of n values from (0, 1] "
+             "against float64 (the requirement is 1e-5):", "",
+             "| n | float32 loop | numpy.cumsum | tally |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append("| 2^%d | %s | %s | %s |" % (
+            r["n"].bit_length() - 1, num(r.get("loop"), 2) if "loop" in r else "(numpy's)",
+            num(r["numpy"], 2), num(r["tally"], 2)))
+    lines += ["", ("numpy's cumsum is a sequential float32 loop: the two were bit for bit the "
+                   "same at every n the loop ran (up to 2^20)." if same else
+                   "numpy's cumsum and the loop differed at some n."),
+              "", "![Relative error against n](perf/accuracy.png)"]
+    p = plt()
+    fig, ax = p.subplots(figsize=(6.5, 3.8))
+    ns = [r["n"] for r in rows]
+    ax.plot(ns, [r["numpy"] for r in rows], marker="o", label="numpy.cumsum (float32)")
+    lp = [r for r in rows if "loop" in r]
+    ax.plot([r["n"] for r in lp], [r["loop"] for r in lp], marker="x", linestyle="--",
+            label="a float32 loop")
+    ax.plot(ns, [max(r["tally"], 1e-12) for r in rows], marker="s", label="tally")
+    ax.axhline(1e-5, color="grey", linestyle=":", label="requirement (1e-5)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("n")
+    ax.set_ylabel("largest relative error")
+    ax.legend(fontsize=8)
+    save(fig, "accuracy")
+    return lines
+
+
+# ---------------------------------------------------------------- peers
+
+PEER_NAMES = {"tally": "tally", "mlserver": "MLServer", "kserve": "KServe ModelServer",
+              "fastapi": "FastAPI + uvicorn"}
+
+
+def peers_block(d):
+    cells = {(c["server"], c["format"], c["n"], c["concurrency"]): c for c in d["cells"]}
+    servers = [s for s in PEER_NAMES if any(c["server"] == s for c in d["cells"])]
+    sizes = sorted({c["n"] for c in d["cells"]})
+    conc = sorted({c["concurrency"] for c in d["cells"]})
+    ver = "; ".join("%s: %s" % (PEER_NAMES[s], ", ".join(
+        "%s %s" % kv for kv in d["versions"].get(s, {}).items())) for s in servers)
+    lines = ["Measured on %s; %d s windows." % (provenance(d), d["seconds"]), "",
+             "Versions: %s." % ver, "",
+             "requests a second (p50 / p99 ms), float32 [N]; binary: perf_analyzer -i http "
+             "--async with binary tensors; JSON: `tally bench --format json` (KServe v2 JSON):",
+             "", "| format | N | c | " + " | ".join(PEER_NAMES[s] for s in servers) + " |",
+             "|" + "---|" * (3 + len(servers))]
+    for fmt in ("binary", "json"):
+        for n in sizes:
+            for c in conc:
+                row = [fmt, size(n), str(c)]
+                for s in servers:
+                    x = cells.get((s, fmt, n, c))
+                    if x is None:
+                        row.append("n/a")
+                    elif "error" in x:
+                        row.append(x["error"])
+                    else:
+                        row.append("%s (%s / %s)" % (num(x["rps"]), num(x["p50_ms"]),
+                                                     num(x["p99_ms"])))
+                lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "![tally beside the Python servers](perf/peers.png)"]
+    p = plt()
+    fig, axes = p.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    width = 0.8 / len(servers)
+    for ax, fmt in zip(axes, ("binary", "json")):
+        for i, s in enumerate(servers):
+            xs, ys = [], []
+            for k, n in enumerate(sizes):
+                x = cells.get((s, fmt, n, max(conc)))
+                if x is not None and "rps" in x:
+                    xs.append(k + (i - (len(servers) - 1) / 2) * width)
+                    ys.append(x["rps"])
+            ax.bar(xs, ys, width, label=PEER_NAMES[s])
+        ax.set_xticks(range(len(sizes)))
+        ax.set_xticklabels([size(n) for n in sizes])
+        ax.set_yscale("log")
+        ax.set_xlabel("elements (float32)")
+        ax.set_title("%s, concurrency %d" % ("binary tensors" if fmt == "binary" else "JSON",
+                                             max(conc)))
+    axes[0].set_ylabel("requests / s")
+    axes[0].legend(fontsize=8)
+    save(fig, "peers")
+    return lines
+
+
+# ---------------------------------------------------------------- targets
+
+def ratio_rows(e, big):
+    return [r for r in e["rows"] if (r["size"] in ("16M", "64M")) == big]
+
+
+def targets_block(all_):
+    e, a, sv = all_.get("engine"), all_.get("accuracy"), all_.get("service")
+    rows = []
+
+    def add(target, figure, met, where):
+        rows.append("| %s | %s | %s | %s |" % (target, figure,
+                                               "met" if met else "**not met**", where))
+    if e:
+        big, small = ratio_rows(e, True), ratio_rows(e, False)
+        lo_big = min(r["ratio"] for r in big)
+        lo_small = min(r["ratio"] for r in small)
+        add("engine: every row of 16M elements and more at 0.8 of the plain copy or better",
+            "lowest %.2f" % lo_big, lo_big >= 0.8, "[The engine](#the-engine)")
+        add("engine: every 1M row at 0.7 of the plain copy or better",
+            "lowest %.2f" % lo_small, lo_small >= 0.7, "[The engine](#the-engine)")
+    if a:
+        worst = max(r["tally"] for r in a["rows"])
+        add("float32 relative error at most 1e-5 at every length (to 2^%d)"
+            % (max(r["n"] for r in a["rows"]).bit_length() - 1),
+            "largest %s" % num(worst, 2), worst <= 1e-5, "[Accuracy](#accuracy)")
+    if sv:
+        cells = {(c["door"], c["n"], c["concurrency"]): c for c in sv["cells"]}
+        ratios = [(cells[("grpc",) + k[1:]]["rps"] / cells[k]["rps"], k)
+                  for k in cells if k[0] == "rest-binary" and "rps" in cells[k]
+                  and "rps" in cells.get(("grpc",) + k[1:], {})]
+        if ratios:
+            lo = min(ratios)
+            add("gRPC at least 0.9 of REST binary's throughput in every cell",
+                "lowest %.2f (N=%s, c=%d)" % (lo[0], size(lo[1][1]), lo[1][2]), lo[0] >= 0.9,
+                "[The service](#the-service-door-by-door)")
+        n16 = 16 << 20
+        shm, rest = cells.get(("shm", n16, 1), {}), cells.get(("rest-binary", n16, 1), {})
+        if "rps" in shm and "rps" in rest:
+            add("shared memory at 16M, concurrency 1: at least 5x REST binary's throughput",
+                "%.1fx" % (shm["rps"] / rest["rps"]), shm["rps"] >= 5 * rest["rps"],
+                "[The service](#the-service-door-by-door)")
+        eng = (e or {}).get("serve", {}).get(str(n16))
+        if "p50_ms" in shm and eng:
+            add("shared memory at 16M, concurrency 1: a round trip (p50) at most 1.5x the "
+                "engine's scan", "%.2fx (%s / %s ms)" % (shm["p50_ms"] / eng, num(shm["p50_ms"]),
+                                                        num(eng)),
+                shm["p50_ms"] <= 1.5 * eng, "[The service](#the-service-door-by-door)")
+    lines = ["| target | today | status | where |", "|---|---|---|---|"] + rows
+    lines += ["", "Targets measured by other commands, in the journal with their "
+              "figures: small requests against nginx's static answer (`make load`, "
+              "[The service: make load](../BENCHMARKS.md#the-service-make-load)), CI in 25 "
+              "minutes and `make check` in 3 ([CI stage times](../BENCHMARKS.md#ci-stage-times)), "
+              "the soak ([The soak](../BENCHMARKS.md#the-soak-make-soak-10-minutes))."]
+    return lines
+
+
+def headlines(all_):
+    """The few figures the README shows too: (what, figure, anchor) rows."""
+    e, a, sv, pe = (all_.get(k) for k in ("engine", "accuracy", "service", "peers"))
+    out = []
+    if e:
+        big = ratio_rows(e, True)
+        out.append(("the engine, 16M and 64M elements, against a plain copy of the same bytes",
+                    "%.2f-%.2f of the copy's speed" % (min(r["ratio"] for r in big),
+                                                       max(r["ratio"] for r in big)),
+                    "the-engine"))
+    if a:
+        last = max(a["rows"], key=lambda r: r["n"])
+        out.append(("float32 error on 2^%d values (numpy: %s)" % (
+            last["n"].bit_length() - 1, num(last["numpy"], 2)),
+            "%s relative" % num(last["tally"], 2), "accuracy"))
+    if sv:
+        cells = {(c["door"], c["n"], c["concurrency"]): c for c in sv["cells"]}
+        small = cells.get(("rest-json", 16, 16), {})
+        if "rps" in small:
+            out.append(("small JSON requests (16 values), 16 at once",
+                        "%s requests/s" % num(small["rps"]), "the-service-door-by-door"))
+        big = cells.get(("shm", 16 << 20, 1), {})
+        rest = cells.get(("rest-binary", 16 << 20, 1), {})
+        if "p50_ms" in big and "p50_ms" in rest:
+            out.append(("a 64 MiB tensor (16M float32), one at a time",
+                        "%s ms in shared memory, %s ms over REST binary" % (
+                            num(big["p50_ms"]), num(rest["p50_ms"])),
+                        "the-service-door-by-door"))
+    if pe:
+        cells = {(c["server"], c["format"], c["n"], c["concurrency"]): c for c in pe["cells"]}
+        for fmt, n in (("json", 16), ("binary", 1 << 20)):
+            t = cells.get(("tally", fmt, n, 16), {})
+            best = max((c["rps"] for k, c in cells.items() if k[0] != "tally"
+                        and k[1:] == (fmt, n, 16) and "rps" in c), default=None)
+            if "rps" in t and best:
+                out.append(("%s, N=%s, 16 at once, against the fastest Python server" % (
+                    "JSON" if fmt == "json" else "binary tensors", size(n)),
+                    "%.1fx its throughput" % (t["rps"] / best), "beside-the-python-servers"))
+    return out
+
+
+def headlines_block(all_, link_prefix=""):
+    lines = ["| what | today | |", "|---|---|---|"]
+    for what, fig, anchor in headlines(all_):
+        lines.append("| %s | %s | [more](%s#%s) |" % (what, fig, link_prefix, anchor))
+    return lines
+
+
+BLOCKS = {"service": service_block, "breakdown": breakdown_block, "engine": engine_block,
+          "accuracy": accuracy_block, "peers": peers_block}
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    text = open(PAGE).read()
+    missing = [m for m in re.findall(r"\]\((perf/[\w.-]+\.png)\)", text)
+               if not os.path.exists(os.path.join(ROOT, "docs", m))]
+    if check:
+        for m in missing:
+            print("perf_page: docs/%s is named but not there" % m)
+        sys.exit(1 if missing else 0)
+    all_ = {name: load(name) for name in BLOCKS}
+    all_ = {k: v for k, v in all_.items() if v is not None}
+    for name, fn in BLOCKS.items():
+        if name not in all_:
+            print("perf_page: no build/bench/%s.json: its block is left as it was" % name)
+            continue
+        text = fill(text, name, fn(all_[name]), PAGE)
+        print("perf_page: %s: table and docs/perf/%s.png" % (name, name))
+    text = fill(text, "targets", targets_block(all_), PAGE)
+    text = fill(text, "headlines", headlines_block(all_), PAGE)
+    with open(PAGE, "w") as f:
+        f.write(text)
+    # the README's headline table: the same figures, from the same files
+    readme = open(README).read()
+    readme = fill(readme, "headlines", headlines_block(all_, "docs/performance.md"), README)
+    with open(README, "w") as f:
+        f.write(readme)
+    print("perf_page: the targets, and the headlines here and in README.md")
+
+
+def fill(text, name, lines, path):
+    pattern = re.compile(r"(<!-- perf:%s -->\n).*?(<!-- /perf:%s -->)" % (name, name), re.S)
+    if not pattern.search(text):
+        sys.exit("perf_page: %s has no perf:%s block" % (os.path.relpath(path, ROOT), name))
+    body = "\n".join(lines) + "\n"
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+
+
+if __name__ == "__main__":
+    main()
