@@ -108,7 +108,7 @@ def service_block(d):
         ax.set_ylabel(ylabel)
         ax.set_title(title)
     a.legend()
-    fig.suptitle("tally's doors, %s" % d["machine"].split(",")[0], fontsize=9)
+    fig.suptitle("tally's doors, %s" % d["machine"], fontsize=9)
     save(fig, "service")
     return lines
 
@@ -275,7 +275,8 @@ def peers_block(d):
                 if x is not None and "rps" in x:
                     xs.append(k + (i - (len(servers) - 1) / 2) * width)
                     ys.append(x["rps"])
-            ax.bar(xs, ys, width, label=PEER_NAMES[s])
+            ax.bar(xs, ys, width, label=PEER_NAMES[s],
+                   color=p.get_cmap("tab10").colors[list(PEER_NAMES).index(s)])
         ax.set_xticks(range(len(sizes)))
         ax.set_xticklabels([size(n) for n in sizes])
         ax.set_yscale("log")
@@ -283,7 +284,10 @@ def peers_block(d):
         ax.set_title("%s, concurrency %d" % ("binary tensors" if fmt == "binary" else "JSON",
                                              max(conc)))
     axes[0].set_ylabel("requests / s")
-    axes[0].legend(fontsize=8)
+    # every server in the legend, MLServer too, which has no binary bars
+    handles = [p.Rectangle((0, 0), 1, 1, color=p.get_cmap("tab10").colors[i])
+               for i, s in enumerate(PEER_NAMES) if s in servers]
+    axes[0].legend(handles, [PEER_NAMES[s] for s in PEER_NAMES if s in servers], fontsize=8)
     save(fig, "peers")
     return lines
 
