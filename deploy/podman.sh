@@ -36,6 +36,31 @@ podman_install() {
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
+# podman_ready: the install, the configuration and the base image, one
+# caller at a time. make test runs the container test and the bare-Debian
+# test at once, and on a new machine both would run apt-get together (the
+# second fails on apt's lock) and debootstrap into one folder. The lock is
+# a file under $CONTAINER_WORK, held through flock (util-linux, in every
+# Debian); apt_locked takes the same one for a later install.
+podman_ready() {
+  mkdir -p "$CONTAINER_WORK"
+  exec 9>"$CONTAINER_WORK/setup.lock"
+  flock 9
+  podman_install
+  podman_configure
+  podman_base_image
+  exec 9>&-
+}
+
+# apt_locked ARGS...: apt-get ARGS under podman_ready's lock.
+apt_locked() {
+  mkdir -p "$CONTAINER_WORK"
+  (
+    flock 9
+    DEBIAN_FRONTEND=noninteractive apt-get "$@"
+  ) 9>"$CONTAINER_WORK/setup.lock"
+}
+
 # Writes the private configuration and exports what points at it.
 podman_configure() {
   mkdir -p "$CONTAINER_WORK"
@@ -136,18 +161,14 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
   case "${1:-}" in
     setup)
-      podman_install
-      podman_configure
-      podman_base_image
+      podman_ready
       ;;
     env)
       podman_configure
       echo "export CONTAINERS_CONF=$CONTAINERS_CONF CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF"
       ;;
     build)
-      podman_install
-      podman_configure
-      podman_base_image
+      podman_ready
       tag=${2:-tally:$(sed -n 's/^#define TALLY_VERSION "\(.*\)"/\1/p' \
         "$(dirname "$0")/../client/include/tally.h")}
       say "building $tag (a few minutes the first time)"

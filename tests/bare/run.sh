@@ -49,9 +49,7 @@ if [ -f /run/.containerenv ]; then
   exit 0
 fi
 
-podman_install
-podman_configure
-podman_base_image
+podman_ready
 mkdir -p "$APT_CACHE" "$tmp/pocl"
 
 # the tree as a clone has it: no build/, nothing git ignores

@@ -51,9 +51,7 @@ cleanup() {
 trap cleanup EXIT
 
 # ---------------------------------------------------------------- 1, 2
-podman_install
-podman_configure
-podman_base_image
+podman_ready
 say "building $IMAGE"
 t0=$SECONDS
 podman_build "$IMAGE" "$tmp/build.log" || { tail -40 "$tmp/build.log"; die "podman build"; }
@@ -265,7 +263,7 @@ fi
 # ---------------------------------------------------------------- 6
 if ! command -v docker-compose >/dev/null 2>&1; then
   say "installing docker-compose"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+  apt_locked install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
 docker-compose -f deploy/compose.yaml config -q || die "docker-compose rejects deploy/compose.yaml"
 sed 's/read_only: true/read_only: true\n    raed_only: true/' deploy/compose.yaml > deploy/.compose-check.yaml
