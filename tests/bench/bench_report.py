@@ -49,7 +49,7 @@ import urllib.request
 import numpy as np
 
 from benchlib import BIN, ROOT, free_port, start_tallyd
-from bench_peers import commit, cpu
+from bench_peers import commit, cpu, tally_bench_json
 from bench_serve import perf_analyzer, perf_binary
 
 OUT = os.path.join(ROOT, "build", "bench")
@@ -81,20 +81,6 @@ def log_file(name):
 
 # ---------------------------------------------------------------- service
 
-def tally_json(url, n, c, seconds):
-    out = subprocess.run([os.path.join(BIN, "tally"), "bench", "--url", url, "--concurrency",
-                          str(c), "--duration", str(seconds), "--shape", str(n), "--quiet",
-                          "--format", "json"], capture_output=True, text=True)
-    text = out.stdout + out.stderr
-    m = re.search(r"requests/s\s+([\d.]+)", text)
-    lat = re.search(r"p50 ([\d.]+)\s+p90 [\d.]+\s+p99 ([\d.]+)", text)
-    err = re.search(r"errors\s+(\d+)", text)
-    if m is None or lat is None or err is None or int(err.group(1)):
-        print(text[-1500:], file=sys.stderr)
-        return None
-    return float(m.group(1)), float(lat.group(1)), float(lat.group(2))
-
-
 def service(seconds):
     pa = perf_analyzer()
     gport = free_port()
@@ -113,7 +99,7 @@ def service(seconds):
             for c in CONCURRENCY:
                 for door in DOORS:
                     if door == "rest-json":
-                        r = tally_json(url, n, c, sec) if n <= JSON_MAX else None
+                        r = tally_bench_json(url, n, c, sec, str(n)) if n <= JSON_MAX else None
                     elif door == "rest-binary":
                         r = perf_binary(pa, rest, "http", n, c, sec)
                     elif door == "grpc":
