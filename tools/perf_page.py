@@ -418,10 +418,19 @@ def main():
             continue
         text = fill(text, name, fn(all_[name]), PAGE)
         print("perf_page: %s: table and docs/perf/%s.png" % (name, name))
-    text = fill(text, "targets", targets_block(all_), PAGE)
-    text = fill(text, "headlines", headlines_block(all_), PAGE)
+    # the targets and the headlines draw on every part: from some, they
+    # would lose the rows of the others
+    whole = set(all_) == set(BLOCKS)
+    if whole:
+        text = fill(text, "targets", targets_block(all_), PAGE)
+        text = fill(text, "headlines", headlines_block(all_), PAGE)
     with open(PAGE, "w") as f:
         f.write(text)
+    if not whole:
+        print("perf_page: the targets and the headlines are left as they were (they need "
+              "every part in build/bench/; missing: %s)" % ", ".join(
+                  sorted(set(BLOCKS) - set(all_))))
+        return
     # the README's headline table: the same figures, from the same files
     readme = open(README).read()
     readme = fill(readme, "headlines", headlines_block(all_, "docs/performance.md"), README)
