@@ -85,6 +85,14 @@ static tally_code read_file(FILE *f, const char *path, unsigned flags,
     if (h.data_bytes > SIZE_MAX / 2)
         return say(msg, len, TALLYE_FORMAT,
                    "%s: the shape is too large for memory", path);
+    /* a dimension past int64 (the API's type) can pass the size check
+     * beside a 0: (0, 2^64 - 1) holds no bytes */
+    for (int d = 0; d < h.rank; d++)
+        if (h.shape[d] > (uint64_t)INT64_MAX)
+            return say(msg, len, TALLYE_FORMAT,
+                       "%s: dimension %d of its shape, %llu, is larger than "
+                       "2^63 - 1",
+                       path, d, (unsigned long long)h.shape[d]);
     size_t n = (size_t)h.data_bytes, count = n / size;
     /* a file shorter than its shape says is caught before allocating; a
      * pipe, whose length is unknown, gets memory as its bytes come */
@@ -145,7 +153,7 @@ static tally_code read_file(FILE *f, const char *path, unsigned flags,
         buf = c_order;
     }
     for (int d = 0; d < h.rank; d++)
-        shape[d] = (int64_t)h.shape[d]; /* <= data_bytes, so in range */
+        shape[d] = (int64_t)h.shape[d]; /* <= INT64_MAX, checked above */
     *dtype = (tally_dt)h.dtype;
     *rank = h.rank;
     *data = buf;
