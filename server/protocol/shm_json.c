@@ -54,7 +54,7 @@ bool shm_json_register(const uint8_t *body, size_t len, char *key, size_t *klen,
             if (strcmp(name, "key") != 0 && strcmp(name, "offset") != 0
                 && strcmp(name, "byte_size") != 0) {
                 /* a misspelt member would otherwise be left out unseen:
-                 * "byte_szie" is no region size */
+                 * "ofset" would register the object's first bytes */
                 char quoted[96];
                 tx_utf8_escape(name, strlen(name), quoted, sizeof quoted);
                 snprintf(msg, msglen,

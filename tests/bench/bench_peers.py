@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -251,6 +252,8 @@ def main():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if name == "mlserver":  # the settings folder start_peer made
+                shutil.rmtree(proc.args[-1], ignore_errors=True)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     if args.only and os.path.exists(OUT):
         # a partial run replaces its servers' cells in the last full one
