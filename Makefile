@@ -118,7 +118,7 @@ $(OTLP_GEN).c $(OTLP_GEN).h: proto/otlp_trace.proto
 $(BUILD)/server/telemetry/otlp.o: $(OTLP_GEN).h
 
 # The host backend's inner loops are worth the extra optimisation.
-$(BUILD)/server/engine/scan_host.o $(BUILD)/server/engine/tile_host.o: CFLAGS += -O3 -Wno-psabi
+$(BUILD)/server/engine/scan_host.o $(BUILD)/server/engine/tile_host.o $(BUILD)/server/engine/carry.o: CFLAGS += -O3 -Wno-psabi
 # test_host includes scan_host.c, to test its two float32 copies
 $(BUILD)/tests/test_host.o: CFLAGS += -O3 -Wno-psabi
 
@@ -161,11 +161,12 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 # With them go the status table (core/status.c), whose statuses they name,
 # the checks of shared-memory region names (core/shm_ref.c), which they
 # parse, the trace context (core/trace.c), whose span ids the OTLP encoder
-# draws, and content coding (core/content_coding.c), which test_codec
-# tests beside them.
+# draws, content coding (core/content_coding.c), which test_codec
+# tests beside them, and the sequence ids' checks (core/sequence_id.c),
+# which every protocol reads its sequence parameters with.
 CODEC_SRC  := $(wildcard server/format/*.c server/protocol/*.c)
 CODEC_CORE := server/core/status.c server/core/shm_ref.c server/core/trace.c \
-              server/core/content_coding.c
+              server/core/content_coding.c server/core/sequence_id.c
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/format/numtext_conv.o \
               $(CODEC_CORE:%.c=$(BUILD)/%.o) \
               $(PB_GEN).o $(OTLP_GEN).o

@@ -26,7 +26,8 @@
  *                           the response. They never wait on a device.
  *   the tick thread         every 5 ms, the scheduler's tick (sched_tick:
  *                           expired jobs fail, queued jobs whose clients
- *                           left are dropped), on a thread of its own so
+ *                           left are dropped) and the sequences' sweep
+ *                           (seq_sweep: idle ones expire), on a thread of its own so
  *                           that the loop's gRPC work (decoding a large
  *                           compressed message, say) never delays a
  *                           deadline: BENCHMARKS.md, "The loop thread and
@@ -126,10 +127,11 @@ static atomic_bool ticker_stop;
 
 static void run_ticker(void *arg)
 {
-    sched *sc = arg;
+    api_state *a = arg;
     while (!atomic_load(&ticker_stop)) {
         uv_sleep(TICK_MS);
-        sched_tick(sc);
+        sched_tick(a->sched);
+        seq_sweep(a->seqs);
     }
 }
 static uint64_t drain_started_ns;
@@ -512,6 +514,12 @@ int main(int argc, char **argv)
     }
 
     app.docs = &docs;
+    if (!api_sequences_load(&app, s, msg, sizeof msg)) {
+        log_msg("tallyd", "error", "%s", msg);
+        api_stop(&app);
+        api_free(&app);
+        return 1;
+    }
     otlp_exporter *exporter = NULL;
     if (!start_tracing(s, &exporter, msg, sizeof msg)) {
         log_msg("tallyd", "error", "%s", msg);
@@ -571,7 +579,7 @@ int main(int argc, char **argv)
             s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
             s->cfg.max_body_bytes);
 
-    if (uv_thread_create(&ticker, run_ticker, app.sched) != 0) {
+    if (uv_thread_create(&ticker, run_ticker, &app) != 0) {
         log_msg("tallyd", "error", "cannot start the scheduler's tick thread");
         return 1;
     }
@@ -581,6 +589,8 @@ int main(int argc, char **argv)
 
     api_stop(&app); /* every queued job runs first */
     http_stop(&transport);
+    if (!api_sequences_save(&app, s) && exit_code == 0)
+        exit_code = 1;
     api_free(&app); /* no request holds a region now */
     otlp_exporter_stop(exporter); /* the last spans go out */
     api_docs_free(&docs);

@@ -37,6 +37,7 @@
 #include "json.h"
 #include "router.h"
 #include "scheduler.h"
+#include "sequence.h"
 #include "shm.h"
 #include "trace_settings.h"
 
@@ -70,6 +71,8 @@ typedef struct {
     sched_backend backend; /* over the devices */
     grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
+    seq_table *seqs;       /* the live sequences (sequence.h); off with
+                            * --max-sequences 0 */
     const api_docs *docs;  /* tallyd.c's, borrowed; NULL: none */
     otlp_exporter *traces; /* tallyd.c's, borrowed; NULL: tracing off */
     /* /v2/trace/setting's: the settings now and at start-up (trace.c) */
@@ -90,7 +93,19 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
  * the transport has stopped taking requests. */
 void api_stop(api_state *a);
 
-/* Frees the rest: the shared-memory registry, whose regions requests
+/* The sequences at the start: with --state-dir, those a drain saved
+ * there (sequence.h's seq_load), logged. False with a message naming the
+ * file when it cannot be taken: tallyd does not start. After
+ * api_start(), before the transports. */
+bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
+                        size_t msglen);
+
+/* The sequences at the end of a drain, once nothing runs (after
+ * api_stop()): written to --state-dir, or, without one, dropped, with a
+ * log line either way. False when they could not be written (logged). */
+bool api_sequences_save(api_state *a, tallyd_server *s);
+
+/* Frees the rest: the sequences, the shared-memory registry, whose regions requests
  * hold until they are freed. After api_stop() and after the transports
  * have stopped (and freed every request and call). */
 void api_free(api_state *a);
@@ -103,6 +118,14 @@ void api_trace_start(api_state *a, tallyd_server *s, otlp_exporter *e);
 static inline sched *api_sched(request *r)
 {
     return ((api_state *)r->s->app)->sched;
+}
+
+/* The model config's max_sequence_idle_microseconds: --sequence-idle-ms
+ * in microseconds, or 0 when sequences are off (no sequence_batching). */
+static inline uint64_t api_sequence_idle_us(tallyd_server *s)
+{
+    api_state *a = s->app;
+    return seq_enabled(a->seqs) ? seq_idle_ms(a->seqs) * 1000u : 0;
 }
 
 /* The table tallyd hands to http_start(). */

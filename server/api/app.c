@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "log.h"
 
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
@@ -39,8 +40,62 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
             return false;
         }
     }
+    seq_options so = {
+        .max_sequences = s->cfg.max_sequences,
+        .idle_ms = s->cfg.sequence_idle_ms,
+        .max_bytes = s->cfg.sequence_max_bytes,
+    };
+    a->seqs = seq_table_new(&so);
+    if (a->seqs == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return false;
+    }
     s->app = a;
     return sched_start(a->sched, msg, msglen) == ENG_E_OK;
+}
+
+bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
+                        size_t msglen)
+{
+    const char *dir = s->cfg.state_dir;
+    if (dir == NULL || dir[0] == '\0' || !seq_enabled(a->seqs))
+        return true;
+    size_t n, expired;
+    if (!seq_load(a->seqs, dir, &n, &expired, msg, msglen))
+        return false;
+    if (n > 0 || expired > 0)
+        log_msg("sequences", "info",
+                "%zu sequences loaded from %s/sequences.state; %zu more had "
+                "been idle past --sequence-idle-ms and were dropped",
+                n, dir, expired);
+    return true;
+}
+
+bool api_sequences_save(api_state *a, tallyd_server *s)
+{
+    if (a->seqs == NULL || !seq_enabled(a->seqs))
+        return true;
+    size_t live = seq_live(a->seqs);
+    const char *dir = s->cfg.state_dir;
+    if (dir == NULL || dir[0] == '\0') {
+        if (live > 0)
+            log_msg("sequences", "warn",
+                    "%zu live sequences dropped: tallyd runs without "
+                    "--state-dir",
+                    live);
+        return true;
+    }
+    char msg[512];
+    size_t n;
+    if (!seq_save(a->seqs, dir, &n, msg, sizeof msg)) {
+        log_msg("sequences", "error", "%zu live sequences lost: %s", live, msg);
+        return false;
+    }
+    log_msg("sequences", "info",
+            "%zu live sequences written to "
+            "%s/sequences.state",
+            n, dir);
+    return true;
 }
 
 void api_stop(api_state *a)
@@ -54,6 +109,8 @@ void api_stop(api_state *a)
 
 void api_free(api_state *a)
 {
+    seq_table_free(a->seqs);
+    a->seqs = NULL;
     shm_registry_free(a->shm);
     a->shm = NULL;
     uv_mutex_destroy(&a->trace_mu);

@@ -128,12 +128,13 @@ static void model_ready(grpc_call *c)
  * protobuf. */
 static void server_metadata(grpc_call *c)
 {
-    const char *const *ext;
+    const char *ext[KSERVE_MAX_EXTENSIONS];
     Inference__ServerMetadataResponse r =
         INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     r.name = (char *)kserve_model.server;
     r.version = (char *)server_of(c)->version;
-    r.n_extensions = kserve_extensions(api_of(c)->shm != NULL, &ext);
+    r.n_extensions = kserve_extensions(api_of(c)->shm != NULL,
+                                       seq_enabled(api_of(c)->seqs), ext);
     r.extensions = (char **)ext;
     reply_message(c, &r.base);
 }
@@ -219,6 +220,11 @@ static void model_config(grpc_call *c)
         m.n_input = m.n_output = 1;
         m.input = in;
         m.output = out;
+        Inference__ModelSequenceBatching sb =
+            INFERENCE__MODEL_SEQUENCE_BATCHING__INIT;
+        sb.max_sequence_idle_microseconds = api_sequence_idle_us(server_of(c));
+        if (sb.max_sequence_idle_microseconds > 0)
+            m.sequence_batching = &sb;
         Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
         r.config = &m;
         reply_message(c, &r.base);
@@ -455,6 +461,7 @@ static void model_infer(grpc_call *c)
     j->out = w->q.data;
     j->watch_fd = -1; /* its stream shares the connection's socket */
     j->trace = grpc_call_trace(c);
+    w->w.seq = w->q.seq;
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *data = w->q.data;
         status_code st = api_shm_place(

@@ -110,7 +110,8 @@ void api_infer(request *r)
                                             c->req.timeout_us);
     submit_from from = c->req.data_owned ? SUBMIT_TEXT : SUBMIT_BYTES;
     if (!c->req.x_shm.set && !c->req.y_shm.set) {
-        submit_scan(r, &c->req.desc, c->req.data, timeout_ms, from,
+        submit_scan(r, &c->req.desc, c->req.data, &c->req.seq, timeout_ms,
+                    from,
                     finish_infer);
         return;
     }
@@ -125,6 +126,7 @@ void api_infer(request *r)
         http_error(r, st, "%s", msg);
         return;
     }
-    submit_scan_to(r, &c->req.desc, in, out, timeout_ms, SUBMIT_BYTES,
+    submit_scan_to(r, &c->req.desc, in, out, &c->req.seq, timeout_ms,
+                   SUBMIT_BYTES,
                    finish_infer);
 }

@@ -38,10 +38,23 @@ static void media_type(request *r, char *buf, size_t len)
 }
 
 /* axis, exclusive, reverse and direction from the query string. */
-static bool query_params(request *r, scan_params *p, char *msg, size_t msglen)
+/* The scan's and the sequence's parameters from the query string. */
+static bool query_params(request *r, scan_params *p, seq_params *q, char *msg,
+                         size_t msglen)
 {
+    static const char *const seq_names[] = {"sequence_id", "sequence_start",
+                                            "sequence_end"};
     const char *v;
     memset(p, 0, sizeof *p);
+    memset(q, 0, sizeof *q);
+    for (size_t i = 0; i < 3; i++) {
+        bool ok;
+        if ((v = http_query(r, seq_names[i])) != NULL
+            && seq_query_param(seq_names[i], v, q, &ok, msg, msglen) && !ok)
+            return false;
+    }
+    if (!seq_params_check(q, msg, msglen))
+        return false;
     if ((v = http_query(r, "axis")) != NULL) {
         if (!parse_int_text("axis", v, &p->axis, msg, msglen))
             return false;
@@ -102,8 +115,9 @@ static void native_json(request *r)
     static const char *const none[] = {NULL};
     if (!http_query_known(r, none, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID,
-                   "%s: with a JSON body, axis, exclusive, reverse and "
-                   "direction are members of the JSON object",
+                   "%s: with a JSON body, axis, exclusive, reverse, "
+                   "direction and the sequence parameters are members of "
+                   "the JSON object",
                    msg);
         return;
     }
@@ -126,7 +140,7 @@ static void native_json(request *r)
     }
     r->ctx = c;
     r->ctx_free = json_ctx_free;
-    submit_scan(r, &c->req.desc, c->req.data, -1, SUBMIT_TEXT,
+    submit_scan(r, &c->req.desc, c->req.data, &c->req.seq, -1, SUBMIT_TEXT,
                     finish_json);
 }
 
@@ -136,6 +150,7 @@ typedef struct {
     void *data; /* in the body, or `copy` */
     void *copy; /* the C-order copy of a Fortran-order array */
     size_t bytes;
+    seq_params seq;
 } npy_ctx;
 
 static void npy_ctx_free(void *p)
@@ -163,8 +178,10 @@ static void finish_npy(request *r)
 static void native_npy(request *r)
 {
     char msg[512];
-    static const char *const allowed[] = {"axis",      "exclusive", "reverse",
-                                          "direction", "dtype",     NULL};
+    static const char *const allowed[] = {
+        "axis",        "exclusive",      "reverse",      "direction",
+        "dtype",       "sequence_id",    "sequence_start", "sequence_end",
+        NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
@@ -200,7 +217,7 @@ static void native_npy(request *r)
     c->desc.dtype = h.dtype;
     c->desc.rank = h.rank;
     memcpy(c->desc.shape, h.shape, sizeof h.shape);
-    if (!query_params(r, &p, msg, sizeof msg)
+    if (!query_params(r, &p, &c->seq, msg, sizeof msg)
         || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
@@ -226,12 +243,13 @@ static void native_npy(request *r)
         tx_npy_fortran_to_c(c->data, c->copy, size, h.shape, h.rank);
         c->data = c->copy;
     }
-    submit_scan(r, &c->desc, c->data, -1, SUBMIT_BYTES, finish_npy);
+    submit_scan(r, &c->desc, c->data, &c->seq, -1, SUBMIT_BYTES, finish_npy);
 }
 
 /* raw bytes */
 typedef struct {
     eng_scan_desc desc;
+    seq_params seq;
 } raw_ctx;
 
 static void finish_raw(request *r)
@@ -246,7 +264,9 @@ static void native_raw(request *r)
 {
     char msg[512];
     static const char *const allowed[] = {
-        "axis", "exclusive", "reverse", "direction", "dtype", "shape", NULL};
+        "axis",        "exclusive",      "reverse",      "direction",
+        "dtype",       "shape",          "sequence_id", "sequence_start",
+        "sequence_end", NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
@@ -276,7 +296,7 @@ static void native_raw(request *r)
     scan_params p;
     if (!parse_shape_text("shape", sh, c->desc.shape, &c->desc.rank, msg,
                           sizeof msg)
-        || !query_params(r, &p, msg, sizeof msg)
+        || !query_params(r, &p, &c->seq, msg, sizeof msg)
         || !scan_params_apply(&p, &c->desc, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
@@ -293,7 +313,8 @@ static void native_raw(request *r)
                    r->body_len, tx_dtype_name(c->desc.dtype), sh, l.bytes);
         return;
     }
-    submit_scan(r, &c->desc, http_body(r), -1, SUBMIT_BYTES, finish_raw);
+    submit_scan(r, &c->desc, http_body(r), &c->seq, -1, SUBMIT_BYTES,
+                finish_raw);
 }
 
 /* `curl -d '{...}'` sends a JSON object as application/x-www-form-urlencoded:

@@ -27,9 +27,10 @@ static char *copy_text(const char *s)
 
 void api_server_metadata(request *r)
 {
-    reply_owned_json(r, 200, kserve_server_metadata(
-                                    r->s->version,
-                                    ((api_state *)r->s->app)->shm != NULL));
+    api_state *a = r->s->app;
+    reply_owned_json(r, 200, kserve_server_metadata(r->s->version,
+                                                    a->shm != NULL,
+                                                    seq_enabled(a->seqs)));
 }
 
 void api_health_live(request *r)
@@ -83,7 +84,7 @@ void api_model_ready(request *r)
 
 void api_model_config(request *r)
 {
-    reply_owned_json(r, 200, kserve_model_config());
+    reply_owned_json(r, 200, kserve_model_config(api_sequence_idle_us(r->s)));
 }
 
 /* GET /v2/models[/cumsum[/versions/1]]/stats: Triton's statistics
@@ -115,6 +116,8 @@ void api_metrics(request *r)
     if (a->grpc != NULL)
         grpc_render_metrics(a->grpc, &o);
     sched_render_metrics(api_sched(r), &o);
+    if (seq_enabled(a->seqs))
+        seq_render_metrics(a->seqs, &o);
     if (a->traces != NULL)
         otlp_exporter_render_metrics(a->traces, &o);
     if (a->shm != NULL) {

@@ -3,9 +3,11 @@
  * (submit.h).
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "api.h"
 #include "clock.h"
 #include "submit.h"
 
@@ -22,6 +24,14 @@ static void note_times(submit_work *w)
     }
     trace_work ran;
     sched_ran(j, &ran);
+    if (w->seq.has_id) {
+        ran.sequence_is_string = w->seq.is_string;
+        if (w->seq.is_string)
+            memcpy(ran.sequence_id, w->seq.str, w->seq.len + 1);
+        else
+            snprintf(ran.sequence_id, sizeof ran.sequence_id, "%llu",
+                     (unsigned long long)w->seq.num);
+    }
     w->door->times(w->req, w->parse_ns, queue, compute, &ran);
 }
 
@@ -29,24 +39,37 @@ static void note_times(submit_work *w)
  * have gone while it waited (a summed-at-once one is answered, and the
  * transport drops the answer if nobody reads it: probing costs a poll(2)
  * on the REST door). */
+/* A chunk's end in its sequence, once: ok adds the carries to its answer
+ * and advances them; otherwise they stay as they were. It may hand the
+ * turn to the next chunk (seq_ready). */
+static void seq_end(submit_work *w, bool ok)
+{
+    seq_table *t = w->seqs;
+    if (t == NULL)
+        return;
+    w->seqs = NULL;
+    seq_finish(t, &w->slot, ok, w->j.out);
+}
+
 static void conclude(submit_work *w, bool queued, bool left)
 {
     const job *j = &w->j;
     const submit_door *d = w->door;
+    bool gone =
+        j->status == STATUS_CANCELLED || (queued && (left || d->gone(w)));
+    seq_end(w, j->status == STATUS_OK && !gone);
     if (j->status == STATUS_CANCELLED) { /* counted by the scheduler */
         d->cancelled(w->req);
         return;
     }
-    if (queued && (left || d->gone(w))) { /* gone after the last probe */
+    if (gone) { /* gone after the last probe */
         sched_count_cancelled(w->sched);
         d->cancelled(w->req);
         return;
     }
     char msg[512];
     switch (j->status) {
-    case STATUS_OK:
-        d->answer(w->req);
-        return;
+    case STATUS_OK: d->answer(w->req); return;
     case STATUS_DEADLINE:
         snprintf(msg, sizeof msg,
                  "the deadline of %" PRId64 " ms expired after %" PRIu64
@@ -83,6 +106,74 @@ static bool push(submit_work *w)
     return w->refused == STATUS_OK;
 }
 
+/* The words for a job the scheduler would not take. */
+static void refusal_words(const submit_work *w, char *msg, size_t len)
+{
+    if (w->refused == STATUS_DRAINING)
+        snprintf(msg, len, "the server is shutting down");
+    else if (w->refused == STATUS_QUEUE_FULL)
+        snprintf(msg, len,
+                 "the queue is full (%u jobs wait); retry after a moment",
+                 w->s->cfg.queue_depth);
+    else
+        snprintf(msg, len, "%s", status_text(w->refused));
+}
+
+/* A waiting chunk's turn has come (sequence.h's ready), on the thread
+ * that finished the chunk before it; its request is suspended. Queued
+ * (never summed here: this may be another door's thread); a refusal
+ * comes back to its door as the job's end. */
+static void seq_ready(seq_slot *slot)
+{
+    submit_work *w =
+        (submit_work *)((char *)slot - offsetof(submit_work, slot));
+    w->refused = sched_submit(w->sched, &w->j);
+    if (w->refused == STATUS_OK)
+        return;
+    w->j.status = w->refused;
+    refusal_words(w, w->j.msg, sizeof w->j.msg);
+    w->door->resume(w->req);
+}
+
+/* Suspends a chunk until its turn, under the door's handshake: false
+ * when the turn came first (the request goes on at once, unsuspended). */
+static bool wait_turn(submit_work *w)
+{
+    return seq_arm(w->seqs, &w->slot);
+}
+
+/* Admits a chunk into its sequence. False: answered (refused), or
+ * suspended until its turn. */
+static bool admit(submit_work *w, tallyd_server *s)
+{
+    job *j = &w->j;
+    char msg[512];
+    status_code st = STATUS_OK;
+    seq_table *t = ((api_state *)s->app)->seqs;
+    bool wait = false;
+    if (j->iv != NULL || j->ov != NULL) {
+        snprintf(msg, sizeof msg,
+                 "a sequence's chunks are packed tensors; DirectML's "
+                 "strided layouts cannot be one");
+        st = STATUS_INVALID;
+    } else {
+        st = seq_admit(t, &w->seq, &j->desc, &j->lines, j->in, &w->slot, &wait,
+                       msg, sizeof msg);
+    }
+    if (st != STATUS_OK) {
+        note_times(w);
+        w->door->fail(w->req, st, msg);
+        return false;
+    }
+    w->seqs = t;
+    if (!wait)
+        return true;
+    w->slot.ready = seq_ready;
+    if (w->door->suspend(w->req, wait_turn, w))
+        return false;
+    return true; /* its turn came while it was being suspended */
+}
+
 void submit_start(submit_work *w, const submit_door *door, void *req,
                   tallyd_server *s, sched *sc, int64_t transport_ms,
                   int64_t protocol_ms, submit_from from, uint64_t handler_ns)
@@ -100,6 +191,15 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     int64_t ms = submit_deadline_ms(transport_ms, protocol_ms,
                                     (int64_t)s->cfg.timeout_ms);
     w->timeout_ms = ms;
+    w->from = from;
+    /* a chunk that waits for its turn is queued when it comes: the job
+     * is whole before it is admitted */
+    w->j.deadline_ns = ms > 0 ? sched_now(sc) + (uint64_t)ms * 1000000u : 0;
+    w->j.done = on_job_done;
+    w->j.gone = probe_gone;
+    w->j.ctx = w;
+    if (w->seq.has_id && !admit(w, s))
+        return;
 
     uint64_t inline_max = s->cfg.inline_max;
     if (from == SUBMIT_TEXT && s->cfg.json_inline_max > inline_max)
@@ -111,22 +211,12 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
         return;
     }
 
-    w->j.deadline_ns = ms > 0 ? sched_now(sc) + (uint64_t)ms * 1000000u : 0;
-    w->j.done = on_job_done;
-    w->j.gone = probe_gone;
-    w->j.ctx = w;
     if (door->suspend(req, push, w))
         return;
     /* refused: done will not run */
     char msg[160];
-    if (w->refused == STATUS_DRAINING)
-        snprintf(msg, sizeof msg, "the server is shutting down");
-    else if (w->refused == STATUS_QUEUE_FULL)
-        snprintf(msg, sizeof msg,
-                 "the queue is full (%u jobs wait); retry after a moment",
-                 s->cfg.queue_depth);
-    else
-        snprintf(msg, sizeof msg, "%s", status_text(w->refused));
+    refusal_words(w, msg, sizeof msg);
+    seq_end(w, false);
     note_times(w);
     door->fail(req, w->refused, msg);
 }

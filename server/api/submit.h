@@ -24,6 +24,12 @@
  *     thread (door->resume) and there, in submit_finish(), hands the door
  *     its times and then exactly one of: the answer, a failure with its
  *     words, or "the client has gone" (nothing is sent).
+ * A request that names a sequence (w->seq, sequence_id.h) is a chunk of
+ * it (sched/sequence.h): the adapter admits it into its sequence before
+ * anything else (a refusal is answered at once), suspends it while an
+ * earlier chunk of the same sequence runs, and adds the sequence's
+ * carries to its answer before the door sees it. A chunk takes a packed
+ * tensor: DirectML's strided layouts are refused in sequences.
  * Refusals and failures read the same through every door; the status
  * table (status.h) maps them to an HTTP status or a gRPC code.
  *
@@ -41,6 +47,7 @@
 #include <stdint.h>
 
 #include "scheduler.h"
+#include "sequence.h"
 #include "server.h"
 
 /* What the tensor came as, for the choice between summing it at once and
@@ -81,9 +88,14 @@ typedef struct {
 
 /* The adapter's record: the door embeds it in its request's record and
  * fills j's scan (desc, in, out, iv, ov), j.trace and j.watch_fd (-1 when
- * the door has no socket of its own per request) before submit_start(). */
+ * the door has no socket of its own per request), and seq (zeroed: not a
+ * chunk) before submit_start(). */
 struct submit_work {
     job j;
+    seq_params seq;
+    seq_slot slot;  /* the chunk's, once admitted */
+    seq_table *seqs; /* NULL: not admitted, or already finished */
+    submit_from from;
     const submit_door *door;
     void *req;
     tallyd_server *s;

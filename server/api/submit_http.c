@@ -130,7 +130,8 @@ static bool header_timeout_ms(request *r, int64_t *ms, char *msg, size_t msglen)
 
 static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
                    const void *in, const eng_view *ov, void *out,
-                   int64_t protocol_ms, submit_from from, http_handler finish)
+                   const seq_params *seq, int64_t protocol_ms,
+                   submit_from from, http_handler finish)
 {
     char msg[256];
     int64_t header_ms;
@@ -152,6 +153,8 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     j->ov = ov;
     j->watch_fd = http_client_fd(r);
     j->trace = &r->trace;
+    if (seq != NULL && seq->has_id)
+        hw->w.seq = *seq;
     r->work = hw;
     r->work_free = free;
     submit_start(&hw->w, &rest_door, r, r->s, api_sched(r), header_ms,
@@ -159,21 +162,22 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
 }
 
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,
-                 int64_t timeout_ms, submit_from from, http_handler finish)
+                 const seq_params *seq, int64_t timeout_ms, submit_from from,
+                 http_handler finish)
 {
-    submit(r, desc, NULL, inout, NULL, inout, timeout_ms, from, finish);
+    submit(r, desc, NULL, inout, NULL, inout, seq, timeout_ms, from, finish);
 }
 
 void submit_scan_to(request *r, const eng_scan_desc *desc, const void *in,
-                    void *out, int64_t timeout_ms, submit_from from,
-                    http_handler finish)
+                    void *out, const seq_params *seq, int64_t timeout_ms,
+                    submit_from from, http_handler finish)
 {
-    submit(r, desc, NULL, in, NULL, out, timeout_ms, from, finish);
+    submit(r, desc, NULL, in, NULL, out, seq, timeout_ms, from, finish);
 }
 
 void submit_strided(request *r, const eng_scan_desc *desc, const eng_view *iv,
                     const void *in, const eng_view *ov, void *out,
                     int64_t timeout_ms, submit_from from, http_handler finish)
 {
-    submit(r, desc, iv, in, ov, out, timeout_ms, from, finish);
+    submit(r, desc, iv, in, ov, out, NULL, timeout_ms, from, finish);
 }

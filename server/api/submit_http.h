@@ -24,15 +24,17 @@
 /* Scans desc over inout (in place; inout lies in r->body or r->ctx) and
  * calls finish to reply: at once for a small tensor, else after a worker
  * ran it. When the scan cannot be queued or fails, the adapter replies
- * with the error itself and finish is never called. */
+ * with the error itself and finish is never called. seq: the sequence
+ * the request is a chunk of (copied), or NULL. */
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,
-                 int64_t timeout_ms, submit_from from, http_handler finish);
+                 const seq_params *seq, int64_t timeout_ms, submit_from from,
+                 http_handler finish);
 
 /* The same from in to out (which may be in, or must not overlap it):
  * tensors in shared memory. Both must live as long as the request. */
 void submit_scan_to(request *r, const eng_scan_desc *desc, const void *in,
-                    void *out, int64_t timeout_ms, submit_from from,
-                    http_handler finish);
+                    void *out, const seq_params *seq, int64_t timeout_ms,
+                    submit_from from, http_handler finish);
 
 /* The same for a tensor laid out in its buffers as DirectML's buffer
  * tensors are (engine.h's eng_scan_strided): reads in through iv, writes

@@ -255,6 +255,19 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  c->shm_max_regions);
         return false;
     }
+    if (c->max_sequences > 0 && c->sequence_idle_ms == 0) {
+        snprintf(msg, msglen,
+                 "sequence-idle-ms must be at least 1 while sequences are on "
+                 "(max-sequences %u)",
+                 c->max_sequences);
+        return false;
+    }
+    if (c->max_sequences > 0 && c->sequence_max_bytes < 8) {
+        snprintf(msg, msglen,
+                 "sequence-max-bytes must hold one carry (8 bytes) at least "
+                 "while sequences are on");
+        return false;
+    }
     return true;
 }
 

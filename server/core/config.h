@@ -34,6 +34,18 @@
       "shared-memory regions registered at once, in all (at most 2048)")       \
     X(shm_max_bytes, "shm-max-bytes", "TALLY_SHM_MAX_BYTES", SIZE, "4GiB",     \
       "bytes of shared-memory regions registered at once, in all")             \
+    X(max_sequences, "max-sequences", "TALLY_MAX_SEQUENCES", UINT, "1024",     \
+      "live sequences (Triton's sequence extension) at most; another start "   \
+      "gets 503 with Retry-After; 0 turns sequences off")                      \
+    X(sequence_idle_ms, "sequence-idle-ms", "TALLY_SEQUENCE_IDLE_MS", UINT,    \
+      "60000", "a sequence with no request for this long is dropped")          \
+    X(sequence_max_bytes, "sequence-max-bytes", "TALLY_SEQUENCE_MAX_BYTES",    \
+      SIZE, "64MiB",                                                           \
+      "bytes the live sequences' carries may take, in all (8 per line of a "   \
+      "chunk)")                                                                \
+    X(state_dir, "state-dir", "TALLY_STATE_DIR", STR, "",                      \
+      "a directory where a drain writes the live sequences and the next "      \
+      "start reads them back; empty: a drain drops them")                      \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
       "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
@@ -164,15 +176,16 @@ typedef enum {
 typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
         *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
-        *tls_key, *tls_priorities, *access_log;
+        *tls_key, *tls_priorities, *access_log, *state_dir;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,
         fault_after_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
-        otlp_max_queue;
-    size_t max_body_bytes, max_buffered_bytes, shm_max_bytes;
+        otlp_max_queue, max_sequences, sequence_idle_ms;
+    size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
+        sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, allow_shared_memory;
     tallyd_access_mode access_mode; /* from access_log */
     /* one-shot actions */

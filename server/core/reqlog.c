@@ -104,7 +104,18 @@ static void access_line(reqlog *a, const req_record *rec, uint64_t total_ns)
         snprintf(extra + n, sizeof extra - n, ",\"slow\":true");
     if (rec->request_id != NULL)
         snprintf(id, sizeof id, "\"request_id\":\"%s\",", rec->request_id);
-    char line[1400];
+    char seq[SEQ_ID_MAX * 6 + 32] = "";
+    if (rec->ran.sequence_id[0] != '\0') {
+        if (rec->ran.sequence_is_string) {
+            char esc[SEQ_ID_MAX * 6 + 1];
+            log_escape(rec->ran.sequence_id, esc, sizeof esc);
+            snprintf(seq, sizeof seq, "\"sequence_id\":\"%s\",", esc);
+        } else {
+            snprintf(seq, sizeof seq, "\"sequence_id\":%s,",
+                     rec->ran.sequence_id);
+        }
+    }
+    char line[1400 + sizeof seq];
     int len = snprintf(
         line, sizeof line,
         "{\"ts\":\"%s\",\"module\":\"%s\",\"level\":\"info\","
@@ -113,13 +124,13 @@ static void access_line(reqlog *a, const req_record *rec, uint64_t total_ns)
         ",\"parse_us\":%" PRIu64 ",\"queue_us\":%" PRIu64
         ",\"compute_us\":%" PRIu64 ",\"render_us\":%" PRIu64
         ",\"send_us\":%" PRIu64 ",\"gzip_us\":%" PRIu64 ",\"total_us\":%" PRIu64
-        ",%s\"trace_id\":\"%s\"%s}",
+        ",%s%s\"trace_id\":\"%s\"%s}",
         ts, rec->door == METRIC_GRPC ? "grpc" : "http", method, path, head,
         rec->bytes_in, rec->bytes_out, span_us(rec->t0, rec->body),
         rec->decode_ns / 1000, rec->parse_ns / 1000, rec->queue_ns / 1000,
         rec->compute_ns / 1000, rec->render_ns / 1000,
         span_us(rec->reply, rec->done), rec->gzip_ns / 1000, total_ns / 1000,
-        id, trace, extra);
+        id, seq, trace, extra);
     if (len > 0)
         log_access(line,
                    (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);

@@ -69,7 +69,9 @@ enum {
       "the request did not arrive in time")                                    \
     X(ALREADY_EXISTS, 409, GRPC_ALREADY_EXISTS, "already exists")             \
     X(FORBIDDEN, 403, GRPC_PERMISSION_DENIED,                                  \
-      "not allowed by the server's settings")
+      "not allowed by the server's settings")                                  \
+    X(SEQUENCES_FULL, 503, GRPC_UNAVAILABLE,                                   \
+      "as many sequences are live as the server keeps")
 
 typedef enum {
 #define STATUS_ENUM(name, http, grpc, text) STATUS_##name,

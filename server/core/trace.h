@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sequence_id.h"
+
 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
 #define TRACE_PARENT_LEN 55
 
@@ -84,6 +86,10 @@ typedef struct {
     unsigned batch;     /* how many requests its launch served */
     uint64_t elements;
     trace_links links;
+    /* the sequence it was a chunk of (sequence_id.h): the id's text (a
+     * number's digits, or the string), "" when none */
+    bool sequence_is_string;
+    char sequence_id[SEQ_ID_MAX + 1];
 } trace_work;
 
 /* A finished, sampled request, as its transport saw it: the input of its

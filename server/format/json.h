@@ -72,7 +72,15 @@ bool jcur_element(jcur *c, bool *first);
 
 /* Scalars. `what` names the member in error messages. */
 bool jcur_int64(jcur *c, const char *what, int64_t *out);
+bool jcur_uint64(jcur *c, const char *what, uint64_t *out);
 bool jcur_bool(jcur *c, const char *what, bool *out);
+
+/* A string's value, unescaped into out (cap bytes at most, not
+ * NUL-terminated; its length in *len): \uXXXX escapes, surrogate pairs
+ * included, become UTF-8. Fails naming `what` when the string is longer
+ * than cap, or an escape is a lone surrogate or \u0000. */
+bool jcur_string_value(jcur *c, const char *what, char *out, size_t cap,
+                       size_t *len);
 
 /* A shape: an array of non-negative integers (at most ENG_MAX_RANK). */
 bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank);

@@ -337,6 +337,102 @@ bool jcur_int64(jcur *c, const char *what, int64_t *out)
     return true;
 }
 
+bool jcur_uint64(jcur *c, const char *what, uint64_t *out)
+{
+    jcur_ws(c);
+    size_t n = c->p < c->end ? numtext_scan(c->p, c->end) : 0;
+    if (n == 0)
+        return jcur_fail(c, "%s must be an integer, not %s", what, jcur_found(c));
+    char buf[32];
+    if (c->p[0] == '-' || n >= sizeof buf || memchr(c->p, '.', n) != NULL
+        || memchr(c->p, 'e', n) != NULL || memchr(c->p, 'E', n) != NULL)
+        return jcur_fail(c, "%s must be a non-negative integer, not %.*s",
+                         what, (int)(n < 24 ? n : 24), c->p);
+    memcpy(buf, c->p, n);
+    buf[n] = '\0';
+    errno = 0;
+    unsigned long long v = strtoull(buf, NULL, 10);
+    if (errno != 0)
+        return jcur_fail(c, "%s: %s is out of range", what, buf);
+    *out = v;
+    c->p += n;
+    return true;
+}
+
+static unsigned hex4(const char *p)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char h = p[i];
+        v = v * 16
+            + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+bool jcur_string_value(jcur *c, const char *what, char *out, size_t cap,
+                       size_t *len)
+{
+    const char *s;
+    size_t n;
+    if (!jcur_string(c, &s, &n)) /* checks the escapes' syntax */
+        return false;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        char enc[4];
+        size_t k = 0;
+        if (s[i] != '\\') {
+            enc[k++] = s[i++];
+        } else {
+            char e = s[i + 1];
+            i += 2;
+            if (e != 'u') {
+                enc[k++] = e == 'b'   ? '\b'
+                           : e == 'f' ? '\f'
+                           : e == 'n' ? '\n'
+                           : e == 'r' ? '\r'
+                           : e == 't' ? '\t'
+                                      : e;
+            } else {
+                unsigned u = hex4(s + i);
+                i += 4;
+                if (u >= 0xd800 && u <= 0xdbff && n - i >= 6 && s[i] == '\\'
+                    && s[i + 1] == 'u') {
+                    unsigned lo = hex4(s + i + 2);
+                    if (lo >= 0xdc00 && lo <= 0xdfff) {
+                        u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+                        i += 6;
+                    }
+                }
+                if ((u >= 0xd800 && u <= 0xdfff) || u == 0)
+                    return jcur_fail(c, "%s holds \\u%04x, which is no "
+                                        "character here", what, u);
+                if (u < 0x80) {
+                    enc[k++] = (char)u;
+                } else if (u < 0x800) {
+                    enc[k++] = (char)(0xc0 | (u >> 6));
+                    enc[k++] = (char)(0x80 | (u & 0x3f));
+                } else if (u < 0x10000) {
+                    enc[k++] = (char)(0xe0 | (u >> 12));
+                    enc[k++] = (char)(0x80 | ((u >> 6) & 0x3f));
+                    enc[k++] = (char)(0x80 | (u & 0x3f));
+                } else {
+                    enc[k++] = (char)(0xf0 | (u >> 18));
+                    enc[k++] = (char)(0x80 | ((u >> 12) & 0x3f));
+                    enc[k++] = (char)(0x80 | ((u >> 6) & 0x3f));
+                    enc[k++] = (char)(0x80 | (u & 0x3f));
+                }
+            }
+        }
+        if (cap - o < k)
+            return jcur_fail(c, "%s is longer than %zu bytes", what, cap);
+        memcpy(out + o, enc, k);
+        o += k;
+    }
+    *len = o;
+    return true;
+}
+
 bool jcur_bool(jcur *c, const char *what, bool *out)
 {
     jcur_ws(c);

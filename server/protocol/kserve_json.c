@@ -236,7 +236,9 @@ static bool request_parameters(jcur *c, scan_params *p, kserve_request *r)
     size_t kn;
     while (jcur_member(c, &first, &k, &kn)) {
         bool ok = true;
-        if (json_eq(k, kn, "axis")) {
+        if (seq_json_param(c, k, kn, "parameters.", &r->seq, &ok)) {
+            /* read */
+        } else if (json_eq(k, kn, "axis")) {
             ok = jcur_int64(c, "parameters.axis", &p->axis);
             p->has_axis = true;
         } else if (json_eq(k, kn, "exclusive")) {
@@ -434,6 +436,8 @@ static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
     if (!have_inputs)
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "the request has no \"inputs\"");
+    if (!seq_params_check(&out->seq, msg, msglen))
+        return ENG_E_INVALID;
 
     /* place binary tensors and find x and axis */
     uint8_t *at = body + jlen;
@@ -675,19 +679,26 @@ const kserve_model_info kserve_model = {
     .output = {"y", "FP32", -1},
 };
 
-size_t kserve_extensions(bool shm, const char *const **list)
+size_t kserve_extensions(bool shm, bool seq, const char **list)
 {
-    static const char *const ext[] = {"binary_tensor_data", "parameters",
-                                      "model_configuration", "statistics",
-                                      "system_shared_memory"};
-    *list = ext;
-    return sizeof ext / sizeof ext[0] - !shm;
+    static const char *const always[] = {"binary_tensor_data", "parameters",
+                                         "model_configuration", "statistics"};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+        list[n++] = always[i];
+    if (shm)
+        list[n++] = "system_shared_memory";
+    if (seq) {
+        list[n++] = "sequence";
+        list[n++] = "sequence(string_id)";
+    }
+    return n;
 }
 
-char *kserve_server_metadata(const char *version, bool shm)
+char *kserve_server_metadata(const char *version, bool shm, bool seq)
 {
-    const char *const *ext;
-    size_t n = kserve_extensions(shm, &ext);
+    const char *ext[KSERVE_MAX_EXTENSIONS];
+    size_t n = kserve_extensions(shm, seq, ext);
     json_t *list = json_array();
     for (size_t i = 0; list != NULL && i < n; i++)
         if (json_array_append_new(list, json_string(ext[i])) != 0) {
@@ -720,12 +731,22 @@ char *kserve_model_metadata(void)
                           tensor_json(&m->output, false)));
 }
 
-char *kserve_model_config(void)
+char *kserve_model_config(uint64_t seq_idle_us)
 {
     const kserve_model_info *m = &kserve_model;
-    return dump(json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "name", m->name,
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "name", m->name,
                           "platform", m->platform, "backend", m->backend,
                           "max_batch_size", m->max_batch_size, "input",
                           tensor_json(&m->input, true), "output",
-                          tensor_json(&m->output, true)));
+                          tensor_json(&m->output, true));
+    if (o != NULL && seq_idle_us > 0
+        && json_object_set_new(o, "sequence_batching",
+                               json_pack("{s:I}",
+                                         "max_sequence_idle_microseconds",
+                                         (json_int_t)seq_idle_us))
+               != 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return dump(o);
 }

@@ -5,7 +5,9 @@
  * optional input "axis" (INT32 or INT64, one element, as in ONNX CumSum;
  * taken, not advertised in the metadata),
  * output "y". Request parameters "axis", "exclusive", "reverse" (and
- * "direction"), "timeout" (microseconds) and "binary_data_output".
+ * "direction"), "timeout" (microseconds) and "binary_data_output", and
+ * Triton's sequence parameters "sequence_id", "sequence_start" and
+ * "sequence_end" (sequence_id.h).
  *
  * The binary tensor data extension: when the request has an
  * Inference-Header-Content-Length header, the body is that many bytes of
@@ -32,6 +34,7 @@
 #include <stdint.h>
 
 #include "json.h"
+#include "sequence_id.h"
 #include "shm.h"
 #include "tensor.h"
 
@@ -48,6 +51,7 @@ typedef struct {
     bool binary_output; /* answer y as binary data */
     bool has_timeout;
     int64_t timeout_us;
+    seq_params seq; /* has_id: a chunk of a sequence */
     /* Triton's system shared-memory extension: x, or y, in a region
      * (x_shm.set: data is NULL; the API layer finds the bytes) */
     shm_ref x_shm, y_shm;
@@ -83,9 +87,12 @@ bool kserve_json_writer(json_writer *w, const kserve_request *r,
                         const void *data);
 
 /* Server and model metadata, model config (kserve_model.h) as JSON:
- * malloc'd text, or NULL when out of memory. */
-char *kserve_server_metadata(const char *version, bool shm);
+ * malloc'd text, or NULL when out of memory. shm, seq: whether shared
+ * memory and sequences are on (kserve_extensions). seq_idle_us: the
+ * sequences' idle time, for the config's sequence_batching (0: no
+ * sequences, no sequence_batching). */
+char *kserve_server_metadata(const char *version, bool shm, bool seq);
 char *kserve_model_metadata(void);
-char *kserve_model_config(void);
+char *kserve_model_config(uint64_t seq_idle_us);
 
 #endif

@@ -35,8 +35,11 @@ typedef struct {
 
 extern const kserve_model_info kserve_model;
 
-/* The protocol extensions the server supports: the list (static) and its
- * length; system_shared_memory only when `shm` is on. */
-size_t kserve_extensions(bool shm, const char *const **list);
+/* The protocol extensions the server supports, into list (room for
+ * KSERVE_MAX_EXTENSIONS; static strings); returns how many:
+ * system_shared_memory only when `shm` is on, sequence and
+ * sequence(string_id) only when `seq` is (--max-sequences above 0). */
+#define KSERVE_MAX_EXTENSIONS 8
+size_t kserve_extensions(bool shm, bool seq, const char **list);
 
 #endif

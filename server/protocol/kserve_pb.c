@@ -214,7 +214,38 @@ static eng_err parameters(const walked *w, scan_params *p,
         else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
             iv = v->uint64_param > INT64_MAX ? INT64_MAX
                                              : (int64_t)v->uint64_param;
-        if (strcmp(k, "axis") == 0) {
+        if (strcmp(k, "sequence_id") == 0) {
+            char msg[256];
+            bool ok;
+            if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+                ok = seq_id_string(&out->seq, v->string_param,
+                                   strlen(v->string_param), msg, sizeof msg);
+            else if (c
+                     == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+                ok = seq_id_number(&out->seq, v->uint64_param, msg, sizeof msg);
+            else if (c
+                     == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
+                     && v->int64_param >= 0)
+                ok = seq_id_number(&out->seq, (uint64_t)v->int64_param, msg,
+                                   sizeof msg);
+            else
+                return eng_fail(err, errlen, ENG_E_INVALID,
+                                "parameter sequence_id must be a "
+                                "uint64_param, a non-negative int64_param "
+                                "or a string_param");
+            if (!ok)
+                return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
+        } else if (strcmp(k, "sequence_start") == 0
+                   || strcmp(k, "sequence_end") == 0) {
+            if (!is_bool)
+                return eng_fail(err, errlen, ENG_E_INVALID,
+                                "parameter %s must be a bool_param", k);
+            if (k[9] == 's')
+                out->seq.start = v->bool_param;
+            else
+                out->seq.end = v->bool_param;
+            out->seq.has_flags = true;
+        } else if (strcmp(k, "axis") == 0) {
             if (!is_int)
                 return eng_fail(err, errlen, ENG_E_INVALID,
                             "parameter axis must be an int64_param");
@@ -248,9 +279,12 @@ static eng_err parameters(const walked *w, scan_params *p,
             out->has_timeout = true;
             out->timeout_us = iv;
         }
-        /* others (binary_data_output, priority, sequence_id...) are not
-         * tally's and are ignored, as REST ignores them */
+        /* others (binary_data_output, priority...) are not tally's and
+         * are ignored, as REST ignores them */
     }
+    char msg[160];
+    if (!seq_params_check(&out->seq, msg, sizeof msg))
+        return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
     return ENG_E_OK;
 }
 

@@ -11,7 +11,8 @@
  * converted into a new buffer. The semantics are REST's (kserve_json.h): model
  * "cumsum", version "" or "1", input "x" and the optional one-element
  * input "axis", output "y", parameters axis (int64), exclusive and reverse
- * (bool), direction (string).
+ * (bool), direction (string), and Triton's sequence_id (uint64, int64 or
+ * string), sequence_start and sequence_end (bool).
  *
  * The response is written as its bytes before y's data (kserve_pb_head),
  * then y's bytes, wherever they are: the last field, raw_output_contents,
@@ -26,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sequence_id.h"
 #include "shm.h"
 #include "tensor.h"
 
@@ -37,6 +39,7 @@ typedef struct {
     char *id; /* the request's id (owned; may be ""), echoed back */
     bool has_timeout;
     int64_t timeout_us; /* the "timeout" parameter, microseconds */
+    seq_params seq;     /* sequence_id, _start, _end; has_id: a chunk */
     /* Triton's system shared-memory extension: x (data NULL), or y, in a
      * region, as the tensors' parameters shared_memory_region, _offset
      * and _byte_size say; the API layer finds the bytes */

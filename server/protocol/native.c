@@ -71,6 +71,12 @@ static eng_err parse_json(const char *body, size_t len, size_t max_bytes,
                         "expected a JSON object with data (and dtype, shape)");
     while (jcur_member(&c, &first, &key, &klen)) {
         const char **slot;
+        bool seq_ok;
+        if (seq_json_param(&c, key, klen, "", &out->seq, &seq_ok)) {
+            if (!seq_ok)
+                return ENG_E_INVALID;
+            continue;
+        }
         if (json_eq(key, klen, "dtype"))
             slot = &m.dtype;
         else if (json_eq(key, klen, "shape"))
@@ -96,8 +102,9 @@ static eng_err parse_json(const char *body, size_t len, size_t max_bytes,
         } else
             return eng_fail(msg, msglen, ENG_E_INVALID,
                             "unknown member \"%.*s\" (expected dtype, "
-                            "shape, data, axis, exclusive, reverse or "
-                            "direction)",
+                            "shape, data, axis, exclusive, reverse, "
+                            "direction, sequence_id, sequence_start or "
+                            "sequence_end)",
                             klen > 40 ? 40 : (int)klen, key);
         if (*slot != NULL)
             return eng_fail(msg, msglen, ENG_E_INVALID,
@@ -211,6 +218,8 @@ static eng_err parse_json(const char *body, size_t len, size_t max_bytes,
         p.has_direction = true;
     }
     if (!scan_params_apply(&p, &out->desc, msg, msglen))
+        return ENG_E_INVALID;
+    if (!seq_params_check(&out->seq, msg, msglen))
         return ENG_E_INVALID;
 
     /* sizes, checked before allocating */

@@ -1,8 +1,10 @@
 /*
  * native.h - tally's own API: POST /v1/cumsum in JSON, .npy or raw bytes.
  *
- * Scan parameters come from JSON members (application/json) or the query
- * string (the binary formats), read and checked by scan_params.h. This
+ * Scan parameters, and the sequence parameters sequence_id,
+ * sequence_start and sequence_end, come from JSON members
+ * (application/json) or the query string (the binary formats), read and
+ * checked by scan_params.h. This
  * module parses the JSON body and writes the JSON answer; it knows
  * nothing of HTTP.
  *
@@ -25,6 +27,7 @@ typedef struct {
     void *data;
     size_t bytes;
     bool dml; /* the body is DirectML's form (dml.h) */
+    seq_params seq; /* sequence_id, _start, _end members; has_id: a chunk */
 } native_request;
 
 /* Parses a JSON request body. The tensor may take at most max_bytes

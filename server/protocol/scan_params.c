@@ -191,3 +191,58 @@ void shape_to_text(const uint64_t *shape, int rank, char *buf, size_t len)
         n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, d ? "," : "",
                               shape[d]);
 }
+
+bool seq_json_param(jcur *c, const char *key, size_t kn, const char *where,
+                    seq_params *p, bool *ok)
+{
+    char what[64], err[256];
+    if (json_eq(key, kn, "sequence_id")) {
+        snprintf(what, sizeof what, "%ssequence_id", where);
+        jcur_ws(c);
+        bool good;
+        if (c->p < c->end && *c->p == '"') {
+            char id[4 * SEQ_ID_MAX]; /* seq_id_string says how long */
+            size_t n;
+            good = jcur_string_value(c, what, id, sizeof id, &n);
+            if (good && !seq_id_string(p, id, n, err, sizeof err))
+                good = jcur_fail(c, "%s", err);
+        } else if (c->p < c->end && ((*c->p >= '0' && *c->p <= '9')
+                                     || *c->p == '-')) {
+            uint64_t v;
+            good = jcur_uint64(c, what, &v);
+            if (good && !seq_id_number(p, v, err, sizeof err))
+                good = jcur_fail(c, "%s", err);
+        } else {
+            good = jcur_fail(c, "%s must be a number or a string, not %s",
+                             what, jcur_found(c));
+        }
+        *ok = good;
+        return true;
+    }
+    bool start = json_eq(key, kn, "sequence_start");
+    if (start || json_eq(key, kn, "sequence_end")) {
+        snprintf(what, sizeof what, "%s%s", where,
+                 start ? "sequence_start" : "sequence_end");
+        *ok = jcur_bool(c, what, start ? &p->start : &p->end);
+        p->has_flags = true;
+        return true;
+    }
+    return false;
+}
+
+bool seq_query_param(const char *name, const char *v, seq_params *p, bool *ok,
+                     char *msg, size_t msglen)
+{
+    if (strcmp(name, "sequence_id") == 0) {
+        *ok = seq_id_text(p, v, msg, msglen);
+        return true;
+    }
+    bool start = strcmp(name, "sequence_start") == 0;
+    if (start || strcmp(name, "sequence_end") == 0) {
+        *ok = parse_bool_text(name, v, start ? &p->start : &p->end, msg,
+                              msglen);
+        p->has_flags = true;
+        return true;
+    }
+    return false;
+}

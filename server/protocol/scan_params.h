@@ -4,7 +4,9 @@
  * axis (an integer, default 0; or KServe's and ONNX's "axis" input
  * tensor), exclusive and reverse (booleans, default false) and direction
  * ("increasing" or "decreasing", DirectML's name for reverse; disagreeing
- * with reverse is an error); and the text forms of query-string values.
+ * with reverse is an error); the sequence parameters (sequence_id.h:
+ * sequence_id, sequence_start, sequence_end) in JSON and in query
+ * strings; and the text forms of query-string values.
  *
  * Threading: pure functions of their arguments; any thread.
  */
@@ -15,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json.h"
+#include "sequence_id.h"
 #include "tensor.h"
 
 /* Parameters as given, before they are combined. */
@@ -48,6 +52,18 @@ bool scan_axis_input_raw(int dtype, const void *bytes, uint64_t len,
                          const char *field, int64_t *axis, char *msg,
                          size_t msglen);
 int64_t scan_axis_value(int dtype, const void *one);
+
+/* A JSON member (key[0..kn)) that is a sequence parameter, read into p
+ * at the cursor: true when key is one (then *ok says whether its value
+ * was good; c has the error when not), false when it is not (nothing is
+ * read). `where` prefixes the names in messages ("parameters."). */
+bool seq_json_param(jcur *c, const char *key, size_t kn, const char *where,
+                    seq_params *p, bool *ok);
+
+/* The same for a query string's name=v: true when name is one; *ok false
+ * with a message when its value is bad. */
+bool seq_query_param(const char *name, const char *v, seq_params *p, bool *ok,
+                     char *msg, size_t msglen);
 
 /* Query-string values: "true"/"false"/"1"/"0"; a decimal integer; a
  * direction name; a comma-separated shape ("3,4"). Each returns false with a

@@ -185,6 +185,8 @@ static inline void sched_ran(const job *j, trace_work *w)
     w->device = j->device;
     w->batch = j->batch;
     w->elements = sched_elements(j);
+    w->sequence_is_string = false;
+    w->sequence_id[0] = '\0'; /* the adapter's to say */
     if (j->trace != NULL && (j->trace->flags & TRACE_SAMPLED)) {
         w->links.n = j->links.n;
         w->links.dropped = j->links.dropped;

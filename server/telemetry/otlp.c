@@ -154,6 +154,8 @@ static void add_record(arena *a, const trace_record *rec, size_t i)
         attr_int(a, own, "http.response.body.size", (int64_t)rec->bytes_out);
         attr_str(a, own, "tally.request_id", rec->request_id);
     }
+    if (rec->work.sequence_id[0] != '\0')
+        attr_str(a, own, "tally.sequence_id", rec->work.sequence_id);
     bool error = rec->grpc ? grpc_server_error(rec->status) : rec->status >= 500;
     if (error) {
         Tally__Otlp__Status *st = &a->statuses[i];

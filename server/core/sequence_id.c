@@ -1,0 +1,117 @@
+/*
+ * sequence_id.c - the checks on a request's sequence parameters
+ * (sequence_id.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sequence_id.h"
+#include "tx_utf8.h"
+
+bool seq_id_number(seq_params *p, uint64_t v, char *msg, size_t msglen)
+{
+    if (v == 0) {
+        snprintf(msg, msglen,
+                 "sequence_id 0 names no sequence: give a number from 1 "
+                 "to 2^64 - 1 or a non-empty string");
+        return false;
+    }
+    p->has_id = true;
+    p->is_string = false;
+    p->num = v;
+    p->len = 0;
+    p->str[0] = '\0';
+    return true;
+}
+
+bool seq_id_string(seq_params *p, const char *s, size_t n, char *msg,
+                   size_t msglen)
+{
+    if (n == 0) {
+        snprintf(msg, msglen,
+                 "sequence_id \"\" names no sequence: give a non-empty "
+                 "string or a number other than 0");
+        return false;
+    }
+    if (n > SEQ_ID_MAX) {
+        snprintf(msg, msglen,
+                 "sequence_id is %zu bytes long; a string id takes at most "
+                 "%d",
+                 n, SEQ_ID_MAX);
+        return false;
+    }
+    if (tx_utf8_valid(s, n) != n) {
+        snprintf(msg, msglen, "sequence_id is not valid UTF-8");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+            snprintf(msg, msglen,
+                     "sequence_id cannot hold control characters (byte %zu "
+                     "is 0x%02x)",
+                     i, (unsigned char)s[i]);
+            return false;
+        }
+    p->has_id = true;
+    p->is_string = true;
+    p->num = 0;
+    memcpy(p->str, s, n);
+    p->str[n] = '\0';
+    p->len = n;
+    return true;
+}
+
+bool seq_id_text(seq_params *p, const char *v, char *msg, size_t msglen)
+{
+    size_t n = strlen(v);
+    bool digits = n > 0;
+    for (size_t i = 0; digits && i < n; i++)
+        digits = v[i] >= '0' && v[i] <= '9';
+    if (digits) {
+        errno = 0;
+        unsigned long long x = strtoull(v, NULL, 10);
+        if (errno == 0)
+            return seq_id_number(p, x, msg, msglen);
+    }
+    /* more digits than a uint64 holds: a string, as anything else */
+    return seq_id_string(p, v, n, msg, msglen);
+}
+
+bool seq_params_check(const seq_params *p, char *msg, size_t msglen)
+{
+    if (p->has_flags && !p->has_id) {
+        snprintf(msg, msglen,
+                 "sequence_start and sequence_end need a sequence_id");
+        return false;
+    }
+    return true;
+}
+
+void seq_id_format(const seq_params *p, char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    if (!p->is_string) {
+        snprintf(buf, len, "%llu", (unsigned long long)p->num);
+        return;
+    }
+    /* cut at a character's start, so that the text stays UTF-8 */
+    size_t n = p->len, room = len > 3 ? len - 3 : 0;
+    if (n > room) {
+        n = room;
+        while (n > 0 && ((unsigned char)p->str[n] & 0xc0) == 0x80)
+            n--;
+    }
+    snprintf(buf, len, "\"%.*s\"", (int)n, p->str);
+}
+
+bool seq_id_equal(const seq_params *a, const seq_params *b)
+{
+    if (a->is_string != b->is_string)
+        return false;
+    if (!a->is_string)
+        return a->num == b->num;
+    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}

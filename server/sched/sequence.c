@@ -1,0 +1,744 @@
+/*
+ * sequence.c - the live sequences (sequence.h).
+ *
+ * A map from id to entry (chained buckets), and the idle entries (no
+ * chunk admitted) in a list from the least recently used, which is all
+ * seq_sweep() reads. An entry that a sequence_start replaced, or that
+ * ended, leaves the map at once, but is freed only when its last
+ * admitted chunk is done.
+ *
+ * A chunk's turn: the entry's `busy` is held by one chunk at a time; the
+ * others wait in its line, in admission order. A waiting slot's `turn`
+ * goes WAITING -> ARMED (seq_arm: the submitter has suspended it) ->
+ * called ready; or WAITING -> TURN (its turn came before seq_arm, which
+ * then says so and the submitter goes on at once).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "sequence.h"
+#include "sequence_file.h"
+#include "tx_dtype.h"
+
+enum { WAITING = 1, ARMED, TURN };
+
+struct seq_entry {
+    seq_params id;
+    uint64_t hash;
+    seq_entry *hnext;         /* in its bucket */
+    seq_entry *lprev, *lnext; /* in the idle list (idle: mapped, no chunk) */
+    bool idle;                /* in that list */
+    bool mapped;              /* the id's live sequence */
+    bool ending;              /* a sequence_end chunk is admitted */
+    bool busy;                /* a chunk holds the turn */
+    bool is_float;
+    unsigned pending;        /* chunks admitted and not finished */
+    uint64_t chunks;         /* chunks answered */
+    seq_slot *whead, *wtail; /* waiting for the turn */
+    eng_scan_desc desc;      /* axis in [0, rank); shape[axis] unused */
+    uint64_t count;
+    eng_carry *carry;
+    uint64_t last_ns;
+};
+
+struct seq_table {
+    seq_options o;
+    uv_mutex_t mu;
+    seq_entry **buckets;
+    size_t nbuckets; /* a power of two */
+    seq_entry *lhead, *ltail;
+    size_t live;  /* entries in the map */
+    size_t bytes; /* every entry's carries, mapped or not */
+    uint64_t started, ended, expired, refused;
+};
+
+static uint64_t now(const seq_table *t)
+{
+    return t->o.clock ? t->o.clock(t->o.clock_user) : now_ns();
+}
+
+static uint64_t hash_id(const seq_params *p)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    const uint8_t *b =
+        p->is_string ? (const uint8_t *)p->str : (const uint8_t *)&p->num;
+    size_t n = p->is_string ? p->len : sizeof p->num;
+    h ^= p->is_string;
+    h *= 0x100000001b3u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3u;
+    }
+    return h;
+}
+
+seq_table *seq_table_new(const seq_options *o)
+{
+    seq_table *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->o = *o;
+    t->nbuckets = 64;
+    while (t->nbuckets < o->max_sequences && t->nbuckets < ((size_t)1 << 16))
+        t->nbuckets *= 2;
+    t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+    if (t->buckets == NULL || uv_mutex_init(&t->mu) != 0) {
+        free(t->buckets);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void entry_free(seq_table *t, seq_entry *e)
+{
+    t->bytes -= e->count * sizeof *e->carry;
+    free(e->carry);
+    free(e);
+}
+
+void seq_table_free(seq_table *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t b = 0; b < t->nbuckets; b++)
+        for (seq_entry *e = t->buckets[b], *n; e != NULL; e = n) {
+            n = e->hnext;
+            entry_free(t, e);
+        }
+    free(t->buckets);
+    uv_mutex_destroy(&t->mu);
+    free(t);
+}
+
+bool seq_enabled(const seq_table *t)
+{
+    return t != NULL && t->o.max_sequences > 0;
+}
+
+uint64_t seq_idle_ms(const seq_table *t)
+{
+    return t->o.idle_ms;
+}
+
+/* ------------------------------------------------- the map and the list */
+
+static seq_entry *find(seq_table *t, const seq_params *p, uint64_t h)
+{
+    for (seq_entry *e = t->buckets[h & (t->nbuckets - 1)]; e; e = e->hnext)
+        if (e->hash == h && seq_id_equal(&e->id, p))
+            return e;
+    return NULL;
+}
+
+static void lru_remove(seq_table *t, seq_entry *e)
+{
+    if (!e->idle)
+        return;
+    e->idle = false;
+    if (e->lprev)
+        e->lprev->lnext = e->lnext;
+    else
+        t->lhead = e->lnext;
+    if (e->lnext)
+        e->lnext->lprev = e->lprev;
+    else
+        t->ltail = e->lprev;
+    e->lprev = e->lnext = NULL;
+}
+
+static void lru_append(seq_table *t, seq_entry *e)
+{
+    e->idle = true;
+    e->lprev = t->ltail;
+    e->lnext = NULL;
+    if (t->ltail)
+        t->ltail->lnext = e;
+    else
+        t->lhead = e;
+    t->ltail = e;
+}
+
+static void map_insert(seq_table *t, seq_entry *e)
+{
+    seq_entry **b = &t->buckets[e->hash & (t->nbuckets - 1)];
+    e->hnext = *b;
+    *b = e;
+    e->mapped = true;
+    t->live++;
+}
+
+/* Takes e out of the map (and the idle list); frees it when no chunk of
+ * it is left. */
+static void unmap(seq_table *t, seq_entry *e)
+{
+    seq_entry **p = &t->buckets[e->hash & (t->nbuckets - 1)];
+    while (*p != e)
+        p = &(*p)->hnext;
+    *p = e->hnext;
+    e->mapped = false;
+    t->live--;
+    if (e->pending == 0) {
+        lru_remove(t, e);
+        entry_free(t, e);
+    }
+}
+
+/* ----------------------------------------------------------- admission */
+
+/* "float32 [*, 4] axis 0, inclusive, forward" */
+static void describe(const eng_scan_desc *d, int64_t axis, char *buf,
+                     size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "%s [", tx_dtype_name(d->dtype));
+    for (int i = 0; i < d->rank && at < len; i++)
+        at += (size_t)(i == axis
+                           ? snprintf(buf + at, len - at, "%s*", i ? ", " : "")
+                           : snprintf(buf + at, len - at, "%s%" PRIu64,
+                                      i ? ", " : "", d->shape[i]));
+    if (at < len)
+        snprintf(buf + at, len - at, "] along axis %" PRId64 ", %s, %s", axis,
+                 d->exclusive ? "exclusive" : "inclusive",
+                 d->reverse ? "reverse" : "forward");
+}
+
+static int64_t norm_axis(const eng_scan_desc *d)
+{
+    return d->axis < 0 ? d->axis + d->rank : d->axis;
+}
+
+/* Whether chunk d may follow e's chunks. */
+static bool same_kind(const seq_entry *e, const eng_scan_desc *d)
+{
+    const eng_scan_desc *a = &e->desc;
+    int64_t axis = norm_axis(d);
+    if (a->dtype != d->dtype || a->rank != d->rank || a->axis != axis
+        || a->exclusive != d->exclusive || a->reverse != d->reverse)
+        return false;
+    for (int i = 0; i < d->rank; i++)
+        if (i != axis && a->shape[i] != d->shape[i])
+            return false;
+    return true;
+}
+
+/* What a slot holds, let go. */
+static void drop_slot(seq_slot *s)
+{
+    if (s->totals != &s->one)
+        free(s->totals);
+    s->totals = NULL;
+    free(s->copy);
+    s->copy = NULL;
+}
+
+static status_code refuse(seq_table *t, status_code st)
+{
+    t->refused++;
+    uv_mutex_unlock(&t->mu);
+    return st;
+}
+
+status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
+                      const eng_lines *l, const void *in, seq_slot *s,
+                      bool *wait, char *msg, size_t msglen)
+{
+    char id[SEQ_ID_MAX + 8];
+    seq_id_format(p, id, sizeof id);
+    if (!seq_enabled(t)) {
+        snprintf(msg, msglen,
+                 "sequence %s: this server keeps no sequences (it runs "
+                 "with --max-sequences 0)",
+                 id);
+        return STATUS_INVALID;
+    }
+    uint64_t count;
+    if (!eng_mul_u64(l->outer, l->inner, &count)
+        || count > t->o.max_bytes / sizeof(eng_carry)) {
+        snprintf(msg, msglen,
+                 "sequence %s: a chunk of this shape keeps a carry for each "
+                 "of its lines, 8 bytes each, and they would take more than "
+                 "--sequence-max-bytes (%zu) alone",
+                 id, t->o.max_bytes);
+        return STATUS_TOO_LARGE;
+    }
+    s->lines = *l;
+    s->start = p->start;
+    s->end = p->end;
+    s->totals = &s->one;
+    if (count > 1) {
+        s->totals = malloc(count * sizeof *s->totals);
+        if (s->totals == NULL) {
+            s->totals = &s->one;
+            snprintf(msg, msglen, "out of memory for a chunk's totals");
+            return STATUS_NOMEM;
+        }
+        s->copy = NULL;
+    }
+    memset(s->totals, 0, (count ? count : 1) * sizeof *s->totals);
+    eng_carry_totals(l, in, s->totals); /* before the lock: it reads it all */
+    s->copy = NULL;
+    if (eng_carry_rescans(l->dtype) && l->bytes > 0) {
+        s->copy = malloc(l->bytes);
+        if (s->copy == NULL) {
+            drop_slot(s);
+            snprintf(msg, msglen, "out of memory keeping a chunk's input");
+            return STATUS_NOMEM;
+        }
+        memcpy(s->copy, in, l->bytes);
+    }
+
+    uint64_t h = hash_id(p);
+    uv_mutex_lock(&t->mu);
+    seq_entry *e = find(t, p, h);
+    status_code st = STATUS_OK;
+    if (p->start) {
+        size_t need = (size_t)count * sizeof(eng_carry);
+        if (e == NULL && t->live >= t->o.max_sequences) {
+            snprintf(msg, msglen,
+                     "sequence %s: %zu sequences are live, as many as the "
+                     "server keeps (--max-sequences); end one, or retry "
+                     "once one has ended or expired",
+                     id, t->live);
+            st = STATUS_SEQUENCES_FULL;
+        } else if (need > t->o.max_bytes - t->bytes) {
+            snprintf(msg, msglen,
+                     "sequence %s: the live sequences' carries take %zu of "
+                     "the %zu bytes the server allows (--sequence-max-bytes),"
+                     " and this one needs %zu more; retry once one has ended "
+                     "or expired",
+                     id, t->bytes, t->o.max_bytes, need);
+            st = STATUS_SEQUENCES_FULL;
+        }
+        seq_entry *n = NULL;
+        if (st == STATUS_OK) {
+            n = calloc(1, sizeof *n);
+            if (n != NULL)
+                n->carry = calloc(count ? count : 1, sizeof *n->carry);
+            if (n == NULL || n->carry == NULL) {
+                free(n);
+                snprintf(msg, msglen, "out of memory for a sequence");
+                st = STATUS_NOMEM;
+            }
+        }
+        if (st != STATUS_OK) {
+            drop_slot(s);
+            return refuse(t, st);
+        }
+        if (e != NULL) /* started again: the old one lives on for its chunks */
+            unmap(t, e);
+        n->id = *p;
+        n->id.start = n->id.end = n->id.has_flags = false;
+        n->hash = h;
+        n->desc = *d;
+        n->desc.axis = norm_axis(d);
+        n->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
+        n->count = count;
+        t->bytes += need;
+        map_insert(t, n);
+        t->started++;
+        e = n;
+    } else if (e == NULL || e->ending) {
+        snprintf(msg, msglen,
+                 "sequence %s is not live: it was never started, has ended, "
+                 "or was dropped after %" PRIu64 " ms without a request; "
+                 "the first request of a sequence must carry sequence_start",
+                 id, t->o.idle_ms);
+        st = STATUS_INVALID;
+    } else if (!same_kind(e, d)) {
+        char was[200], is[200];
+        describe(&e->desc, e->desc.axis, was, sizeof was);
+        describe(d, norm_axis(d), is, sizeof is);
+        snprintf(msg, msglen,
+                 "sequence %s is %s, and this chunk is %s: every chunk of a "
+                 "sequence keeps its first chunk's dtype, axis, mode and "
+                 "shape off the axis",
+                 id, was, is);
+        st = STATUS_INVALID;
+    }
+    if (st != STATUS_OK) {
+        drop_slot(s);
+        return refuse(t, st);
+    }
+    if (p->end)
+        e->ending = true;
+    s->e = e;
+    if (e->pending++ == 0 && e->mapped)
+        lru_remove(t, e);
+    e->last_ns = now(t);
+    s->next = NULL;
+    if (e->busy) {
+        s->turn = WAITING;
+        if (e->wtail)
+            e->wtail->next = s;
+        else
+            e->whead = s;
+        e->wtail = s;
+        *wait = true;
+    } else {
+        e->busy = true;
+        *wait = false;
+    }
+    uv_mutex_unlock(&t->mu);
+    return STATUS_OK;
+}
+
+bool seq_arm(seq_table *t, seq_slot *s)
+{
+    uv_mutex_lock(&t->mu);
+    bool armed = s->turn != TURN;
+    if (armed)
+        s->turn = ARMED;
+    uv_mutex_unlock(&t->mu);
+    return armed;
+}
+
+void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
+{
+    seq_entry *e = s->e;
+    /* the turn is this chunk's: the carries are its alone */
+    if (ok) {
+        if (s->copy != NULL)
+            eng_carry_scan(&s->lines, s->copy, out, e->carry);
+        else if (!eng_carry_zero(e->carry, e->count))
+            eng_carry_apply(&s->lines, out, e->carry);
+        if (e->is_float)
+            for (uint64_t i = 0; i < e->count; i++)
+                e->carry[i].f += s->totals[i].f;
+        else
+            for (uint64_t i = 0; i < e->count; i++)
+                e->carry[i].u += s->totals[i].u;
+    }
+    drop_slot(s);
+
+    seq_slot *next = NULL;
+    uv_mutex_lock(&t->mu);
+    e->pending--;
+    if (ok)
+        e->chunks++;
+    if (s->end && e->mapped) {
+        if (ok) {
+            t->ended++;
+            bool last = e->pending == 0;
+            unmap(t, e); /* frees it when no chunk is left */
+            if (last)
+                e = NULL;
+        } else {
+            e->ending = false; /* a failed end leaves it live */
+        }
+    } else if (!ok && s->start && e->mapped && e->chunks == 0
+               && e->pending == 0) {
+        unmap(t, e); /* it never started */
+        e = NULL;
+    }
+    if (e != NULL) {
+        e->last_ns = now(t);
+        next = e->whead;
+        if (next != NULL) { /* the turn passes on; busy stays set */
+            e->whead = next->next;
+            if (e->whead == NULL)
+                e->wtail = NULL;
+            if (next->turn == ARMED) {
+                next->turn = 0;
+            } else {
+                next->turn = TURN;
+                next = NULL;
+            }
+        } else {
+            e->busy = false;
+        }
+        if (e->pending == 0) {
+            if (e->mapped)
+                lru_append(t, e);
+            else
+                entry_free(t, e);
+        }
+    }
+    uv_mutex_unlock(&t->mu);
+    if (next != NULL)
+        next->ready(next);
+}
+
+void seq_sweep(seq_table *t)
+{
+    uv_mutex_lock(&t->mu);
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    while (t->lhead != NULL && at - t->lhead->last_ns >= idle) {
+        unmap(t, t->lhead); /* idle: nothing pending, so freed */
+        t->expired++;
+    }
+    uv_mutex_unlock(&t->mu);
+}
+
+size_t seq_live(seq_table *t)
+{
+    uv_mutex_lock(&t->mu);
+    size_t n = t->live;
+    uv_mutex_unlock(&t->mu);
+    return n;
+}
+
+void seq_render_metrics(seq_table *t, textbuf *o)
+{
+    uv_mutex_lock(&t->mu);
+    size_t live = t->live, bytes = t->bytes;
+    uint64_t started = t->started, ended = t->ended, expired = t->expired,
+             refused = t->refused;
+    uv_mutex_unlock(&t->mu);
+    textbuf_put(o,
+                "# HELP tally_sequences_live Sequences live now (Triton's "
+                "sequence extension).\n"
+                "# TYPE tally_sequences_live gauge\n"
+                "tally_sequences_live %zu\n"
+                "# HELP tally_sequence_carry_bytes Bytes the live sequences' "
+                "carries take (--sequence-max-bytes bounds them).\n"
+                "# TYPE tally_sequence_carry_bytes gauge\n"
+                "tally_sequence_carry_bytes %zu\n"
+                "# HELP tally_sequences_total Sequences started, ended by "
+                "their last chunk, or expired after --sequence-idle-ms.\n"
+                "# TYPE tally_sequences_total counter\n"
+                "tally_sequences_total{event=\"started\"} %" PRIu64 "\n"
+                "tally_sequences_total{event=\"ended\"} %" PRIu64 "\n"
+                "tally_sequences_total{event=\"expired\"} %" PRIu64 "\n"
+                "# HELP tally_sequence_refusals_total Chunks refused for "
+                "their sequence: not live, unlike its first chunk, or no "
+                "room for another.\n"
+                "# TYPE tally_sequence_refusals_total counter\n"
+                "tally_sequence_refusals_total %" PRIu64 "\n",
+                live, bytes, started, ended, expired, refused);
+}
+
+/* --------------------------------------------------- the state file */
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void state_path(const char *dir, const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
+              size_t msglen)
+{
+    char path[4096], tmp[4096];
+    state_path(dir, "sequences.state", path, sizeof path);
+    state_path(dir, "sequences.state.tmp", tmp, sizeof tmp);
+    uv_mutex_lock(&t->mu);
+    seq_file_entry *v = calloc(t->live ? t->live : 1, sizeof *v);
+    if (v == NULL) {
+        uv_mutex_unlock(&t->mu);
+        snprintf(msg, msglen, "%s: out of memory", path);
+        return false;
+    }
+    size_t k = 0;
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    int64_t wall = wall_ms();
+    for (size_t b = 0; b < t->nbuckets; b++)
+        for (seq_entry *e = t->buckets[b]; e != NULL; e = e->hnext) {
+            uint64_t used = at - e->last_ns;
+            v[k].id = e->id;
+            v[k].desc = e->desc;
+            v[k].idle_deadline_ms =
+                wall + (int64_t)((used < idle ? idle - used : 0) / 1000000u);
+            v[k].count = e->count;
+            v[k].carry = e->carry;
+            k++;
+        }
+    size_t len;
+    uint8_t *buf = seq_file_encode(v, k, &len);
+    uv_mutex_unlock(&t->mu);
+    free(v);
+    if (buf == NULL) {
+        snprintf(msg, msglen, "%s: out of memory", path);
+        return false;
+    }
+    bool ok = false;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(msg, msglen, "cannot create %s: %s", tmp, strerror(errno));
+        free(buf);
+        return false;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    if (off < len)
+        snprintf(msg, msglen, "cannot write %s: %s", tmp, strerror(errno));
+    else if (fsync(fd) != 0)
+        snprintf(msg, msglen, "cannot fsync %s: %s", tmp, strerror(errno));
+    else
+        ok = true;
+    close(fd);
+    free(buf);
+    if (ok && rename(tmp, path) != 0) {
+        snprintf(msg, msglen, "cannot rename %s to %s: %s", tmp, path,
+                 strerror(errno));
+        ok = false;
+    }
+    if (!ok) {
+        unlink(tmp);
+        return false;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { /* the rename itself, on disk */
+        fsync(dfd);
+        close(dfd);
+    }
+    *n = k;
+    return true;
+}
+
+bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
+              char *msg, size_t msglen)
+{
+    char path[4096];
+    state_path(dir, "sequences.state", path, sizeof path);
+    *n = *expired = 0;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return true; /* nothing was saved */
+        snprintf(msg, msglen, "cannot read %s: %s", path, strerror(errno));
+        return false;
+    }
+    /* what the limits allow: the carries, and each record's fixed part
+     * with the longest id and shape */
+    size_t cap = t->o.max_bytes;
+    size_t per = 64 + SEQ_ID_MAX + 8 * ENG_MAX_RANK;
+    if (t->o.max_sequences > (SIZE_MAX - cap - 64) / per)
+        cap = SIZE_MAX;
+    else
+        cap += 64 + per * t->o.max_sequences;
+    if ((uint64_t)st.st_size > cap) {
+        snprintf(msg, msglen,
+                 "%s is %lld bytes, more than this server's limits hold "
+                 "(--max-sequences, --sequence-max-bytes)",
+                 path, (long long)st.st_size);
+        return false;
+    }
+    char err[256];
+    size_t len = (size_t)st.st_size, got = 0;
+    uint8_t *buf = malloc(len ? len : 1);
+    int fd = buf != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    while (fd >= 0 && got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (buf == NULL || fd < 0 || got < len) {
+        snprintf(msg, msglen, "cannot read %s: %s", path,
+                 buf == NULL ? "out of memory" : strerror(errno));
+        free(buf);
+        return false;
+    }
+    seq_file_entry *v;
+    size_t k;
+    bool ok = seq_file_decode(buf, len, t->o.max_sequences, t->o.max_bytes, &v,
+                              &k, err, sizeof err);
+    free(buf);
+    if (!ok) {
+        snprintf(msg, msglen,
+                 "%s is not a state this tallyd can take: %s; nothing was "
+                 "loaded (move it away to start without it)",
+                 path, err);
+        return false;
+    }
+    /* every entry built before any goes live: all or nothing */
+    seq_entry **es = calloc(k ? k : 1, sizeof *es);
+    for (size_t i = 0; es != NULL && i < k; i++) {
+        es[i] = calloc(1, sizeof **es);
+        if (es[i] == NULL) {
+            for (size_t j = 0; j < i; j++)
+                free(es[j]);
+            free(es);
+            es = NULL;
+        }
+    }
+    if (es == NULL) {
+        seq_file_free(v, k);
+        snprintf(msg, msglen, "%s: out of memory loading it", path);
+        return false;
+    }
+    uv_mutex_lock(&t->mu);
+    int64_t wall = wall_ms();
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    const char *dup = NULL;
+    for (size_t i = 0; i < k && dup == NULL; i++) {
+        seq_entry *e = es[i];
+        e->id = v[i].id;
+        e->hash = hash_id(&e->id);
+        if (find(t, &e->id, e->hash) != NULL) {
+            dup = "an id is written twice";
+            break;
+        }
+        e->desc = v[i].desc;
+        e->is_float = tx_dtype_kind(e->desc.dtype) == TX_KIND_FLOAT;
+        e->count = v[i].count;
+        e->carry = v[i].carry;
+        v[i].carry = NULL;
+        int64_t left_ms = v[i].idle_deadline_ms - wall;
+        uint64_t left = left_ms > 0 ? (uint64_t)left_ms * 1000000u : 0;
+        if (left > idle)
+            left = idle;
+        e->last_ns = at - (idle - left);
+        t->bytes += e->count * sizeof *e->carry;
+        map_insert(t, e);
+        lru_append(t, e);
+        es[i] = NULL;
+    }
+    if (dup != NULL) { /* undo: the table was empty */
+        for (size_t b = 0; b < t->nbuckets; b++)
+            while (t->buckets[b] != NULL)
+                unmap(t, t->buckets[b]);
+        for (size_t i = 0; i < k; i++)
+            free(es[i]);
+        uv_mutex_unlock(&t->mu);
+        free(es);
+        seq_file_free(v, k);
+        snprintf(msg, msglen,
+                 "%s is not a state this tallyd can take: %s; nothing was "
+                 "loaded (move it away to start without it)",
+                 path, dup);
+        return false;
+    }
+    size_t before = t->expired;
+    while (t->lhead != NULL && at - t->lhead->last_ns >= idle) {
+        unmap(t, t->lhead);
+        t->expired++;
+    }
+    *expired = t->expired - before;
+    *n = t->live;
+    uv_mutex_unlock(&t->mu);
+    free(es);
+    seq_file_free(v, k);
+    if (unlink(path) != 0) {
+        snprintf(msg, msglen, "loaded %s but cannot remove it: %s", path,
+                 strerror(errno));
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,152 @@
+/*
+ * sequence.h - running sums that outlive a request: the live sequences
+ * of Triton's sequence extension, whatever door their chunks come
+ * through.
+ *
+ * A sequence is one tensor cut along its scan axis into chunks, one
+ * request each (sequence_id.h names them). Each chunk is scanned alone,
+ * like any request; the table joins them: it keeps, per sequence, the
+ * carries (engine/carry.h: the running sum of every line so far, wider
+ * than the data) and the attributes its first chunk fixed (dtype, axis,
+ * mode, the shape off the axis), and adds the carries to each chunk's
+ * answer.
+ *
+ * How a chunk goes through, for the one adapter (api/submit.c):
+ *   1. seq_admit(), on the door's thread as the chunk arrives: checks
+ *      the chunk against its sequence (a refusal changes nothing), reads
+ *      the chunk's line totals from its input (before any in-place scan),
+ *      and takes its turn. The chunks of a sequence run one at a time in
+ *      the order they were admitted: *wait says whether another chunk of
+ *      the sequence holds the turn now.
+ *   2. A waiting chunk's submitter suspends its request and, under its
+ *      own suspend handshake, calls seq_arm(): true, and the slot's
+ *      ready() will be called once its turn comes (on the thread that
+ *      finishes the chunk before it); false, the turn came first, and
+ *      the submitter goes on at once.
+ *   3. The chunk is scanned (at once, or queued: scheduler.h).
+ *   4. seq_finish(), exactly once for every admitted slot, on any thread:
+ *      with ok, adds the carries to the answer and advances them by the
+ *      chunk's totals; without (the scan failed, expired, was cancelled
+ *      or never ran), leaves them as they were. Then hands the turn on.
+ * Different sequences never wait for one another.
+ *
+ * Lifetime: sequence_start creates the sequence (or starts a live one
+ * again from zero: a new one takes the id, and the old one lives on only
+ * until its admitted chunks are done); sequence_end ends it once that
+ * chunk has been answered (a failed end leaves it live); a sequence with
+ * no chunk admitted or running for idle_ms is dropped by seq_sweep().
+ * max_sequences live ones at most (STATUS_SEQUENCES_FULL beyond; 0
+ * turns sequences off), and max_bytes for the carries of all of them,
+ * checked before anything is allocated.
+ *
+ * With a state directory, seq_save() writes every live sequence (once
+ * nothing runs: at the end of a drain) and seq_load() takes them back at
+ * the next start (sequence_file.h has the format).
+ *
+ * Threading: every function may be called from any thread; the table's
+ * mutex guards the map and the entries' bookkeeping. An entry's carries
+ * are touched only by the chunk that holds its turn, outside the mutex.
+ * ready() is called with no lock held.
+ */
+#ifndef TALLY_SEQUENCE_H
+#define TALLY_SEQUENCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "carry.h"
+#include "sequence_id.h"
+#include "status.h"
+#include "tensor.h"
+#include "textbuf.h"
+
+typedef struct seq_table seq_table;
+typedef struct seq_entry seq_entry;
+
+typedef struct {
+    unsigned max_sequences; /* live sequences at most; 0: sequences off */
+    uint64_t idle_ms;       /* dropped after this long with no chunk */
+    size_t max_bytes;       /* the carries of every sequence, in all */
+    /* The monotonic clock, in ns; NULL: now_ns(). */
+    uint64_t (*clock)(void *user);
+    void *clock_user;
+} seq_options;
+
+/* A chunk's place in its sequence, embedded in the submitter's record
+ * (zeroed before seq_admit()), valid until seq_finish() has returned. */
+typedef struct seq_slot seq_slot;
+struct seq_slot {
+    /* The submitter's: called once, with no lock held, when the turn of
+     * an armed slot comes (seq_arm). */
+    void (*ready)(seq_slot *s);
+    /* The table's. */
+    seq_entry *e;
+    seq_slot *next; /* in the entry's waiting line */
+    eng_lines lines;
+    eng_carry *totals; /* the chunk's line totals: &one, or malloc'd */
+    eng_carry one;
+    void *copy; /* float16 and bfloat16: the input, kept (carry.h) */
+    bool start, end;
+    int turn; /* how the wait goes: see sequence.c */
+};
+
+/* A table with o's settings; NULL when memory runs out. Free with
+ * seq_table_free() once no chunk is admitted; NULL is a no-op. */
+seq_table *seq_table_new(const seq_options *o);
+void seq_table_free(seq_table *t);
+
+/* Whether the table keeps sequences at all (max_sequences > 0). */
+bool seq_enabled(const seq_table *t);
+
+/* The idle time after which a sequence is dropped, in ms. */
+uint64_t seq_idle_ms(const seq_table *t);
+
+/* Admits a chunk of sequence p (p->has_id) whose scan is d (packed,
+ * collapsed as l; in: its input, read for its totals). STATUS_OK: s is
+ * admitted, and *wait says whether it must wait for its turn. Otherwise,
+ * with msg, nothing changed: STATUS_INVALID (no live sequence and no
+ * sequence_start; a chunk that differs from its sequence; sequences off),
+ * STATUS_SEQUENCES_FULL (no room for another sequence), STATUS_TOO_LARGE
+ * (the chunk's carries alone pass max_bytes) or STATUS_NOMEM (the carries'
+ * budget is spent, or memory ran out). */
+status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
+                      const eng_lines *l, const void *in, seq_slot *s,
+                      bool *wait, char *msg, size_t msglen);
+
+/* For a slot that must wait (step 2 above). */
+bool seq_arm(seq_table *t, seq_slot *s);
+
+/* Ends an admitted slot's chunk (step 4): with ok, out is its scanned
+ * answer (l's view), to which the carries are added. */
+void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out);
+
+/* Drops the sequences idle for idle_ms or more (counted as expired). */
+void seq_sweep(seq_table *t);
+
+/* Live sequences now. */
+size_t seq_live(seq_table *t);
+
+/* Appends the table's section of /metrics: live sequences, their
+ * carries' bytes, and the counters of started, ended, expired and
+ * refused ones. */
+void seq_render_metrics(seq_table *t, textbuf *o);
+
+/* Writes every live sequence to DIR/sequences.state, atomically (a
+ * temporary file written, fsync'd and renamed over it, and the directory
+ * fsync'd); *n: how many. Call once nothing runs. False with a message
+ * naming the file. */
+bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
+              size_t msglen);
+
+/* Loads DIR/sequences.state, when there is one, into an empty table,
+ * all or nothing; the file is removed once loaded (a later crash must not
+ * bring back a stale state). *n: how many went live, *expired: how many
+ * had passed their idle deadline while tallyd was down (dropped, and
+ * counted). False, with a message naming the file and what is wrong, for
+ * a file that is truncated, corrupt, of another version, or more than
+ * the table's limits hold; the table is left empty then. */
+bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
+              char *msg, size_t msglen);
+
+#endif

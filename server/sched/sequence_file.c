@@ -1,0 +1,279 @@
+/*
+ * sequence_file.c - the sequences' state file, encoded and decoded
+ * (sequence_file.h).
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sequence_file.h"
+
+static const char magic[8] = {'T', 'A', 'L', 'L', 'Y', 'S', 'E', 'Q'};
+
+static uint64_t fnv1a(const uint8_t *b, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3u;
+    }
+    return h;
+}
+
+/* ------------------------------------------------------------ writing */
+
+typedef struct {
+    uint8_t *b;
+    size_t len, cap;
+    bool failed;
+} wbuf;
+
+static void put(wbuf *w, const void *p, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->cap - w->len < n) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap - w->len < n)
+            cap *= 2;
+        uint8_t *b = realloc(w->b, cap);
+        if (b == NULL) {
+            w->failed = true;
+            return;
+        }
+        w->b = b;
+        w->cap = cap;
+    }
+    memcpy(w->b + w->len, p, n);
+    w->len += n;
+}
+
+static void put_u(wbuf *w, uint64_t v, int bytes)
+{
+    uint8_t b[8];
+    for (int i = 0; i < bytes; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put(w, b, (size_t)bytes);
+}
+
+uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
+{
+    wbuf w = {0};
+    put(&w, magic, sizeof magic);
+    put_u(&w, SEQ_FILE_VERSION, 4);
+    put_u(&w, 0, 4);
+    put_u(&w, n, 8);
+    for (size_t i = 0; i < n; i++) {
+        const seq_file_entry *x = &e[i];
+        put_u(&w, x->id.is_string, 1);
+        put_u(&w, (uint64_t)x->desc.dtype, 1);
+        put_u(&w, (x->desc.exclusive ? 1u : 0u) | (x->desc.reverse ? 2u : 0u),
+              1);
+        put_u(&w, (uint64_t)x->desc.rank, 1);
+        if (x->id.is_string) {
+            put_u(&w, x->id.len, 2);
+            put(&w, x->id.str, x->id.len);
+        } else {
+            put_u(&w, x->id.num, 8);
+        }
+        put_u(&w, (uint64_t)x->desc.axis, 8);
+        for (int d = 0; d < x->desc.rank; d++)
+            put_u(&w, d == x->desc.axis ? 0 : x->desc.shape[d], 8);
+        put_u(&w, (uint64_t)x->idle_deadline_ms, 8);
+        put_u(&w, x->count, 8);
+        for (uint64_t k = 0; k < x->count; k++)
+            put_u(&w, x->carry[k].u, 8);
+    }
+    if (!w.failed)
+        put_u(&w, fnv1a(w.b, w.len), 8);
+    if (w.failed) {
+        free(w.b);
+        return NULL;
+    }
+    *len = w.len;
+    return w.b;
+}
+
+/* ------------------------------------------------------------ reading */
+
+typedef struct {
+    const uint8_t *b;
+    size_t len, at;
+    char *msg;
+    size_t msglen;
+    bool failed;
+} rbuf;
+
+static bool fail(rbuf *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static bool fail(rbuf *r, const char *fmt, ...)
+{
+    if (r->failed)
+        return false;
+    r->failed = true;
+    char why[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(r->msg, r->msglen, "%s (at byte %zu)", why, r->at);
+    return false;
+}
+
+static bool get_u(rbuf *r, int bytes, uint64_t *v)
+{
+    if (r->failed)
+        return false;
+    if (r->len - r->at < (size_t)bytes)
+        return fail(r, "the file ends in the middle of a record (truncated)");
+    uint64_t x = 0;
+    for (int i = 0; i < bytes; i++)
+        x |= (uint64_t)r->b[r->at + (size_t)i] << (8 * i);
+    r->at += (size_t)bytes;
+    *v = x;
+    return true;
+}
+
+void seq_file_free(seq_file_entry *e, size_t n)
+{
+    if (e == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(e[i].carry);
+    free(e);
+}
+
+/* One record into x; false (with r's message) when it is not one. */
+static bool get_entry(rbuf *r, seq_file_entry *x, size_t *bytes_left)
+{
+    uint64_t kind = 0, dtype = 0, flags = 0, rank = 0, v = 0;
+    if (!get_u(r, 1, &kind) || !get_u(r, 1, &dtype) || !get_u(r, 1, &flags)
+        || !get_u(r, 1, &rank))
+        return false;
+    if (kind > 1)
+        return fail(r, "an id kind of %" PRIu64 " (0 or 1)", kind);
+    if (dtype >= TX_NDTYPES)
+        return fail(r, "a dtype of %" PRIu64, dtype);
+    if (flags > 3)
+        return fail(r, "mode flags of %" PRIu64, flags);
+    if (rank < 1 || rank > ENG_MAX_RANK)
+        return fail(r, "a rank of %" PRIu64, rank);
+    char err[160];
+    if (kind == 1) {
+        if (!get_u(r, 2, &v))
+            return false;
+        if (r->len - r->at < v)
+            return fail(r, "the file ends inside an id (truncated)");
+        if (!seq_id_string(&x->id, (const char *)r->b + r->at, (size_t)v, err,
+                           sizeof err))
+            return fail(r, "%s", err);
+        r->at += (size_t)v;
+    } else {
+        if (!get_u(r, 8, &v))
+            return false;
+        if (!seq_id_number(&x->id, v, err, sizeof err))
+            return fail(r, "%s", err);
+    }
+    x->desc.dtype = (tx_dtype)dtype;
+    x->desc.exclusive = flags & 1;
+    x->desc.reverse = flags & 2;
+    x->desc.rank = (int)rank;
+    if (!get_u(r, 8, &v))
+        return false;
+    if (v >= rank)
+        return fail(r, "axis %" PRIu64 " of a rank-%" PRIu64 " tensor", v,
+                    rank);
+    x->desc.axis = (int64_t)v;
+    uint64_t count = 1;
+    for (uint64_t d = 0; d < rank; d++) {
+        if (!get_u(r, 8, &v))
+            return false;
+        if (d == (uint64_t)x->desc.axis && v != 0)
+            return fail(r, "the axis's own dimension is %" PRIu64 ", not 0", v);
+        x->desc.shape[d] = v;
+        if (d != (uint64_t)x->desc.axis && !eng_mul_u64(count, v, &count))
+            return fail(r, "a shape whose size overflows");
+    }
+    if (!get_u(r, 8, &v))
+        return false;
+    x->idle_deadline_ms = (int64_t)v;
+    if (!get_u(r, 8, &v))
+        return false;
+    if (v != count)
+        return fail(
+            r, "%" PRIu64 " carries for a shape that has %" PRIu64 " lines", v,
+            count);
+    if (count > *bytes_left / 8)
+        return fail(r, "more carries than the server's limits hold");
+    if ((r->len - r->at) / 8 < count)
+        return fail(r, "the file ends inside the carries (truncated)");
+    *bytes_left -= count * 8;
+    x->count = count;
+    x->carry = malloc(count ? count * sizeof *x->carry : 1);
+    if (x->carry == NULL)
+        return fail(r, "out of memory");
+    for (uint64_t k = 0; k < count; k++)
+        get_u(r, 8, &x->carry[k].u);
+    return true;
+}
+
+bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
+                     size_t max_bytes, seq_file_entry **out, size_t *n,
+                     char *msg, size_t msglen)
+{
+    rbuf r = {b, len, 0, msg, msglen, false};
+    if (len < sizeof magic + 24 || memcmp(b, magic, sizeof magic) != 0)
+        return fail(&r, "not a tally sequence state file (no TALLYSEQ "
+                        "header)");
+    r.at = sizeof magic;
+    uint64_t version = 0, zero = 0, count = 0;
+    get_u(&r, 4, &version);
+    get_u(&r, 4, &zero);
+    if (version != SEQ_FILE_VERSION)
+        return fail(&r,
+                    "format version %" PRIu64 "; this tallyd reads "
+                    "version %u",
+                    version, SEQ_FILE_VERSION);
+    uint64_t sum = 0;
+    for (int i = 0; i < 8; i++)
+        sum |= (uint64_t)b[len - 8 + (size_t)i] << (8 * i);
+    if (sum != fnv1a(b, len - 8))
+        return fail(&r, "the checksum does not match (the file is corrupt "
+                        "or truncated)");
+    r.len = len - 8;
+    if (zero != 0)
+        return fail(&r, "unknown flags %" PRIu64, zero);
+    get_u(&r, 8, &count);
+    if (count > max_entries)
+        return fail(&r,
+                    "%" PRIu64 " sequences, more than the %zu the "
+                    "server keeps (--max-sequences)",
+                    count, max_entries);
+    /* a record takes 44 bytes at least: memory follows the bytes read,
+     * not the count the file announces */
+    if (count > (r.len - r.at) / 44)
+        return fail(&r,
+                    "%" PRIu64 " sequences announced in %zu bytes "
+                    "(truncated)",
+                    count, r.len - r.at);
+    seq_file_entry *e = calloc(count ? count : 1, sizeof *e);
+    if (e == NULL)
+        return fail(&r, "out of memory");
+    size_t left = max_bytes;
+    for (uint64_t i = 0; i < count; i++) {
+        if (!get_entry(&r, &e[i], &left)) {
+            seq_file_free(e, count);
+            return false;
+        }
+    }
+    if (r.at != r.len) {
+        seq_file_free(e, count);
+        return fail(&r, "%zu bytes left over after the last sequence",
+                    r.len - r.at);
+    }
+    *out = e;
+    *n = count;
+    return true;
+}

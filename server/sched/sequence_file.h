@@ -1,0 +1,61 @@
+/*
+ * sequence_file.h - the state file that carries live sequences across a
+ * restart (sequence.h's seq_save and seq_load): its format, written and
+ * read from memory, so that a fuzzer can feed the reader any bytes.
+ *
+ * Little-endian throughout:
+ *   "TALLYSEQ"  u32 version (1)  u32 0  u64 count
+ *   count records:
+ *     u8 kind (0: number id, 1: string id)  u8 dtype  u8 flags (1:
+ *     exclusive, 2: reverse)  u8 rank
+ *     kind 0: u64 id;  kind 1: u16 length, then the id's bytes
+ *     i64 axis  u64 shape[rank] (the axis's own entry is 0)
+ *     i64 idle deadline (wall clock, ms since 1970)
+ *     u64 carries, then that many u64 (a double's bits for float dtypes)
+ *   u64 FNV-1a of every byte before it
+ * The reader checks everything it is given (the checksum first, then
+ * every field against its range, the carries against the shape and the
+ * limits, nothing left over) and gives back all of it or nothing; an id
+ * written twice is seq_load()'s to find, with its map.
+ *
+ * Threading: pure functions of their arguments; any thread.
+ */
+#ifndef TALLY_SEQUENCE_FILE_H
+#define TALLY_SEQUENCE_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "carry.h"
+#include "sequence_id.h"
+#include "tensor.h"
+
+#define SEQ_FILE_VERSION 1u
+
+/* One sequence as the file holds it. */
+typedef struct {
+    seq_params id;
+    eng_scan_desc desc;       /* axis in [0, rank); shape[axis] is 0 */
+    int64_t idle_deadline_ms; /* wall clock */
+    uint64_t count;           /* carries */
+    eng_carry *carry;         /* count of them; see below for who owns */
+} seq_file_entry;
+
+/* The file for entries e[0..n) (borrowed): a malloc'd buffer, its length
+ * in *len; NULL when out of memory. */
+uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len);
+
+/* Reads len bytes at b. At most max_entries sequences, whose carries take
+ * at most max_bytes (8 a carry) in all. True: *out is a malloc'd array of
+ * *n entries, each carry malloc'd; free them with seq_file_free(). False
+ * with a message (the byte offset where it went wrong); nothing to free. */
+bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
+                     size_t max_bytes, seq_file_entry **out, size_t *n,
+                     char *msg, size_t msglen);
+
+/* Frees a decoded array and the carries still in it (an entry whose
+ * carry was taken has it NULL); NULL is a no-op. */
+void seq_file_free(seq_file_entry *e, size_t n);
+
+#endif

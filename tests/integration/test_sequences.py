@@ -1,0 +1,425 @@
+"""Running sums that outlive a request: Triton's sequence extension through
+every door (KServe REST and gRPC, the gRPC stream, the native API, shared
+memory), checked against numpy on the whole tensor; the refusals, which
+leave a sequence as it was; the limits and the idle expiry; a restart
+with --state-dir in the middle of a sequence; perf_analyzer's sequence
+mode.
+
+The random cases draw from a seed that is printed (TALLY_SEQ_SEED picks
+another)."""
+import json
+import os
+import queue
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from conftest import Daemon, eventually, run_threads, valid_request_works
+from reference import DTYPES, KSERVE, close, cumsum, random_tensor
+from test_grpc import perf_analyzer_bin
+
+SEED = int(os.environ.get("TALLY_SEQ_SEED", "20261125"))
+
+
+def rng_for(name):
+    seed = SEED + sum(name.encode())
+    print("%s: seed %d (TALLY_SEQ_SEED=%d)" % (name, seed, SEED))
+    return np.random.default_rng(seed)
+
+
+def clients(d, proto):
+    if proto == "http":
+        return httpclient, httpclient.InferenceServerClient("127.0.0.1:%d" % d.port)
+    return grpcclient, grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+
+
+def chunk_infer(mod, c, x, seq, start=False, end=False, axis=0, exclusive=False,
+                reverse=False, **kw):
+    inp = mod.InferInput("x", list(x.shape), KSERVE[str(x.dtype)])
+    inp.set_data_from_numpy(x)
+    params = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+    r = c.infer("cumsum", [inp], outputs=[mod.InferRequestedOutput("y")],
+                parameters=params, sequence_id=seq, sequence_start=start,
+                sequence_end=end, **kw)
+    return r.as_numpy("y")
+
+
+def cut(rng, n, k):
+    """k chunk lengths that add up to n (some may be 0 when n < k)."""
+    edges = np.sort(rng.integers(0, n + 1, size=k - 1))
+    return np.diff(np.concatenate([[0], edges, [n]])).astype(int)
+
+
+def run_sequence(mod, c, x, seq, axis, exclusive, reverse, lengths):
+    """Sends x cut along axis into chunks of the given lengths (from the
+    last to the first when reverse), one request each; the answers put
+    back together in x's order."""
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    order = list(range(len(lengths)))
+    if reverse:
+        order.reverse()
+    parts = {}
+    for i, k in enumerate(order):
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(int(bounds[k]), int(bounds[k + 1]))
+        chunk = np.ascontiguousarray(x[tuple(idx)])
+        parts[k] = chunk_infer(mod, c, chunk, seq, start=i == 0, end=i == len(order) - 1,
+                               axis=axis, exclusive=exclusive, reverse=reverse)
+    return np.concatenate([parts[k] for k in range(len(lengths))], axis=axis)
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_random_sequences_of_every_dtype_rank_axis_and_mode(tallyd, proto):
+    rng = rng_for("random_sequences_" + proto)
+    mod, c = clients(tallyd, proto)
+    seq = 1000 if proto == "http" else 5000
+    for dtype in DTYPES:
+        for case in range(4):
+            rank = int(rng.integers(1, 5))
+            shape = [int(v) for v in rng.integers(1, 5, size=rank)]
+            axis = int(rng.integers(0, rank))
+            k = int(rng.integers(2, 7))
+            shape[axis] = int(rng.integers(k, 4 * k + 1))
+            exclusive, reverse = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
+            x = random_tensor(rng, dtype, tuple(shape))
+            seq += 1
+            got = run_sequence(mod, c, x, seq, axis, exclusive, reverse,
+                               cut(rng, shape[axis], k))
+            want = cumsum(x, axis, exclusive, reverse)
+            assert got.dtype == want.dtype
+            assert close(got, want, x, axis), (dtype, shape, axis, exclusive, reverse,
+                                               seq, got, want)
+
+
+def test_float32_carry_is_wider_than_the_data(tallyd):
+    """256 chunks of 4,096 uniform values: the end within 1e-5 of float64."""
+    rng = rng_for("float32_carry")
+    _, c = clients(tallyd, "grpc")
+    x = rng.random(256 * 4096).astype(np.float32)
+    last = None
+    for i in range(256):
+        y = chunk_infer(grpcclient, c, x[i * 4096:(i + 1) * 4096], 77, start=i == 0,
+                        end=i == 255)
+        last = float(y[-1])
+    want = float(np.sum(x.astype(np.float64)))
+    assert abs(last - want) / want < 1e-5, (last, want)
+
+
+@pytest.mark.parametrize("proto", ["http", "grpc"])
+def test_string_ids(tallyd, proto):
+    mod, c = clients(tallyd, proto)
+    x = np.arange(1, 7, dtype=np.int64)
+    for sid in ["meter-7-" + proto, "ünïcode id " + proto, "x" * 124 + proto]:
+        a = chunk_infer(mod, c, x[:4], sid, start=True)
+        b = chunk_infer(mod, c, x[4:], sid, end=True)
+        assert np.concatenate([a, b]).tolist() == np.cumsum(x).tolist()
+    # a string id and the number with its digits are two sequences
+    num = 4200 + (proto == "grpc")
+    chunk_infer(mod, c, x[:1], str(num), start=True)
+    with pytest.raises(InferenceServerException) as e:
+        chunk_infer(mod, c, x[:1], num)
+    assert "not live" in str(e.value)
+    assert chunk_infer(mod, c, x[1:2], str(num), end=True).tolist() == [3]
+
+
+@pytest.mark.concurrency
+def test_eight_sequences_from_eight_threads(tallyd):
+    rng = rng_for("eight_threads")
+    xs = [random_tensor(rng, "int32", (40, 3)) for _ in range(8)]
+
+    def one(i):
+        mod, c = clients(tallyd, "http" if i % 2 else "grpc")
+        got = run_sequence(mod, c, xs[i], 9000 + i, 0, False, False, [10] * 4)
+        assert np.array_equal(got, cumsum(xs[i], 0)), i
+
+    run_threads(8, one)
+
+
+def test_three_sequences_interleaved_on_one_stream(tallyd):
+    rng = rng_for("stream")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % tallyd.grpc_port)
+    answers = queue.Queue()
+    c.start_stream(callback=lambda result, error: answers.put((result, error)))
+    xs = {sid: random_tensor(rng, "float64", (30,)) for sid in ("a", "b", "c")}
+    sent = []
+    try:
+        for k in range(3):
+            for sid, x in xs.items():
+                chunk = x[10 * k:10 * (k + 1)]
+                inp = grpcclient.InferInput("x", [10], "FP64")
+                inp.set_data_from_numpy(chunk)
+                rid = "%s-%d" % (sid, k)
+                c.async_stream_infer("cumsum", [inp], request_id=rid, sequence_id="s-" + sid,
+                                     sequence_start=k == 0, sequence_end=k == 2)
+                sent.append(rid)
+        got = {}
+        for _ in sent:
+            result, error = answers.get(timeout=60)
+            assert error is None, error
+            got[result.get_response().id] = result.as_numpy("y")
+    finally:
+        c.stop_stream()
+    for sid, x in xs.items():
+        y = np.concatenate([got["%s-%d" % (sid, k)] for k in range(3)])
+        assert close(y, cumsum(x), x), sid
+
+
+def test_native_api_json_raw_and_npy(tallyd):
+    x = np.arange(1, 10, dtype=np.int32)
+    st, _, b = tallyd.post_json("/v1/cumsum", {"dtype": "int32", "data": x[:3].tolist(),
+                                               "sequence_id": "native", "sequence_start": True})
+    assert st == 200 and b["data"] == [1, 3, 6], b
+    st, h, body = tallyd.request("POST", "/v1/cumsum?dtype=int32&shape=3&sequence_id=native",
+                                 x[3:6].tobytes(), {"Content-Type": "application/octet-stream"})
+    assert st == 200, body
+    assert np.frombuffer(body, np.int32).tolist() == [10, 15, 21]
+    import io
+    buf = io.BytesIO()
+    np.save(buf, x[6:])
+    st, h, body = tallyd.request("POST", "/v1/cumsum?sequence_id=native&sequence_end=true",
+                                 buf.getvalue(), {"Content-Type": "application/x-npy"})
+    assert st == 200, body
+    assert np.load(io.BytesIO(body)).tolist() == [28, 36, 45]
+    # a number's digits in a query string name the number
+    st, _, b = tallyd.post_json("/v1/cumsum", {"data": [1], "sequence_id": 31337,
+                                               "sequence_start": True})
+    assert st == 200, b
+    st, _, body = tallyd.request("POST", "/v1/cumsum?dtype=int64&shape=1&sequence_id=31337"
+                                 "&sequence_end=1", np.array([5], np.int64).tobytes(),
+                                 {"Content-Type": "application/octet-stream"})
+    assert st == 200 and np.frombuffer(body, np.int64).tolist() == [6]
+
+
+def kserve(d, params, data=(1.0, 2.0), dtype="FP32"):
+    body = {"parameters": params,
+            "inputs": [{"name": "x", "datatype": dtype, "shape": [len(data)], "data": list(data)}]}
+    return d.post_json("/v2/models/cumsum/infer", body)
+
+
+def test_refusals_leave_the_sequence_as_it_was(tallyd):
+    """Each refusal is a 400 naming what is wrong; the sequence goes on
+    from where it was."""
+    sid = "refusals"
+    st, _, b = kserve(tallyd, {"sequence_id": sid, "sequence_start": True}, (1, 2))
+    assert st == 200 and b["outputs"][0]["data"] == [1, 3], b
+    bad = [
+        ({"sequence_id": sid}, dict(dtype="INT32"), "int32"),
+        ({"sequence_id": sid, "axis": -1, "exclusive": True}, {}, "exclusive"),
+        ({"sequence_id": sid, "reverse": True}, {}, "reverse"),
+        ({"sequence_id": sid + "?"}, {}, "not live"),
+        ({"sequence_id": 0}, {}, "sequence_id 0"),
+        ({"sequence_id": ""}, {}, "names no sequence"),
+        ({"sequence_id": "x" * 129}, {}, "at most 128"),
+        ({"sequence_id": "x" * 1000}, {}, "longer than 512 bytes"),
+        ({"sequence_id": "a\tb"}, {}, "control characters"),
+        ({"sequence_id": 1.5}, {}, "integer"),
+        ({"sequence_id": -3}, {}, "non-negative"),
+        ({"sequence_id": [1]}, {}, "number or a string"),
+        ({"sequence_start": True}, {}, "need a sequence_id"),
+        ({"sequence_id": sid, "sequence_end": "yes"}, {}, "true or false"),
+    ]
+    for params, kw, words in bad:
+        st, _, b = kserve(tallyd, params, **kw)
+        assert st == 400 and words in b["error"], (params, b)
+    # a chunk of another shape off the axis
+    body = {"parameters": {"sequence_id": sid},
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 1], "data": [1, 2]}]}
+    st, _, b = tallyd.post_json("/v2/models/cumsum/infer", body)
+    assert st == 400 and "float32 [*, 1]" in b["error"], b
+    # not UTF-8, over REST's JSON (an invalid escape cannot be sent)
+    raw = b'{"parameters":{"sequence_id":"\xff"},"inputs":[{"name":"x","datatype":"FP32",' \
+          b'"shape":[1],"data":[1]}]}'
+    st, _, body = tallyd.request("POST", "/v2/models/cumsum/infer", raw,
+                                 {"Content-Type": "application/json"})
+    assert st == 400 and b"UTF-8" in body, body
+    # a strided DirectML layout cannot be a chunk: the native JSON names
+    # no DirectML member with sequence ones, so that is the KServe check;
+    # the sequence is unchanged after all of it
+    st, _, b = kserve(tallyd, {"sequence_id": sid, "sequence_end": True}, (10,))
+    assert st == 200 and b["outputs"][0]["data"] == [13], b
+    valid_request_works(tallyd)
+
+
+def test_grpc_refusals_are_invalid_argument(tallyd):
+    _, c = clients(tallyd, "grpc")
+    x = np.ones(3, np.float32)
+    with pytest.raises(InferenceServerException) as e:
+        chunk_infer(grpcclient, c, x, 424242)
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "424242 is not live" in str(e.value) and "sequence_start" in str(e.value)
+    chunk_infer(grpcclient, c, x, 424242, start=True)
+    with pytest.raises(InferenceServerException) as e:
+        chunk_infer(grpcclient, c, x.astype(np.float64), 424242)
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
+    y = chunk_infer(grpcclient, c, x, 424242, end=True)
+    assert y.tolist() == [4, 5, 6]
+
+
+def test_start_again_restarts_from_zero(tallyd):
+    _, c = clients(tallyd, "http")
+    x = np.array([1, 2, 3], np.int16)
+    chunk_infer(httpclient, c, x, "again", start=True)
+    assert chunk_infer(httpclient, c, x, "again", start=True).tolist() == [1, 3, 6]
+    assert chunk_infer(httpclient, c, x, "again", end=True).tolist() == [7, 9, 12]
+
+
+def test_limits_idle_expiry_and_metrics(spawn):
+    d = spawn("--max-sequences", "2", "--sequence-idle-ms", "400",
+              "--sequence-max-bytes", "64")
+    assert kserve(d, {"sequence_id": 1, "sequence_start": True})[0] == 200
+    assert kserve(d, {"sequence_id": 2, "sequence_start": True})[0] == 200
+    st, h, b = kserve(d, {"sequence_id": 3, "sequence_start": True})
+    assert st == 503 and "retry-after" in h and "--max-sequences" in b["error"], b
+    _, c = clients(d, "grpc")
+    with pytest.raises(InferenceServerException) as e:
+        chunk_infer(grpcclient, c, np.ones(2, np.float32), 4, start=True)
+    assert e.value.status() == "StatusCode.UNAVAILABLE"
+    # ending one makes room
+    assert kserve(d, {"sequence_id": 1, "sequence_end": True})[0] == 200
+    assert kserve(d, {"sequence_id": 3, "sequence_start": True})[0] == 200
+    # the carries' bytes: 9 lines take 72 bytes, more than 64 alone
+    body = {"parameters": {"sequence_id": 5, "sequence_start": True},
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 9], "data": [1] * 9}]}
+    st, _, b = d.post_json("/v2/models/cumsum/infer", body)
+    assert st == 413 and "--sequence-max-bytes" in b["error"], b
+    assert d.metric("tally_sequences_live") == 2
+    assert d.metric("tally_sequences_total", event="started") == 3
+    assert d.metric("tally_sequences_total", event="ended") == 1
+    assert d.metric("tally_sequence_refusals_total") >= 2
+    # idle: both expire, and their chunks are refused
+    assert eventually(lambda: d.metric("tally_sequences_total", event="expired"), 2) == 2
+    st, _, b = kserve(d, {"sequence_id": 2})
+    assert st == 400 and "400 ms" in b["error"], b
+    assert d.metric("tally_sequences_live") == 0
+
+
+def test_sequences_off(spawn):
+    d = spawn("--max-sequences", "0")
+    st, _, b = kserve(d, {"sequence_id": 1, "sequence_start": True})
+    assert st == 400 and "--max-sequences 0" in b["error"], b
+    cfg = json.loads(d.request("GET", "/v2/models/cumsum/config")[2])
+    assert "sequence_batching" not in cfg
+    meta = json.loads(d.request("GET", "/v2")[2])
+    assert "sequence" not in meta["extensions"]
+    valid_request_works(d)
+
+
+def test_discovery(tallyd):
+    cfg = json.loads(tallyd.request("GET", "/v2/models/cumsum/config")[2])
+    assert cfg["sequence_batching"] == {"max_sequence_idle_microseconds": 60000000}
+    meta = json.loads(tallyd.request("GET", "/v2")[2])
+    assert "sequence" in meta["extensions"] and "sequence(string_id)" in meta["extensions"]
+    _, c = clients(tallyd, "grpc")
+    g = c.get_model_config("cumsum", as_json=True)["config"]
+    assert g["sequence_batching"]["max_sequence_idle_microseconds"] == "60000000", g
+    assert "sequence(string_id)" in c.get_server_metadata(as_json=True)["extensions"]
+
+
+def test_access_log_carries_the_id(spawn):
+    d = spawn("--access-log", "all")
+    kserve(d, {"sequence_id": "logged \"id\"", "sequence_start": True})
+    kserve(d, {"sequence_id": 99})  # refused: not live
+
+    def ids():
+        return [l.get("sequence_id") for l in d.log_lines() if "sequence_id" in l]
+    assert eventually(lambda: sorted(map(str, ids())), ['99', 'logged "id"']) == \
+        ['99', 'logged "id"'], d.log()
+
+
+def test_shared_memory_chunks(spawn):
+    d = spawn("--allow-shared-memory")
+    c = httpclient.InferenceServerClient("127.0.0.1:%d" % d.port)
+    x = np.arange(1, 9, dtype=np.float32)
+    name, key = "seq_region_%d" % os.getpid(), "/tally_seq_%d" % os.getpid()
+    h = shm.create_shared_memory_region(name, key, 64)
+    try:
+        c.register_system_shared_memory(name, key, 64)
+        out = []
+        for k in range(2):
+            shm.set_shared_memory_region(h, [x[4 * k:4 * (k + 1)]])
+            i = httpclient.InferInput("x", [4], "FP32")
+            i.set_shared_memory(name, 16)
+            o = httpclient.InferRequestedOutput("y", binary_data=True)
+            o.set_shared_memory(name, 16, offset=32)
+            c.infer("cumsum", [i], outputs=[o], sequence_id="shm", sequence_start=k == 0,
+                    sequence_end=k == 1)
+            out.append(shm.get_contents_as_numpy(h, np.float32, [4], offset=32).copy())
+        assert np.concatenate(out).tolist() == np.cumsum(x).tolist()
+        c.unregister_system_shared_memory(name)
+    finally:
+        shm.destroy_shared_memory_region(h)
+
+
+def test_restart_with_a_state_dir_in_the_middle(spawn, tmp_path):
+    state = str(tmp_path)
+    rng = rng_for("restart")
+    x = random_tensor(rng, "float32", (4, 30))
+    xi = random_tensor(rng, "uint8", (3, 20))
+    d = spawn("--state-dir", state)
+    mod, c = clients(d, "grpc")
+    a = chunk_infer(mod, c, np.ascontiguousarray(x[:, :10]), "across", start=True, axis=1)
+    ai = chunk_infer(mod, c, xi[:, :7], 55, start=True, axis=1, exclusive=True)
+    assert d.stop() == 0
+    assert "2 live sequences written" in d.log()
+    assert os.path.exists(os.path.join(state, "sequences.state"))
+    d2 = spawn("--state-dir", state)
+    assert "2 sequences loaded" in d2.log()
+    assert not os.path.exists(os.path.join(state, "sequences.state"))
+    mod, c = clients(d2, "grpc")
+    b = chunk_infer(mod, c, np.ascontiguousarray(x[:, 10:]), "across", end=True, axis=1)
+    bi = chunk_infer(mod, c, xi[:, 7:], 55, end=True, axis=1, exclusive=True)
+    assert close(np.concatenate([a, b], axis=1), cumsum(x, 1), x, 1)
+    assert np.array_equal(np.concatenate([ai, bi], axis=1), cumsum(xi, 1, exclusive=True))
+    assert d2.stop() == 0
+    assert "0 live sequences written" in d2.log()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "version", "empty"])
+def test_a_bad_state_file_stops_the_start(spawn, tmp_path, damage):
+    state = str(tmp_path)
+    d = spawn("--state-dir", state)
+    kserve(d, {"sequence_id": "kept", "sequence_start": True})
+    assert d.stop() == 0
+    path = os.path.join(state, "sequences.state")
+    data = bytearray(open(path, "rb").read())
+    if damage == "truncated":
+        data = data[:len(data) - 11]
+    elif damage == "flipped":
+        data[30] ^= 0x40
+    elif damage == "version":
+        data[8] = 9
+    else:
+        data = b""
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(RuntimeError) as e:
+        Daemon("--state-dir", state)
+    assert "sequences.state" in str(e.value) and "nothing was loaded" in str(e.value), e.value
+    # the file is left for its owner to look at
+    assert os.path.exists(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proto", [["-i", "http"], ["-i", "grpc"], ["-i", "grpc", "--streaming"]],
+                         ids=["http", "grpc", "grpc-streaming"])
+def test_perf_analyzer_sequence_mode(spawn, proto):
+    d = spawn()
+    exe, env = perf_analyzer_bin()
+    port = d.port if proto[1] == "http" else d.grpc_port
+    r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % port] + proto +
+                       ["--shape", "x:500", "--concurrency-range", "4", "--request-count", "200",
+                        "--sequence-length", "10", "--sequence-id-range", "1:64"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out + d.log()
+    assert "Sequence count" in out, out
+    started = d.metric("tally_sequences_total", event="started")
+    ended = d.metric("tally_sequences_total", event="ended")
+    assert started >= 10 and ended >= started - 4, out
+    assert d.metric("tally_sequence_refusals_total") == 0, out
+    assert d.metric("tally_request_failures_total") == 0, d.request("GET", "/metrics")[2].decode()
