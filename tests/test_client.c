@@ -226,6 +226,22 @@ static void case_bad_arguments(void)
     CHECK(strstr(tally_last_message(c), "aligned") != NULL, "message: %s",
           tally_last_message(c));
 
+    /* a sequence's id is checked before anything is sent */
+    char longid[130];
+    memset(longid, 'q', 129);
+    longid[129] = '\0';
+    const char *bad_ids[] = {NULL, "", longid, "\xff\xfe"};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+        tally_code code =
+            tally_cumsum_chunk(c, bad_ids[i], TALLY_DT_FLOAT32, 3, shape, 0,
+                               TALLY_SEQUENCE_START, in, out);
+        CHECK(code == TALLYE_ARGUMENT, "sequence id %zu: got %s", i,
+              tally_code_name(code));
+        CHECK(strstr(tally_last_message(c), "sequence id") != NULL,
+              "sequence id %zu: %s", i, tally_last_message(c));
+    }
+    CHECK(((unsigned char *)out)[0] == 0x7f, "output written");
+
     /* an empty tensor succeeds at once, even with no server */
     int64_t empty[2] = {3, 0};
     CHECK(tally_cumsum(c, TALLY_DT_INT8, 2, empty, 1, 0, NULL, NULL)
@@ -515,8 +531,8 @@ static void case_shm(void)
             if (!in_place)
                 memset(my, 0xA5, t.bytes + pad);
             tally_shm_place px = {nx, 0, t.bytes};
-            tally_shm_place py = in_place ? px
-                                          : (tally_shm_place){ny, pad, t.bytes};
+            tally_shm_place py =
+                in_place ? px : (tally_shm_place){ny, pad, t.bytes};
             code = tally_cumsum_shm(c, t.dt, t.rank, t.shape, t.axis, t.flags,
                                     &px, &py);
             CHECK(code == TALLY_OK || t.count == 0, "%s: %s: %s", what,
@@ -540,15 +556,13 @@ static void case_shm(void)
     /* a region that is not registered */
     tally_shm_place nowhere = {"nowhere", 0, 4};
     int64_t one = 1;
-    CHECK(tally_cumsum_shm(c, TALLY_DT_INT32, 1, &one, 0, 0, &nowhere,
-                           &nowhere)
+    CHECK(tally_cumsum_shm(c, TALLY_DT_INT32, 1, &one, 0, 0, &nowhere, &nowhere)
               == TALLYE_NOT_FOUND,
           "an unknown region: %s", tally_last_message(c));
     CHECK(tally_shm_unregister(c, "nowhere") == TALLYE_NOT_FOUND,
           "unregistering an unknown region");
     CHECK(tally_shm_unregister(c, NULL) == TALLY_OK, "unregistering all");
-    CHECK(tally_cumsum_shm(c, TALLY_DT_INT32, 0, &one, 0, 0, &nowhere,
-                           &nowhere)
+    CHECK(tally_cumsum_shm(c, TALLY_DT_INT32, 0, &one, 0, 0, &nowhere, &nowhere)
               == TALLYE_ARGUMENT,
           "rank 0");
     tally_client_free(c);

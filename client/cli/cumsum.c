@@ -32,6 +32,12 @@ static const char help[] =
     "                       the socket (the server needs\n"
     "                       --allow-shared-memory; otherwise, or for a\n"
     "                       remote server, the socket, with a note)\n"
+    "  --sequence-id ID     IN is one chunk of a sequence: the server keeps\n"
+    "                       the running sum across calls, so that the\n"
+    "                       chunks' answers make the whole tensor's sum\n"
+    "                       (npy and raw; an id of digits names a number)\n"
+    "  --sequence-start     the sequence's first chunk\n"
+    "  --sequence-end       its last chunk: the server frees the sequence\n"
     "  --format F           npy, json or raw; by default json when IN ends in\n"
     "                       .json, else npy\n"
     "  --dtype NAME         raw: the element type (float16 bfloat16 float32\n"
@@ -70,6 +76,8 @@ static const char help[] =
     "Examples:\n"
     "  tally cumsum --axis 1 x.npy y.npy\n"
     "  tally cumsum --exclusive --reverse - - < x.npy > y.npy\n"
+    "  tally cumsum --sequence-id meter-7 --sequence-start day1.npy y1.npy\n"
+    "  tally cumsum --sequence-id meter-7 --sequence-end day2.npy y2.npy\n"
     "  tally cumsum --format raw --dtype int32 --shape 2,3 x.bin y.bin\n"
     "  tally cumsum --format raw --dtype float32 --shape 2,3 --strides 1,2 \\\n"
     "      --out-strides 1,2 --axis 1 colmajor.bin out.bin\n";
@@ -310,7 +318,7 @@ static tally_code via_shm(const char *cmd, tally_client *c, const char *url,
 static int run_binary(const char *cmd, tally_client *c, const char *fmt,
                       const char *in, const char *out, const char *dtype_name,
                       const char *shape_text, long axis, unsigned flags,
-                      const char *shm_url)
+                      const char *shm_url, const char *seq_id)
 {
     tally_dt dtype;
     int rank;
@@ -399,8 +407,13 @@ static int run_binary(const char *cmd, tally_client *c, const char *fmt,
             return cli_fail(cmd, code, why);
         }
     }
-    if (fell_back)
-        code = tally_cumsum(c, dtype, rank, shape, (int)axis, flags, data, data);
+    if (fell_back && seq_id != NULL)
+        code = tally_cumsum_chunk(c, seq_id, dtype, rank, shape, (int)axis,
+                                  flags, data, data);
+    else if (fell_back)
+        code = tally_cumsum(
+            c, dtype, rank, shape, (int)axis,
+            flags & ~(TALLY_SEQUENCE_START | TALLY_SEQUENCE_END), data, data);
     if (code != TALLYE_OK) {
         int rc = cli_fail(cmd, code, tally_last_message(c));
         if (raw)
@@ -430,6 +443,8 @@ int cmd_cumsum(int argc, char **argv)
     const char *cmd = "cumsum";
     long axis = 0;
     bool exclusive = false, reverse = false, use_shm = false;
+    bool seq_start = false, seq_end = false;
+    const char *seq_id = NULL;
     const char *direction = NULL, *format = NULL, *dtype = NULL, *shape = NULL;
     const char *axis_text = NULL, *strides = NULL, *out_strides = NULL;
     cli_opt opts[] = {
@@ -443,6 +458,9 @@ int cmd_cumsum(int argc, char **argv)
         {"strides", OPT_STRING, &strides, false},
         {"out-strides", OPT_STRING, &out_strides, false},
         {"shm", OPT_FLAG, &use_shm, false},
+        {"sequence-id", OPT_STRING, &seq_id, false},
+        {"sequence-start", OPT_FLAG, &seq_start, false},
+        {"sequence-end", OPT_FLAG, &seq_end, false},
         {NULL, OPT_FLAG, NULL, false},
     };
     cli_common common;
@@ -502,17 +520,31 @@ int cmd_cumsum(int argc, char **argv)
         cli_say(cmd, "--strides and --out-strides are for --format raw");
         return EXIT_USAGE;
     }
-    if (use_shm && (strcmp(format, "json") == 0 || strides != NULL
-                    || out_strides != NULL)) {
+    if (use_shm
+        && (strcmp(format, "json") == 0 || strides != NULL
+            || out_strides != NULL)) {
         cli_say(cmd, "--shm is for npy and raw tensors without strides");
+        return EXIT_USAGE;
+    }
+    if (seq_id == NULL && (seq_start || seq_end)) {
+        cli_say(cmd, "--sequence-start and --sequence-end need --sequence-id");
+        return EXIT_USAGE;
+    }
+    if (seq_id != NULL
+        && (strcmp(format, "json") == 0 || strides != NULL
+            || out_strides != NULL || use_shm)) {
+        cli_say(cmd, "--sequence-id is for npy and raw tensors without "
+                     "strides or --shm");
         return EXIT_USAGE;
     }
     cli_resolve_urls(&common);
     tally_client *c = cli_client(cmd, &common, -1, &rc);
     if (c == NULL)
         return rc;
-    unsigned flags =
-        (exclusive ? TALLY_EXCLUSIVE : 0u) | (reverse ? TALLY_REVERSE : 0u);
+    unsigned flags = (exclusive ? TALLY_EXCLUSIVE : 0u)
+                     | (reverse ? TALLY_REVERSE : 0u)
+                     | (seq_start ? TALLY_SEQUENCE_START : 0u)
+                     | (seq_end ? TALLY_SEQUENCE_END : 0u);
     if (strides != NULL || out_strides != NULL)
         rc = run_strided(cmd, c, pos[0], pos[1], dtype, shape, strides,
                          out_strides, axis, flags);
@@ -521,7 +553,7 @@ int cmd_cumsum(int argc, char **argv)
                       exclusive, reverse);
     else
         rc = run_binary(cmd, c, format, pos[0], pos[1], dtype, shape, axis,
-                        flags, use_shm ? common.urls[0] : NULL);
+                        flags, use_shm ? common.urls[0] : NULL, seq_id);
     tally_client_free(c);
     return rc;
 }

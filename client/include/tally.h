@@ -266,6 +266,42 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
                                   unsigned flags, const void *in, void *out);
 
 /* ------------------------------------------------------------------------
+ * Sequences: running sums that outlive a request.
+ */
+
+/* Flags for tally_cumsum_chunk(), beside TALLY_EXCLUSIVE and
+ * TALLY_REVERSE. */
+#define TALLY_SEQUENCE_START 4u /* the sequence's first chunk */
+#define TALLY_SEQUENCE_END 8u   /* its last: the server frees it */
+
+/*
+ * Computes the cumulative sum of one chunk of a sequence (Triton's
+ * sequence extension): a tensor cut along `axis` into chunks, one call
+ * each, in order (from the last to the first with TALLY_REVERSE). The
+ * server keeps the running sum, so that the answers put back together are
+ * the cumulative sum of the whole tensor. Arguments as tally_cumsum()'s,
+ * plus sequence_id: 1 to 128 bytes of UTF-8 (copied; an id of decimal
+ * digits alone names the number, as Triton's numeric ids), and in flags
+ * TALLY_SEQUENCE_START on the first chunk (on a live id it starts again
+ * from zero) and TALLY_SEQUENCE_END on the last. Every chunk keeps the
+ * first one's dtype, axis, flags and shape off the axis; its length along
+ * the axis may differ, 0 included (an empty chunk with
+ * TALLY_SEQUENCE_END ends a sequence without data).
+ *
+ * A chunk goes whole in one request, never split, to the URL the id
+ * hashes to, so that all of a sequence's chunks reach one replica.
+ * Returns tally_cumsum()'s codes; TALLYE_REJECTED when the server refuses
+ * the chunk (a sequence that is not live, a chunk unlike its first), and
+ * TALLYE_BUSY when it keeps as many sequences as it may.
+ */
+TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
+                                        const char *sequence_id,
+                                        tally_dt dtype, int rank,
+                                        const int64_t *shape, int axis,
+                                        unsigned flags, const void *in,
+                                        void *out);
+
+/* ------------------------------------------------------------------------
  * Strided tensors, as DirectML describes buffers (DML_BUFFER_TENSOR_DESC).
  */
 

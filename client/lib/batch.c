@@ -182,6 +182,31 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
     return code;
 }
 
+TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
+                                        const char *sequence_id, tally_dt dtype,
+                                        int rank, const int64_t *shape,
+                                        int axis, unsigned flags,
+                                        const void *in, void *out)
+{
+    if (c == NULL)
+        return TALLYE_ARGUMENT;
+    unsigned seq = flags & (TALLY_SEQUENCE_START | TALLY_SEQUENCE_END);
+    tally_batch one = {.c = c};
+    tally_code code =
+        tally_batch_add(&one, dtype, rank, shape, axis, flags & ~seq, in, out);
+    if (code == TALLYE_OK) {
+        char msg[200];
+        code = tc_job_sequence(one.items[0].job, sequence_id, seq, msg,
+                               sizeof msg);
+        if (code != TALLYE_OK)
+            tc_set_error(c, code, 0, "%s", msg);
+    }
+    if (code == TALLYE_OK)
+        code = tally_batch_run(&one);
+    batch_clear(&one);
+    return code;
+}
+
 /* ------------------------------------------------------------------------
  * Any request.
  */

@@ -157,6 +157,12 @@ tally_code tc_job_new(tally_client *c, tally_dt dtype, int rank,
                       const void *in, void *out, tc_job **job, char *msg,
                       size_t msg_len);
 
+/* Makes the job one chunk of sequence `id` (flags: TALLY_SEQUENCE_START
+ * and _END): sent whole, to the URL the id hashes to, even when empty.
+ * TALLYE_ARGUMENT or TALLYE_NOMEM with msg set. */
+tally_code tc_job_sequence(tc_job *job, const char *id, unsigned flags,
+                           char *msg, size_t msg_len);
+
 /* The job's transfers, made on first call (NULL, 0 for an empty tensor);
  * TALLYE_NOMEM or TALLYE_ARGUMENT with msg set when they cannot be. */
 tally_code tc_job_transfers(tc_job *job, tc_transfer ***t, size_t *n, char *msg,

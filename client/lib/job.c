@@ -35,6 +35,7 @@
 
 #include "internal.h"
 #include "tx_half.h"
+#include "tx_utf8.h"
 
 /* A split into more blocks than this is refused: the bookkeeping would
  * outweigh the work. */
@@ -67,6 +68,8 @@ struct tc_job {
     tc_block *blocks;
     tc_transfer **xfers;
     tc_block *failed; /* the first block that failed */
+    char *seq_query;  /* a sequence's chunk: "&sequence_id=..."; or NULL */
+    size_t seq_url;   /* the URL its id hashes to */
 };
 
 /* ------------------------------------------------------------------------
@@ -105,7 +108,7 @@ static void plan(tc_job *j)
     j->ob = j->outer;
     j->lb = j->n;
     j->ib = j->inner;
-    if (chunk == 0 || count <= e)
+    if (chunk == 0 || count <= e || j->seq_query != NULL)
         return;
     j->split = true;
     if (j->n <= e) {
@@ -205,6 +208,30 @@ tally_code tc_job_new(tally_client *c, tally_dt dtype, int rank,
     return TALLYE_OK;
 }
 
+/* "&sequence_id=" and the id percent-encoded (all but unreserved
+ * characters) into q; returns the length written. */
+static int sprintf_id(char *q, const char *id, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    static const char prefix[] = "&sequence_id=";
+    memcpy(q, prefix, sizeof prefix - 1);
+    int o = (int)sizeof prefix - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)id[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')
+            || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.'
+            || ch == '~') {
+            q[o++] = (char)ch;
+        } else {
+            q[o++] = '%';
+            q[o++] = hex[ch >> 4];
+            q[o++] = hex[ch & 15];
+        }
+    }
+    q[o] = '\0';
+    return o;
+}
+
 void tc_job_free(tc_job *j)
 {
     if (j == NULL)
@@ -216,7 +243,36 @@ void tc_job_free(tc_job *j)
     }
     free(j->blocks);
     free(j->xfers);
+    free(j->seq_query);
     free(j);
+}
+
+tally_code tc_job_sequence(tc_job *j, const char *id, unsigned flags, char *msg,
+                           size_t msg_len)
+{
+    size_t n = id != NULL ? strlen(id) : 0;
+    if (n == 0 || n > 128)
+        return fail(msg, msg_len, TALLYE_ARGUMENT,
+                    "a sequence id is 1 to 128 bytes, not %zu", n);
+    if (tx_utf8_valid(id, n) != n)
+        return fail(msg, msg_len, TALLYE_ARGUMENT,
+                    "the sequence id is not valid UTF-8");
+    /* percent-encoded: at most 3 bytes a byte */
+    char *q = malloc(3 * n + 64);
+    if (q == NULL)
+        return fail(msg, msg_len, TALLYE_NOMEM, "out of memory");
+    size_t o = (size_t)sprintf_id(q, id, n);
+    snprintf(q + o, 64, "%s%s",
+             flags & TALLY_SEQUENCE_START ? "&sequence_start=true" : "",
+             flags & TALLY_SEQUENCE_END ? "&sequence_end=true" : "");
+    j->seq_query = q;
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a: a stable choice */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)id[i];
+        h *= 0x100000001b3u;
+    }
+    j->seq_url = (size_t)(h % (j->c->nurls ? j->c->nurls : 1));
+    return TALLYE_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -237,12 +293,13 @@ static char *request_path(const tc_job *j, const tc_block *b)
                                   d ? "," : "", j->shape[d]);
         axis = j->axis;
     }
-    char path[sizeof shape + 128];
+    char path[sizeof shape + 128 + 3 * 128 + 64];
     tc_fmt(path, sizeof path,
-           "/v1/cumsum?dtype=%s&shape=%s&axis=%d&exclusive=%s&reverse=%s",
+           "/v1/cumsum?dtype=%s&shape=%s&axis=%d&exclusive=%s&reverse=%s%s",
            tally_dt_name(j->wire), shape, axis,
            j->flags & TALLY_EXCLUSIVE ? "true" : "false",
-           j->flags & TALLY_REVERSE ? "true" : "false");
+           j->flags & TALLY_REVERSE ? "true" : "false",
+           j->seq_query != NULL ? j->seq_query : "");
     return strdup(path);
 }
 
@@ -268,7 +325,7 @@ static bool block_prepare(tc_transfer *t)
     tc_block *b = (tc_block *)t;
     tc_job *j = b->job;
     size_t count = block_count(b);
-    b->recv = malloc(count * j->wsize);
+    b->recv = malloc(count ? count * j->wsize : 1); /* an empty chunk */
     if (b->recv == NULL)
         goto nomem;
     t->recv = b->recv;
@@ -329,7 +386,7 @@ tally_code tc_job_transfers(tc_job *j, tc_transfer ***xfers, size_t *n,
 {
     *xfers = NULL;
     *n = 0;
-    if (j->bytes == 0)
+    if (j->bytes == 0 && j->seq_query == NULL) /* a chunk goes, to end */
         return TALLYE_OK;
     if (j->blocks == NULL) {
         plan(j);
@@ -368,7 +425,8 @@ tally_code tc_job_transfers(tc_job *j, tc_transfer ***xfers, size_t *n,
                     if (t->path == NULL)
                         return fail(msg, msg_len, TALLYE_NOMEM,
                                     "out of memory");
-                    t->url = tc_next_url(j->c);
+                    t->url =
+                        j->seq_query != NULL ? j->seq_url : tc_next_url(j->c);
                     t->expect_dtype = j->wire;
                     t->check_tensor = true;
                     t->prepare = block_prepare;

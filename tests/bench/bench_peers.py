@@ -237,7 +237,8 @@ def main():
     log = open(os.path.join(tempfile.gettempdir(), "bench_peers.log"), "wb")
     for name in names:
         if name == "tally":
-            proc, url = start_tallyd("bench-peers", log, ["--access-log=off"])
+            proc, url = start_tallyd("bench-peers", log, ["--access-log=off",
+                                                          "--max-sequences", "0"])
             result["versions"]["tally"] = {"tallyd": commit()}
         else:
             result["versions"][name] = versions(name, venv(name))

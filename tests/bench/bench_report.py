@@ -84,8 +84,10 @@ def log_file(name):
 def service(seconds):
     pa = perf_analyzer()
     gport = free_port()
+    # --max-sequences 0: perf_analyzer sends plain requests (it enters its
+    # sequence mode when the model config has sequence_batching)
     proc, url = start_tallyd("bench-report", log_file("service"),
-                             ["--access-log=off", "--allow-shared-memory",
+                             ["--access-log=off", "--allow-shared-memory", "--max-sequences", "0",
                               "--grpc-listen", "127.0.0.1:%d" % gport])
     rest = url.replace("http://", "")
     data = header("service", "make bench-report (tests/bench/bench_report.py --only service)")
@@ -189,7 +191,7 @@ def breakdown(count=20):
     col = Collector()
     gport = free_port()
     proc, url = start_tallyd("bench-report", log_file("breakdown"),
-                             ["--access-log=off", "--allow-shared-memory",
+                             ["--access-log=off", "--allow-shared-memory", "--max-sequences", "0",
                               "--grpc-listen", "127.0.0.1:%d" % gport,
                               "--otlp-endpoint", "http://127.0.0.1:%d" % col.port,
                               "--trace-ratio", "1"])

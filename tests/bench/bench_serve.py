@@ -34,7 +34,16 @@ tensors (bench_engine --serve). Its targets, at N=16M: a shared-memory
 round trip (p50) at most 1.5x the engine's scan, and at least 5x REST
 binary's throughput.
 
-usage: python3 tests/bench/bench_serve.py [--seconds S] [--only binary|json|grpc|shm] [--sync]
+A fifth table (--only sequence) is Triton's sequence extension: float32
+[N], N in {16, 65536}, concurrency 1 and 16, over REST binary and gRPC,
+perf_analyzer's sequence mode (20 chunks a sequence) beside its plain
+mode. Every other table runs tallyd with --max-sequences 0, so that
+perf_analyzer, which enters its sequence mode whenever the model config
+has sequence_batching, sends plain requests. Its target: a chunk costs
+what the same request costs alone, 0.9 of the plain throughput or more.
+
+usage: python3 tests/bench/bench_serve.py [--seconds S]
+           [--only binary|json|grpc|shm|sequence] [--sync]
 """
 import argparse
 import fcntl
@@ -149,7 +158,8 @@ def grpc_table(pa, seconds, mode="--async"):
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_grpc_tallyd.log"), "wb")
     gport = free_port()
     proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--grpc-listen",
-                                                  "127.0.0.1:%d" % gport])
+                                                  "127.0.0.1:%d" % gport,
+                                                  "--max-sequences", "0"])
     results = {}
     try:
         for n in GRPC_SIZES:
@@ -211,7 +221,8 @@ def shm_table(pa, seconds):
     from benchlib import free_port
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_shm_tallyd.log"), "wb")
     gport = free_port()
-    proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--allow-shared-memory",
+    proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--max-sequences", "0",
+                                                  "--allow-shared-memory",
                                                   "--grpc-listen", "127.0.0.1:%d" % gport])
     http = url.replace("http://", "")
     results = {}
@@ -264,16 +275,81 @@ def shm_table(pa, seconds):
     return fails
 
 
+SEQ_SIZES = (16, 65536)
+SEQ_CONCURRENCY = (1, 16)
+
+
+def seq_table(pa, seconds):
+    """perf_analyzer in its sequence mode beside its plain mode, over REST
+    binary and gRPC: two tallyds, one with sequences off (--max-sequences
+    0: the config has no sequence_batching, so perf_analyzer sends plain
+    requests) and one with them on (perf_analyzer sees sequence_batching
+    and sends sequences of 20 chunks, as many at once as its concurrency),
+    each cell's two runs back to back. Target: a chunk costs what the same
+    request costs alone, 0.9 of the plain throughput at least."""
+    from benchlib import free_port
+    procs, addr = [], {}
+    try:
+        for mode, extra in (("plain", ["--max-sequences", "0"]), ("sequence", [])):
+            log = open(os.path.join(tempfile.gettempdir(),
+                                    "bench_serve_%s_tallyd.log" % mode), "wb")
+            gport = free_port()
+            proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--grpc-listen",
+                                                          "127.0.0.1:%d" % gport] + extra)
+            procs.append(proc)
+            addr[(mode, "http")] = url.replace("http://", "")
+            addr[(mode, "grpc")] = "127.0.0.1:%d" % gport
+        results = {}
+        for proto in ("http", "grpc"):
+            for n in SEQ_SIZES:
+                for c in SEQ_CONCURRENCY:
+                    for mode in ("plain", "sequence"):
+                        extra = (("--sequence-length", "20", "--sequence-id-range", "1:100000")
+                                 if mode == "sequence" else ())
+                        r = perf_binary(pa, addr[(mode, proto)], proto, n, c, seconds,
+                                        extra=extra)
+                        results[(mode, proto, n, c)] = r
+                        if r is not None:
+                            print("  %-8s %-4s N=%-6d c=%-3d %9.1f req/s p50 %8.3f ms" % (
+                                mode, proto, n, c, r[0], r[1]), file=sys.stderr, flush=True)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+    print("float32 [N], binary tensors, perf_analyzer --async; plain: a tallyd with "
+          "--max-sequences 0; sequence: perf_analyzer's sequence mode (20 chunks a "
+          "sequence) against one with sequences on; %d s windows" % seconds)
+    print("%-4s %-6s %-4s %12s %8s %14s %8s %6s" % (
+        "", "N", "c", "plain req/s", "p50 ms", "sequence req/s", "p50 ms", "ratio"))
+    fails = []
+    for proto in ("http", "grpc"):
+        for n in SEQ_SIZES:
+            for c in SEQ_CONCURRENCY:
+                a, b = results[("plain", proto, n, c)], results[("sequence", proto, n, c)]
+                if a is None or b is None:
+                    print("%-4s %-6d %-4d  (no measurement)" % (proto, n, c))
+                    fails.append("sequence %s N=%d c=%d: no measurement" % (proto, n, c))
+                    continue
+                print("%-4s %-6d %-4d %12.1f %8.3f %14.1f %8.3f %6.2f" % (
+                    proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0]))
+                if b[0] < 0.9 * a[0]:
+                    fails.append("sequence %s N=%d c=%d: %.0f < 0.9 x plain %.0f" % (
+                        proto, n, c, b[0], a[0]))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--only", choices=("binary", "json", "grpc", "shm"))
+    ap.add_argument("--only", choices=("binary", "json", "grpc", "shm", "sequence"))
     ap.add_argument("--sync", action="store_true",
                     help="the gRPC table with perf_analyzer's synchronous mode")
     args = ap.parse_args()
-    if args.only in ("grpc", "shm"):
+    if args.only in ("grpc", "shm", "sequence"):
         fails = (grpc_table(perf_analyzer(), args.seconds, "--sync" if args.sync else "--async")
-                 if args.only == "grpc" else shm_table(perf_analyzer(), args.seconds))
+                 if args.only == "grpc"
+                 else seq_table(perf_analyzer(), args.seconds) if args.only == "sequence"
+                 else shm_table(perf_analyzer(), args.seconds))
         print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
         for f in fails:
             print("  missed: " + f)
@@ -283,7 +359,7 @@ def main():
     results = {}
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
     for batch in ("1", "default"):
-        proc, url = start_tallyd("bench-serve", log, ["--access-log=off"]
+        proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--max-sequences", "0"]
                                  + (["--max-batch", "1"] if batch == "1" else []))
         try:
             for fmt in formats:

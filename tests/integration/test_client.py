@@ -509,3 +509,35 @@ def test_cli_help(cmd):
     assert r.returncode == 0 and b"Exit codes" in r.stdout
     r = tally("version")
     assert r.returncode == 0 and r.stdout.startswith(b"tally ")
+
+
+def test_cli_sequence(tallyd, tmp_path):
+    """tally cumsum --sequence-id: chunks whose answers make the whole
+    tensor's sum, an empty last chunk that ends it, and the server's
+    refusal once it has ended."""
+    x = np.arange(1, 13, dtype=np.float64).reshape(2, 6)
+    files = []
+    for k in range(3):
+        p = tmp_path / ("x%d.npy" % k)
+        np.save(p, x[:, 2 * k:2 * k + 2])
+        files.append(p)
+    empty = tmp_path / "e.npy"
+    np.save(empty, np.zeros((2, 0)))
+    flags = [["--sequence-start"], [], []]
+    got = []
+    for k in range(3):
+        y = tmp_path / ("y%d.npy" % k)
+        r = run([CLI, "cumsum", "--url", url(tallyd), "--axis", "1", "--sequence-id", "cli seq",
+                 str(files[k]), str(y)] + flags[k])
+        assert r.returncode == 0, r.stderr
+        got.append(np.load(y))
+    assert np.array_equal(np.concatenate(got, axis=1), np.cumsum(x, axis=1))
+    r = run([CLI, "cumsum", "--url", url(tallyd), "--axis", "1", "--sequence-id", "cli seq",
+             "--sequence-end", str(empty), str(tmp_path / "ye.npy")])
+    assert r.returncode == 0, r.stderr
+    r = run([CLI, "cumsum", "--url", url(tallyd), "--axis", "1", "--sequence-id", "cli seq",
+             str(files[0]), str(tmp_path / "late.npy")])
+    assert r.returncode != 0 and b"not live" in r.stderr, r.stderr
+    r = run([CLI, "cumsum", "--url", url(tallyd), "--sequence-end", str(files[0]),
+             str(tmp_path / "z.npy")])
+    assert r.returncode != 0 and b"need --sequence-id" in r.stderr, r.stderr

@@ -474,7 +474,9 @@ def perf_analyzer_bin():
                          ids=["unary", "streaming", "async", "request-parameter"])
 @pytest.mark.slow
 def test_perf_analyzer_grpc_unchanged(spawn, extra):
-    d = spawn()
+    # sequences off: perf_analyzer's plain mode (test_sequences.py has its
+    # sequence mode)
+    d = spawn("--max-sequences", "0")
     exe, env = perf_analyzer_bin()
     shape = "x:4,300" if "--request-parameter" in extra else "x:5000"
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % d.grpc_port, "-i", "grpc",

@@ -155,3 +155,59 @@ def test_shared_memory_refused_falls_back_to_the_socket(tallyd):
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("does not take shared memory") == 1, r.stderr
     assert "--allow-shared-memory" in r.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "float16"])
+def test_sequence_keeps_the_running_sum(tallyd, rng, dtype):
+    x = random_tensor(rng, dtype, (3, 40))
+    c = tally.Client(url(tallyd), shm=False)
+    parts = []
+    with c.sequence(axis=1, exclusive=True) as s:
+        for k in range(0, 40, 15):
+            parts.append(s.cumsum(x[:, k:k + 15]))
+    got = np.concatenate(parts, axis=1)
+    assert got.dtype == x.dtype and close(got, cumsum(x, 1, exclusive=True), x, 1)
+    # leaving the block ended it: a chunk without a start is refused
+    st, _, body = tallyd.request(
+        "POST", "/v1/cumsum?dtype=int8&shape=1&sequence_id=" + s.sequence_id, b"\x01",
+        {"Content-Type": "application/octet-stream"})
+    assert st == 400 and b"not live" in body, body
+
+
+def test_sequence_last_chunk_reverse_and_ids(tallyd):
+    c = tally.Client(url(tallyd), shm=False)
+    x = np.arange(1, 11, dtype=np.int64)
+    with c.sequence(reverse=True, sequence_id=777001) as s:
+        b = s.cumsum(x[5:])
+        a = s.cumsum(x[:5], last=True)
+    assert np.concatenate([a, b]).tolist() == np.cumsum(x[::-1])[::-1].tolist()
+    with pytest.raises(ValueError):
+        c.sequence(sequence_id="123")
+    with pytest.raises(ValueError):
+        c.sequence(sequence_id="x" * 129)
+    with pytest.raises(ValueError):
+        c.sequence(sequence_id=0)
+    # a chunk unlike the first is refused with the server's words, and the
+    # sequence goes on
+    with c.sequence() as s:
+        s.cumsum(np.ones(3, np.int32))
+        with pytest.raises(tally.TallyError) as e:
+            s.cumsum(np.ones(3, np.float32))
+        assert e.value.status == 400 and "int32" in str(e.value)
+        assert s.cumsum(np.ones(2, np.int32)).tolist() == [4, 5]
+
+
+def test_sequence_stays_on_one_replica(spawn):
+    """Two replicas: every chunk of a sequence reaches the one its id
+    hashes to (the other would refuse a chunk it never saw start)."""
+    a, b = spawn(), spawn()
+    c = tally.Client([url(a), url(b)], shm=False)
+    for i in range(6):
+        with c.sequence(sequence_id="replica-%d" % i) as s:
+            assert s.cumsum(np.arange(3)).tolist() == [0, 1, 3]
+            assert s.cumsum(np.arange(3)).tolist() == [3, 4, 6]
+    started = a.metric("tally_sequences_total", event="started") + \
+        b.metric("tally_sequences_total", event="started")
+    assert started == 6
+    assert a.metric("tally_sequence_refusals_total") == 0
+    assert b.metric("tally_sequence_refusals_total") == 0

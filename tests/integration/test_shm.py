@@ -449,7 +449,7 @@ def test_metadata_and_limits(spawn, regions):
 @pytest.mark.slow
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_perf_analyzer_shared_memory_unchanged(spawn, proto):
-    d = spawn("--allow-shared-memory")
+    d = spawn("--allow-shared-memory", "--max-sequences", "0")  # plain mode
     exe, env = perf_analyzer_bin()
     port = d.port if proto == "http" else d.grpc_port
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % port, "-i", proto,

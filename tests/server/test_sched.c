@@ -8,6 +8,11 @@
  * status, and which device ran it. Devices can be made to fail (refused
  * launches, or late failures of in-place tensors), to hold a launch until
  * the test lets it go, and to see the client leave during a launch.
+ *
+ * Then the sequences (sequence.h, sequence_file.h, engine/carry.h): the
+ * carries against a whole-tensor reference, a chunk's turn, the refusals
+ * and limits, idle expiry on the fake clock, and the state file through
+ * every truncation and a flipped byte.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,11 +22,15 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "carry.h"
 #include "check.h"
 #include "clock.h"
 #include "queue.h"
 #include "scheduler.h"
+#include "sequence.h"
+#include "sequence_file.h"
 #include "status.h"
+#include "tx_half.h"
 
 /* ------------------------------------------------------------------------
  * The fake clock.
@@ -905,6 +914,310 @@ static void queue_fair_share(void)
     queue_destroy(&q);
 }
 
+/* ------------------------------------------------------------------------
+ * Sequences.
+ */
+
+/* An int32 tensor [rows, n] cut along axis 1 into chunks, each "scanned"
+ * by a plain loop and then joined by the carries: the whole tensor's
+ * inclusive, exclusive and reverse sums, wrapping. */
+static void seq_carries(void)
+{
+    enum { R = 3, N = 23 };
+    int32_t x[R][N];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < N; i++)
+            x[r][i] = (int32_t)(check_rand() & 0xffffffffu);
+    for (int mode = 0; mode < 4; mode++) {
+        bool excl = mode & 1, rev = mode & 2;
+        int32_t want[R][N];
+        for (int r = 0; r < R; r++) {
+            uint32_t acc = 0;
+            for (int s = 0; s < N; s++) {
+                int i = rev ? N - 1 - s : s;
+                if (!excl)
+                    acc += (uint32_t)x[r][i];
+                want[r][i] = (int32_t)acc;
+                if (excl)
+                    acc += (uint32_t)x[r][i];
+            }
+        }
+        eng_carry carry[R] = {{0}};
+        int32_t got[R][N];
+        int cuts[] = {0, 5, 5, 14, N}; /* one chunk is empty */
+        for (int c = 0; c < 4; c++) {
+            int k = rev ? 3 - c : c;
+            int a = cuts[k], n = cuts[k + 1] - a;
+            int32_t chunk[R][N], out[R][N];
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < n; i++)
+                    chunk[r][i] = x[r][a + i];
+            /* packed [R, n] */
+            int32_t *pc = &chunk[0][0], *po = &out[0][0];
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < n; i++)
+                    pc[r * n + i] = chunk[r][i];
+            for (int r = 0; r < R; r++) {
+                uint32_t acc = 0;
+                for (int s = 0; s < n; s++) {
+                    int i = rev ? n - 1 - s : s;
+                    if (!excl)
+                        acc += (uint32_t)pc[r * n + i];
+                    po[r * n + i] = (int32_t)acc;
+                    if (excl)
+                        acc += (uint32_t)pc[r * n + i];
+                }
+            }
+            eng_lines l = {TX_INT32,
+                           R,
+                           (uint64_t)n,
+                           1,
+                           (uint64_t)(R * n),
+                           (size_t)(R * n * 4),
+                           excl,
+                           rev};
+            eng_carry t[R] = {{0}};
+            eng_carry_totals(&l, pc, t);
+            eng_carry_apply(&l, po, carry);
+            for (int r = 0; r < R; r++) {
+                carry[r].u += t[r].u;
+                for (int i = 0; i < n; i++)
+                    got[r][a + i] = po[r * n + i];
+            }
+        }
+        CHECK(memcmp(got, want, sizeof got) == 0, "mode %d", mode);
+    }
+    /* float16: rescanned from the input, rounded once */
+    uint16_t h[4] = {tx_f32_to_f16(1.0f), tx_f32_to_f16(0.5f),
+                     tx_f32_to_f16(0.25f), tx_f32_to_f16(2048.0f)};
+    uint16_t y[4];
+    eng_lines l = {TX_FLOAT16, 1, 4, 1, 4, 8, false, false};
+    eng_carry c = {.f = 1.0 / 4096};
+    eng_carry_scan(&l, h, y, &c);
+    CHECK(tx_f16_to_f32(y[0]) == 1.0f && tx_f16_to_f32(y[2]) == 1.75f,
+          "float16 rescan: %g %g", tx_f16_to_f32(y[0]), tx_f16_to_f32(y[2]));
+}
+
+static int seq_readies;
+static void seq_ready(seq_slot *s)
+{
+    (void)s;
+    seq_readies++;
+}
+
+static seq_params seq_num(uint64_t v, bool start, bool end)
+{
+    seq_params p;
+    memset(&p, 0, sizeof p);
+    char msg[128];
+    CHECK(seq_id_number(&p, v, msg, sizeof msg), "id %llu",
+          (unsigned long long)v);
+    p.start = start;
+    p.end = end;
+    return p;
+}
+
+/* Admits a float32 [n] chunk of sequence p: the status. */
+static status_code seq_try(seq_table *t, seq_params p, float *x, uint64_t n,
+                           seq_slot *s, bool *wait, char *msg)
+{
+    eng_scan_desc d = {.dtype = TX_FLOAT32, .rank = 1, .shape = {n}};
+    eng_lines l;
+    CHECK(eng_lines_from_desc(&d, &l, msg, 256) == ENG_E_OK, "%s", msg);
+    memset(s, 0, sizeof *s);
+    s->ready = seq_ready;
+    return seq_admit(t, &p, &d, &l, x, s, wait, msg, 256);
+}
+
+static void seq_turns_and_refusals(void)
+{
+    atomic_store(&fake_now, 1000000000u);
+    seq_options o = {.max_sequences = 2,
+                     .idle_ms = 100,
+                     .max_bytes = 1024,
+                     .clock = fake_clock};
+    seq_table *t = seq_table_new(&o);
+    float x[4] = {1, 2, 3, 4}, y[4];
+    char msg[256];
+    seq_slot a, b, c, d;
+    bool wait;
+    /* not live */
+    CHECK(seq_try(t, seq_num(5, false, false), x, 4, &a, &wait, msg)
+                  == STATUS_INVALID
+              && strstr(msg, "sequence_start"),
+          "%s", msg);
+    CHECK(seq_try(t, seq_num(5, true, false), x, 4, &a, &wait, msg) == STATUS_OK
+              && !wait,
+          "start: %s", msg);
+    /* a second chunk waits for the first's turn; armed, it is called */
+    CHECK(seq_try(t, seq_num(5, false, false), x, 2, &b, &wait, msg)
+                  == STATUS_OK
+              && wait,
+          "second: %s", msg);
+    CHECK(seq_arm(t, &b), "armed");
+    /* a differing chunk is refused and changes nothing */
+    double dx[1] = {1};
+    eng_scan_desc dd = {.dtype = TX_FLOAT64, .rank = 1, .shape = {1}};
+    eng_lines dl;
+    eng_lines_from_desc(&dd, &dl, msg, sizeof msg);
+    seq_params p5x = seq_num(5, false, false);
+    CHECK(seq_admit(t, &p5x, &dd, &dl, dx, &d, &wait, msg, sizeof msg)
+                  == STATUS_INVALID
+              && strstr(msg, "float64"),
+          "%s", msg);
+    /* a third waits too, but its turn comes before it is armed */
+    CHECK(seq_try(t, seq_num(5, false, true), x, 1, &c, &wait, msg) == STATUS_OK
+              && wait,
+          "third: %s", msg);
+    memcpy(y, (float[]){1, 3, 6, 10}, sizeof y);
+    seq_readies = 0;
+    seq_finish(t, &a, true, y);
+    CHECK(seq_readies == 1, "b's turn: %d", seq_readies);
+    memcpy(y, (float[]){1, 3}, 2 * sizeof *y);
+    seq_finish(t, &b, true, y);
+    CHECK(y[0] == 11 && y[1] == 13, "carried: %g %g", y[0], y[1]);
+    CHECK(seq_readies == 1 && !seq_arm(t, &c), "c's turn came first");
+    /* after the end was admitted, a chunk finds no live sequence */
+    seq_params p5 = seq_num(5, false, false);
+    CHECK(seq_try(t, p5, x, 1, &d, &wait, msg) == STATUS_INVALID
+              && strstr(msg, "not live"),
+          "%s", msg);
+    y[0] = 1;
+    seq_finish(t, &c, true, y); /* the end: 1 + 13 */
+    CHECK(y[0] == 14, "end: %g", y[0]);
+    CHECK(seq_live(t) == 0, "ended");
+    /* the limits */
+    CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    seq_finish(t, &a, false, y); /* a failed start: never started */
+    CHECK(seq_live(t) == 0, "a failed start leaves nothing");
+    CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    seq_finish(t, &a, true, y);
+    CHECK(seq_try(t, seq_num(2, true, false), x, 4, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    seq_finish(t, &a, true, y);
+    CHECK(seq_try(t, seq_num(3, true, false), x, 4, &a, &wait, msg)
+              == STATUS_SEQUENCES_FULL,
+          "%s", msg);
+    /* starting a live one again is no new sequence */
+    CHECK(seq_try(t, seq_num(2, true, false), x, 4, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    memcpy(y, x, sizeof y);
+    seq_finish(t, &a, true, y);
+    CHECK(y[3] == 4, "from zero: %g", y[3]);
+    /* idle: both expire on the fake clock */
+    atomic_fetch_add(&fake_now, 99000000u);
+    seq_sweep(t);
+    CHECK(seq_live(t) == 2, "not yet");
+    atomic_fetch_add(&fake_now, 2000000u);
+    seq_sweep(t);
+    CHECK(seq_live(t) == 0, "expired");
+    seq_table_free(t);
+
+    /* the bytes: 200 lines of 8 bytes pass 1024 alone */
+    seq_options small = {.max_sequences = 8, .idle_ms = 100, .max_bytes = 1024};
+    t = seq_table_new(&small);
+    float big[200];
+    memset(big, 0, sizeof big);
+    eng_scan_desc bd = {.dtype = TX_FLOAT32, .rank = 2, .shape = {1, 200}};
+    eng_lines bl;
+    eng_lines_from_desc(&bd, &bl, msg, sizeof msg);
+    seq_params p9 = seq_num(9, true, false);
+    memset(&a, 0, sizeof a);
+    CHECK(seq_admit(t, &p9, &bd, &bl, big, &a, &wait, msg, sizeof msg)
+              == STATUS_TOO_LARGE,
+          "%s", msg);
+    seq_table_free(t);
+}
+
+/* The state file: a round trip, and every truncation and a flipped byte
+ * refused whole. */
+static void seq_state_file(void)
+{
+    seq_file_entry e[2];
+    memset(e, 0, sizeof e);
+    char msg[256];
+    eng_carry c0[3] = {{.u = 7}, {.u = 8}, {.u = 9}}, c1[1] = {{.f = 0.5}};
+    CHECK(seq_id_string(&e[0].id, "abc", 3, msg, sizeof msg), "%s", msg);
+    e[0].desc = (eng_scan_desc){.dtype = TX_INT8,
+                                .rank = 2,
+                                .shape = {3, 0},
+                                .axis = 1,
+                                .exclusive = true};
+    e[0].idle_deadline_ms = 123;
+    e[0].count = 3;
+    e[0].carry = c0;
+    CHECK(seq_id_number(&e[1].id, 42, msg, sizeof msg), "%s", msg);
+    e[1].desc = (eng_scan_desc){
+        .dtype = TX_FLOAT64, .rank = 1, .shape = {0}, .reverse = true};
+    e[1].count = 1;
+    e[1].carry = c1;
+    size_t len;
+    uint8_t *b = seq_file_encode(e, 2, &len);
+    CHECK(b != NULL, "encoded");
+    seq_file_entry *got;
+    size_t n;
+    CHECK(seq_file_decode(b, len, 8, 1024, &got, &n, msg, sizeof msg) && n == 2,
+          "decoded: %s", msg);
+    CHECK(got[0].id.is_string && strcmp(got[0].id.str, "abc") == 0
+              && got[0].count == 3 && got[0].carry[2].u == 9
+              && got[0].desc.exclusive && got[0].desc.shape[0] == 3
+              && got[1].id.num == 42 && got[1].carry[0].f == 0.5
+              && got[1].desc.reverse,
+          "round trip");
+    seq_file_free(got, n);
+    for (size_t k = 0; k < len; k++)
+        CHECK(!seq_file_decode(b, k, 8, 1024, &got, &n, msg, sizeof msg),
+              "truncated at %zu decoded", k);
+    for (size_t k = 0; k < len; k++) {
+        b[k] ^= 0x10;
+        CHECK(!seq_file_decode(b, len, 8, 1024, &got, &n, msg, sizeof msg),
+              "flipped byte %zu decoded", k);
+        b[k] ^= 0x10;
+    }
+    CHECK(!seq_file_decode(b, len, 1, 1024, &got, &n, msg, sizeof msg)
+              && strstr(msg, "--max-sequences"),
+          "limit: %s", msg);
+    CHECK(!seq_file_decode(b, len, 8, 16, &got, &n, msg, sizeof msg),
+          "bytes limit");
+    free(b);
+
+    /* saved and loaded through a directory */
+    char dir[] = "/tmp/tally-seq-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    seq_options o = {.max_sequences = 4, .idle_ms = 60000, .max_bytes = 4096};
+    seq_table *t = seq_table_new(&o);
+    float x[3] = {1, 2, 3}, y[3] = {1, 3, 6};
+    seq_slot s;
+    bool wait;
+    CHECK(seq_try(t, seq_num(77, true, false), x, 3, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    seq_finish(t, &s, true, y);
+    size_t saved, loaded, expired;
+    CHECK(seq_save(t, dir, &saved, msg, sizeof msg) && saved == 1, "%s", msg);
+    seq_table_free(t);
+    t = seq_table_new(&o);
+    CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 1
+              && expired == 0,
+          "load: %s", msg);
+    y[0] = 4;
+    CHECK(seq_try(t, seq_num(77, false, true), x, 1, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    seq_finish(t, &s, true, y);
+    CHECK(y[0] == 10, "went on: %g", y[0]);
+    CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 0,
+          "the file was removed: %s", msg);
+    seq_table_free(t);
+    rmdir(dir);
+}
+
 static const check_case cases[] = {
     {"queue_order", queue_order},
     {"queue_capacity", queue_capacity},
@@ -925,6 +1238,9 @@ static const check_case cases[] = {
     {"failover_host", failover_host},
     {"inline_run", inline_run},
     {"exactly_once", exactly_once},
+    {"seq_carries", seq_carries},
+    {"seq_turns_and_refusals", seq_turns_and_refusals},
+    {"seq_state_file", seq_state_file},
 };
 
 int main(int argc, char **argv)

@@ -4,13 +4,14 @@ import os
 import sys
 import threading
 import urllib.parse
+import zlib
 from typing import Optional, Sequence, Union
 
 import numpy as np
 
 from ._transport import Replicas, TallyError
 
-__all__ = ["Client", "DTYPES"]
+__all__ = ["Client", "RunningSum", "DTYPES"]
 
 #: The numpy dtypes tally sums (bfloat16 has no numpy dtype).
 DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -199,6 +200,30 @@ class Client:
             {"Content-Type": "application/octet-stream", "DML-Operator": op})
         return np.frombuffer(raw, dtype=data.dtype).astype(b.dtype, copy=False)
 
+    # -- sequences -----------------------------------------------------------
+
+    def sequence(self, axis: int = 0, exclusive: bool = False, reverse: bool = False,
+                 sequence_id: Union[int, str, None] = None) -> "RunningSum":
+        """A running sum that outlives a request (Triton's sequence
+        extension): a context manager whose cumsum(chunk) sends the next
+        chunk of one tensor cut along axis and answers that chunk's part of
+        the whole tensor's cumulative sum. The first chunk starts the
+        sequence on the server; leaving the block ends it (with the last
+        chunk when cumsum(chunk, last=True) was called, else with an empty
+        one). With reverse, send the chunks from the last to the first.
+
+            with client.sequence(axis=0) as s:
+                for chunk in stream:
+                    y = s.cumsum(chunk)
+
+        sequence_id: an int (1 to 2**64 - 1) or a str of 1 to 128 bytes of
+        UTF-8 (default: a random one). With several replica URLs, every
+        chunk goes to the replica the id hashes to, so that one server
+        keeps the sequence."""
+        if sequence_id is None:
+            sequence_id = "py-" + os.urandom(12).hex()
+        return RunningSum(self, sequence_id, axis, exclusive, reverse)
+
     # -- the service -------------------------------------------------------
 
     def ready(self) -> bool:
@@ -229,3 +254,77 @@ class Client:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class RunningSum:
+    """One sequence on one replica (Client.sequence). Not for several
+    threads at once: its chunks are ordered."""
+
+    def __init__(self, client: Client, sequence_id: Union[int, str], axis: int,
+                 exclusive: bool, reverse: bool):
+        if isinstance(sequence_id, bool) or not isinstance(sequence_id, (int, str)):
+            raise TypeError("a sequence id is an int or a str, not %r" % (sequence_id,))
+        if isinstance(sequence_id, int):
+            if not 0 < sequence_id < 2 ** 64:
+                raise ValueError("a numeric sequence id is 1 to 2**64 - 1, not %d"
+                                 % sequence_id)
+            self.id_text = str(sequence_id)
+        else:
+            n = len(sequence_id.encode("utf-8"))
+            if not 1 <= n <= 128 or sequence_id.isdigit():
+                raise ValueError("a string sequence id is 1 to 128 bytes of UTF-8, and not "
+                                 "all digits (that names a number: pass an int)")
+            self.id_text = sequence_id
+        self.sequence_id = sequence_id
+        self.axis, self.exclusive, self.reverse = axis, exclusive, reverse
+        urls = client._replicas.urls
+        url = urls[zlib.crc32(self.id_text.encode("utf-8")) % len(urls)]
+        r = client._replicas
+        self._server = Replicas(url, r.token, r.cafile, r.timeout)
+        self._started = self._ended = False
+        self._last: Optional[np.ndarray] = None  # dtype and shape, for the end
+
+    def cumsum(self, chunk, last: bool = False) -> np.ndarray:
+        """Sends the next chunk; returns its answer (a new array of its
+        shape and dtype). last=True ends the sequence with it."""
+        if self._ended:
+            raise TallyError("sequence %s has ended" % self.id_text)
+        a = _checked(chunk)
+        if a.ndim == 0:
+            raise ValueError("a chunk has one dimension at least")
+        axis = _axis(self.axis, a.ndim)
+        data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        params = {"dtype": a.dtype.name, "shape": ",".join(map(str, a.shape)),
+                  "axis": axis, "exclusive": "true" if self.exclusive else "false",
+                  "reverse": "true" if self.reverse else "false",
+                  "sequence_id": self.id_text}
+        if not self._started:
+            params["sequence_start"] = "true"
+        if last:
+            params["sequence_end"] = "true"
+        payload = memoryview(data.reshape(-1)).cast("B") if data.size else b""
+        url, _, raw = self._server.request("POST", "/v1/cumsum?" + urllib.parse.urlencode(params),
+                                           payload, {"Content-Type": "application/octet-stream"})
+        self._started = True
+        self._ended = last
+        self._last = a
+        out = np.frombuffer(raw, dtype=data.dtype)
+        if out.size != a.size:
+            raise TallyError("answered %d elements for %d" % (out.size, a.size), 200, url)
+        return out.reshape(a.shape).astype(a.dtype, copy=False)
+
+    def end(self) -> None:
+        """Ends the sequence on the server, with an empty chunk, unless the
+        last chunk already did (or none was sent)."""
+        if self._started and not self._ended:
+            shape = list(self._last.shape)
+            shape[_axis(self.axis, len(shape))] = 0
+            self.cumsum(np.empty(shape, self._last.dtype), last=True)
+        self._ended = True
+        self._server.close()
+
+    def __enter__(self) -> "RunningSum":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()
