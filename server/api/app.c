@@ -2,8 +2,10 @@
  * app.c - the API layer's state: the scheduler its handlers submit to,
  * built from the daemon's settings over the opened devices (api.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "log.h"
@@ -60,6 +62,14 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
     const char *dir = s->cfg.state_dir;
     if (dir == NULL || dir[0] == '\0' || !seq_enabled(a->seqs))
         return true;
+    /* a drain must be able to write there: found out now, not then */
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(msg, msglen,
+                 "--state-dir %s: %s (the live sequences are written there "
+                 "at a drain)",
+                 dir, strerror(errno));
+        return false;
+    }
     size_t n, expired;
     if (!seq_load(a->seqs, dir, &n, &expired, msg, msglen))
         return false;

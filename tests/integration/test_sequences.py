@@ -170,6 +170,38 @@ def test_three_sequences_interleaved_on_one_stream(tallyd):
         assert close(y, cumsum(x), x), sid
 
 
+@pytest.mark.concurrency
+def test_chunks_pipelined_on_a_stream_wait_their_turn(spawn):
+    """Every chunk queued (--inline-max-elements 0) and sent without
+    waiting for the one before: a chunk that arrives while an earlier one
+    of its sequence runs waits for it, and the sums come out whole."""
+    d = spawn("--inline-max-elements", "0", "--workers", "2", "--max-batch", "4")
+    rng = rng_for("pipelined")
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    answers = queue.Queue()
+    c.start_stream(callback=lambda result, error: answers.put((result, error)))
+    xs = {sid: random_tensor(rng, "int64", (8 * 300,)) for sid in (11, 12, 13)}
+    try:
+        for k in range(8):
+            for sid, x in xs.items():
+                inp = grpcclient.InferInput("x", [300], "INT64")
+                inp.set_data_from_numpy(x[300 * k:300 * (k + 1)])
+                c.async_stream_infer("cumsum", [inp], request_id="%d-%d" % (sid, k),
+                                     sequence_id=sid, sequence_start=k == 0,
+                                     sequence_end=k == 7)
+        got = {}
+        for _ in range(24):
+            result, error = answers.get(timeout=60)
+            assert error is None, error
+            got[result.get_response().id] = result.as_numpy("y")
+    finally:
+        c.stop_stream()
+    for sid, x in xs.items():
+        y = np.concatenate([got["%d-%d" % (sid, k)] for k in range(8)])
+        assert np.array_equal(y, cumsum(x)), sid
+    assert d.metric("tally_sequences_total", event="ended") == 3
+
+
 def test_native_api_json_raw_and_npy(tallyd):
     x = np.arange(1, 10, dtype=np.int32)
     st, _, b = tallyd.post_json("/v1/cumsum", {"dtype": "int32", "data": x[:3].tolist(),
@@ -402,6 +434,12 @@ def test_a_bad_state_file_stops_the_start(spawn, tmp_path, damage):
     assert "sequences.state" in str(e.value) and "nothing was loaded" in str(e.value), e.value
     # the file is left for its owner to look at
     assert os.path.exists(path)
+
+
+def test_a_state_dir_that_cannot_be_written_stops_the_start(tmp_path):
+    with pytest.raises(RuntimeError) as e:
+        Daemon("--state-dir", str(tmp_path / "missing"))
+    assert "--state-dir" in str(e.value) and "No such file" in str(e.value), e.value
 
 
 @pytest.mark.slow
