@@ -45,6 +45,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
     seq_options so = {
         .max_sequences = s->cfg.max_sequences,
         .idle_ms = s->cfg.sequence_idle_ms,
+        .linger_ms = s->cfg.sequence_linger_ms,
         .max_bytes = s->cfg.sequence_max_bytes,
     };
     a->seqs = seq_table_new(&so);

@@ -39,6 +39,10 @@
       "gets 503 with Retry-After; 0 turns sequences off")                      \
     X(sequence_idle_ms, "sequence-idle-ms", "TALLY_SEQUENCE_IDLE_MS", UINT,    \
       "60000", "a sequence with no request for this long is dropped")          \
+    X(sequence_linger_ms, "sequence-linger-ms", "TALLY_SEQUENCE_LINGER_MS",    \
+      UINT, "1000",                                                            \
+      "an ended sequence still takes, this long, a chunk sent before its "     \
+      "last one that arrived after it (on another connection); 0: none")      \
     X(sequence_max_bytes, "sequence-max-bytes", "TALLY_SEQUENCE_MAX_BYTES",    \
       SIZE, "64MiB",                                                           \
       "bytes the live sequences' carries may take, in all (8 per line of a "   \
@@ -183,7 +187,7 @@ typedef struct {
         json_inline_max, fault_delay_ms, fault_device, fault_every,
         fault_after_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
-        otlp_max_queue, max_sequences, sequence_idle_ms;
+        otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, allow_shared_memory;

@@ -30,16 +30,19 @@
 #include "tx_dtype.h"
 
 enum { WAITING = 1, ARMED, TURN };
+enum { IDLE = 1, CLOSED };
 
 struct seq_entry {
     seq_params id;
     uint64_t hash;
     seq_entry *hnext;         /* in its bucket */
-    seq_entry *lprev, *lnext; /* in the idle list (idle: mapped, no chunk) */
-    bool idle;                /* in that list */
-    bool mapped;              /* the id's live sequence */
-    bool ending;              /* a sequence_end chunk is admitted */
-    bool busy;                /* a chunk holds the turn */
+    seq_entry *lprev, *lnext; /* in the idle or the closed list */
+    int list;                 /* which: 0 (none), IDLE or CLOSED */
+    bool mapped;              /* in the map: live, or closed and lingering */
+    bool closed;              /* its end was answered; lingering */
+    uint64_t closed_ns;
+    bool ending; /* a sequence_end chunk is admitted */
+    bool busy;   /* a chunk holds the turn */
     bool is_float;
     unsigned pending;        /* chunks admitted and not finished */
     uint64_t chunks;         /* chunks answered */
@@ -54,11 +57,11 @@ struct seq_table {
     seq_options o;
     uv_mutex_t mu;
     seq_entry **buckets;
-    size_t nbuckets; /* a power of two */
-    seq_entry *lhead, *ltail;
-    size_t live;  /* entries in the map */
+    size_t nbuckets;              /* a power of two */
+    seq_entry *head[3], *tail[3]; /* the idle and closed lists */
+    size_t live;  /* live entries in the map (not the closed ones) */
     size_t bytes; /* every entry's carries, mapped or not */
-    uint64_t started, ended, expired, refused;
+    uint64_t started, ended, expired, refused, late;
 };
 
 static uint64_t now(const seq_table *t)
@@ -140,32 +143,33 @@ static seq_entry *find(seq_table *t, const seq_params *p, uint64_t h)
     return NULL;
 }
 
-static void lru_remove(seq_table *t, seq_entry *e)
+static void list_remove(seq_table *t, seq_entry *e)
 {
-    if (!e->idle)
+    int l = e->list;
+    if (l == 0)
         return;
-    e->idle = false;
+    e->list = 0;
     if (e->lprev)
         e->lprev->lnext = e->lnext;
     else
-        t->lhead = e->lnext;
+        t->head[l] = e->lnext;
     if (e->lnext)
         e->lnext->lprev = e->lprev;
     else
-        t->ltail = e->lprev;
+        t->tail[l] = e->lprev;
     e->lprev = e->lnext = NULL;
 }
 
-static void lru_append(seq_table *t, seq_entry *e)
+static void list_append(seq_table *t, seq_entry *e, int l)
 {
-    e->idle = true;
-    e->lprev = t->ltail;
+    e->list = l;
+    e->lprev = t->tail[l];
     e->lnext = NULL;
-    if (t->ltail)
-        t->ltail->lnext = e;
+    if (t->tail[l])
+        t->tail[l]->lnext = e;
     else
-        t->lhead = e;
-    t->ltail = e;
+        t->head[l] = e;
+    t->tail[l] = e;
 }
 
 static void map_insert(seq_table *t, seq_entry *e)
@@ -186,9 +190,10 @@ static void unmap(seq_table *t, seq_entry *e)
         p = &(*p)->hnext;
     *p = e->hnext;
     e->mapped = false;
-    t->live--;
+    if (!e->closed)
+        t->live--;
     if (e->pending == 0) {
-        lru_remove(t, e);
+        list_remove(t, e);
         entry_free(t, e);
     }
 }
@@ -302,7 +307,7 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     status_code st = STATUS_OK;
     if (p->start) {
         size_t need = (size_t)count * sizeof(eng_carry);
-        if (e == NULL && t->live >= t->o.max_sequences) {
+        if ((e == NULL || e->closed) && t->live >= t->o.max_sequences) {
             snprintf(msg, msglen,
                      "sequence %s: %zu sequences are live, as many as the "
                      "server keeps (--max-sequences); end one, or retry "
@@ -346,7 +351,7 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         map_insert(t, n);
         t->started++;
         e = n;
-    } else if (e == NULL || e->ending) {
+    } else if (e == NULL || (e->ending && t->o.linger_ms == 0)) {
         snprintf(msg, msglen,
                  "sequence %s is not live: it was never started, has ended, "
                  "or was dropped after %" PRIu64 " ms without a request; "
@@ -368,11 +373,13 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         drop_slot(s);
         return refuse(t, st);
     }
-    if (p->end)
+    if (!p->start && (e->closed || e->ending))
+        t->late++; /* sent before the end, arrived after it */
+    if (p->end && !e->closed)
         e->ending = true;
     s->e = e;
-    if (e->pending++ == 0 && e->mapped)
-        lru_remove(t, e);
+    if (e->pending++ == 0)
+        list_remove(t, e);
     e->last_ns = now(t);
     s->next = NULL;
     if (e->busy) {
@@ -424,8 +431,13 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
     e->pending--;
     if (ok)
         e->chunks++;
-    if (s->end && e->mapped) {
-        if (ok) {
+    if (s->end && e->mapped && !e->closed) {
+        if (ok && t->o.linger_ms > 0) {
+            t->ended++;
+            e->closed = true; /* lingers for the chunks sent before it */
+            e->closed_ns = now(t);
+            t->live--;
+        } else if (ok) {
             t->ended++;
             bool last = e->pending == 0;
             unmap(t, e); /* frees it when no chunk is left */
@@ -434,7 +446,7 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
         } else {
             e->ending = false; /* a failed end leaves it live */
         }
-    } else if (!ok && s->start && e->mapped && e->chunks == 0
+    } else if (!ok && s->start && e->mapped && !e->closed && e->chunks == 0
                && e->pending == 0) {
         unmap(t, e); /* it never started */
         e = NULL;
@@ -457,7 +469,7 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
         }
         if (e->pending == 0) {
             if (e->mapped)
-                lru_append(t, e);
+                list_append(t, e, e->closed ? CLOSED : IDLE);
             else
                 entry_free(t, e);
         }
@@ -471,10 +483,13 @@ void seq_sweep(seq_table *t)
 {
     uv_mutex_lock(&t->mu);
     uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
-    while (t->lhead != NULL && at - t->lhead->last_ns >= idle) {
-        unmap(t, t->lhead); /* idle: nothing pending, so freed */
+    while (t->head[IDLE] != NULL && at - t->head[IDLE]->last_ns >= idle) {
+        unmap(t, t->head[IDLE]); /* idle: nothing pending, so freed */
         t->expired++;
     }
+    uint64_t linger = t->o.linger_ms * 1000000u;
+    while (t->head[CLOSED] != NULL && at - t->head[CLOSED]->closed_ns >= linger)
+        unmap(t, t->head[CLOSED]);
     uv_mutex_unlock(&t->mu);
 }
 
@@ -491,7 +506,7 @@ void seq_render_metrics(seq_table *t, textbuf *o)
     uv_mutex_lock(&t->mu);
     size_t live = t->live, bytes = t->bytes;
     uint64_t started = t->started, ended = t->ended, expired = t->expired,
-             refused = t->refused;
+             refused = t->refused, late = t->late;
     uv_mutex_unlock(&t->mu);
     textbuf_put(o,
                 "# HELP tally_sequences_live Sequences live now (Triton's "
@@ -512,8 +527,13 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "their sequence: not live, unlike its first chunk, or no "
                 "room for another.\n"
                 "# TYPE tally_sequence_refusals_total counter\n"
-                "tally_sequence_refusals_total %" PRIu64 "\n",
-                live, bytes, started, ended, expired, refused);
+                "tally_sequence_refusals_total %" PRIu64 "\n"
+                "# HELP tally_sequence_late_chunks_total Chunks that arrived "
+                "after their sequence's last one (sent before it, on another "
+                "connection), taken within --sequence-linger-ms.\n"
+                "# TYPE tally_sequence_late_chunks_total counter\n"
+                "tally_sequence_late_chunks_total %" PRIu64 "\n",
+                live, bytes, started, ended, expired, refused, late);
 }
 
 /* --------------------------------------------------- the state file */
@@ -548,6 +568,8 @@ bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
     int64_t wall = wall_ms();
     for (size_t b = 0; b < t->nbuckets; b++)
         for (seq_entry *e = t->buckets[b]; e != NULL; e = e->hnext) {
+            if (e->closed)
+                continue; /* ended: nothing to go on with */
             uint64_t used = at - e->last_ns;
             v[k].id = e->id;
             v[k].desc = e->desc;
@@ -707,7 +729,7 @@ bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
         e->last_ns = at - (idle - left);
         t->bytes += e->count * sizeof *e->carry;
         map_insert(t, e);
-        lru_append(t, e);
+        list_append(t, e, IDLE);
         es[i] = NULL;
     }
     if (dup != NULL) { /* undo: the table was empty */
@@ -726,8 +748,8 @@ bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
         return false;
     }
     size_t before = t->expired;
-    while (t->lhead != NULL && at - t->lhead->last_ns >= idle) {
-        unmap(t, t->lhead);
+    while (t->head[IDLE] != NULL && at - t->head[IDLE]->last_ns >= idle) {
+        unmap(t, t->head[IDLE]);
         t->expired++;
     }
     *expired = t->expired - before;

@@ -35,6 +35,12 @@
  * until its admitted chunks are done); sequence_end ends it once that
  * chunk has been answered (a failed end leaves it live); a sequence with
  * no chunk admitted or running for idle_ms is dropped by seq_sweep().
+ * An ended sequence lingers for linger_ms, no longer live: a chunk of it
+ * that arrives then (sent before the end, on another connection, as
+ * perf_analyzer's last chunks over HTTP are) is taken, after the end, and
+ * counted late; a start takes the id at once. With linger_ms 0 an ended
+ * sequence is gone when its end is answered, and a chunk that arrives
+ * while its end is admitted is refused.
  * max_sequences live ones at most (STATUS_SEQUENCES_FULL beyond; 0
  * turns sequences off), and max_bytes for the carries of all of them,
  * checked before anything is allocated.
@@ -67,6 +73,7 @@ typedef struct seq_entry seq_entry;
 typedef struct {
     unsigned max_sequences; /* live sequences at most; 0: sequences off */
     uint64_t idle_ms;       /* dropped after this long with no chunk */
+    uint64_t linger_ms;     /* an ended one takes late chunks this long */
     size_t max_bytes;       /* the carries of every sequence, in all */
     /* The monotonic clock, in ns; NULL: now_ns(). */
     uint64_t (*clock)(void *user);

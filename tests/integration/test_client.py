@@ -535,9 +535,9 @@ def test_cli_sequence(tallyd, tmp_path):
     r = run([CLI, "cumsum", "--url", url(tallyd), "--axis", "1", "--sequence-id", "cli seq",
              "--sequence-end", str(empty), str(tmp_path / "ye.npy")])
     assert r.returncode == 0, r.stderr
-    r = run([CLI, "cumsum", "--url", url(tallyd), "--axis", "1", "--sequence-id", "cli seq",
+    r = run([CLI, "cumsum", "--url", url(tallyd), "--axis", "1", "--sequence-id", "cli never",
              str(files[0]), str(tmp_path / "late.npy")])
-    assert r.returncode != 0 and b"not live" in r.stderr, r.stderr
+    assert r.returncode == 1 and b"not live" in r.stderr, r.stderr
     r = run([CLI, "cumsum", "--url", url(tallyd), "--sequence-end", str(files[0]),
              str(tmp_path / "z.npy")])
     assert r.returncode != 0 and b"need --sequence-id" in r.stderr, r.stderr

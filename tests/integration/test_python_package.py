@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -167,7 +168,9 @@ def test_sequence_keeps_the_running_sum(tallyd, rng, dtype):
             parts.append(s.cumsum(x[:, k:k + 15]))
     got = np.concatenate(parts, axis=1)
     assert got.dtype == x.dtype and close(got, cumsum(x, 1, exclusive=True), x, 1)
-    # leaving the block ended it: a chunk without a start is refused
+    # leaving the block ended it: once the end's linger (1 s) has passed, a
+    # chunk without a start is refused
+    time.sleep(1.2)
     st, _, body = tallyd.request(
         "POST", "/v1/cumsum?dtype=int8&shape=1&sequence_id=" + s.sequence_id, b"\x01",
         {"Content-Type": "application/octet-stream"})

@@ -1135,6 +1135,55 @@ static void seq_turns_and_refusals(void)
     seq_table_free(t);
 }
 
+/* An ended sequence lingers: a late chunk is taken after the end, a start
+ * takes the id, and after linger_ms the id is gone. */
+static void seq_linger(void)
+{
+    atomic_store(&fake_now, 5000000000u);
+    seq_options o = {.max_sequences = 1,
+                     .idle_ms = 1000,
+                     .linger_ms = 50,
+                     .max_bytes = 1024,
+                     .clock = fake_clock};
+    seq_table *t = seq_table_new(&o);
+    float x[2] = {1, 2}, y[2];
+    char msg[256];
+    seq_slot a;
+    bool wait;
+    CHECK(seq_try(t, seq_num(3, true, true), x, 2, &a, &wait, msg) == STATUS_OK,
+          "%s", msg);
+    memcpy(y, (float[]){1, 3}, sizeof y);
+    seq_finish(t, &a, true, y);
+    CHECK(seq_live(t) == 0, "ended: not live");
+    /* room for another at once, though 3 lingers */
+    CHECK(seq_try(t, seq_num(4, true, false), x, 2, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    seq_finish(t, &a, true, y);
+    CHECK(seq_try(t, seq_num(3, false, false), x, 1, &a, &wait, msg)
+                  == STATUS_OK
+              && !wait,
+          "late: %s", msg);
+    y[0] = 1;
+    seq_finish(t, &a, true, y);
+    CHECK(y[0] == 4, "late chunk after the end: %g", y[0]);
+    CHECK(seq_live(t) == 1, "the late chunk revived nothing");
+    atomic_fetch_add(&fake_now, 51000000u);
+    seq_sweep(t);
+    CHECK(seq_try(t, seq_num(3, false, false), x, 1, &a, &wait, msg)
+              == STATUS_INVALID,
+          "gone: %s", msg);
+    textbuf o2;
+    textbuf_init(&o2, 1024);
+    seq_render_metrics(t, &o2);
+    size_t len;
+    char *m = textbuf_take(&o2, &len);
+    CHECK(m != NULL && strstr(m, "tally_sequence_late_chunks_total 1"), "%s",
+          m ? m : "");
+    free(m);
+    seq_table_free(t);
+}
+
 /* The state file: a round trip, and every truncation and a flipped byte
  * refused whole. */
 static void seq_state_file(void)
@@ -1241,6 +1290,7 @@ static const check_case cases[] = {
     {"seq_carries", seq_carries},
     {"seq_turns_and_refusals", seq_turns_and_refusals},
     {"seq_state_file", seq_state_file},
+    {"seq_linger", seq_linger},
 };
 
 int main(int argc, char **argv)
