@@ -25,7 +25,9 @@
 #                                        tritonclient, grpcio-tools, dask,
 #                                        the validators, OpenTelemetry's
 #                                        messages, schemathesis (the API
-#                                        description against the server);
+#                                        description against the server),
+#                                        grpcio's health stub (the gRPC
+#                                        health service's test);
 #                                        libb64 for perf_analyzer
 #                                        and wrk for the soak
 #   sh deploy/install-deps.sh --bench    and matplotlib, for make
@@ -48,7 +50,8 @@ TEST_PYTHON="setuptools:setuptools wheel:wheel numpy:numpy pytest:pytest xdist:p
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \
   kubernetes_validate:kubernetes-validate distributed:dask[array,distributed] \
-  opentelemetry.proto:opentelemetry-proto schemathesis:schemathesis==4.32.5"
+  opentelemetry.proto:opentelemetry-proto schemathesis:schemathesis==4.32.5 \
+  grpc_health:grpcio-health-checking==1.81.1"
 
 while [ $# -gt 0 ]; do
   arg=$1

@@ -195,6 +195,7 @@ static void on_tick(uv_timer_t *t)
     if (++ticks % (100 / TICK_MS) == 0) {
         http_sweep(&transport);
         grpc_sweep(&grpc);
+        api_health_tick(&app, s);
         reqlog_tick(&s->reqlog, now_ns());
     }
     log_flush();
@@ -233,6 +234,7 @@ static void begin_drain(tallyd_server *s, const char *why)
             why, (long long)atomic_load(&s->inflight));
     http_quiesce(&transport);
     grpc_quiesce(&grpc);
+    api_health_tick(&app, s); /* every Watch hears NOT_SERVING */
 }
 
 /* Opens every device the --device option names (a list, or all of a kind:

@@ -41,6 +41,8 @@
 #include "shm.h"
 #include "trace_settings.h"
 
+typedef struct api_watch api_watch;
+
 /* What /metrics labels requests with (route="..."), over HTTP and gRPC. */
 enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, PAGE, OTHER, NLABELS };
 
@@ -73,6 +75,8 @@ typedef struct {
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
     seq_table *seqs;       /* the live sequences (sequence.h); off with
                             * --max-sequences 0 */
+    struct api_watch *watches; /* gRPC health Watches (health.c); the
+                                * loop thread's */
     const api_docs *docs;  /* tallyd.c's, borrowed; NULL: none */
     otlp_exporter *traces; /* tallyd.c's, borrowed; NULL: tracing off */
     /* /v2/trace/setting's: the settings now and at start-up (trace.c) */
@@ -212,8 +216,15 @@ status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen);
 /* Releases what is still held, unchecked; safe after api_shm_done. */
 void api_shm_free(api_shm_hold *h);
 
-/* The gRPC service (grpc_service.c): inference.GRPCInferenceService. */
+/* The gRPC services: inference.GRPCInferenceService (grpc_service.c),
+ * and after it in its chain grpc.health.v1.Health (health.c). */
 extern const grpc_service api_grpc_service;
+extern const grpc_service api_health_service;
+
+/* The health Watches' next answers, when the status has changed, the
+ * server drains or their client has gone (health.c). The loop thread:
+ * its tick, and the start of a drain. */
+void api_health_tick(api_state *a, tallyd_server *s);
 
 /* Replies with the text of a JSON writer (taken; its data borrowed from
  * r->body or r->ctx, which the reply takes over): rendered at once when

@@ -670,4 +670,4 @@ static const grpc_method methods[] = {
 
 const grpc_service api_grpc_service = {
     "inference.GRPCInferenceService", methods,
-    sizeof methods / sizeof methods[0], OTHER};
+    sizeof methods / sizeof methods[0], OTHER, &api_health_service};

@@ -26,7 +26,7 @@ static void call_account(grpc_call *call)
     if (atomic_load(&call->gone) && call->status == STATUS_OK)
         call->status = STATUS_CANCELLED;
     char route[160], path[168];
-    snprintf(route, sizeof route, "%s/%s", t->svc->service, call->m->name);
+    snprintf(route, sizeof route, "%s/%s", call->svc->service, call->m->name);
     snprintf(path, sizeof path, "/%s", route);
     /* the caller's tracestate goes on only with its own sampled trace */
     bool state = call->tracestate != NULL && (call->trace.flags & TRACE_SAMPLED)
@@ -147,15 +147,22 @@ void h2_count_stream_failure(gstream *st, status_code code)
     req_end(t->s, &rec);
 }
 
-static const grpc_method *find_method(grpc_transport *t, const char *path)
+/* The method /<service>/<method> names, of any service in the chain. */
+static const grpc_method *find_method(grpc_transport *t, const char *path,
+                                      const grpc_service **svc)
 {
-    size_t sl = strlen(t->svc->service);
-    if (path[0] != '/' || strncmp(path + 1, t->svc->service, sl) != 0
-        || path[1 + sl] != '/')
+    if (path[0] != '/')
         return NULL;
-    for (unsigned i = 0; i < t->svc->n; i++)
-        if (strcmp(path + 2 + sl, t->svc->methods[i].name) == 0)
-            return &t->svc->methods[i];
+    for (const grpc_service *v = t->svc; v != NULL; v = v->next) {
+        size_t sl = strlen(v->service);
+        if (strncmp(path + 1, v->service, sl) != 0 || path[1 + sl] != '/')
+            continue;
+        for (unsigned i = 0; i < v->n; i++)
+            if (strcmp(path + 2 + sl, v->methods[i].name) == 0) {
+                *svc = v;
+                return &v->methods[i];
+            }
+    }
     return NULL;
 }
 
@@ -167,7 +174,7 @@ void h2_stream_headers_done(gstream *st)
         h2_stream_fail(st, STATUS_METHOD, "gRPC calls are POST requests");
         return;
     }
-    st->m = find_method(t, st->path);
+    st->m = find_method(t, st->path, &st->svc);
     if (st->m == NULL || st->m->handler == NULL) {
         snprintf(msg, sizeof msg,
                  "%s: this server does not implement the method %.200s",
@@ -177,30 +184,30 @@ void h2_stream_headers_done(gstream *st)
     }
     if (!st->grpc_ct) {
         h2_stream_fail(st, STATUS_MEDIA_TYPE,
-                          "content-type must be application/grpc");
+                       "content-type must be application/grpc");
         return;
     }
-    if (t->auth != NULL && !st->m->open) {
+    if (t->auth != NULL && (!st->m->open || t->s->cfg.auth_health)) {
         auth_result a = auth_check(t->auth, st->has_auth ? st->auth : NULL);
         if (a != AUTH_OK) {
             h2_stream_fail(st, STATUS_UNAUTHORIZED,
-                              a == AUTH_MISSING
-                                  ? "a bearer token is required: send "
-                                    "\"authorization: Bearer <token>\" "
-                                    "metadata"
-                                  : "the bearer token is not valid");
+                           a == AUTH_MISSING
+                               ? "a bearer token is required: send "
+                                 "\"authorization: Bearer <token>\" "
+                                 "metadata"
+                               : "the bearer token is not valid");
             return;
         }
     }
     if (st->bad_timeout) {
         h2_stream_fail(st, STATUS_INVALID,
-                          "grpc-timeout must be 1 to 8 digits and a unit "
-                          "(H, M, S, m, u, n)");
+                       "grpc-timeout must be 1 to 8 digits and a unit "
+                       "(H, M, S, m, u, n)");
         return;
     }
     if (st->bad_encoding) {
         h2_stream_fail(st, STATUS_ENCODING,
-                          "grpc-encoding must be identity, gzip or deflate");
+                       "grpc-encoding must be identity, gzip or deflate");
         return;
     }
     st->accepted = true;
@@ -216,7 +223,7 @@ static void stream_message(gstream *st)
     tallyd_server *s = t->s;
     if (!st->m->streaming && st->got_message) {
         h2_stream_fail(st, STATUS_INVALID,
-                          "a unary call sent more than one message");
+                       "a unary call sent more than one message");
         return;
     }
     st->got_message = true;
@@ -231,6 +238,7 @@ static void stream_message(gstream *st)
     call->tracestate = st->tracestate;
     st->tracestate = NULL;
     call->m = st->m;
+    call->svc = st->svc;
     call->buf = st->buf;
     call->msg = st->buf + st->lead;
     call->len = st->want;
@@ -315,9 +323,9 @@ void h2_stream_data(gstream *st, const uint8_t *data, size_t len)
             st->got = 0;
             if (!h2_reserve(t, st->cap + 128)) {
                 h2_stream_fail(st, STATUS_NOMEM,
-                                  "the server holds too many messages now "
-                                  "(--max-buffered-bytes); retry after a "
-                                  "moment");
+                               "the server holds too many messages now "
+                               "(--max-buffered-bytes); retry after a "
+                               "moment");
                 return;
             }
             st->reserved = st->cap + 128;
@@ -336,9 +344,9 @@ void h2_stream_data(gstream *st, const uint8_t *data, size_t len)
             size_t lead = off == SIZE_MAX ? 0 : (128 - off % 128) % 128;
             if (!h2_reserve(t, st->want - st->cap)) {
                 h2_stream_fail(st, STATUS_NOMEM,
-                                  "the server holds too many messages now "
-                                  "(--max-buffered-bytes); retry after a "
-                                  "moment");
+                               "the server holds too many messages now "
+                               "(--max-buffered-bytes); retry after a "
+                               "moment");
                 return;
             }
             st->reserved += st->want - st->cap;
@@ -466,6 +474,35 @@ bool grpc_call_gone(const grpc_call *c)
 void grpc_call_unsuspend(grpc_call *c)
 {
     c->suspended = false;
+}
+
+grpc_call *grpc_call_follow(grpc_call *c, grpc_handler on_resume)
+{
+    gstream *st = c->st;
+    if (st == NULL)
+        return NULL;
+    grpc_call *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return NULL;
+    grpc_transport *t = c->t;
+    f->t = t;
+    f->st = st;
+    f->trace = c->trace;
+    f->m = c->m;
+    f->svc = c->svc;
+    f->timeout_ms = c->timeout_ms;
+    f->t0_ns = f->whole_ns = f->handler_ns = now_ns();
+    atomic_fetch_add(&t->s->inflight, 1);
+    atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
+    f->in_fifo = true;
+    if (st->tail != NULL)
+        st->tail->next = f;
+    else
+        st->head = f;
+    st->tail = f;
+    f->suspended = true;
+    f->on_resume = on_resume;
+    return f;
 }
 
 tallyd_server *grpc_call_server(const grpc_call *c)

@@ -16,7 +16,8 @@
  * Before a message is read: the path must name a method (else
  * UNIMPLEMENTED), the content-type must be application/grpc, and with
  * --auth-token-file the `authorization` metadata must carry a token
- * (UNAUTHENTICATED), except for methods marked open. A message longer
+ * (UNAUTHENTICATED), except for methods marked open (health checks, which
+ * --auth-health closes too, as it does REST's). A message longer
  * than --max-body-bytes is refused (RESOURCE_EXHAUSTED) from its 5-byte
  * prefix, and memory follows the bytes that arrive: the first buffer
  * holds at most 256 KiB, then the announced length once that much has
@@ -76,11 +77,15 @@ typedef struct {
     req_ended_fn ended;
 } grpc_method;
 
-typedef struct {
+typedef struct grpc_service {
     const char *service; /* "inference.GRPCInferenceService" */
     const grpc_method *methods;
     unsigned n;
     unsigned other_label; /* what calls of no method count under */
+    /* Another service the door serves beside this one (grpc.health.v1.
+     * Health), or NULL: a chain. The first's other_label counts calls of
+     * no method. */
+    const struct grpc_service *next;
 } grpc_service;
 
 typedef struct {
@@ -184,6 +189,15 @@ void grpc_call_resume(grpc_call *c);
 /* Takes back a suspend whose work never started (the scheduler refused
  * the job): the handler goes on answering. */
 void grpc_call_unsuspend(grpc_call *c);
+
+/* Server streaming: a call that follows c on c's stream, with no message
+ * of its own, suspended (on_resume runs once grpc_call_resume() brings it
+ * back, and answers it), so that a method answers one request with more
+ * than one message over time (grpc.health.v1.Health's Watch). Its answer
+ * goes out after c's; the stream's status waits for it. NULL when c's
+ * stream has gone or memory ran out. Loop thread, from c's handler or a
+ * resume of it. */
+grpc_call *grpc_call_follow(grpc_call *c, grpc_handler on_resume);
 
 /* Whether the client reset the stream or the connection went. Any
  * thread; cheap. A call whose client has gone may still be answered:

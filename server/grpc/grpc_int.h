@@ -72,6 +72,7 @@ struct grpc_call {
     trace_ctx trace; /* its stream's, for the access line */
     char *tracestate; /* its stream's (taken), or NULL */
     const grpc_method *m;
+    const grpc_service *svc; /* the service m is of */
     uint8_t *buf; /* the message's buffer (eng_buffer), msg inside it */
     uint8_t *msg;
     size_t len, reserved;
@@ -102,6 +103,7 @@ struct gstream {
     grpc_conn *conn;
     int32_t id;
     const grpc_method *m;
+    const grpc_service *svc;
     gstream *prev, *next; /* in conn->streams */
     /* headers */
     size_t header_bytes;

@@ -294,8 +294,10 @@ def seq_table(pa, seconds):
             log = open(os.path.join(tempfile.gettempdir(),
                                     "bench_serve_%s_tallyd.log" % mode), "wb")
             gport = free_port()
-            proc, url = start_tallyd("bench-serve", log, ["--access-log=off", "--grpc-listen",
-                                                          "127.0.0.1:%d" % gport] + extra)
+            # a PoCL cache each: the two run at once
+            proc, url = start_tallyd("bench-serve-" + mode, log,
+                                     ["--access-log=off", "--grpc-listen",
+                                      "127.0.0.1:%d" % gport] + extra)
             procs.append(proc)
             addr[(mode, "http")] = url.replace("http://", "")
             addr[(mode, "grpc")] = "127.0.0.1:%d" % gport

@@ -8,7 +8,10 @@
  * (which the harness writes first): frames, HPACK blocks and gRPC
  * messages, mutated. The harness hands one end of a socket pair to the
  * transport (grpc_adopt), writes the input, half-closes, and runs the loop
- * until the server has closed the connection and nothing is in flight.
+ * until the server has closed the connection and nothing is in flight; a
+ * stream the server keeps open (a health Watch waits for a change) makes
+ * the harness leave, as a client would, after 500 ms of quiet: the tick
+ * that tallyd runs (api_health_tick) then lets its Watch go.
  *
  * Properties:
  *   - it ends within 10 s;
@@ -106,14 +109,15 @@ static void exchange(const uint8_t *data, size_t size, buf *ans)
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
     grpc_adopt(&transport, fds[1]);
     size_t sent = 0;
-    bool shut = false, eof = false;
-    uint64_t t0 = now_ns();
+    bool shut = false, eof = false, left = false;
+    uint64_t t0 = now_ns(), quiet = t0;
     while (!eof || grpc_open_connections(&transport) > 0
            || atomic_load(&server.inflight) > 0) {
         FUZZ_CHECK(now_ns() - t0 < 10000000000ull,
                    "no end within 10 s (%zu of %zu bytes sent, %zu "
                    "received, %lld in flight)",
-                   sent, req.n, ans->n, (long long)atomic_load(&server.inflight));
+                   sent, req.n, ans->n,
+                   (long long)atomic_load(&server.inflight));
         if (sent < req.n) {
             ssize_t w = send(fds[0], req.p + sent, req.n - sent,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -126,23 +130,30 @@ static void exchange(const uint8_t *data, size_t size, buf *ans)
             shut = true;
         }
         uv_run(&loop, UV_RUN_NOWAIT);
-        for (;;) {
+        api_health_tick(&app, &server);
+        for (; !left;) {
             uint8_t chunk[65536];
             ssize_t r = recv(fds[0], chunk, sizeof chunk, MSG_DONTWAIT);
             if (r > 0) {
                 put(ans, chunk, (size_t)r);
+                quiet = now_ns();
                 continue;
             }
             if (r == 0)
                 eof = true;
             break;
         }
-        if (!eof || atomic_load(&server.inflight) > 0) {
+        if (!left && shut && !eof && now_ns() - quiet > 500000000u) {
+            close(fds[0]); /* the client leaves an open stream */
+            left = eof = true;
+        }
+        if (!left && (!eof || atomic_load(&server.inflight) > 0)) {
             struct pollfd p = {fds[0], POLLIN, 0};
             poll(&p, 1, 1);
         }
     }
-    close(fds[0]);
+    if (!left)
+        close(fds[0]);
     free(req.p);
 }
 
@@ -175,8 +186,10 @@ static void check_header(const nghttp2_nv *nv)
                        "grpc-status %.*s", (int)nv->valuelen, nv->value);
             code = code * 10 + (nv->value[i] - '0');
         }
-        FUZZ_CHECK(status_used(code), "grpc-status %d (UNKNOWN or INTERNAL, "
-                   "or a code tally never means)", code);
+        FUZZ_CHECK(status_used(code),
+                   "grpc-status %d (UNKNOWN or INTERNAL, "
+                   "or a code tally never means)",
+                   code);
     }
     if (nv->namelen == 12 && memcmp(nv->name, "grpc-message", 12) == 0)
         for (size_t i = 0; i < nv->valuelen; i++) {
@@ -190,8 +203,8 @@ static void check_header(const nghttp2_nv *nv)
 /* One gRPC response message. */
 static void check_message(const uint8_t *m, size_t len)
 {
-    Inference__ModelInferResponse *r = inference__model_infer_response__unpack(
-        NULL, len, m);
+    Inference__ModelInferResponse *r =
+        inference__model_infer_response__unpack(NULL, len, m);
     if (r == NULL)
         return; /* another method's answer */
     if (r->n_outputs == 1 && r->n_raw_output_contents == 1

@@ -96,7 +96,8 @@ def test_k8s_deployment_is_locked_down_and_drains():
     assert pod["terminationGracePeriodSeconds"] > pre_stop + int(cm["TALLY_DRAIN_TIMEOUT"])
     # the probes, the Service and the HPA point at what exists
     assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    # liveness through the gRPC door's grpc.health.v1.Health, on its port
+    assert c["livenessProbe"]["grpc"]["port"] == int(cm["TALLY_GRPC_LISTEN"].rsplit(":", 1)[1])
     assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert c["ports"][0]["containerPort"] == int(cm["TALLY_LISTEN"].rsplit(":", 1)[1])
     # gRPC's port too, in the pod and the Service
