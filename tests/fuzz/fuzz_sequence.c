@@ -5,8 +5,9 @@
  *
  * The first byte picks: 0 the state file (the rest is the file), 1 a
  * query string's sequence_id, 2 a JSON object of parameters.
- * Properties: a refusal comes with a UTF-8 message and leaves nothing
- * allocated; a file that decodes has entries within the limits (rank, axis,
+ * Properties: a refusal comes with a message (UTF-8 from the sequence
+ * code; JSON's, which may quote the bytes it stopped at, valid in the
+ * error body the server would send) and leaves nothing allocated; a file that decodes has entries within the limits (rank, axis,
  * carries that match the shape), and encodes again to the same bytes; an
  * id that is taken is 1 to SEQ_ID_MAX bytes of UTF-8 without control
  * characters (or a number other than 0), and formats as UTF-8.
@@ -99,9 +100,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!seq_json_param(&c, k, kn, "parameters.", &p, &ok))
                 ok = jcur_skip(&c);
         if (c.failed)
-            fuzz_message("the JSON parameters' message", msg, sizeof msg);
+            fuzz_refusal("the JSON parameters' message", msg, sizeof msg);
         else if (!seq_params_check(&p, msg, sizeof msg))
-            fuzz_message("seq_params_check's message", msg, sizeof msg);
+            fuzz_refusal("seq_params_check's message", msg, sizeof msg);
         check_id(&p);
         break;
     }
