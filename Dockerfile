@@ -7,8 +7,8 @@
 # Two stages: `build` compiles with the -dev packages, runs the unit and
 # codec tests, and compiles every OpenCL kernel into a PoCL cache; the
 # runtime stage holds only runtime libraries, the OpenCL ICD loader, PoCL,
-# tallyd, the CLI and that cache. docs/deployment.md explains
-# the size, the GPU route and the settings.
+# tallyd, the CLI and that cache. A third, `slim`, has no PoCL (below).
+# docs/deployment.md explains the sizes, the GPU route and the settings.
 
 # A registry's Debian, or one made locally (deploy/podman.sh does that).
 ARG BASE=debian:bookworm-slim
@@ -49,6 +49,58 @@ RUN POCL_CACHE_DIR=/out/pocl-cache /out/usr/local/bin/tallyd --warm-cache --acce
  && rm -f /out/pocl-cache/tempfile_* \
  && chmod -R a+rX /out/pocl-cache
 
+# The slim image (`podman build --target slim`): the same tallyd and CLI
+# without PoCL, and so without clang and LLVM, which make the full image
+# large. It has the OpenCL ICD loader and NVIDIA's ICD entry: on a GPU
+# node the NVIDIA container toolkit mounts the GPU's OpenCL driver and
+# tallyd uses it; on a CPU node OpenCL finds no device and tallyd serves
+# from the host backend at once, and says so in its log. Only the files
+# the two programs load (the libraries ldd names, the ICD loader, the
+# dynamic linker) go onto an empty base: no shell, no package manager.
+FROM ${BASE} AS slim-files
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ocl-icd-libopencl1 \
+      libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 \
+      libnghttp2-14 libprotobuf-c1 libssl3 \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/usr/local/bin/tallyd /out/usr/local/bin/tally /usr/local/bin/
+COPY --from=build /out/usr/local/share/tally/docs /slim/usr/local/share/tally/docs
+RUN set -e; mkdir -p /slim/usr/local/bin /slim/etc/OpenCL/vendors /slim/tmp; \
+    cp /usr/local/bin/tallyd /usr/local/bin/tally /slim/usr/local/bin/; \
+    for f in $(ldd /usr/local/bin/tallyd /usr/local/bin/tally \
+               | grep -o '/[^ ]*\.so[^ ]*' | sort -u); do \
+      cp -L --parents "$f" /slim/; \
+    done; \
+    echo libnvidia-opencl.so.1 > /slim/etc/OpenCL/vendors/nvidia.icd; \
+    chmod 1777 /slim/tmp; \
+    test -f /slim/lib64/ld-linux-x86-64.so.2
+
+FROM scratch AS slim
+ARG VERSION=0.1.0
+ARG SOURCE_URL=
+ARG REVISION=
+COPY --from=slim-files /slim/ /
+ENV PATH=/usr/local/bin \
+    TALLY_LISTEN=0.0.0.0:8080 \
+    TALLY_GRPC_LISTEN=0.0.0.0:8001 \
+    TALLY_URL=http://127.0.0.1:8080 \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+LABEL org.opencontainers.image.title="tally-slim" \
+      org.opencontainers.image.description="tallyd: the cumulative sum (prefix scan) of tensors over HTTP and gRPC (KServe v2); the GPU's OpenCL driver, or the host's cores" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.revision="${REVISION}"
+USER 10001:10001
+EXPOSE 8080 8001
+STOPSIGNAL SIGTERM
+# no kernels to compile on a CPU node: ready in well under a second
+HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["tally", "health", "--quiet"]
+ENTRYPOINT ["/usr/local/bin/tallyd"]
+
+# The full image, the default target: PoCL as well, for CPU nodes'
+# OpenCL.
 FROM ${BASE}
 ARG DEBIAN_FRONTEND=noninteractive
 # Labels: set at build time (tests/container/run.sh passes the git

@@ -130,17 +130,19 @@ podman_base_image() {
   rm -rf "$root"
 }
 
-# podman_build TAG [LOG]: the image from the Dockerfile at the repository
-# root, labelled with the source and commit.
+# podman_build TAG [LOG [podman build options...]]: the image from the
+# Dockerfile at the repository root, labelled with the source and commit
+# (--target slim: the slim image).
 podman_build() {
   local tag=$1 log=${2:-/dev/stdout} root
+  shift $(($# < 2 ? $# : 2))
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   local source_url revision
   source_url=$(git -C "$root" remote get-url origin 2>/dev/null || echo "file://$root")
   revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
   podman build --network host --format docker --pull=never "${ULIMITS[@]}" \
     --build-arg SOURCE_URL="$source_url" --build-arg REVISION="$revision" \
-    -t "$tag" "$root" > "$log" 2>&1
+    "$@" -t "$tag" "$root" > "$log" 2>&1
 }
 
 free_port() {

@@ -15,7 +15,9 @@
 #     and from the host) are right, the landing page and /docs (with the
 #     image's Swagger UI) answer, the image's HEALTHCHECK passes;
 #  4. starts a request that takes seconds, sends SIGTERM, and checks that
-#     the request is answered and the container exits 0;
+#     the request is answered and the container exits 0; then builds the
+#     slim image (--target slim: no PoCL) and checks it as the full one,
+#     from the host's side (it has no shell), and its size (120 MB at most);
 #  5. plays deploy/k8s (rendered by kustomize) with `podman kube play` and
 #     sends a cumsum through it;
 #  6. validates deploy/compose.yaml with docker-compose (Debian's; its
@@ -238,6 +240,64 @@ code=$(podman inspect --format '{{.State.ExitCode}}' "$id")
 log_has "$id" '"stopped"\|stopped' || die "no drain in the log"
 say "SIGTERM with a request in flight: answered, exit 0 after $((SECONDS - t0)) s"
 podman rm "$id" >/dev/null 2>>"$tmp/podman.err"
+
+# ---------------------------------------------------------------- 4b
+# The slim image (--target slim): no PoCL, no shell; on this CPU-only
+# machine OpenCL finds no device and tallyd serves from the host backend.
+# It is checked from the host's side, through /proc and podman: the same
+# user, read-only root and capabilities as the full image, answers, the
+# health check, a drain, and its size.
+SLIM=${TALLY_SLIM_IMAGE:-localhost/tally:test-slim}
+say "building $SLIM (--target slim)"
+t0=$SECONDS
+podman_build "$SLIM" "$tmp/build-slim.log" --target slim \
+  || { tail -40 "$tmp/build-slim.log"; die "podman build --target slim"; }
+size=$(podman image inspect --format '{{.Size}}' "$SLIM")
+say "built in $((SECONDS - t0)) s; slim image size $((size / 1000000)) MB"
+[ "$size" -le 120000000 ] || die "the slim image is $((size / 1000000)) MB, over 120 MB"
+[ "$(podman image inspect --format '{{.Config.User}}' "$SLIM")" = "10001:10001" ] \
+  || die "the slim image does not run as 10001:10001"
+full_image=$IMAGE
+IMAGE=$SLIM
+t0=$SECONDS
+start_tally
+IMAGE=$full_image
+id=$ID
+say "slim container ${id:0:12} ready in $((SECONDS - t0)) s on $URL"
+for _ in $(seq 1 50); do
+  log_has "$id" 'using the host backend' && break
+  sleep 0.2
+done
+log_has "$id" 'using the host backend' \
+  || { podman logs "$id" 2>&1 | tail; die "the slim image's log does not say it uses the host backend"; }
+pid=$(podman inspect --format '{{.State.Pid}}' "$id")
+[ "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")" = 10001 ] || die "slim: not uid 10001"
+[ "$(awk '/^CapEff:/ {print $2}' "/proc/$pid/status")" = 0000000000000000 ] \
+  || die "slim: effective capabilities"
+awk '$5 == "/" {print $6}' "/proc/$pid/mountinfo" | grep -q '^ro' || die "slim: the root is writable"
+out=$(curl -sf "$URL/v1/cumsum" -H 'Content-Type: application/json' \
+  -d '{"dtype":"int32","shape":[2,3],"data":[1,2,3,4,5,6],"axis":1}')
+[ "$out" = '{"dtype":"int32","shape":[2,3],"data":[1,3,6,4,9,15]}' ] || die "slim JSON cumsum: $out"
+curl -sf --data-binary "@$tmp/x.npy" -H 'Content-Type: application/x-npy' \
+  "$URL/v1/cumsum?axis=1&reverse=true" -o "$tmp/ys.npy" || die "slim npy cumsum"
+python3 -c 'import numpy as np, sys; x = np.load(sys.argv[1]); assert np.array_equal(np.load(sys.argv[2]), np.flip(np.cumsum(np.flip(x, 1), 1), 1))' \
+  "$tmp/x.npy" "$tmp/ys.npy" || die "the slim image's .npy result"
+python3 - "127.0.0.1:$GPORT" <<'PYEOF' || die "slim gRPC cumsum"
+import sys
+import numpy as np
+import tritonclient.grpc as grpcclient
+c = grpcclient.InferenceServerClient(sys.argv[1])
+x = np.arange(50_000, dtype=np.int64)
+i = grpcclient.InferInput("x", [50_000], "INT64")
+i.set_data_from_numpy(x)
+assert np.array_equal(c.infer("cumsum", [i], client_timeout=30).as_numpy("y"), np.cumsum(x))
+PYEOF
+podman healthcheck run "$id" || die "the slim image's HEALTHCHECK failed"
+podman kill --signal SIGTERM "$id" >/dev/null 2>>"$tmp/podman.err"
+code=$(podman wait "$id" 2>>"$tmp/podman.err")
+[ "$code" = 0 ] || die "slim: exit code $code after SIGTERM"
+podman rm "$id" >/dev/null 2>>"$tmp/podman.err"
+say "slim: uid 10001, read-only root, no capabilities, host backend, cumsums right, exit 0"
 
 # ---------------------------------------------------------------- 5
 if command -v kubectl >/dev/null 2>&1; then
