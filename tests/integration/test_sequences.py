@@ -271,8 +271,6 @@ def test_refusals_leave_the_sequence_as_it_was(tallyd):
     st, _, body = tallyd.request("POST", "/v2/models/cumsum/infer", raw,
                                  {"Content-Type": "application/json"})
     assert st == 400 and b"UTF-8" in body, body
-    # a strided DirectML layout cannot be a chunk: the native JSON names
-    # no DirectML member with sequence ones, so that is the KServe check;
     # the sequence is unchanged after all of it
     st, _, b = kserve(tallyd, {"sequence_id": sid, "sequence_end": True}, (10,))
     assert st == 200 and b["outputs"][0]["data"] == [13], b
