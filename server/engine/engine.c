@@ -22,6 +22,7 @@ struct eng_engine {
     eng_log_fn log;
     void *log_user;
     eng_cl_fault fault; /* testing: refused launches */
+    bool fault_build;   /* testing: the warm-up fails */
     /* a CPU device sharing the host's memory that hands the host
      * backend's code the scans it does faster (side_packed(),
      * eng_host_strided_fast()): not with kernels_only or injected faults,
@@ -74,6 +75,7 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
     e->log = o->log != NULL ? o->log : log_stderr;
     e->log_user = o->log_user;
     e->host_threads = o->host_threads;
+    e->fault_build = o->fault_build;
 
     const char *spec = o->device;
     if (spec != NULL && strcmp(spec, "host") == 0) {
@@ -121,7 +123,7 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
     logf_(e, "device: %s", e->describe);
 
     if (o->warmup) {
-        eng_err err = eng_engine_warmup(e, msg, msglen);
+        eng_err err = eng_engine_warmup(e, NULL, msg, msglen);
         if (err != ENG_E_OK) {
             eng_engine_close(e);
             return err;
@@ -170,15 +172,21 @@ bool eng_engine_is_host(const eng_engine *e)
     return e->host;
 }
 
-eng_err eng_engine_warmup(eng_engine *e, char *msg, size_t msglen)
+eng_err eng_engine_warmup(eng_engine *e, const atomic_bool *cancel, char *msg,
+                          size_t msglen)
 {
     if (e->host)
         return ENG_E_OK;
+    if (e->fault_build)
+        return eng_fail(msg, msglen, ENG_E_DEVICE,
+                        "testing: the kernels were made to fail to build "
+                        "(--fault-build)");
     eng_stream *s;
     eng_err err = eng_stream_open(e, &s, msg, msglen);
     if (err != ENG_E_OK)
         return err;
-    err = eng_cl_warmup(s->cl, msg, msglen);
+    eng_cl_stream_set_fault(s->cl, NULL); /* warm-up launches never fail */
+    err = eng_cl_warmup(s->cl, cancel, msg, msglen);
     eng_stream_close(s);
     return err;
 }

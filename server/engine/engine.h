@@ -30,6 +30,7 @@
 #ifndef TALLY_ENGINE_H
 #define TALLY_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -71,6 +72,9 @@ typedef struct {
      * scan_cl.h). 0: no faults. Warm-up launches never fail. */
     unsigned fault_every, fault_after_ms;
     bool fault_late;
+    /* Testing (OpenCL devices only): eng_engine_warmup() fails as a
+     * kernel that does not build would, with ENG_E_DEVICE. */
+    bool fault_build;
 } eng_engine_options;
 
 /* Defaults: device "auto", layout "auto", warm-up on, host threads 0. */
@@ -105,8 +109,15 @@ const char *eng_engine_describe(const eng_engine *e);
 
 bool eng_engine_is_host(const eng_engine *e);
 
-/* Builds and runs every kernel once (done by open when o->warmup). */
-eng_err eng_engine_warmup(eng_engine *e, char *msg, size_t msglen);
+/* Builds and runs every kernel once (done by open when o->warmup; a
+ * server that opened its devices without it calls this on a thread of
+ * its own). cancel, when not NULL, is read between kernels: once it is
+ * true the warm-up stops and returns ENG_E_DEVICE ("stopped before ...")
+ * with the kernels built so far kept. On a host engine: ENG_E_OK at once.
+ * Threading: any thread; other streams may scan meanwhile (the program
+ * cache serialises builds, cl_program.h). */
+eng_err eng_engine_warmup(eng_engine *e, const atomic_bool *cancel, char *msg,
+                          size_t msglen);
 
 /* A new stream on the engine. Free with eng_stream_close(). */
 eng_err eng_stream_open(eng_engine *e, eng_stream **out, char *msg,

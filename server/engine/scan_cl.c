@@ -861,7 +861,18 @@ eng_err eng_cl_copy_buffers(eng_cl_stream *s, cl_mem in, cl_mem out,
                   msg, msglen);
 }
 
-eng_err eng_cl_warmup(eng_cl_stream *s, char *msg, size_t msglen)
+static bool cancelled(const atomic_bool *cancel, eng_err *e, char *msg,
+                      size_t msglen)
+{
+    if (*e != ENG_E_OK || cancel == NULL || !atomic_load(cancel))
+        return false;
+    *e = eng_fail(msg, msglen, ENG_E_DEVICE,
+                  "stopped before every kernel was built");
+    return true;
+}
+
+eng_err eng_cl_warmup(eng_cl_stream *s, const atomic_bool *cancel, char *msg,
+                      size_t msglen)
 {
     const eng_cl_layout *L = &s->progs->layout;
     /* one shape per kernel, small but large enough for its kernel */
@@ -892,6 +903,8 @@ eng_err eng_cl_warmup(eng_cl_stream *s, char *msg, size_t msglen)
         if (eng_dtype_storage(dt) == ENG_STORAGE_F64 && !s->dev->fp64)
             continue;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            if (cancelled(cancel, &e, msg, msglen))
+                break;
             eng_lines l = {
                 .dtype = dt,
                 .outer = cases[c].outer,
@@ -921,12 +934,14 @@ eng_err eng_cl_warmup(eng_cl_stream *s, char *msg, size_t msglen)
         char out[12 * 8];
         e = eng_strided_from_desc(&d, &iv, &ov, &v, &packed, msg, msglen);
         for (int chained = 0; chained < 2 && e == ENG_E_OK; chained++) {
+            if (cancelled(cancel, &e, msg, msglen))
+                break;
             eng_cl_plan p;
             eng_cl_plan_strided_force(&v, L, chained, 2, &p);
             e = eng_cl_scan_strided_plan(s, &v, &p, buf, out, msg, msglen);
         }
     }
-    if (e == ENG_E_OK) {
+    if (e == ENG_E_OK && !cancelled(cancel, &e, msg, msglen)) {
         char tmp[64];
         e = eng_cl_copy(s, buf, tmp, sizeof tmp, false, msg, msglen);
         if (e == ENG_E_OK)

@@ -138,7 +138,9 @@ eng_err eng_cl_copy_buffers(eng_cl_stream *s, cl_mem in, cl_mem out,
                             size_t msglen);
 
 /* Runs every kernel of every storage class once on a tiny tensor, so that
- * the device compiles them now rather than on a request. */
-eng_err eng_cl_warmup(eng_cl_stream *s, char *msg, size_t msglen);
+ * the device compiles them now rather than on a request. cancel (may be
+ * NULL) is read before each kernel: true stops it with ENG_E_DEVICE. */
+eng_err eng_cl_warmup(eng_cl_stream *s, const atomic_bool *cancel, char *msg,
+                      size_t msglen);
 
 #endif
