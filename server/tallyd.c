@@ -257,6 +257,7 @@ static bool open_devices(tallyd_server *s, devices *p,
             o.fault_every = s->cfg.fault_every ? s->cfg.fault_every : 1;
             o.fault_after_ms = s->cfg.fault_after_ms;
             o.fault_late = s->cfg.fault_late;
+            o.fault_build = s->cfg.fault_build;
         }
         if (eng_engine_open(&o, &p->engine[d], msg, msglen) != ENG_E_OK)
             return false;
@@ -476,8 +477,12 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &early, NULL);
     sigaction(SIGINT, &early, NULL);
 
-    /* the engine: warming up compiles every kernel (slow once per machine
-     * with PoCL, cached afterwards) so that no request pays for it */
+    /* the engine: warming up builds every kernel (slow once per CPU model
+     * with PoCL, cached afterwards) so that no request pays for it. With
+     * --warmup it happens here, before the listeners open; without, the
+     * scheduler builds each device's kernels on a thread of its own while
+     * the host backend answers, and the device joins the pool when done
+     * (sched_options.cold) */
     eng_engine_options o;
     eng_engine_options_init(&o);
     o.device = s->cfg.device;
@@ -495,8 +500,20 @@ int main(int argc, char **argv)
         close_devices(&pool);
         return 1;
     }
-    log_msg("tallyd", "info", "device%s ready in %.1f s: %s",
-            pool.n > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9, s->device);
+    bool cold = false;
+    for (unsigned d = 0; d < pool.n; d++)
+        cold = cold || (!o.warmup && !eng_engine_is_host(pool.engine[d]));
+    if (!cold)
+        log_msg("tallyd", "info", "device%s ready in %.1f s: %s",
+                pool.n > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9,
+                s->device);
+    else
+        log_msg("tallyd", "info",
+                "device%s opened in %.1f s: %s; OpenCL kernels build in the "
+                "background, the host backend answering until each device "
+                "joins the pool",
+                pool.n > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9,
+                s->device);
     if (s->cfg.warm_cache) { /* --warm-cache: for images and installers */
         close_devices(&pool);
         tallyd_config_free(&s->cfg);

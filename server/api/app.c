@@ -28,8 +28,13 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
         .max_queue_delay_us = s->cfg.max_queue_delay_us,
         .device_max_failures = s->cfg.device_max_failures,
         .fault_delay_ms = s->cfg.fault_delay_ms,
+        .fault_prepare_ms = s->cfg.fault_build_ms,
         .stats = &s->stats,
     };
+    /* without --warmup, the OpenCL devices build their kernels in the
+     * background and join the pool when done */
+    for (unsigned d = 0; d < n && d < SCHED_MAX_DEVICES; d++)
+        o.cold[d] = !s->cfg.warmup && !eng_engine_is_host(devices[d]);
     a->sched = sched_new(&o, &a->backend);
     if (a->sched == NULL) {
         snprintf(msg, msglen, "out of memory");

@@ -38,9 +38,10 @@ void api_health_live(request *r)
     reply_owned_json(r, 200, copy_text("{\"live\":true}"));
 }
 
-/* Ready while not draining. A server whose devices have failed stays
- * ready, since the host backend answers in their place, and says so:
- * how many devices are left, and whether the host runs every job. */
+/* Ready while not draining. A server whose devices are still building
+ * their kernels, or have failed, stays ready, since the host backend
+ * answers in their place, and says so: how many devices are in the pool,
+ * how many are on their way to it, and whether the host runs every job. */
 void api_health_ready(request *r)
 {
     tallyd_server *s = r->s;
@@ -50,21 +51,22 @@ void api_health_ready(request *r)
                                    "server is shutting down\"}"));
         return;
     }
-    unsigned devices, up;
-    bool on_host;
-    sched_devices(api_sched(r), &devices, &up, &on_host);
-    if (up == devices) {
+    sched_pool p = sched_devices(api_sched(r));
+    if (p.up == p.devices) {
         reply_owned_json(r, 200, copy_text("{\"ready\":true}"));
         return;
     }
-    char text[256];
+    const char *why =
+        p.on_host ? "every device has failed; the host backend runs every job"
+        : p.compiling > 0
+            ? "devices are building their kernels; the host backend runs "
+              "their jobs until they join the pool"
+            : "failed devices have left the pool";
+    char text[320];
     snprintf(text, sizeof text,
              "{\"ready\":true,\"devices\":%u,\"devices_up\":%u,"
-             "\"degraded\":\"%s\"}",
-             devices, up,
-             on_host
-                 ? "every device has failed; the host backend runs every job"
-                 : "failed devices have left the pool");
+             "\"devices_compiling\":%u,\"degraded\":\"%s\"}",
+             p.devices, p.up, p.compiling, why);
     reply_owned_json(r, 200, copy_text(text));
 }
 

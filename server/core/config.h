@@ -117,12 +117,20 @@
     X(fault_late, "fault-late", "TALLY_FAULT_LATE", BOOL, "false",             \
       "testing: with --fault-device, a faulty launch runs and then fails, as " \
       "a kernel that faults half-way (an in-place tensor cannot be rerun)")    \
+    X(fault_build, "fault-build", "TALLY_FAULT_BUILD", BOOL, "false",          \
+      "testing: with --fault-device, the device's kernels fail to build")      \
+    X(fault_build_ms, "fault-build-ms", "TALLY_FAULT_BUILD_MS", UINT, "0",     \
+      "testing: without --warmup, each device starts building its kernels "    \
+      "this many ms late (a slow build)")                                      \
     X(device_max_failures, "device-max-failures", "TALLY_DEVICE_MAX_FAILURES", \
       UINT, "3",                                                               \
       "a device whose launches fail this many times in a row leaves the "      \
       "pool; failed jobs are run again on the host backend")                   \
-    X(warmup, "warmup", "TALLY_WARMUP", BOOL, "true",                          \
-      "compile every kernel at startup (false: on first use)")                 \
+    X(warmup, "warmup", "TALLY_WARMUP", BOOL, "false",                         \
+      "build every device's kernels before listening, and report ready "      \
+      "only then, for those who would rather wait for the kernels; false: "   \
+      "listen at once, the host backend answering while each device builds "  \
+      "its kernels in the background and joins the pool when they are built") \
     X(access_log, "access-log", "TALLY_ACCESS_LOG", STR, "errors",             \
       "access lines (JSON, standard error): errors (failed and slow "          \
       "requests, at most --access-log-max-per-s a second), all (every "        \
@@ -185,12 +193,13 @@ typedef struct {
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,
-        fault_after_ms, device_max_failures, slow_request_ms,
+        fault_after_ms, fault_build_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
         otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
-    bool warmup, auth_health, auth_metrics, fault_late, allow_shared_memory;
+    bool warmup, auth_health, auth_metrics, fault_late, fault_build,
+        allow_shared_memory;
     tallyd_access_mode access_mode; /* from access_log */
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;

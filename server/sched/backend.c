@@ -1,7 +1,8 @@
 /*
  * backend.c - the scheduler's backend over real engines: a stream per
- * worker on its device, the host backend opened once on need, and the
- * launches themselves (eng_scan, eng_scan_strided, eng_scan_batch).
+ * worker on its device, the host backend opened once on need, a cold
+ * device's kernels built (eng_engine_warmup), and the launches themselves
+ * (eng_scan, eng_scan_strided, eng_scan_batch).
  */
 #include <stdlib.h>
 #include <uv.h>
@@ -82,6 +83,15 @@ static eng_err run_inline(void *user, job *j, char *msg, size_t msglen)
                : eng_scan_inline(&j->desc, j->in, j->out, msg, msglen);
 }
 
+static eng_err prepare(void *user, unsigned d, const atomic_bool *cancel,
+                       char *msg, size_t msglen)
+{
+    engines *e = user;
+    if (d >= e->n)
+        return eng_fail(msg, msglen, ENG_E_NO_DEVICE, "no device %u", d);
+    return eng_engine_warmup(e->devices[d], cancel, msg, msglen);
+}
+
 bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n)
 {
     engines *e = calloc(1, sizeof *e);
@@ -95,6 +105,7 @@ bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n)
                          .stream_close = close_stream,
                          .run = run,
                          .run_inline = run_inline,
+                         .prepare = prepare,
                          .user = e};
     return true;
 }

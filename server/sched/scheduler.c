@@ -1,6 +1,7 @@
 /*
  * scheduler.c - the scheduler (scheduler.h): workers that pop batches and run
- * them, the device pool with its failover, expiry and cancellation.
+ * them, the device pool with its builds and failover, expiry and
+ * cancellation.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,12 +18,20 @@ typedef struct {
     sched *s;
     unsigned id;
     unsigned device;  /* its device, an index of the backend's */
-    bool on_fallback; /* its stream is the host's: every device is out */
+    bool on_fallback; /* its stream is the host's: no device is left */
     uv_thread_t thread;
     void *stream;
     void *host; /* for jobs its device failed to run; opened on need */
     bool started;
 } worker;
+
+/* A cold device's build, on a thread of its own. */
+typedef struct {
+    sched *s;
+    unsigned device;
+    uv_thread_t thread;
+    bool started;
+} builder;
 
 struct sched {
     sched_options o;
@@ -32,10 +41,14 @@ struct sched {
     worker *workers;
     unsigned nworkers;
     atomic_bool stopping;
-    /* the pool: failed launches in a row, and who has left */
+    /* the pool: each device's state (sched_device_state), failed launches
+     * in a row, and how long a cold device's build took */
+    atomic_uint state[SCHED_MAX_DEVICES];
     atomic_uint failures[SCHED_MAX_DEVICES];
-    atomic_bool down[SCHED_MAX_DEVICES];
-    atomic_bool on_host; /* every device has left; the host runs all */
+    atomic_ullong built_ns[SCHED_MAX_DEVICES];
+    atomic_bool on_host; /* no device is left; the host runs all */
+    builder builders[SCHED_MAX_DEVICES];
+    atomic_bool cancel_builds; /* set by sched_stop */
     sched_counters c;
     /* the tick's, for the waiting jobs' sockets: room for every job the
      * queue can hold (its depth, and a batch per worker put back) */
@@ -86,10 +99,15 @@ sched *sched_new(const sched_options *o, const sched_backend *b)
         s->o.max_batch = 1;
     if (s->o.max_batch > SCHED_MAX_BATCH)
         s->o.max_batch = SCHED_MAX_BATCH;
-    for (unsigned d = 0; d < s->o.devices; d++)
+    for (unsigned d = 0; d < s->o.devices; d++) {
         s->names[d] = o->device_names != NULL && o->device_names[d] != NULL
                           ? o->device_names[d]
                           : "device";
+        /* cold only where the backend can build */
+        s->o.cold[d] = s->o.cold[d] && b->prepare != NULL;
+        atomic_init(&s->state[d], s->o.cold[d] ? SCHED_DEVICE_COMPILING
+                                               : SCHED_DEVICE_UP);
+    }
     s->o.device_names = s->names;
     s->watch_max =
         (size_t)o->queue_depth + (size_t)s->o.workers * s->o.max_batch;
@@ -177,15 +195,15 @@ static void link_batch(job **jobs, size_t n)
     }
 }
 
-/* Completes a job that ran from start to end with err (message msg): late
- * is a deadline miss, and a client that left meanwhile is a
- * cancellation. */
-static void ran(worker *w, job *j, uint64_t start, uint64_t end, size_t batch,
-                eng_err err, const char *msg)
+/* Completes a job that ran (on the host backend, or on w's device) from
+ * start to end with err (message msg): late is a deadline miss, and a
+ * client that left meanwhile is a cancellation. */
+static void ran(worker *w, job *j, bool on_host, uint64_t start, uint64_t end,
+                size_t batch, eng_err err, const char *msg)
 {
     sched *s = w->s;
     j->worker = w->id;
-    j->device = w->on_fallback ? "host" : s->names[w->device];
+    j->device = on_host ? "host" : s->names[w->device];
     j->batch = (unsigned)batch;
     j->started_ns = start;
     j->finished_ns = end;
@@ -221,16 +239,24 @@ static void *host_stream(worker *w, char *msg, size_t msglen)
     return w->host;
 }
 
-static bool any_device_up(sched *s)
+static unsigned device_state(sched *s, unsigned d)
 {
-    for (unsigned d = 0; d < s->o.devices; d++)
-        if (!atomic_load(&s->down[d]))
+    return atomic_load(&s->state[d]);
+}
+
+/* Whether a device is in the pool or on its way to it. */
+static bool any_device_left(sched *s)
+{
+    for (unsigned d = 0; d < s->o.devices; d++) {
+        unsigned st = device_state(s, d);
+        if (st == SCHED_DEVICE_UP || st == SCHED_DEVICE_COMPILING)
             return true;
+    }
     return false;
 }
 
-/* Moves w onto the host backend for good: every device has left the pool.
- * False when the host backend cannot start. */
+/* Moves w onto the host backend for good: no device is in the pool or on
+ * its way to it. False when the host backend cannot start. */
 static bool use_fallback(worker *w)
 {
     sched *s = w->s;
@@ -248,7 +274,7 @@ static bool use_fallback(worker *w)
     w->on_fallback = true;
     if (!atomic_exchange(&s->on_host, true))
         log_msg("sched", "error",
-                "every device has left the pool; the host backend runs "
+                "no device is left in the pool; the host backend runs "
                 "every job from now on");
     return true;
 }
@@ -269,7 +295,10 @@ static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
     count(&s->c.device_errors[d], 1);
     unsigned most = s->o.device_max_failures ? s->o.device_max_failures : 1;
     unsigned streak = atomic_fetch_add(&s->failures[d], 1) + 1;
-    if (streak >= most && !atomic_exchange(&s->down[d], true)) {
+    unsigned was = SCHED_DEVICE_UP;
+    if (streak >= most
+        && atomic_compare_exchange_strong(&s->state[d], &was,
+                                          SCHED_DEVICE_LEFT)) {
         log_msg("sched", "error",
                 "device %s failed %u launches in a row (the last: %s: %s); "
                 "it is taken out of the pool",
@@ -296,19 +325,66 @@ static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
         uint64_t end = sched_now(s);
         link_batch(jobs, live);
         for (size_t i = 0; i < live; i++)
-            ran(w, jobs[i], again, end, live, e, why);
+            ran(w, jobs[i], true, again, end, live, e, why);
     } else {
         uint64_t end = sched_now(s);
         link_batch(jobs, live);
         for (size_t i = 0; i < live; i++)
-            ran(w, jobs[i], start, end, live, err, msg);
+            ran(w, jobs[i], false, start, end, live, err, msg);
     }
 
-    if (!atomic_load(&s->down[d]))
+    if (device_state(s, d) == SCHED_DEVICE_UP)
         return true;
-    if (any_device_up(s))
+    if (any_device_left(s))
         return false; /* this worker stops; the others take the jobs */
     return use_fallback(w);
+}
+
+/* ------------------------------------------------------------------------
+ * The builds: a cold device joins the pool when its kernels are built.
+ */
+static void builder_main(void *arg)
+{
+    builder *b = arg;
+    sched *s = b->s;
+    unsigned d = b->device;
+    /* testing (--fault-build-ms): a slow build, cut short by a drain */
+    for (unsigned ms = 0; ms < s->o.fault_prepare_ms; ms += 10) {
+        if (atomic_load(&s->cancel_builds))
+            break;
+        uv_sleep(10);
+    }
+    char msg[256] = "";
+    uint64_t start = now_ns();
+    eng_err err = atomic_load(&s->cancel_builds)
+                      ? ENG_E_DEVICE
+                      : s->b.prepare(s->b.user, d, &s->cancel_builds, msg,
+                                     sizeof msg);
+    uint64_t took = now_ns() - start;
+    if (atomic_load(&s->cancel_builds)) {
+        log_msg("sched", "info",
+                "device %s: its build stopped for the drain; it never "
+                "joined the pool",
+                s->names[d]);
+        return;
+    }
+    if (err != ENG_E_OK) {
+        atomic_store(&s->state[d], SCHED_DEVICE_FAILED);
+        log_msg("sched", "error",
+                "device %s stays out of the pool: its kernels did not build "
+                "(%s: %s); the host backend runs its jobs",
+                s->names[d], eng_err_name(err), msg);
+        if (!any_device_left(s) && !atomic_exchange(&s->on_host, true))
+            log_msg("sched", "error",
+                    "no device is left in the pool; the host backend runs "
+                    "every job from now on");
+        return;
+    }
+    atomic_store(&s->built_ns[d], took);
+    atomic_store(&s->state[d], SCHED_DEVICE_UP);
+    log_msg("sched", "info",
+            "device %s joined the pool: its kernels were built in %.1f s",
+            s->names[d], (double)took * 1e-9);
 }
 
 /* ------------------------------------------------------------------------
@@ -321,11 +397,23 @@ static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
 static bool run_batch(worker *w, job **jobs, size_t n)
 {
     sched *s = w->s;
-    if (!w->on_fallback && atomic_load(&s->down[w->device])) {
-        if (any_device_up(s) || !use_fallback(w)) {
+    unsigned st = w->on_fallback ? SCHED_DEVICE_UP : device_state(s, w->device);
+    if (st == SCHED_DEVICE_FAILED || st == SCHED_DEVICE_LEFT) {
+        if (any_device_left(s) || !use_fallback(w)) {
             queue_push_front(&s->queue, jobs, n); /* for a device left */
             return false;
         }
+    }
+    /* its device compiling: the host backend runs the jobs meanwhile */
+    bool on_host = w->on_fallback || st == SCHED_DEVICE_COMPILING;
+    void *stream = w->stream;
+    char why[256];
+    if (on_host && !w->on_fallback
+        && (stream = host_stream(w, why, sizeof why)) == NULL) {
+        uint64_t now = sched_now(s);
+        for (size_t i = 0; i < n; i++)
+            ran(w, jobs[i], true, now, now, n, ENG_E_NOMEM, why);
+        return true;
     }
     if (s->o.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
         uv_sleep(s->o.fault_delay_ms);
@@ -348,25 +436,26 @@ static bool run_batch(worker *w, job **jobs, size_t n)
     eng_batch_times t = {0};
     char msg[256];
     msg[0] = '\0';
-    eng_err err =
-        s->b.run(s->b.user, w->stream, jobs, live, &t, msg, sizeof msg);
+    eng_err err = s->b.run(s->b.user, stream, jobs, live, &t, msg, sizeof msg);
     uint64_t end = sched_now(s);
     count(&s->c.busy_ns[w->id], end - start);
-    if (!w->on_fallback && device_failure(err))
+    if (!on_host && device_failure(err))
         return device_failed(w, jobs, live, err, msg, start);
     count_batch(&s->c, live);
     if (err == ENG_E_OK) {
         if (s->o.stats != NULL)
             stats_execution(s->o.stats, (unsigned)live, t.gather_ns, t.scan_ns,
                             t.scatter_ns);
-        if (!w->on_fallback) {
+        if (on_host) {
+            count(&s->c.host_jobs, live);
+        } else {
             atomic_store(&s->failures[w->device], 0);
             count(&s->c.device_jobs[w->device], live);
         }
     }
     link_batch(jobs, live);
     for (size_t i = 0; i < live; i++)
-        ran(w, jobs[i], start, end, live, err, msg);
+        ran(w, jobs[i], on_host, start, end, live, err, msg);
     return true;
 }
 
@@ -415,12 +504,25 @@ eng_err sched_start(sched *s, char *msg, size_t msglen)
                             "cannot start worker thread %u", i);
         w->started = true;
     }
+    for (unsigned d = 0; d < s->o.devices; d++) {
+        builder *b = &s->builders[d];
+        if (!s->o.cold[d])
+            continue;
+        b->s = s;
+        b->device = d;
+        if (uv_thread_create(&b->thread, builder_main, b) != 0)
+            return eng_fail(msg, msglen, ENG_E_NOMEM,
+                            "cannot start the build thread of device %s",
+                            s->names[d]);
+        b->started = true;
+    }
     return ENG_E_OK;
 }
 
 void sched_stop(sched *s)
 {
     atomic_store(&s->stopping, true);
+    atomic_store(&s->cancel_builds, true);
     queue_close(&s->queue);
     for (unsigned i = 0; i < s->nworkers; i++) {
         worker *w = &s->workers[i];
@@ -436,6 +538,12 @@ void sched_stop(sched *s)
     free(s->workers);
     s->workers = NULL;
     s->nworkers = 0;
+    for (unsigned d = 0; d < s->o.devices; d++) {
+        builder *b = &s->builders[d];
+        if (b->started)
+            uv_thread_join(&b->thread);
+        b->started = false;
+    }
 }
 
 void sched_free(sched *s)
@@ -554,14 +662,16 @@ size_t sched_queue_depth(sched *s)
     return queue_depth(&s->queue);
 }
 
-void sched_devices(sched *s, unsigned *devices, unsigned *up, bool *on_host)
+sched_pool sched_devices(sched *s)
 {
-    unsigned n = 0;
-    for (unsigned d = 0; d < s->o.devices; d++)
-        n += !atomic_load(&s->down[d]);
-    *devices = s->o.devices;
-    *up = n;
-    *on_host = atomic_load(&s->on_host);
+    sched_pool p = {.devices = s->o.devices};
+    for (unsigned d = 0; d < s->o.devices; d++) {
+        unsigned st = device_state(s, d);
+        p.up += st == SCHED_DEVICE_UP;
+        p.compiling += st == SCHED_DEVICE_COMPILING;
+    }
+    p.on_host = p.up == 0 && p.compiling == 0;
+    return p;
 }
 
 const sched_counters *sched_counters_of(const sched *s)
@@ -643,18 +753,44 @@ void sched_render_metrics(sched *s, textbuf *o)
                     names[d], load(&c->device_errors[d]));
     textbuf_put(o,
                 "# HELP tally_device_up Whether each device is in the pool (0 "
-                "once --device-max-failures launches in a row failed).\n"
+                "while its kernels build, when they did not, and once "
+                "--device-max-failures launches in a row failed).\n"
                 "# TYPE tally_device_up gauge\n");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_up{device=\"%s\"} %d\n", names[d],
-                    atomic_load(&s->down[d]) ? 0 : 1);
+                    device_state(s, d) == SCHED_DEVICE_UP ? 1 : 0);
+    /* indexed by sched_device_state */
+    static const char *const states[] = {"compiling", "up", "failed", "left"};
+    textbuf_put(o, "# HELP tally_device_state Where each device stands: "
+                   "compiling (its kernels build in the background), up (in "
+                   "the pool), failed (its kernels did not build), left (its "
+                   "launches failed).\n# TYPE tally_device_state gauge\n");
+    for (unsigned d = 0; d < s->o.devices; d++)
+        for (unsigned k = 0; k < 4; k++)
+            textbuf_put(o,
+                        "tally_device_state{device=\"%s\",state=\"%s\"} %d\n",
+                        names[d], states[k], device_state(s, d) == k ? 1 : 0);
+    textbuf_put(o, "# HELP tally_device_build_seconds How long each device "
+                   "took to build its kernels in the background before it "
+                   "joined the pool (0: built before the server listened, "
+                   "or not yet).\n"
+                   "# TYPE tally_device_build_seconds gauge\n");
+    for (unsigned d = 0; d < s->o.devices; d++)
+        textbuf_put(o, "tally_device_build_seconds{device=\"%s\"} %.3f\n",
+                    names[d], (double)atomic_load(&s->built_ns[d]) * 1e-9);
     textbuf_put(o,
                 "# HELP tally_host_reruns_total Jobs a device failed to run "
                 "(its launch refused) that the host backend ran instead.\n"
                 "# TYPE tally_host_reruns_total counter\n"
                 "tally_host_reruns_total %llu\n"
-                "# HELP tally_host_fallback Whether every device has left "
-                "the pool and the host backend runs every job.\n"
+                "# HELP tally_host_jobs_total Jobs device workers ran on the "
+                "host backend: while their device built its kernels, or "
+                "once no device was left.\n"
+                "# TYPE tally_host_jobs_total counter\n"
+                "tally_host_jobs_total %llu\n"
+                "# HELP tally_host_fallback Whether no device is in the pool "
+                "or on its way to it, and the host backend runs every job.\n"
                 "# TYPE tally_host_fallback gauge\ntally_host_fallback %d\n",
-                load(&c->host_reruns), atomic_load(&s->on_host) ? 1 : 0);
+                load(&c->host_reruns), load(&c->host_jobs),
+                sched_devices(s).on_host ? 1 : 0);
 }

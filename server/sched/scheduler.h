@@ -11,10 +11,15 @@
  *     or the scheduler is stopping (STATUS_DRAINING);
  *   - the device workers, one engine stream each, and dynamic batching
  *     (compatible small jobs run as one launch);
- *   - the device pool: a device whose launches fail --device-max-failures
- *     times in a row leaves it; the jobs of a failed launch run again on
- *     the host backend when their inputs are intact; once every device has
- *     left, the host backend runs every job;
+ *   - the device pool: a cold device (its kernels not built yet) joins
+ *     it once the backend's prepare() has built them on a thread of the
+ *     scheduler's own, one per cold device, while the workers of that
+ *     device run their jobs on the host backend; a device whose build
+ *     fails never joins; a device whose launches fail
+ *     --device-max-failures times in a row leaves it; the jobs of a
+ *     failed launch run again on the host backend when their inputs are
+ *     intact; once no device is in the pool or on its way to it, the host
+ *     backend runs every job;
  *   - expiry: a job whose deadline passes in the queue, or before its
  *     launch, completes with STATUS_DEADLINE, and so does one whose launch
  *     ended after it;
@@ -105,6 +110,12 @@ typedef struct {
                    eng_batch_times *t, char *msg, size_t msglen);
     /* Runs one job on the calling thread (sched_run_inline). */
     eng_err (*run_inline)(void *user, job *j, char *msg, size_t msglen);
+    /* Builds device d's kernels, on a thread of the scheduler's own, for a
+     * device sched_options.cold names; stops early (with an error) once
+     * *cancel is true. Streams of d may be open meanwhile; none runs a job
+     * on d until this has returned ENG_E_OK. */
+    eng_err (*prepare)(void *user, unsigned d, const atomic_bool *cancel,
+                       char *msg, size_t msglen);
     void *user;
 } sched_backend;
 
@@ -125,6 +136,12 @@ typedef struct {
     unsigned max_queue_delay_us;
     unsigned device_max_failures; /* 0 counts as 1 */
     unsigned fault_delay_ms;      /* testing: a slow device */
+    /* The devices whose kernels are not built: each joins the pool when
+     * the backend's prepare() returns; until then its workers run their
+     * jobs on the host backend. The others are in the pool from the
+     * start. */
+    bool cold[SCHED_MAX_DEVICES];
+    unsigned fault_prepare_ms; /* testing: each build starts this late */
     /* The clock deadlines and times are read on; NULL: now_ns(). */
     uint64_t (*clock)(void *user);
     void *clock_user;
@@ -140,6 +157,8 @@ typedef struct {
     atomic_ullong device_jobs[SCHED_MAX_DEVICES],
         device_errors[SCHED_MAX_DEVICES];
     atomic_ullong host_reruns;
+    atomic_ullong host_jobs; /* run on the host backend by device workers
+                                (a device compiling, or none left) */
     atomic_ullong batches[8], batched_jobs; /* le 1, 2, 4, ..., 64, +Inf */
     atomic_ullong cancelled_queued, cancelled_running;
     atomic_ullong expired; /* jobs that completed with STATUS_DEADLINE */
@@ -149,12 +168,14 @@ typedef struct {
  * b; NULL when memory runs out. No thread runs yet. */
 sched *sched_new(const sched_options *o, const sched_backend *b);
 
-/* Starts the workers, opening a stream each. Fails with a message when a
- * stream or a thread cannot be had. */
+/* Starts the workers, opening a stream each, and a build thread for each
+ * cold device. Fails with a message when a stream or a thread cannot be
+ * had. */
 eng_err sched_start(sched *s, char *msg, size_t msglen);
 
-/* Refuses new jobs (STATUS_DRAINING), lets the workers run every job
- * already queued, and joins them. */
+/* Refuses new jobs (STATUS_DRAINING), tells the builds to stop (a build
+ * in progress ends with the kernel it is compiling), lets the workers run
+ * every job already queued, and joins them all. */
 void sched_stop(sched *s);
 
 /* Frees a stopped scheduler; NULL is a no-op. */
@@ -218,9 +239,24 @@ void sched_count_cancelled(sched *s);
 /* Jobs waiting in the queue. */
 size_t sched_queue_depth(sched *s);
 
-/* The pool's state, for readiness: how many devices there are and how
- * many are in the pool, and whether the host backend runs every job. */
-void sched_devices(sched *s, unsigned *devices, unsigned *up, bool *on_host);
+/* Where a device stands. */
+typedef enum {
+    SCHED_DEVICE_COMPILING, /* cold: its kernels are being built */
+    SCHED_DEVICE_UP,        /* in the pool */
+    SCHED_DEVICE_FAILED,    /* its kernels did not build: never joined */
+    SCHED_DEVICE_LEFT,      /* left after --device-max-failures failures */
+} sched_device_state;
+
+/* The pool's state, for readiness. */
+typedef struct {
+    unsigned devices;   /* how many there are */
+    unsigned up;        /* in the pool */
+    unsigned compiling; /* on their way to it */
+    bool on_host;       /* none is either: the host backend runs every job */
+} sched_pool;
+
+/* Any thread; a snapshot of relaxed loads. */
+sched_pool sched_devices(sched *s);
 
 const sched_counters *sched_counters_of(const sched *s);
 

@@ -88,7 +88,10 @@ int main(int argc, char **argv)
            "median of 200 ticks, and its share of a core at 200 ticks/s\n");
     printf("%6s %16s %8s %16s %8s %16s %8s\n", "N", "probe per job", "of core",
            "watch_fd", "of core", "bare poll", "of core");
-    sched_backend b = {no_open, no_close, no_run, no_inline, NULL};
+    sched_backend b = {.stream_open = no_open,
+                       .stream_close = no_close,
+                       .run = no_run,
+                       .run_inline = no_inline};
     for (unsigned si = 0; si < nsizes; si++) {
         unsigned n = sizes[si];
         sched_options o = {

@@ -75,10 +75,16 @@ _GRPC_PORT = re.compile(r'"msg":"gRPC listening on \S+ \(port (\d+),')
 class Daemon:
     """A running tallyd: its port, its log, and ways to talk to it."""
 
-    def __init__(self, *args, env=None, https=False, cafile=None, command=None):
+    def __init__(self, *args, env=None, https=False, cafile=None, command=None,
+                 joined=True):
         """args go to tallyd after --listen; or command is the whole command
         line (`make run`, say), told its address by TALLY_LISTEN and run in
         its own process group, which stop() signals.
+
+        tallyd is ready before its OpenCL devices have built their kernels
+        (the host backend answers meanwhile); with joined (the default)
+        the constructor also waits until every device has joined the pool,
+        so that a test sees the devices it asked for.
 
         tallyd binds port 0 (REST and gRPC) and the ports are read from its
         log: no other process can take them between a choice and the bind,
@@ -107,7 +113,7 @@ class Daemon:
                     "--grpc-listen", "127.0.0.1:0"] + list(args)
         self.proc = subprocess.Popen(line, stdout=self.log_file, stderr=subprocess.STDOUT,
                                      env=full_env, start_new_session=self.group)
-        self.wait_ready()
+        self.wait_ready(joined=joined)
 
     def wait_ports(self, deadline):
         """Reads the bound ports from the start lines (gRPC's, when it is
@@ -126,19 +132,22 @@ class Daemon:
             else:
                 time.sleep(0.05)
 
-    def wait_ready(self, timeout=300):
+    def wait_ready(self, timeout=300, joined=True):
+        """Until /v2/health/ready answers 200 (or 401: up, wants a token)
+        and, with joined, says no device is still building its kernels."""
         deadline = time.time() + timeout
         self.wait_ports(deadline)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("tallyd exited with %s:\n%s" % (self.proc.returncode, self.log()))
             try:
-                status, _, _ = self.request("GET", "/v2/health/ready", timeout=2)
-                if status == 200 or status == 401:  # 401: up, wants a token
+                status, _, body = self.request("GET", "/v2/health/ready", timeout=2)
+                if status == 401 or (status == 200 and not (
+                        joined and json.loads(body).get("devices_compiling", 0) > 0)):
                     return
             except OSError:
                 pass
-            time.sleep(0.1)
+            time.sleep(0.05)
         raise RuntimeError("tallyd did not become ready:\n" + self.log())
 
     def log(self):
@@ -229,8 +238,8 @@ def spawn():
     """Starts daemons with given flags; stops and removes them afterwards."""
     started = []
 
-    def start(*args, env=None, https=False, cafile=None):
-        d = Daemon(*args, env=env, https=https, cafile=cafile)
+    def start(*args, env=None, https=False, cafile=None, joined=True):
+        d = Daemon(*args, env=env, https=https, cafile=cafile, joined=joined)
         started.append(d)
         return d
 

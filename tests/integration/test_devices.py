@@ -1,13 +1,19 @@
-"""Several devices in one daemon, and devices that fail.
+"""Several devices in one daemon, devices that join the pool late, and
+devices that fail.
 
 PoCL shows two CPU devices with POCL_DEVICES="pthread pthread". Workers
-are spread over the devices. Launches are made to fail with the testing
+are spread over the devices. Without --warmup, tallyd is ready at once
+and each device builds its kernels in the background, the host backend
+answering until it joins (--fault-build-ms makes a build slow,
+--fault-build makes it fail). Launches are made to fail with the testing
 flags --fault-device, --fault-every, --fault-after-ms and --fault-late: a
 refused launch's jobs run again on the host backend; a device that fails
 --device-max-failures launches in a row leaves the pool; with no device
 left the host backend runs everything, and /metrics and the ready status
 say so. Nothing is lost and nothing hangs."""
+import io
 import json
+import random
 import re
 import subprocess
 import threading
@@ -16,7 +22,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import TALLYD
+from conftest import TALLYD, run_threads
+from reference import DTYPES, close, cumsum, random_tensor
 
 # devices fail and leave the pool while workers run (TSan runs them)
 pytestmark = pytest.mark.concurrency
@@ -94,6 +101,7 @@ def test_a_failing_device_leaves_the_pool(spawn):
     status, _, body = d.request("GET", "/v2/health/ready")
     assert status == 200
     assert json.loads(body) == {"ready": True, "devices": 2, "devices_up": 1,
+                                "devices_compiling": 0,
                                 "degraded": "failed devices have left the pool"}
     assert metric_value(d, "tally_host_fallback") == 0
 
@@ -183,3 +191,137 @@ def test_device_lists_that_name_nothing():
                              timeout=120)
         assert out.returncode == 1, (spec, out.stderr)
         assert words in out.stderr, (spec, out.stderr)
+
+
+def ready(d):
+    status, _, body = d.request("GET", "/v2/health/ready")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def state(d, dev_state):
+    return sum(v for k, v in metric_values_state(d).items() if k[1] == dev_state)
+
+
+def metric_values_state(d):
+    text = d.request("GET", "/metrics")[2].decode()
+    return {(m.group(1), m.group(2)): float(m.group(3)) for m in re.finditer(
+        r'^tally_device_state\{device="([^"]*)",state="([^"]*)"\} (\S+)$', text, re.M)}
+
+
+def npy(x):
+    buf = io.BytesIO()
+    np.save(buf, x)
+    return buf.getvalue()
+
+
+def changeover_load(d, seed, threads, until):
+    """Requests from `threads` threads until until() is true: random
+    dtypes, ranks 1 to 3, axes and modes, as .npy, each answer checked
+    against numpy. Returns how many were answered."""
+    print("changeover_load seed", seed)
+    done = [0] * threads
+
+    def run(k):
+        rng = np.random.default_rng(seed + k)
+        pick = random.Random(seed + k)
+        while not until():
+            dtype = pick.choice(DTYPES)
+            shape = [pick.randint(1, 30) for _ in range(pick.randint(1, 3))]
+            if pick.random() < 0.3:  # long lines: at most 4 x 4 x 20000
+                shape = [min(n, 4) for n in shape]
+                shape[-1] = pick.randint(1000, 20000)
+            x = random_tensor(rng, dtype, shape)
+            axis = pick.randrange(len(shape))
+            exc, rev = pick.random() < 0.5, pick.random() < 0.5
+            q = "?axis=%d&exclusive=%s&reverse=%s" % (axis, str(exc).lower(), str(rev).lower())
+            status, _, body = d.request("POST", "/v1/cumsum" + q, npy(x),
+                                        {"Content-Type": "application/x-npy"})
+            assert status == 200, body
+            got = np.load(io.BytesIO(body))
+            assert got.dtype == x.dtype and got.shape == x.shape
+            assert close(got, cumsum(x, axis, exc, rev), x, axis), (seed, k, dtype, shape, axis)
+            done[k] += 1
+
+    run_threads(threads, run)
+    return sum(done)
+
+
+def test_ready_at_once_and_the_device_joins_under_load(spawn):
+    """Without --warmup, tallyd is ready while its device builds (made to
+    take 5 s more here); the host backend answers meanwhile, and says so
+    in the ready status and /metrics. A load across the moment the device
+    joins gets every answer right, and both the host and the device ran
+    some of it."""
+    d = spawn("--fault-build-ms", "5000", "--workers", "2", *QUEUED, joined=False)
+    body = ready(d)
+    assert body["devices"] == 1 and body["devices_up"] == 0 and body["devices_compiling"] == 1
+    assert "building their kernels" in body["degraded"]
+    assert state(d, "compiling") == 1 and metric_value(d, "tally_host_fallback") == 0
+    opened = [x for x in d.log_lines() if "kernels build in the background" in x.get("msg", "")]
+    assert len(opened) == 1, d.log()
+
+    joined_at = []
+
+    def until():
+        if not joined_at and ready(d) == {"ready": True}:
+            joined_at.append(time.time())
+        return bool(joined_at) and time.time() > joined_at[0] + 1.5
+
+    n = changeover_load(d, int(time.time()), 4, until)
+    host = metric_value(d, "tally_host_jobs_total")
+    jobs = sum(metric_values(d, "tally_device_jobs_total").values())
+    assert host > 0 and jobs > 0 and host + jobs == n, (host, jobs, n)
+    assert state(d, "up") == 1 and state(d, "compiling") == 0
+    assert set(metric_values(d, "tally_device_up").values()) == {1.0}
+    assert list(metric_values(d, "tally_device_build_seconds").values())[0] > 0
+    lines = [x for x in d.log_lines() if "joined the pool" in x.get("msg", "")]
+    assert len(lines) == 1 and lines[0]["level"] == "info", d.log()
+    assert re.search(r"its kernels were built in \d+\.\d s", lines[0]["msg"])
+
+
+def test_warmup_waits_for_the_kernels(spawn):
+    """--warmup keeps its meaning: the kernels are built before tallyd
+    listens, so it is ready with every device in the pool, and the host
+    backend runs nothing."""
+    d = spawn("--warmup", *QUEUED, joined=False)
+    assert ready(d) == {"ready": True}
+    assert state(d, "up") == 1
+    assert list(metric_values(d, "tally_device_build_seconds").values()) == [0]
+    crowd(d, 10)
+    assert metric_value(d, "tally_host_jobs_total") == 0
+    assert sum(metric_values(d, "tally_device_jobs_total").values()) == 10
+    assert any("device ready in" in x.get("msg", "") for x in d.log_lines()), d.log()
+
+
+def test_a_device_whose_kernels_do_not_build_stays_out(spawn):
+    """Two devices; the second's build fails: it never joins, the log says
+    why, and the first serves (the host backend, once both had failed)."""
+    d = spawn("--device", "0:0,0:1", "--fault-device", "2", "--fault-build", *QUEUED, env=TWO)
+    body = ready(d)
+    assert body["devices_up"] == 1 and body["devices_compiling"] == 0, body
+    states = metric_values_state(d)
+    second = [k for k in states if k[0].startswith("0:1 ")][0][0]
+    assert states[(second, "failed")] == 1 and states[(second, "up")] == 0, states
+    lines = [x for x in d.log_lines() if "stays out of the pool" in x.get("msg", "")]
+    assert len(lines) == 1 and lines[0]["level"] == "error", d.log()
+    assert "0:1" in lines[0]["msg"] and "--fault-build" in lines[0]["msg"]
+    crowd(d, 20)
+    jobs = metric_values(d, "tally_device_jobs_total")
+    assert jobs[second] == 0 and sum(jobs.values()) == 20, jobs
+
+    alone = spawn("--fault-device", "1", "--fault-build", *QUEUED)
+    crowd(alone, 10)
+    assert metric_value(alone, "tally_host_fallback") == 1
+    assert metric_value(alone, "tally_host_jobs_total") == 10
+    assert ready(alone)["degraded"].startswith("every device has failed")
+
+
+def test_a_drain_during_the_build(spawn):
+    """SIGTERM while the device builds: the build stops (at once here, in
+    its artificial delay), the drain completes and tallyd exits 0."""
+    d = spawn("--fault-build-ms", "600000", *QUEUED, joined=False)
+    crowd(d, 5)
+    assert metric_value(d, "tally_host_jobs_total") == 5
+    assert d.stop() == 0  # not killed after stop()'s 60 s
+    assert any("its build stopped for the drain" in x.get("msg", "") for x in d.log_lines())

@@ -7,7 +7,9 @@
  * (exactly once for an accepted job, never for a refused one), with which
  * status, and which device ran it. Devices can be made to fail (refused
  * launches, or late failures of in-place tensors), to hold a launch until
- * the test lets it go, and to see the client leave during a launch.
+ * the test lets it go, and to see the client leave during a launch. Cold
+ * devices build their kernels through the fake's prepare, which the test
+ * holds, lets go, or makes fail.
  *
  * Then the sequences (sequence.h, sequence_file.h, engine/carry.h): the
  * carries against a whole-tensor reference, a chunk's turn, the refusals
@@ -67,6 +69,11 @@ typedef struct {
     size_t launch_jobs[MAX_LAUNCHES];
     size_t nlaunches;
     atomic_uint streams_open;
+    /* builds (prepare): each waits until build_open (or its cancel), then
+     * returns build_fail[d] */
+    atomic_bool build_open;
+    eng_err build_fail[4];
+    atomic_uint builds, builds_cancelled;
 } fake;
 
 /* A job and what happened to it. */
@@ -140,6 +147,24 @@ static eng_err fake_inline(void *user, job *j, char *msg, size_t msglen)
     return ENG_E_OK;
 }
 
+static eng_err fake_prepare(void *user, unsigned d, const atomic_bool *cancel,
+                            char *msg, size_t msglen)
+{
+    fake *f = user;
+    atomic_fetch_add(&f->builds, 1);
+    while (!atomic_load(&f->build_open)) {
+        if (atomic_load(cancel)) {
+            atomic_fetch_add(&f->builds_cancelled, 1);
+            return eng_fail(msg, msglen, ENG_E_DEVICE, "cancelled");
+        }
+        uv_sleep(1);
+    }
+    if (f->build_fail[d] != ENG_E_OK)
+        return eng_fail(msg, msglen, f->build_fail[d], "device %u's build broke",
+                        d);
+    return ENG_E_OK;
+}
+
 static void fake_init(fake *f)
 {
     memset(f, 0, sizeof *f);
@@ -148,7 +173,12 @@ static void fake_init(fake *f)
 
 static sched_backend fake_backend(fake *f)
 {
-    return (sched_backend){fake_open, fake_close, fake_run, fake_inline, f};
+    return (sched_backend){.stream_open = fake_open,
+                           .stream_close = fake_close,
+                           .run = fake_run,
+                           .run_inline = fake_inline,
+                           .prepare = fake_prepare,
+                           .user = f};
 }
 
 /* A scheduler over f's fake devices (the scheduler copies the backend). */
@@ -535,17 +565,16 @@ static void failover_device(void)
         make(&r[i], 8, TX_FLOAT32, 0);
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
     }
-    unsigned devices, up = 2;
-    bool on_host;
-    for (int tries = 0; tries < 5000 && up == 2; tries++) {
-        sched_devices(s, &devices, &up, &on_host);
+    sched_pool p = sched_devices(s);
+    for (int tries = 0; tries < 5000 && p.up == 2; tries++) {
+        p = sched_devices(s);
         uv_sleep(1);
     }
     atomic_store(&f.open, true);
     CHECK(all_done(r, 30), "all done");
-    sched_devices(s, &devices, &up, &on_host);
-    CHECK(devices == 2 && up == 1 && !on_host, "device 0 left: %u of %u up", up,
-          devices);
+    p = sched_devices(s);
+    CHECK(p.devices == 2 && p.up == 1 && p.compiling == 0 && !p.on_host,
+          "device 0 left: %u of %u up", p.up, p.devices);
     int host = 0, dev1 = 0;
     for (int i = 0; i < 30; i++) {
         CHECK(r[i].status == STATUS_OK, "job %d: %s", i,
@@ -605,12 +634,219 @@ static void failover_host(void)
     for (int i = 2; i < 6; i++)
         CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == HOST_DEV,
               "job %d on the host: %s", i, status_name(r[i].status));
-    unsigned devices, up;
-    bool on_host;
-    sched_devices(s, &devices, &up, &on_host);
-    CHECK(up == 0 && on_host, "every device left; the host runs every job");
+    sched_pool p = sched_devices(s);
+    CHECK(p.up == 0 && p.on_host, "every device left; the host runs every job");
     sched_stop(s);
     check_once(r, 6, "host fallback");
+    sched_free(s);
+}
+
+/* The scheduler's section of /metrics, as text to search (freed by the
+ * caller). */
+static char *metrics_text(sched *s)
+{
+    textbuf tb;
+    textbuf_init(&tb, 4096);
+    sched_render_metrics(s, &tb);
+    size_t len;
+    return textbuf_take(&tb, &len);
+}
+
+/* Waits (a few seconds at most) until the pool has `up` devices in it
+ * and none compiling. */
+static bool pool_settles(sched *s, unsigned up)
+{
+    for (int tries = 0; tries < 5000; tries++) {
+        sched_pool p = sched_devices(s);
+        if (p.up == up && p.compiling == 0)
+            return true;
+        uv_sleep(1);
+    }
+    return false;
+}
+
+/* Submits n jobs of 8 elements and waits until every one has completed
+ * with STATUS_OK; returns how many ran on the host backend, and sets
+ * *on[d] to how many ran on each device. */
+static int run_jobs(sched *s, rec *r, int n, int on[4])
+{
+    for (int i = 0; i < n; i++) {
+        make(&r[i], 8, TX_FLOAT32, 0);
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    }
+    CHECK(all_done(r, (size_t)n), "all done");
+    int host = 0;
+    memset(on, 0, 4 * sizeof on[0]);
+    for (int i = 0; i < n; i++) {
+        CHECK(r[i].status == STATUS_OK, "job %d: %s", i,
+              status_name(r[i].status));
+        int d = atomic_load(&r[i].ran_on);
+        if (d == HOST_DEV) {
+            host++;
+            CHECK(strcmp(r[i].j.device, "host") == 0, "job %d's device: %s", i,
+                  r[i].j.device);
+        } else if (d >= 0 && d < 4) {
+            on[d]++;
+        }
+    }
+    return host;
+}
+
+/* Cold devices: while their kernels build, their workers run every job on
+ * the host backend, and readiness and /metrics say so; each joins the
+ * pool when its build returns, and from then on runs the jobs itself. */
+static void build_joins(void)
+{
+    fake f;
+    fake_init(&f);
+    sched_options o = options(2, 2, 64, 1);
+    o.cold[0] = o.cold[1] = true;
+    sched *s = new_sched(&f, &o);
+    start(s);
+    rec r[20];
+    int on[4];
+    int host = run_jobs(s, r, 20, on);
+    CHECK(host == 20, "while building, the host ran %d of 20", host);
+    sched_pool p = sched_devices(s);
+    CHECK(p.devices == 2 && p.up == 0 && p.compiling == 2 && !p.on_host,
+          "building: %u up, %u compiling", p.up, p.compiling);
+    const sched_counters *c = sched_counters_of(s);
+    CHECK(c->host_jobs == 20 && c->device_jobs[0] == 0
+              && c->device_jobs[1] == 0 && c->host_reruns == 0,
+          "counted: %llu on the host", (unsigned long long)c->host_jobs);
+    char *text = metrics_text(s);
+    CHECK(text != NULL
+              && strstr(text, "tally_device_up{device=\"dev0\"} 0\n")
+              && strstr(text, "tally_device_state{device=\"dev0\",state="
+                              "\"compiling\"} 1\n")
+              && strstr(text, "tally_device_state{device=\"dev1\",state="
+                              "\"up\"} 0\n")
+              && strstr(text, "tally_host_jobs_total 20\n")
+              && strstr(text, "tally_host_fallback 0\n"),
+          "building: %s", text ? text : "(none)");
+    free(text);
+
+    atomic_store(&f.build_open, true);
+    CHECK(pool_settles(s, 2), "both joined");
+    host = run_jobs(s, r, 20, on);
+    CHECK(host == 0 && on[0] + on[1] == 20,
+          "once joined: host %d, dev0 %d, dev1 %d", host, on[0], on[1]);
+    CHECK(c->device_jobs[0] + c->device_jobs[1] == 20 && c->host_jobs == 20,
+          "counted");
+    text = metrics_text(s);
+    CHECK(text != NULL && strstr(text, "tally_device_up{device=\"dev1\"} 1\n")
+              && strstr(text, "tally_device_state{device=\"dev1\",state="
+                              "\"up\"} 1\n")
+              && strstr(text, "tally_device_state{device=\"dev1\",state="
+                              "\"compiling\"} 0\n")
+              && strstr(text, "tally_device_build_seconds{device=\"dev1\"} "),
+          "joined: %s", text ? text : "(none)");
+    free(text);
+    CHECK(atomic_load(&f.builds) == 2, "one build per cold device");
+    sched_stop(s);
+    check_once(r, 20, "build_joins");
+    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
+    sched_free(s);
+}
+
+/* A device whose build fails never joins: the other one runs every job
+ * once it joins. With a single device whose build fails, the host backend runs
+ * every job for good. A device built before the start is in the pool at
+ * once. */
+static void build_fails(void)
+{
+    fake f;
+    fake_init(&f);
+    f.build_fail[0] = ENG_E_DEVICE;
+    sched_options o = options(2, 2, 64, 1);
+    o.cold[0] = o.cold[1] = true;
+    sched *s = new_sched(&f, &o);
+    start(s);
+    rec r[20];
+    int on[4];
+    atomic_store(&f.build_open, true);
+    CHECK(pool_settles(s, 1), "dev1 joined, dev0 failed");
+    sched_pool p = sched_devices(s);
+    CHECK(p.up == 1 && p.compiling == 0 && !p.on_host, "one up");
+    int host = run_jobs(s, r, 20, on);
+    CHECK(host == 0 && on[1] == 20, "dev1 ran every job (host %d, dev0 %d)",
+          host, on[0]);
+    char *text = metrics_text(s);
+    CHECK(text != NULL
+              && strstr(text, "tally_device_state{device=\"dev0\",state="
+                              "\"failed\"} 1\n")
+              && strstr(text, "tally_device_up{device=\"dev0\"} 0\n"),
+          "failed: %s", text ? text : "(none)");
+    free(text);
+    sched_stop(s);
+    check_once(r, 20, "build_fails");
+    sched_free(s);
+
+    /* the only device fails to build */
+    fake_init(&f);
+    f.build_fail[0] = ENG_E_DEVICE;
+    o = options(1, 1, 64, 1);
+    o.cold[0] = true;
+    s = new_sched(&f, &o);
+    start(s);
+    atomic_store(&f.build_open, true);
+    CHECK(pool_settles(s, 0), "it failed");
+    p = sched_devices(s);
+    CHECK(p.on_host, "the host runs every job");
+    host = run_jobs(s, r, 10, on);
+    CHECK(host == 10, "host ran %d of 10", host);
+    text = metrics_text(s);
+    CHECK(text != NULL && strstr(text, "tally_host_fallback 1\n"),
+          "fallback: %s", text ? text : "(none)");
+    free(text);
+    sched_stop(s);
+    check_once(r, 10, "build_fails, alone");
+    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
+    sched_free(s);
+
+    /* a warm device beside a cold one: in the pool from the start */
+    fake_init(&f);
+    o = options(2, 2, 64, 1);
+    o.cold[1] = true;
+    s = new_sched(&f, &o);
+    start(s);
+    p = sched_devices(s);
+    CHECK(p.up == 1 && p.compiling == 1, "dev0 up, dev1 compiling");
+    host = run_jobs(s, r, 20, on);
+    CHECK(on[1] == 0 && host + on[0] == 20, "dev1 ran none while building");
+    sched_stop(s);
+    check_once(r, 20, "build_fails, warm beside cold");
+    CHECK(atomic_load(&f.builds) == 1, "no build for a warm device");
+    sched_free(s);
+}
+
+/* A drain during a build: sched_stop tells the build to stop, runs the
+ * queued jobs on the host backend and returns; the device never joined. */
+static void build_cancelled(void)
+{
+    fake f;
+    fake_init(&f);
+    sched_options o = options(1, 1, 64, 1);
+    o.cold[0] = true;
+    sched *s = new_sched(&f, &o);
+    start(s);
+    /* the worker holds its first launch, so that the rest wait queued */
+    atomic_store(&f.gate, true);
+    rec r[8];
+    for (int i = 0; i < 8; i++) {
+        make(&r[i], 8, TX_FLOAT32, 0);
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
+    }
+    wait_holding(&f);
+    atomic_store(&f.open, true);
+    sched_stop(s); /* returns only when the build has stopped */
+    check_once(r, 8, "build_cancelled");
+    for (int i = 0; i < 8; i++)
+        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == HOST_DEV,
+              "job %d on the host: %s", i, status_name(r[i].status));
+    CHECK(atomic_load(&f.builds_cancelled) == 1, "the build saw the drain");
+    CHECK(sched_devices(s).compiling == 1, "it never joined");
+    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
     sched_free(s);
 }
 
@@ -1285,6 +1521,9 @@ static const check_case cases[] = {
     {"batching", batching},
     {"failover_device", failover_device},
     {"failover_host", failover_host},
+    {"build_joins", build_joins},
+    {"build_fails", build_fails},
+    {"build_cancelled", build_cancelled},
     {"inline_run", inline_run},
     {"exactly_once", exactly_once},
     {"seq_carries", seq_carries},

@@ -181,7 +181,10 @@ static sched *new_sched(unsigned depth)
                        .max_batch = 1,
                        .device_max_failures = 1,
                        .clock = fake_clock};
-    sched_backend b = {fake_open, fake_close, fake_run, fake_inline, NULL};
+    sched_backend b = {.stream_open = fake_open,
+                       .stream_close = fake_close,
+                       .run = fake_run,
+                       .run_inline = fake_inline};
     sched *s = sched_new(&o, &b);
     CHECK(s != NULL, "sched_new");
     char msg[128];
