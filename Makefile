@@ -409,7 +409,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config
 .PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
-        bench-report bench-peers bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-client soak \
+        bench-report bench-peers bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-test deps-bench clean format help
 
 # `make help`: the targets a person uses, one line each. Internal steps
@@ -456,6 +456,7 @@ Benchmark
   make bench-json       JSON requests through tallyd beside Python's json
   make bench-serve      throughput and latency under load (perf_analyzer)
   make bench-loop       REST deadlines while gRPC decodes a large message
+  make bench-start      start to the first 200 on a cold kernel cache
   make bench-client     what splitting a tensor over requests costs
   make load             wrk against tallyd, beside nginx's ceiling
 
@@ -695,6 +696,13 @@ bench-json: deps-bench $(TALLYD)
 bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
+# How soon a new tallyd answers with a cold kernel cache: start to the
+# first 200, to a first answer, and to every device in the pool; with
+# BENCH_ARGS=--load, a load across the change-over checked against numpy
+# (BENCHMARKS.md, "Start-up: a cold kernel cache").
+bench-start: deps-bench $(TALLYD)
+	$(Q)$(PYTHON) tests/bench/bench_start.py $(BENCH_ARGS)
+
 # Does a large gzip gRPC message on the loop thread delay REST's
 # deadlines? (BENCHMARKS.md, "The loop thread and the deadlines")
 bench-loop: deps-bench $(TALLYD)
@@ -764,7 +772,7 @@ run: deps
 	@echo "run: tallyd is $(abspath $(TALLYD))"
 	@echo "run: the CLI is $(abspath $(TALLY_CLI)) (export PATH=$(abspath $(dir $(TALLY_CLI))):\$$PATH)"
 	@echo "run: starting tallyd on $(RUN_SCHEME)://$(RUN_ADDR), $(RUN_GRPC) (Ctrl-C stops it; the first"
-	@echo "run: start compiles the kernels, about a minute, cached afterwards)"
+	@echo "run: start builds the kernels in the background, about a minute, cached afterwards)"
 	$(Q)exec $(TALLYD) $(if $(LISTEN),--listen $(LISTEN)) $(ARGS)
 
 format:
