@@ -17,7 +17,9 @@ free_port() {
 }
 
 # start_tallyd NAME PORT [FLAGS...]: tallyd on 127.0.0.1:PORT, logging to
-# $tmp/NAME.log, with the PoCL cache $tmp/NAME-pocl. PORT 0 lets tallyd
+# $tmp/NAME.log, with the PoCL cache $tmp/NAME-pocl, and --warmup: a
+# benchmark measures the devices, not the host backend answering while
+# they build their kernels. PORT 0 lets tallyd
 # choose, and bound_port NAME reads which: a port picked by free_port()
 # and let go can be taken by another process before tallyd binds it.
 start_tallyd() {
@@ -27,7 +29,7 @@ start_tallyd() {
   [ -d "$ROOT/build/pocl-cache" ] && cp -r "$ROOT/build/pocl-cache/." "$tmp/$name-pocl/"
   # gRPC off unless the caller asks for it: the default port would clash
   POCL_CACHE_DIR=$tmp/$name-pocl TALLY_GRPC_LISTEN=${TALLY_GRPC_LISTEN-} \
-    "$TALLYD" --listen "127.0.0.1:$port" "$@" \
+    "$TALLYD" --listen "127.0.0.1:$port" --warmup "$@" \
     > "$tmp/$name.log" 2>&1 &
   pids+=($!)
 }

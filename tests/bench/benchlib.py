@@ -2,7 +2,9 @@
 
 start_tallyd() starts a daemon on a free loopback port with a PoCL cache
 of the caller's own under build/ (concurrent processes never share one),
-waits for /v2/health/ready, and returns (process, base URL); the caller
+with --warmup (a benchmark measures the devices, not the host backend
+answering while they build their kernels), waits for /v2/health/ready,
+and returns (process, base URL); the caller
 owns the process and kills it. It exits the script if the daemon is not
 ready within five minutes (a cold PoCL cache compiles for a while).
 """
@@ -31,7 +33,8 @@ def start_tallyd(name, log, args=(), binary=None):
     env = dict(os.environ, POCL_CACHE_DIR=os.path.join(ROOT, "build", "pocl-" + name))
     # gRPC off unless args ask for it (--grpc-listen): 8001 may be taken
     env.setdefault("TALLY_GRPC_LISTEN", "")
-    cmd = [binary or os.path.join(BIN, "tallyd"), "--listen", "127.0.0.1:%d" % port]
+    cmd = [binary or os.path.join(BIN, "tallyd"), "--listen", "127.0.0.1:%d" % port,
+           "--warmup"]
     proc = subprocess.Popen(cmd + list(args), stdout=log, stderr=log, env=env)
     url = "http://127.0.0.1:%d" % port
     for _ in range(3000):
