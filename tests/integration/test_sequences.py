@@ -142,33 +142,40 @@ def test_eight_sequences_from_eight_threads(tallyd):
     run_threads(8, one)
 
 
-def test_three_sequences_interleaved_on_one_stream(tallyd):
-    rng = rng_for("stream")
-    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % tallyd.grpc_port)
+def stream_sequences(port, xs, chunks, dtype):
+    """Sends each tensor of xs ({id: 1-D array}) as a sequence of `chunks`
+    equal chunks over one gRPC stream, interleaved (the first chunk of
+    each, then the second of each, ...) and without waiting for answers;
+    returns {id: the chunks' answers joined}."""
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % port)
     answers = queue.Queue()
     c.start_stream(callback=lambda result, error: answers.put((result, error)))
-    xs = {sid: random_tensor(rng, "float64", (30,)) for sid in ("a", "b", "c")}
-    sent = []
+    got = {}
     try:
-        for k in range(3):
+        for k in range(chunks):
             for sid, x in xs.items():
-                chunk = x[10 * k:10 * (k + 1)]
-                inp = grpcclient.InferInput("x", [10], "FP64")
-                inp.set_data_from_numpy(chunk)
-                rid = "%s-%d" % (sid, k)
-                c.async_stream_infer("cumsum", [inp], request_id=rid, sequence_id="s-" + sid,
-                                     sequence_start=k == 0, sequence_end=k == 2)
-                sent.append(rid)
-        got = {}
-        for _ in sent:
+                n = len(x) // chunks
+                inp = grpcclient.InferInput("x", [n], dtype)
+                inp.set_data_from_numpy(x[n * k:n * (k + 1)])
+                c.async_stream_infer("cumsum", [inp], request_id="%s-%d" % (sid, k),
+                                     sequence_id=sid, sequence_start=k == 0,
+                                     sequence_end=k == chunks - 1)
+        for _ in range(chunks * len(xs)):
             result, error = answers.get(timeout=60)
             assert error is None, error
             got[result.get_response().id] = result.as_numpy("y")
     finally:
         c.stop_stream()
+    return {sid: np.concatenate([got["%s-%d" % (sid, k)] for k in range(chunks)])
+            for sid in xs}
+
+
+def test_three_sequences_interleaved_on_one_stream(tallyd):
+    rng = rng_for("stream")
+    xs = {"s-" + sid: random_tensor(rng, "float64", (30,)) for sid in ("a", "b", "c")}
+    ys = stream_sequences(tallyd.grpc_port, xs, 3, "FP64")
     for sid, x in xs.items():
-        y = np.concatenate([got["%s-%d" % (sid, k)] for k in range(3)])
-        assert close(y, cumsum(x), x), sid
+        assert close(ys[sid], cumsum(x), x), sid
 
 
 @pytest.mark.concurrency
@@ -178,28 +185,10 @@ def test_chunks_pipelined_on_a_stream_wait_their_turn(spawn):
     of its sequence runs waits for it, and the sums come out whole."""
     d = spawn("--inline-max-elements", "0", "--workers", "2", "--max-batch", "4")
     rng = rng_for("pipelined")
-    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
-    answers = queue.Queue()
-    c.start_stream(callback=lambda result, error: answers.put((result, error)))
     xs = {sid: random_tensor(rng, "int64", (8 * 300,)) for sid in (11, 12, 13)}
-    try:
-        for k in range(8):
-            for sid, x in xs.items():
-                inp = grpcclient.InferInput("x", [300], "INT64")
-                inp.set_data_from_numpy(x[300 * k:300 * (k + 1)])
-                c.async_stream_infer("cumsum", [inp], request_id="%d-%d" % (sid, k),
-                                     sequence_id=sid, sequence_start=k == 0,
-                                     sequence_end=k == 7)
-        got = {}
-        for _ in range(24):
-            result, error = answers.get(timeout=60)
-            assert error is None, error
-            got[result.get_response().id] = result.as_numpy("y")
-    finally:
-        c.stop_stream()
+    ys = stream_sequences(d.grpc_port, xs, 8, "INT64")
     for sid, x in xs.items():
-        y = np.concatenate([got["%d-%d" % (sid, k)] for k in range(8)])
-        assert np.array_equal(y, cumsum(x)), sid
+        assert np.array_equal(ys[sid], cumsum(x)), sid
     assert d.metric("tally_sequences_total", event="ended") == 3
 
 
