@@ -90,6 +90,24 @@ log_has() { # log_has ID [grep options] PATTERN
   text=$(podman logs "$id" 2>&1) || true
   grep -q "$@" <<<"$text"
 }
+# log_waits ID TRIES PATTERN: until the log has PATTERN, TRIES times 0.2 s
+# at most (conmon may hand podman logs the lines a moment late).
+log_waits() {
+  local id=$1 tries=$2
+  for _ in $(seq 1 "$tries"); do
+    log_has "$id" "$3" && return 0
+    sleep 0.2
+  done
+  log_has "$id" "$3"
+}
+
+# json_cumsum WHAT: a small JSON cumsum from $URL, checked exactly.
+json_cumsum() {
+  local out
+  out=$(curl -sf "$URL/v1/cumsum" -H 'Content-Type: application/json' \
+    -d '{"dtype":"int32","shape":[2,3],"data":[1,2,3,4,5,6],"axis":1}')
+  [ "$out" = '{"dtype":"int32","shape":[2,3],"data":[1,3,6,4,9,15]}' ] || die "$1 JSON cumsum: $out"
+}
 
 run_tally() { # run_tally PORT GRPC_PORT [podman run options...]: prints the id
   local port=$1 gport=$2
@@ -151,22 +169,14 @@ t0=$SECONDS
 start_tally
 id=$ID
 say "container ${id:0:12} ready in $((SECONDS - t0)) s on $URL"
-for _ in $(seq 1 50); do # conmon may hand podman logs the lines a moment late
-  log_has "$id" 'kernels build in the background' && break
-  sleep 0.2
-done
-log_has "$id" 'kernels build in the background' || die "no device line in the log"
+log_waits "$id" 50 'kernels build in the background' || die "no device line in the log"
 if log_has "$id" 'could not seed'; then
   die "the baked kernel cache was not used"
 fi
 [ -n "$(podman exec "$id" ls /tmp/pocl-cache)" ] || die "no kernel cache in /tmp/pocl-cache"
 # with the baked cache the device joins in a second or two (a cold build
 # takes about a minute on two cores)
-for _ in $(seq 1 600); do
-  log_has "$id" 'joined the pool' && break
-  sleep 0.2
-done
-log_has "$id" 'joined the pool' || die "the device did not join the pool"
+log_waits "$id" 600 'joined the pool' || die "the device did not join the pool"
 say "$(podman logs "$id" 2>&1 | grep -o 'joined the pool: its kernels were built in [0-9.]* s')"
 
 uid=$(podman exec "$id" id -u)
@@ -180,9 +190,7 @@ caps=$(podman exec "$id" sh -c 'grep CapEff /proc/self/status' | awk '{print $2}
 say "uid 10001, read-only root, no capabilities"
 
 # JSON and .npy over curl
-out=$(curl -sf "$URL/v1/cumsum" -H 'Content-Type: application/json' \
-  -d '{"dtype":"int32","shape":[2,3],"data":[1,2,3,4,5,6],"axis":1}')
-[ "$out" = '{"dtype":"int32","shape":[2,3],"data":[1,3,6,4,9,15]}' ] || die "JSON cumsum: $out"
+json_cumsum "full"
 python3 -c 'import numpy as np; np.save("'"$tmp"'/x.npy", np.arange(1000, dtype=np.float64).reshape(10, 100))'
 curl -sf --data-binary "@$tmp/x.npy" -H 'Content-Type: application/x-npy' \
   "$URL/v1/cumsum?axis=0&exclusive=true" -o "$tmp/y.npy" || die "npy cumsum"
@@ -238,14 +246,8 @@ t0=$SECONDS
 start_tally --entrypoint /usr/local/bin/tallyd
 id=$ID
 say "with an empty kernel cache: container ${id:0:12} ready in $((SECONDS - t0)) s"
-for _ in $(seq 1 50); do
-  log_has "$id" 'kernels build in the background' && break
-  sleep 0.2
-done
-log_has "$id" 'kernels build in the background' || die "cold: no background build in the log"
-out=$(curl -sf "$URL/v1/cumsum" -H 'Content-Type: application/json' \
-  -d '{"dtype":"int32","shape":[2,3],"data":[1,2,3,4,5,6],"axis":1}')
-[ "$out" = '{"dtype":"int32","shape":[2,3],"data":[1,3,6,4,9,15]}' ] || die "cold JSON cumsum: $out"
+log_waits "$id" 50 'kernels build in the background' || die "cold: no background build in the log"
+json_cumsum "cold"
 curl -sf --data-binary "@$tmp/x.npy" -H 'Content-Type: application/x-npy' \
   "$URL/v1/cumsum?axis=0&exclusive=true" -o "$tmp/yc.npy" || die "cold npy cumsum"
 python3 -c 'import numpy as np, sys; x = np.load(sys.argv[1]); y = np.load(sys.argv[2]); assert np.array_equal(y, np.concatenate([np.zeros((1, 100)), np.cumsum(x, 0)[:-1]]))' \
@@ -301,20 +303,14 @@ start_tally
 IMAGE=$full_image
 id=$ID
 say "slim container ${id:0:12} ready in $((SECONDS - t0)) s on $URL"
-for _ in $(seq 1 50); do
-  log_has "$id" 'using the host backend' && break
-  sleep 0.2
-done
-log_has "$id" 'using the host backend' \
+log_waits "$id" 50 'using the host backend' \
   || { podman logs "$id" 2>&1 | tail; die "the slim image's log does not say it uses the host backend"; }
 pid=$(podman inspect --format '{{.State.Pid}}' "$id")
 [ "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")" = 10001 ] || die "slim: not uid 10001"
 [ "$(awk '/^CapEff:/ {print $2}' "/proc/$pid/status")" = 0000000000000000 ] \
   || die "slim: effective capabilities"
 awk '$5 == "/" {print $6}' "/proc/$pid/mountinfo" | grep -q '^ro' || die "slim: the root is writable"
-out=$(curl -sf "$URL/v1/cumsum" -H 'Content-Type: application/json' \
-  -d '{"dtype":"int32","shape":[2,3],"data":[1,2,3,4,5,6],"axis":1}')
-[ "$out" = '{"dtype":"int32","shape":[2,3],"data":[1,3,6,4,9,15]}' ] || die "slim JSON cumsum: $out"
+json_cumsum "slim"
 curl -sf --data-binary "@$tmp/x.npy" -H 'Content-Type: application/x-npy' \
   "$URL/v1/cumsum?axis=1&reverse=true" -o "$tmp/ys.npy" || die "slim npy cumsum"
 python3 -c 'import numpy as np, sys; x = np.load(sys.argv[1]); assert np.array_equal(np.load(sys.argv[2]), np.flip(np.cumsum(np.flip(x, 1), 1), 1))' \

@@ -641,6 +641,17 @@ static void failover_host(void)
     sched_free(s);
 }
 
+/* Stops and frees s, after which every one of r[0..n) has completed
+ * exactly once and every stream of f is closed. */
+static void stop_and_check(sched *s, fake *f, rec *r, size_t n,
+                           const char *what)
+{
+    sched_stop(s);
+    check_once(r, n, what);
+    CHECK(atomic_load(&f->streams_open) == 0, "%s: streams closed", what);
+    sched_free(s);
+}
+
 /* The scheduler's section of /metrics, as text to search (freed by the
  * caller). */
 static char *metrics_text(sched *s)
@@ -743,10 +754,7 @@ static void build_joins(void)
           "joined: %s", text ? text : "(none)");
     free(text);
     CHECK(atomic_load(&f.builds) == 2, "one build per cold device");
-    sched_stop(s);
-    check_once(r, 20, "build_joins");
-    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
-    sched_free(s);
+    stop_and_check(s, &f, r, 20, "build_joins");
 }
 
 /* A device whose build fails never joins: the other one runs every job
@@ -778,9 +786,7 @@ static void build_fails(void)
               && strstr(text, "tally_device_up{device=\"dev0\"} 0\n"),
           "failed: %s", text ? text : "(none)");
     free(text);
-    sched_stop(s);
-    check_once(r, 20, "build_fails");
-    sched_free(s);
+    stop_and_check(s, &f, r, 20, "build_fails");
 
     /* the only device fails to build */
     fake_init(&f);
@@ -799,10 +805,7 @@ static void build_fails(void)
     CHECK(text != NULL && strstr(text, "tally_host_fallback 1\n"),
           "fallback: %s", text ? text : "(none)");
     free(text);
-    sched_stop(s);
-    check_once(r, 10, "build_fails, alone");
-    CHECK(atomic_load(&f.streams_open) == 0, "streams closed");
-    sched_free(s);
+    stop_and_check(s, &f, r, 10, "build_fails, alone");
 
     /* a warm device beside a cold one: in the pool from the start */
     fake_init(&f);
@@ -814,10 +817,8 @@ static void build_fails(void)
     CHECK(p.up == 1 && p.compiling == 1, "dev0 up, dev1 compiling");
     host = run_jobs(s, r, 20, on);
     CHECK(on[1] == 0 && host + on[0] == 20, "dev1 ran none while building");
-    sched_stop(s);
-    check_once(r, 20, "build_fails, warm beside cold");
     CHECK(atomic_load(&f.builds) == 1, "no build for a warm device");
-    sched_free(s);
+    stop_and_check(s, &f, r, 20, "build_fails, warm beside cold");
 }
 
 /* A drain during a build: sched_stop tells the build to stop, runs the
