@@ -12,6 +12,9 @@
 
 # A registry's Debian, or one made locally (deploy/podman.sh does that).
 ARG BASE=debian:bookworm-slim
+# The libraries tallyd and the CLI load, for both runtime images (each
+# stage that uses it names it again, bare, to see it).
+ARG RUNTIME_LIBS="ocl-icd-libopencl1 libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 libnghttp2-14 libprotobuf-c1 libssl3"
 
 FROM ${BASE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
@@ -59,10 +62,9 @@ RUN POCL_CACHE_DIR=/out/pocl-cache /out/usr/local/bin/tallyd --warm-cache --acce
 # dynamic linker) go onto an empty base: no shell, no package manager.
 FROM ${BASE} AS slim-files
 ARG DEBIAN_FRONTEND=noninteractive
+ARG RUNTIME_LIBS
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ocl-icd-libopencl1 \
-      libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 \
-      libnghttp2-14 libprotobuf-c1 libssl3 \
+ && apt-get install -y --no-install-recommends ${RUNTIME_LIBS} \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/usr/local/bin/tallyd /out/usr/local/bin/tally /usr/local/bin/
 COPY --from=build /out/usr/local/share/tally/docs /slim/usr/local/share/tally/docs
@@ -108,10 +110,9 @@ ARG DEBIAN_FRONTEND=noninteractive
 ARG VERSION=0.1.0
 ARG SOURCE_URL=
 ARG REVISION=
+ARG RUNTIME_LIBS
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ocl-icd-libopencl1 pocl-opencl-icd \
-      libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 \
-      libnghttp2-14 libprotobuf-c1 libssl3 \
+ && apt-get install -y --no-install-recommends ${RUNTIME_LIBS} pocl-opencl-icd \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
  && mkdir -p /etc/OpenCL/vendors \
  && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd \
