@@ -199,14 +199,9 @@ def ready(d):
     return json.loads(body)
 
 
-def state(d, dev_state):
-    return sum(v for k, v in metric_values_state(d).items() if k[1] == dev_state)
-
-
-def metric_values_state(d):
-    text = d.request("GET", "/metrics")[2].decode()
-    return {(m.group(1), m.group(2)): float(m.group(3)) for m in re.finditer(
-        r'^tally_device_state\{device="([^"]*)",state="([^"]*)"\} (\S+)$', text, re.M)}
+def state(d, name, **labels):
+    """How many devices are in state `name` (tally_device_state)."""
+    return d.metric("tally_device_state", state=name, **labels)
 
 
 def npy(x):
@@ -300,9 +295,8 @@ def test_a_device_whose_kernels_do_not_build_stays_out(spawn):
     d = spawn("--device", "0:0,0:1", "--fault-device", "2", "--fault-build", *QUEUED, env=TWO)
     body = ready(d)
     assert body["devices_up"] == 1 and body["devices_compiling"] == 0, body
-    states = metric_values_state(d)
-    second = [k for k in states if k[0].startswith("0:1 ")][0][0]
-    assert states[(second, "failed")] == 1 and states[(second, "up")] == 0, states
+    second = [k for k in metric_values(d, "tally_device_up") if k.startswith("0:1 ")][0]
+    assert state(d, "failed", device=second) == 1 and state(d, "up", device=second) == 0
     lines = [x for x in d.log_lines() if "stays out of the pool" in x.get("msg", "")]
     assert len(lines) == 1 and lines[0]["level"] == "error", d.log()
     assert "0:1" in lines[0]["msg"] and "--fault-build" in lines[0]["msg"]
