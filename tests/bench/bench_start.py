@@ -49,6 +49,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import BIN, ROOT, free_port  # noqa: E402
 
+# the tests' numpy reference and accuracy bound
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from reference import close, cumsum  # noqa: E402
+
 POLL_S = 0.005
 DTYPES = {"FP32": np.float32, "FP64": np.float64, "INT32": np.int32,
           "INT64": np.int64, "UINT8": np.uint8, "INT16": np.int16}
@@ -93,24 +97,9 @@ def post(url, body, timeout=30):
         return r.status, json.loads(r.read())
 
 
-def reference(x, axis, exclusive, reverse, dtype):
-    y = np.flip(x, axis) if reverse else x
-    acc = np.float64 if np.issubdtype(dtype, np.floating) else None
-    c = np.cumsum(y, axis=axis, dtype=acc)
-    if exclusive:
-        c = c - y
-    if reverse:
-        c = np.flip(c, axis)
-    return c.astype(dtype)
-
-
 def check(got, x, axis, exclusive, reverse, name):
-    dtype = DTYPES[name]
-    want = reference(x, axis, exclusive, reverse, dtype)
-    got = np.array(got, dtype=dtype).reshape(x.shape)
-    if np.issubdtype(dtype, np.floating):
-        return np.allclose(got, want, rtol=1e-4, atol=1e-3)
-    return np.array_equal(got, want)
+    got = np.array(got, dtype=DTYPES[name]).reshape(x.shape)
+    return close(got, cumsum(x, axis, exclusive, reverse), x, axis)
 
 
 def one_case(rng):
