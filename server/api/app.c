@@ -28,7 +28,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
         .max_queue_delay_us = s->cfg.max_queue_delay_us,
         .device_max_failures = s->cfg.device_max_failures,
         .fault_delay_ms = s->cfg.fault_delay_ms,
-        .fault_prepare_ms = s->cfg.fault_build_ms,
+        .fault_build_ms = s->cfg.fault_build_ms,
         .stats = &s->stats,
     };
     /* without --warmup, the OpenCL devices build their kernels in the

@@ -46,7 +46,7 @@ struct sched {
     atomic_uint state[SCHED_MAX_DEVICES];
     atomic_uint failures[SCHED_MAX_DEVICES];
     atomic_ullong built_ns[SCHED_MAX_DEVICES];
-    atomic_bool on_host; /* no device is left; the host runs all */
+    atomic_bool said_on_host; /* "no device is left" was logged */
     builder builders[SCHED_MAX_DEVICES];
     atomic_bool cancel_builds; /* set by sched_stop */
     sched_counters c;
@@ -255,6 +255,15 @@ static bool any_device_left(sched *s)
     return false;
 }
 
+/* Logs, once, that the host backend runs every job from now on. */
+static void say_on_host(sched *s)
+{
+    if (!atomic_exchange(&s->said_on_host, true))
+        log_msg("sched", "error",
+                "no device is left in the pool; the host backend runs "
+                "every job from now on");
+}
+
 /* Moves w onto the host backend for good: no device is in the pool or on
  * its way to it. False when the host backend cannot start. */
 static bool use_fallback(worker *w)
@@ -272,10 +281,7 @@ static bool use_fallback(worker *w)
     w->stream = w->host;
     w->host = NULL;
     w->on_fallback = true;
-    if (!atomic_exchange(&s->on_host, true))
-        log_msg("sched", "error",
-                "no device is left in the pool; the host backend runs "
-                "every job from now on");
+    say_on_host(s);
     return true;
 }
 
@@ -349,7 +355,7 @@ static void builder_main(void *arg)
     sched *s = b->s;
     unsigned d = b->device;
     /* testing (--fault-build-ms): a slow build, cut short by a drain */
-    for (unsigned ms = 0; ms < s->o.fault_prepare_ms; ms += 10) {
+    for (unsigned ms = 0; ms < s->o.fault_build_ms; ms += 10) {
         if (atomic_load(&s->cancel_builds))
             break;
         uv_sleep(10);
@@ -374,10 +380,8 @@ static void builder_main(void *arg)
                 "device %s stays out of the pool: its kernels did not build "
                 "(%s: %s); the host backend runs its jobs",
                 s->names[d], eng_err_name(err), msg);
-        if (!any_device_left(s) && !atomic_exchange(&s->on_host, true))
-            log_msg("sched", "error",
-                    "no device is left in the pool; the host backend runs "
-                    "every job from now on");
+        if (!any_device_left(s))
+            say_on_host(s);
         return;
     }
     atomic_store(&s->built_ns[d], took);

@@ -141,7 +141,7 @@ typedef struct {
      * jobs on the host backend. The others are in the pool from the
      * start. */
     bool cold[SCHED_MAX_DEVICES];
-    unsigned fault_prepare_ms; /* testing: each build starts this late */
+    unsigned fault_build_ms; /* testing: each build starts this late */
     /* The clock deadlines and times are read on; NULL: now_ns(). */
     uint64_t (*clock)(void *user);
     void *clock_user;
