@@ -409,7 +409,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config
 .PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
-        bench-report bench-peers bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
+        bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-test deps-bench clean format help
 
 # `make help`: the targets a person uses, one line each. Internal steps
@@ -457,6 +457,8 @@ Benchmark
   make bench-serve      throughput and latency under load (perf_analyzer)
   make bench-loop       REST deadlines while gRPC decodes a large message
   make bench-start      start to the first 200 on a cold kernel cache
+  make bench-node       a whole node in one run: device, engine, service, threads
+  make bench-node-bundle the tools and libraries bench-node needs on a bare node
   make bench-client     what splitting a tensor over requests costs
   make load             wrk against tallyd, beside nginx's ceiling
 
@@ -503,7 +505,7 @@ C_TESTS := test-units test-server test-grpc test-sched test-submit test-codec te
 # others on podman and apt; the integration suite and the container test
 # together took 300 s here against 360 one after the other.
 test: deps-test
-	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c test-install
+	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c test-install bench-node-tiny
 	$(Q)$(MAKE) --no-print-directory -j3 --output-sync=target test-integration test-container test-bare
 
 # `make check`, the everyday loop: the layer check, every C suite and the
@@ -511,7 +513,7 @@ test: deps-test
 # which are), on a build made if needed; no package install, no browser,
 # no container. A few minutes on a warm build and kernel cache.
 check: check-python
-	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c
+	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c bench-node-tiny
 	$(Q)$(MAKE) --no-print-directory test-integration \
 	  PYTEST_SELECT='-m "not slow" $(NO_BROWSER)'
 
@@ -724,6 +726,24 @@ bench-report: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
 bench-peers: deps-bench $(TALLYD) $(TALLY_CLI)
 	$(Q)$(PYTHON) tests/bench/bench_peers.py $(BENCH_ARGS)
 	$(Q)$(PYTHON) tools/perf_page.py
+
+# tally on a whole node in one run (tests/bench/bench_node.py): the engine's
+# cases on the device, the engine beside a copy and the host backend, the
+# service with --device host, the device alone and the default pool, and
+# its scaling with threads; one JSON file, build/bench-node.json. On a
+# node without the project's packages (a lent GPU machine), carry build/bin's
+# NODE_PROGRAMS and build/node from `make bench-node-bundle` and run
+# `python3 tests/bench/bench_node.py` there. BENCH_ARGS=--tiny is make
+# check's quick run.
+NODE_PROGRAMS := $(TALLYD) $(BUILD)/bin/test_engine $(BUILD)/bin/test_accuracy $(BENCH_BIN)
+bench-node: deps-bench $(NODE_PROGRAMS) docs-assets
+	$(Q)$(PYTHON) tests/bench/bench_node.py $(BENCH_ARGS)
+bench-node-bundle: deps-bench $(NODE_PROGRAMS)
+	$(Q)sh tools/node_bundle.sh build/node $(NODE_PROGRAMS)
+# the quick run, on a copy of the C suites' kernel cache (test-c warmed it)
+bench-node-tiny: $(NODE_PROGRAMS) docs-assets
+	$(Q)$(PYTHON) tests/bench/bench_node.py --tiny \
+	  --out $(BUILD)/bench-node-tiny.json
 
 bench-engine: deps-bench $(BENCH_BIN)
 	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)

@@ -28,8 +28,9 @@
 #                                        description against the server),
 #                                        grpcio's health stub (the gRPC
 #                                        health service's test);
-#                                        libb64 for perf_analyzer
-#                                        and wrk for the soak
+#                                        libb64 for perf_analyzer,
+#                                        wrk for the soak, and h2load
+#                                        (nghttp2-client) for bench-node
 #   sh deploy/install-deps.sh --bench    and matplotlib, for make
 #                                        bench-report's pictures
 #   sh deploy/install-deps.sh --browser  and the browser tests' chromium,
@@ -45,7 +46,7 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
 # module:pip-name pairs, for the virtual environment
 PYTHON_PACKAGES=""
 VENV=build/venv
-TEST_PACKAGES="python3 python3-venv libb64-0d wrk"
+TEST_PACKAGES="python3 python3-venv libb64-0d wrk nghttp2-client"
 TEST_PYTHON="setuptools:setuptools wheel:wheel numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \

@@ -1,0 +1,596 @@
+#!/usr/bin/env python3
+"""bench_node.py - tally on a whole node, measured in one run (make bench-node).
+
+What a user deciding what to deploy on a 16-core node with a GPU needs, in
+one JSON file (--out, default build/bench-node.json) and a readable log:
+
+1. correctness on the device: test_engine and test_accuracy with
+   TALLY_TEST_DEVICE set to the device (every dtype, layout and mode);
+2. the engine: bench_engine's rows through the engine (host memory in and
+   out, against a copy through the device), on the device alone (its scan
+   of device buffers against its own copy) and the host backend on every
+   core;
+   and, on a GPU, the 16M rows again under a few other kernel layouts
+   (GPU_LAYOUTS, or --layouts);
+3. the service: small JSON requests (wrk, c=64 and c=256), 64K and 16M
+   float32 tensors in KServe's binary form over REST (wrk), and the same
+   three over gRPC (h2load, unary ModelInfer), each against tallyd with
+   `--device host`, the device alone and the default pool (no --device):
+   requests/s, p99 and errors;
+4. scaling: the small JSON run at c=64 with 1, 2, 4, 8 and 16 HTTP threads,
+   and h2load's small gRPC run with 1 to 16 gRPC loop threads where tallyd
+   has --grpc-threads (else that row says so).
+
+The device is the first GPU `tallyd --list-devices` shows, or else the
+first OpenCL device (PoCL's CPU device on the project's machine). Errors,
+wrong answers (a failed engine case) and a cell that does not finish are
+written to the JSON and make the exit status 1; the run goes on to the
+other parts.
+
+It needs python3 (the standard library), wrk and h2load. On a node with
+none of the project's packages, `make bench-node-bundle` puts those tools
+and every library the programs load into build/node/, which this script
+puts on PATH and LD_LIBRARY_PATH; where the node has NVIDIA's OpenCL
+driver but no ICD file for it, it writes one (OCL_ICD_VENDORS).
+
+--tiny: what `make check` runs so that this never rots: every part, on
+the smallest sizes, with 1 s windows, one engine case, the host and the
+default pool only, and tallyd without --warmup (the host answers while a
+device builds).
+
+usage: bench_node.py [--tiny] [--out PATH] [--seconds S] [--only PARTS]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "build", "bin")
+NODE = os.path.join(ROOT, "build", "node")
+PARTS = ("correctness", "engine", "layouts", "service", "scaling")
+# the GPU layouts the "layouts" part tries on the 16M rows, beside the
+# default (--layouts replaces them): threads a work-group, elements a
+# work-item in a row tile, columns a work-item, work-groups aimed for
+GPU_LAYOUTS = ("gpu,row_k=8", "gpu,row_k=16", "gpu,row_k=64", "gpu,wg=256,row_k=16",
+               "gpu,wg=64", "gpu,col_w=16", "gpu,col_w=32")
+FAILED = []  # what went wrong, for the exit status and the JSON
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def fail(what):
+    FAILED.append(what)
+    log("bench-node: FAILED:", what)
+
+
+# ------------------------------------------------------------------ setup
+def node_environment(scratch):
+    """Puts build/node's tools and libraries on the path, and NVIDIA's
+    OpenCL driver where the ICD loader would not find it."""
+    env = dict(os.environ)
+    if os.path.isdir(NODE):
+        env["PATH"] = os.path.join(NODE, "bin") + os.pathsep + env.get("PATH", "")
+        env["LD_LIBRARY_PATH"] = os.path.join(NODE, "lib") + (
+            os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    vendors = "/etc/OpenCL/vendors"
+    have = os.path.isdir(vendors) and any(f.endswith(".icd") for f in os.listdir(vendors))
+    if not have and "OCL_ICD_VENDORS" not in env:
+        found = [os.path.join(d, f) for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64",
+                                               "/usr/local/nvidia/lib64", "/usr/lib")
+                 if os.path.isdir(d) for f in os.listdir(d)
+                 if f.startswith("libnvidia-opencl.so")]
+        if found:
+            d = os.path.join(scratch, "icd")
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "nvidia.icd"), "w") as f:
+                f.write(sorted(found)[0] + "\n")
+            env["OCL_ICD_VENDORS"] = d
+            log("bench-node: OpenCL ICD file written for", sorted(found)[0])
+    env["POCL_CACHE_DIR"] = os.path.join(scratch, "pocl")
+    seed = os.path.join(ROOT, "build", "pocl-cache")
+    if os.path.isdir(seed):  # make check's test-engine warmed it
+        shutil.copytree(seed, env["POCL_CACHE_DIR"], dirs_exist_ok=True)
+    return env
+
+
+def program(name):
+    for d in (BIN, os.path.join(NODE, "bin")):
+        p = os.path.join(d, name)
+        if os.access(p, os.X_OK):
+            return p
+    sys.exit("bench-node: %s is not built (make bench-node builds it)" % name)
+
+
+def tool(name, env):
+    p = shutil.which(name, path=env["PATH"])
+    if p is None:
+        sys.exit("bench-node: %s is not installed (make bench-node installs it here; "
+                 "make bench-node-bundle brings it to a node without it)" % name)
+    return p
+
+
+def machine(env):
+    info = {"cores": os.cpu_count(), "cpu": "", "commit": "", "date":
+            time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["memory_gib"] = round(int(f.readline().split()[1]) / (1 << 20), 1)
+    except OSError:
+        pass
+    commit = os.environ.get("TALLY_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip()
+            dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            if dirty:
+                commit += "+changes"
+        except (OSError, subprocess.SubprocessError):
+            commit = "unknown"
+    info["commit"] = commit
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        r = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version",
+                            "--format=csv,noheader"], capture_output=True, text=True)
+        info["gpu"] = r.stdout.strip()
+    r = subprocess.run([program("tallyd"), "--list-devices"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    info["opencl_devices"] = [l.strip() for l in r.stdout.splitlines() if l.strip()]
+    return info
+
+
+def pick_device(devices):
+    """The --device spec of the device to measure: the first GPU, else
+    PoCL's CPU device (cpu), else none."""
+    text = "\n".join(devices).lower()
+    if "gpu" in text:
+        return "gpu"
+    if "cpu" in text:
+        return "cpu"
+    return None
+
+
+# ------------------------------------------------------------------ 1. correctness
+def correctness(env, device, tiny):
+    out = {}
+    # --tiny: one engine case; test_accuracy's point is its 64M elements,
+    # and make check's test-c runs it whole
+    runs = [("test_engine", ["golden_cl_gpu"])] if tiny else \
+        [("test_engine", []), ("test_accuracy", [])]
+    e = dict(env, TALLY_TEST_DEVICE=device)
+    for name, pats in runs:
+        t0 = time.time()
+        r = subprocess.run([program(name)] + pats, capture_output=True, text=True, env=e)
+        secs = time.time() - t0
+        text = r.stdout + r.stderr
+        cases = len(re.findall(r"^\s+(?:ok|FAIL)\s", text, re.M))
+        failed = re.findall(r"^\s+FAIL (\S+)", text, re.M)
+        out[name] = {"rc": r.returncode, "cases": cases, "failed": failed,
+                     "seconds": round(secs, 1),
+                     "errors": re.findall(r"largest relative error[^\n]*", text)}
+        log("%s on %s: %d cases, %d failed, %.1f s" % (name, device, cases, len(failed), secs))
+        if r.returncode != 0:
+            log(text[-4000:])
+            fail("%s on the device: %s" % (name, ", ".join(failed) or "exit %d" % r.returncode))
+    return out
+
+
+# ------------------------------------------------------------------ 2. the engine
+ROW = re.compile(r"^(\d+M)\s+(\S+)\s+(\d+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
+                 r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)$")
+RESIDENT = re.compile(r"on the device: scan\s+([\d.]+) GB/s\s+copy\s+([\d.]+) GB/s\s+ratio\s+([\d.]+)")
+
+
+def engine(env, device, tiny, layout=None, size=None):
+    args = [program("bench_engine"), "--packed", "--device", device, "--quick"]
+    if tiny or size:
+        args += ["--size", size or "1M"]
+    if layout:
+        args += ["--layout", layout]
+    t0 = time.time()
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    log(r.stdout.rstrip())
+    if r.returncode != 0:
+        log(r.stderr[-2000:])
+        fail("bench_engine on %s%s: exit %d" % (device, layout and " " + layout or "",
+                                                r.returncode))
+    rows = []
+    for line in r.stdout.splitlines():
+        m = ROW.match(line.strip())
+        if m:
+            rows.append({"size": m[1], "shape": m[2], "axis": int(m[3]), "mode": m[4],
+                         "engine_gbs": float(m[5]), "copy_gbs": float(m[6]),
+                         "ratio": float(m[7]), "host_gbs": float(m[10])})
+            continue
+        m = RESIDENT.search(line)
+        if m and rows:
+            rows[-1]["device_scan_gbs"] = float(m[1])
+            rows[-1]["device_copy_gbs"] = float(m[2])
+            rows[-1]["device_ratio"] = float(m[3])
+    head = dict(re.findall(r"^(device|host):\s+(.*)$", r.stdout, re.M))
+    return {"device": head.get("device", ""), "host": head.get("host", ""), "rows": rows,
+            "seconds": round(time.time() - t0, 1)}
+
+
+# ------------------------------------------------------------------ 3. the service
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Tallyd:
+    def __init__(self, env, args, scratch, name, warmup):
+        self.port, self.grpc_port = free_port(), free_port()
+        self.log = open(os.path.join(scratch, "tallyd-%s.log" % name), "w")
+        cmd = [program("tallyd"), "--listen", "127.0.0.1:%d" % self.port,
+               "--grpc-listen", "127.0.0.1:%d" % self.grpc_port, "--access-log", "off",
+               "--max-sequences", "0"] + (["--warmup"] if warmup else []) + args
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=env)
+        self.url = "http://127.0.0.1:%d" % self.port
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("tallyd %s exited %d" % (" ".join(args), self.proc.returncode))
+            try:
+                with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("tallyd %s was not ready in 300 s" % " ".join(args))
+
+    def metrics(self):
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line.startswith(("tally_requests_total", "tally_device_jobs_total",
+                                "tally_host_jobs_total")):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+# Requests a load tool cut off as its window closed: a REST body left half
+# sent (tallyd counts it as "other") or a gRPC stream reset (CANCELLED).
+# They are the tool's stop, not the server's answers.
+CUT = ('code="other"', 'code="CANCELLED"')
+
+
+def answered(before, after, protocol):
+    """Requests answered over a door between two scrapes: (ok, {series:
+    count} of the others), leaving out those cut off at the stop."""
+    ok, bad = 0, {}
+    for k, v in after.items():
+        if not k.startswith("tally_requests_total") or 'protocol="%s"' % protocol not in k:
+            continue
+        if 'route="/metrics"' in k or "health" in k:
+            continue
+        d = v - before.get(k, 0)
+        if 'code="200"' in k or 'code="OK"' in k:
+            ok += d
+        elif d and not any(c in k for c in CUT):
+            bad[k] = int(d)
+    return int(ok), bad
+
+
+def kserve_binary_body(n, path):
+    """A KServe v2 REST request with n float32 values as binary data."""
+    header = json.dumps({"inputs": [{"name": "x", "shape": [n], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 4 * n}}],
+                         "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}
+                        ).encode()
+    with open(path, "wb") as f:
+        f.write(header)
+        f.write(struct.pack("<%df" % n, *[(i % 7) * 0.5 for i in range(n)]) if n <= (1 << 16)
+                else bytes(4 * n))
+    return len(header)
+
+
+def _varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(num, payload):
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def grpc_infer_body(n, path):
+    """One gRPC message (the 5-byte prefix and a ModelInferRequest) with n
+    float32 values in raw_input_contents, for h2load."""
+    values = (struct.pack("<%df" % n, *[(i % 7) * 0.5 for i in range(n)]) if n <= (1 << 16)
+              else bytes(4 * n))
+    tensor = _field(1, b"x") + _field(2, b"FP32") + _field(3, _varint(n))
+    req = _field(1, b"cumsum") + _field(5, tensor) + _field(7, values)
+    with open(path, "wb") as f:
+        f.write(b"\x00" + struct.pack(">I", len(req)) + req)
+
+
+SMALL_JSON = ('wrk.method = "POST"\nwrk.path = "/v1/cumsum"\n'
+              'wrk.headers["Content-Type"] = "application/json"\n'
+              'wrk.body = \'{"dtype":"float32","shape":[16],"data":[0.5,1,1.5,2,2.5,3,3.5,4,'
+              '4.5,5,5.5,6,6.5,7,7.5,8],"axis":0}\'\n')
+FILE_BODY = ('wrk.method = "POST"\nwrk.path = "/v2/models/cumsum/infer"\n'
+             'local f = assert(io.open(os.getenv("LOAD_BODY"), "rb"))\n'
+             'wrk.body = f:read("*a")\nf:close()\n'
+             'wrk.headers["Content-Type"] = "application/octet-stream"\n'
+             'wrk.headers["Inference-Header-Content-Length"] = os.getenv("LOAD_HLEN")\n')
+REPORT = ('function done(summary, latency, requests)\n'
+          '  io.write(string.format("RESULT requests=%d errors=%d seconds=%.3f p50_ms=%.3f '
+          'p99_ms=%.3f\\n", summary.requests, summary.errors.connect + summary.errors.read + '
+          'summary.errors.write + summary.errors.status + summary.errors.timeout, '
+          'summary.duration / 1e6, latency:percentile(50) / 1000, '
+          'latency:percentile(99) / 1000))\nend\n')
+
+
+def run_wrk(env, d, script, conns, threads, seconds, extra_env=None, timeout_s=30):
+    cmd = [tool("wrk", env), "-t%d" % min(threads, conns), "-c%d" % conns,
+           "-d%ds" % seconds, "--timeout", "%ds" % timeout_s, "-s", script, d.url]
+    before = d.metrics()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, **(extra_env or {})),
+                           timeout=seconds * 3 + 30)
+    except subprocess.TimeoutExpired:
+        return {"error": "wrk did not finish in %d s" % (seconds * 3 + 30)}
+    m = re.search(r"RESULT (.*)", r.stdout)
+    if not m:
+        return {"error": "wrk: " + (r.stderr or r.stdout)[-300:]}
+    f = dict(kv.split("=") for kv in m[1].split())
+    ok, bad = answered(before, d.metrics(), "http")
+    secs = float(f["seconds"])
+    return {"rps": round(int(f["requests"]) / secs, 1), "p50_ms": float(f["p50_ms"]),
+            "p99_ms": float(f["p99_ms"]), "errors": int(f["errors"]) + sum(bad.values()),
+            "answered": ok, "refused": bad}
+
+
+def run_h2load(env, d, body, conns, threads, seconds, scratch):
+    logf = os.path.join(scratch, "h2load.log")
+    if os.path.exists(logf):  # h2load appends
+        os.unlink(logf)
+    cmd = [tool("h2load", env), "-c%d" % conns, "-t%d" % min(threads, conns), "-m1",
+           "-D%d" % seconds, "--warm-up-time=200ms",
+           "-d", body, "-H", "content-type: application/grpc", "-H", "te: trailers",
+           "--log-file", logf,
+           "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % d.grpc_port]
+    before = d.metrics()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                           timeout=seconds * 3 + 30)
+    except subprocess.TimeoutExpired:
+        return {"error": "h2load did not finish in %d s" % (seconds * 3 + 30)}
+    m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", r.stdout)
+    if not m:
+        return {"error": "h2load: " + (r.stderr or r.stdout)[-300:]}
+    lat = []
+    with open(logf) as f:  # start (s), status, duration (us) a request
+        for line in f:
+            p = line.split()
+            if len(p) >= 3:
+                lat.append(int(p[2]) / 1000.0)
+    lat.sort()
+    ok, bad = answered(before, d.metrics(), "grpc")
+    st = re.search(r"(\d+) succeeded, (\d+) failed, (\d+) errored", r.stdout)
+    errors = sum(bad.values()) + (int(st[2]) + int(st[3]) if st else 0)
+    pct = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 3)) if lat else (lambda q: None)
+    return {"rps": float(m[3]), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+            "errors": errors, "answered": ok, "refused": bad}
+
+
+def cells(tiny):
+    """(door, what, elements, connections); --tiny: one of each kind"""
+    if tiny:
+        return [("rest", "json16", 16, 4), ("rest", "binary64K", 1 << 16, 2),
+                ("grpc", "raw16", 16, 4), ("grpc", "raw64K", 1 << 16, 2)]
+    return [("rest", "json16", 16, 64), ("rest", "json16", 16, 256),
+            ("rest", "binary64K", 1 << 16, 16), ("rest", "binary16M", 1 << 24, 4),
+            ("grpc", "raw16", 16, 64), ("grpc", "raw16", 16, 256),
+            ("grpc", "raw64K", 1 << 16, 16), ("grpc", "raw16M", 1 << 24, 4)]
+
+
+def bodies(scratch, tiny):
+    out = {}
+    for n in sorted({c[2] for c in cells(tiny)}):
+        rest = os.path.join(scratch, "rest-%d.bin" % n)
+        out[("rest", n)] = (rest, kserve_binary_body(n, rest))
+        g = os.path.join(scratch, "grpc-%d.bin" % n)
+        grpc_infer_body(n, g)
+        out[("grpc", n)] = (g, None)
+    with open(os.path.join(scratch, "small.lua"), "w") as f:
+        f.write(SMALL_JSON + REPORT)
+    with open(os.path.join(scratch, "file.lua"), "w") as f:
+        f.write(FILE_BODY + REPORT)
+    return out
+
+
+def run_cell(env, d, cell, files, seconds, scratch, load_threads):
+    door, label, n, conns = cell
+    if door == "rest":
+        if label.startswith("json"):
+            return run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads, seconds)
+        body, hlen = files[("rest", n)]
+        return run_wrk(env, d, os.path.join(scratch, "file.lua"), conns, load_threads, seconds,
+                       {"LOAD_BODY": body, "LOAD_HLEN": str(hlen)}, timeout_s=60)
+    return run_h2load(env, d, files[("grpc", n)][0], conns, load_threads, seconds, scratch)
+
+
+def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads):
+    configs = [("host", ["--device", "host"])]
+    if device is not None and not tiny:
+        configs.append((device, ["--device", device]))
+    if device is not None:
+        configs.append(("default", []))
+    out = {"http_threads": http_threads, "load_threads": load_threads, "seconds": seconds,
+           "configs": {}}
+    for name, args in configs:
+        args = args + ["--http-threads", str(http_threads)]
+        log("service, %s: tallyd %s" % (name, " ".join(args)))
+        try:
+            d = Tallyd(env, args, scratch, name, warmup=not tiny)
+        except RuntimeError as e:
+            fail("service %s: %s" % (name, e))
+            continue
+        res = {}
+        try:
+            for cell in cells(tiny):
+                key = "%s %s c=%d" % (cell[0], cell[1], cell[3])
+                r = run_cell(env, d, cell, files, seconds, scratch, load_threads)
+                res[key] = r
+                log("  %-22s %s" % (key, r))
+                if "error" in r or r.get("errors"):
+                    fail("service %s, %s: %s" % (name, key, r.get("error") or
+                                                 "%d errors" % r["errors"]))
+            m = d.metrics()
+            res["jobs"] = {k: v for k, v in m.items() if "jobs_total" in k}
+        finally:
+            d.stop()
+        out["configs"][name] = res
+    return out
+
+
+def grpc_threads_flag(env):
+    r = subprocess.run([program("tallyd"), "--help"], capture_output=True, text=True, env=env)
+    return "--grpc-threads" in r.stdout + r.stderr
+
+
+def scaling(env, tiny, seconds, scratch, files, load_threads):
+    counts = [1, 2] if tiny else [1, 2, 4, 8, 16]
+    conns = 8 if tiny else 64
+    out = {"http": {}, "grpc": {}, "connections": conns}
+    has_grpc_threads = grpc_threads_flag(env)
+    for t in counts:
+        args = ["--device", "host", "--http-threads", str(t)]
+        if has_grpc_threads:
+            args += ["--grpc-threads", str(t)]
+        try:
+            d = Tallyd(env, args, scratch, "scale-%d" % t, warmup=False)
+        except RuntimeError as e:
+            fail("scaling %d threads: %s" % (t, e))
+            continue
+        try:
+            r = run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads, seconds)
+            out["http"][str(t)] = r
+            log("  http threads %-2d %s" % (t, r))
+            if has_grpc_threads or t == counts[0]:
+                g = run_h2load(env, d, files[("grpc", 16)][0], conns, load_threads, seconds,
+                               scratch)
+                out["grpc"][str(t)] = g
+                log("  grpc loops   %-2d %s" % (t if has_grpc_threads else 1, g))
+            for k, v in (("http", r),) + ((("grpc", g),) if has_grpc_threads or t == counts[0] else ()):
+                if "error" in v or v.get("errors"):
+                    fail("scaling %s %d: %s" % (k, t, v.get("error") or "%d errors" % v["errors"]))
+        finally:
+            d.stop()
+    if not has_grpc_threads:
+        out["grpc_note"] = "this tallyd has no --grpc-threads: gRPC runs on one loop"
+    for door in ("http", "grpc"):
+        rows = out[door]
+        if str(counts[0]) in rows and str(counts[-1]) in rows and "rps" in rows[str(counts[0])] \
+                and "rps" in rows[str(counts[-1])]:
+            out[door + "_growth"] = round(rows[str(counts[-1])]["rps"] / rows[str(counts[0])]["rps"], 2)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="make check's quick run")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-node.json"))
+    ap.add_argument("--seconds", type=int, default=None, help="each load window")
+    ap.add_argument("--only", default=",".join(PARTS), help="parts, comma-separated")
+    ap.add_argument("--layouts", default="",
+                    help="layouts for the layouts part, ';'-separated (default: a GPU sweep)")
+    a = ap.parse_args()
+    parts = a.only.split(",")
+    for p in parts:
+        if p not in PARTS:
+            ap.error("--only takes %s" % ", ".join(PARTS))
+    seconds = a.seconds or (1 if a.tiny else 3)
+    t0 = time.time()
+    scratch = tempfile.mkdtemp(prefix="tally-node-")
+    try:
+        env = node_environment(scratch)
+        info = machine(env)
+        device = pick_device(info["opencl_devices"])
+        cores = os.cpu_count() or 2
+        load_threads = max(1, cores // 4)
+        result = {"machine": info, "device": device, "tiny": a.tiny}
+        log("bench-node: %s, %d cores, device %s, commit %s" % (
+            info.get("gpu") or info["cpu"], cores, device, info["commit"]))
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+
+        def save():  # after every part, so that a run cut short leaves what it measured
+            result["failed"] = FAILED
+            result["seconds"] = round(time.time() - t0, 1)
+            with open(a.out, "w") as f:
+                json.dump(result, f, indent=1)
+
+        if "correctness" in parts and device is not None:
+            result["correctness"] = correctness(env, device, a.tiny)
+            save()
+        if "engine" in parts and device is not None:
+            result["engine"] = engine(env, device, a.tiny)
+            save()
+        files = bodies(scratch, a.tiny) if {"service", "scaling"} & set(parts) else {}
+        if "service" in parts:
+            result["service"] = service(env, device, a.tiny, seconds, scratch, files,
+                                        load_threads, cores)
+            save()
+        if "scaling" in parts:
+            result["scaling"] = scaling(env, a.tiny, seconds, scratch, files, load_threads)
+            save()
+        if "layouts" in parts and (device == "gpu" or a.layouts):
+            result["layouts"] = {}
+            for spec in ["gpu"] + (a.layouts.split(";") if a.layouts else list(GPU_LAYOUTS)):
+                log("layout %s, the 16M rows" % spec)
+                result["layouts"][spec] = engine(env, device, a.tiny, spec, "16M")
+                save()
+        save()
+        log("bench-node: %s in %.0f s, %d failures" % (a.out, result["seconds"], len(FAILED)))
+    finally:
+        for name in os.listdir(scratch):
+            if name.startswith("tallyd-") and FAILED:
+                with open(os.path.join(scratch, name)) as f:
+                    tail = f.read()[-1500:]
+                log("---", name, "(last lines)\n" + tail)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
