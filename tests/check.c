@@ -81,6 +81,9 @@ static int selected(const char *name, int argc, char **argv)
 
 int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
 {
+    /* a line as each case ends, also into a pipe: a run stopped by a
+     * timeout shows the case it was in (make bench-node) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     /* TALLY_SHARD=k/n: only the selected cases whose index is k modulo n,
      * so that n processes run one program's cases between them */
     unsigned long shard = 0, shards = 1;

@@ -397,6 +397,71 @@ def headlines_block(all_, link_prefix=""):
     return lines
 
 
+# ---------------------------------------------------------------- a node
+
+NODE = os.path.join(PICS, "node.json")
+
+
+def node_block(d):
+    """docs/perf/node.json, what `make bench-node` wrote on a lent node
+    (kept in the tree: no machine here can make it again)."""
+    m = d["machine"]
+    lines = ["Measured on %d cores (%s, %s GiB) beside %s; commit `%s`, %s; "
+             "`python3 tests/bench/bench_node.py` (`make bench-node`). OpenCL devices: %s." % (
+                 m["cores"], m["cpu"], m.get("memory_gib", "?"), m.get("gpu") or "no GPU",
+                 m["commit"], m["date"],
+                 "; ".join(x.split("  ")[1] for x in m["opencl_devices"] if "  " in x)), ""]
+    if d.get("failed"):
+        lines += ["What failed in that run: " + "; ".join(d["failed"]) + ".", ""]
+    corr = d.get("correctness", {})
+    if corr:
+        lines.append("Correctness on the device (%s): %s." % (d["device"], "; ".join(
+            "%s %d cases, %d failed, %.0f s%s" % (k, v["cases"], len(v["failed"]), v["seconds"],
+                                                  " (stopped)" if v.get("timed_out") else "")
+            for k, v in corr.items())))
+        lines.append("")
+    svc = d.get("service", {})
+    if svc:
+        configs = list(svc["configs"])
+        cells = [k for k in svc["configs"][configs[0]] if k != "jobs"]
+        lines += ["The service, %d HTTP threads, %d load-generator threads, %d s a cell "
+                  "(wrk for REST, h2load for gRPC unary calls); requests/s and p99 ms:" % (
+                      svc["http_threads"], svc["load_threads"], svc["seconds"]), "",
+                  "| cell | " + " | ".join("%s req/s | p99" % c for c in configs) + " |",
+                  "|---|" + "---|---|" * len(configs)]
+        for cell in cells:
+            row = []
+            for c in configs:
+                r = svc["configs"][c].get(cell, {})
+                row += [num(r.get("rps")), num(r.get("p99_ms"))]
+            lines.append("| %s | %s |" % (cell, " | ".join(row)))
+        lines.append("")
+    eng = d.get("engine")
+    if eng and eng["rows"]:
+        lines += ["The engine (%s; host: %s), GB/s read + written:" % (eng["device"], eng["host"]),
+                  "", "| size | shape | axis | mode | device, end to end | copy through it "
+                  "| on the device: scan | its copy | host |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in eng["rows"]:
+            lines.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
+                r["size"], r["shape"], r["axis"], r["mode"], num(r["engine_gbs"]),
+                num(r["copy_gbs"]), num(r.get("device_scan_gbs")), num(r.get("device_copy_gbs")),
+                num(r["host_gbs"])))
+        lines.append("")
+    sc = d.get("scaling")
+    if sc:
+        counts = sorted(sc["http"], key=int)
+        lines += ["Small JSON requests (wrk, c=%d) by HTTP threads, `--device host`, req/s:" %
+                  sc["connections"], "",
+                  "| threads | " + " | ".join(counts) + " |", "|---|" + "---|" * len(counts),
+                  "| REST | " + " | ".join(num(sc["http"][c].get("rps")) for c in counts) + " |"]
+        if sc.get("grpc"):
+            lines.append("| gRPC | " + " | ".join(num(sc["grpc"][c]["rps"]) if c in sc["grpc"]
+                                                  else "-" for c in counts) + " |")
+        if sc.get("grpc_note"):
+            lines += ["", "gRPC: " + sc["grpc_note"] + "."]
+    return lines
+
+
 BLOCKS = {"service": service_block, "breakdown": breakdown_block, "engine": engine_block,
           "accuracy": accuracy_block, "peers": peers_block}
 
@@ -410,6 +475,9 @@ def main():
         for m in missing:
             print("perf_page: docs/%s is named but not there" % m)
         sys.exit(1 if missing else 0)
+    if os.path.exists(NODE):  # from a lent node, kept in the tree
+        text = fill(text, "node", node_block(json.load(open(NODE))), PAGE)
+        print("perf_page: node: from docs/perf/node.json")
     all_ = {name: load(name) for name in BLOCKS}
     all_ = {k: v for k, v in all_.items() if v is not None}
     for name, fn in BLOCKS.items():
