@@ -125,11 +125,15 @@ static inline sched *api_sched(request *r)
 }
 
 /* The model config's max_sequence_idle_microseconds: --sequence-idle-ms
- * in microseconds, or 0 when sequences are off (no sequence_batching). */
+ * in microseconds, or 0 for no sequence_batching: sequences off, or on
+ * without --model-sequence-batching (perf_analyzer runs its sequence
+ * mode against a config that has it: docs/kserve.md). */
 static inline uint64_t api_sequence_idle_us(tallyd_server *s)
 {
     api_state *a = s->app;
-    return seq_enabled(a->seqs) ? seq_idle_ms(a->seqs) * 1000u : 0;
+    if (!s->cfg.model_sequence_batching || !seq_enabled(a->seqs))
+        return 0;
+    return seq_idle_ms(a->seqs) * 1000u;
 }
 
 /* The table tallyd hands to http_start(). */

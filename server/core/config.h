@@ -37,6 +37,11 @@
     X(max_sequences, "max-sequences", "TALLY_MAX_SEQUENCES", UINT, "1024",     \
       "live sequences (Triton's sequence extension) at most; another start "   \
       "gets 503 with Retry-After; 0 turns sequences off")                      \
+    X(model_sequence_batching, "model-sequence-batching",                      \
+      "TALLY_MODEL_SEQUENCE_BATCHING", BOOL, "false",                          \
+      "put sequence_batching in the model's configuration, as Triton does "    \
+      "for a stateful model, so that perf_analyzer runs its sequence mode; "   \
+      "chunks of sequences are taken either way")                              \
     X(sequence_idle_ms, "sequence-idle-ms", "TALLY_SEQUENCE_IDLE_MS", UINT,    \
       "60000", "a sequence with no request for this long is dropped")          \
     X(sequence_linger_ms, "sequence-linger-ms", "TALLY_SEQUENCE_LINGER_MS",    \
@@ -199,7 +204,7 @@ typedef struct {
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, fault_build,
-        allow_shared_memory;
+        allow_shared_memory, model_sequence_batching;
     tallyd_access_mode access_mode; /* from access_log */
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;
