@@ -410,7 +410,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
         check-docs docs-config
 .PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
-        deps deps-test deps-bench clean format help
+        deps deps-venv deps-test deps-bench clean format help
 
 # `make help`: the targets a person uses, one line each. Internal steps
 # (fuzz-run, fuzz-build, fuzz-deps, docs-assets, check-python, the single
@@ -437,7 +437,8 @@ Develop
   make test-container   build the image and run it with podman
   make test-bare        make run and a first request on a bare Debian 12, in podman
   make test-install     install into a scratch prefix and build against it
-  make check-layers     the #include lines against the layers
+  make check-layers     the #include lines against the layers, and the threads named
+                        in comments against tallyd's list
   make check-docs       the docs' links, settings and metrics against the tree
   make docs-config      docs/configuration.md's table from config.h
   make soak             a long mixed load: statuses, memory, descriptors
@@ -530,7 +531,7 @@ test-c:
 # pages are tested against this daemon by test_landing and test_docs), `make
 # install` or the container, which build nothing with the sanitizers. CI
 # runs it.
-test-asan:
+test-asan: $(if $(SANITIZE),,deps-venv)
 ifneq ($(SANITIZE),address$(comma)undefined)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test-asan
 else
@@ -539,10 +540,14 @@ else
 	$(Q)$(MAKE) --no-print-directory test-integration PYTEST_SELECT='$(NO_BROWSER)'
 endif
 
-# The #include lines against the layers, and the checker against itself.
+# The #include lines against the layers, the threads the comments name
+# against the threads tallyd has (tallyd.c's list), and the checkers
+# against themselves.
 check-layers:
 	$(Q)$(PYTHON) tests/check_layers.py
 	$(Q)$(PYTHON) tests/check_layers.py --self-test
+	$(Q)$(PYTHON) tests/check_threads.py
+	$(Q)$(PYTHON) tests/check_threads.py --self-test
 
 # The docs against the tree: links and anchors, the configuration page
 # against config.h, the metrics table against the daemon, the README's
@@ -614,7 +619,7 @@ test-accuracy: $(BUILD)/bin/test_accuracy
 # it, and the reports are printed even when a test failed first (a daemon
 # that found a race exits 66). CI runs it.
 TSAN_DIR := $(abspath $(BUILD))/tsan
-test-tsan:
+test-tsan: $(if $(SANITIZE),,deps-venv)
 ifneq ($(SANITIZE),thread)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=thread test-tsan
 else
@@ -664,7 +669,7 @@ image:
 test-bare:
 	$(Q)bash tests/bare/run.sh
 
-test-container: $(TALLY_CLI)
+test-container: deps-venv $(TALLY_CLI)
 ifeq ($(SANITIZE),)
 	$(Q)TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/container/run.sh
 else
@@ -746,7 +751,7 @@ bench-node-tiny: $(NODE_PROGRAMS) docs-assets
 	  --out $(BUILD)/bench-node-tiny.json
 
 bench-engine: deps-bench $(BENCH_BIN)
-	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $< --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
+	$(Q)POCL_CACHE_DIR=$(abspath $(BUILD))/pocl-bench $(BENCH_BIN) --numpy tests/bench/numpy_cumsum.py $(BENCH_ARGS)
 
 # what the machine allows for a transposing scan, apart from tally: 2 MiB
 # and 4 KiB pages, non-temporal and plain stores (x86-64 with AVX-512F)
@@ -776,6 +781,12 @@ deps:
 # (the tests' and benchmarks' targets that need it install it).
 deps-bench: deps
 	$(Q)sh deploy/install-deps.sh --test --bench --venv $(VENV)
+
+# The tests' packages alone (no browser): what the legs that run the
+# integration suite without the browser need (test-asan, test-tsan,
+# test-container), so that each works on its own after `make run`.
+deps-venv: deps
+	$(Q)sh deploy/install-deps.sh --test --venv $(VENV)
 
 # And the browser tests' chromium, chromium-driver and selenium.
 deps-test: deps

@@ -1,8 +1,9 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Six kinds of threads, and the only calls that cross
- * between them:
+ * Threading model. Eight kinds of threads, and the only calls that cross
+ * between them. This list names them once: a "Threading:" line anywhere
+ * in server/ names only these (tests/check_threads.py, in make check).
  *
  *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
  *                           drain), SIGHUP (the token file read again,
@@ -35,6 +36,11 @@
  *   device workers          sched/scheduler.c (--workers), one engine stream
  *                           each: pop batches of jobs, run them, and
  *                           complete each job.
+ *   kernel builders         sched/scheduler.c: one a cold OpenCL device,
+ *                           without --warmup, that builds its kernels
+ *                           (the backend's prepare) while the host backend
+ *                           answers, and lets the device join the pool;
+ *                           a drain stops and joins them.
  *   fanout helpers          format/fanout.c: one per CPU (at most 8),
  *                           started on first use, that share the parse and
  *                           the render of a large JSON tensor with the HTTP
@@ -58,8 +64,10 @@
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
  * documents as safe from any thread; a gRPC job's (api/grpc_service.c)
  * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the
- * queue (its own mutex), the per-request suspend/resume mutex, the thread
- * pools' own hand-offs, the exporter's queue and atomic counters; no thread calls libuv or
+ * queue (its own mutex), the per-request suspend/resume mutex, the
+ * sequence table (its mutex: sched/sequence.h), the shared-memory
+ * registry (its mutex: core/shm.h), the thread pools' own hand-offs, the
+ * exporter's queue and atomic counters; no thread calls libuv or
  * libmicrohttpd on another's objects.
  *
  * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening sockets
@@ -304,7 +312,6 @@ static void reload(tallyd_server *s)
                 s->cfg.auth_token_file);
 }
 
-/* --auth-token-file: the tokens, before any connection is accepted. */
 /* Tracing: an exporter when an OTLP endpoint is set (the flag, or
  * OpenTelemetry's standard variables), and the sampler's ratio. *e stays
  * NULL when tracing is off. False with msg for a bad setting. */
@@ -386,6 +393,7 @@ static bool start_tracing(tallyd_server *s, otlp_exporter **e, char *msg,
     return true;
 }
 
+/* --auth-token-file: the tokens, before any connection is accepted. */
 static bool load_tokens(tallyd_server *s, char *msg, size_t msglen)
 {
     if (s->cfg.auth_token_file[0] == '\0')

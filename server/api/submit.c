@@ -35,10 +35,6 @@ static void note_times(submit_work *w)
     w->door->times(w->req, w->parse_ns, queue, compute, &ran);
 }
 
-/* The job's outcome, told to the door once. A queued job's client may
- * have gone while it waited (a summed-at-once one is answered, and the
- * transport drops the answer if nobody reads it: probing costs a poll(2)
- * on the REST door). */
 /* A chunk's end in its sequence, once: ok adds the carries to its answer
  * and advances them; otherwise they stay as they were. It may hand the
  * turn to the next chunk (seq_ready). */
@@ -51,6 +47,10 @@ static void seq_end(submit_work *w, bool ok)
     seq_finish(t, &w->slot, ok, w->j.out);
 }
 
+/* The job's outcome, told to the door once. A queued job's client may
+ * have gone while it waited (a summed-at-once one is answered, and the
+ * transport drops the answer if nobody reads it: probing costs a poll(2)
+ * on the REST door). */
 static void conclude(submit_work *w, bool queued, bool left)
 {
     const job *j = &w->j;

@@ -2,10 +2,10 @@
  * submit_http.h - the REST door's way into the adapter (submit.h).
  *
  * A handler that has parsed a tensor calls submit_scan() with a finish
- * function that writes the answer. The deadline is the X-Timeout-Ms
- * header (validated always: a bad one is a 400), else the protocol's
- * timeout passed as timeout_ms (KServe's "timeout" parameter; -1: none),
- * else --timeout-ms. The adapter then sums the tensor at once or queues
+ * function that writes the answer. The deadline is the tightest of the
+ * X-Timeout-Ms header (validated always: a bad one is a 400), the
+ * protocol's timeout passed as timeout_ms (KServe's "timeout" parameter;
+ * -1: none) and --timeout-ms (submit.h's submit_deadline_ms). The adapter then sums the tensor at once or queues
  * it, and finally either calls finish on an HTTP thread, or answers with
  * the failure as an HTTP error (status.h), or sends nothing when the
  * client has gone. The request's access-log steps (parse, queue, compute,

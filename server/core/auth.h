@@ -15,7 +15,8 @@
  * which token matched nor how much of one did shows in the time taken.
  * (The time does depend on the lengths of the server's own tokens.)
  *
- * Threading: auth_check() runs on HTTP and gRPC threads, concurrently;
+ * Threading: auth_check() runs on the HTTP threads and the loop thread
+ * (gRPC), concurrently;
  * auth_reload() on any one thread (the loop thread, on SIGHUP) swaps
  * the set under a write lock, so a check sees the old set or the new one,
  * never a mix.

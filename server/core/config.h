@@ -5,7 +5,7 @@
  * default and help text; parsing and --help are both generated from it.
  * A flag beats its environment variable, which beats the default.
  *
- * Threading: tallyd_config_load() once, on the main thread, before any
+ * Threading: tallyd_config_load() once, on the loop thread (main), before any
  * other starts; the settings are read-only afterwards.
  */
 #ifndef TALLY_CONFIG_H

@@ -12,10 +12,14 @@
  *                                  layer's state (api.h), which holds the
  *                                  scheduler; opaque to the layers below
  *   next_id                        any thread, atomic
+ *   reqlog                         the access log and the request ends of
+ *                                  both doors (core/reqlog.h): any thread
+ *                                  that ends a request, under its own
+ *                                  mutex
  *
- * The transports' own state (libmicrohttpd's daemon, the connections'
- * deadlines, the access log: http/http.h's http_transport; nghttp2's
- * sessions: grpc/grpc.h's grpc_transport), the scheduler's (sched/) and
+ * The transports' own state (libmicrohttpd's daemon and the connections'
+ * deadlines: http/http.h's http_transport; nghttp2's sessions:
+ * grpc/grpc.h's grpc_transport), the scheduler's (sched/) and
  * the loop's handles (tallyd.c's) are not here, and only the layers above
  * them see them.
  */

@@ -16,7 +16,7 @@
  * counted: a slot lost until restart, in a case that is already an
  * error logged by libmicrohttpd.
  *
- * Threading: any thread (libmicrohttpd's accepting threads admit, the
+ * Threading: any thread (the HTTP threads admit, the
  * threads that close connections release); one mutex.
  */
 #ifndef TALLY_HTTP_ADMIT_H

@@ -423,10 +423,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     request_release(r);
 }
 
-/* Counts connections, so that operators (and the client's tests) can see
- * whether clients keep theirs alive, and registers them for their
- * deadlines. libmicrohttpd calls this with NOTIFY_CLOSED before it closes
- * the socket (conns.h relies on that). */
 /* A connection arrives (libmicrohttpd's accept policy callback, before it
  * is set up): admitted within --max-connections and
  * --max-client-connections (admit.h), else closed at once, counted, and
@@ -454,6 +450,10 @@ static enum MHD_Result on_admit(void *cls, const struct sockaddr *addr,
     return MHD_NO;
 }
 
+/* Counts connections, so that operators (and the client's tests) can see
+ * whether clients keep theirs alive, and registers them for their
+ * deadlines. libmicrohttpd calls this with NOTIFY_CLOSED before it closes
+ * the socket (conns.h relies on that). */
 static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)

@@ -34,7 +34,7 @@
  * before http_start() (NULL: no token required) and reloads the tokens
  * through it (auth.h's own lock); http_start() fills the rest.
  * Threading: the loop thread starts, sweeps, quiesces and stops it;
- * libmicrohttpd's threads serve through it. */
+ * the HTTP threads (libmicrohttpd's) serve through it. */
 typedef struct http_transport {
     tallyd_server *s; /* settings, counters, drain state (borrowed) */
     const http_routes *routes; /* borrowed: must outlive the daemon */

@@ -10,7 +10,7 @@
  * (ran) are filled by the layer that runs the work, for the request's
  * end (core/reqlog.h).
  *
- * Memory: the request owns its body (a tally_buffer) and two attachments,
+ * Memory: the request owns its body (eng_buffer_alloc'd) and two attachments,
  * each freed with the request by its own free function:
  *   ctx/ctx_free     the handler's parsed request;
  *   work/work_free   what the layer that suspended the request keeps while

@@ -45,14 +45,14 @@ struct job {
     const eng_view *iv, *ov;
     uint64_t deadline_ns; /* absolute, on the scheduler's clock; 0: none */
     /* The completion: called exactly once for every job the scheduler
-     * accepted, on a worker or the loop thread, when it has run, failed,
+     * accepted, on a worker or the tick thread, when it has run, failed,
      * expired or been cancelled. The job is the submitter's again inside
      * done, and may be freed there. */
     void (*done)(job *j);
     void *ctx; /* the submitter's, for done and gone */
     /* The "has the client gone?" probe; NULL: never asked. Called on the
      * worker once the job has run (true marks it STATUS_CANCELLED), and,
-     * when the job has no watch_fd, on the loop thread while it waits in
+     * when the job has no watch_fd, on the tick thread while it waits in
      * the queue (true drops it unrun; under the queue's lock: it must not
      * block, nor call into the scheduler). */
     bool (*gone)(void *ctx);

@@ -38,7 +38,7 @@
  *     until done even when the peer resets the stream. Shared memory: the
  *     same, with in/out pointing into the mapped region, which stays mapped
  *     until done (a region is unregistered only after its jobs are done).
- *   - done(j) runs exactly once per accepted job, on a worker or the loop
+ *   - done(j) runs exactly once per accepted job, on a worker or the tick
  *     thread, never on the submitter's thread during sched_submit... except
  *     that a worker may finish the job before sched_submit returns, so a
  *     door that must do something first (HTTP suspends the connection)
@@ -60,7 +60,7 @@
  *
  * Threading: sched_submit() and sched_run_inline() from any thread;
  * sched_tick() from one thread (tallyd's tick thread); sched_start() and sched_stop()
- * from the thread that owns the scheduler; done on workers and the tick's
+ * from the thread that owns the scheduler; done on workers and the tick
  * thread. Counters are relaxed atomics.
  */
 #ifndef TALLY_SCHEDULER_H

@@ -14,8 +14,9 @@
  * /metrics.
  *
  * Ownership: the exporter is its creator's, freed by otlp_exporter_stop().
- * Threading: submit from any thread; start, stop and the counters from
- * the main or the loop thread.
+ * Threading: submit from any thread; start and stop from the loop thread
+ * (tallyd.c's main); the counters (otlp_exporter_render_metrics) from
+ * any thread: an HTTP thread renders /metrics.
  */
 #ifndef TALLY_EXPORTER_H
 #define TALLY_EXPORTER_H
