@@ -245,13 +245,6 @@ static void drop_slot(seq_slot *s)
     s->copy = NULL;
 }
 
-static status_code refuse(seq_table *t, status_code st)
-{
-    t->refused++;
-    uv_mutex_unlock(&t->mu);
-    return st;
-}
-
 status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                       const eng_lines *l, const void *in, seq_slot *s,
                       bool *wait, char *msg, size_t msglen)
@@ -334,10 +327,8 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                 st = STATUS_NOMEM;
             }
         }
-        if (st != STATUS_OK) {
-            drop_slot(s);
-            return refuse(t, st);
-        }
+        if (st != STATUS_OK)
+            goto refused;
         if (e != NULL) /* started again: the old one lives on for its chunks */
             unmap(t, e);
         n->id = *p;
@@ -369,10 +360,8 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                  id, was, is);
         st = STATUS_INVALID;
     }
-    if (st != STATUS_OK) {
-        drop_slot(s);
-        return refuse(t, st);
-    }
+    if (st != STATUS_OK)
+        goto refused;
     if (!p->start && (e->closed || e->ending))
         t->late++; /* sent before the end, arrived after it */
     if (p->end && !e->closed)
@@ -396,6 +385,13 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     }
     uv_mutex_unlock(&t->mu);
     return STATUS_OK;
+
+refused: /* nothing changed but the count; the lock is released here,
+          * where it was taken */
+    t->refused++;
+    uv_mutex_unlock(&t->mu);
+    drop_slot(s);
+    return st;
 }
 
 bool seq_arm(seq_table *t, seq_slot *s)
