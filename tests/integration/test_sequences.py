@@ -512,17 +512,23 @@ def test_perf_analyzer_sequence_mode_over_http_ends(spawn, concurrency, mode):
     # one, and copies each): over HTTP at high concurrency a window's
     # processing outlasts the window, and a run never ends. docs/kserve.md
     # gives lines that do end; this runs the HTTP one, bounded by
-    # --request-count, to its measurement.
+    # --request-count, to its measurement. Its sequences are longer than
+    # the run, so that none starts as the run ends: such a sequence's last
+    # chunk can overtake its first on another connection and be refused
+    # (docs/kserve.md). With 20-chunk sequences, an --async run here
+    # stopped at such a refusal, and two --sync runs never ended (their
+    # cause not traced further).
     d = spawn("--model-sequence-batching", "--http-threads", "4")
     exe, env = perf_analyzer_bin()
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % d.port, "-i", "http", mode,
                         "--shape", "x:16", "--concurrency-range", str(concurrency),
-                        "--sequence-length", "20", "--sequence-id-range", "1:100000",
-                        "--request-count", "4000"],
+                        "--sequence-length", "100000", "--sequence-length-variation", "0",
+                        "--sequence-id-range", "1:100000", "--request-count", "4000"],
                        capture_output=True, text=True, env=env, timeout=120)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out + d.log()
     assert "Throughput:" in out and "Sequence count" in out, out
-    assert d.metric("tally_sequences_total", event="started") >= concurrency, out
+    assert d.metric("tally_sequences_total", event="started") == concurrency, out
+    assert d.metric("tally_sequences_total", event="ended") == concurrency, out
     assert d.metric("tally_sequence_refusals_total") == 0, out
     assert d.metric("tally_request_failures_total") == 0, d.request("GET", "/metrics")[2].decode()
