@@ -195,8 +195,11 @@ def correctness(env, device, tiny, budget):
         proc = subprocess.Popen([program(name)] + pats, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=e)
         lines, timed_out = [], False
-        reader = threading.Thread(target=lambda: [lines.append(l) or log("  " + l.rstrip())
-                                                  for l in proc.stdout])
+        def read():  # each line to the log as it comes, and kept
+            for line in proc.stdout:
+                lines.append(line)
+                log("  " + line.rstrip())
+        reader = threading.Thread(target=read)
         reader.start()
         try:
             proc.wait(timeout=limit)
@@ -391,15 +394,24 @@ REPORT = ('function done(summary, latency, requests)\n'
           'latency:percentile(99) / 1000))\nend\n')
 
 
+def load_tool(name, cmd, env, seconds):
+    """A load generator's run over a window of `seconds`: its
+    CompletedProcess, or {"error": ...} when it has not ended within three
+    windows and half a minute."""
+    limit = seconds * 3 + 30
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"error": "%s did not finish in %d s" % (name, limit)}
+
+
 def run_wrk(env, d, script, conns, threads, seconds, extra_env=None, timeout_s=30):
     cmd = [tool("wrk", env), "-t%d" % min(threads, conns), "-c%d" % conns,
            "-d%ds" % seconds, "--timeout", "%ds" % timeout_s, "-s", script, d.url]
     before = d.metrics()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, **(extra_env or {})),
-                           timeout=seconds * 3 + 30)
-    except subprocess.TimeoutExpired:
-        return {"error": "wrk did not finish in %d s" % (seconds * 3 + 30)}
+    r = load_tool("wrk", cmd, dict(env, **(extra_env or {})), seconds)
+    if isinstance(r, dict):
+        return r
     m = re.search(r"RESULT (.*)", r.stdout)
     if not m:
         return {"error": "wrk: " + (r.stderr or r.stdout)[-300:]}
@@ -421,11 +433,9 @@ def run_h2load(env, d, body, conns, threads, seconds, scratch):
            "--log-file", logf,
            "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % d.grpc_port]
     before = d.metrics()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                           timeout=seconds * 3 + 30)
-    except subprocess.TimeoutExpired:
-        return {"error": "h2load did not finish in %d s" % (seconds * 3 + 30)}
+    r = load_tool("h2load", cmd, env, seconds)
+    if isinstance(r, dict):
+        return r
     m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", r.stdout)
     if not m:
         return {"error": "h2load: " + (r.stderr or r.stdout)[-300:]}
