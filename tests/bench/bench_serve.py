@@ -308,10 +308,11 @@ def seq_table(pa, seconds):
     one with --model-sequence-batching (perf_analyzer sees it and sends
     sequences of 20 chunks, as many at once as its concurrency), each
     cell's two runs back to back, over the same time windows. (A run
-    bounded by --request-count ends surely, but its one clamped window
-    gave the sequence runs rates that differ from the windows' by a
-    constant factor, so the table keeps the windows; a run that does not
-    end is named.) Target: a chunk costs what the same request costs alone,
+    bounded by --request-count can wait forever on a busy machine, and
+    its one clamped window gave the sequence runs rates that differ from
+    the windows' by a constant factor (BENCHMARKS.md, "--request-count
+    runs that never ended"), so the table keeps the windows; a run that
+    does not end is named.) Target: a chunk costs what the same request costs alone,
     0.9 of the plain throughput at least."""
     from benchlib import free_port
     procs, addr = [], {}

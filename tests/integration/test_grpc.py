@@ -469,6 +469,21 @@ def perf_analyzer_bin():
     return perf_analyzer()
 
 
+# How the tests bound a perf_analyzer run: count windows that end once
+# each holds this many answers, three of them whatever their spread.
+# Not --request-count: perf_analyzer 2.51 starts its workers
+# (ChangeConcurrencyLevel) and only then empties its records for the one
+# window (ProfileHelper's SwapRequestRecords); the answers that came in
+# between are dropped, the workers stop at the count, and the window
+# waits for records that never come. A loaded machine delays the main
+# thread long enough (it hung one CI run; a 2 s gdb stop at ProfileHelper
+# hangs every run). Count windows end: the workers go on until the
+# measurement is taken.
+def pa_count_windows(n):
+    return ["--measurement-mode", "count_windows", "--measurement-request-count", str(n),
+            "--stability-percentage", "1000", "--max-trials", "3"]
+
+
 @pytest.mark.parametrize("extra", [[], ["--streaming"], ["--async"],
                                    ["--request-parameter", "axis:1:int"]],
                          ids=["unary", "streaming", "async", "request-parameter"])
@@ -480,8 +495,8 @@ def test_perf_analyzer_grpc_unchanged(spawn, extra):
     exe, env = perf_analyzer_bin()
     shape = "x:4,300" if "--request-parameter" in extra else "x:5000"
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % d.grpc_port, "-i", "grpc",
-                        "--shape", shape, "--concurrency-range", "2",
-                        "--request-count", "100"] + extra,
+                        "--shape", shape, "--concurrency-range", "2"]
+                       + pa_count_windows(100) + extra,
                        capture_output=True, text=True, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out

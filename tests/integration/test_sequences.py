@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from conftest import Daemon, eventually, run_threads, valid_request_works
 from reference import DTYPES, KSERVE, close, cumsum, random_tensor
-from test_grpc import perf_analyzer_bin
+from test_grpc import pa_count_windows, perf_analyzer_bin
 
 SEED = int(os.environ.get("TALLY_SEQ_SEED", "20261125"))
 
@@ -484,9 +484,9 @@ def test_perf_analyzer_sequence_mode(spawn, proto):
     # Triton refuses it: docs/kserve.md. Long sequences keep the test
     # about what tally controls.)
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % port] + proto +
-                       ["--shape", "x:500", "--concurrency-range", "4", "--request-count", "200",
+                       ["--shape", "x:500", "--concurrency-range", "4",
                         "--sequence-length", "100000", "--sequence-length-variation", "0",
-                        "--sequence-id-range", "1:64"],
+                        "--sequence-id-range", "1:64"] + pa_count_windows(200),
                        capture_output=True, text=True, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out + d.log()
@@ -510,21 +510,20 @@ def test_perf_analyzer_sequence_mode_over_http_ends(spawn, concurrency, mode):
     # perf_analyzer 2.51 processes each time window's records in a time
     # that grows with them (its ValidLatencyMeasurement erases them one by
     # one, and copies each): over HTTP at high concurrency a window's
-    # processing outlasts the window, and a run never ends. docs/kserve.md
-    # gives lines that do end; this runs the HTTP one, bounded by
-    # --request-count, to its measurement. Its sequences are longer than
+    # processing outlasts the window, and a run over time windows never
+    # ends. docs/kserve.md gives lines that do end; this runs the HTTP one,
+    # over three count windows (pa_count_windows says why not
+    # --request-count), to its measurement. Its sequences are longer than
     # the run, so that none starts as the run ends: such a sequence's last
     # chunk can overtake its first on another connection and be refused
-    # (docs/kserve.md). With 20-chunk sequences, an --async run here
-    # stopped at such a refusal, and two --sync runs never ended (their
-    # cause not traced further).
+    # (docs/kserve.md).
     d = spawn("--model-sequence-batching", "--http-threads", "4")
     exe, env = perf_analyzer_bin()
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % d.port, "-i", "http", mode,
                         "--shape", "x:16", "--concurrency-range", str(concurrency),
                         "--sequence-length", "100000", "--sequence-length-variation", "0",
-                        "--sequence-id-range", "1:100000", "--request-count", "4000"],
-                       capture_output=True, text=True, env=env, timeout=120)
+                        "--sequence-id-range", "1:100000"] + pa_count_windows(1000),
+                       capture_output=True, text=True, env=env, timeout=240)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out + d.log()
     assert "Throughput:" in out and "Sequence count" in out, out

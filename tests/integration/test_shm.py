@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from conftest import valid_request_works
 from reference import DTYPES, KSERVE, close, cumsum, random_tensor
-from test_grpc import perf_analyzer_bin
+from test_grpc import pa_count_windows, perf_analyzer_bin
 
 SEED = int(os.environ.get("TALLY_TEST_SEED", str(int(time.time()) % 100000)))
 print("test_shm seed", SEED)
@@ -455,8 +455,7 @@ def test_perf_analyzer_shared_memory_unchanged(spawn, proto):
     r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % port, "-i", proto,
                         "--shape", "x:5000", "--shared-memory", "system",
                         "--output-shared-memory-size", "20000",
-                        "--concurrency-range", "1",
-                        "--request-count", "100"],
+                        "--concurrency-range", "1"] + pa_count_windows(100),
                        capture_output=True, text=True, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
