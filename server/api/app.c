@@ -51,6 +51,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
         .max_sequences = s->cfg.max_sequences,
         .idle_ms = s->cfg.sequence_idle_ms,
         .linger_ms = s->cfg.sequence_linger_ms,
+        .reorder_ms = s->cfg.sequence_reorder_ms,
         .max_bytes = s->cfg.sequence_max_bytes,
     };
     a->seqs = seq_table_new(&so);

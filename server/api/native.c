@@ -43,11 +43,11 @@ static bool query_params(request *r, scan_params *p, seq_params *q, char *msg,
                          size_t msglen)
 {
     static const char *const seq_names[] = {"sequence_id", "sequence_start",
-                                            "sequence_end"};
+                                            "sequence_end", "sequence_chunk"};
     const char *v;
     memset(p, 0, sizeof *p);
     memset(q, 0, sizeof *q);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof seq_names / sizeof *seq_names; i++) {
         bool ok;
         if ((v = http_query(r, seq_names[i])) != NULL
             && seq_query_param(seq_names[i], v, q, &ok, msg, msglen) && !ok)
@@ -86,6 +86,16 @@ static void add_tensor_headers(request *r, const eng_scan_desc *d)
     http_add_header(r, "Tensor-Shape", shape);
 }
 
+/* A numbered chunk's answer says which chunk it answers. */
+static void add_chunk_header(request *r, const seq_params *q)
+{
+    char n[24];
+    if (!q->has_chunk)
+        return;
+    snprintf(n, sizeof n, "%llu", (unsigned long long)q->chunk);
+    http_add_header(r, "Sequence-Chunk", n);
+}
+
 /* JSON */
 typedef struct {
     native_request req;
@@ -106,6 +116,7 @@ static void finish_json(request *r)
         http_error(r, STATUS_NOMEM, "out of memory writing the response");
         return;
     }
+    add_chunk_header(r, &c->req.seq);
     api_reply_json(r, 200, &w);
 }
 
@@ -171,6 +182,7 @@ static void finish_npy(request *r)
     size_t hlen =
         tx_npy_write_header(c->desc.dtype, c->desc.shape, c->desc.rank, head);
     add_tensor_headers(r, &c->desc);
+    add_chunk_header(r, &c->seq);
     http_reply_parts(r, 200, "application/x-npy", (char *)head, hlen, c->data,
                      c->bytes);
 }
@@ -181,7 +193,7 @@ static void native_npy(request *r)
     static const char *const allowed[] = {
         "axis",        "exclusive",      "reverse",      "direction",
         "dtype",       "sequence_id",    "sequence_start", "sequence_end",
-        NULL};
+        "sequence_chunk", NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
@@ -256,6 +268,7 @@ static void finish_raw(request *r)
 {
     raw_ctx *c = r->ctx;
     add_tensor_headers(r, &c->desc);
+    add_chunk_header(r, &c->seq);
     http_reply_parts(r, 200, "application/octet-stream", NULL, 0, http_body(r),
                      r->body_len);
 }
@@ -266,7 +279,7 @@ static void native_raw(request *r)
     static const char *const allowed[] = {
         "axis",        "exclusive",      "reverse",      "direction",
         "dtype",       "shape",          "sequence_id", "sequence_start",
-        "sequence_end", NULL};
+        "sequence_end", "sequence_chunk", NULL};
     if (!http_query_known(r, allowed, msg, sizeof msg)) {
         http_error(r, STATUS_INVALID, "%s", msg);
         return;

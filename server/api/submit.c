@@ -37,14 +37,15 @@ static void note_times(submit_work *w)
 
 /* A chunk's end in its sequence, once: ok adds the carries to its answer
  * and advances them; otherwise they stay as they were. It may hand the
- * turn to the next chunk (seq_ready). */
-static void seq_end(submit_work *w, bool ok)
+ * turn to the next chunk (seq_ready). Not STATUS_OK (with msg): a
+ * numbered chunk that conflicts with its sequence; out is no answer. */
+static status_code seq_end(submit_work *w, bool ok, char *msg, size_t msglen)
 {
     seq_table *t = w->seqs;
     if (t == NULL)
-        return;
+        return STATUS_OK;
     w->seqs = NULL;
-    seq_finish(t, &w->slot, ok, w->j.out);
+    return seq_finish(t, &w->slot, ok, w->j.out, msg, msglen);
 }
 
 /* The job's outcome, told to the door once. A queued job's client may
@@ -57,7 +58,13 @@ static void conclude(submit_work *w, bool queued, bool left)
     const submit_door *d = w->door;
     bool gone =
         j->status == STATUS_CANCELLED || (queued && (left || d->gone(w)));
-    seq_end(w, j->status == STATUS_OK && !gone);
+    char msg[512];
+    status_code sst =
+        seq_end(w, j->status == STATUS_OK && !gone, msg, sizeof msg);
+    if (sst != STATUS_OK && j->status == STATUS_OK && !gone) {
+        d->fail(w->req, sst, msg);
+        return;
+    }
     if (j->status == STATUS_CANCELLED) { /* counted by the scheduler */
         d->cancelled(w->req);
         return;
@@ -67,7 +74,6 @@ static void conclude(submit_work *w, bool queued, bool left)
         d->cancelled(w->req);
         return;
     }
-    char msg[512];
     switch (j->status) {
     case STATUS_OK: d->answer(w->req); return;
     case STATUS_DEADLINE:
@@ -120,13 +126,22 @@ static void refusal_words(const submit_work *w, char *msg, size_t len)
 }
 
 /* A waiting chunk's turn has come (sequence.h's ready), on the thread
- * that finished the chunk before it; its request is suspended. Queued
- * (never summed here: this may be another door's thread); a refusal
- * comes back to its door as the job's end. */
+ * that finished the chunk before it; or the table refused it (a numbered
+ * chunk that waited too long for the ones before it: slot->refused), on
+ * the tick thread. Its request is suspended. Queued (never summed here:
+ * this may be another door's thread); a refusal comes back to its door
+ * as the job's end. */
 static void seq_ready(seq_slot *slot)
 {
     submit_work *w =
         (submit_work *)((char *)slot - offsetof(submit_work, slot));
+    if (slot->refused != STATUS_OK) { /* no longer admitted */
+        w->seqs = NULL;
+        w->j.status = slot->refused;
+        snprintf(w->j.msg, sizeof w->j.msg, "%s", slot->msg);
+        w->door->resume(w->req);
+        return;
+    }
     w->refused = sched_submit(w->sched, &w->j);
     if (w->refused == STATUS_OK)
         return;
@@ -171,6 +186,12 @@ static bool admit(submit_work *w, tallyd_server *s)
     w->slot.ready = seq_ready;
     if (w->door->suspend(w->req, wait_turn, w))
         return false;
+    if (w->slot.refused != STATUS_OK) { /* refused before it was armed */
+        w->seqs = NULL;
+        note_times(w);
+        w->door->fail(w->req, w->slot.refused, w->slot.msg);
+        return false;
+    }
     return true; /* its turn came while it was being suspended */
 }
 
@@ -216,7 +237,7 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     /* refused: done will not run */
     char msg[160];
     refusal_words(w, msg, sizeof msg);
-    seq_end(w, false);
+    seq_end(w, false, NULL, 0);
     note_times(w);
     door->fail(req, w->refused, msg);
 }

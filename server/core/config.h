@@ -48,10 +48,14 @@
       UINT, "1000",                                                            \
       "an ended sequence still takes, this long, a chunk sent before its "     \
       "last one that arrived after it (on another connection); 0: none")      \
+    X(sequence_reorder_ms, "sequence-reorder-ms", "TALLY_SEQUENCE_REORDER_MS", \
+      UINT, "1000",                                                            \
+      "a numbered chunk (sequence_chunk) that arrives before the chunks "     \
+      "ahead of it waits for them this long, then is refused")                \
     X(sequence_max_bytes, "sequence-max-bytes", "TALLY_SEQUENCE_MAX_BYTES",    \
       SIZE, "64MiB",                                                           \
       "bytes the live sequences' carries may take, in all (8 per line of a "   \
-      "chunk)")                                                                \
+      "chunk, 16 in a numbered sequence)")                                     \
     X(state_dir, "state-dir", "TALLY_STATE_DIR", STR, "",                      \
       "a directory where a drain writes the live sequences and the next "      \
       "start reads them back; empty: a drain drops them")                      \
@@ -200,7 +204,8 @@ typedef struct {
         json_inline_max, fault_delay_ms, fault_device, fault_every,
         fault_after_ms, fault_build_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
-        otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms;
+        otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms,
+        sequence_reorder_ms;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, fault_build,

@@ -79,11 +79,52 @@ bool seq_id_text(seq_params *p, const char *v, char *msg, size_t msglen)
     return seq_id_string(p, v, n, msg, msglen);
 }
 
+bool seq_chunk_number(seq_params *p, uint64_t v, char *msg, size_t msglen)
+{
+    if (v == 0) {
+        snprintf(msg, msglen,
+                 "sequence_chunk counts from 1 (the chunk that carries "
+                 "sequence_start); 0 is not a chunk number");
+        return false;
+    }
+    p->has_chunk = true;
+    p->chunk = v;
+    return true;
+}
+
+bool seq_chunk_text(seq_params *p, const char *v, char *msg, size_t msglen)
+{
+    size_t n = strlen(v);
+    bool digits = n > 0 && n <= 20;
+    for (size_t i = 0; digits && i < n; i++)
+        digits = v[i] >= '0' && v[i] <= '9';
+    unsigned long long x = 0;
+    if (digits) {
+        errno = 0;
+        x = strtoull(v, NULL, 10);
+        digits = errno == 0;
+    }
+    if (!digits) {
+        snprintf(msg, msglen,
+                 "sequence_chunk must be a whole number from 1 to "
+                 "18446744073709551615");
+        return false;
+    }
+    return seq_chunk_number(p, x, msg, msglen);
+}
+
 bool seq_params_check(const seq_params *p, char *msg, size_t msglen)
 {
-    if (p->has_flags && !p->has_id) {
+    if ((p->has_flags || p->has_chunk) && !p->has_id) {
+        snprintf(msg, msglen, "sequence_start, sequence_end and "
+                              "sequence_chunk need a sequence_id");
+        return false;
+    }
+    if (p->start && p->has_chunk && p->chunk != 1) {
         snprintf(msg, msglen,
-                 "sequence_start and sequence_end need a sequence_id");
+                 "sequence_chunk is %llu on a chunk with sequence_start; "
+                 "a sequence's chunks are numbered from 1, its start",
+                 (unsigned long long)p->chunk);
         return false;
     }
     return true;

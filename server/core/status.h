@@ -34,6 +34,7 @@ enum {
     GRPC_ALREADY_EXISTS = 6,
     GRPC_PERMISSION_DENIED = 7,
     GRPC_RESOURCE_EXHAUSTED = 8,
+    GRPC_FAILED_PRECONDITION = 9,
     GRPC_UNIMPLEMENTED = 12,
     GRPC_INTERNAL = 13,
     GRPC_UNAVAILABLE = 14,
@@ -71,7 +72,11 @@ enum {
     X(FORBIDDEN, 403, GRPC_PERMISSION_DENIED,                                  \
       "not allowed by the server's settings")                                  \
     X(SEQUENCES_FULL, 503, GRPC_UNAVAILABLE,                                   \
-      "as many sequences are live as the server keeps")
+      "as many sequences are live as the server keeps")                        \
+    X(CHUNK_CONFLICT, 409, GRPC_ALREADY_EXISTS,                                \
+      "a chunk number already taken by another chunk")                         \
+    X(CHUNK_GAP, 409, GRPC_FAILED_PRECONDITION,                                \
+      "a chunk before this one did not come in time")
 
 typedef enum {
 #define STATUS_ENUM(name, http, grpc, text) STATUS_##name,

@@ -41,6 +41,7 @@ const char *http_cors_allow(const http_cors *c, const char *origin);
  * preflight allows, and how long it may cache the answer (seconds). */
 #define HTTP_CORS_EXPOSE                                                      \
     "Inference-Header-Content-Length, Tensor-Dtype, Tensor-Shape, "            \
+    "Sequence-Chunk, "                                                         \
     "DML-Output-Tensor, X-Request-Id, Retry-After, WWW-Authenticate, "            \
     "traceparent"
 #define HTTP_CORS_HEADERS                                                     \

@@ -598,8 +598,9 @@ void kserve_request_free(kserve_request *r)
     r->id_owned = false;
 }
 
-/* {"model_name":"cumsum","model_version":"1","id":"..","outputs":[{"name":
- * "y","datatype":"FP32","shape":[..], */
+/* {"model_name":"cumsum","model_version":"1","id":"..","parameters":
+ * {"sequence_chunk":N},"outputs":[{"name":"y","datatype":"FP32","shape":
+ * [..], (id and parameters when the request had them) */
 static bool output_head(char **b, size_t *n, const kserve_request *r)
 {
     const char *dt = tx_dtype_kserve(r->desc.dtype);
@@ -613,6 +614,13 @@ static bool output_head(char **b, size_t *n, const kserve_request *r)
         ok = json_append(b, n, ",\"id\":\"", 7)
              && json_append(b, n, r->id, r->id_len) /* already escaped */
              && json_append(b, n, "\"", 1);
+    if (ok && r->seq.has_chunk) { /* echoed: which chunk this answers */
+        char p[64];
+        int pn = snprintf(p, sizeof p,
+                          ",\"parameters\":{\"sequence_chunk\":%llu}",
+                          (unsigned long long)r->seq.chunk);
+        ok = json_append(b, n, p, (size_t)pn);
+    }
     return ok
            && json_append(
                b, n, ",\"outputs\":[{\"name\":\"y\",\"datatype\":\"",

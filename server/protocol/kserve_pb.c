@@ -235,6 +235,22 @@ static eng_err parameters(const walked *w, scan_params *p,
                                 "or a string_param");
             if (!ok)
                 return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
+        } else if (strcmp(k, "sequence_chunk") == 0) {
+            char msg[256];
+            uint64_t n;
+            if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+                n = v->uint64_param;
+            else if (c
+                     == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
+                     && v->int64_param >= 0)
+                n = (uint64_t)v->int64_param;
+            else
+                return eng_fail(err, errlen, ENG_E_INVALID,
+                                "parameter sequence_chunk must be a "
+                                "uint64_param or a non-negative "
+                                "int64_param");
+            if (!seq_chunk_number(&out->seq, n, msg, sizeof msg))
+                return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
         } else if (strcmp(k, "sequence_start") == 0
                    || strcmp(k, "sequence_end") == 0) {
             if (!is_bool)
@@ -696,6 +712,20 @@ static uint8_t *head(const kserve_pb_request *r, bool stream, size_t *len)
     y.shape = shape;
     m.n_outputs = 1;
     m.outputs = outs;
+    /* the chunk number, echoed */
+    Inference__ModelInferResponse__ParametersEntry ce =
+        INFERENCE__MODEL_INFER_RESPONSE__PARAMETERS_ENTRY__INIT;
+    Inference__ModelInferResponse__ParametersEntry *cep[1] = {&ce};
+    Inference__InferParameter cv = INFERENCE__INFER_PARAMETER__INIT;
+    if (r->seq.has_chunk) {
+        ce.key = (char *)"sequence_chunk";
+        ce.value = &cv;
+        cv.parameter_choice_case =
+            INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+        cv.uint64_param = r->seq.chunk;
+        m.n_parameters = 1;
+        m.parameters = cep;
+    }
 
     bool in_shm = r->y_shm.set;
     typedef Inference__ModelInferResponse__InferOutputTensor__ParametersEntry

@@ -103,8 +103,8 @@ static eng_err parse_json(const char *body, size_t len, size_t max_bytes,
             return eng_fail(msg, msglen, ENG_E_INVALID,
                             "unknown member \"%.*s\" (expected dtype, "
                             "shape, data, axis, exclusive, reverse, "
-                            "direction, sequence_id, sequence_start or "
-                            "sequence_end)",
+                            "direction, sequence_id, sequence_start, "
+                            "sequence_end or sequence_chunk)",
                             klen > 40 ? 40 : (int)klen, key);
         if (*slot != NULL)
             return eng_fail(msg, msglen, ENG_E_INVALID,

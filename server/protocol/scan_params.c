@@ -219,6 +219,16 @@ bool seq_json_param(jcur *c, const char *key, size_t kn, const char *where,
         *ok = good;
         return true;
     }
+    if (json_eq(key, kn, "sequence_chunk")) {
+        snprintf(what, sizeof what, "%ssequence_chunk", where);
+        jcur_ws(c);
+        uint64_t v;
+        bool good = jcur_uint64(c, what, &v);
+        if (good && !seq_chunk_number(p, v, err, sizeof err))
+            good = jcur_fail(c, "%s", err);
+        *ok = good;
+        return true;
+    }
     bool start = json_eq(key, kn, "sequence_start");
     if (start || json_eq(key, kn, "sequence_end")) {
         snprintf(what, sizeof what, "%s%s", where,
@@ -235,6 +245,10 @@ bool seq_query_param(const char *name, const char *v, seq_params *p, bool *ok,
 {
     if (strcmp(name, "sequence_id") == 0) {
         *ok = seq_id_text(p, v, msg, msglen);
+        return true;
+    }
+    if (strcmp(name, "sequence_chunk") == 0) {
+        *ok = seq_chunk_text(p, v, msg, msglen);
         return true;
     }
     bool start = strcmp(name, "sequence_start") == 0;

@@ -69,7 +69,7 @@ struct job {
 
     /* Set by the scheduler: how it ended, read in done. */
     status_code status;
-    char msg[256]; /* why, when status is not STATUS_OK; may be "" */
+    char msg[512]; /* why, when status is not STATUS_OK; may be "" */
     uint64_t enqueued_ns, started_ns, finished_ns; /* 0: did not happen */
     unsigned worker;                               /* which worker ran it */
     const char *device; /* what ran it: a device's name (the scheduler's,

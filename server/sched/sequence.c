@@ -11,7 +11,10 @@
  * others wait in its line, in admission order. A waiting slot's `turn`
  * goes WAITING -> ARMED (seq_arm: the submitter has suspended it) ->
  * called ready; or WAITING -> TURN (its turn came before seq_arm, which
- * then says so and the submitter goes on at once).
+ * then says so and the submitter goes on at once). A numbered
+ * sequence's line is sorted by number, and the turn passes only to a
+ * chunk that is due; an entry with waiting numbered chunks is in the
+ * STALLED list, which seq_sweep() reads for those that waited too long.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 #include <uv.h>
 
 #include "clock.h"
@@ -30,7 +34,10 @@
 #include "tx_dtype.h"
 
 enum { WAITING = 1, ARMED, TURN };
-enum { IDLE = 1, CLOSED };
+/* The lists an entry is in (one at most): IDLE (nothing pending), CLOSED
+ * (ended, unnumbered, lingering linger_ms), ENDED (ended, numbered, kept
+ * idle_ms for a repeat of its end), STALLED (numbered chunks waiting). */
+enum { IDLE = 1, CLOSED, ENDED, STALLED, NLISTS };
 
 struct seq_entry {
     seq_params id;
@@ -51,6 +58,14 @@ struct seq_entry {
     uint64_t count;
     eng_carry *carry;
     uint64_t last_ns;
+    /* numbered sequences (sequence.h): written by the turn's holder under
+     * the mutex, read by admission under it */
+    bool numbered;
+    bool last_end;              /* the last applied chunk was the end */
+    uint64_t applied;           /* the last applied chunk's number */
+    uint64_t running;           /* the number of the chunk with the turn */
+    unsigned char last_sha[32]; /* the last applied chunk's input */
+    eng_carry *prev;            /* the carries before it (count) */
 };
 
 struct seq_table {
@@ -58,10 +73,11 @@ struct seq_table {
     uv_mutex_t mu;
     seq_entry **buckets;
     size_t nbuckets;              /* a power of two */
-    seq_entry *head[3], *tail[3]; /* the idle and closed lists */
+    seq_entry *head[NLISTS], *tail[NLISTS]; /* the lists above */
     size_t live;  /* live entries in the map (not the closed ones) */
     size_t bytes; /* every entry's carries, mapped or not */
     uint64_t started, ended, expired, refused, late;
+    uint64_t applied, repeats, conflicts, gaps; /* numbered chunks */
 };
 
 static uint64_t now(const seq_table *t)
@@ -102,10 +118,17 @@ seq_table *seq_table_new(const seq_options *o)
     return t;
 }
 
+/* The bytes an entry's carries take: twice for a numbered one (prev). */
+static size_t entry_bytes(const seq_entry *e)
+{
+    return (size_t)e->count * sizeof *e->carry * (e->numbered ? 2 : 1);
+}
+
 static void entry_free(seq_table *t, seq_entry *e)
 {
-    t->bytes -= e->count * sizeof *e->carry;
+    t->bytes -= entry_bytes(e);
     free(e->carry);
+    free(e->prev);
     free(e);
 }
 
@@ -245,6 +268,61 @@ static void drop_slot(seq_slot *s)
     s->copy = NULL;
 }
 
+/* The SHA-256 of a chunk's input: its dtype, rank, shape and bytes. */
+static bool chunk_sha(const eng_scan_desc *d, const void *in, size_t bytes,
+                      unsigned char out[32])
+{
+    uint64_t head[2 + ENG_MAX_RANK];
+    size_t n = 0;
+    head[n++] = (uint64_t)d->dtype;
+    head[n++] = (uint64_t)d->rank;
+    for (int i = 0; i < d->rank && i < ENG_MAX_RANK; i++)
+        head[n++] = d->shape[i];
+    unsigned len = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    bool ok = c != NULL && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1
+              && EVP_DigestUpdate(c, head, n * sizeof *head) == 1
+              && (bytes == 0 || EVP_DigestUpdate(c, in, bytes) == 1)
+              && EVP_DigestFinal_ex(c, out, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(c);
+    return ok;
+}
+
+/* Whether a numbered slot may take the turn now: its number is the last
+ * applied one's or the next (or older: it is answered as a conflict). */
+static bool due(const seq_entry *e, const seq_slot *s)
+{
+    return !e->numbered || s->chunk <= e->applied + 1;
+}
+
+/* Puts s in e's waiting line: last, or a numbered one in number order
+ * (after the slots with its number). */
+static void line_insert(seq_entry *e, seq_slot *s)
+{
+    seq_slot **at = &e->whead;
+    if (!e->numbered && e->wtail != NULL)
+        at = &e->wtail->next;
+    while (*at != NULL && (*at)->chunk <= s->chunk)
+        at = &(*at)->next;
+    s->next = *at;
+    *at = s;
+    if (s->next == NULL)
+        e->wtail = s;
+}
+
+/* Keeps e in the STALLED list while numbered chunks of it wait (an entry
+ * with waiting chunks has pending ones, so it is in no other list). */
+static void stall_update(seq_table *t, seq_entry *e)
+{
+    bool want = e->numbered && e->whead != NULL;
+    if (want && e->list != STALLED) {
+        list_remove(t, e);
+        list_append(t, e, STALLED);
+    } else if (!want && e->list == STALLED) {
+        list_remove(t, e);
+    }
+}
+
 status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                       const eng_lines *l, const void *in, seq_slot *s,
                       bool *wait, char *msg, size_t msglen)
@@ -294,12 +372,28 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         memcpy(s->copy, in, l->bytes);
     }
 
+    s->numbered = p->has_chunk;
+    s->chunk = p->chunk;
+    s->refused = STATUS_OK;
+    if (p->has_chunk && !chunk_sha(d, in, l->bytes, s->sha)) {
+        drop_slot(s);
+        snprintf(msg, msglen, "out of memory hashing a chunk's input");
+        return STATUS_NOMEM;
+    }
+
     uint64_t h = hash_id(p);
     uv_mutex_lock(&t->mu);
     seq_entry *e = find(t, p, h);
     status_code st = STATUS_OK;
-    if (p->start) {
-        size_t need = (size_t)count * sizeof(eng_carry);
+    /* a numbered start on a live numbered sequence is a retry of its
+     * chunk 1 (so is one on an ended one-chunk sequence, same input) */
+    bool restart = p->start;
+    if (restart && p->has_chunk && e != NULL && e->numbered
+        && (!e->closed
+            || (e->applied == 1 && memcmp(e->last_sha, s->sha, 32) == 0)))
+        restart = false;
+    if (restart) {
+        size_t need = (size_t)count * sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
         if ((e == NULL || e->closed) && t->live >= t->o.max_sequences) {
             snprintf(msg, msglen,
                      "sequence %s: %zu sequences are live, as many as the "
@@ -319,9 +413,17 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         seq_entry *n = NULL;
         if (st == STATUS_OK) {
             n = calloc(1, sizeof *n);
-            if (n != NULL)
+            if (n != NULL) {
                 n->carry = calloc(count ? count : 1, sizeof *n->carry);
-            if (n == NULL || n->carry == NULL) {
+                if (p->has_chunk)
+                    n->prev = calloc(count ? count : 1, sizeof *n->prev);
+            }
+            if (n == NULL || n->carry == NULL
+                || (p->has_chunk && n->prev == NULL)) {
+                if (n != NULL) {
+                    free(n->carry);
+                    free(n->prev);
+                }
                 free(n);
                 snprintf(msg, msglen, "out of memory for a sequence");
                 st = STATUS_NOMEM;
@@ -338,11 +440,13 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         n->desc.axis = norm_axis(d);
         n->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
         n->count = count;
+        n->numbered = p->has_chunk;
         t->bytes += need;
         map_insert(t, n);
         t->started++;
         e = n;
-    } else if (e == NULL || (e->ending && t->o.linger_ms == 0)) {
+    } else if (e == NULL
+               || (!e->numbered && e->ending && t->o.linger_ms == 0)) {
         snprintf(msg, msglen,
                  "sequence %s is not live: it was never started, has ended, "
                  "or was dropped after %" PRIu64 " ms without a request; "
@@ -359,10 +463,41 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                  "shape off the axis",
                  id, was, is);
         st = STATUS_INVALID;
+    } else if (e->numbered != p->has_chunk) {
+        snprintf(msg, msglen,
+                 e->numbered
+                     ? "sequence %s numbers its chunks (sequence_chunk), "
+                       "and this chunk has no number"
+                     : "sequence %s does not number its chunks (its start "
+                       "had no sequence_chunk), and this chunk has one",
+                 id);
+        st = STATUS_INVALID;
+    } else if (e->numbered && p->chunk < e->applied) {
+        snprintf(msg, msglen,
+                 "sequence %s: chunk %" PRIu64 " is older than its last "
+                 "applied chunk, %" PRIu64 "%s; nothing changed",
+                 id, p->chunk, e->applied, e->closed ? " (its end)" : "");
+        st = STATUS_CHUNK_CONFLICT;
+        t->conflicts++;
+    } else if (e->numbered && e->closed && p->chunk != e->applied) {
+        snprintf(msg, msglen,
+                 "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64
+                 " cannot follow it (only the end chunk may be sent again)",
+                 id, e->applied, p->chunk);
+        st = STATUS_CHUNK_CONFLICT;
+        t->conflicts++;
+    } else if (e->numbered && p->chunk == e->applied
+               && memcmp(e->last_sha, s->sha, 32) != 0) {
+        snprintf(msg, msglen,
+                 "sequence %s: chunk %" PRIu64 " was applied with another "
+                 "input (dtype, shape or bytes); nothing changed",
+                 id, p->chunk);
+        st = STATUS_CHUNK_CONFLICT;
+        t->conflicts++;
     }
     if (st != STATUS_OK)
         goto refused;
-    if (!p->start && (e->closed || e->ending))
+    if (!e->numbered && !p->start && (e->closed || e->ending))
         t->late++; /* sent before the end, arrived after it */
     if (p->end && !e->closed)
         e->ending = true;
@@ -371,16 +506,15 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         list_remove(t, e);
     e->last_ns = now(t);
     s->next = NULL;
-    if (e->busy) {
+    if (e->busy || !due(e, s)) {
         s->turn = WAITING;
-        if (e->wtail)
-            e->wtail->next = s;
-        else
-            e->whead = s;
-        e->wtail = s;
+        s->since_ns = e->last_ns;
+        line_insert(e, s);
+        stall_update(t, e);
         *wait = true;
     } else {
         e->busy = true;
+        e->running = s->chunk;
         *wait = false;
     }
     uv_mutex_unlock(&t->mu);
@@ -404,42 +538,107 @@ bool seq_arm(seq_table *t, seq_slot *s)
     return armed;
 }
 
-void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
+/* Adds carries c to the answer out of slot s's chunk (its scanned
+ * answer; float16 and bfloat16 are scanned again from their copy). */
+static void add_carries(const seq_entry *e, seq_slot *s, void *out,
+                        const eng_carry *c)
+{
+    if (s->copy != NULL)
+        eng_carry_scan(&s->lines, s->copy, out, c);
+    else if (!eng_carry_zero(c, e->count))
+        eng_carry_apply(&s->lines, out, c);
+}
+
+enum { APPLY, REPEAT, CONFLICT };
+
+/* What a numbered chunk with the turn is: the mutex is not needed to
+ * read what only the turn's holder writes. */
+static int numbered_outcome(const seq_entry *e, const seq_slot *s, char *msg,
+                            size_t msglen)
+{
+    if (s->chunk == e->applied + 1 && !e->closed)
+        return APPLY;
+    if (s->chunk == e->applied && e->applied > 0
+        && memcmp(s->sha, e->last_sha, 32) == 0)
+        return REPEAT;
+    char id[SEQ_ID_MAX + 8];
+    seq_id_format(&e->id, id, sizeof id);
+    if (s->chunk == e->applied)
+        snprintf(msg, msglen,
+                 "sequence %s: chunk %" PRIu64 " was applied with another "
+                 "input (dtype, shape or bytes); nothing changed",
+                 id, s->chunk);
+    else if (e->closed && s->chunk > e->applied)
+        snprintf(msg, msglen,
+                 "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64
+                 " cannot follow it",
+                 id, e->applied, s->chunk);
+    else
+        snprintf(msg, msglen,
+                 "sequence %s: chunk %" PRIu64 " is older than its last "
+                 "applied chunk, %" PRIu64 "; nothing changed",
+                 id, s->chunk, e->applied);
+    return CONFLICT;
+}
+
+status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
+                       char *msg, size_t msglen)
 {
     seq_entry *e = s->e;
+    status_code st = STATUS_OK;
+    int what = APPLY;
+    if (ok && e->numbered)
+        what = numbered_outcome(e, s, msg, msglen);
     /* the turn is this chunk's: the carries are its alone */
-    if (ok) {
-        if (s->copy != NULL)
-            eng_carry_scan(&s->lines, s->copy, out, e->carry);
-        else if (!eng_carry_zero(e->carry, e->count))
-            eng_carry_apply(&s->lines, out, e->carry);
+    if (ok && what == APPLY) {
+        if (e->numbered)
+            memcpy(e->prev, e->carry, e->count * sizeof *e->prev);
+        add_carries(e, s, out, e->carry);
         if (e->is_float)
             for (uint64_t i = 0; i < e->count; i++)
                 e->carry[i].f += s->totals[i].f;
         else
             for (uint64_t i = 0; i < e->count; i++)
                 e->carry[i].u += s->totals[i].u;
+    } else if (ok && what == REPEAT) {
+        add_carries(e, s, out, e->prev);
+    } else if (ok) {
+        st = STATUS_CHUNK_CONFLICT;
     }
     drop_slot(s);
+    bool applied = ok && what == APPLY;
 
     seq_slot *next = NULL;
     uv_mutex_lock(&t->mu);
     e->pending--;
-    if (ok)
+    if (applied)
         e->chunks++;
+    if (ok && e->numbered) {
+        if (what == APPLY) {
+            e->applied = s->chunk;
+            e->last_end = s->end;
+            memcpy(e->last_sha, s->sha, 32);
+            t->applied++;
+        } else if (what == REPEAT) {
+            t->repeats++;
+        } else {
+            t->conflicts++;
+        }
+    }
     if (s->end && e->mapped && !e->closed) {
-        if (ok && t->o.linger_ms > 0) {
+        if (applied && (t->o.linger_ms > 0 || e->numbered)) {
             t->ended++;
-            e->closed = true; /* lingers for the chunks sent before it */
+            e->closed = true; /* lingers for the chunks sent before it, or
+                               * for a repeat of its end */
             e->closed_ns = now(t);
             t->live--;
-        } else if (ok) {
+        } else if (applied) {
             t->ended++;
             bool last = e->pending == 0;
             unmap(t, e); /* frees it when no chunk is left */
             if (last)
                 e = NULL;
-        } else {
+        } else if (!e->numbered || !ok) {
             e->ending = false; /* a failed end leaves it live */
         }
     } else if (!ok && s->start && e->mapped && !e->closed && e->chunks == 0
@@ -450,10 +649,12 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
     if (e != NULL) {
         e->last_ns = now(t);
         next = e->whead;
-        if (next != NULL) { /* the turn passes on; busy stays set */
+        if (next != NULL && due(e, next)) { /* the turn passes on; busy
+                                             * stays set */
             e->whead = next->next;
             if (e->whead == NULL)
                 e->wtail = NULL;
+            e->running = next->chunk;
             if (next->turn == ARMED) {
                 next->turn = 0;
             } else {
@@ -461,11 +662,14 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
                 next = NULL;
             }
         } else {
+            next = NULL;
             e->busy = false;
         }
+        stall_update(t, e);
         if (e->pending == 0) {
             if (e->mapped)
-                list_append(t, e, e->closed ? CLOSED : IDLE);
+                list_append(t, e,
+                            e->closed ? (e->numbered ? ENDED : CLOSED) : IDLE);
             else
                 entry_free(t, e);
         }
@@ -473,10 +677,67 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out)
     uv_mutex_unlock(&t->mu);
     if (next != NULL)
         next->ready(next);
+    return st;
+}
+
+/* Refuses the numbered chunks of e that waited reorder_ms or more for a
+ * chunk before them (a gap ahead of them), chaining those whose ready()
+ * is due onto *armed. Frees e when it was unmapped and nothing is left;
+ * false then. Under the mutex. */
+static bool refuse_waiting(seq_table *t, seq_entry *e, uint64_t at,
+                           uint64_t wait_ns, seq_slot **armed)
+{
+    uint64_t next = e->applied + 1;
+    if (e->busy && e->running == next)
+        next++;
+    char id[SEQ_ID_MAX + 8];
+    seq_id_format(&e->id, id, sizeof id);
+    seq_slot **at_s = &e->whead, *before = NULL;
+    while (*at_s != NULL) {
+        seq_slot *s = *at_s;
+        bool keep = true;
+        if (s->chunk == next)
+            next++; /* its turn comes after the one before it */
+        else if (s->chunk > next)
+            keep = at - s->since_ns < wait_ns; /* a gap before it */
+        if (keep) {
+            before = s;
+            at_s = &s->next;
+            continue;
+        }
+        *at_s = s->next; /* waited too long for chunk `next` */
+        if (e->wtail == s)
+            e->wtail = before;
+        snprintf(s->msg, sizeof s->msg,
+                 "sequence %s: chunk %" PRIu64 " waited %" PRIu64
+                 " ms (--sequence-reorder-ms) for chunk %" PRIu64
+                 ", which did not come; send that one, then this again",
+                 id, s->chunk, t->o.reorder_ms, next);
+        s->refused = STATUS_CHUNK_GAP;
+        drop_slot(s);
+        t->gaps++;
+        e->pending--;
+        if (s->turn == ARMED) {
+            s->next = *armed;
+            *armed = s;
+        } else {
+            s->turn = TURN; /* seq_arm() says so; it sees s->refused */
+        }
+    }
+    stall_update(t, e);
+    if (e->pending == 0) {
+        if (!e->mapped) {
+            entry_free(t, e);
+            return false;
+        }
+        list_append(t, e, e->closed ? ENDED : IDLE);
+    }
+    return true;
 }
 
 void seq_sweep(seq_table *t)
 {
+    seq_slot *armed = NULL;
     uv_mutex_lock(&t->mu);
     uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
     while (t->head[IDLE] != NULL && at - t->head[IDLE]->last_ns >= idle) {
@@ -486,7 +747,19 @@ void seq_sweep(seq_table *t)
     uint64_t linger = t->o.linger_ms * 1000000u;
     while (t->head[CLOSED] != NULL && at - t->head[CLOSED]->closed_ns >= linger)
         unmap(t, t->head[CLOSED]);
+    while (t->head[ENDED] != NULL && at - t->head[ENDED]->closed_ns >= idle)
+        unmap(t, t->head[ENDED]);
+    uint64_t wait_ns = t->o.reorder_ms * 1000000u;
+    for (seq_entry *e = t->head[STALLED], *n; e != NULL; e = n) {
+        n = e->lnext;
+        refuse_waiting(t, e, at, wait_ns, &armed);
+    }
     uv_mutex_unlock(&t->mu);
+    while (armed != NULL) {
+        seq_slot *s = armed;
+        armed = s->next;
+        s->ready(s);
+    }
 }
 
 size_t seq_live(seq_table *t)
@@ -502,7 +775,8 @@ void seq_render_metrics(seq_table *t, textbuf *o)
     uv_mutex_lock(&t->mu);
     size_t live = t->live, bytes = t->bytes;
     uint64_t started = t->started, ended = t->ended, expired = t->expired,
-             refused = t->refused, late = t->late;
+             refused = t->refused, late = t->late, applied = t->applied,
+             repeats = t->repeats, conflicts = t->conflicts, gaps = t->gaps;
     uv_mutex_unlock(&t->mu);
     textbuf_put(o,
                 "# HELP tally_sequences_live Sequences live now (Triton's "
@@ -528,8 +802,23 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "after their sequence's last one (sent before it, on another "
                 "connection), taken within --sequence-linger-ms.\n"
                 "# TYPE tally_sequence_late_chunks_total counter\n"
-                "tally_sequence_late_chunks_total %" PRIu64 "\n",
-                live, bytes, started, ended, expired, refused, late);
+                "tally_sequence_late_chunks_total %" PRIu64 "\n"
+                "# HELP tally_sequence_numbered_chunks_total Numbered chunks "
+                "(sequence_chunk) by outcome: applied, repeat (answered "
+                "again, not added), conflict (409: a number taken by "
+                "another input, or overtaken) or gap (409: the chunks "
+                "before it did not come within --sequence-reorder-ms).\n"
+                "# TYPE tally_sequence_numbered_chunks_total counter\n"
+                "tally_sequence_numbered_chunks_total{outcome=\"applied\"} "
+                "%" PRIu64 "\n"
+                "tally_sequence_numbered_chunks_total{outcome=\"repeat\"} "
+                "%" PRIu64 "\n"
+                "tally_sequence_numbered_chunks_total{outcome=\"conflict\"} "
+                "%" PRIu64 "\n"
+                "tally_sequence_numbered_chunks_total{outcome=\"gap\"} "
+                "%" PRIu64 "\n",
+                live, bytes, started, ended, expired, refused, late, applied,
+                repeats, conflicts, gaps);
 }
 
 /* --------------------------------------------------- the state file */
@@ -573,6 +862,11 @@ bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
                 wall + (int64_t)((used < idle ? idle - used : 0) / 1000000u);
             v[k].count = e->count;
             v[k].carry = e->carry;
+            v[k].numbered = e->numbered && e->applied > 0;
+            v[k].applied = e->applied;
+            v[k].last_end = e->last_end;
+            memcpy(v[k].sha, e->last_sha, sizeof v[k].sha);
+            v[k].prev = e->prev;
             k++;
         }
     size_t len;
@@ -718,12 +1012,20 @@ bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
         e->count = v[i].count;
         e->carry = v[i].carry;
         v[i].carry = NULL;
+        e->numbered = v[i].numbered;
+        if (e->numbered) {
+            e->applied = v[i].applied;
+            e->last_end = v[i].last_end;
+            memcpy(e->last_sha, v[i].sha, sizeof e->last_sha);
+            e->prev = v[i].prev;
+            v[i].prev = NULL;
+        }
         int64_t left_ms = v[i].idle_deadline_ms - wall;
         uint64_t left = left_ms > 0 ? (uint64_t)left_ms * 1000000u : 0;
         if (left > idle)
             left = idle;
         e->last_ns = at - (idle - left);
-        t->bytes += e->count * sizeof *e->carry;
+        t->bytes += entry_bytes(e);
         map_insert(t, e);
         list_append(t, e, IDLE);
         es[i] = NULL;

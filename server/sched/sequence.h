@@ -30,6 +30,25 @@
  *      or never ran), leaves them as they were. Then hands the turn on.
  * Different sequences never wait for one another.
  *
+ * Numbered chunks (sequence_chunk, from 1 at the start): a sequence whose
+ * start carries a number is numbered, and takes only numbered chunks
+ * (an unnumbered one only unnumbered ones). Its chunks run in their
+ * numbers' order, whatever their arrival's: its waiting line is sorted,
+ * and the turn passes only to a chunk whose number is due (the last
+ * applied one's, or the next). At seq_finish(), with the turn:
+ *   - n, the next: applied, as any chunk; the table keeps the carries
+ *     before it and its input's SHA-256 (dtype, shape and bytes);
+ *   - n again, the last applied, with the same input: a repeat, answered
+ *     from the carries before it (the first answer again); nothing moves;
+ *   - anything else (the same n with another input, or an older one):
+ *     STATUS_CHUNK_CONFLICT, nothing moves.
+ * A chunk that arrives early waits for those before it up to reorder_ms,
+ * then seq_sweep() refuses it (STATUS_CHUNK_GAP) through its ready().
+ * An ended numbered sequence stays idle_ms (whatever linger_ms) for a
+ * repeat of its end chunk; any other chunk of it is a conflict. A
+ * numbered start on a live numbered sequence is its chunk 1 (a retry),
+ * not a new sequence.
+ *
  * Lifetime: sequence_start creates the sequence (or starts a live one
  * again from zero: a new one takes the id, and the old one lives on only
  * until its admitted chunks are done); sequence_end ends it once that
@@ -74,6 +93,7 @@ typedef struct {
     unsigned max_sequences; /* live sequences at most; 0: sequences off */
     uint64_t idle_ms;       /* dropped after this long with no chunk */
     uint64_t linger_ms;     /* an ended one takes late chunks this long */
+    uint64_t reorder_ms;    /* an early numbered chunk waits this long */
     size_t max_bytes;       /* the carries of every sequence, in all */
     /* The monotonic clock, in ns; NULL: now_ns(). */
     uint64_t (*clock)(void *user);
@@ -96,6 +116,15 @@ struct seq_slot {
     void *copy; /* float16 and bfloat16: the input, kept (carry.h) */
     bool start, end;
     int turn; /* how the wait goes: see sequence.c */
+    bool numbered;
+    uint64_t chunk;        /* numbered: its number */
+    unsigned char sha[32]; /* numbered: its input's SHA-256 */
+    uint64_t since_ns;     /* when it began to wait */
+    /* Set by the table when it refuses a waiting slot (before ready(),
+     * or before seq_arm() says the turn came): the slot is no longer
+     * admitted, and seq_finish() must not be called for it. */
+    status_code refused;
+    char msg[512];
 };
 
 /* A table with o's settings; NULL when memory runs out. Free with
@@ -121,14 +150,20 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                       const eng_lines *l, const void *in, seq_slot *s,
                       bool *wait, char *msg, size_t msglen);
 
-/* For a slot that must wait (step 2 above). */
+/* For a slot that must wait (step 2 above). False: the turn came, or
+ * the slot was refused (s->refused) meanwhile. */
 bool seq_arm(seq_table *t, seq_slot *s);
 
 /* Ends an admitted slot's chunk (step 4): with ok, out is its scanned
- * answer (l's view), to which the carries are added. */
-void seq_finish(seq_table *t, seq_slot *s, bool ok, void *out);
+ * answer (l's view), to which the carries are added. STATUS_OK, or for
+ * a numbered chunk STATUS_CHUNK_CONFLICT with msg (out is not an
+ * answer then; nothing moved). */
+status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
+                       char *msg, size_t msglen);
 
-/* Drops the sequences idle for idle_ms or more (counted as expired). */
+/* Drops the sequences idle for idle_ms or more (counted as expired), and
+ * refuses the numbered chunks that waited reorder_ms for the chunks
+ * before them (calling their ready() with no lock held). */
 void seq_sweep(seq_table *t);
 
 /* Live sequences now. */

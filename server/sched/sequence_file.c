@@ -69,7 +69,9 @@ uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
         const seq_file_entry *x = &e[i];
         put_u(&w, x->id.is_string, 1);
         put_u(&w, (uint64_t)x->desc.dtype, 1);
-        put_u(&w, (x->desc.exclusive ? 1u : 0u) | (x->desc.reverse ? 2u : 0u),
+        put_u(&w,
+              (x->desc.exclusive ? 1u : 0u) | (x->desc.reverse ? 2u : 0u)
+                  | (x->numbered ? 4u : 0u),
               1);
         put_u(&w, (uint64_t)x->desc.rank, 1);
         if (x->id.is_string) {
@@ -85,6 +87,13 @@ uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
         put_u(&w, x->count, 8);
         for (uint64_t k = 0; k < x->count; k++)
             put_u(&w, x->carry[k].u, 8);
+        if (x->numbered) {
+            put_u(&w, x->applied, 8);
+            put_u(&w, x->last_end ? 1 : 0, 1);
+            put(&w, x->sha, sizeof x->sha);
+            for (uint64_t k = 0; k < x->count; k++)
+                put_u(&w, x->prev[k].u, 8);
+        }
     }
     if (!w.failed)
         put_u(&w, fnv1a(w.b, w.len), 8);
@@ -140,13 +149,16 @@ void seq_file_free(seq_file_entry *e, size_t n)
 {
     if (e == NULL)
         return;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(e[i].carry);
+        free(e[i].prev);
+    }
     free(e);
 }
 
 /* One record into x; false (with r's message) when it is not one. */
-static bool get_entry(rbuf *r, seq_file_entry *x, size_t *bytes_left)
+static bool get_entry(rbuf *r, uint64_t version, seq_file_entry *x,
+                      size_t *bytes_left)
 {
     uint64_t kind = 0, dtype = 0, flags = 0, rank = 0, v = 0;
     if (!get_u(r, 1, &kind) || !get_u(r, 1, &dtype) || !get_u(r, 1, &flags)
@@ -156,7 +168,7 @@ static bool get_entry(rbuf *r, seq_file_entry *x, size_t *bytes_left)
         return fail(r, "an id kind of %" PRIu64 " (0 or 1)", kind);
     if (dtype >= TX_NDTYPES)
         return fail(r, "a dtype of %" PRIu64, dtype);
-    if (flags > 3)
+    if (flags > (version >= 2 ? 7u : 3u))
         return fail(r, "mode flags of %" PRIu64, flags);
     if (rank < 1 || rank > ENG_MAX_RANK)
         return fail(r, "a rank of %" PRIu64, rank);
@@ -179,6 +191,7 @@ static bool get_entry(rbuf *r, seq_file_entry *x, size_t *bytes_left)
     x->desc.dtype = (tx_dtype)dtype;
     x->desc.exclusive = flags & 1;
     x->desc.reverse = flags & 2;
+    x->numbered = flags & 4;
     x->desc.rank = (int)rank;
     if (!get_u(r, 8, &v))
         return false;
@@ -205,17 +218,39 @@ static bool get_entry(rbuf *r, seq_file_entry *x, size_t *bytes_left)
         return fail(
             r, "%" PRIu64 " carries for a shape that has %" PRIu64 " lines", v,
             count);
-    if (count > *bytes_left / 8)
+    uint64_t per = x->numbered ? 16 : 8;
+    if (count > *bytes_left / per)
         return fail(r, "more carries than the server's limits hold");
     if ((r->len - r->at) / 8 < count)
         return fail(r, "the file ends inside the carries (truncated)");
-    *bytes_left -= count * 8;
+    *bytes_left -= count * per;
     x->count = count;
     x->carry = malloc(count ? count * sizeof *x->carry : 1);
     if (x->carry == NULL)
         return fail(r, "out of memory");
     for (uint64_t k = 0; k < count; k++)
         get_u(r, 8, &x->carry[k].u);
+    if (!x->numbered)
+        return true;
+    uint64_t end = 0;
+    if (!get_u(r, 8, &x->applied) || !get_u(r, 1, &end))
+        return false;
+    if (x->applied == 0)
+        return fail(r, "a numbered sequence with no chunk applied");
+    if (end > 1)
+        return fail(r, "an end flag of %" PRIu64, end);
+    x->last_end = end;
+    if (r->len - r->at < sizeof x->sha)
+        return fail(r, "the file ends inside a hash (truncated)");
+    memcpy(x->sha, r->b + r->at, sizeof x->sha);
+    r->at += sizeof x->sha;
+    if ((r->len - r->at) / 8 < count)
+        return fail(r, "the file ends inside the carries (truncated)");
+    x->prev = malloc(count ? count * sizeof *x->prev : 1);
+    if (x->prev == NULL)
+        return fail(r, "out of memory");
+    for (uint64_t k = 0; k < count; k++)
+        get_u(r, 8, &x->prev[k].u);
     return true;
 }
 
@@ -231,10 +266,10 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
     uint64_t version = 0, zero = 0, count = 0;
     get_u(&r, 4, &version);
     get_u(&r, 4, &zero);
-    if (version != SEQ_FILE_VERSION)
+    if (version != 1 && version != SEQ_FILE_VERSION)
         return fail(&r,
                     "format version %" PRIu64 "; this tallyd reads "
-                    "version %u",
+                    "versions 1 and %u",
                     version, SEQ_FILE_VERSION);
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)
@@ -263,7 +298,7 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
         return fail(&r, "out of memory");
     size_t left = max_bytes;
     for (uint64_t i = 0; i < count; i++) {
-        if (!get_entry(&r, &e[i], &left)) {
+        if (!get_entry(&r, version, &e[i], &left)) {
             seq_file_free(e, count);
             return false;
         }

@@ -4,14 +4,17 @@
  * read from memory, so that a fuzzer can feed the reader any bytes.
  *
  * Little-endian throughout:
- *   "TALLYSEQ"  u32 version (1)  u32 0  u64 count
+ *   "TALLYSEQ"  u32 version (2; 1 is read too)  u32 0  u64 count
  *   count records:
  *     u8 kind (0: number id, 1: string id)  u8 dtype  u8 flags (1:
- *     exclusive, 2: reverse)  u8 rank
+ *     exclusive, 2: reverse, 4: numbered, version 2 only)  u8 rank
  *     kind 0: u64 id;  kind 1: u16 length, then the id's bytes
  *     i64 axis  u64 shape[rank] (the axis's own entry is 0)
  *     i64 idle deadline (wall clock, ms since 1970)
  *     u64 carries, then that many u64 (a double's bits for float dtypes)
+ *     numbered: u64 the last applied chunk's number, u8 1 when it was
+ *     the end (else 0), its input's SHA-256 (32 bytes), and the carries
+ *     before it (as many u64 again)
  *   u64 FNV-1a of every byte before it
  * The reader checks everything it is given (the checksum first, then
  * every field against its range, the carries against the shape and the
@@ -31,7 +34,7 @@
 #include "sequence_id.h"
 #include "tensor.h"
 
-#define SEQ_FILE_VERSION 1u
+#define SEQ_FILE_VERSION 2u
 
 /* One sequence as the file holds it. */
 typedef struct {
@@ -40,6 +43,11 @@ typedef struct {
     int64_t idle_deadline_ms; /* wall clock */
     uint64_t count;           /* carries */
     eng_carry *carry;         /* count of them; see below for who owns */
+    bool numbered;            /* then the four below */
+    bool last_end;
+    uint64_t applied;
+    unsigned char sha[32];
+    eng_carry *prev; /* count of them, owned as carry is */
 } seq_file_entry;
 
 /* The file for entries e[0..n) (borrowed): a malloc'd buffer, its length
@@ -47,7 +55,7 @@ typedef struct {
 uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len);
 
 /* Reads len bytes at b. At most max_entries sequences, whose carries take
- * at most max_bytes (8 a carry) in all. True: *out is a malloc'd array of
+ * at most max_bytes (8 a carry, 16 for a numbered one) in all. True: *out is a malloc'd array of
  * *n entries, each carry malloc'd; free them with seq_file_free(). False
  * with a message (the byte offset where it went wrong); nothing to free. */
 bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
@@ -55,7 +63,7 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
                      char *msg, size_t msglen);
 
 /* Frees a decoded array and the carries still in it (an entry whose
- * carry was taken has it NULL); NULL is a no-op. */
+ * carry or prev was taken has it NULL); NULL is a no-op. */
 void seq_file_free(seq_file_entry *e, size_t n);
 
 #endif

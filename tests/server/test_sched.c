@@ -1308,10 +1308,10 @@ static void seq_turns_and_refusals(void)
           "third: %s", msg);
     memcpy(y, (float[]){1, 3, 6, 10}, sizeof y);
     seq_readies = 0;
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(seq_readies == 1, "b's turn: %d", seq_readies);
     memcpy(y, (float[]){1, 3}, 2 * sizeof *y);
-    seq_finish(t, &b, true, y);
+    seq_finish(t, &b, true, y, msg, sizeof msg);
     CHECK(y[0] == 11 && y[1] == 13, "carried: %g %g", y[0], y[1]);
     CHECK(seq_readies == 1 && !seq_arm(t, &c), "c's turn came first");
     /* after the end was admitted, a chunk finds no live sequence */
@@ -1320,23 +1320,23 @@ static void seq_turns_and_refusals(void)
               && strstr(msg, "not live"),
           "%s", msg);
     y[0] = 1;
-    seq_finish(t, &c, true, y); /* the end: 1 + 13 */
+    seq_finish(t, &c, true, y, msg, sizeof msg); /* the end: 1 + 13 */
     CHECK(y[0] == 14, "end: %g", y[0]);
     CHECK(seq_live(t) == 0, "ended");
     /* the limits */
     CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &a, false, y); /* a failed start: never started */
+    seq_finish(t, &a, false, y, msg, sizeof msg); /* a failed start: never started */
     CHECK(seq_live(t) == 0, "a failed start leaves nothing");
     CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(seq_try(t, seq_num(2, true, false), x, 4, &a, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(seq_try(t, seq_num(3, true, false), x, 4, &a, &wait, msg)
               == STATUS_SEQUENCES_FULL,
           "%s", msg);
@@ -1345,7 +1345,7 @@ static void seq_turns_and_refusals(void)
               == STATUS_OK,
           "%s", msg);
     memcpy(y, x, sizeof y);
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(y[3] == 4, "from zero: %g", y[3]);
     /* idle: both expire on the fake clock */
     atomic_fetch_add(&fake_now, 99000000u);
@@ -1390,19 +1390,19 @@ static void seq_linger(void)
     CHECK(seq_try(t, seq_num(3, true, true), x, 2, &a, &wait, msg) == STATUS_OK,
           "%s", msg);
     memcpy(y, (float[]){1, 3}, sizeof y);
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(seq_live(t) == 0, "ended: not live");
     /* room for another at once, though 3 lingers */
     CHECK(seq_try(t, seq_num(4, true, false), x, 2, &a, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(seq_try(t, seq_num(3, false, false), x, 1, &a, &wait, msg)
                   == STATUS_OK
               && !wait,
           "late: %s", msg);
     y[0] = 1;
-    seq_finish(t, &a, true, y);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
     CHECK(y[0] == 4, "late chunk after the end: %g", y[0]);
     CHECK(seq_live(t) == 1, "the late chunk revived nothing");
     atomic_fetch_add(&fake_now, 51000000u);
@@ -1417,6 +1417,178 @@ static void seq_linger(void)
     char *m = textbuf_take(&o2, &len);
     CHECK(m != NULL && strstr(m, "tally_sequence_late_chunks_total 1"), "%s",
           m ? m : "");
+    free(m);
+    seq_table_free(t);
+}
+
+static seq_params seq_numbered(uint64_t v, uint64_t chunk, bool start,
+                               bool end)
+{
+    seq_params p = seq_num(v, start, end);
+    char msg[128];
+    CHECK(seq_chunk_number(&p, chunk, msg, sizeof msg), "chunk %llu",
+          (unsigned long long)chunk);
+    return p;
+}
+
+/* A chunk's scanned answer, as the engine would give it: the inclusive
+ * prefix sums of x[0..n), into y. */
+static void scanned(const float *x, float *y, int n)
+{
+    float s = 0;
+    for (int i = 0; i < n; i++)
+        y[i] = s += x[i];
+}
+
+/* Numbered chunks: in order whatever the arrival, a repeat answered again
+ * and not added, conflicts refused, an early chunk refused after
+ * reorder_ms, numbered and unnumbered kept apart, the end repeated. */
+static void seq_numbered_chunks(void)
+{
+    atomic_store(&fake_now, 7000000000u);
+    seq_options o = {.max_sequences = 4,
+                     .idle_ms = 1000,
+                     .linger_ms = 0,
+                     .reorder_ms = 100,
+                     .max_bytes = 4096,
+                     .clock = fake_clock};
+    seq_table *t = seq_table_new(&o);
+    float x1[3] = {1, 2, 3}, x2[2] = {4, 5}, x3[1] = {6}, x4[2] = {7, 8};
+    float y[3];
+    char msg[256];
+    seq_slot a, b, c, d;
+    bool wait;
+    CHECK(seq_try(t, seq_numbered(8, 1, true, false), x1, 3, &a, &wait, msg)
+                  == STATUS_OK
+              && !wait,
+          "start: %s", msg);
+    scanned(x1, y, 3);
+    CHECK(seq_finish(t, &a, true, y, msg, sizeof msg) == STATUS_OK && y[2] == 6,
+          "chunk 1: %g", y[2]);
+    /* chunk 3 comes before chunk 2: it waits, though nothing runs */
+    CHECK(seq_try(t, seq_numbered(8, 3, false, false), x3, 1, &c, &wait, msg)
+                  == STATUS_OK
+              && wait,
+          "early: %s", msg);
+    CHECK(seq_arm(t, &c), "armed");
+    seq_readies = 0;
+    CHECK(seq_try(t, seq_numbered(8, 2, false, false), x2, 2, &b, &wait, msg)
+                  == STATUS_OK
+              && !wait,
+          "chunk 2 goes first: %s", msg);
+    scanned(x2, y, 2);
+    CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK
+              && y[0] == 10 && y[1] == 15,
+          "chunk 2: %g %g", y[0], y[1]);
+    CHECK(seq_readies == 1 && c.refused == STATUS_OK, "chunk 3's turn");
+    scanned(x3, y, 1);
+    CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_OK
+              && y[0] == 21,
+          "chunk 3: %g", y[0]);
+    /* chunk 3 again, same input: the first answer, not added again */
+    CHECK(seq_try(t, seq_numbered(8, 3, false, false), x3, 1, &c, &wait, msg)
+              == STATUS_OK,
+          "repeat: %s", msg);
+    scanned(x3, y, 1);
+    CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_OK
+              && y[0] == 21,
+          "repeat answered: %g", y[0]);
+    /* chunk 3 with another input, and chunk 2: conflicts */
+    CHECK(seq_try(t, seq_numbered(8, 3, false, false), x4, 1, &c, &wait, msg)
+                  == STATUS_CHUNK_CONFLICT
+              && strstr(msg, "another input"),
+          "conflict: %s", msg);
+    CHECK(seq_try(t, seq_numbered(8, 2, false, false), x2, 2, &c, &wait, msg)
+                  == STATUS_CHUNK_CONFLICT
+              && strstr(msg, "older"),
+          "older: %s", msg);
+    /* unnumbered chunks of a numbered sequence, and the other way */
+    CHECK(seq_try(t, seq_num(8, false, false), x2, 2, &c, &wait, msg)
+                  == STATUS_INVALID
+              && strstr(msg, "no number"),
+          "unnumbered: %s", msg);
+    CHECK(seq_try(t, seq_num(9, true, false), x2, 2, &d, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x2, y, 2);
+    seq_finish(t, &d, true, y, msg, sizeof msg);
+    CHECK(seq_try(t, seq_numbered(9, 2, false, false), x2, 2, &d, &wait, msg)
+                  == STATUS_INVALID
+              && strstr(msg, "has one"),
+          "numbered: %s", msg);
+    /* chunk 5 waits for chunk 4, which never comes: refused after 100 ms */
+    CHECK(seq_try(t, seq_numbered(8, 5, false, false), x3, 1, &d, &wait, msg)
+                  == STATUS_OK
+              && wait,
+          "early: %s", msg);
+    CHECK(seq_arm(t, &d), "armed");
+    seq_readies = 0;
+    atomic_fetch_add(&fake_now, 99000000u);
+    seq_sweep(t);
+    CHECK(seq_readies == 0, "not yet");
+    atomic_fetch_add(&fake_now, 2000000u);
+    seq_sweep(t);
+    CHECK(seq_readies == 1 && d.refused == STATUS_CHUNK_GAP
+              && strstr(d.msg, "chunk 4"),
+          "gap: %d %s", seq_readies, d.msg);
+    /* refused before it was armed: seq_arm says so */
+    CHECK(seq_try(t, seq_numbered(8, 6, false, false), x3, 1, &d, &wait, msg)
+                  == STATUS_OK
+              && wait,
+          "early: %s", msg);
+    atomic_fetch_add(&fake_now, 101000000u);
+    seq_sweep(t);
+    CHECK(!seq_arm(t, &d) && d.refused == STATUS_CHUNK_GAP, "refused first");
+    /* the end, chunk 4; then its repeat, and nothing after it */
+    CHECK(seq_try(t, seq_numbered(8, 4, false, true), x4, 2, &d, &wait, msg)
+                  == STATUS_OK
+              && !wait,
+          "end: %s", msg);
+    scanned(x4, y, 2);
+    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK
+              && y[0] == 28 && y[1] == 36,
+          "end: %g %g", y[0], y[1]);
+    CHECK(seq_try(t, seq_numbered(8, 4, false, true), x4, 2, &d, &wait, msg)
+              == STATUS_OK,
+          "end again: %s", msg);
+    scanned(x4, y, 2);
+    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK
+              && y[0] == 28 && y[1] == 36,
+          "end repeated: %g %g", y[0], y[1]);
+    CHECK(seq_try(t, seq_numbered(8, 5, false, false), x3, 1, &d, &wait, msg)
+                  == STATUS_CHUNK_CONFLICT
+              && strstr(msg, "ended at chunk 4"),
+          "after the end: %s", msg);
+    /* a retried start of a live numbered sequence is its chunk 1 */
+    CHECK(seq_try(t, seq_numbered(10, 1, true, false), x1, 3, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x1, y, 3);
+    seq_finish(t, &a, true, y, msg, sizeof msg);
+    CHECK(seq_try(t, seq_numbered(10, 1, true, false), x1, 3, &a, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x1, y, 3);
+    CHECK(seq_finish(t, &a, true, y, msg, sizeof msg) == STATUS_OK
+              && y[2] == 6,
+          "start repeated: %g", y[2]);
+    CHECK(seq_try(t, seq_numbered(10, 2, false, false), x2, 2, &b, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x2, y, 2);
+    CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK
+              && y[1] == 15,
+          "after the repeat, counted once: %g", y[1]);
+    textbuf o2;
+    textbuf_init(&o2, 2048);
+    seq_render_metrics(t, &o2);
+    size_t len;
+    char *m = textbuf_take(&o2, &len);
+    CHECK(m != NULL
+              && strstr(m, "tally_sequence_numbered_chunks_total{outcome=\"repeat\"} 3")
+              && strstr(m, "tally_sequence_numbered_chunks_total{outcome=\"gap\"} 2")
+              && strstr(m, "tally_sequence_numbered_chunks_total{outcome=\"conflict\"} 3"),
+          "%s", m ? m : "");
     free(m);
     seq_table_free(t);
 }
@@ -1443,6 +1615,12 @@ static void seq_state_file(void)
         .dtype = TX_FLOAT64, .rank = 1, .shape = {0}, .reverse = true};
     e[1].count = 1;
     e[1].carry = c1;
+    eng_carry p1[1] = {{.f = 0.25}};
+    e[1].numbered = true;
+    e[1].applied = 5;
+    e[1].last_end = true;
+    memset(e[1].sha, 0xab, sizeof e[1].sha);
+    e[1].prev = p1;
     size_t len;
     uint8_t *b = seq_file_encode(e, 2, &len);
     CHECK(b != NULL, "encoded");
@@ -1454,7 +1632,9 @@ static void seq_state_file(void)
               && got[0].count == 3 && got[0].carry[2].u == 9
               && got[0].desc.exclusive && got[0].desc.shape[0] == 3
               && got[1].id.num == 42 && got[1].carry[0].f == 0.5
-              && got[1].desc.reverse,
+              && got[1].desc.reverse && !got[0].numbered && got[1].numbered
+              && got[1].applied == 5 && got[1].last_end
+              && got[1].sha[31] == 0xab && got[1].prev[0].f == 0.25,
           "round trip");
     seq_file_free(got, n);
     for (size_t k = 0; k < len; k++)
@@ -1484,7 +1664,7 @@ static void seq_state_file(void)
     CHECK(seq_try(t, seq_num(77, true, false), x, 3, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &s, true, y);
+    seq_finish(t, &s, true, y, msg, sizeof msg);
     size_t saved, loaded, expired;
     CHECK(seq_save(t, dir, &saved, msg, sizeof msg) && saved == 1, "%s", msg);
     seq_table_free(t);
@@ -1496,10 +1676,41 @@ static void seq_state_file(void)
     CHECK(seq_try(t, seq_num(77, false, true), x, 1, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &s, true, y);
+    seq_finish(t, &s, true, y, msg, sizeof msg);
     CHECK(y[0] == 10, "went on: %g", y[0]);
     CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 0,
           "the file was removed: %s", msg);
+    /* a numbered one keeps its numbers: its last chunk is a repeat */
+    float x2[2] = {4, 5}, x3[1] = {6}, y2[2];
+    CHECK(seq_try(t, seq_numbered(78, 1, true, false), x, 3, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x, y, 3);
+    seq_finish(t, &s, true, y, msg, sizeof msg);
+    CHECK(seq_try(t, seq_numbered(78, 2, false, false), x2, 2, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x2, y2, 2);
+    seq_finish(t, &s, true, y2, msg, sizeof msg);
+    CHECK(seq_save(t, dir, &saved, msg, sizeof msg) && saved == 1, "%s", msg);
+    seq_table_free(t);
+    t = seq_table_new(&o);
+    CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 1,
+          "load: %s", msg);
+    CHECK(seq_try(t, seq_numbered(78, 2, false, false), x2, 2, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x2, y2, 2);
+    CHECK(seq_finish(t, &s, true, y2, msg, sizeof msg) == STATUS_OK
+              && y2[1] == 15,
+          "repeat after a restart: %g", y2[1]);
+    CHECK(seq_try(t, seq_numbered(78, 3, false, false), x3, 1, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    scanned(x3, y2, 1);
+    CHECK(seq_finish(t, &s, true, y2, msg, sizeof msg) == STATUS_OK
+              && y2[0] == 21,
+          "went on: %g", y2[0]);
     seq_table_free(t);
     rmdir(dir);
 }
@@ -1531,6 +1742,7 @@ static const check_case cases[] = {
     {"seq_turns_and_refusals", seq_turns_and_refusals},
     {"seq_state_file", seq_state_file},
     {"seq_linger", seq_linger},
+    {"seq_numbered_chunks", seq_numbered_chunks},
 };
 
 int main(int argc, char **argv)
