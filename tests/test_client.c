@@ -233,8 +233,8 @@ static void case_bad_arguments(void)
     const char *bad_ids[] = {NULL, "", longid, "\xff\xfe"};
     for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
         tally_code code =
-            tally_cumsum_chunk(c, bad_ids[i], TALLY_DT_FLOAT32, 3, shape, 0,
-                               TALLY_SEQUENCE_START, in, out);
+            tally_cumsum_chunk(c, bad_ids[i], 1, TALLY_DT_FLOAT32, 3, shape,
+                               0, TALLY_SEQUENCE_START, in, out);
         CHECK(code == TALLYE_ARGUMENT, "sequence id %zu: got %s", i,
               tally_code_name(code));
         CHECK(strstr(tally_last_message(c), "sequence id") != NULL,

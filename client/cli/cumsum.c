@@ -8,6 +8,7 @@
  * to POST /v1/cumsum with the command line's parameters added as members, and
  * the server's JSON answer is written out.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,11 @@ static const char help[] =
     "                       (npy and raw; an id of digits names a number)\n"
     "  --sequence-start     the sequence's first chunk\n"
     "  --sequence-end       its last chunk: the server frees the sequence\n"
+    "  --sequence-chunk N   the chunk's number, 1 for the start and one more\n"
+    "                       for each after it: the server adds each chunk\n"
+    "                       once, in number order, and answers a chunk sent\n"
+    "                       again with its first answer (retry with the\n"
+    "                       same N after a timeout or a busy answer)\n"
     "  --format F           npy, json or raw; by default json when IN ends in\n"
     "                       .json, else npy\n"
     "  --dtype NAME         raw: the element type (float16 bfloat16 float32\n"
@@ -78,6 +84,8 @@ static const char help[] =
     "  tally cumsum --exclusive --reverse - - < x.npy > y.npy\n"
     "  tally cumsum --sequence-id meter-7 --sequence-start day1.npy y1.npy\n"
     "  tally cumsum --sequence-id meter-7 --sequence-end day2.npy y2.npy\n"
+    "  tally cumsum --sequence-id meter-8 --sequence-chunk 1 --sequence-start \\\n"
+    "      day1.npy y1.npy\n"
     "  tally cumsum --format raw --dtype int32 --shape 2,3 x.bin y.bin\n"
     "  tally cumsum --format raw --dtype float32 --shape 2,3 --strides 1,2 \\\n"
     "      --out-strides 1,2 --axis 1 colmajor.bin out.bin\n";
@@ -318,7 +326,8 @@ static tally_code via_shm(const char *cmd, tally_client *c, const char *url,
 static int run_binary(const char *cmd, tally_client *c, const char *fmt,
                       const char *in, const char *out, const char *dtype_name,
                       const char *shape_text, long axis, unsigned flags,
-                      const char *shm_url, const char *seq_id)
+                      const char *shm_url, const char *seq_id,
+                      uint64_t seq_chunk)
 {
     tally_dt dtype;
     int rank;
@@ -408,8 +417,8 @@ static int run_binary(const char *cmd, tally_client *c, const char *fmt,
         }
     }
     if (fell_back && seq_id != NULL)
-        code = tally_cumsum_chunk(c, seq_id, dtype, rank, shape, (int)axis,
-                                  flags, data, data);
+        code = tally_cumsum_chunk(c, seq_id, seq_chunk, dtype, rank, shape,
+                                  (int)axis, flags, data, data);
     else if (fell_back)
         code = tally_cumsum(
             c, dtype, rank, shape, (int)axis,
@@ -444,7 +453,7 @@ int cmd_cumsum(int argc, char **argv)
     long axis = 0;
     bool exclusive = false, reverse = false, use_shm = false;
     bool seq_start = false, seq_end = false;
-    const char *seq_id = NULL;
+    const char *seq_id = NULL, *seq_chunk_text = NULL;
     const char *direction = NULL, *format = NULL, *dtype = NULL, *shape = NULL;
     const char *axis_text = NULL, *strides = NULL, *out_strides = NULL;
     cli_opt opts[] = {
@@ -461,6 +470,7 @@ int cmd_cumsum(int argc, char **argv)
         {"sequence-id", OPT_STRING, &seq_id, false},
         {"sequence-start", OPT_FLAG, &seq_start, false},
         {"sequence-end", OPT_FLAG, &seq_end, false},
+        {"sequence-chunk", OPT_STRING, &seq_chunk_text, false},
         {NULL, OPT_FLAG, NULL, false},
     };
     cli_common common;
@@ -526,9 +536,25 @@ int cmd_cumsum(int argc, char **argv)
         cli_say(cmd, "--shm is for npy and raw tensors without strides");
         return EXIT_USAGE;
     }
-    if (seq_id == NULL && (seq_start || seq_end)) {
-        cli_say(cmd, "--sequence-start and --sequence-end need --sequence-id");
+    if (seq_id == NULL && (seq_start || seq_end || seq_chunk_text)) {
+        cli_say(cmd, "--sequence-start, --sequence-end and --sequence-chunk "
+                     "need --sequence-id");
         return EXIT_USAGE;
+    }
+    uint64_t seq_chunk = 0;
+    if (seq_chunk_text != NULL) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(seq_chunk_text, &end, 10);
+        if (seq_chunk_text[0] < '0' || seq_chunk_text[0] > '9' || *end != '\0'
+            || errno != 0 || v == 0) {
+            cli_say(cmd,
+                    "--sequence-chunk \"%.40s\" is not a chunk number (1 to "
+                    "18446744073709551615)",
+                    seq_chunk_text);
+            return EXIT_USAGE;
+        }
+        seq_chunk = v;
     }
     if (seq_id != NULL
         && (strcmp(format, "json") == 0 || strides != NULL
@@ -553,7 +579,8 @@ int cmd_cumsum(int argc, char **argv)
                       exclusive, reverse);
     else
         rc = run_binary(cmd, c, format, pos[0], pos[1], dtype, shape, axis,
-                        flags, use_shm ? common.urls[0] : NULL, seq_id);
+                        flags, use_shm ? common.urls[0] : NULL, seq_id,
+                        seq_chunk);
     tally_client_free(c);
     return rc;
 }

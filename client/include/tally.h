@@ -288,14 +288,26 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
  * the axis may differ, 0 included (an empty chunk with
  * TALLY_SEQUENCE_END ends a sequence without data).
  *
+ * chunk: the chunk's number (sequence_chunk), 1 for the chunk with
+ * TALLY_SEQUENCE_START and one more for each after it; or 0 for none (an
+ * unnumbered sequence: its chunks are applied in the order they arrive).
+ * With numbers the server adds each chunk exactly once, in its number's
+ * order: after TALLYE_TIMEOUT, TALLYE_NETWORK or TALLYE_BUSY, call again
+ * with the same chunk and number, and a chunk the server had already
+ * applied is answered again, not added (docs/kserve.md, "Numbered
+ * chunks").
+ *
  * A chunk goes whole in one request, never split, to the URL the id
  * hashes to, so that all of a sequence's chunks reach one replica.
  * Returns tally_cumsum()'s codes; TALLYE_REJECTED when the server refuses
- * the chunk (a sequence that is not live, a chunk unlike its first), and
- * TALLYE_BUSY when it keeps as many sequences as it may.
+ * the chunk (a sequence that is not live, a chunk unlike its first, a
+ * number taken by another chunk or older than the last applied one, a
+ * chunk that waited too long for the one before it), and TALLYE_BUSY when
+ * it keeps as many sequences as it may.
  */
 TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
                                         const char *sequence_id,
+                                        uint64_t chunk,
                                         tally_dt dtype, int rank,
                                         const int64_t *shape, int axis,
                                         unsigned flags, const void *in,

@@ -183,7 +183,8 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
 }
 
 TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
-                                        const char *sequence_id, tally_dt dtype,
+                                        const char *sequence_id,
+                                        uint64_t chunk, tally_dt dtype,
                                         int rank, const int64_t *shape,
                                         int axis, unsigned flags,
                                         const void *in, void *out)
@@ -196,8 +197,8 @@ TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
         tally_batch_add(&one, dtype, rank, shape, axis, flags & ~seq, in, out);
     if (code == TALLYE_OK) {
         char msg[200];
-        code = tc_job_sequence(one.items[0].job, sequence_id, seq, msg,
-                               sizeof msg);
+        code = tc_job_sequence(one.items[0].job, sequence_id, seq, chunk,
+                               msg, sizeof msg);
         if (code != TALLYE_OK)
             tc_set_error(c, code, 0, "%s", msg);
     }

@@ -158,10 +158,11 @@ tally_code tc_job_new(tally_client *c, tally_dt dtype, int rank,
                       size_t msg_len);
 
 /* Makes the job one chunk of sequence `id` (flags: TALLY_SEQUENCE_START
- * and _END): sent whole, to the URL the id hashes to, even when empty.
- * TALLYE_ARGUMENT or TALLYE_NOMEM with msg set. */
+ * and _END; chunk: its sequence_chunk, 0 for none): sent whole, to the
+ * URL the id hashes to, even when empty. TALLYE_ARGUMENT or TALLYE_NOMEM
+ * with msg set. */
 tally_code tc_job_sequence(tc_job *job, const char *id, unsigned flags,
-                           char *msg, size_t msg_len);
+                           uint64_t chunk, char *msg, size_t msg_len);
 
 /* The job's transfers, made on first call (NULL, 0 for an empty tensor);
  * TALLYE_NOMEM or TALLYE_ARGUMENT with msg set when they cannot be. */

@@ -247,8 +247,8 @@ void tc_job_free(tc_job *j)
     free(j);
 }
 
-tally_code tc_job_sequence(tc_job *j, const char *id, unsigned flags, char *msg,
-                           size_t msg_len)
+tally_code tc_job_sequence(tc_job *j, const char *id, unsigned flags,
+                           uint64_t chunk, char *msg, size_t msg_len)
 {
     size_t n = id != NULL ? strlen(id) : 0;
     if (n == 0 || n > 128)
@@ -258,13 +258,16 @@ tally_code tc_job_sequence(tc_job *j, const char *id, unsigned flags, char *msg,
         return fail(msg, msg_len, TALLYE_ARGUMENT,
                     "the sequence id is not valid UTF-8");
     /* percent-encoded: at most 3 bytes a byte */
-    char *q = malloc(3 * n + 64);
+    char *q = malloc(3 * n + 96);
     if (q == NULL)
         return fail(msg, msg_len, TALLYE_NOMEM, "out of memory");
     size_t o = (size_t)sprintf_id(q, id, n);
-    snprintf(q + o, 64, "%s%s",
+    char num[48] = "";
+    if (chunk != 0)
+        snprintf(num, sizeof num, "&sequence_chunk=%" PRIu64, chunk);
+    snprintf(q + o, 96, "%s%s%s",
              flags & TALLY_SEQUENCE_START ? "&sequence_start=true" : "",
-             flags & TALLY_SEQUENCE_END ? "&sequence_end=true" : "");
+             flags & TALLY_SEQUENCE_END ? "&sequence_end=true" : "", num);
     j->seq_query = q;
     uint64_t h = 0xcbf29ce484222325u; /* FNV-1a: a stable choice */
     for (size_t i = 0; i < n; i++) {

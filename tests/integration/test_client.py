@@ -541,3 +541,35 @@ def test_cli_sequence(tallyd, tmp_path):
     r = run([CLI, "cumsum", "--url", url(tallyd), "--sequence-end", str(files[0]),
              str(tmp_path / "z.npy")])
     assert r.returncode != 0 and b"need --sequence-id" in r.stderr, r.stderr
+
+
+def test_cli_numbered_chunks(tallyd, tmp_path):
+    """tally cumsum --sequence-chunk: a chunk sent twice with its number is
+    answered twice alike and added once; a number taken by another chunk
+    is refused; a bad number is a usage error."""
+    x = np.arange(1, 10, dtype=np.int64)
+    files = []
+    for k in range(3):
+        p = tmp_path / ("x%d.npy" % k)
+        np.save(p, x[3 * k:3 * k + 3])
+        files.append(p)
+
+    def chunk(k, src, extra=()):
+        y = tmp_path / ("y%d.npy" % k)
+        r = run([CLI, "cumsum", "--url", url(tallyd), "--sequence-id", "cli numbered",
+                 "--sequence-chunk", str(k + 1), str(src), str(y)] + list(extra))
+        return r, y
+
+    r, y = chunk(0, files[0], ["--sequence-start"])
+    assert r.returncode == 0, r.stderr
+    for _ in range(2):
+        r, y = chunk(1, files[1])
+        assert r.returncode == 0, r.stderr
+        assert np.load(y).tolist() == [10, 15, 21]
+    r, y = chunk(1, files[0])
+    assert r.returncode == 1 and b"another input" in r.stderr, r.stderr
+    r, y = chunk(2, files[2], ["--sequence-end"])
+    assert r.returncode == 0 and np.load(y).tolist() == [28, 36, 45], r.stderr
+    r = run([CLI, "cumsum", "--url", url(tallyd), "--sequence-id", "cli numbered",
+             "--sequence-chunk", "0", str(files[0]), str(tmp_path / "z.npy")])
+    assert r.returncode != 0 and b"not a chunk number" in r.stderr, r.stderr

@@ -168,13 +168,13 @@ def test_sequence_keeps_the_running_sum(tallyd, rng, dtype):
             parts.append(s.cumsum(x[:, k:k + 15]))
     got = np.concatenate(parts, axis=1)
     assert got.dtype == x.dtype and close(got, cumsum(x, 1, exclusive=True), x, 1)
-    # leaving the block ended it: once the end's linger (1 s) has passed, a
-    # chunk without a start is refused
-    time.sleep(1.2)
+    # leaving the block ended it (with an empty chunk 4): a chunk after the
+    # end is refused
     st, _, body = tallyd.request(
-        "POST", "/v1/cumsum?dtype=int8&shape=1&sequence_id=" + s.sequence_id, b"\x01",
+        "POST", "/v1/cumsum?dtype=%s&shape=3,1&axis=1&exclusive=true&sequence_chunk=5"
+        "&sequence_id=%s" % (dtype, s.sequence_id), np.zeros(3, dtype).tobytes(),
         {"Content-Type": "application/octet-stream"})
-    assert st == 400 and b"not live" in body, body
+    assert st == 409 and b"ended at chunk 4" in body, body
 
 
 def test_sequence_last_chunk_reverse_and_ids(tallyd):
@@ -198,6 +198,77 @@ def test_sequence_last_chunk_reverse_and_ids(tallyd):
             s.cumsum(np.ones(3, np.float32))
         assert e.value.status == 400 and "int32" in str(e.value)
         assert s.cumsum(np.ones(2, np.int32)).tolist() == [4, 5]
+
+
+def test_sequence_retries_a_chunk_whose_answer_was_lost(tallyd):
+    """A proxy drops the answer to the second chunk (it closes the
+    connection once tallyd has answered): the client sends the chunk again
+    with its number, and tallyd answers it again without adding it."""
+    import socket
+    import threading
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    port = lsock.getsockname()[1]
+    seen = {"requests": 0}
+
+    def serve(conn):
+        up = socket.create_connection(("127.0.0.1", tallyd.port))
+        try:
+            while True:
+                req = b""
+                while b"\r\n\r\n" not in req:
+                    b = conn.recv(65536)
+                    if not b:
+                        return
+                    req += b
+                head, _, body = req.partition(b"\r\n\r\n")
+                n = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        n = int(line.split(b":")[1])
+                while len(body) < n:
+                    body += conn.recv(65536)
+                up.sendall(head + b"\r\n\r\n" + body)
+                resp = b""
+                while b"\r\n\r\n" not in resp:
+                    resp += up.recv(65536)
+                rhead, _, rbody = resp.partition(b"\r\n\r\n")
+                m = 0
+                for line in rhead.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        m = int(line.split(b":")[1])
+                while len(rbody) < m:
+                    rbody += up.recv(65536)
+                seen["requests"] += 1
+                if seen["requests"] == 2:
+                    return  # tallyd answered chunk 2; the client never hears it
+                conn.sendall(rhead + b"\r\n\r\n" + rbody)
+        finally:
+            conn.close()
+            up.close()
+
+    def accept():
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        before = tallyd.metric("tally_sequence_numbered_chunks_total", outcome="repeat")
+        c = tally.Client("http://127.0.0.1:%d" % port, shm=False)
+        x = np.arange(1, 9, dtype=np.int64)
+        with c.sequence(sequence_id="lost-answer") as s:
+            got = [s.cumsum(x[0:3]), s.cumsum(x[3:5]), s.cumsum(x[5:8], last=True)]
+        assert np.concatenate(got).tolist() == np.cumsum(x).tolist()
+        assert seen["requests"] == 4, seen
+        assert tallyd.metric("tally_sequence_numbered_chunks_total",
+                             outcome="repeat") - before == 1
+    finally:
+        lsock.close()
 
 
 def test_sequence_stays_on_one_replica(spawn):

@@ -3,6 +3,7 @@ import json
 import os
 import sys
 import threading
+import time
 import urllib.parse
 import zlib
 from typing import Optional, Sequence, Union
@@ -203,7 +204,8 @@ class Client:
     # -- sequences -----------------------------------------------------------
 
     def sequence(self, axis: int = 0, exclusive: bool = False, reverse: bool = False,
-                 sequence_id: Union[int, str, None] = None) -> "RunningSum":
+                 sequence_id: Union[int, str, None] = None,
+                 retries: int = 4) -> "RunningSum":
         """A running sum that outlives a request (Triton's sequence
         extension): a context manager whose cumsum(chunk) sends the next
         chunk of one tensor cut along axis and answers that chunk's part of
@@ -219,10 +221,17 @@ class Client:
         sequence_id: an int (1 to 2**64 - 1) or a str of 1 to 128 bytes of
         UTF-8 (default: a random one). With several replica URLs, every
         chunk goes to the replica the id hashes to, so that one server
-        keeps the sequence."""
+        keeps the sequence.
+
+        The chunks are numbered (sequence_chunk, from 1), so the server
+        adds each exactly once: a chunk whose answer did not come (a
+        dropped connection, a timeout, a 502, 503 or 504) is sent again
+        with the same number, up to `retries` more times, 0.1 s, 0.2 s,
+        0.4 s ... apart; the server answers a repeat with the first answer
+        and does not add it again."""
         if sequence_id is None:
             sequence_id = "py-" + os.urandom(12).hex()
-        return RunningSum(self, sequence_id, axis, exclusive, reverse)
+        return RunningSum(self, sequence_id, axis, exclusive, reverse, retries)
 
     # -- the service -------------------------------------------------------
 
@@ -257,11 +266,14 @@ class Client:
 
 
 class RunningSum:
-    """One sequence on one replica (Client.sequence). Not for several
-    threads at once: its chunks are ordered."""
+    """One sequence on one replica (Client.sequence), its chunks numbered
+    from 1 and retried with their numbers (Client.sequence says when). Not
+    for several threads at once: its chunks are ordered."""
 
     def __init__(self, client: Client, sequence_id: Union[int, str], axis: int,
-                 exclusive: bool, reverse: bool):
+                 exclusive: bool, reverse: bool, retries: int = 4):
+        if retries < 0:
+            raise ValueError("retries is 0 or more, not %d" % retries)
         if isinstance(sequence_id, bool) or not isinstance(sequence_id, (int, str)):
             raise TypeError("a sequence id is an int or a str, not %r" % (sequence_id,))
         if isinstance(sequence_id, int):
@@ -283,6 +295,9 @@ class RunningSum:
         self._server = Replicas(url, r.token, r.cafile, r.timeout)
         self._started = self._ended = False
         self._last: Optional[np.ndarray] = None  # dtype and shape, for the end
+        self._chunk = 1  # the next chunk's number
+        self.retries = retries
+        self.repeats = 0  # chunks sent again (their answer had not come)
 
     def cumsum(self, chunk, last: bool = False) -> np.ndarray:
         """Sends the next chunk; returns its answer (a new array of its
@@ -298,13 +313,26 @@ class RunningSum:
                   "axis": axis, "exclusive": "true" if self.exclusive else "false",
                   "reverse": "true" if self.reverse else "false",
                   "sequence_id": self.id_text}
+        params["sequence_chunk"] = str(self._chunk)
         if not self._started:
             params["sequence_start"] = "true"
         if last:
             params["sequence_end"] = "true"
         payload = memoryview(data.reshape(-1)).cast("B") if data.size else b""
-        url, _, raw = self._server.request("POST", "/v1/cumsum?" + urllib.parse.urlencode(params),
-                                           payload, {"Content-Type": "application/octet-stream"})
+        path = "/v1/cumsum?" + urllib.parse.urlencode(params)
+        for attempt in range(self.retries + 1):
+            try:
+                url, _, raw = self._server.request(
+                    "POST", path, payload, {"Content-Type": "application/octet-stream"})
+                break
+            except TallyError as e:
+                # no answer (status 0: the connection dropped or timed
+                # out) or busy: the same chunk again, with its number
+                if e.status not in (0, 502, 503, 504) or attempt == self.retries:
+                    raise
+                self.repeats += 1
+                time.sleep(0.1 * 2 ** attempt)
+        self._chunk += 1
         self._started = True
         self._ended = last
         self._last = a
