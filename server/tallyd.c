@@ -221,6 +221,10 @@ static void on_tick(uv_timer_t *t)
                 "exiting without them",
                 inflight, s->cfg.drain_timeout_s);
         exit_code = 1;
+        /* the running sums as they stand: a chunk still running adds to
+         * nothing, and its client may send it again */
+        api_sequences_save_now(&app, s);
+        log_flush();
         _exit(1); /* suspended connections cannot be stopped cleanly */
     }
     log_msg("tallyd", "info",

@@ -109,6 +109,13 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
  * log line either way. False when they could not be written (logged). */
 bool api_sequences_save(api_state *a, tallyd_server *s);
 
+/* The same while requests are still in flight (a drain that timed out,
+ * just before tallyd exits without them): freezes the sequences first
+ * (seq_freeze: a chunk still running is answered 503 and added to
+ * nothing), then saves them. On the loop thread. False when they could
+ * not be written (logged). */
+bool api_sequences_save_now(api_state *a, tallyd_server *s);
+
 /* Frees the rest: the sequences, the shared-memory registry, whose regions requests
  * hold until they are freed. After api_stop() and after the transports
  * have stopped (and freed every request and call). */

@@ -115,6 +115,20 @@ bool api_sequences_save(api_state *a, tallyd_server *s)
     return true;
 }
 
+bool api_sequences_save_now(api_state *a, tallyd_server *s)
+{
+    if (a->seqs == NULL || !seq_enabled(a->seqs))
+        return true;
+    if (!seq_freeze(a->seqs, 1000)) {
+        log_msg("sequences", "error",
+                "%zu live sequences lost: chunks were still adding their "
+                "sums after 1 s",
+                seq_live(a->seqs));
+        return false;
+    }
+    return api_sequences_save(a, s);
+}
+
 void api_stop(api_state *a)
 {
     if (a->sched != NULL)

@@ -78,6 +78,8 @@ struct seq_table {
     size_t bytes; /* every entry's carries, mapped or not */
     uint64_t started, ended, expired, refused, late;
     uint64_t applied, repeats, conflicts, gaps; /* numbered chunks */
+    bool frozen;     /* seq_freeze(): no carry moves any more */
+    unsigned moving; /* chunks moving their carries now (seq_finish) */
 };
 
 static uint64_t now(const seq_table *t)
@@ -587,6 +589,21 @@ status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
     seq_entry *e = s->e;
     status_code st = STATUS_OK;
     int what = APPLY;
+    if (ok) { /* a frozen table moves no carry: the chunk fails */
+        uv_mutex_lock(&t->mu);
+        if (t->frozen)
+            ok = false;
+        else
+            t->moving++;
+        uv_mutex_unlock(&t->mu);
+        if (!ok) {
+            st = STATUS_DRAINING;
+            snprintf(msg, msglen,
+                     "the server is shutting down (its drain timed out); "
+                     "the chunk was not added: send it again");
+        }
+    }
+    bool moving = ok;
     if (ok && e->numbered)
         what = numbered_outcome(e, s, msg, msglen);
     /* the turn is this chunk's: the carries are its alone */
@@ -610,6 +627,8 @@ status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
 
     seq_slot *next = NULL;
     uv_mutex_lock(&t->mu);
+    if (moving)
+        t->moving--;
     e->pending--;
     if (applied)
         e->chunks++;
@@ -760,6 +779,20 @@ void seq_sweep(seq_table *t)
         armed = s->next;
         s->ready(s);
     }
+}
+
+bool seq_freeze(seq_table *t, uint64_t wait_ms)
+{
+    uv_mutex_lock(&t->mu);
+    t->frozen = true;
+    for (uint64_t waited = 0; t->moving > 0 && waited < wait_ms; waited++) {
+        uv_mutex_unlock(&t->mu);
+        uv_sleep(1);
+        uv_mutex_lock(&t->mu);
+    }
+    bool still = t->moving == 0;
+    uv_mutex_unlock(&t->mu);
+    return still;
 }
 
 size_t seq_live(seq_table *t)

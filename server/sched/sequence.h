@@ -155,9 +155,9 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
 bool seq_arm(seq_table *t, seq_slot *s);
 
 /* Ends an admitted slot's chunk (step 4): with ok, out is its scanned
- * answer (l's view), to which the carries are added. STATUS_OK, or for
- * a numbered chunk STATUS_CHUNK_CONFLICT with msg (out is not an
- * answer then; nothing moved). */
+ * answer (l's view), to which the carries are added. STATUS_OK, or with
+ * msg (out is not an answer then; nothing moved): STATUS_CHUNK_CONFLICT
+ * for a numbered chunk, STATUS_DRAINING once the table is frozen. */
 status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
                        char *msg, size_t msglen);
 
@@ -165,6 +165,13 @@ status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
  * refuses the numbered chunks that waited reorder_ms for the chunks
  * before them (calling their ready() with no lock held). */
 void seq_sweep(seq_table *t);
+
+/* Stops every carry where it is, for a save while chunks still run (a
+ * drain that timed out): from now on seq_finish() fails every chunk with
+ * STATUS_DRAINING, and this waits, up to wait_ms, for the chunks that
+ * are adding their carries now. True: none is; the carries are still,
+ * and seq_save() may run. Not undone. */
+bool seq_freeze(seq_table *t, uint64_t wait_ms);
 
 /* Live sequences now. */
 size_t seq_live(seq_table *t);
@@ -176,7 +183,7 @@ void seq_render_metrics(seq_table *t, textbuf *o);
 
 /* Writes every live sequence to DIR/sequences.state, atomically (a
  * temporary file written, fsync'd and renamed over it, and the directory
- * fsync'd); *n: how many. Call once nothing runs. False with a message
+ * fsync'd); *n: how many. Call once nothing runs, or after seq_freeze(). False with a message
  * naming the file. */
 bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
               size_t msglen);

@@ -289,3 +289,43 @@ def test_many_clients_retrying_out_of_order_get_numpy_exactly(tallyd):
                 assert got == want[lo:hi].tolist(), (s, k)
     print("%d sends, %d answered, %d older copies refused"
           % (len(sends), sum(len(v) for v in answers.values()), len(older)))
+
+
+def test_a_drain_that_times_out_keeps_the_sums(spawn, tmp_path):
+    """SIGTERM while chunk 3 still runs (every job waits 1.5 s here), and
+    the drain's 1 s runs out: tallyd exits 1 without answering chunk 3,
+    and saves the sums as they stood. Started again on the same
+    --state-dir, chunk 3 sent again is applied once, and chunk 2 sent again
+    is a repeat: the numbers were kept too."""
+    state = str(tmp_path)
+    slow = ["--state-dir", state, "--drain-timeout", "1", "--fault-delay-ms", "1500",
+            "--inline-max-elements", "0", "--json-inline-max-elements", "0"]
+    d = spawn(*slow)
+    for n in range(2):
+        st, b = kserve_chunk(d, "drained", n + 1, CHUNKS[n], start=n == 0)
+        assert st == 200 and answer(b) == SUMS[n], b
+    got = queue.Queue()
+
+    def third():
+        try:
+            got.put(kserve_chunk(d, "drained", 3, CHUNKS[2]))
+        except Exception as e:  # the connection closes unanswered
+            got.put(e)
+
+    t = threading.Thread(target=third)
+    t.start()
+    time.sleep(0.3)
+    assert d.stop() == 1, d.log()
+    t.join(30)
+    r = got.get_nowait()
+    assert isinstance(r, Exception) or r[0] != 200, r  # never answered 200
+    assert "drain timeout" in d.log() and "sequences written" in d.log(), d.log()
+    d2 = spawn("--state-dir", state)
+    st, b = kserve_chunk(d2, "drained", 3, CHUNKS[2])
+    assert st == 200 and answer(b) == SUMS[2], b
+    st, b = kserve_chunk(d2, "drained", 2, CHUNKS[1])
+    assert st == 409 and "older" in b["error"], b
+    st, b = kserve_chunk(d2, "drained", 3, CHUNKS[2])
+    assert st == 200 and answer(b) == SUMS[2], b
+    st, b = kserve_chunk(d2, "drained", 4, CHUNKS[3], end=True)
+    assert st == 200 and answer(b) == SUMS[3], b

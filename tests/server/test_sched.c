@@ -1579,6 +1579,15 @@ static void seq_numbered_chunks(void)
     CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK
               && y[1] == 15,
           "after the repeat, counted once: %g", y[1]);
+    /* frozen: a chunk that finishes now adds nothing, and says why */
+    CHECK(seq_try(t, seq_numbered(10, 3, false, false), x3, 1, &c, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    CHECK(seq_freeze(t, 100), "frozen");
+    scanned(x3, y, 1);
+    CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_DRAINING
+              && strstr(msg, "shutting down"),
+          "frozen: %s", msg);
     textbuf o2;
     textbuf_init(&o2, 2048);
     seq_render_metrics(t, &o2);
