@@ -73,6 +73,7 @@ typedef struct {
     sched_backend backend; /* over the devices */
     grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
+    struct seq_store *store; /* with --state-dir: their log (seq_store.h) */
     seq_table *seqs;       /* the live sequences (sequence.h); off with
                             * --max-sequences 0 */
     struct api_watch *watches; /* gRPC health Watches (health.c); the

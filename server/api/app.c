@@ -3,12 +3,16 @@
  * built from the daemon's settings over the opened devices (api.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "log.h"
+#include "seq_store.h"
 
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
@@ -63,27 +67,123 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
     return sched_start(a->sched, msg, msglen) == ENG_E_OK;
 }
 
+/* One record of the log, into the table (seq_log_decode's each). */
+static bool restore_one(void *user, seq_file_entry *e, bool ended)
+{
+    char msg[256];
+    if (seq_restore(user, e, ended, msg, sizeof msg))
+        return true;
+    log_msg("sequences", "error", "%s", msg);
+    return false;
+}
+
+/* Reads DIR/sequences.log into the table; false with a message naming the
+ * file and the offset where it is damaged. */
+static bool replay_log(api_state *a, const char *dir, size_t max_bytes,
+                       char *msg, size_t msglen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sequences.log", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return true;
+        snprintf(msg, msglen, "cannot read %.300s: %s", path, strerror(errno));
+        return false;
+    }
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t len = 0, got = 0;
+    if (fstat(fd, &st) == 0) {
+        len = (size_t)st.st_size;
+        buf = malloc(len ? len : 1);
+    }
+    while (buf != NULL && got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (buf == NULL || got < len) {
+        snprintf(msg, msglen, "cannot read %.300s: %s", path,
+                 buf == NULL ? "out of memory" : strerror(errno));
+        free(buf);
+        return false;
+    }
+    size_t torn = 0;
+    char err[256];
+    bool ok = seq_log_decode(buf, len, 1, max_bytes, restore_one, a->seqs,
+                             &torn, err, sizeof err);
+    free(buf);
+    if (!ok) {
+        snprintf(msg, msglen,
+                 "%.300s is not a log this tallyd can take: %s; tallyd "
+                 "does not start (move it away to start without it)",
+                 path, err);
+        return false;
+    }
+    if (torn > 0)
+        log_msg("sequences", "warn",
+                "%s: its last %zu bytes were a record cut short by a crash "
+                "(never answered): dropped",
+                path, torn);
+    return true;
+}
+
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen)
 {
     const char *dir = s->cfg.state_dir;
     if (dir == NULL || dir[0] == '\0' || !seq_enabled(a->seqs))
         return true;
-    /* a drain must be able to write there: found out now, not then */
     if (access(dir, W_OK | X_OK) != 0) {
         snprintf(msg, msglen,
-                 "--state-dir %s: %s (the live sequences are written there "
-                 "at a drain)",
+                 "--state-dir %s: %s (every applied chunk of a sequence is "
+                 "logged there)",
                  dir, strerror(errno));
         return false;
     }
+    /* a drain's state file (before the log), then the log on top */
     size_t n, expired;
     if (!seq_load(a->seqs, dir, &n, &expired, msg, msglen))
         return false;
+    if (!replay_log(a, dir, s->cfg.sequence_max_bytes, msg, msglen))
+        return false;
+    expired += seq_expire_loaded(a->seqs);
+    /* a fresh log holds them all; then the state file can go */
+    bool oom;
+    seq_file_entry *v = seq_export(a->seqs, &n, &oom);
+    if (v == NULL && oom) {
+        snprintf(msg, msglen, "out of memory loading the sequences");
+        return false;
+    }
+    seq_fsync mode = SEQ_FSYNC_ALWAYS;
+    seq_fsync_parse(s->cfg.state_fsync, &mode);
+    a->store = seq_store_open(dir, mode, v, n, msg, msglen);
+    free(v);
+    if (a->store == NULL)
+        return false;
+    if (s->cfg.fault_state[0] != '\0') {
+        bool sync = strcmp(s->cfg.fault_state, "fsync") == 0;
+        int err = strcmp(s->cfg.fault_state, "eio") == 0 ? EIO : ENOSPC;
+        seq_store_fail_writes(a->store, sync ? 0 : err, sync ? EIO : 0,
+                              s->cfg.fault_state_after);
+    }
+    seq_set_store(a->seqs, a->store);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sequences.state", dir);
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(msg, msglen, "cannot remove %.300s: %s", path,
+                 strerror(errno));
+        return false;
+    }
     if (n > 0 || expired > 0)
         log_msg("sequences", "info",
-                "%zu sequences loaded from %s/sequences.state; %zu more had "
-                "been idle past --sequence-idle-ms and were dropped",
+                "%zu sequences loaded from %s; %zu more had been idle past "
+                "--sequence-idle-ms and were dropped",
                 n, dir, expired);
     return true;
 }
@@ -93,25 +193,18 @@ bool api_sequences_save(api_state *a, tallyd_server *s)
     if (a->seqs == NULL || !seq_enabled(a->seqs))
         return true;
     size_t live = seq_live(a->seqs);
-    const char *dir = s->cfg.state_dir;
-    if (dir == NULL || dir[0] == '\0') {
-        if (live > 0)
-            log_msg("sequences", "warn",
-                    "%zu live sequences dropped: tallyd runs without "
-                    "--state-dir",
-                    live);
+    if (a->store != NULL) { /* every applied chunk is in the log */
+        seq_store_close(a->store);
+        a->store = NULL;
+        log_msg("sequences", "info", "%zu live sequences kept in %s", live,
+                s->cfg.state_dir);
         return true;
     }
-    char msg[512];
-    size_t n;
-    if (!seq_save(a->seqs, dir, &n, msg, sizeof msg)) {
-        log_msg("sequences", "error", "%zu live sequences lost: %s", live, msg);
-        return false;
-    }
-    log_msg("sequences", "info",
-            "%zu live sequences written to "
-            "%s/sequences.state",
-            n, dir);
+    if (live > 0)
+        log_msg("sequences", "warn",
+                "%zu live sequences dropped: tallyd runs without "
+                "--state-dir",
+                live);
     return true;
 }
 
@@ -119,13 +212,11 @@ bool api_sequences_save_now(api_state *a, tallyd_server *s)
 {
     if (a->seqs == NULL || !seq_enabled(a->seqs))
         return true;
-    if (!seq_freeze(a->seqs, 1000)) {
+    /* nothing moves from now on; what was answered is in the log */
+    if (!seq_freeze(a->seqs, 1000))
         log_msg("sequences", "error",
-                "%zu live sequences lost: chunks were still adding their "
-                "sums after 1 s",
-                seq_live(a->seqs));
-        return false;
-    }
+                "chunks were still being written after 1 s; the log has "
+                "those that were answered");
     return api_sequences_save(a, s);
 }
 

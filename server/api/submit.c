@@ -61,6 +61,10 @@ static void conclude(submit_work *w, bool queued, bool left)
     char msg[512];
     status_code sst =
         seq_end(w, j->status == STATUS_OK && !gone, msg, sizeof msg);
+    if (sst == STATUS_OK && w->seq_status != STATUS_OK) {
+        sst = w->seq_status; /* ended on the job's end (on_job_done) */
+        snprintf(msg, sizeof msg, "%s", w->seq_msg);
+    }
     if (sst != STATUS_OK && j->status == STATUS_OK && !gone) {
         d->fail(w->req, sst, msg);
         return;
@@ -92,10 +96,39 @@ static void conclude(submit_work *w, bool queued, bool left)
     d->fail(w->req, j->status, msg);
 }
 
-/* The job's done: back to the door's thread. A worker or the tick. */
+/* A durable chunk's state is in the log, or could not be written: back
+ * to the door's thread. The log's writer thread. */
+static void seq_durable_done(seq_slot *slot, status_code st, const char *msg)
+{
+    submit_work *w =
+        (submit_work *)((char *)slot - offsetof(submit_work, slot));
+    w->seq_status = st;
+    if (st != STATUS_OK)
+        snprintf(w->seq_msg, sizeof w->seq_msg, "%s", msg);
+    w->door->resume(w->req);
+}
+
+/* The job's done: back to the door's thread; a chunk of a durable
+ * sequence ends first, and comes back once its state is written. A
+ * worker or the tick. */
 static void on_job_done(job *j)
 {
     submit_work *w = j->ctx;
+    seq_table *t = w->seqs;
+    if (t != NULL && seq_durable(t)) {
+        w->seqs = NULL;
+        w->slot.durable = seq_durable_done;
+        bool ok = j->status == STATUS_OK && !w->door->gone(w);
+        bool later;
+        char msg[512];
+        status_code st = seq_finish_durable(t, &w->slot, ok, j->out, &later,
+                                            msg, sizeof msg);
+        if (later)
+            return; /* seq_durable_done() resumes it */
+        w->seq_status = st;
+        if (st != STATUS_OK)
+            snprintf(w->seq_msg, sizeof w->seq_msg, "%s", msg);
+    }
     w->door->resume(w->req);
 }
 
@@ -225,7 +258,8 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     uint64_t inline_max = s->cfg.inline_max;
     if (from == SUBMIT_TEXT && s->cfg.json_inline_max > inline_max)
         inline_max = s->cfg.json_inline_max;
-    if (sched_elements(&w->j) <= inline_max) {
+    bool durable = w->seqs != NULL && seq_durable(w->seqs);
+    if (!durable && sched_elements(&w->j) <= inline_max) {
         sched_run_inline(sc, &w->j);
         note_times(w);
         conclude(w, false, false);

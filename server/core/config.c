@@ -221,6 +221,21 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
         snprintf(msg, msglen, "max-batch is at most 64, not %u", c->max_batch);
         return false;
     }
+    if (strcmp(c->state_fsync, "always") != 0
+        && strcmp(c->state_fsync, "everysec") != 0) {
+        snprintf(msg, msglen, "state-fsync must be always or everysec, not "
+                              "\"%s\"",
+                 c->state_fsync);
+        return false;
+    }
+    if (c->fault_state[0] != '\0' && strcmp(c->fault_state, "enospc") != 0
+        && strcmp(c->fault_state, "eio") != 0
+        && strcmp(c->fault_state, "fsync") != 0) {
+        snprintf(msg, msglen, "fault-state must be enospc, eio or fsync, not "
+                              "\"%s\"",
+                 c->fault_state);
+        return false;
+    }
     if (!access_mode(c->access_log, &c->access_mode)) {
         snprintf(msg, msglen,
                  "access-log must be errors, all or off, not \"%s\"",

@@ -57,8 +57,14 @@
       "bytes the live sequences' carries may take, in all (8 per line of a "   \
       "chunk, 16 in a numbered sequence)")                                     \
     X(state_dir, "state-dir", "TALLY_STATE_DIR", STR, "",                      \
-      "a directory where a drain writes the live sequences and the next "      \
-      "start reads them back; empty: a drain drops them")                      \
+      "a directory where every applied chunk's sequence state is logged "      \
+      "before its answer leaves, and the next start reads them back; "         \
+      "empty: sequences live in memory only")                                  \
+    X(state_fsync, "state-fsync", "TALLY_STATE_FSYNC", STR, "always",          \
+      "with --state-dir: always (fdatasync before each answer, shared by "     \
+      "the chunks that finish together: an answered chunk survives a power "   \
+      "loss) or everysec (written before the answer, flushed once a second: "  \
+      "it survives a crash of tallyd)")                                        \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
       "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
@@ -128,6 +134,11 @@
       "a kernel that faults half-way (an in-place tensor cannot be rerun)")    \
     X(fault_build, "fault-build", "TALLY_FAULT_BUILD", BOOL, "false",          \
       "testing: with --fault-device, the device's kernels fail to build")      \
+    X(fault_state, "fault-state", "TALLY_FAULT_STATE", STR, "",                \
+      "testing: after --fault-state-after records, every write to the "        \
+      "sequence log fails: enospc or eio (the write), fsync (the flush)")      \
+    X(fault_state_after, "fault-state-after", "TALLY_FAULT_STATE_AFTER",       \
+      UINT, "0", "testing: records written before --fault-state begins")      \
     X(fault_build_ms, "fault-build-ms", "TALLY_FAULT_BUILD_MS", UINT, "0",     \
       "testing: without --warmup, each device starts building its kernels "    \
       "this many ms late (a slow build)")                                      \
@@ -197,7 +208,8 @@ typedef enum {
 typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
         *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
-        *tls_key, *tls_priorities, *access_log, *state_dir;
+        *tls_key, *tls_priorities, *access_log, *state_dir,
+        *state_fsync, *fault_state;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
@@ -205,7 +217,7 @@ typedef struct {
         fault_after_ms, fault_build_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
         otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms,
-        sequence_reorder_ms;
+        sequence_reorder_ms, fault_state_after;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, fault_build,

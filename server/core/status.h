@@ -76,7 +76,9 @@ enum {
     X(CHUNK_CONFLICT, 409, GRPC_ALREADY_EXISTS,                                \
       "a chunk number already taken by another chunk")                         \
     X(CHUNK_GAP, 409, GRPC_FAILED_PRECONDITION,                                \
-      "a chunk before this one did not come in time")
+      "a chunk before this one did not come in time")                          \
+    X(STORE, 503, GRPC_UNAVAILABLE,                                            \
+      "the sequence's state could not be written")
 
 typedef enum {
 #define STATUS_ENUM(name, http, grpc, text) STATUS_##name,

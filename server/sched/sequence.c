@@ -30,6 +30,7 @@
 
 #include "clock.h"
 #include "sequence.h"
+#include "seq_store.h"
 #include "sequence_file.h"
 #include "tx_dtype.h"
 
@@ -78,6 +79,7 @@ struct seq_table {
     size_t bytes; /* every entry's carries, mapped or not */
     uint64_t started, ended, expired, refused, late;
     uint64_t applied, repeats, conflicts, gaps; /* numbered chunks */
+    seq_store *store; /* NULL: the carries live in memory only */
     bool frozen;     /* seq_freeze(): no carry moves any more */
     unsigned moving; /* chunks moving their carries now (seq_finish) */
 };
@@ -583,44 +585,77 @@ static int numbered_outcome(const seq_entry *e, const seq_slot *s, char *msg,
     return CONFLICT;
 }
 
-status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
-                       char *msg, size_t msglen)
+static int64_t wall_ms(void);
+
+/* The chunk's first half, with the turn: what it is, its answer, and its
+ * sequence's new carries (in place; or, with a store, into s->scratch,
+ * to be taken once they are durable). *moving: counted in t->moving. */
+static status_code finish_begin(seq_table *t, seq_slot *s, bool *ok,
+                                void *out, int *what, bool *moving,
+                                char *msg, size_t msglen)
 {
     seq_entry *e = s->e;
     status_code st = STATUS_OK;
-    int what = APPLY;
-    if (ok) { /* a frozen table moves no carry: the chunk fails */
+    *what = APPLY;
+    if (*ok) { /* a frozen table moves no carry: the chunk fails */
         uv_mutex_lock(&t->mu);
         if (t->frozen)
-            ok = false;
+            *ok = false;
         else
             t->moving++;
         uv_mutex_unlock(&t->mu);
-        if (!ok) {
+        if (!*ok) {
             st = STATUS_DRAINING;
             snprintf(msg, msglen,
                      "the server is shutting down (its drain timed out); "
                      "the chunk was not added: send it again");
         }
     }
-    bool moving = ok;
-    if (ok && e->numbered)
-        what = numbered_outcome(e, s, msg, msglen);
+    *moving = *ok;
+    if (*ok && e->numbered)
+        *what = numbered_outcome(e, s, msg, msglen);
     /* the turn is this chunk's: the carries are its alone */
-    if (ok && what == APPLY) {
-        if (e->numbered)
+    if (*ok && *what == APPLY) {
+        eng_carry *c = e->carry;
+        if (t->store != NULL) {
+            s->scratch = malloc(e->count ? e->count * sizeof *c : 1);
+            if (s->scratch == NULL) {
+                snprintf(msg, msglen, "out of memory for a chunk's carries");
+                *ok = false;
+                return STATUS_NOMEM;
+            }
+            memcpy(s->scratch, e->carry, e->count * sizeof *c);
+            c = s->scratch;
+        } else if (e->numbered) {
             memcpy(e->prev, e->carry, e->count * sizeof *e->prev);
+        }
         add_carries(e, s, out, e->carry);
         if (e->is_float)
             for (uint64_t i = 0; i < e->count; i++)
-                e->carry[i].f += s->totals[i].f;
+                c[i].f += s->totals[i].f;
         else
             for (uint64_t i = 0; i < e->count; i++)
-                e->carry[i].u += s->totals[i].u;
-    } else if (ok && what == REPEAT) {
+                c[i].u += s->totals[i].u;
+    } else if (*ok && *what == REPEAT) {
         add_carries(e, s, out, e->prev);
-    } else if (ok) {
+    } else if (*ok) {
         st = STATUS_CHUNK_CONFLICT;
+    }
+    return st;
+}
+
+/* The chunk's second half: the bookkeeping under the mutex, the new
+ * carries taken (committed: a store's are durable), and the turn handed
+ * on. */
+static void finish_end(seq_table *t, seq_slot *s, bool ok, int what,
+                       bool moving, bool committed)
+{
+    seq_entry *e = s->e;
+    if (!committed)
+        ok = false; /* the store failed: nothing moves */
+    if (s->scratch != NULL && !ok) {
+        free(s->scratch);
+        s->scratch = NULL;
     }
     drop_slot(s);
     bool applied = ok && what == APPLY;
@@ -629,6 +664,16 @@ status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
     uv_mutex_lock(&t->mu);
     if (moving)
         t->moving--;
+    if (applied && s->scratch != NULL) { /* durable: the new carries */
+        if (e->numbered) {
+            free(e->prev);
+            e->prev = e->carry;
+        } else {
+            free(e->carry);
+        }
+        e->carry = s->scratch;
+        s->scratch = NULL;
+    }
     e->pending--;
     if (applied)
         e->chunks++;
@@ -696,7 +741,59 @@ status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
     uv_mutex_unlock(&t->mu);
     if (next != NULL)
         next->ready(next);
-    return st;
+}
+
+status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
+                       char *msg, size_t msglen)
+{
+    bool later;
+    return seq_finish_durable(t, s, ok, out, &later, msg, msglen);
+}
+
+/* The store's word on a chunk's new state (seq_store_done): the chunk
+ * ends, and its submitter hears. The writer's thread. */
+static void on_durable(void *ctx, bool ok, const char *why)
+{
+    seq_slot *s = ctx;
+    finish_end(s->table, s, true, APPLY, true, ok);
+    s->durable(s, ok ? STATUS_OK : STATUS_STORE, why);
+}
+
+status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
+                               bool *later, char *msg, size_t msglen)
+{
+    int what;
+    bool moving;
+    *later = false;
+    s->table = t;
+    status_code st = finish_begin(t, s, &ok, out, &what, &moving, msg, msglen);
+    if (!ok || what != APPLY || t->store == NULL) {
+        finish_end(t, s, ok, what, moving, true);
+        return st;
+    }
+    seq_entry *e = s->e;
+    seq_file_entry x;
+    memset(&x, 0, sizeof x);
+    x.id = e->id;
+    x.desc = e->desc;
+    x.idle_deadline_ms = wall_ms() + (int64_t)t->o.idle_ms;
+    x.count = e->count;
+    x.carry = s->scratch;
+    if (e->numbered) {
+        x.numbered = true;
+        x.applied = s->chunk;
+        x.last_end = s->end;
+        memcpy(x.sha, s->sha, sizeof x.sha);
+        x.prev = e->carry;
+    }
+    /* the slot's buffers are not needed past here; its fields are */
+    if (!seq_store_append(t->store, &x, s->end, on_durable, s)) {
+        snprintf(msg, msglen, "out of memory writing the chunk's state");
+        finish_end(t, s, ok, what, moving, false);
+        return STATUS_NOMEM;
+    }
+    *later = true;
+    return STATUS_OK;
 }
 
 /* Refuses the numbered chunks of e that waited reorder_ms or more for a
@@ -852,6 +949,38 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "%" PRIu64 "\n",
                 live, bytes, started, ended, expired, refused, late, applied,
                 repeats, conflicts, gaps);
+    if (t->store == NULL)
+        return;
+    seq_store_stats st;
+    seq_store_get_stats(t->store, &st);
+    textbuf_put(o,
+                "# HELP tally_sequence_log_bytes Bytes in the sequence log "
+                "(--state-dir) now.\n"
+                "# TYPE tally_sequence_log_bytes gauge\n"
+                "tally_sequence_log_bytes %" PRIu64 "\n"
+                "# HELP tally_sequence_log_records_total Records written to "
+                "the sequence log (one per applied chunk).\n"
+                "# TYPE tally_sequence_log_records_total counter\n"
+                "tally_sequence_log_records_total %" PRIu64 "\n"
+                "# HELP tally_sequence_log_flushes_total fdatasync calls on "
+                "the sequence log (each shared by the chunks that finished "
+                "together).\n"
+                "# TYPE tally_sequence_log_flushes_total counter\n"
+                "tally_sequence_log_flushes_total %" PRIu64 "\n"
+                "# HELP tally_sequence_log_flush_seconds_total Time in those "
+                "flushes.\n"
+                "# TYPE tally_sequence_log_flush_seconds_total counter\n"
+                "tally_sequence_log_flush_seconds_total %.9f\n"
+                "# HELP tally_sequence_log_failures_total Records that could "
+                "not be written or flushed (their chunks answered 503).\n"
+                "# TYPE tally_sequence_log_failures_total counter\n"
+                "tally_sequence_log_failures_total %" PRIu64 "\n"
+                "# HELP tally_sequence_log_rewrites_total Times the log was "
+                "rewritten with one record per live sequence.\n"
+                "# TYPE tally_sequence_log_rewrites_total counter\n"
+                "tally_sequence_log_rewrites_total %" PRIu64 "\n",
+                st.bytes, st.records, st.flushes, (double)st.flush_ns / 1e9,
+                st.failures, st.rewrites);
 }
 
 /* --------------------------------------------------- the state file */
@@ -1088,10 +1217,124 @@ bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
     uv_mutex_unlock(&t->mu);
     free(es);
     seq_file_free(v, k);
-    if (unlink(path) != 0) {
-        snprintf(msg, msglen, "loaded %s but cannot remove it: %s", path,
-                 strerror(errno));
+    return true;
+}
+
+void seq_set_store(seq_table *t, struct seq_store *store)
+{
+    t->store = store;
+}
+
+bool seq_durable(const seq_table *t)
+{
+    return t != NULL && t->store != NULL;
+}
+
+seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom)
+{
+    uv_mutex_lock(&t->mu);
+    *n = 0;
+    *oom = false;
+    seq_file_entry *v = calloc(t->live ? t->live : 1, sizeof *v);
+    if (v == NULL) {
+        *oom = true;
+        uv_mutex_unlock(&t->mu);
+        return NULL;
+    }
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    int64_t wall = wall_ms();
+    size_t k = 0;
+    for (size_t b = 0; b < t->nbuckets; b++)
+        for (seq_entry *e = t->buckets[b]; e != NULL; e = e->hnext) {
+            if (e->closed || k >= t->live)
+                continue;
+            uint64_t used = at - e->last_ns;
+            v[k].id = e->id;
+            v[k].desc = e->desc;
+            v[k].idle_deadline_ms =
+                wall + (int64_t)((used < idle ? idle - used : 0) / 1000000u);
+            v[k].count = e->count;
+            v[k].carry = e->carry;
+            v[k].numbered = e->numbered && e->applied > 0;
+            v[k].applied = e->applied;
+            v[k].last_end = e->last_end;
+            memcpy(v[k].sha, e->last_sha, sizeof v[k].sha);
+            v[k].prev = e->prev;
+            k++;
+        }
+    uv_mutex_unlock(&t->mu);
+    *n = k;
+    return v;
+}
+
+bool seq_restore(seq_table *t, seq_file_entry *x, bool ended, char *msg,
+                 size_t msglen)
+{
+    uint64_t h = hash_id(&x->id);
+    uv_mutex_lock(&t->mu);
+    seq_entry *old = find(t, &x->id, h);
+    if (old != NULL)
+        unmap(t, old); /* nothing pending at the start: freed */
+    if (ended) {
+        uv_mutex_unlock(&t->mu);
+        return true;
+    }
+    size_t need = (size_t)x->count * sizeof(eng_carry) * (x->numbered ? 2 : 1);
+    if (t->live >= t->o.max_sequences || need > t->o.max_bytes - t->bytes) {
+        uv_mutex_unlock(&t->mu);
+        snprintf(msg, msglen,
+                 "more sequences, or larger, than this server's limits hold "
+                 "(--max-sequences, --sequence-max-bytes)");
         return false;
     }
+    seq_entry *e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        uv_mutex_unlock(&t->mu);
+        snprintf(msg, msglen, "out of memory");
+        return false;
+    }
+    e->id = x->id;
+    e->hash = h;
+    e->desc = x->desc;
+    e->is_float = tx_dtype_kind(e->desc.dtype) == TX_KIND_FLOAT;
+    e->count = x->count;
+    e->carry = x->carry;
+    x->carry = NULL;
+    e->numbered = x->numbered;
+    if (e->numbered) {
+        e->applied = x->applied;
+        e->last_end = x->last_end;
+        memcpy(e->last_sha, x->sha, sizeof e->last_sha);
+        e->prev = x->prev;
+        x->prev = NULL;
+    }
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    int64_t left_ms = x->idle_deadline_ms - wall_ms();
+    uint64_t left = left_ms > 0 ? (uint64_t)left_ms * 1000000u : 0;
+    if (left > idle)
+        left = idle;
+    e->last_ns = at - (idle - left);
+    t->bytes += entry_bytes(e);
+    map_insert(t, e);
+    /* the idle list is kept in last_ns order by seq_expire_loaded() */
+    list_append(t, e, IDLE);
+    uv_mutex_unlock(&t->mu);
     return true;
+}
+
+size_t seq_expire_loaded(seq_table *t)
+{
+    uv_mutex_lock(&t->mu);
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    size_t before = t->expired;
+    for (seq_entry *e = t->head[IDLE], *n; e != NULL; e = n) {
+        n = e->lnext;
+        if (at - e->last_ns >= idle) {
+            unmap(t, e);
+            t->expired++;
+        }
+    }
+    size_t k = t->expired - before;
+    uv_mutex_unlock(&t->mu);
+    return k;
 }

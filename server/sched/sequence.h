@@ -81,6 +81,7 @@
 #include <stdint.h>
 
 #include "carry.h"
+#include "sequence_file.h"
 #include "sequence_id.h"
 #include "status.h"
 #include "tensor.h"
@@ -125,6 +126,14 @@ struct seq_slot {
      * admitted, and seq_finish() must not be called for it. */
     status_code refused;
     char msg[512];
+    /* With a store (seq_set_store): the submitter's, called once, on the
+     * store's thread, when seq_finish_durable() said *later: the chunk
+     * has ended (STATUS_OK: its answer may leave; STATUS_STORE with msg:
+     * its state could not be written, and nothing moved). */
+    void (*durable)(seq_slot *s, status_code st, const char *msg);
+    /* The table's, between seq_finish_durable() and durable(). */
+    seq_table *table;
+    eng_carry *scratch; /* the new carries, until they are durable */
 };
 
 /* A table with o's settings; NULL when memory runs out. Free with
@@ -161,6 +170,41 @@ bool seq_arm(seq_table *t, seq_slot *s);
 status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
                        char *msg, size_t msglen);
 
+/* seq_finish() for a table with a store: when the chunk is applied, its
+ * sequence's new state is appended to the store first, and the chunk
+ * ends (its carries move, the turn passes on) once the store says it is
+ * durable: then *later is true, the status is STATUS_OK, out is already
+ * the answer, and s->durable() comes later with the outcome. Otherwise
+ * *later is false and it is seq_finish(). */
+status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
+                               bool *later, char *msg, size_t msglen);
+
+/* Gives the table a store (seq_store.h): from now on every applied chunk
+ * is written to it before its answer (seq_finish_durable). Before any
+ * chunk is admitted; the caller closes the store after the last chunk. */
+struct seq_store;
+void seq_set_store(seq_table *t, struct seq_store *store);
+
+/* Whether the table has a store. */
+bool seq_durable(const seq_table *t);
+
+/* Every live sequence as the state file holds it: a malloc'd array of *n
+ * entries whose carries are borrowed from the table (free the array
+ * only). Once nothing runs (at the start). NULL with *n 0 when there is
+ * none or memory ran out (*oom then). */
+seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom);
+
+/* Takes one record of the log (seq_store.h) into the table, replacing
+ * the sequence of that id (ended: removing it): e's carries are taken.
+ * At the start, before any chunk. False with a message when the table's
+ * limits do not hold it. */
+bool seq_restore(seq_table *t, seq_file_entry *e, bool ended, char *msg,
+                 size_t msglen);
+
+/* Drops what seq_restore() left that had passed its idle deadline while
+ * tallyd was down: how many. */
+size_t seq_expire_loaded(seq_table *t);
+
 /* Drops the sequences idle for idle_ms or more (counted as expired), and
  * refuses the numbered chunks that waited reorder_ms for the chunks
  * before them (calling their ready() with no lock held). */
@@ -189,8 +233,8 @@ bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
               size_t msglen);
 
 /* Loads DIR/sequences.state, when there is one, into an empty table,
- * all or nothing; the file is removed once loaded (a later crash must not
- * bring back a stale state). *n: how many went live, *expired: how many
+ * all or nothing; the caller removes the file once what it loaded is
+ * safe elsewhere (a later crash must not bring back a stale state). *n: how many went live, *expired: how many
  * had passed their idle deadline while tallyd was down (dropped, and
  * counted). False, with a message naming the file and what is wrong, for
  * a file that is truncated, corrupt, of another version, or more than

@@ -426,42 +426,65 @@ def test_restart_with_a_state_dir_in_the_middle(spawn, tmp_path):
     a = chunk_infer(mod, c, np.ascontiguousarray(x[:, :10]), "across", start=True, axis=1)
     ai = chunk_infer(mod, c, xi[:, :7], 55, start=True, axis=1, exclusive=True)
     assert d.stop() == 0
-    assert "2 live sequences written" in d.log()
-    assert os.path.exists(os.path.join(state, "sequences.state"))
+    assert "2 live sequences kept in" in d.log()
+    assert os.path.exists(os.path.join(state, "sequences.log"))
     d2 = spawn("--state-dir", state)
     assert "2 sequences loaded" in d2.log()
-    assert not os.path.exists(os.path.join(state, "sequences.state"))
     mod, c = clients(d2, "grpc")
     b = chunk_infer(mod, c, np.ascontiguousarray(x[:, 10:]), "across", end=True, axis=1)
     bi = chunk_infer(mod, c, xi[:, 7:], 55, end=True, axis=1, exclusive=True)
     assert close(np.concatenate([a, b], axis=1), cumsum(x, 1), x, 1)
     assert np.array_equal(np.concatenate([ai, bi], axis=1), cumsum(xi, 1, exclusive=True))
     assert d2.stop() == 0
-    assert "0 live sequences written" in d2.log()
+    assert "0 live sequences kept in" in d2.log()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "flipped", "version", "empty"])
-def test_a_bad_state_file_stops_the_start(spawn, tmp_path, damage):
-    state = str(tmp_path)
+def two_records(spawn, state):
+    """A log of two sequences' starts, tallyd stopped: its bytes."""
     d = spawn("--state-dir", state)
-    kserve(d, {"sequence_id": "kept", "sequence_start": True})
+    kserve(d, {"sequence_id": "first", "sequence_start": True})
+    kserve(d, {"sequence_id": "second", "sequence_start": True})
     assert d.stop() == 0
-    path = os.path.join(state, "sequences.state")
-    data = bytearray(open(path, "rb").read())
-    if damage == "truncated":
-        data = data[:len(data) - 11]
-    elif damage == "flipped":
-        data[30] ^= 0x40
-    elif damage == "version":
-        data[8] = 9
+    return bytearray(open(os.path.join(state, "sequences.log"), "rb").read())
+
+
+@pytest.mark.parametrize("damage", ["flipped", "header"])
+def test_a_damaged_log_stops_the_start(spawn, tmp_path, damage):
+    state = str(tmp_path)
+    data = two_records(spawn, state)
+    path = os.path.join(state, "sequences.log")
+    if damage == "flipped":
+        data[40] ^= 0x40  # inside the first record's payload
     else:
-        data = b""
+        data[8] = 9  # the first record's flags: its header's check fails
     open(path, "wb").write(bytes(data))
     with pytest.raises(RuntimeError) as e:
         Daemon("--state-dir", state)
-    assert "sequences.state" in str(e.value) and "nothing was loaded" in str(e.value), e.value
+    assert "sequences.log" in str(e.value) and "at byte 0" in str(e.value), e.value
+    assert "does not start" in str(e.value), e.value
     # the file is left for its owner to look at
     assert os.path.exists(path)
+
+
+@pytest.mark.parametrize("cut", [1, 11, 30])
+def test_a_torn_last_record_is_dropped(spawn, tmp_path, cut):
+    """A crash in the middle of the last record's write: that record was
+    never answered; it is dropped, and the one before it kept."""
+    state = str(tmp_path)
+    data = two_records(spawn, state)
+    open(os.path.join(state, "sequences.log"), "wb").write(bytes(data[:len(data) - cut]))
+    d = spawn("--state-dir", state)
+    assert "cut short by a crash" in d.log(), d.log()
+    assert kserve(d, {"sequence_id": "first"})[0] == 200
+    st, _, b = kserve(d, {"sequence_id": "second"})
+    assert st == 400 and "not live" in b["error"], b
+
+
+def test_an_empty_log_starts_empty(spawn, tmp_path):
+    open(os.path.join(str(tmp_path), "sequences.log"), "wb").close()
+    d = spawn("--state-dir", str(tmp_path))
+    st, _, b = kserve(d, {"sequence_id": "nothing"})
+    assert st == 400 and "not live" in b["error"], b
 
 
 def test_a_state_dir_that_cannot_be_written_stops_the_start(tmp_path):

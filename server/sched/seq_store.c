@@ -1,0 +1,612 @@
+/*
+ * seq_store.c - the sequences' append-only log (seq_store.h).
+ *
+ * The writer keeps, per live sequence, a copy of its latest record (a
+ * map from the id), which is all a rewrite needs: it never reads the
+ * table, whose carries belong to the chunks that hold their turns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "log.h"
+#include "seq_store.h"
+
+#define REC_MAGIC 0x524c5354u /* "TSLR" */
+#define REC_HEAD 16
+#define REC_ENDED 1u
+#define REWRITE_MIN ((uint64_t)64 << 20)
+
+bool seq_fsync_parse(const char *text, seq_fsync *out)
+{
+    if (strcmp(text, "always") == 0)
+        *out = SEQ_FSYNC_ALWAYS;
+    else if (strcmp(text, "everysec") == 0)
+        *out = SEQ_FSYNC_EVERYSEC;
+    else
+        return false;
+    return true;
+}
+
+static uint32_t fnv32(const uint8_t *b, size_t n)
+{
+    uint32_t h = 0x811c9dc5u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x01000193u;
+    }
+    return h;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+           | (uint32_t)p[3] << 24;
+}
+
+/* A whole record, header and payload, malloc'd; NULL when out of memory. */
+static uint8_t *encode(const seq_file_entry *x, bool ended, size_t *len)
+{
+    size_t plen;
+    uint8_t *p = seq_file_encode(x, 1, &plen);
+    if (p == NULL || plen > UINT32_MAX - REC_HEAD) {
+        free(p);
+        return NULL;
+    }
+    uint8_t *b = malloc(REC_HEAD + plen);
+    if (b == NULL) {
+        free(p);
+        return NULL;
+    }
+    put32(b, REC_MAGIC);
+    put32(b + 4, (uint32_t)plen);
+    put32(b + 8, ended ? REC_ENDED : 0);
+    put32(b + 12, fnv32(b, 12));
+    memcpy(b + REC_HEAD, p, plen);
+    free(p);
+    *len = REC_HEAD + plen;
+    return b;
+}
+
+/* ------------------------------------------------------------ reading */
+
+bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
+                    size_t max_bytes,
+                    bool (*each)(void *user, seq_file_entry *e, bool ended),
+                    void *user, size_t *torn, char *msg, size_t msglen)
+{
+    size_t at = 0;
+    *torn = 0;
+    (void)max_entries;
+    while (at < len) {
+        size_t left = len - at;
+        if (left < REC_HEAD) { /* a header cut short: torn */
+            *torn = left;
+            return true;
+        }
+        const uint8_t *h = b + at;
+        if (get32(h) != REC_MAGIC || get32(h + 12) != fnv32(h, 12)
+            || get32(h + 8) > REC_ENDED) {
+            snprintf(msg, msglen,
+                     "a damaged record header at byte %zu (%zu bytes follow)",
+                     at, left);
+            return false;
+        }
+        uint32_t plen = get32(h + 4);
+        bool ended = get32(h + 8) & REC_ENDED;
+        if ((size_t)plen > left - REC_HEAD) { /* its payload cut short */
+            *torn = left;
+            return true;
+        }
+        seq_file_entry *e;
+        size_t n;
+        char err[256];
+        if (!seq_file_decode(h + REC_HEAD, plen, 1, max_bytes, &e, &n, err,
+                             sizeof err)
+            || n != 1) {
+            if (n != 1 && err[0] == '\0')
+                snprintf(err, sizeof err, "%zu sequences in one record", n);
+            if (at + REC_HEAD + plen == len) { /* the last: torn */
+                *torn = left;
+                return true;
+            }
+            snprintf(msg, msglen, "a damaged record at byte %zu: %s", at,
+                     err);
+            return false;
+        }
+        bool ok = each(user, e, ended);
+        seq_file_free(e, n);
+        if (!ok) {
+            snprintf(msg, msglen, "the record at byte %zu cannot be taken",
+                     at);
+            return false;
+        }
+        at += REC_HEAD + plen;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ the map */
+
+typedef struct latest latest;
+struct latest {
+    latest *next;
+    uint8_t *key; /* kind byte, then the id's bytes */
+    size_t key_len;
+    uint8_t *rec;
+    size_t rec_len;
+};
+
+typedef struct {
+    latest **b;
+    size_t nb, n, bytes;
+} latest_map;
+
+static size_t id_key(const seq_params *id, uint8_t *key)
+{
+    key[0] = id->is_string;
+    if (id->is_string) {
+        memcpy(key + 1, id->str, id->len);
+        return 1 + id->len;
+    }
+    memcpy(key + 1, &id->num, sizeof id->num);
+    return 1 + sizeof id->num;
+}
+
+static size_t key_hash(const uint8_t *k, size_t n)
+{
+    uint32_t h = fnv32(k, n);
+    return (size_t)h;
+}
+
+static latest **map_find(latest_map *m, const uint8_t *k, size_t n)
+{
+    latest **p = &m->b[key_hash(k, n) & (m->nb - 1)];
+    while (*p != NULL
+           && ((*p)->key_len != n || memcmp((*p)->key, k, n) != 0))
+        p = &(*p)->next;
+    return p;
+}
+
+static void latest_free(latest *l)
+{
+    free(l->key);
+    free(l->rec);
+    free(l);
+}
+
+/* Sets (rec: taken) or removes (rec NULL) the id's latest record. False
+ * when out of memory (the map is unchanged; rec is freed). */
+static bool map_set(latest_map *m, const uint8_t *k, size_t n, uint8_t *rec,
+                    size_t rec_len)
+{
+    if (m->nb == 0 || m->n >= m->nb) {
+        size_t nb = m->nb ? 2 * m->nb : 64;
+        latest **b = calloc(nb, sizeof *b);
+        if (b == NULL) {
+            free(rec);
+            return false;
+        }
+        for (size_t i = 0; i < m->nb; i++)
+            for (latest *l = m->b[i], *next; l != NULL; l = next) {
+                next = l->next;
+                latest **at = &b[key_hash(l->key, l->key_len) & (nb - 1)];
+                l->next = *at;
+                *at = l;
+            }
+        free(m->b);
+        m->b = b;
+        m->nb = nb;
+    }
+    latest **p = map_find(m, k, n);
+    if (rec == NULL) {
+        if (*p != NULL) {
+            latest *l = *p;
+            *p = l->next;
+            m->bytes -= l->rec_len;
+            m->n--;
+            latest_free(l);
+        }
+        return true;
+    }
+    if (*p != NULL) {
+        m->bytes -= (*p)->rec_len;
+        free((*p)->rec);
+        (*p)->rec = rec;
+        (*p)->rec_len = rec_len;
+        m->bytes += rec_len;
+        return true;
+    }
+    latest *l = calloc(1, sizeof *l);
+    uint8_t *key = malloc(n);
+    if (l == NULL || key == NULL) {
+        free(l);
+        free(key);
+        free(rec);
+        return false;
+    }
+    memcpy(key, k, n);
+    l->key = key;
+    l->key_len = n;
+    l->rec = rec;
+    l->rec_len = rec_len;
+    l->next = *p;
+    *p = l;
+    m->n++;
+    m->bytes += rec_len;
+    return true;
+}
+
+static void map_free(latest_map *m)
+{
+    for (size_t i = 0; i < m->nb; i++)
+        for (latest *l = m->b[i], *next; l != NULL; l = next) {
+            next = l->next;
+            latest_free(l);
+        }
+    free(m->b);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------ writing */
+
+typedef struct item item;
+struct item {
+    item *next;
+    uint8_t *rec;
+    size_t len;
+    bool ended;
+    uint8_t key[1 + SEQ_ID_MAX];
+    size_t key_len;
+    seq_store_done done;
+    void *ctx;
+};
+
+struct seq_store {
+    char path[4096], tmp[4096], dir[4096];
+    seq_fsync mode;
+    int fd;
+    uint64_t size; /* the file's bytes */
+    uv_thread_t writer;
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    item *head, *tail; /* waiting to be written */
+    bool stop;
+    int fail_errno, fail_sync_errno; /* testing */
+    uint64_t fail_after;
+    bool broken;    /* a failed write could not be undone */
+    latest_map map;     /* the writer's */
+    seq_store_stats ws; /* the writer's counters */
+    seq_store_stats stats; /* a copy of them, under mu */
+};
+
+static bool write_all(int fd, const uint8_t *b, size_t n, int fail)
+{
+    if (fail) {
+        errno = fail;
+        return false;
+    }
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        b += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static bool fsync_dir(const char *dir)
+{
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0)
+        return false;
+    bool ok = fsync(d) == 0;
+    close(d);
+    return ok;
+}
+
+/* Writes the records to path's temporary file, syncs it and renames it
+ * over path. The writer's thread (or the opener's, before it runs). */
+static bool write_fresh(seq_store *s, uint8_t *const *recs,
+                        const size_t *lens, size_t n, int fail, char *msg,
+                        size_t msglen)
+{
+    int fd = open(s->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(msg, msglen, "cannot create %.300s: %s", s->tmp, strerror(errno));
+        return false;
+    }
+    uint64_t size = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = write_all(fd, recs[i], lens[i], fail);
+        size += lens[i];
+    }
+    if (!ok || fdatasync(fd) != 0) {
+        snprintf(msg, msglen, "cannot write %.300s: %s", s->tmp, strerror(errno));
+        close(fd);
+        unlink(s->tmp);
+        return false;
+    }
+    if (rename(s->tmp, s->path) != 0 || !fsync_dir(s->dir)) {
+        snprintf(msg, msglen, "cannot rename %.300s to %.300s: %s", s->tmp, s->path,
+                 strerror(errno));
+        close(fd);
+        unlink(s->tmp);
+        return false;
+    }
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = fd;
+    s->size = size;
+    return lseek(fd, 0, SEEK_END) >= 0;
+}
+
+/* One record per live sequence, in place of the log. Writer's thread. */
+static void rewrite(seq_store *s, int fail)
+{
+    size_t n = s->map.n, k = 0;
+    uint8_t **recs = calloc(n ? n : 1, sizeof *recs);
+    size_t *lens = calloc(n ? n : 1, sizeof *lens);
+    char msg[512];
+    if (recs != NULL && lens != NULL) {
+        for (size_t i = 0; i < s->map.nb; i++)
+            for (latest *l = s->map.b[i]; l != NULL; l = l->next) {
+                recs[k] = l->rec;
+                lens[k++] = l->rec_len;
+            }
+        if (write_fresh(s, recs, lens, k, fail, msg, sizeof msg))
+            s->ws.rewrites++;
+        else
+            log_msg("sequences", "error",
+                    "the sequence log was not rewritten (it goes on "
+                    "growing): %s",
+                    msg);
+    }
+    free(recs);
+    free(lens);
+}
+
+/* Writes a batch and flushes it as the mode says: true when every
+ * record in it is durable. Writer's thread, no lock held. */
+static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
+                        char *why, size_t whylen)
+{
+    if (s->broken) {
+        snprintf(why, whylen, "the log %.300s is damaged by an earlier failed "
+                              "write; restart tallyd",
+                 s->path);
+        return false;
+    }
+    uint64_t start = s->size, t0 = now_ns();
+    for (item *i = batch; i != NULL; i = i->next) {
+        if (!write_all(s->fd, i->rec, i->len, fail)) {
+            int e = errno;
+            snprintf(why, whylen, "cannot write the sequence log %.300s: %s",
+                     s->path, strerror(e));
+            /* undo what went in, so that the log has no torn record
+             * before good ones */
+            if (ftruncate(s->fd, (off_t)start) != 0
+                || lseek(s->fd, (off_t)start, SEEK_SET) < 0)
+                s->broken = true;
+            return false;
+        }
+        s->size += i->len;
+    }
+    if (s->mode == SEQ_FSYNC_ALWAYS) {
+        if (fail_sync || fdatasync(s->fd) != 0) {
+            int e = fail_sync ? fail_sync : errno;
+            snprintf(why, whylen, "cannot flush the sequence log %.300s: %s",
+                     s->path, strerror(e));
+            if (ftruncate(s->fd, (off_t)start) != 0
+                || lseek(s->fd, (off_t)start, SEEK_SET) < 0)
+                s->broken = true;
+            s->size = start;
+            return false;
+        }
+        s->ws.flushes++;
+        s->ws.flush_ns += now_ns() - t0;
+    }
+    return true;
+}
+
+static void run_writer(void *arg)
+{
+    seq_store *s = arg;
+    uint64_t last_sync = now_ns();
+    bool dirty = false;
+    uv_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->head == NULL && !s->stop) {
+            if (dirty) {
+                uint64_t since = now_ns() - last_sync;
+                if (since >= 1000000000u)
+                    break;
+                uv_cond_timedwait(&s->cv, &s->mu, 1000000000u - since);
+            } else {
+                uv_cond_wait(&s->cv, &s->mu);
+            }
+        }
+        item *batch = s->head;
+        s->head = s->tail = NULL;
+        bool stop = s->stop;
+        int fail = s->fail_errno, fail_sync = s->fail_sync_errno;
+        if (s->ws.records < s->fail_after)
+            fail = fail_sync = 0;
+        uv_mutex_unlock(&s->mu);
+
+        char why[512] = "";
+        bool ok = true;
+        if (batch != NULL) {
+            ok = write_batch(s, batch, fail, fail_sync, why, sizeof why);
+            dirty = dirty || (ok && s->mode == SEQ_FSYNC_EVERYSEC);
+        }
+        if (dirty && (stop || now_ns() - last_sync >= 1000000000u)) {
+            uint64_t t0 = now_ns();
+            if (fdatasync(s->fd) == 0) {
+                s->ws.flushes++;
+                s->ws.flush_ns += now_ns() - t0;
+            }
+            last_sync = now_ns();
+            dirty = false;
+        }
+        for (item *i = batch, *next; i != NULL; i = next) {
+            next = i->next;
+            s->ws.records++;
+            if (ok && i->ended) {
+                free(i->rec);
+                map_set(&s->map, i->key, i->key_len, NULL, 0);
+            } else if (ok) {
+                map_set(&s->map, i->key, i->key_len, i->rec, i->len);
+            } else {
+                free(i->rec);
+                s->ws.failures++;
+            }
+            i->done(i->ctx, ok, why);
+            free(i);
+        }
+        if (s->size > REWRITE_MIN && s->size > 2 * (uint64_t)s->map.bytes)
+            rewrite(s, fail);
+        uv_mutex_lock(&s->mu);
+        s->ws.bytes = s->size;
+        s->stats = s->ws;
+        if (stop && s->head == NULL)
+            break;
+    }
+    uv_mutex_unlock(&s->mu);
+}
+
+seq_store *seq_store_open(const char *dir, seq_fsync mode,
+                          const seq_file_entry *e, size_t n, char *msg,
+                          size_t msglen)
+{
+    seq_store *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return NULL;
+    }
+    s->fd = -1;
+    s->mode = mode;
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->path, sizeof s->path, "%s/sequences.log", dir);
+    snprintf(s->tmp, sizeof s->tmp, "%s/sequences.log.tmp", dir);
+    uint8_t **recs = calloc(n ? n : 1, sizeof *recs);
+    size_t *lens = calloc(n ? n : 1, sizeof *lens);
+    bool ok = recs != NULL && lens != NULL;
+    uint8_t key[1 + SEQ_ID_MAX];
+    for (size_t i = 0; ok && i < n; i++) {
+        recs[i] = encode(&e[i], false, &lens[i]);
+        ok = recs[i] != NULL;
+        if (ok) { /* the map keeps its own copy */
+            uint8_t *c = malloc(lens[i]);
+            ok = c != NULL;
+            if (ok) {
+                memcpy(c, recs[i], lens[i]);
+                ok = map_set(&s->map, key, id_key(&e[i].id, key), c, lens[i]);
+            }
+        }
+    }
+    if (!ok)
+        snprintf(msg, msglen, "out of memory writing %.300s", s->path);
+    else
+        ok = write_fresh(s, recs, lens, n, 0, msg, msglen);
+    for (size_t i = 0; recs != NULL && i < n; i++)
+        free(recs[i]);
+    free(recs);
+    free(lens);
+    if (ok && (uv_mutex_init(&s->mu) != 0 || uv_cond_init(&s->cv) != 0)) {
+        snprintf(msg, msglen, "cannot start the log's writer");
+        ok = false;
+    }
+    if (ok && uv_thread_create(&s->writer, run_writer, s) != 0) {
+        snprintf(msg, msglen, "cannot start the log's writer thread");
+        uv_cond_destroy(&s->cv);
+        uv_mutex_destroy(&s->mu);
+        ok = false;
+    }
+    if (!ok) {
+        if (s->fd >= 0)
+            close(s->fd);
+        map_free(&s->map);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+bool seq_store_append(seq_store *s, const seq_file_entry *x, bool ended,
+                      seq_store_done done, void *ctx)
+{
+    item *i = calloc(1, sizeof *i);
+    if (i == NULL)
+        return false;
+    i->rec = encode(x, ended, &i->len);
+    if (i->rec == NULL) {
+        free(i);
+        return false;
+    }
+    i->ended = ended;
+    i->key_len = id_key(&x->id, i->key);
+    i->done = done;
+    i->ctx = ctx;
+    uv_mutex_lock(&s->mu);
+    if (s->tail)
+        s->tail->next = i;
+    else
+        s->head = i;
+    s->tail = i;
+    uv_cond_signal(&s->cv);
+    uv_mutex_unlock(&s->mu);
+    return true;
+}
+
+void seq_store_fail_writes(seq_store *s, int err, int sync_err,
+                           uint64_t after)
+{
+    uv_mutex_lock(&s->mu);
+    s->fail_errno = err;
+    s->fail_sync_errno = sync_err;
+    s->fail_after = after;
+    uv_mutex_unlock(&s->mu);
+}
+
+void seq_store_get_stats(seq_store *s, seq_store_stats *out)
+{
+    uv_mutex_lock(&s->mu);
+    *out = s->stats;
+    uv_mutex_unlock(&s->mu);
+}
+
+void seq_store_close(seq_store *s)
+{
+    if (s == NULL)
+        return;
+    uv_mutex_lock(&s->mu);
+    s->stop = true;
+    uv_cond_signal(&s->cv);
+    uv_mutex_unlock(&s->mu);
+    uv_thread_join(&s->writer);
+    if (s->fd >= 0) {
+        fdatasync(s->fd);
+        close(s->fd);
+    }
+    map_free(&s->map);
+    uv_cond_destroy(&s->cv);
+    uv_mutex_destroy(&s->mu);
+    free(s);
+}
