@@ -1,7 +1,7 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Eight kinds of threads, and the only calls that cross
+ * Threading model. Nine kinds of threads, and the only calls that cross
  * between them. This list names them once: a "Threading:" line anywhere
  * in server/ names only these (tests/check_threads.py, in make check).
  *
@@ -52,6 +52,13 @@
  *                           layouts that host code does faster, started on
  *                           first use), which split one scan with the
  *                           worker that owns the stream.
+ *   the log writer          sched/seq_store.c, with --state-dir: appends
+ *                           the sequences' records to their log, one
+ *                           flush for all that came meanwhile (group
+ *                           commit), and completes each: the chunk ends
+ *                           (sched/sequence.c's finish_end) and its request
+ *                           is resumed (api/submit.c), as a worker's done
+ *                           would; nothing else waits on the disk.
  *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
  *                           encodes queued records into spans and POSTs
  *                           them; HTTP threads and the loop thread (gRPC)
@@ -60,7 +67,9 @@
  *
  * A queued job is completed exactly once, by a worker or (when it expires
  * or its client leaves while it waits) by the tick thread, through the
- * job's done callback (api/submit.c's on_job_done): that calls
+ * job's done callback (api/submit.c's on_job_done; a durable chunk's
+ * request is resumed by the log writer instead, once its record is
+ * written): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
  * documents as safe from any thread; a gRPC job's (api/grpc_service.c)
  * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the

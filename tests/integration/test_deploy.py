@@ -113,6 +113,31 @@ def test_k8s_deployment_is_locked_down_and_drains():
     assert pdb["spec"]["minAvailable"] < dep["spec"]["replicas"]
 
 
+def test_k8s_stateful_set_keeps_its_log_on_a_volume():
+    """deploy/k8s/stateful: a StatefulSet of one replica whose --state-dir
+    is a PersistentVolumeClaim, locked down like the Deployment, and a
+    headless Service; valid against Kubernetes' schemas."""
+    with open(os.path.join(K8S, "stateful", "statefulset.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+    sts = by_kind(docs, "StatefulSet")
+    assert sts["spec"]["replicas"] == 1  # one tallyd per log
+    pod = sts["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    claims = {t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]}
+    assert "state" in claims and mounts["state"] == env["TALLY_STATE_DIR"]
+    assert env["TALLY_STATE_FSYNC"] in ("always", "everysec")
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["fsGroup"] == 10001  # the volume is writable
+    svc = by_kind(docs, "Service")
+    assert svc["spec"]["clusterIP"] == "None"
+    assert sts["spec"]["serviceName"] == svc["metadata"]["name"]
+    assert set(env) - {"POCL_CACHE_DIR"} <= tallyd_env_names()
+
+
 def test_k8s_settings_start_a_real_tallyd(tallyd):
     """Every ConfigMap key is a tallyd setting, and tallyd starts with all of
     them (listening on a free loopback port instead of 0.0.0.0:8080)."""
