@@ -292,6 +292,12 @@ $(BUILD)/bin/bench_sched: $(BUILD)/tests/bench/bench_sched.o \
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
+# one durable append's cost on this machine, alone (make bench-serve's
+# sequence table measures the floor beside tallyd)
+$(BUILD)/bin/fsync_latency: $(BUILD)/tests/bench/fsync_latency.o
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^
+
 $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
@@ -471,7 +477,7 @@ help:
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
-    $(BUILD)/bin/bench_numbers \
+    $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
@@ -700,7 +706,7 @@ bench-json: deps-bench $(TALLYD)
 
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
-bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN)
+bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 # How soon a new tallyd answers with a cold kernel cache: start to the

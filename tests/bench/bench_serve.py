@@ -37,7 +37,9 @@ binary's throughput.
 A fifth table (--only sequence) is Triton's sequence extension: float32
 [N], N in {16, 65536}, concurrency 1 and 16, over REST binary and gRPC,
 perf_analyzer's sequence mode (20 chunks a sequence, against a tallyd
-with --model-sequence-batching) beside its plain mode. perf_analyzer
+with --model-sequence-batching) beside its plain mode, and the same
+sequences made durable (--state-dir, --state-fsync everysec and always)
+beside the machine's own fdatasync (build/bin/fsync_latency). perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more.
@@ -52,8 +54,10 @@ usage: python3 tests/bench/bench_serve.py [--seconds S]
 import argparse
 import fcntl
 import glob
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -301,27 +305,54 @@ SEQ_SIZES = (16, 65536)
 SEQ_CONCURRENCY = (1, 16)
 
 
+SEQ_MODES = ("plain", "sequence", "everysec", "always")
+
+
+def fsync_floor(where):
+    """The machine's own durable append (tests/bench/fsync_latency.c: 64
+    bytes and fdatasync, 2000 times, in the directory the logs are in):
+    its JSON."""
+    exe = os.path.join(BIN, "fsync_latency")
+    out = subprocess.run([exe, where, "2000"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def seq_table(pa, seconds):
     """perf_analyzer in its sequence mode beside its plain mode, over REST
-    binary and gRPC: two tallyds, one with the defaults (the model config
-    has no sequence_batching, so perf_analyzer sends plain requests) and
-    one with --model-sequence-batching (perf_analyzer sees it and sends
-    sequences of 20 chunks, as many at once as its concurrency), each
-    cell's two runs back to back, over the same time windows. (A run
+    binary and gRPC, and the sequences made durable: four tallyds, one with
+    the defaults (the model config has no sequence_batching, so
+    perf_analyzer sends plain requests), one with --model-sequence-batching
+    (perf_analyzer sees it and sends sequences of 20 chunks, as many at
+    once as its concurrency), and two more with --state-dir, one for each
+    --state-fsync (every applied chunk logged before its answer), each
+    cell's four runs back to back, over the same time windows. (A run
     bounded by --request-count can wait forever on a busy machine, and
     its one clamped window gave the sequence runs rates that differ from
     the windows' by a constant factor (BENCHMARKS.md, "--request-count
     runs that never ended"), so the table keeps the windows; a run that
-    does not end is named.) Target: a chunk costs what the same request costs alone,
-    0.9 of the plain throughput at least."""
+    does not end is named.) Targets: a chunk costs what the same request
+    costs alone, 0.9 of the plain throughput at least; everysec 0.9 of the
+    sequence's in every cell; always 0.7 of it at concurrency 16, and at
+    concurrency 1 a p50 within the sequence's plus 1.5 fdatasync latencies
+    of this machine (fsync_latency, measured in the same directory before
+    and after)."""
     from benchlib import free_port
     procs, addr = [], {}
+    state = tempfile.mkdtemp(prefix="bench-serve-state-")
+    floor = fsync_floor(state)
+    print("fdatasync of 64 bytes in %s: p50 %.1f us, p90 %.1f us, p99 %.1f us" % (
+        state, floor["p50_us"], floor["p90_us"], floor["p99_us"]), file=sys.stderr, flush=True)
     try:
-        for mode, extra in (("plain", []), ("sequence", ["--model-sequence-batching"])):
+        for mode in SEQ_MODES:
+            extra = [] if mode == "plain" else ["--model-sequence-batching"]
+            if mode in ("everysec", "always"):
+                d = os.path.join(state, mode)
+                os.makedirs(d)
+                extra += ["--state-dir", d, "--state-fsync", mode]
             log = open(os.path.join(tempfile.gettempdir(),
                                     "bench_serve_%s_tallyd.log" % mode), "wb")
             gport = free_port()
-            # a PoCL cache each: the two run at once
+            # a PoCL cache each: they run at once
             proc, url = start_tallyd("bench-serve-" + mode, log,
                                      ["--access-log=off", "--grpc-listen",
                                       "127.0.0.1:%d" % gport] + extra)
@@ -332,9 +363,9 @@ def seq_table(pa, seconds):
         for proto in ("http", "grpc"):
             for n in SEQ_SIZES:
                 for c in SEQ_CONCURRENCY:
-                    for mode in ("plain", "sequence"):
+                    for mode in SEQ_MODES:
                         extra = (("--sequence-length", "20", "--sequence-id-range", "1:100000")
-                                 if mode == "sequence" else ())
+                                 if mode != "plain" else ())
                         r = perf_binary(pa, addr[(mode, proto)], proto, n, c, seconds,
                                         extra=extra)
                         results[(mode, proto, n, c)] = r
@@ -345,27 +376,46 @@ def seq_table(pa, seconds):
         for proc in procs:
             proc.terminate()
             proc.wait()
+    after = fsync_floor(state)
+    shutil.rmtree(state, ignore_errors=True)
+    fsync_ms = max(floor["p50_us"], after["p50_us"]) / 1000.0
     print("float32 [N], binary tensors, perf_analyzer --async; plain: tallyd's defaults; "
           "sequence: perf_analyzer's sequence mode (20 chunks a sequence) against a tallyd "
-          "with --model-sequence-batching; %d s windows" % seconds)
-    print("%-4s %-6s %-4s %12s %8s %14s %8s %6s" % (
-        "", "N", "c", "plain req/s", "p50 ms", "sequence req/s", "p50 ms", "ratio"))
+          "with --model-sequence-batching; everysec, always: the same with --state-dir "
+          "and --state-fsync; %d s windows; fdatasync of 64 bytes alone (fsync_latency): "
+          "p50 %.1f us before, %.1f us after" % (seconds, floor["p50_us"], after["p50_us"]))
+    print("%-4s %-6s %-4s %11s %7s %11s %7s %5s %11s %7s %5s %11s %7s %5s" % (
+        "", "N", "c", "plain/s", "p50 ms", "sequence/s", "p50 ms", "ratio",
+        "everysec/s", "p50 ms", "ratio", "always/s", "p50 ms", "ratio"))
     fails = []
     for proto in ("http", "grpc"):
         for n in SEQ_SIZES:
             for c in SEQ_CONCURRENCY:
-                a, b = results[("plain", proto, n, c)], results[("sequence", proto, n, c)]
-                if a is None or b is None:
-                    which = "plain" if a is None else "sequence"
-                    print("%-4s %-6d %-4d  (%s: no measurement)" % (proto, n, c, which))
+                got = {m: results[(m, proto, n, c)] for m in SEQ_MODES}
+                missing = [m for m in SEQ_MODES if got[m] is None]
+                if missing:
+                    print("%-4s %-6d %-4d  (%s: no measurement)" % (proto, n, c,
+                                                                    ", ".join(missing)))
                     fails.append("sequence table, %s N=%d c=%d: the %s run did not finish" % (
-                        proto, n, c, which))
+                        proto, n, c, ", ".join(missing)))
                     continue
-                print("%-4s %-6d %-4d %12.1f %8.3f %14.1f %8.3f %6.2f" % (
-                    proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0]))
+                a, b, e, w = (got[m] for m in SEQ_MODES)
+                print("%-4s %-6d %-4d %11.1f %7.3f %11.1f %7.3f %5.2f %11.1f %7.3f %5.2f "
+                      "%11.1f %7.3f %5.2f" % (
+                          proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0], e[0], e[1],
+                          e[0] / b[0], w[0], w[1], w[0] / b[0]))
                 if b[0] < 0.9 * a[0]:
                     fails.append("sequence %s N=%d c=%d: %.0f < 0.9 x plain %.0f" % (
                         proto, n, c, b[0], a[0]))
+                if e[0] < 0.9 * b[0]:
+                    fails.append("everysec %s N=%d c=%d: %.0f < 0.9 x sequence %.0f" % (
+                        proto, n, c, e[0], b[0]))
+                if c >= 16 and w[0] < 0.7 * b[0]:
+                    fails.append("always %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (
+                        proto, n, c, w[0], b[0]))
+                if c == 1 and w[1] > b[1] + 1.5 * fsync_ms:
+                    fails.append("always %s N=%d c=1: p50 %.3f ms > sequence's %.3f + 1.5 x "
+                                 "fdatasync %.3f ms" % (proto, n, w[1], b[1], fsync_ms))
     return fails
 
 

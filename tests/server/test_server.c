@@ -52,6 +52,10 @@ static const char *other_value(size_t i, int variant)
         return variant ? "[::1]:9001" : "127.0.0.2:9000";
     if (strcmp(settings[i].flag, "access-log") == 0)
         return variant ? "off" : "all";
+    if (strcmp(settings[i].flag, "state-fsync") == 0)
+        return variant ? "everysec" : "always";
+    if (strcmp(settings[i].flag, "fault-state") == 0)
+        return variant ? "eio" : "fsync";
     switch (settings[i].kind) {
     case STR: return variant ? "gpu" : "host";
     case UINT: return variant ? "17" : "3";
@@ -191,6 +195,8 @@ static void config_bad_values(void)
         {"--queue-depth=0", NULL, "at least 1"},
         {"--listen=nohost", NULL, "HOST:PORT"},
         {"--listen=1.2.3.4:99999", NULL, "HOST:PORT"},
+        {"--state-fsync=sometimes", NULL, "always or everysec"},
+        {"--fault-state=full", NULL, "enospc, eio or fsync"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         tallyd_config c;
