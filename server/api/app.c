@@ -68,10 +68,10 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
 }
 
 /* One record of the log, into the table (seq_log_decode's each). */
-static bool restore_one(void *user, seq_file_entry *e, bool ended)
+static bool restore_one(void *user, seq_file_entry *e, int how)
 {
     char msg[256];
-    if (seq_restore(user, e, ended, msg, sizeof msg))
+    if (seq_restore(user, e, how, msg, sizeof msg))
         return true;
     log_msg("sequences", "error", "%s", msg);
     return false;

@@ -138,6 +138,29 @@ static bool probe_gone(void *ctx)
     return w->door->gone(w);
 }
 
+/* A small chunk of a durable sequence, summed at once under the door's
+ * handshake (so that the log writer's resume cannot come first) and
+ * ended there: true when its record went to the log, and the request
+ * waits for it; false when the chunk ended at once (a repeat, a
+ * conflict, a failure: w->seq_status says), and the adapter answers it. */
+static bool run_inline_durable(submit_work *w)
+{
+    sched_run_inline(w->sched, &w->j);
+    seq_table *t = w->seqs;
+    w->seqs = NULL;
+    w->slot.durable = seq_durable_done;
+    bool later;
+    char msg[512];
+    status_code st = seq_finish_durable(t, &w->slot, w->j.status == STATUS_OK,
+                                        w->j.out, &later, msg, sizeof msg);
+    if (later)
+        return true;
+    w->seq_status = st;
+    if (st != STATUS_OK)
+        snprintf(w->seq_msg, sizeof w->seq_msg, "%s", msg);
+    return false;
+}
+
 /* Pushes the job, under the door's handshake. */
 static bool push(submit_work *w)
 {
@@ -258,9 +281,12 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     uint64_t inline_max = s->cfg.inline_max;
     if (from == SUBMIT_TEXT && s->cfg.json_inline_max > inline_max)
         inline_max = s->cfg.json_inline_max;
-    bool durable = w->seqs != NULL && seq_durable(w->seqs);
-    if (!durable && sched_elements(&w->j) <= inline_max) {
-        sched_run_inline(sc, &w->j);
+    if (sched_elements(&w->j) <= inline_max) {
+        bool durable = w->seqs != NULL && seq_durable(w->seqs);
+        if (durable && door->suspend(req, run_inline_durable, w))
+            return; /* its answer waits for its record */
+        if (!durable)
+            sched_run_inline(sc, &w->j);
         note_times(w);
         conclude(w, false, false);
         return;

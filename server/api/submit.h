@@ -30,14 +30,14 @@
  * earlier chunk of the same sequence runs, and adds the sequence's
  * carries to its answer before the door sees it. A chunk takes a packed
  * tensor: DirectML's strided layouts are refused in sequences.
- * With a durable table (--state-dir, seq_store.h) a chunk is never summed
- * at once: it is queued, and when its job ends the adapter ends the chunk
- * there (seq_finish_durable), before the request comes back; an applied
- * chunk's new state goes to the log, and the request comes back (resume,
- * from the log's writer thread) only once the log says it is durable, or
- * that it failed (then nothing moved, and the answer is 503). So an
- * answer waits for the disk without a door's thread waiting, and without
- * suspending a request twice.
+ * With a durable table (--state-dir, seq_store.h) the adapter ends a
+ * chunk before its request comes back to the door: a queued one when its
+ * job ends (on_job_done), a small one summed at once under the door's
+ * suspend handshake; an applied chunk's new state goes to the log, and
+ * the request comes back (resume, from the log's writer thread) only once
+ * the log says it is durable, or that it failed (then nothing moved, and
+ * the answer is 503). So an answer waits for the disk without a door's
+ * thread waiting, and without suspending a request twice.
  * Refusals and failures read the same through every door; the status
  * table (status.h) maps them to an HTTP status or a gRPC code.
  *

@@ -20,7 +20,6 @@
 
 #define REC_MAGIC 0x524c5354u /* "TSLR" */
 #define REC_HEAD 16
-#define REC_ENDED 1u
 #define REWRITE_MIN ((uint64_t)64 << 20)
 
 bool seq_fsync_parse(const char *text, seq_fsync *out)
@@ -57,7 +56,7 @@ static uint32_t get32(const uint8_t *p)
 }
 
 /* A whole record, header and payload, malloc'd; NULL when out of memory. */
-static uint8_t *encode(const seq_file_entry *x, bool ended, size_t *len)
+static uint8_t *encode(const seq_file_entry *x, int how, size_t *len)
 {
     size_t plen;
     uint8_t *p = seq_file_encode(x, 1, &plen);
@@ -72,7 +71,7 @@ static uint8_t *encode(const seq_file_entry *x, bool ended, size_t *len)
     }
     put32(b, REC_MAGIC);
     put32(b + 4, (uint32_t)plen);
-    put32(b + 8, ended ? REC_ENDED : 0);
+    put32(b + 8, (uint32_t)how);
     put32(b + 12, fnv32(b, 12));
     memcpy(b + REC_HEAD, p, plen);
     free(p);
@@ -84,7 +83,7 @@ static uint8_t *encode(const seq_file_entry *x, bool ended, size_t *len)
 
 bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
                     size_t max_bytes,
-                    bool (*each)(void *user, seq_file_entry *e, bool ended),
+                    bool (*each)(void *user, seq_file_entry *e, int how),
                     void *user, size_t *torn, char *msg, size_t msglen)
 {
     size_t at = 0;
@@ -98,14 +97,14 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
         }
         const uint8_t *h = b + at;
         if (get32(h) != REC_MAGIC || get32(h + 12) != fnv32(h, 12)
-            || get32(h + 8) > REC_ENDED) {
+            || get32(h + 8) > SEQ_REC_GONE) {
             snprintf(msg, msglen,
                      "a damaged record header at byte %zu (%zu bytes follow)",
                      at, left);
             return false;
         }
         uint32_t plen = get32(h + 4);
-        bool ended = get32(h + 8) & REC_ENDED;
+        int how = (int)get32(h + 8);
         if ((size_t)plen > left - REC_HEAD) { /* its payload cut short */
             *torn = left;
             return true;
@@ -126,7 +125,7 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
                      err);
             return false;
         }
-        bool ok = each(user, e, ended);
+        bool ok = each(user, e, how);
         seq_file_free(e, n);
         if (!ok) {
             snprintf(msg, msglen, "the record at byte %zu cannot be taken",
@@ -267,7 +266,7 @@ struct item {
     item *next;
     uint8_t *rec;
     size_t len;
-    bool ended;
+    bool keep; /* the rewrite keeps it: live, or ended and numbered */
     uint8_t key[1 + SEQ_ID_MAX];
     size_t key_len;
     seq_store_done done;
@@ -465,10 +464,9 @@ static void run_writer(void *arg)
             last_sync = now_ns();
             dirty = false;
         }
-        for (item *i = batch, *next; i != NULL; i = next) {
-            next = i->next;
+        for (item *i = batch; i != NULL; i = i->next) {
             s->ws.records++;
-            if (ok && i->ended) {
+            if (ok && !i->keep) {
                 free(i->rec);
                 map_set(&s->map, i->key, i->key_len, NULL, 0);
             } else if (ok) {
@@ -477,6 +475,16 @@ static void run_writer(void *arg)
                 free(i->rec);
                 s->ws.failures++;
             }
+            i->rec = NULL;
+        }
+        /* the counters before the answers: a client that has its answer
+         * sees them */
+        uv_mutex_lock(&s->mu);
+        s->ws.bytes = s->size;
+        s->stats = s->ws;
+        uv_mutex_unlock(&s->mu);
+        for (item *i = batch, *next; i != NULL; i = next) {
+            next = i->next;
             i->done(i->ctx, ok, why);
             free(i);
         }
@@ -510,7 +518,8 @@ seq_store *seq_store_open(const char *dir, seq_fsync mode,
     bool ok = recs != NULL && lens != NULL;
     uint8_t key[1 + SEQ_ID_MAX];
     for (size_t i = 0; ok && i < n; i++) {
-        recs[i] = encode(&e[i], false, &lens[i]);
+        recs[i] = encode(&e[i], e[i].ended ? SEQ_REC_ENDED : SEQ_REC_LIVE,
+                         &lens[i]);
         ok = recs[i] != NULL;
         if (ok) { /* the map keeps its own copy */
             uint8_t *c = malloc(lens[i]);
@@ -549,18 +558,18 @@ seq_store *seq_store_open(const char *dir, seq_fsync mode,
     return s;
 }
 
-bool seq_store_append(seq_store *s, const seq_file_entry *x, bool ended,
+bool seq_store_append(seq_store *s, const seq_file_entry *x, int how,
                       seq_store_done done, void *ctx)
 {
     item *i = calloc(1, sizeof *i);
     if (i == NULL)
         return false;
-    i->rec = encode(x, ended, &i->len);
+    i->rec = encode(x, how, &i->len);
     if (i->rec == NULL) {
         free(i);
         return false;
     }
-    i->ended = ended;
+    i->keep = how == SEQ_REC_LIVE || (how == SEQ_REC_ENDED && x->numbered);
     i->key_len = id_key(&x->id, i->key);
     i->done = done;
     i->ctx = ctx;

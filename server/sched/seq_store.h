@@ -9,8 +9,10 @@
  * chunk, the whole state of its sequence after it (a record of
  * sequence_file.h's format: id, attributes, carries, and for a numbered
  * sequence the chunk number, the input's SHA-256 and the carries before
- * it), or that the sequence ended. Replaying the log in order gives back
- * every live sequence. One writer thread appends with group commit: the
+ * it), marked when that chunk ended the sequence, or that the sequence
+ * is gone (expired). Replaying the log in order gives back every live
+ * sequence, and the ended numbered ones still kept for a repeat of their
+ * end chunk. One writer thread appends with group commit: the
  * records that come while a flush runs share the next one. With
  * SEQ_FSYNC_ALWAYS a record's completion comes after fdatasync (it
  * survives a power loss); with SEQ_FSYNC_EVERYSEC after write(2) (it
@@ -20,7 +22,8 @@
  * per live sequence (a temporary file, fsync'd and renamed over it).
  *
  * The log file, little-endian: records, each
- *   u32 'TSLR'  u32 payload length  u32 flags (1: the sequence ended)
+ *   u32 'TSLR'  u32 payload length  u32 how (0: live, 1: ended by this
+ *   chunk, 2: gone)
  *   u32 FNV-1a (32 bit) of the 12 bytes before it
  *   payload: sequence_file.h's file for this one sequence (its own
  *   checksum at its end)
@@ -51,23 +54,28 @@ bool seq_fsync_parse(const char *text, seq_fsync *out);
 
 typedef struct seq_store seq_store;
 
+/* What a record says of its sequence. */
+enum { SEQ_REC_LIVE, SEQ_REC_ENDED, SEQ_REC_GONE };
+
 /* A record's end: ok, it is durable as the fsync mode says; otherwise
  * why names the failure (the write, the flush) and the record is not in
  * the log's live tail (a later record of its sequence replaces it). */
 typedef void (*seq_store_done)(void *ctx, bool ok, const char *why);
 
 /* Opens DIR/sequences.log for appending, having first written the given
- * live sequences (e[0..n), borrowed) to it as a fresh log (temporary
+ * sequences (e[0..n), borrowed; an entry with `ended` is an ended numbered
+ * one) to it as a fresh log (temporary
  * file, fsync, rename, directory fsync), and starts the writer thread.
  * NULL with a message naming the file. */
 seq_store *seq_store_open(const char *dir, seq_fsync mode,
                           const seq_file_entry *e, size_t n, char *msg,
                           size_t msglen);
 
-/* Appends the state of sequence x after a chunk (ended: the chunk was its
- * end), encoded now; done(ctx, ...) comes once it is durable or failed.
- * False (done is not called) when memory runs out encoding it. */
-bool seq_store_append(seq_store *s, const seq_file_entry *x, bool ended,
+/* Appends the state of sequence x after a chunk (how: SEQ_REC_ENDED when
+ * the chunk was its end), or that it is gone (SEQ_REC_GONE), encoded now;
+ * done(ctx, ...) comes once it is durable or failed. False (done is not
+ * called) when memory runs out encoding it. */
+bool seq_store_append(seq_store *s, const seq_file_entry *x, int how,
                       seq_store_done done, void *ctx);
 
 /* Flushes and closes the log and stops the writer; every pending done()
@@ -89,14 +97,14 @@ typedef struct {
 void seq_store_get_stats(seq_store *s, seq_store_stats *out);
 
 /* Reads the log at b[0..len) (max_entries and max_bytes as
- * seq_file_decode's, per record), calling each(user, entry, ended) for
+ * seq_file_decode's, per record), calling each(user, entry, how) for
  * each record in order (the entry's carries are the callee's to take or
  * leave: seq_file_free() frees what is left). *torn: bytes of a torn last
  * record that were dropped (0: none). False with a message naming the
  * byte offset for damage before the end, or when each() returns false. */
 bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
                     size_t max_bytes,
-                    bool (*each)(void *user, seq_file_entry *e, bool ended),
+                    bool (*each)(void *user, seq_file_entry *e, int how),
                     void *user, size_t *torn, char *msg, size_t msglen);
 
 #endif

@@ -787,7 +787,9 @@ status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
         x.prev = e->carry;
     }
     /* the slot's buffers are not needed past here; its fields are */
-    if (!seq_store_append(t->store, &x, s->end, on_durable, s)) {
+    if (!seq_store_append(t->store, &x,
+                          s->end ? SEQ_REC_ENDED : SEQ_REC_LIVE, on_durable,
+                          s)) {
         snprintf(msg, msglen, "out of memory writing the chunk's state");
         finish_end(t, s, ok, what, moving, false);
         return STATUS_NOMEM;
@@ -851,20 +853,52 @@ static bool refuse_waiting(seq_table *t, seq_entry *e, uint64_t at,
     return true;
 }
 
+/* The store forgets an expired sequence (its record says it ended), so
+ * that the log's rewrite drops it. Nothing waits for it: a crash before
+ * it is written leaves a record that the next start expires. Under the
+ * mutex; e has nothing pending, so its carries are still. */
+static void expired_done(void *ctx, bool ok, const char *why)
+{
+    (void)ctx;
+    (void)ok;
+    (void)why;
+}
+
+static void forget(seq_table *t, const seq_entry *e)
+{
+    if (t->store == NULL)
+        return;
+    seq_file_entry x;
+    memset(&x, 0, sizeof x);
+    x.id = e->id;
+    x.desc = e->desc;
+    x.count = e->count;
+    x.carry = e->carry;
+    if (e->numbered && e->applied > 0) {
+        x.numbered = true;
+        x.applied = e->applied;
+        x.prev = e->prev;
+    }
+    seq_store_append(t->store, &x, SEQ_REC_GONE, expired_done, NULL);
+}
+
 void seq_sweep(seq_table *t)
 {
     seq_slot *armed = NULL;
     uv_mutex_lock(&t->mu);
     uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
     while (t->head[IDLE] != NULL && at - t->head[IDLE]->last_ns >= idle) {
+        forget(t, t->head[IDLE]);
         unmap(t, t->head[IDLE]); /* idle: nothing pending, so freed */
         t->expired++;
     }
     uint64_t linger = t->o.linger_ms * 1000000u;
     while (t->head[CLOSED] != NULL && at - t->head[CLOSED]->closed_ns >= linger)
         unmap(t, t->head[CLOSED]);
-    while (t->head[ENDED] != NULL && at - t->head[ENDED]->closed_ns >= idle)
+    while (t->head[ENDED] != NULL && at - t->head[ENDED]->closed_ns >= idle) {
+        forget(t, t->head[ENDED]);
         unmap(t, t->head[ENDED]);
+    }
     uint64_t wait_ns = t->o.reorder_ms * 1000000u;
     for (seq_entry *e = t->head[STALLED], *n; e != NULL; e = n) {
         n = e->lnext;
@@ -1235,7 +1269,11 @@ seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom)
     uv_mutex_lock(&t->mu);
     *n = 0;
     *oom = false;
-    seq_file_entry *v = calloc(t->live ? t->live : 1, sizeof *v);
+    size_t all = 0;
+    for (size_t b = 0; b < t->nbuckets; b++)
+        for (seq_entry *e = t->buckets[b]; e != NULL; e = e->hnext)
+            all++;
+    seq_file_entry *v = calloc(all ? all : 1, sizeof *v);
     if (v == NULL) {
         *oom = true;
         uv_mutex_unlock(&t->mu);
@@ -1246,9 +1284,9 @@ seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom)
     size_t k = 0;
     for (size_t b = 0; b < t->nbuckets; b++)
         for (seq_entry *e = t->buckets[b]; e != NULL; e = e->hnext) {
-            if (e->closed || k >= t->live)
-                continue;
-            uint64_t used = at - e->last_ns;
+            if (e->closed && !e->numbered)
+                continue; /* lingering: nothing to go on with */
+            uint64_t used = at - (e->closed ? e->closed_ns : e->last_ns);
             v[k].id = e->id;
             v[k].desc = e->desc;
             v[k].idle_deadline_ms =
@@ -1260,6 +1298,7 @@ seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom)
             v[k].last_end = e->last_end;
             memcpy(v[k].sha, e->last_sha, sizeof v[k].sha);
             v[k].prev = e->prev;
+            v[k].ended = e->closed;
             k++;
         }
     uv_mutex_unlock(&t->mu);
@@ -1267,7 +1306,7 @@ seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom)
     return v;
 }
 
-bool seq_restore(seq_table *t, seq_file_entry *x, bool ended, char *msg,
+bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
                  size_t msglen)
 {
     uint64_t h = hash_id(&x->id);
@@ -1275,12 +1314,16 @@ bool seq_restore(seq_table *t, seq_file_entry *x, bool ended, char *msg,
     seq_entry *old = find(t, &x->id, h);
     if (old != NULL)
         unmap(t, old); /* nothing pending at the start: freed */
-    if (ended) {
+    /* gone, or ended without numbers: nothing to keep; an ended numbered
+     * one is kept, closed, for a repeat of its end chunk */
+    bool closed = how == SEQ_REC_ENDED;
+    if (how == SEQ_REC_GONE || (closed && !x->numbered)) {
         uv_mutex_unlock(&t->mu);
         return true;
     }
     size_t need = (size_t)x->count * sizeof(eng_carry) * (x->numbered ? 2 : 1);
-    if (t->live >= t->o.max_sequences || need > t->o.max_bytes - t->bytes) {
+    if ((!closed && t->live >= t->o.max_sequences)
+        || need > t->o.max_bytes - t->bytes) {
         uv_mutex_unlock(&t->mu);
         snprintf(msg, msglen,
                  "more sequences, or larger, than this server's limits hold "
@@ -1316,8 +1359,15 @@ bool seq_restore(seq_table *t, seq_file_entry *x, bool ended, char *msg,
     e->last_ns = at - (idle - left);
     t->bytes += entry_bytes(e);
     map_insert(t, e);
-    /* the idle list is kept in last_ns order by seq_expire_loaded() */
-    list_append(t, e, IDLE);
+    if (closed) { /* kept idle_ms from its end, as seq_sweep() keeps it */
+        e->closed = true;
+        e->closed_ns = e->last_ns;
+        t->live--;
+        list_append(t, e, ENDED);
+    } else {
+        /* the idle list is put in order by seq_expire_loaded() */
+        list_append(t, e, IDLE);
+    }
     uv_mutex_unlock(&t->mu);
     return true;
 }
@@ -1333,6 +1383,11 @@ size_t seq_expire_loaded(seq_table *t)
             unmap(t, e);
             t->expired++;
         }
+    }
+    for (seq_entry *e = t->head[ENDED], *n; e != NULL; e = n) {
+        n = e->lnext;
+        if (at - e->closed_ns >= idle)
+            unmap(t, e);
     }
     size_t k = t->expired - before;
     uv_mutex_unlock(&t->mu);

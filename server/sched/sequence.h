@@ -188,17 +188,20 @@ void seq_set_store(seq_table *t, struct seq_store *store);
 /* Whether the table has a store. */
 bool seq_durable(const seq_table *t);
 
-/* Every live sequence as the state file holds it: a malloc'd array of *n
- * entries whose carries are borrowed from the table (free the array
- * only). Once nothing runs (at the start). NULL with *n 0 when there is
+/* Every live sequence, and every ended numbered one still kept for a
+ * repeat of its end (`ended`), as the state file holds them: a malloc'd
+ * array of *n entries whose carries are borrowed from the table (free
+ * the array only). Once nothing runs (at the start). NULL with *n 0 when there is
  * none or memory ran out (*oom then). */
 seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom);
 
-/* Takes one record of the log (seq_store.h) into the table, replacing
- * the sequence of that id (ended: removing it): e's carries are taken.
+/* Takes one record of the log (seq_store.h's how) into the table,
+ * replacing the sequence of that id: live, it goes on; ended, a numbered
+ * one is kept (closed) for a repeat of its end chunk, an unnumbered one
+ * removed; gone, removed. e's carries are taken.
  * At the start, before any chunk. False with a message when the table's
  * limits do not hold it. */
-bool seq_restore(seq_table *t, seq_file_entry *e, bool ended, char *msg,
+bool seq_restore(seq_table *t, seq_file_entry *e, int how, char *msg,
                  size_t msglen);
 
 /* Drops what seq_restore() left that had passed its idle deadline while

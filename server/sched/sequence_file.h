@@ -48,6 +48,8 @@ typedef struct {
     uint64_t applied;
     unsigned char sha[32];
     eng_carry *prev; /* count of them, owned as carry is */
+    bool ended;      /* not in the file: an ended numbered sequence (the
+                      * log's, seq_store.h) */
 } seq_file_entry;
 
 /* The file for entries e[0..n) (borrowed): a malloc'd buffer, its length

@@ -78,9 +78,9 @@ static void state_file(const uint8_t *b, size_t n)
     seq_file_free(e, k);
 }
 
-static bool log_record(void *user, seq_file_entry *e, bool ended)
+static bool log_record(void *user, seq_file_entry *e, int how)
 {
-    (void)ended;
+    FUZZ_CHECK(how >= SEQ_REC_LIVE && how <= SEQ_REC_GONE, "how %d", how);
     size_t *records = user;
     check_id(&e->id);
     FUZZ_CHECK(e->count * (e->numbered ? 16u : 8u) <= (1u << 16),

@@ -329,3 +329,20 @@ def test_a_drain_that_times_out_keeps_the_sums(spawn, tmp_path):
     assert st == 200 and answer(b) == SUMS[2], b
     st, b = kserve_chunk(d2, "drained", 4, CHUNKS[3], end=True)
     assert st == 200 and answer(b) == SUMS[3], b
+
+
+def test_the_end_chunk_is_answered_again_after_a_restart(spawn, tmp_path):
+    """An ended numbered sequence stays in the log for --sequence-idle-ms,
+    so that an end chunk whose answer a crash lost is answered again."""
+    state = str(tmp_path)
+    d = spawn("--state-dir", state)
+    for n in range(2):
+        st, b = kserve_chunk(d, "ended-kept", n + 1, CHUNKS[n], start=n == 0, end=n == 1)
+        assert st == 200 and answer(b) == SUMS[n], b
+    d.proc.kill()
+    d.proc.wait()
+    d2 = spawn("--state-dir", state)
+    st, b = kserve_chunk(d2, "ended-kept", 2, CHUNKS[1], end=True)
+    assert st == 200 and answer(b) == SUMS[1], b
+    st, b = kserve_chunk(d2, "ended-kept", 3, CHUNKS[2])
+    assert st == 409 and "ended at chunk 2" in b["error"], b

@@ -8,15 +8,21 @@
  * small tensors summed at once and larger ones queued, the door's times
  * before exactly one outcome (an answer, a failure in words, or "the
  * client has gone"), and the same words for the same refusal whichever
- * door asks.
+ * door asks; and a sequence's chunk: summed at once without a log, and
+ * with one queued, its answer waiting for its record (the wait step),
+ * or failing with nothing moved when the record cannot be written.
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include "api.h"
 #include "check.h"
+#include "seq_store.h"
 #include "status.h"
 #include "submit.h"
 
@@ -483,6 +489,90 @@ static void client_gone(void)
     sched_free(sc);
 }
 
+/* A chunk of sequence 5, numbered n (start with n == 1), of x[0..len). */
+static void make_chunk(door_req *r, const float *x, uint64_t len, uint64_t n)
+{
+    make(r, len);
+    memcpy(r->data, x, len * sizeof *x);
+    char msg[128];
+    CHECK(seq_id_number(&r->w.seq, 5, msg, sizeof msg)
+              && seq_chunk_number(&r->w.seq, n, msg, sizeof msg),
+          "%s", msg);
+    r->w.seq.start = n == 1;
+}
+
+/* The wait step: without a log a small chunk is summed and answered at
+ * once; with one it is summed at once too, but its request is suspended,
+ * and comes back (from the log's writer) only once its record is in the
+ * log; a record that cannot be written fails
+ * the chunk (503, the reason), and nothing moved. (The fake backend's
+ * scan leaves the input as it is: a chunk's answer is its input plus the
+ * carry, the total of the chunks before it.) */
+static void sequence_wait_step(void)
+{
+    settings(0, 64, 64, 8);
+    sched *sc = new_sched(8);
+    seq_options so = {.max_sequences = 4, .idle_ms = 60000,
+                      .reorder_ms = 1000, .max_bytes = 1024};
+    api_state app;
+    memset(&app, 0, sizeof app);
+    app.seqs = seq_table_new(&so);
+    server.app = &app;
+    float x[4] = {1, 2, 3, 4}, ones[2] = {1, 1};
+    door_req r;
+    /* no log: at once */
+    make_chunk(&r, x, 4, 1);
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(!r.suspended && r.answers == 1, "in memory: at once");
+    check_one(&r, "in memory");
+    seq_table_free(app.seqs);
+
+    /* a log: queued, answered once the record is written */
+    char dir[] = "/tmp/tally-submit-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char msg[512];
+    seq_store *store = seq_store_open(dir, SEQ_FSYNC_ALWAYS, NULL, 0, msg,
+                                      sizeof msg);
+    CHECK(store != NULL, "%s", msg);
+    app.seqs = seq_table_new(&so);
+    seq_set_store(app.seqs, store);
+    make_chunk(&r, x, 4, 1);
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(r.suspended && r.answers == 0, "durable: suspended for its record");
+    finish(&r, "durable start");
+    check_one(&r, "durable start");
+    CHECK(r.answers == 1 && r.data[3] == 4, "answered: %g", r.data[3]);
+    seq_store_stats st;
+    seq_store_get_stats(store, &st);
+    CHECK(st.records == 1 && st.flushes >= 1, "%llu records, %llu flushes",
+          (unsigned long long)st.records, (unsigned long long)st.flushes);
+    /* the disk is full: 503 with the reason, and the carry as it was */
+    seq_store_fail_writes(store, ENOSPC, 0, 0);
+    make_chunk(&r, ones, 2, 2);
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    finish(&r, "a full disk");
+    check_one(&r, "a full disk");
+    CHECK(r.fails == 1 && r.st == STATUS_STORE
+              && strstr(r.msg, "No space left") != NULL,
+          "%d: %s", r.st, r.msg);
+    seq_store_fail_writes(store, 0, 0, 0);
+    make_chunk(&r, ones, 2, 2);
+    start(&r, sc, -1, -1, SUBMIT_BYTES);
+    finish(&r, "written");
+    check_one(&r, "written");
+    CHECK(r.answers == 1 && r.data[0] == 11 && r.data[1] == 11,
+          "nothing had moved: %g %g", r.data[0], r.data[1]);
+    sched_stop(sc);
+    sched_free(sc);
+    seq_store_close(store);
+    seq_table_free(app.seqs);
+    server.app = NULL;
+    char path[64];
+    snprintf(path, sizeof path, "%s/sequences.log", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 static const check_case cases[] = {
     {"deadline_rule", deadline_rule},
     {"deadline_applied", deadline_applied},
@@ -491,6 +581,7 @@ static const check_case cases[] = {
     {"deadline_words", deadline_words},
     {"refusal_words", refusal_words},
     {"client_gone", client_gone},
+    {"sequence_wait_step", sequence_wait_step},
 };
 
 int main(int argc, char **argv)
