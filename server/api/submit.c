@@ -198,10 +198,14 @@ static void seq_ready(seq_slot *slot)
         w->door->resume(w->req);
         return;
     }
-    w->refused = sched_submit(w->sched, &w->j);
-    if (w->refused == STATUS_OK)
+    /* not w->refused = sched_submit(...): once queued, the job may end
+     * and its request be freed before sched_submit() returns (no
+     * handshake holds it here, as push()'s does) */
+    status_code st = sched_submit(w->sched, &w->j);
+    if (st == STATUS_OK)
         return;
-    w->j.status = w->refused;
+    w->refused = st;
+    w->j.status = st;
     refusal_words(w, w->j.msg, sizeof w->j.msg);
     w->door->resume(w->req);
 }
