@@ -134,13 +134,19 @@ def test_refused_launches_run_again_on_the_host(spawn):
 
 @pytest.mark.slow
 def test_repeated_failures_move_the_work_to_the_host(spawn):
-    """Every launch refused from 4 s on: before, the device serves; after,
+    """Every launch refused from 12 s on: before, the device serves; after,
     three refusals in a row take it out, the host backend runs every job,
     and /metrics and the ready status say so. No request hangs."""
-    d = spawn("--fault-device", "1", "--fault-after-ms", "4000", "--workers", "2", *QUEUED)
+    # the fault begins 12 s after the device opened, which is before
+    # spawn() returns (it waits for the device to join): 3 requests well
+    # before it even when the build is slow (a sanitizer leg beside other
+    # tests took over 4 s), and the sleep until 12.2 s after spawn()
+    # returned is surely past it
+    d = spawn("--fault-device", "1", "--fault-after-ms", "12000", "--workers", "2", *QUEUED)
+    joined = time.time()
     sequential(d, 3, 22)
     assert sum(metric_values(d, "tally_device_jobs_total").values()) == 3
-    time.sleep(4.2)
+    time.sleep(max(0.0, joined + 12.2 - time.time()))
     t = time.time()
     sequential(d, 20, 23)
     crowd(d, 20)
