@@ -1026,6 +1026,18 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A saved idle deadline (wall clock, ms) as the monotonic time of the
+ * sequence's last use, at most idle ns before `at`. */
+static uint64_t last_use(int64_t deadline_ms, int64_t wall, uint64_t at,
+                         uint64_t idle)
+{
+    int64_t left_ms = deadline_ms - wall;
+    uint64_t left = left_ms > 0 ? (uint64_t)left_ms * 1000000u : 0;
+    if (left > idle)
+        left = idle;
+    return at - (idle - left);
+}
+
 static void state_path(const char *dir, const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s", dir, name);
@@ -1216,11 +1228,7 @@ bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
             e->prev = v[i].prev;
             v[i].prev = NULL;
         }
-        int64_t left_ms = v[i].idle_deadline_ms - wall;
-        uint64_t left = left_ms > 0 ? (uint64_t)left_ms * 1000000u : 0;
-        if (left > idle)
-            left = idle;
-        e->last_ns = at - (idle - left);
+        e->last_ns = last_use(v[i].idle_deadline_ms, wall, at, idle);
         t->bytes += entry_bytes(e);
         map_insert(t, e);
         list_append(t, e, IDLE);
@@ -1351,12 +1359,8 @@ bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
         e->prev = x->prev;
         x->prev = NULL;
     }
-    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
-    int64_t left_ms = x->idle_deadline_ms - wall_ms();
-    uint64_t left = left_ms > 0 ? (uint64_t)left_ms * 1000000u : 0;
-    if (left > idle)
-        left = idle;
-    e->last_ns = at - (idle - left);
+    e->last_ns = last_use(x->idle_deadline_ms, wall_ms(), now(t),
+                          t->o.idle_ms * 1000000u);
     t->bytes += entry_bytes(e);
     map_insert(t, e);
     if (closed) { /* kept idle_ms from its end, as seq_sweep() keeps it */
