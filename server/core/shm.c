@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -48,12 +49,18 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
         if (base == 0 || a < base || a - base >= len)
             continue;
         /* One of the regions: its object shrank under it. Fresh pages in
-         * its place let the access complete; the job's check fails it. */
+         * its place let the access complete; the job's check fails it.
+         * The system call itself, not libc's mmap(): a sanitizer's mmap
+         * interceptor is not async-signal-safe, and ThreadSanitizer's
+         * takes the remap for a write to the whole region, racing every
+         * other thread still reading it (a host pool's helpers scanning
+         * the same tensor), which is this guard's design, not a race:
+         * each of those reads faults here as well or sees the zeros. */
         int saved = errno;
-        void *p = mmap((void *)base, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        long p = syscall(SYS_mmap, (void *)base, len, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0L);
         errno = saved;
-        if (p == MAP_FAILED)
+        if (p == -1)
             break; /* cannot mend it: die as we would have */
         atomic_store(&guard[i].broken, 1);
         return;
