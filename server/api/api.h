@@ -67,8 +67,9 @@ bool api_docs_load(api_docs *d, const char *dir, char *msg, size_t msglen);
 void api_docs_free(api_docs *d);
 
 /* The API layer's state: what tallyd.c builds, hangs on the server's
- * `app` before the transport starts, and frees after it stops. */
-typedef struct {
+ * `app` before the transport starts, and frees after it stops. The
+ * layers below see only the name (server.h). */
+typedef struct api_state {
     sched *sched;
     sched_backend backend; /* over the devices */
     grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
@@ -129,7 +130,7 @@ void api_trace_start(api_state *a, tallyd_server *s, otlp_exporter *e);
 /* The scheduler a request's scans go to. */
 static inline sched *api_sched(request *r)
 {
-    return ((api_state *)r->s->app)->sched;
+    return r->s->app->sched;
 }
 
 /* The model config's max_sequence_idle_microseconds: --sequence-idle-ms

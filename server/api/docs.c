@@ -161,7 +161,7 @@ void api_docs_free(api_docs *d)
 
 static const api_docs *docs_of(request *r)
 {
-    return ((api_state *)r->s->app)->docs;
+    return r->s->app->docs;
 }
 
 static bool docs_ready(request *r, const api_docs *d)

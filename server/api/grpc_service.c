@@ -41,11 +41,6 @@ static api_state *api_of(grpc_call *c)
     return server_of(c)->app;
 }
 
-static sched *sched_of(grpc_call *c)
-{
-    return api_of(c)->sched;
-}
-
 /* Packs m and answers with it. */
 static void reply_message(grpc_call *c, const ProtobufCMessage *m)
 {
@@ -474,7 +469,8 @@ static void model_infer(grpc_call *c)
             return;
         }
     }
-    submit_start(&w->w, &grpc_door, c, s, sched_of(c), grpc_call_timeout_ms(c),
+    submit_start(&w->w, &grpc_door, c, s, s->app->sched, s->app->seqs,
+                 grpc_call_timeout_ms(c),
                  submit_protocol_ms(w->q.has_timeout, w->q.timeout_us),
                  SUBMIT_BYTES, t0);
 }

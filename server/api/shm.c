@@ -137,7 +137,7 @@ void api_shm_free(api_shm_hold *h)
 
 static shm_registry *registry(request *r)
 {
-    return ((api_state *)r->s->app)->shm;
+    return r->s->app->shm;
 }
 
 static shm_owner owner(request *r)

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api.h"
 #include "clock.h"
 #include "submit.h"
 
@@ -219,12 +218,11 @@ static bool wait_turn(submit_work *w)
 
 /* Admits a chunk into its sequence. False: answered (refused), or
  * suspended until its turn. */
-static bool admit(submit_work *w, tallyd_server *s)
+static bool admit(submit_work *w, seq_table *t)
 {
     job *j = &w->j;
     char msg[512];
     status_code st = STATUS_OK;
-    seq_table *t = ((api_state *)s->app)->seqs;
     bool wait = false;
     if (j->iv != NULL || j->ov != NULL) {
         snprintf(msg, sizeof msg,
@@ -256,8 +254,9 @@ static bool admit(submit_work *w, tallyd_server *s)
 }
 
 void submit_start(submit_work *w, const submit_door *door, void *req,
-                  tallyd_server *s, sched *sc, int64_t transport_ms,
-                  int64_t protocol_ms, submit_from from, uint64_t handler_ns)
+                  tallyd_server *s, sched *sc, seq_table *seqs,
+                  int64_t transport_ms, int64_t protocol_ms, submit_from from,
+                  uint64_t handler_ns)
 {
     w->parse_ns = handler_ns ? now_ns() - handler_ns : 0;
     w->door = door;
@@ -279,7 +278,7 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     w->j.done = on_job_done;
     w->j.gone = probe_gone;
     w->j.ctx = w;
-    if (w->seq.has_id && !admit(w, s))
+    if (w->seq.has_id && !admit(w, seqs))
         return;
 
     uint64_t inline_max = s->cfg.inline_max;

@@ -117,13 +117,15 @@ struct submit_work {
     char seq_msg[512];
 };
 
-/* Starts w's scan for req through door: see above. transport_ms and
- * protocol_ms are the two deadlines a request may carry (-1: not given).
- * handler_ns: when the door began to parse (now_ns()), 0 if unknown.
- * Door's thread. */
+/* Starts w's scan for req through door: see above. sc takes its job and
+ * seqs its chunk (both the API layer's, borrowed; seqs may be NULL when
+ * w->seq names no sequence). transport_ms and protocol_ms are the two
+ * deadlines a request may carry (-1: not given). handler_ns: when the
+ * door began to parse (now_ns()), 0 if unknown. Door's thread. */
 void submit_start(submit_work *w, const submit_door *door, void *req,
-                  tallyd_server *s, sched *sc, int64_t transport_ms,
-                  int64_t protocol_ms, submit_from from, uint64_t handler_ns);
+                  tallyd_server *s, sched *sc, seq_table *seqs,
+                  int64_t transport_ms, int64_t protocol_ms, submit_from from,
+                  uint64_t handler_ns);
 
 /* The deadline in milliseconds, 0 for none: the least of the bounds
  * that are set (> 0). transport_ms and protocol_ms are -1 when not given;

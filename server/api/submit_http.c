@@ -157,8 +157,8 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         hw->w.seq = *seq;
     r->work = hw;
     r->work_free = free;
-    submit_start(&hw->w, &rest_door, r, r->s, api_sched(r), header_ms,
-                 protocol_ms, from, r->handler_ns);
+    submit_start(&hw->w, &rest_door, r, r->s, r->s->app->sched,
+                 r->s->app->seqs, header_ms, protocol_ms, from, r->handler_ns);
 }
 
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,

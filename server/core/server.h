@@ -41,11 +41,15 @@
 #define TALLYD_VERSION "0.1.0"
 
 
+struct api_state;
+
 typedef struct tallyd_server {
     tallyd_config cfg;
     const char *version;
     char device[1024]; /* every device's name, for logs and build_info */
-    void *app;         /* the API layer's (api.h) */
+    /* the API layer's state (api.h): opaque to the layers below, which
+     * only carry it; the handlers above reach their state through it */
+    struct api_state *app;
 
     metrics metrics;
     model_stats stats;
