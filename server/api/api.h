@@ -186,11 +186,6 @@ void api_cuda_shm_unregister(request *r);
  * hold is released on the thread that answers, after the job is done.
  */
 
-/* Who owns regions for a request with this Authorization value (NULL:
- * none): its bearer token when the server requires tokens, else
- * everyone alike. Borrowed from authorization. */
-shm_owner api_shm_owner(tallyd_server *s, const char *authorization);
-
 /* Why a request that needs shared memory is refused while it is off. */
 extern const char api_shm_off[];
 

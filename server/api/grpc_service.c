@@ -460,7 +460,7 @@ static void model_infer(grpc_call *c)
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *data = w->q.data;
         status_code st = api_shm_place(
-            api_of(c)->shm, api_shm_owner(s, grpc_call_authorization(c)),
+            api_of(c)->shm, grpc_call_caller(c),
             &w->q.x_shm, &w->q.y_shm, &data, &w->q.data_owned, w->q.bytes,
             s->cfg.max_body_bytes, &j->in, &j->out, &w->shm, err, sizeof err);
         w->q.data = data;
@@ -479,7 +479,7 @@ static void model_infer(grpc_call *c)
 
 static shm_owner owner_of(grpc_call *c)
 {
-    return api_shm_owner(server_of(c), grpc_call_authorization(c));
+    return grpc_call_caller(c);
 }
 
 static void rpc_shm_status(grpc_call *c)

@@ -119,7 +119,7 @@ void api_infer(request *r)
     void *out;
     status_code st = api_shm_place(
         r->s->app->shm,
-        api_shm_owner(r->s, http_header(r, "Authorization")), &c->req.x_shm,
+        r->caller, &c->req.x_shm,
         &c->req.y_shm, &c->req.data, &c->req.data_owned, c->req.bytes,
         r->s->cfg.max_body_bytes, &in, &out, &c->shm, msg, sizeof msg);
     if (st != STATUS_OK) {

@@ -44,14 +44,6 @@ status_code api_shm_check(const shm_registry *reg, const char *name,
     return STATUS_OK;
 }
 
-shm_owner api_shm_owner(tallyd_server *s, const char *authorization)
-{
-    shm_owner o = {"", 0};
-    if (s->cfg.auth_token_file != NULL && s->cfg.auth_token_file[0] != '\0')
-        auth_bearer(authorization, &o.p, &o.n);
-    return o;
-}
-
 status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
                           const shm_ref *ys, void **data, bool *data_owned,
                           size_t bytes, size_t max_bytes, const void **in,
@@ -142,7 +134,7 @@ static shm_registry *registry(request *r)
 
 static shm_owner owner(request *r)
 {
-    return api_shm_owner(r->s, http_header(r, "Authorization"));
+    return r->caller;
 }
 
 /* The {name} of /v2/.../region/{name}/...: a span of r->path (already

@@ -14,7 +14,6 @@
 
 #include "api.h"
 #include "clock.h"
-#include "scan_params.h"
 #include "peer.h"
 #include "reply.h"
 #include "submit_http.h"
@@ -109,36 +108,11 @@ static bool door_suspend(void *req, bool (*push)(submit_work *w),
     return http_suspend(req_of(req), after_job, start_push, &a);
 }
 
-/* The X-Timeout-Ms header: -1 when absent; false when it is no
- * non-negative integer (msg says why). */
-static bool header_timeout_ms(request *r, int64_t *ms, char *msg, size_t msglen)
-{
-    const char *h = http_header(r, "X-Timeout-Ms");
-    *ms = -1;
-    if (h == NULL)
-        return true;
-    int64_t v;
-    if (!parse_int_text("X-Timeout-Ms", h, &v, msg, msglen))
-        return false;
-    if (v < 0) {
-        snprintf(msg, msglen, "X-Timeout-Ms cannot be negative");
-        return false;
-    }
-    *ms = v;
-    return true;
-}
-
 static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
                    const void *in, const eng_view *ov, void *out,
                    const seq_params *seq, int64_t protocol_ms,
                    submit_from from, http_handler finish)
 {
-    char msg[256];
-    int64_t header_ms;
-    if (!header_timeout_ms(r, &header_ms, msg, sizeof msg)) {
-        http_error(r, STATUS_INVALID, "%s", msg);
-        return;
-    }
     http_work *hw = calloc(1, sizeof *hw);
     if (hw == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory queueing the job");
@@ -158,7 +132,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     r->work = hw;
     r->work_free = free;
     submit_start(&hw->w, &rest_door, r, r->s, r->s->app->sched,
-                 r->s->app->seqs, header_ms, protocol_ms, from, r->handler_ns);
+                 r->s->app->seqs, r->timeout_ms, protocol_ms, from, r->handler_ns);
 }
 
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,

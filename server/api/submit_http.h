@@ -3,10 +3,11 @@
  *
  * A handler that has parsed a tensor calls submit_scan() with a finish
  * function that writes the answer. The deadline is the tightest of the
- * X-Timeout-Ms header (validated always: a bad one is a 400), the
- * protocol's timeout passed as timeout_ms (KServe's "timeout" parameter;
- * -1: none) and --timeout-ms (submit.h's submit_deadline_ms). The adapter then sums the tensor at once or queues
- * it, and finally either calls finish on an HTTP thread, or answers with
+ * X-Timeout-Ms header (r->timeout_ms: the transport checked it at the
+ * headers, a bad one was a 400 before the body), the protocol's timeout
+ * passed as timeout_ms (KServe's "timeout" parameter; -1: none) and
+ * --timeout-ms (submit.h's submit_deadline_ms). The adapter then sums the
+ * tensor at once or queues it, and finally either calls finish on an HTTP thread, or answers with
  * the failure as an HTTP error (status.h), or sends nothing when the
  * client has gone. The request's access-log steps (parse, queue, compute,
  * render) are filled on the way.

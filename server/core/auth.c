@@ -220,7 +220,8 @@ bool auth_bearer(const char *authorization, const char **token, size_t *len)
     return true;
 }
 
-auth_result auth_check(auth_tokens *a, const char *authorization)
+auth_result auth_check(auth_tokens *a, const char *authorization,
+                       auth_caller *who)
 {
     const char *p;
     size_t n;
@@ -235,7 +236,11 @@ auth_result auth_check(auth_tokens *a, const char *authorization)
     for (size_t i = 0; i < t->n; i++)
         match |= differs(p, n, t->tok[i], t->len[i]) == 0;
     uv_rwlock_rdunlock(&a->lock);
-    return match ? AUTH_OK : AUTH_INVALID;
+    if (!match)
+        return AUTH_INVALID;
+    if (who != NULL)
+        *who = (auth_caller){p, n};
+    return AUTH_OK;
 }
 
 void auth_free(auth_tokens *a)

@@ -47,9 +47,24 @@ auth_tokens *auth_load(const char *path, char *msg, size_t msglen);
 size_t auth_reload(auth_tokens *a, const char *path, char *msg,
                         size_t msglen);
 
+/* Who a request is, decided once, by its door at its headers: the
+ * bearer token the server accepted, or "" (n 0) where no token was asked
+ * for (a server without --auth-token-file, a route left open), so that
+ * everyone alike is one caller. Borrowed from the request's Authorization
+ * value: valid while the request is. What is the caller's (its
+ * shared-memory regions: shm.h) is keyed by it. */
+typedef struct {
+    const char *p;
+    size_t n;
+} auth_caller;
+
+/* The caller of a request that was asked for no token. */
+#define AUTH_ANYONE ((auth_caller){"", 0})
+
 /* Checks the value of an Authorization header (NULL when there was
- * none). */
-auth_result auth_check(auth_tokens *a, const char *authorization);
+ * none). On AUTH_OK, *who (when not NULL) is the token's caller. */
+auth_result auth_check(auth_tokens *a, const char *authorization,
+                       auth_caller *who);
 
 /* The token of an Authorization header's Bearer credentials, trimmed as
  * auth_check() trims it (borrowed from authorization): false when there is

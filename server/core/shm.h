@@ -55,6 +55,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "auth.h"
 #include "status.h"
 
 typedef struct shm_registry shm_registry;
@@ -63,12 +64,10 @@ typedef struct shm_region shm_region;
 #define SHM_NAME_MAX 128 /* bytes of a region's name */
 #define SHM_KEY_MAX 255  /* bytes of a key, its '/' included (NAME_MAX) */
 
-/* Who is asking: the bearer token the request carried, or "" when the
- * server requires none. Borrowed for the call. */
-typedef struct {
-    const char *p;
-    size_t n;
-} shm_owner;
+/* Who is asking: the request's caller, as its door decided (auth.h): the
+ * bearer token the request carried, or "" when the server requires none.
+ * Borrowed for the call. */
+typedef auth_caller shm_owner;
 
 /* Where a tensor lies, as a request's parameters shared_memory_region,
  * shared_memory_offset and shared_memory_byte_size say. */

@@ -188,7 +188,8 @@ void h2_stream_headers_done(gstream *st)
         return;
     }
     if (t->auth != NULL && (!st->m->open || t->s->cfg.auth_health)) {
-        auth_result a = auth_check(t->auth, st->has_auth ? st->auth : NULL);
+        auth_result a =
+            auth_check(t->auth, st->has_auth ? st->auth : NULL, &st->caller);
         if (a != AUTH_OK) {
             h2_stream_fail(st, STATUS_UNAUTHORIZED,
                            a == AUTH_MISSING
@@ -382,9 +383,9 @@ int64_t grpc_call_timeout_ms(const grpc_call *c)
     return c->timeout_ms;
 }
 
-const char *grpc_call_authorization(const grpc_call *c)
+auth_caller grpc_call_caller(const grpc_call *c)
 {
-    return c->st != NULL && c->st->has_auth ? c->st->auth : NULL;
+    return c->st != NULL ? c->st->caller : AUTH_ANYONE;
 }
 
 const grpc_method *grpc_call_method(const grpc_call *c)

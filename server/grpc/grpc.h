@@ -151,9 +151,10 @@ uint8_t *grpc_call_message(grpc_call *c, size_t *len);
  * timeout too long to count (over 2^53 ns) is none. */
 int64_t grpc_call_timeout_ms(const grpc_call *c);
 
-/* The call's `authorization` metadata, or NULL when it had none (or its
- * stream has closed); borrowed, valid until the handler returns. */
-const char *grpc_call_authorization(const grpc_call *c);
+/* Who is asking, as the door decided at the call's headers (auth.h);
+ * AUTH_ANYONE when no token was asked for (or the stream has closed).
+ * Borrowed, valid until the handler returns. */
+auth_caller grpc_call_caller(const grpc_call *c);
 
 /* The method the call is of. */
 const grpc_method *grpc_call_method(const grpc_call *c);

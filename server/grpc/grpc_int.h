@@ -111,6 +111,9 @@ struct gstream {
     char path[256];
     char auth[1100];
     bool has_auth;
+    /* who is asking, decided at the headers (auth.h): borrowed from auth;
+     * AUTH_ANYONE when no token was asked for */
+    auth_caller caller;
     trace_ctx trace; /* W3C trace context: traceparent, continued, or new */
     char *tracestate; /* malloc'd, when the call sent one; or NULL */
     int64_t timeout_ms;

@@ -244,6 +244,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
     st->conn = c;
     st->id = frame->hd.stream_id;
     st->timeout_ms = -1;
+    st->caller = AUTH_ANYONE; /* until the headers' check */
     st->opened_ns = now_ns();
     trace_begin(&st->trace, NULL, 0, &c->t->s->sampler); /* until a traceparent comes */
     st->next = c->streams;

@@ -206,19 +206,21 @@ static void body_complete(request *r)
 }
 
 /* With --auth-token-file, whether r may use the route m found: the
- * route's access rule, then its Authorization header against the tokens.
+ * route's access rule, then its Authorization header against the tokens;
+ * r->caller is who it is, once and for the rest of the request.
  * When not, the 401 (with WWW-Authenticate, as RFC 6750 has it) is
  * written, to go out before any of the body is read. */
 static bool authorized(request *r, const http_match *m)
 {
     tallyd_server *s = r->s;
     auth_tokens *auth = r->t->auth;
+    r->caller = AUTH_ANYONE;
     if (auth == NULL
         || (m->access == HTTP_ACCESS_HEALTH && !s->cfg.auth_health)
         || (m->access == HTTP_ACCESS_METRICS && !s->cfg.auth_metrics))
         return true;
-    auth_result a =
-        auth_check(auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION));
+    auth_result a = auth_check(
+        auth, http_header(r, MHD_HTTP_HEADER_AUTHORIZATION), &r->caller);
     if (a == AUTH_OK)
         return true;
     bool missing = a == AUTH_MISSING;
@@ -231,6 +233,34 @@ static bool authorized(request *r, const http_match *m)
                          "(Authorization: Bearer <token>)"
                        : "the bearer token is not one this server accepts");
     return false;
+}
+
+/* The X-Timeout-Ms header, REST's deadline for the request (the API's
+ * adapter chooses among the deadlines: submit.h): r->timeout_ms, -1 when
+ * absent. One that is no non-negative integer of milliseconds is a 400,
+ * written here to go out before any of the body is read, as gRPC refuses
+ * a bad grpc-timeout at its headers. */
+static bool deadline_header(request *r)
+{
+    const char *h = http_header(r, "X-Timeout-Ms");
+    r->timeout_ms = -1;
+    if (h == NULL)
+        return true;
+    char *end;
+    errno = 0;
+    long long v = strtoll(h, &end, 10);
+    if (h[0] == '\0' || *end != '\0' || errno != 0 || h[0] == ' '
+        || h[0] == '+') {
+        http_error(r, STATUS_INVALID,
+                   "X-Timeout-Ms must be an integer, not \"%.40s\"", h);
+        return false;
+    }
+    if (v < 0) {
+        http_error(r, STATUS_INVALID, "X-Timeout-Ms cannot be negative");
+        return false;
+    }
+    r->timeout_ms = v;
+    return true;
 }
 
 /* With --cors-origins, a request from an allowed Origin gets the CORS
@@ -311,7 +341,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                        "%s", m.msg);
             return early_reply(r);
         }
-        if (!authorized(r, &m))
+        if (!authorized(r, &m) || !deadline_header(r))
             return early_reply(r);
         char msg[256];
         status_code e = http_body_begin(

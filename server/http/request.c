@@ -56,6 +56,8 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
     r->status = 500;
     uv_mutex_init(&r->mu);
     atomic_init(&r->refs, 1);
+    r->timeout_ms = -1;
+    r->caller = AUTH_ANYONE;
 
     /* the id: X-Request-Id when it is a sane token, else a fresh one */
     const char *given =

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "server.h"
 #include "status.h"
 #include "trace.h"
@@ -54,6 +55,12 @@ struct request {
     const char *route;     /* its pattern, for spans; NULL: none matched */
     req_ended_fn ended; /* the route row's */
     http_handler handler;
+    /* who is asking, decided at the headers (auth.h); AUTH_ANYONE when no
+     * token was asked for */
+    auth_caller caller;
+    /* X-Timeout-Ms, REST's own deadline, checked at the headers (a bad one
+     * is a 400 before the body is read); -1: not given */
+    int64_t timeout_ms;
     uint64_t t0_ns;
 
     uint8_t *body; /* eng_buffer_alloc'd; NULL when empty */

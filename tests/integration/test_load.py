@@ -277,6 +277,25 @@ def test_deadlines(spawn):
     assert b'reason="DEADLINE"' in text
 
 
+def test_bad_deadline_header_refused_before_the_body(tallyd):
+    """A bad X-Timeout-Ms is refused at the headers, as gRPC refuses a bad
+    grpc-timeout: a client that announces a large body gets its 400 before
+    it sends any (Expect: 100-continue gets the final answer)."""
+    for value, words in ((b"soon", b"X-Timeout-Ms must be an integer"),
+                         (b"-5", b"X-Timeout-Ms cannot be negative")):
+        with socket.create_connection(("127.0.0.1", tallyd.port), timeout=10) as s:
+            s.sendall(b"POST /v1/cumsum HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/x-npy\r\nX-Timeout-Ms: " + value
+                      + b"\r\nContent-Length: 200000000\r\nExpect: 100-continue\r\n\r\n")
+            head = b""
+            while words not in head:
+                chunk = s.recv(4096)
+                assert chunk, head
+                head += chunk
+        assert head.startswith(b"HTTP/1.1 400"), head
+        assert b"100 Continue" not in head
+
+
 def test_server_deadline_bounds_the_clients(spawn):
     """--timeout-ms is an upper bound too: a client's longer X-Timeout-Ms
     or KServe timeout does not lift it, and a shorter one tightens it."""

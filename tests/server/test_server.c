@@ -544,26 +544,36 @@ static void auth_token_file(void)
         {NULL, AUTH_MISSING},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        CHECK(auth_check(a, cases[i].header) == cases[i].want,
+        CHECK(auth_check(a, cases[i].header, NULL) == cases[i].want,
               "\"%s\": %d, not %d",
               cases[i].header ? cases[i].header : "(none)",
-              (int)auth_check(a, cases[i].header), (int)cases[i].want);
+              (int)auth_check(a, cases[i].header, NULL), (int)cases[i].want);
     char longer[700] = "Bearer ";
     memset(longer + 7, 'a', 600);
-    CHECK(auth_check(a, longer) == AUTH_INVALID, "a long token");
+    CHECK(auth_check(a, longer, NULL) == AUTH_INVALID, "a long token");
 
     /* a bad file leaves the tokens as they were; a good one replaces them */
     write_tokens("tok 1\n");
     CHECK(auth_reload(a, token_path, msg, sizeof msg) == 0
               && strstr(msg, "line 1") != NULL,
           "a token with a space: \"%s\"", msg);
-    CHECK(auth_check(a, "Bearer tok-1") == AUTH_OK,
+    CHECK(auth_check(a, "Bearer tok-1", NULL) == AUTH_OK,
           "the old tokens stay after a bad reload");
     write_tokens("new=\n");
     CHECK(auth_reload(a, token_path, msg, sizeof msg) == 1, "%s", msg);
-    CHECK(auth_check(a, "Bearer new=") == AUTH_OK
-              && auth_check(a, "Bearer tok-1") == AUTH_INVALID,
+    CHECK(auth_check(a, "Bearer new=", NULL) == AUTH_OK
+              && auth_check(a, "Bearer tok-1", NULL) == AUTH_INVALID,
           "a reload replaces the tokens");
+    /* the caller is the token, trimmed, borrowed from the header; a
+     * refused check leaves it as it was */
+    auth_caller who = AUTH_ANYONE;
+    const char *hdr = "Bearer  new=  ";
+    CHECK(auth_check(a, hdr, &who) == AUTH_OK && who.n == 4
+              && who.p == hdr + 8 && memcmp(who.p, "new=", 4) == 0,
+          "the caller: %zu bytes", who.n);
+    CHECK(auth_check(a, "Bearer tok-1", &who) == AUTH_INVALID
+              && who.p == hdr + 8,
+          "a refused token names no caller");
     auth_free(a);
     auth_free(NULL);
 
@@ -593,7 +603,7 @@ static void check_loop(void *arg)
 {
     unsigned *bad = arg;
     for (int i = 0; i < 20000; i++)
-        *bad += auth_check(racing, "Bearer both") != AUTH_OK;
+        *bad += auth_check(racing, "Bearer both", NULL) != AUTH_OK;
 }
 
 static void auth_reload_races(void)
