@@ -372,13 +372,6 @@ static bool door_gone(const submit_work *w)
     return grpc_call_gone(w->req);
 }
 
-static void door_times(void *req, uint64_t parse_ns, uint64_t queue_ns,
-                       uint64_t compute_ns, const trace_work *ran)
-{
-    grpc_call_times(req, parse_ns, queue_ns, compute_ns);
-    grpc_call_ran(req, ran);
-}
-
 static void door_fail(void *req, status_code st, const char *msg)
 {
     infer_fail_msg(req, st, msg);
@@ -417,7 +410,7 @@ static void door_answer(void *req)
 }
 
 static const submit_door grpc_door = {
-    door_suspend, door_resume, door_gone,     door_times,
+    door_suspend, door_resume, door_gone,
     door_answer,  door_fail,   door_cancelled,
 };
 
@@ -457,6 +450,7 @@ static void model_infer(grpc_call *c)
     j->watch_fd = -1; /* its stream shares the connection's socket */
     j->trace = grpc_call_trace(c);
     w->w.seq = w->q.seq;
+    w->w.rec = grpc_call_record(c);
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *data = w->q.data;
         status_code st = api_shm_place(

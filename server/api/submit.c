@@ -10,7 +10,7 @@
 #include "clock.h"
 #include "submit.h"
 
-/* Hands the door the job's steps. */
+/* The job's steps, into the door's record. */
 static void note_times(submit_work *w)
 {
     const job *j = &w->j;
@@ -21,17 +21,20 @@ static void note_times(submit_work *w)
     } else if (j->finished_ns != 0 && j->enqueued_ns != 0) {
         queue = j->finished_ns - j->enqueued_ns; /* expired in the queue */
     }
-    trace_work ran;
-    sched_ran(j, &ran);
+    req_record *rec = w->rec;
+    trace_work *ran = &rec->ran;
+    sched_ran(j, ran);
     if (w->seq.has_id) {
-        ran.sequence_is_string = w->seq.is_string;
+        ran->sequence_is_string = w->seq.is_string;
         if (w->seq.is_string)
-            memcpy(ran.sequence_id, w->seq.str, w->seq.len + 1);
+            memcpy(ran->sequence_id, w->seq.str, w->seq.len + 1);
         else
-            snprintf(ran.sequence_id, sizeof ran.sequence_id, "%llu",
+            snprintf(ran->sequence_id, sizeof ran->sequence_id, "%llu",
                      (unsigned long long)w->seq.num);
     }
-    w->door->times(w->req, w->parse_ns, queue, compute, &ran);
+    rec->parse_ns = w->parse_ns;
+    rec->queue_ns = queue;
+    rec->compute_ns = compute;
 }
 
 /* A chunk's end in its sequence, once: ok adds the carries to its answer

@@ -21,8 +21,9 @@
  *   - suspends the request and queues a larger one (sched_submit), the
  *     door's "has the client gone?" probe as the job's;
  *   - once the job has ended, brings the request back to the door's
- *     thread (door->resume) and there, in submit_finish(), hands the door
- *     its times and then exactly one of: the answer, a failure with its
+ *     thread (door->resume) and there, in submit_finish(), writes the
+ *     job's steps into the request's record (w->rec) and then hands the
+ *     door exactly one of: the answer, a failure with its
  *     words, or "the client has gone" (nothing is sent).
  * A request that names a sequence (w->seq, sequence_id.h) is a chunk of
  * it (sched/sequence.h): the adapter admits it into its sequence before
@@ -80,12 +81,6 @@ typedef struct {
     void (*resume)(void *req);
     /* Whether w's client has gone: cheap, never blocks. Any thread. */
     bool (*gone)(const submit_work *w);
-    /* The job's steps, for the access log, the statistics and the spans:
-     * parse (from the door's handler_ns to the submission), queue and
-     * compute, and what the job did. Door's thread; always before the
-     * outcome below. */
-    void (*times)(void *req, uint64_t parse_ns, uint64_t queue_ns,
-                  uint64_t compute_ns, const trace_work *ran);
     /* The outcomes, exactly one per submit_start(), on the door's thread:
      * the scan is done (in out); a failure, in words; the client has gone
      * (nothing to send; counted as cancelled). */
@@ -96,9 +91,14 @@ typedef struct {
 
 /* The adapter's record: the door embeds it in its request's record and
  * fills j's scan (desc, in, out, iv, ov), j.trace and j.watch_fd (-1 when
- * the door has no socket of its own per request), and seq (zeroed: not a
- * chunk) before submit_start(). */
+ * the door has no socket of its own per request), seq (zeroed: not a
+ * chunk) and rec before submit_start(). */
 struct submit_work {
+    /* The request's own record (core/reqlog.h), the door's: the adapter
+     * writes the job's steps into it (parse_ns, from the door's handler
+     * stamp to the submission; queue_ns, compute_ns; ran, what the job
+     * did), on the door's thread, always before the outcome. */
+    req_record *rec;
     job j;
     seq_params seq;
     seq_slot slot;  /* the chunk's, once admitted */

@@ -42,25 +42,15 @@ static bool door_gone(const submit_work *w)
     return peer_gone(w->j.watch_fd);
 }
 
-static void door_times(void *req, uint64_t parse_ns, uint64_t queue_ns,
-                       uint64_t compute_ns, const trace_work *ran)
-{
-    request *r = req_of(req);
-    r->parse_ns = parse_ns;
-    r->queue_ns = queue_ns;
-    r->compute_ns = compute_ns;
-    r->ran = *ran;
-}
-
 /* Runs finish, timing it as the render step (less the gzip it may do,
  * which the transport times apart). */
 static void door_answer(void *req)
 {
     request *r = req_of(req);
     http_work *hw = r->work;
-    uint64_t t = now_ns(), gzip = r->gzip_ns;
+    uint64_t t = now_ns(), gzip = r->rec.gzip_ns;
     hw->finish(r);
-    r->render_ns = now_ns() - t - (r->gzip_ns - gzip);
+    r->rec.render_ns = now_ns() - t - (r->rec.gzip_ns - gzip);
 }
 
 static void door_fail(void *req, status_code st, const char *msg)
@@ -73,12 +63,12 @@ static void door_fail(void *req, status_code st, const char *msg)
 static void door_cancelled(void *req)
 {
     request *r = req_of(req);
-    r->err = STATUS_CANCELLED;
+    r->rec.err = STATUS_CANCELLED;
     http_discard(r);
 }
 
 static const submit_door rest_door = {
-    door_suspend, door_resume, door_gone,     door_times,
+    door_suspend, door_resume, door_gone,
     door_answer,  door_fail,   door_cancelled,
 };
 
@@ -129,10 +119,11 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     j->trace = &r->trace;
     if (seq != NULL && seq->has_id)
         hw->w.seq = *seq;
+    hw->w.rec = &r->rec;
     r->work = hw;
     r->work_free = free;
     submit_start(&hw->w, &rest_door, r, r->s, r->s->app->sched,
-                 r->s->app->seqs, r->timeout_ms, protocol_ms, from, r->handler_ns);
+                 r->s->app->seqs, r->timeout_ms, protocol_ms, from, r->rec.handler);
 }
 
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,

@@ -4,10 +4,15 @@
  * (through the route's or method's hook), the access log, the trace
  * exporter and the in-flight count.
  *
- * A door fills a req_record as its request ends: what it knows itself
- * (its status, bytes, and the receive and send stamps) and what the
- * adapter told it (parse, queue, compute: api/submit.h). req_end() does
- * the rest, the same way for REST and gRPC.
+ * A door carries one req_record in its request, from the request's
+ * arrival to its end (http/request.h's rec, grpc_int.h's grpc_call rec):
+ * what the door knows itself (the route, its status, bytes, and the
+ * receive and send stamps) and what the adapter writes into it (parse,
+ * queue, compute and the job: api/submit.h). At the end the door sets
+ * what only the end knows (done, failed, the bytes read) and hands the
+ * record, as it is, to req_end(), which does the rest the same way for
+ * REST and gRPC. Only a sampled request's record is copied, into the
+ * trace exporter's own (telemetry/), which outlives the request.
  *
  * The access log: --access-log=errors (the default) writes a line for a
  * request that failed (REST: status 400 and up, 499 and 408 included;

@@ -15,6 +15,30 @@
 #include "log.h"
 #include "reqlog.h"
 
+/* The call's record from its message on (grpc_int.h): what the method
+ * and its stream say of it, and its first two stamps. */
+static void record_begin(grpc_call *call, uint64_t t0)
+{
+    snprintf(call->route, sizeof call->route, "%s/%s", call->svc->service,
+             call->m->name);
+    snprintf(call->path, sizeof call->path, "/%s", call->route);
+    req_record *rec = &call->rec;
+    rec->door = METRIC_GRPC;
+    rec->label = call->m->label;
+    rec->ended = call->m->ended;
+    rec->method = call->m->name;
+    rec->path = call->path;
+    rec->route = call->route;
+    rec->trace = &call->trace;
+    /* the caller's tracestate goes on only with its own sampled trace */
+    if (call->tracestate != NULL && (call->trace.flags & TRACE_SAMPLED)
+        && call->trace.continued)
+        rec->tracestate = call->tracestate;
+    rec->t0 = t0;
+    rec->body = now_ns();
+    rec->in_flight = true;
+}
+
 /* The call's end: its record, for the metrics, the statistics, the
  * access log and its spans (reqlog.h). */
 static void call_account(grpc_call *call)
@@ -22,41 +46,15 @@ static void call_account(grpc_call *call)
     if (call->counted)
         return;
     call->counted = true;
-    grpc_transport *t = call->t;
-    if (atomic_load(&call->gone) && call->status == STATUS_OK)
-        call->status = STATUS_CANCELLED;
-    char route[160], path[168];
-    snprintf(route, sizeof route, "%s/%s", call->svc->service, call->m->name);
-    snprintf(path, sizeof path, "/%s", route);
-    /* the caller's tracestate goes on only with its own sampled trace */
-    bool state = call->tracestate != NULL && (call->trace.flags & TRACE_SAMPLED)
-                 && call->trace.continued;
-    req_record rec = {
-        .door = METRIC_GRPC,
-        .label = call->m->label,
-        .ended = call->m->ended,
-        .status = status_grpc(call->status),
-        .err = call->status,
-        .failed = call->status != STATUS_OK,
-        .method = call->m->name,
-        .path = path,
-        .route = route,
-        .trace = &call->trace,
-        .tracestate = state ? call->tracestate : NULL,
-        .bytes_in = call->len,
-        .bytes_out = call->total,
-        .t0 = call->t0_ns,
-        .body = call->whole_ns,
-        .handler = call->handler_ns,
-        .reply = call->reply_ns,
-        .done = now_ns(),
-        .parse_ns = call->parse_ns,
-        .queue_ns = call->queue_ns,
-        .compute_ns = call->compute_ns,
-        .ran = call->ran,
-        .in_flight = true,
-    };
-    req_end(t->s, &rec);
+    req_record *rec = &call->rec;
+    if (atomic_load(&call->gone) && rec->err == STATUS_OK)
+        rec->err = STATUS_CANCELLED;
+    rec->status = status_grpc(rec->err);
+    rec->failed = rec->err != STATUS_OK;
+    rec->bytes_in = call->len;
+    rec->bytes_out = call->total;
+    rec->done = now_ns();
+    req_end(call->t->s, rec);
 }
 
 void h2_call_maybe_free(grpc_call *call)
@@ -245,8 +243,7 @@ static void stream_message(gstream *st)
     call->len = st->want;
     call->reserved = st->reserved;
     call->timeout_ms = st->timeout_ms;
-    call->t0_ns = st->msg_started_ns;
-    call->whole_ns = now_ns();
+    record_begin(call, st->msg_started_ns);
     st->buf = NULL;
     st->reserved = 0;
     st->pre.got = 0;
@@ -291,7 +288,7 @@ static void stream_call(gstream *st, grpc_call *call)
     }
     atomic_fetch_add_explicit(&s->metrics.bytes_in, call->len,
                               memory_order_relaxed);
-    call->handler_ns = now_ns();
+    call->rec.handler = now_ns();
     st->m->handler(call);
 }
 
@@ -411,7 +408,7 @@ void grpc_call_reply(grpc_call *c, void *head, size_t head_len,
         free(head);
         return;
     }
-    c->reply_ns = now_ns();
+    c->rec.reply = now_ns();
     size_t len = head_len + tail_len;
     if (len > UINT32_MAX) {
         free(head);
@@ -439,7 +436,7 @@ void grpc_call_fail(grpc_call *c, status_code st, const char *fmt, ...)
     if (c->answered)
         return;
     c->answered = true;
-    c->status = st;
+    c->rec.err = st;
     gstream *s = c->st;
     if (s == NULL)
         return;
@@ -492,7 +489,8 @@ grpc_call *grpc_call_follow(grpc_call *c, grpc_handler on_resume)
     f->m = c->m;
     f->svc = c->svc;
     f->timeout_ms = c->timeout_ms;
-    f->t0_ns = f->whole_ns = f->handler_ns = now_ns();
+    record_begin(f, now_ns());
+    f->rec.handler = f->rec.body;
     atomic_fetch_add(&t->s->inflight, 1);
     atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
     f->in_fifo = true;
@@ -516,20 +514,12 @@ const trace_ctx *grpc_call_trace(const grpc_call *c)
     return &c->trace;
 }
 
-void grpc_call_ran(grpc_call *c, const trace_work *w)
+req_record *grpc_call_record(grpc_call *c)
 {
-    c->ran = *w;
-}
-
-void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,
-                     uint64_t compute_ns)
-{
-    c->parse_ns = parse_ns;
-    c->queue_ns = queue_ns;
-    c->compute_ns = compute_ns;
+    return &c->rec;
 }
 
 void grpc_call_set_status(grpc_call *c, status_code st)
 {
-    c->status = st;
+    c->rec.err = st;
 }

@@ -208,13 +208,11 @@ bool grpc_call_gone(const grpc_call *c);
 /* The call's trace context; valid while the call is. */
 const trace_ctx *grpc_call_trace(const grpc_call *c);
 
-/* What the call's job did (stamps, device, batch), for its spans. */
-void grpc_call_ran(grpc_call *c, const trace_work *w);
-
-/* The call's steps, for the access log and the statistics: parse,
- * queue and compute times. */
-void grpc_call_times(grpc_call *c, uint64_t parse_ns, uint64_t queue_ns,
-                     uint64_t compute_ns);
+/* The call's record (core/reqlog.h), carried to its end: the layer
+ * that runs its work fills the steps (parse_ns, queue_ns, compute_ns)
+ * and what the job did (ran: stamps, device, batch, for its spans).
+ * Valid while the call is; the loop thread. */
+req_record *grpc_call_record(grpc_call *c);
 
 /* The status the metrics count a call under when it was answered with a
  * message that reports a failure (a stream's error_message). */

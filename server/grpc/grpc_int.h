@@ -89,12 +89,16 @@ struct grpc_call {
     size_t head_len;
     const uint8_t *tail;
     size_t tail_len, total, sent;
-    status_code status;
-    uint64_t t0_ns, parse_ns, queue_ns, compute_ns;
-    /* for its spans: when the message was whole, the handler began and
-     * the answer was queued; what its job did */
-    uint64_t whole_ns, handler_ns, reply_ns;
-    trace_work ran;
+    /* The call's record (core/reqlog.h), carried from its message to its
+     * end (call_account hands it to req_end()): the method's label and
+     * hook; the stamps (rec.t0: the message began, rec.body: it was
+     * whole, rec.handler, rec.reply: the answer queued); the adapter's
+     * steps and the job's record (rec.parse_ns, queue_ns, compute_ns,
+     * ran); rec.err, the call's status. Its strings point into the call
+     * (route, path, trace, tracestate). */
+    req_record rec;
+    char route[160]; /* "<service>/<method>" */
+    char path[168];  /* "/<service>/<method>" */
     grpc_call *next;        /* in the stream's FIFO */
     grpc_call *next_resume; /* in t->resumed */
 };

@@ -59,8 +59,8 @@ void h2_stream_fail(gstream *st, status_code code, const char *msg)
             if (k->sent == 0) {
                 h2_fifo_remove(st, k);
                 k->st = NULL;
-                if (k->status == STATUS_OK && !k->answered)
-                    k->status = code;
+                if (k->rec.err == STATUS_OK && !k->answered)
+                    k->rec.err = code;
                 atomic_store(&k->gone, true);
                 h2_call_maybe_free(k);
             }
@@ -98,8 +98,8 @@ void h2_stream_fail(gstream *st, status_code code, const char *msg)
         st->reserved = 0;
     }
     for (grpc_call *call = st->head; call != NULL; call = call->next)
-        if (call->status == STATUS_OK && !call->answered)
-            call->status = code;
+        if (call->rec.err == STATUS_OK && !call->answered)
+            call->rec.err = code;
     h2_detach_calls(st, true);
 }
 

@@ -156,7 +156,7 @@ status_code http_body_finish(request *r, const char *ce, char *msg,
         eng_buffer_free(r->body);
         r->body = aligned;
         r->body_len = r->body_cap = plen;
-        r->decode_ns = now_ns() - t;
+        r->rec.decode_ns = now_ns() - t;
     }
     return STATUS_OK;
 }

@@ -37,7 +37,7 @@ void http_body_append(request *r, const char *data, size_t n);
 
 /* The body is complete: refuses one that was too large or found no room,
  * counts its bytes, and decodes its Content-Encoding (ce; NULL: identity)
- * in place of the raw bytes (timed in r->decode_ns). */
+ * in place of the raw bytes (timed in r->rec.decode_ns). */
 status_code http_body_finish(request *r, const char *ce, char *msg,
                              size_t msglen);
 

@@ -160,7 +160,7 @@ void http_sweep(http_transport *t)
 static enum MHD_Result send_reply(request *r)
 {
     r->state = RQ_REPLIED;
-    r->reply_ns = now_ns();
+    r->rec.reply = now_ns();
     if (r->response == NULL) {
         static const char fallback[] = "{\"error\":\"internal error\"}";
         r->response = MHD_create_response_from_buffer(
@@ -169,8 +169,8 @@ static enum MHD_Result send_reply(request *r)
             return MHD_NO;
         MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 "application/json");
-        r->status = 500;
-        r->bytes_out = sizeof fallback - 1;
+        r->rec.status = 500;
+        r->rec.bytes_out = sizeof fallback - 1;
     }
     for (int i = 0; i < r->nextra; i++)
         MHD_add_response_header(r->response, r->extra_headers[i][0],
@@ -183,7 +183,7 @@ static enum MHD_Result send_reply(request *r)
         MHD_add_response_header(r->response, MHD_HTTP_HEADER_CONNECTION,
                                 "close");
     enum MHD_Result rc =
-        MHD_queue_response(r->conn, (unsigned)r->status, r->response);
+        MHD_queue_response(r->conn, (unsigned)r->rec.status, r->response);
     MHD_destroy_response(r->response);
     r->response = NULL;
     return rc;
@@ -192,7 +192,7 @@ static enum MHD_Result send_reply(request *r)
 /* The body is complete: decode it and run the handler. */
 static void body_complete(request *r)
 {
-    r->body_ns = now_ns();
+    r->rec.body = now_ns();
     http_conn_deadline(r->link, 0);
     char msg[512];
     status_code e = http_body_finish(
@@ -201,7 +201,7 @@ static void body_complete(request *r)
         http_error(r, e, "%s", msg);
         return;
     }
-    r->handler_ns = now_ns();
+    r->rec.handler = now_ns();
     r->handler(r);
 }
 
@@ -328,9 +328,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
          * region named "a?b"), not the start of a query. */
         http_match m;
         http_route_match(t->routes, method, r->path, &m);
-        r->metric_label = m.label;
-        r->route = m.pattern;
-        r->ended = m.ended;
+        r->rec.label = m.label;
+        r->rec.route = m.pattern;
+        r->rec.ended = m.ended;
         r->handler = m.handler;
         if (cors_headers(r, &m, method))
             return early_reply(r); /* a preflight, answered */
@@ -377,7 +377,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
         r->on_resume(r);
         if (r->discard) { /* the client has gone: close, quietly */
             r->state = RQ_REPLIED;
-            r->status = 499;
+            r->rec.status = 499;
             return MHD_NO;
         }
         return send_reply(r);
@@ -403,8 +403,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     uint64_t done = now_ns();
     if (timed_out && r->state == RQ_READING) {
-        r->status = 408; /* cut off by http_sweep */
-        r->err = STATUS_REQUEST_TIMEOUT;
+        r->rec.status = 408; /* cut off by http_sweep */
+        r->rec.err = STATUS_REQUEST_TIMEOUT;
     } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK
                && r->state != RQ_REPLIED) {
         if (work_returned(r)) {
@@ -416,40 +416,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             r->on_resume(r);
             r->state = RQ_REPLIED;
         }
-        r->status = 499; /* the client went away first */
+        r->rec.status = 499; /* the client went away first */
     }
-    req_record rec = {
-        .door = METRIC_HTTP,
-        .label = r->metric_label,
-        .ended = r->ended,
-        .status = r->status,
-        .err = r->err,
-        .failed = r->status >= 400,
-        .method = r->method,
-        .path = r->path,
-        .route = r->route,
-        .request_id = r->id,
-        .trace = &r->trace,
-        .tracestate = r->tracestate,
-        .bytes_in = r->body_len,
-        .bytes_out = r->bytes_out,
-        .t0 = r->t0_ns,
-        .body = r->body_ns,
-        .handler = r->handler_ns,
-        .reply = r->reply_ns,
-        .done = done,
-        .decode_ns = r->decode_ns,
-        .parse_ns = r->parse_ns,
-        .queue_ns = r->queue_ns,
-        .compute_ns = r->compute_ns,
-        .render_ns = r->render_ns,
-        .gzip_ns = r->gzip_ns,
-        .ran = r->ran,
-        .terminated =
-            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? 0 : (int)toe,
-    };
-    rec.in_flight = true;
-    req_end(s, &rec);
+    req_record *rec = &r->rec;
+    rec->failed = rec->status >= 400;
+    rec->bytes_in = r->body_len;
+    rec->done = done;
+    rec->terminated =
+        toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? 0 : (int)toe;
+    rec->in_flight = true;
+    req_end(s, rec);
     request_release(r);
 }
 

@@ -178,15 +178,15 @@ static bool gzip_segments(reply_src *s, size_t total)
 static void respond(request *r, int status, const char *type, reply_src *s,
                     size_t total)
 {
-    s->count = &r->bytes_out;
-    s->gzip_ns = &r->gzip_ns;
+    s->count = &r->rec.bytes_out;
+    s->gzip_ns = &r->rec.gzip_ns;
     struct MHD_Response *resp = NULL;
     bool gzip = r->accepts_gzip && (total == SIZE_MAX || total >= GZIP_MIN);
     bool zipped = false; /* gzipped whole, here */
     if (gzip && s->read == NULL && total <= GZIP_WHOLE_MAX) {
         uint64_t t = now_ns();
         zipped = gzip_segments(s, total);
-        r->gzip_ns += now_ns() - t;
+        r->rec.gzip_ns += now_ns() - t;
         if (zipped)
             total = s->seglen[0];
     }
@@ -212,11 +212,11 @@ static void respond(request *r, int status, const char *type, reply_src *s,
         }
         resp =
             MHD_create_response_from_iovec(iov, (unsigned)s->nseg, src_free, s);
-        r->bytes_out = total;
+        r->rec.bytes_out = total;
     }
     if (resp == NULL) {
         src_free(s);
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
     if (gzip)
@@ -227,7 +227,7 @@ static void respond(request *r, int status, const char *type, reply_src *s,
     if (r->response != NULL)
         MHD_destroy_response(r->response);
     r->response = resp;
-    r->status = status;
+    r->rec.status = status;
 }
 
 void http_reply_buffer(request *r, int status, const char *type, char *buf,
@@ -236,7 +236,7 @@ void http_reply_buffer(request *r, int status, const char *type, char *buf,
     reply_src *s = calloc(1, sizeof *s);
     if (s == NULL) {
         free(buf);
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
     s->head = buf;
@@ -251,7 +251,7 @@ void http_reply_static(request *r, int status, const char *type,
 {
     reply_src *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
     s->seg[0] = data;
@@ -266,7 +266,7 @@ void http_reply_parts(request *r, int status, const char *type, char *head,
     reply_src *s = calloc(1, sizeof *s);
     if (s == NULL) {
         free(head);
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
     take_memory(r, s);
@@ -289,7 +289,7 @@ void http_reply_pieces(request *r, int status, const char *type, void *buf,
     if (s == NULL || n > HTTP_MAX_PIECES) {
         free(s);
         eng_buffer_free(buf);
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
     s->text = buf;
@@ -312,7 +312,7 @@ void http_reply_stream(request *r, int status, const char *type,
     if (s == NULL) {
         if (state_free != NULL)
             state_free(state);
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
     take_memory(r, s);
@@ -342,13 +342,13 @@ void http_error(request *r, status_code e, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char *text = http_error_text(msg);
-    r->err = e == STATUS_OK ? STATUS_INVALID : e;
-    int status = status_http(r->err);
+    r->rec.err = e == STATUS_OK ? STATUS_INVALID : e;
+    int status = status_http(r->rec.err);
     if (text == NULL) {
-        r->status = 500;
+        r->rec.status = 500;
         return;
     }
-    if (status_retry_later(r->err))
+    if (status_retry_later(r->rec.err))
         http_add_header(r, "Retry-After", "1");
     http_reply_buffer(r, status, "application/json", text, strlen(text));
 }

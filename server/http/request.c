@@ -44,7 +44,7 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
         return NULL;
     r->s = s;
     r->conn = conn;
-    r->t0_ns = now_ns();
+    r->rec.t0 = now_ns();
     snprintf(r->method, sizeof r->method, "%s", method);
     r->path = strdup(url);
     if (r->path == NULL) {
@@ -52,8 +52,8 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
         return NULL;
     }
     r->t = t;
-    r->metric_label = t->routes->unmatched;
-    r->status = 500;
+    r->rec.label = t->routes->unmatched;
+    r->rec.status = 500;
     uv_mutex_init(&r->mu);
     atomic_init(&r->refs, 1);
     r->timeout_ms = -1;
@@ -79,6 +79,12 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
         if (ts != NULL)
             r->tracestate = strdup(ts); /* NULL when memory runs out */
     }
+    r->rec.door = METRIC_HTTP;
+    r->rec.method = r->method;
+    r->rec.path = r->path;
+    r->rec.request_id = r->id;
+    r->rec.trace = &r->trace;
+    r->rec.tracestate = r->tracestate;
     atomic_fetch_add(&s->inflight, 1);
     return r;
 }

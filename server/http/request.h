@@ -51,9 +51,6 @@ struct request {
     char id[72];
     trace_ctx trace; /* W3C trace context: the caller's, continued, or new */
     char *tracestate; /* the caller's, when it sampled the trace; or NULL */
-    unsigned metric_label; /* the route row's (router.h) */
-    const char *route;     /* its pattern, for spans; NULL: none matched */
-    req_ended_fn ended; /* the route row's */
     http_handler handler;
     /* who is asking, decided at the headers (auth.h); AUTH_ANYONE when no
      * token was asked for */
@@ -61,7 +58,24 @@ struct request {
     /* X-Timeout-Ms, REST's own deadline, checked at the headers (a bad one
      * is a 400 before the body is read); -1: not given */
     int64_t timeout_ms;
-    uint64_t t0_ns;
+    /* The request's record (core/reqlog.h), carried from its arrival to
+     * its end, where the transport hands it to req_end() as it is: the
+     * route row's label, pattern and hook (rec.label, rec.route,
+     * rec.ended), the stamps, the steps' times, the job's record, the
+     * status and its reason, the bytes sent. Its strings point into this
+     * request (method, path, id, trace, tracestate).
+     *
+     * Where the time went, step by step (0 for a step that did not
+     * happen): the transport stamps rec.t0 (arrival), rec.body (the body
+     * is complete), rec.handler (decoded; the handler starts) and
+     * rec.reply (the reply is queued), and measures rec.decode_ns
+     * (Content-Encoding) and rec.gzip_ns (compressing the reply as it is
+     * sent). The layer that runs the work fills the rest: rec.parse_ns
+     * (the handler, up to its scan), rec.queue_ns, rec.compute_ns,
+     * rec.render_ns (writing the answer) and rec.ran (the job's stamps,
+     * device and batch, for the spans). The reply sets rec.status (HTTP),
+     * rec.err (why it failed) and rec.bytes_out. */
+    req_record rec;
 
     uint8_t *body; /* eng_buffer_alloc'd; NULL when empty */
     size_t body_len, body_cap;
@@ -74,23 +88,7 @@ struct request {
     void *work; /* the suspending layer's */
     void (*work_free)(void *work);
 
-    /* Where the time went, step by step, for the access log (0 for a step
-     * that did not happen). The transport stamps body_ns (the body is
-     * complete), handler_ns (decoded; the handler starts) and reply_ns
-     * (the reply is queued), and measures decode_ns (Content-Encoding)
-     * and gzip_ns (compressing the reply as it is sent). The layer that
-     * runs the work fills the rest: parse_ns (the handler, up to its
-     * scan), queue_ns, compute_ns and render_ns (writing the answer). */
-    uint64_t body_ns, handler_ns, reply_ns;
-    uint64_t decode_ns, parse_ns, queue_ns, compute_ns, render_ns, gzip_ns;
-    /* The job's stamps, device and batch, for the request's spans (the
-     * layer that runs the work fills it; zero: no job). */
-    trace_work ran;
-
-    /* the reply */
-    int status;
-    status_code err;
-    size_t bytes_out;
+    /* the reply (its status, reason and bytes are in rec) */
     bool accepts_gzip;
     char *extra_headers[8][2];
     int nextra;
