@@ -547,6 +547,7 @@ int main(int argc, char **argv)
 
     metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
     reqlog_init(&s->reqlog, &s->cfg);
+    stats_init(&s->stats);
     if (!api_start(&app, s, pool.engine, pool.names, pool.n, msg,
                    sizeof msg)) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);

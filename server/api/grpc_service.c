@@ -227,11 +227,11 @@ static void model_config(grpc_call *c)
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
-static void duration(Inference__StatisticDuration *d, stats_duration *s)
+static void duration(Inference__StatisticDuration *d, const stats_duration *s)
 {
     inference__statistic_duration__init(d);
-    d->count = atomic_load_explicit(&s->count, memory_order_relaxed);
-    d->ns = atomic_load_explicit(&s->ns, memory_order_relaxed);
+    d->count = s->count;
+    d->ns = s->ns;
 }
 
 /* Triton's statistics, from the same counters as REST's /stats. */
@@ -243,7 +243,13 @@ static void model_statistics(grpc_call *c)
         return;
     /* an empty name asks for every model: the one */
     if (q->name[0] == '\0' || is_model(c, q->name, q->version)) {
-        model_stats *ms = &server_of(c)->stats;
+        stats_view *ms = malloc(sizeof *ms); /* one consistent copy */
+        if (ms == NULL) {
+            protobuf_c_message_free_unpacked(&q->base, NULL);
+            grpc_call_fail(c, STATUS_NOMEM, "out of memory");
+            return;
+        }
+        stats_snapshot(&server_of(c)->stats, ms);
         Inference__StatisticDuration d[6];
         Inference__InferStatistics is = INFERENCE__INFER_STATISTICS__INIT;
         duration(&d[0], &ms->success);
@@ -263,7 +269,7 @@ static void model_statistics(grpc_call *c)
         Inference__StatisticDuration bd[STATS_MAX_BATCH][3];
         size_t nb = 0;
         for (unsigned b = 1; b <= STATS_MAX_BATCH; b++) {
-            if (atomic_load(&ms->batch[b].compute_infer.count) == 0)
+            if (ms->batch[b].compute_infer.count == 0)
                 continue;
             inference__infer_batch_statistics__init(&bs[nb]);
             bs[nb].batch_size = b;
@@ -280,9 +286,9 @@ static void model_statistics(grpc_call *c)
         Inference__ModelStatistics *stp[] = {&st};
         st.name = (char *)KSERVE_MODEL;
         st.version = (char *)KSERVE_VERSION;
-        st.last_inference = atomic_load(&ms->last_inference_ms);
-        st.inference_count = atomic_load(&ms->inference_count);
-        st.execution_count = atomic_load(&ms->execution_count);
+        st.last_inference = ms->last_inference_ms;
+        st.inference_count = ms->inference_count;
+        st.execution_count = ms->execution_count;
         st.inference_stats = &is;
         st.n_batch_stats = nb;
         st.batch_stats = bp;
@@ -291,6 +297,7 @@ static void model_statistics(grpc_call *c)
         r.n_model_stats = 1;
         r.model_stats = stp;
         reply_message(c, &r.base);
+        free(ms);
     }
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }

@@ -1,6 +1,8 @@
 /*
  * stats.c - Triton-style inference statistics.
  */
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "stats.h"
@@ -8,57 +10,77 @@
 
 static void add(stats_duration *d, uint64_t ns)
 {
-    atomic_fetch_add_explicit(&d->count, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&d->ns, ns, memory_order_relaxed);
+    d->count++;
+    d->ns += ns;
+}
+
+void stats_init(model_stats *m)
+{
+    memset(&m->v, 0, sizeof m->v);
+    uv_mutex_init(&m->mu);
 }
 
 void stats_request(model_stats *m, bool ok, uint64_t total_ns,
                    uint64_t queue_ns, uint64_t input_ns, uint64_t infer_ns,
                    uint64_t output_ns)
 {
-    if (!ok) {
-        add(&m->fail, total_ns);
-        return;
+    uint64_t ms = 0;
+    if (ok) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        ms = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
     }
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    atomic_store_explicit(&m->last_inference_ms,
-                          (uint64_t)t.tv_sec * 1000u
-                              + (uint64_t)t.tv_nsec / 1000000u,
-                          memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->inference_count, 1, memory_order_relaxed);
-    add(&m->success, total_ns);
-    add(&m->queue, queue_ns);
-    add(&m->compute_input, input_ns);
-    add(&m->compute_infer, infer_ns);
-    add(&m->compute_output, output_ns);
+    uv_mutex_lock(&m->mu);
+    stats_view *v = &m->v;
+    if (!ok) {
+        add(&v->fail, total_ns);
+    } else {
+        v->last_inference_ms = ms;
+        v->inference_count++;
+        add(&v->success, total_ns);
+        add(&v->queue, queue_ns);
+        add(&v->compute_input, input_ns);
+        add(&v->compute_infer, infer_ns);
+        add(&v->compute_output, output_ns);
+    }
+    uv_mutex_unlock(&m->mu);
 }
 
 void stats_execution(model_stats *m, unsigned batch, uint64_t input_ns,
                      uint64_t infer_ns, uint64_t output_ns)
 {
     unsigned b = batch > STATS_MAX_BATCH ? STATS_MAX_BATCH : batch;
-    atomic_fetch_add_explicit(&m->execution_count, 1, memory_order_relaxed);
-    add(&m->batch[b].compute_input, input_ns);
-    add(&m->batch[b].compute_infer, infer_ns);
-    add(&m->batch[b].compute_output, output_ns);
+    uv_mutex_lock(&m->mu);
+    stats_view *v = &m->v;
+    v->execution_count++;
+    add(&v->batch[b].compute_input, input_ns);
+    add(&v->batch[b].compute_infer, infer_ns);
+    add(&v->batch[b].compute_output, output_ns);
+    uv_mutex_unlock(&m->mu);
 }
 
-static unsigned long long load(atomic_ullong *v)
+void stats_snapshot(model_stats *m, stats_view *out)
 {
-    return atomic_load_explicit(v, memory_order_relaxed);
+    uv_mutex_lock(&m->mu);
+    *out = m->v;
+    uv_mutex_unlock(&m->mu);
 }
 
-static void duration(textbuf *o, const char *name, stats_duration *d,
+static void duration(textbuf *o, const char *name, const stats_duration *d,
                      bool comma)
 {
     textbuf_put(o, "\"%s\":{\"count\":%llu,\"ns\":%llu}%s", name,
-                load(&d->count), load(&d->ns), comma ? "," : "");
+                (unsigned long long)d->count, (unsigned long long)d->ns,
+                comma ? "," : "");
 }
 
-char *stats_render(model_stats *m, const char *name, const char *version,
+char *stats_render(model_stats *ms, const char *name, const char *version,
                    size_t *len)
 {
+    stats_view *m = malloc(sizeof *m); /* 3 KB: off the stack */
+    if (m == NULL)
+        return NULL;
+    stats_snapshot(ms, m);
     textbuf o;
     textbuf_init(&o, 1024);
     static stats_duration zero;
@@ -66,8 +88,9 @@ char *stats_render(model_stats *m, const char *name, const char *version,
                 "{\"model_stats\":[{\"name\":\"%s\",\"version\":\"%s\","
                 "\"last_inference\":%llu,\"inference_count\":%llu,"
                 "\"execution_count\":%llu,\"inference_stats\":{",
-                name, version, load(&m->last_inference_ms),
-                load(&m->inference_count), load(&m->execution_count));
+                name, version, (unsigned long long)m->last_inference_ms,
+                (unsigned long long)m->inference_count,
+                (unsigned long long)m->execution_count);
     duration(&o, "success", &m->success, true);
     duration(&o, "fail", &m->fail, true);
     duration(&o, "queue", &m->queue, true);
@@ -79,7 +102,7 @@ char *stats_render(model_stats *m, const char *name, const char *version,
     textbuf_put(&o, "},\"batch_stats\":[");
     bool first = true;
     for (unsigned b = 1; b <= STATS_MAX_BATCH; b++) {
-        if (load(&m->batch[b].compute_infer.count) == 0)
+        if (m->batch[b].compute_infer.count == 0)
             continue;
         textbuf_put(&o, "%s{\"batch_size\":%u,", first ? "" : ",", b);
         duration(&o, "compute_input", &m->batch[b].compute_input, true);
@@ -89,5 +112,6 @@ char *stats_render(model_stats *m, const char *name, const char *version,
         first = false;
     }
     textbuf_put(&o, "]}]}");
+    free(m);
     return textbuf_take(&o, len);
 }

@@ -10,33 +10,51 @@
  * serve a batch of requests) are counted by the code that runs them, per
  * batch size.
  *
- * Threading: every function may be called from any thread (relaxed
- * atomics); a rendering may mix counts from just before and just after a
- * concurrent update.
+ * Threading: every function but stats_init() may be called from any
+ * thread. One mutex is held for an update's few additions and for a
+ * snapshot's copy, so that a snapshot is consistent: a request's steps
+ * are all in it or none is. perf_analyzer stops with "Server side
+ * statistics compute counts must be the same" when compute_input,
+ * compute_infer and compute_output differ in count between two of its
+ * reads, as they could when each was a separate atomic (met under
+ * AddressSanitizer, whose slower code widened the window).
  */
 #ifndef TALLY_STATS_H
 #define TALLY_STATS_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 /* The largest batch counted by size; larger ones count here. */
 #define STATS_MAX_BATCH 64
 
 typedef struct {
-    atomic_ullong count, ns;
+    uint64_t count, ns;
 } stats_duration;
 
+/* The statistics' values: what a snapshot copies out. */
 typedef struct {
-    atomic_ullong inference_count, execution_count, last_inference_ms;
+    uint64_t inference_count, execution_count, last_inference_ms;
     stats_duration success, fail, queue, compute_input, compute_infer,
         compute_output;
     struct {
         stats_duration compute_input, compute_infer, compute_output;
     } batch[STATS_MAX_BATCH + 1]; /* [b]: executions of batch size b */
+} stats_view;
+
+typedef struct {
+    uv_mutex_t mu;
+    stats_view v; /* under mu */
 } model_stats;
+
+/* Before any thread counts. */
+void stats_init(model_stats *m);
+
+/* A consistent copy of the values, for the renderers (REST's JSON below,
+ * gRPC's ModelStatistics). */
+void stats_snapshot(model_stats *m, stats_view *out);
 
 /* A request that ended: ok, with its whole time and its steps (the steps
  * are added only for successes). */

@@ -28,6 +28,7 @@ void fuzz_daemon_start(tallyd_server *s, api_state *app, eng_engine **engine,
     snprintf(s->device, sizeof s->device, "host");
     metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
     reqlog_init(&s->reqlog, &s->cfg);
+    stats_init(&s->stats);
     FUZZ_CHECK(api_start(app, s, engine, &name, 1, msg, sizeof msg), "%s", msg);
 }
 

@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "counters.h"
 #include "metrics.h"
 #include "router.h"
+#include "stats.h"
 #include "textbuf.h"
 
 /* ------------------------------------------------------------------------
@@ -645,6 +647,7 @@ static void reqlog_one_cap(void)
     s.cfg.access_log_max_per_s = 5;
     s.cfg.slow_request_ms = 0;
     reqlog_init(&s.reqlog, &s.cfg);
+    stats_init(&s.stats);
     trace_ctx tc;
     memset(&tc, 0, sizeof tc);
     uint64_t t0 = now_ns();
@@ -679,6 +682,64 @@ static void reqlog_one_cap(void)
           "the success is counted");
 }
 
+/* Triton's statistics while requests end on several threads: every
+ * snapshot has as many compute_input, compute_infer and compute_output
+ * counts as successes (perf_analyzer stops when they differ), and the
+ * rendered JSON says the same. */
+static model_stats racing_stats;
+static atomic_bool stats_stop;
+static void count_loop(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stats_stop)) {
+        stats_request(&racing_stats, true, 10, 1, 2, 3, 4);
+        stats_execution(&racing_stats, 1, 2, 3, 4);
+    }
+}
+
+static void stats_snapshots_agree(void)
+{
+    stats_init(&racing_stats);
+    atomic_store(&stats_stop, false);
+    uv_thread_t t[3];
+    for (int i = 0; i < 3; i++)
+        uv_thread_create(&t[i], count_loop, NULL);
+    unsigned bad = 0;
+    stats_view *v = malloc(sizeof *v);
+    CHECK(v != NULL, "malloc");
+    for (int i = 0; i < 20000; i++) {
+        stats_snapshot(&racing_stats, v);
+        uint64_t n = v->success.count;
+        bad += v->compute_input.count != n || v->compute_infer.count != n
+               || v->compute_output.count != n || v->queue.count != n
+               || v->inference_count != n
+               || v->batch[1].compute_input.count != v->execution_count
+               || v->batch[1].compute_output.count != v->execution_count
+               || v->compute_infer.ns != 3 * n;
+    }
+    size_t len;
+    char *json = stats_render(&racing_stats, "cumsum", "1", &len);
+    atomic_store(&stats_stop, true);
+    for (int i = 0; i < 3; i++)
+        uv_thread_join(&t[i]);
+    CHECK(bad == 0, "%u of 20000 snapshots mixed counts", bad);
+    CHECK(json != NULL && strstr(json, "\"compute_infer\":{\"count\":") != NULL,
+          "rendered");
+    /* the JSON's three compute counts are one number */
+    unsigned long long c[3];
+    const char *names[3] = {"\"compute_input\"", "\"compute_infer\"",
+                            "\"compute_output\""};
+    for (int i = 0; i < 3; i++) {
+        const char *p = strstr(json, names[i]);
+        CHECK(p != NULL && sscanf(p + strlen(names[i]), ":{\"count\":%llu", &c[i]) == 1,
+              "%s in %.200s", names[i], json);
+    }
+    CHECK(c[0] == c[1] && c[1] == c[2] && c[0] > 0, "%llu %llu %llu", c[0], c[1],
+          c[2]);
+    free(json);
+    free(v);
+}
+
 static const check_case cases[] = {
     {"config_every_setting", config_every_setting},
     {"config_bad_values", config_bad_values},
@@ -690,6 +751,7 @@ static const check_case cases[] = {
     {"auth_tokens", auth_token_file},
     {"auth_reload_races", auth_reload_races},
     {"reqlog_one_cap", reqlog_one_cap},
+    {"stats_snapshots_agree", stats_snapshots_agree},
 };
 
 int main(int argc, char **argv)
