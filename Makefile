@@ -535,15 +535,18 @@ test-c:
 # test against a daemon, libtally and CLI built with AddressSanitizer and
 # UndefinedBehaviorSanitizer; not the package installs, the browser (its
 # pages are tested against this daemon by test_landing and test_docs), `make
-# install` or the container, which build nothing with the sanitizers. CI
-# runs it.
+# install` or the container, which build nothing with the sanitizers; nor
+# the tests marked `peer` (perf_analyzer and a Dask cluster driving
+# tallyd: most of their time is the tool's own, and the server code they
+# reach is what tallyd's own clients reach in the other tests; the plain
+# leg runs them against the plain build). CI runs it.
 test-asan: $(if $(SANITIZE),,deps-venv)
 ifneq ($(SANITIZE),address$(comma)undefined)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test-asan
 else
 	$(Q)$(MAKE) --no-print-directory $(TEST_PROGRAMS)
 	$(Q)$(MAKE) --no-print-directory test-c
-	$(Q)$(MAKE) --no-print-directory test-integration PYTEST_SELECT='$(NO_BROWSER)'
+	$(Q)$(MAKE) --no-print-directory test-integration PYTEST_SELECT='-m "not peer" $(NO_BROWSER)'
 endif
 
 # The #include lines against the layers, the threads the comments name
@@ -607,8 +610,12 @@ test-accuracy: $(BUILD)/bin/test_accuracy
 #   and its queue, the server's modules), less the engine's cases on the
 #   cl_gpu and *_tiny backends: those are kernel layouts (work-group sizes,
 #   tile widths) inside OpenCL code that PoCL runs and TSan cannot see,
-#   driven by the same host code as the cl_cpu cases, which run; less the
-#   codec's round_trip (number text, one thread) and test_accuracy (the
+#   driven by the same host code as the cl_cpu cases, which run; less
+#   forced_kernels (every kernel on tiny-tile layouts, through the OpenCL
+#   layer, inside PoCL) and the one-thread strided tiles (host1, inline:
+#   the same tile code that host3 runs on three threads, which runs);
+#   less the codec's round_trip and number_lists (number text, one
+#   thread: 26 s under TSan) and test_accuracy (the
 #   64M-element error bounds: the same pool and stream code that
 #   test_engine's host3 and cl cases run under TSan, a thousand times
 #   longer, with no interleaving those lack): 130 s of the leg's 480;
@@ -617,7 +624,8 @@ test-accuracy: $(BUILD)/bin/test_accuracy
 #   cancellation and drain under load, gRPC streams and concurrent calls,
 #   devices failing over while work runs, shared memory changed under a
 #   running job, slow and abusive connections, the trace exporter's
-#   thread, libtally's and the CLI's parallel requests and retries.
+#   thread, libtally's and the CLI's parallel requests and retries; less
+#   those marked `peer` (see test-asan).
 #   The rest (one request at a time: dtypes, formats, refusals, docs,
 #   deploy files) runs the same code on one thread, and the plain and ASan
 #   legs run it.
@@ -633,9 +641,10 @@ else
 	$(Q)rm -rf $(TSAN_DIR) && mkdir -p $(TSAN_DIR)
 	$(Q)rc=0; export TSAN_OPTIONS="log_path=$(TSAN_DIR)/report second_deadlock_stack=1"; \
 	  $(MAKE) --no-print-directory test-c C_TESTS="$(filter-out test-accuracy,$(C_TESTS))" \
-	    ENGINE_CASES="-cl_gpu -_tiny" CODEC_CASES=-round_trip || rc=1; \
+	    ENGINE_CASES="-cl_gpu -_tiny -forced_kernels -strided_tiles_host1 -strided_tiles_inline" \
+	    CODEC_CASES="-round_trip -number_lists" || rc=1; \
 	  $(MAKE) --no-print-directory test-integration \
-	    PYTEST_SELECT='-m concurrency $(NO_BROWSER)' || rc=1; \
+	    PYTEST_SELECT='-m "concurrency and not peer" $(NO_BROWSER)' || rc=1; \
 	  n=$$(ls $(TSAN_DIR) | wc -l); if [ "$$n" -gt 0 ]; then \
 	  cat $(TSAN_DIR)/*; echo "test-tsan: $$n ThreadSanitizer reports"; exit 1; fi; \
 	  [ $$rc = 0 ] || exit 1; \

@@ -41,6 +41,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "concurrency: exercises threads at once (many clients, streams, "
         "workers, drains, the exporter); `make test-tsan` runs these")
+    config.addinivalue_line(
+        "markers", "peer: drives tallyd through an outside tool's own machinery "
+        "(perf_analyzer, a Dask cluster); the plain leg runs these, the sanitizer "
+        "legs leave them out (Makefile, test-asan)")
 
 
 def free_port():

@@ -26,8 +26,11 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 import tally.dask as tally_dask  # noqa: E402
 
-# a dask cluster per module: seconds each, so `make check` leaves them out
-pytestmark = pytest.mark.slow
+# a dask cluster per module: seconds each, so `make check` leaves them
+# out; and on one pytest-xdist worker: the cluster and the replicas are
+# module fixtures, so spread over four workers they started four times
+# (about 10 s each on two cores, in every CI leg)
+pytestmark = [pytest.mark.slow, pytest.mark.peer, pytest.mark.xdist_group("dask")]
 
 
 def native_requests(d):

@@ -488,6 +488,7 @@ def pa_count_windows(n):
                                    ["--request-parameter", "axis:1:int"]],
                          ids=["unary", "streaming", "async", "request-parameter"])
 @pytest.mark.slow
+@pytest.mark.peer
 def test_perf_analyzer_grpc_unchanged(spawn, extra):
     # sequences off: perf_analyzer's plain mode (test_sequences.py has its
     # sequence mode)

@@ -494,6 +494,7 @@ def test_a_state_dir_that_cannot_be_written_stops_the_start(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.peer
 @pytest.mark.parametrize("proto", [["-i", "http"], ["-i", "grpc"], ["-i", "grpc", "--streaming"]],
                          ids=["http", "grpc", "grpc-streaming"])
 def test_perf_analyzer_sequence_mode(spawn, proto):
@@ -527,6 +528,7 @@ def test_perf_analyzer_sequence_mode(spawn, proto):
 
 
 @pytest.mark.slow
+@pytest.mark.peer
 @pytest.mark.parametrize("mode", ["--async", "--sync"])
 @pytest.mark.parametrize("concurrency", [16, 32])
 def test_perf_analyzer_sequence_mode_over_http_ends(spawn, concurrency, mode):

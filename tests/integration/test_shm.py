@@ -447,6 +447,7 @@ def test_metadata_and_limits(spawn, regions):
 # these at once unlink each other's: one xdist worker runs both
 @pytest.mark.xdist_group("perf_analyzer_shm")
 @pytest.mark.slow
+@pytest.mark.peer
 @pytest.mark.parametrize("proto", ["http", "grpc"])
 def test_perf_analyzer_shared_memory_unchanged(spawn, proto):
     d = spawn("--allow-shared-memory", "--max-sequences", "0")  # plain mode
