@@ -413,7 +413,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 	  sh tests/install_check.sh $(abspath $(BUILD))/install-test
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
-        check-docs docs-config
+        check-docs docs-config docs-errors
 .PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
@@ -445,8 +445,9 @@ Develop
   make test-install     install into a scratch prefix and build against it
   make check-layers     the #include lines against the layers, and the threads named
                         in comments against tallyd's list
-  make check-docs       the docs' links, settings and metrics against the tree
+  make check-docs       the docs' links, settings, errors and metrics against the tree
   make docs-config      docs/configuration.md's table from config.h
+  make docs-errors      docs/errors.md's tables from status.h and tally.h
   make soak             a long mixed load: statuses, memory, descriptors
   make deps-test        the tests' packages (Python's into build/venv)
   make format           clang-format every C file
@@ -568,6 +569,11 @@ check-docs:
 # docs/configuration.md's table, made from config.h's settings table.
 docs-config:
 	$(Q)$(PYTHON) tools/config_doc.py
+
+# docs/errors.md's tables, made from status.h's statuses and tally.h's
+# result codes.
+docs-errors:
+	$(Q)$(PYTHON) tools/errors_doc.py
 
 test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)

@@ -23,6 +23,7 @@ import sys
 TOP = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(TOP, "tools"))
 import config_doc  # noqa: E402
+import errors_doc  # noqa: E402
 
 README_MAX_LINES = 250
 METRICS_PAGE = "docs/observability.md"
@@ -94,6 +95,16 @@ def link_problems(texts):
     return problems
 
 
+def errors_problems():
+    status_rows, code_rows = errors_doc.sources()
+    if not status_rows or not code_rows:
+        return ["no statuses in server/core/status.h or no codes in client/include/tally.h"]
+    page = read("docs/errors.md")
+    if errors_doc.render(page, status_rows, code_rows) != page:
+        return ["docs/errors.md is not what status.h and tally.h make: run `make docs-errors`"]
+    return []
+
+
 def config_problems():
     with open(config_doc.CONFIG_H, encoding="utf-8") as f:
         rows = config_doc.settings(f.read())
@@ -144,7 +155,7 @@ def read(path):
 
 def check():
     texts = {p: read(p) for p in markdown_files()}
-    return (link_problems(texts) + config_problems() +
+    return (link_problems(texts) + config_problems() + errors_problems() +
             metric_problems(daemon_metrics(), read(METRICS_PAGE)) +
             readme_problems(read("README.md")))
 
@@ -178,6 +189,12 @@ def self_test():
     page = read("docs/configuration.md")
     if config_doc.render(page, rows[:-1]) == page:
         print("self-test: a setting missing from docs/configuration.md was not caught")
+        ok = False
+    status_rows, code_rows = errors_doc.sources()
+    page = read("docs/errors.md")
+    if errors_doc.render(page, status_rows[:-1], code_rows) == page \
+            or errors_doc.render(page, status_rows, code_rows[:-1]) == page:
+        print("self-test: a status or a code missing from docs/errors.md was not caught")
         ok = False
     if slug("The service: `make load`") != "the-service-make-load":
         print("self-test: headings' anchors are not GitHub's")
