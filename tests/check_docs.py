@@ -105,6 +105,27 @@ def errors_problems():
     return []
 
 
+LIMIT_FLAG = re.compile(r'`--([a-z0-9-]+)` \(([^;:)]+)')
+
+
+def limits_problems(page, rows):
+    """docs/limits.md names settings with their defaults in parentheses:
+    each must be a setting of config.h, with that default (spaces aside;
+    a trailing "s" for seconds)."""
+    defaults = {r[0]: r[3] for r in rows}
+    problems = []
+    for flag, value in LIMIT_FLAG.findall(page):
+        v = value.replace(" ", "").replace(",", "")
+        if flag not in defaults:
+            problems.append("docs/limits.md: --%s is no setting of config.h" % flag)
+        elif v != defaults[flag] and v != defaults[flag] + "s":
+            problems.append("docs/limits.md: --%s defaults to %s, not %s" % (
+                flag, defaults[flag], value))
+    if not LIMIT_FLAG.findall(page):
+        problems.append("docs/limits.md names no setting")
+    return problems
+
+
 def config_problems():
     with open(config_doc.CONFIG_H, encoding="utf-8") as f:
         rows = config_doc.settings(f.read())
@@ -156,6 +177,8 @@ def read(path):
 def check():
     texts = {p: read(p) for p in markdown_files()}
     return (link_problems(texts) + config_problems() + errors_problems() +
+            limits_problems(read("docs/limits.md"),
+                            config_doc.settings(read("server/core/config.h"))) +
             metric_problems(daemon_metrics(), read(METRICS_PAGE)) +
             readme_problems(read("README.md")))
 
@@ -195,6 +218,12 @@ def self_test():
     if errors_doc.render(page, status_rows[:-1], code_rows) == page \
             or errors_doc.render(page, status_rows, code_rows[:-1]) == page:
         print("self-test: a status or a code missing from docs/errors.md was not caught")
+        ok = False
+    rows = config_doc.settings(read("server/core/config.h"))
+    found = limits_problems("`--queue-depth` (64) and `--no-such` (1)", rows)
+    if not any("defaults to 1024" in p for p in found) or \
+            not any("--no-such is no setting" in p for p in found):
+        print("self-test: a wrong default or an unknown setting in limits.md was not caught")
         ok = False
     if slug("The service: `make load`") != "the-service-make-load":
         print("self-test: headings' anchors are not GitHub's")
