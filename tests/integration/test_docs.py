@@ -102,3 +102,37 @@ def test_without_the_files_docs_say_how_to_get_them(tmp_path):
     finally:
         assert d.stop() == 0
         d.cleanup()
+
+
+def documented_extensions():
+    """docs/kserve.md's extensions table: {name: when it is advertised}."""
+    with open(os.path.join(ROOT, "docs", "kserve.md"), encoding="utf-8") as f:
+        page = f.read()
+    section = page.split("\n## Extensions\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1]
+    return rows
+
+
+def advertised(d):
+    import tritonclient.grpc as grpcclient
+    rest = set(json.loads(d.request("GET", "/v2")[2])["extensions"])
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    grpc = set(c.get_server_metadata().extensions)
+    c.close()
+    assert rest == grpc, (rest, grpc)
+    return rest
+
+
+def test_the_extensions_table_is_what_the_server_advertises(spawn):
+    """Every extension docs/kserve.md names is in the server metadata of
+    both doors, under the settings the table gives, and the reverse."""
+    rows = documented_extensions()
+    assert len(rows) >= 7, rows
+    always = {n for n, when in rows.items() if when == "always"}
+    assert advertised(spawn("--allow-shared-memory")) == set(rows)
+    assert advertised(spawn("--max-sequences", "0")) == always
+    assert advertised(spawn()) == set(rows) - {"system_shared_memory"}
