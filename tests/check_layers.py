@@ -238,7 +238,7 @@ def cycles(graph):
 # A file of the daemon's named in a comment: a path under server/, with or
 # without the "server/" (api/submit.c, core/reqlog.h).
 COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
-NAMED = re.compile(r'(?<![\w/.])((?:server/)?(?:api|codec|core|engine|format|grpc|http'
+NAMED = re.compile(r'(?<![\w/.])((?:server/)?(?:api|core|engine|format|grpc|http'
                    r'|protocol|sched|telemetry|web)/[\w/]+\.(?:c|h|cc|cl))\b')
 
 
