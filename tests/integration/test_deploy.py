@@ -25,7 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT, TALLYD, Daemon
+from conftest import ROOT, TALLYD, Daemon, dead_port
 
 DEPLOY = os.path.join(ROOT, "deploy")
 K8S = os.path.join(DEPLOY, "k8s")
@@ -152,7 +152,7 @@ def test_k8s_settings_start_a_real_tallyd(tallyd):
         d.cleanup()
 
 
-def test_compose_prometheus_and_grafana(tallyd):
+def test_compose_prometheus_and_grafana(tallyd, tmp_path):
     with open(os.path.join(DEPLOY, "compose.yaml")) as f:
         compose = yaml.safe_load(f)
     svc = compose["services"]
@@ -180,11 +180,34 @@ def test_compose_prometheus_and_grafana(tallyd):
         dash = json.load(f)
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     titles = " ".join(p["title"].lower() for p in dash["panels"])
-    for topic in ("requests per second", "latency", "queue depth", "device busy"):
-        assert topic in titles
+    for topic in ("requests per second", "latency", "queue depth", "device busy",
+                  "device states", "host fallback", "grpc", "sequences", "sequence log",
+                  "trace exporter"):
+        assert topic in titles, topic
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
     # every metric plotted is one tallyd declares (histograms by their
     # base name)
-    _, _, body = tallyd.request("GET", "/metrics")
+    # the alert rules prometheus.yml loads: one for each thing an operator
+    # must act on
+    assert prom["rule_files"] == ["/etc/prometheus/prometheus-alerts.yml"]
+    with open(os.path.join(DEPLOY, "prometheus-alerts.yml")) as f:
+        alerts = yaml.safe_load(f)
+    rules = [r for g in alerts["groups"] for r in g["rules"]]
+    assert {r["alert"] for r in rules} >= {"TallyEveryDeviceLeft", "TallyQueueFull",
+                                           "TallySequencesRefused",
+                                           "TallyTraceExporterDropping"}
+    for r in rules:
+        assert r["labels"]["severity"] and r["annotations"]["summary"], r
+    exprs += [r["expr"] for r in rules]
+    # every metric plotted or watched is one tallyd declares (histograms by
+    # their base name; the trace exporter's with tracing on, the sequence
+    # log's with --state-dir)
+    traced = Daemon("--state-dir", str(tmp_path), env={"TALLY_TRACE_RATIO": "1",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % dead_port()})
+    try:
+        body = tallyd.request("GET", "/metrics")[2] + traced.request("GET", "/metrics")[2]
+    finally:
+        traced.cleanup()
     declared = set(re.findall(r"^# TYPE (tally_[a-z_]+) ", body.decode(), re.M))
     for e in exprs:
         for name in re.findall(r"\btally_[a-z_]+", e):
