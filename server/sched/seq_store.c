@@ -4,7 +4,20 @@
  * The writer keeps, per live sequence, a copy of its latest record (a
  * map from the id), which is all a rewrite needs: it never reads the
  * table, whose carries belong to the chunks that hold their turns.
+ *
+ * The file is allocated ahead of its records, PREALLOC bytes at a time
+ * (fallocate, or zeros where the filesystem has no fallocate), and the
+ * records are written into that room: an append that grew the file would
+ * change its size, and every fdatasync would then wait for the
+ * filesystem's journal as well as the data. PostgreSQL allocates its WAL
+ * segments ahead for the same reason. Measured here (ext4, 64-byte
+ * records, tests/bench/fsync_latency.c): fdatasync's median 178-242 us
+ * after an append, 144-162 us into allocated room, the lower with two
+ * busy cores beside it. The room reads as zeros, and a reader takes the
+ * first record boundary with nothing but zeros after it for the log's
+ * end; a clean close cuts the room off again.
  */
+#define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,6 +34,7 @@
 #define REC_MAGIC 0x524c5354u /* "TSLR" */
 #define REC_HEAD 16
 #define REWRITE_MIN ((uint64_t)64 << 20)
+#define PREALLOC ((uint64_t)4 << 20)
 
 bool seq_fsync_parse(const char *text, seq_fsync *out)
 {
@@ -81,6 +95,24 @@ static uint8_t *encode(const seq_file_entry *x, int how, size_t *len)
 
 /* ------------------------------------------------------------ reading */
 
+/* Whether b[at..len) is all zeros: the room allocated ahead of the
+ * records (nothing, when at == len). */
+static bool zeros(const uint8_t *b, size_t at, size_t len)
+{
+    for (; at < len; at++)
+        if (b[at] != 0)
+            return false;
+    return true;
+}
+
+/* The bytes of b[0..len) up to the last one that is not zero. */
+static size_t used(const uint8_t *b, size_t len)
+{
+    while (len > 0 && b[len - 1] == 0)
+        len--;
+    return len;
+}
+
 bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
                     size_t max_bytes,
                     bool (*each)(void *user, seq_file_entry *e, int how),
@@ -91,13 +123,19 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
     (void)max_entries;
     while (at < len) {
         size_t left = len - at;
+        const uint8_t *h = b + at;
+        if (h[0] == 0 && zeros(b, at, len))
+            return true; /* the room allocated ahead: the end */
         if (left < REC_HEAD) { /* a header cut short: torn */
-            *torn = left;
+            *torn = used(b, len) - at;
             return true;
         }
-        const uint8_t *h = b + at;
         if (get32(h) != REC_MAGIC || get32(h + 12) != fnv32(h, 12)
             || get32(h + 8) > SEQ_REC_GONE) {
+            if (zeros(b, at + REC_HEAD, len)) { /* a header written in part */
+                *torn = used(b, len) - at;
+                return true;
+            }
             snprintf(msg, msglen,
                      "a damaged record header at byte %zu (%zu bytes follow)",
                      at, left);
@@ -106,7 +144,7 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
         uint32_t plen = get32(h + 4);
         int how = (int)get32(h + 8);
         if ((size_t)plen > left - REC_HEAD) { /* its payload cut short */
-            *torn = left;
+            *torn = used(b, len) - at;
             return true;
         }
         seq_file_entry *e;
@@ -117,8 +155,8 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
             || n != 1) {
             if (n != 1 && err[0] == '\0')
                 snprintf(err, sizeof err, "%zu sequences in one record", n);
-            if (at + REC_HEAD + plen == len) { /* the last: torn */
-                *torn = left;
+            if (zeros(b, at + REC_HEAD + plen, len)) { /* the last: torn */
+                *torn = used(b, len) - at;
                 return true;
             }
             snprintf(msg, msglen, "a damaged record at byte %zu: %s", at,
@@ -277,7 +315,8 @@ struct seq_store {
     char path[4096], tmp[4096], dir[4096];
     seq_fsync mode;
     int fd;
-    uint64_t size; /* the file's bytes */
+    uint64_t size;  /* the records' bytes: where the next one goes */
+    uint64_t alloc; /* the file's bytes: the records and the room after */
     uv_thread_t writer;
     uv_mutex_t mu;
     uv_cond_t cv;
@@ -291,21 +330,49 @@ struct seq_store {
     seq_store_stats stats; /* a copy of them, under mu */
 };
 
-static bool write_all(int fd, const uint8_t *b, size_t n, int fail)
+/* Writes b[0..n) at offset at; fail: the errno a test asked for. */
+static bool write_all(int fd, const uint8_t *b, size_t n, uint64_t at,
+                      int fail)
 {
     if (fail) {
         errno = fail;
         return false;
     }
     while (n > 0) {
-        ssize_t w = write(fd, b, n);
+        ssize_t w = pwrite(fd, b, n, (off_t)at);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return false;
         b += w;
         n -= (size_t)w;
+        at += (uint64_t)w;
     }
+    return true;
+}
+
+/* Room for `need` more bytes after the records: the file allocated up to
+ * the next PREALLOC step past them (fallocate; zeros written where the
+ * filesystem has none). *alloc is the file's size, and becomes the new
+ * one. False with errno when the disk refuses. */
+static bool make_room(int fd, uint64_t size, uint64_t need, uint64_t *alloc)
+{
+    if (size + need <= *alloc)
+        return true;
+    uint64_t to = (size + need + PREALLOC - 1) / PREALLOC * PREALLOC;
+    if (fallocate(fd, 0, (off_t)*alloc, (off_t)(to - *alloc)) == 0) {
+        *alloc = to;
+        return true;
+    }
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+        return false;
+    static const uint8_t zero[65536];
+    for (uint64_t at = *alloc; at < to; at += sizeof zero) {
+        size_t n = to - at < sizeof zero ? (size_t)(to - at) : sizeof zero;
+        if (!write_all(fd, zero, n, at, 0))
+            return false;
+    }
+    *alloc = to;
     return true;
 }
 
@@ -330,13 +397,13 @@ static bool write_fresh(seq_store *s, uint8_t *const *recs,
         snprintf(msg, msglen, "cannot create %.300s: %s", s->tmp, strerror(errno));
         return false;
     }
-    uint64_t size = 0;
+    uint64_t size = 0, alloc = 0;
     bool ok = true;
     for (size_t i = 0; ok && i < n; i++) {
-        ok = write_all(fd, recs[i], lens[i], fail);
+        ok = write_all(fd, recs[i], lens[i], size, fail);
         size += lens[i];
     }
-    if (!ok || fdatasync(fd) != 0) {
+    if (!ok || !make_room(fd, size, 1, &alloc) || fdatasync(fd) != 0) {
         snprintf(msg, msglen, "cannot write %.300s: %s", s->tmp, strerror(errno));
         close(fd);
         unlink(s->tmp);
@@ -353,7 +420,8 @@ static bool write_fresh(seq_store *s, uint8_t *const *recs,
         close(s->fd);
     s->fd = fd;
     s->size = size;
-    return lseek(fd, 0, SEEK_END) >= 0;
+    s->alloc = alloc;
+    return true;
 }
 
 /* One record per live sequence, in place of the log. Writer's thread. */
@@ -392,17 +460,21 @@ static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
                  s->path);
         return false;
     }
-    uint64_t start = s->size, t0 = now_ns();
+    uint64_t start = s->size, t0 = now_ns(), need = 0;
+    for (item *i = batch; i != NULL; i = i->next)
+        need += i->len;
+    bool room = make_room(s->fd, s->size, need, &s->alloc);
     for (item *i = batch; i != NULL; i = i->next) {
-        if (!write_all(s->fd, i->rec, i->len, fail)) {
+        if (!room || !write_all(s->fd, i->rec, i->len, s->size, fail)) {
             int e = errno;
             snprintf(why, whylen, "cannot write the sequence log %.300s: %s",
                      s->path, strerror(e));
             /* undo what went in, so that the log has no torn record
-             * before good ones */
-            if (ftruncate(s->fd, (off_t)start) != 0
-                || lseek(s->fd, (off_t)start, SEEK_SET) < 0)
+             * before good ones (and no room after them: the next batch
+             * allocates it again) */
+            if (ftruncate(s->fd, (off_t)start) != 0)
                 s->broken = true;
+            s->size = s->alloc = start;
             return false;
         }
         s->size += i->len;
@@ -412,10 +484,9 @@ static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
             int e = fail_sync ? fail_sync : errno;
             snprintf(why, whylen, "cannot flush the sequence log %.300s: %s",
                      s->path, strerror(e));
-            if (ftruncate(s->fd, (off_t)start) != 0
-                || lseek(s->fd, (off_t)start, SEEK_SET) < 0)
+            if (ftruncate(s->fd, (off_t)start) != 0)
                 s->broken = true;
-            s->size = start;
+            s->size = s->alloc = start;
             return false;
         }
         s->ws.flushes++;
@@ -611,6 +682,11 @@ void seq_store_close(seq_store *s)
     uv_mutex_unlock(&s->mu);
     uv_thread_join(&s->writer);
     if (s->fd >= 0) {
+        if (ftruncate(s->fd, (off_t)s->size) != 0) /* the room, cut off */
+            log_msg("sequences", "warn",
+                    "the sequence log %.300s keeps its room after the "
+                    "records: %s",
+                    s->path, strerror(errno));
         fdatasync(s->fd);
         close(s->fd);
     }

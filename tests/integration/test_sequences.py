@@ -466,18 +466,43 @@ def test_a_damaged_log_stops_the_start(spawn, tmp_path, damage):
     assert os.path.exists(path)
 
 
+ROOM = 4 << 20  # the zeros tallyd allocates ahead of its records
+
+
+@pytest.mark.parametrize("room", [False, True], ids=["cut", "in-room"])
 @pytest.mark.parametrize("cut", [1, 11, 30])
-def test_a_torn_last_record_is_dropped(spawn, tmp_path, cut):
+def test_a_torn_last_record_is_dropped(spawn, tmp_path, cut, room):
     """A crash in the middle of the last record's write: that record was
-    never answered; it is dropped, and the one before it kept."""
+    never answered; it is dropped, and the one before it kept. The file
+    ends where the write stopped, or (a crash leaves the room tallyd
+    allocates ahead) in zeros where the rest of the record was to go."""
     state = str(tmp_path)
     data = two_records(spawn, state)
-    open(os.path.join(state, "sequences.log"), "wb").write(bytes(data[:len(data) - cut]))
+    kept = bytes(data[:len(data) - cut])
+    if room:
+        kept += bytes(ROOM - len(kept))
+    open(os.path.join(state, "sequences.log"), "wb").write(kept)
     d = spawn("--state-dir", state)
     assert "cut short by a crash" in d.log(), d.log()
     assert kserve(d, {"sequence_id": "first"})[0] == 200
     st, _, b = kserve(d, {"sequence_id": "second"})
     assert st == 400 and "not live" in b["error"], b
+
+
+def test_the_room_after_the_records_is_not_a_record(spawn, tmp_path):
+    """A log whose writer was killed keeps the zeros allocated after its
+    records: both sequences come back, and nothing is called torn."""
+    state = str(tmp_path)
+    data = two_records(spawn, state)
+    open(os.path.join(state, "sequences.log"), "wb").write(bytes(data) + bytes(ROOM))
+    d = spawn("--state-dir", state)
+    assert "cut short" not in d.log(), d.log()
+    assert kserve(d, {"sequence_id": "first"})[0] == 200
+    assert kserve(d, {"sequence_id": "second"})[0] == 200
+    # a clean stop cuts the room off: the file is its records
+    assert d.stop() == 0
+    size = os.path.getsize(os.path.join(state, "sequences.log"))
+    assert 0 < size < ROOM, size
 
 
 def test_an_empty_log_starts_empty(spawn, tmp_path):
