@@ -397,12 +397,13 @@ static bool write_fresh(seq_store *s, uint8_t *const *recs,
         snprintf(msg, msglen, "cannot create %.300s: %s", s->tmp, strerror(errno));
         return false;
     }
-    uint64_t size = 0, alloc = 0;
+    uint64_t size = 0;
     bool ok = true;
     for (size_t i = 0; ok && i < n; i++) {
         ok = write_all(fd, recs[i], lens[i], size, fail);
         size += lens[i];
     }
+    uint64_t alloc = size; /* the room starts after the records */
     if (!ok || !make_room(fd, size, 1, &alloc) || fdatasync(fd) != 0) {
         snprintf(msg, msglen, "cannot write %.300s: %s", s->tmp, strerror(errno));
         close(fd);

@@ -27,8 +27,11 @@
  *   u32 FNV-1a (32 bit) of the 12 bytes before it
  *   payload: sequence_file.h's file for this one sequence (its own
  *   checksum at its end)
- * A torn last record (a crash in the middle of its write: its header or
- * its payload cut short, or its payload's checksum wrong with nothing
+ * The file is allocated ahead of its records (seq_store.c), so while
+ * tallyd runs, and after a crash, zeros follow the last record: a record
+ * boundary with nothing but zeros after it is the log's end. A torn last
+ * record (a crash in the middle of its write: its header or its payload
+ * cut short, or its payload's checksum wrong, with nothing but zeros
  * after it) was never acknowledged, and is dropped; any other damage
  * stops the load, naming the file and the byte offset.
  *
