@@ -133,6 +133,12 @@ static inline sched *api_sched(request *r)
     return r->s->app->sched;
 }
 
+/* The API layer's state, for a gRPC method's handler. */
+static inline api_state *api_of(grpc_call *c)
+{
+    return grpc_call_server(c)->app;
+}
+
 /* The model config's max_sequence_idle_microseconds: --sequence-idle-ms
  * in microseconds, or 0 for no sequence_batching: sequences off, or on
  * without --model-sequence-batching (perf_analyzer runs its sequence

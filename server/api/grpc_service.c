@@ -36,11 +36,6 @@ static tallyd_server *server_of(grpc_call *c)
     return grpc_call_server(c);
 }
 
-static api_state *api_of(grpc_call *c)
-{
-    return server_of(c)->app;
-}
-
 /* Packs m and answers with it. */
 static void reply_message(grpc_call *c, const ProtobufCMessage *m)
 {

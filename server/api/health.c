@@ -42,11 +42,6 @@ struct api_watch {
     char svc[HEALTH_SERVICE_MAX + 1];
 };
 
-static api_state *api_of(grpc_call *c)
-{
-    return grpc_call_server(c)->app;
-}
-
 /* The status of service svc now. */
 static int status_of(tallyd_server *s, const char *svc)
 {
