@@ -309,9 +309,10 @@ SEQ_MODES = ("plain", "sequence", "everysec", "always")
 
 
 def fsync_floor(where):
-    """The machine's own durable append (tests/bench/fsync_latency.c: 64
-    bytes and fdatasync, 2000 times, in the directory the logs are in):
-    its JSON."""
+    """The machine's own durable write (tests/bench/fsync_latency.c: 64
+    bytes and fdatasync, 2000 times, in the directory the logs are in,
+    into room allocated ahead as the log writes, then appended): its
+    JSON; p50_us and the like are the first way."""
     exe = os.path.join(BIN, "fsync_latency")
     out = subprocess.run([exe, where, "2000"], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
