@@ -31,16 +31,22 @@ def literal(s):
     return re.sub(r'\\(.)', r'\1', s[1:-1])
 
 
-def settings(text):
-    """[(flag, env, kind, default, help)] in the table's order."""
-    start = text.index("#define TALLYD_SETTINGS(X)")
+def macro_body(text, name):
+    """The text of the multi-line `#define NAME(X)`, its backslashes gone
+    (tools/errors_doc.py reads its tables with it too)."""
+    start = text.index("#define %s(X)" % name)
     body = []
     for line in text[start:].split("\n")[1:]:
         body.append(line.rstrip().rstrip("\\"))
         if not line.rstrip().endswith("\\"):
             break
+    return "\n".join(body)
+
+
+def settings(text):
+    """[(flag, env, kind, default, help)] in the table's order."""
     out = []
-    for m in ENTRY.finditer("\n".join(body)):
+    for m in ENTRY.finditer(macro_body(text, "TALLYD_SETTINGS")):
         helptext = "".join(literal(p) for p in re.findall(STRING, m.group(6)))
         out.append((literal(m.group(2)), literal(m.group(3)), m.group(4),
                     literal(m.group(5)), helptext))

@@ -30,22 +30,8 @@ MARKS = {
               "do not edit -->", "<!-- end of codes -->"),
 }
 
-STRING = r'"(?:[^"\\]|\\.)*"'
-
-
-def literal(s):
-    return re.sub(r'\\(.)', r'\1', s[1:-1])
-
-
-def macro_body(text, name):
-    """The text of a multi-line #define, its backslashes gone."""
-    start = text.index("#define %s(X)" % name)
-    body = []
-    for line in text[start:].split("\n")[1:]:
-        body.append(line.rstrip().rstrip("\\"))
-        if not line.rstrip().endswith("\\"):
-            break
-    return "\n".join(body)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from config_doc import STRING, literal, macro_body  # noqa: E402
 
 
 def statuses(status_h, status_c):
