@@ -52,6 +52,7 @@ usage: python3 tests/bench/bench_serve.py [--seconds S]
            [--only binary|json|grpc|shm|sequence] [--sync]
 """
 import argparse
+import contextlib
 import fcntl
 import glob
 import json
@@ -114,14 +115,29 @@ def tally_bench(url, n, c, seconds, fmt="raw"):
     return rps, float(m.group(1)), float(m.group(2)), errors
 
 
+@contextlib.contextmanager
+def shm_lock():
+    """Held around every perf_analyzer run with --shared-memory system.
+    perf_analyzer names its POSIX shared-memory objects after the tensors
+    (/x_0_0, /y) whatever the run, and unlinks them when it exits, so two
+    such runs on one machine unlink each other's mid-request, whichever
+    clone, test worker or benchmark started them. The lock file lives in
+    /dev/shm itself: whoever shares those names shares the lock."""
+    with open("/dev/shm/.tally-perf-analyzer.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def run_pa(cmd, env, windows_s, cell):
     """perf_analyzer's output, or None when it did not finish within about
     three times what its windows take (then the cell is named on stderr):
     perf_analyzer's own processing can outgrow its windows (docs/kserve.md,
-    "perf_analyzer"), and one stuck call must not hold the whole table."""
+    "perf_analyzer"), and one stuck call must not hold the whole table.
+    A shared-memory run waits for shm_lock() first."""
     limit = int(3 * windows_s) + 20
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit)
+        with shm_lock() if "--shared-memory" in cmd else contextlib.nullcontext():
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit)
     except subprocess.TimeoutExpired:
         print("bench_serve: perf_analyzer did not finish %s in %d s (three times its "
               "windows): %s" % (cell, limit, " ".join(cmd[1:])), file=sys.stderr, flush=True)

@@ -469,6 +469,17 @@ def perf_analyzer_bin():
     return perf_analyzer()
 
 
+def shm_lock():
+    """bench_serve.shm_lock(): held around a perf_analyzer run with
+    --shared-memory system, whose object names are the same in every run."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+    try:
+        from bench_serve import shm_lock as lock
+    finally:
+        sys.path.pop(0)
+    return lock()
+
+
 # How the tests bound a perf_analyzer run: count windows that end once
 # each holds this many answers, three of them whatever their spread.
 # Not --request-count: perf_analyzer 2.51 starts its workers
