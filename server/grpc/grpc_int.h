@@ -172,6 +172,8 @@ struct grpc_conn {
     size_t queued; /* bytes in in-flight writes */
     unsigned writes;
     bool closing, notice_sent, goaway_sent;
+    bool pump_queued;     /* on_wake's list of connections to send on */
+    grpc_conn *next_pump; /* that list */
     uint64_t last_active_ns;
 };
 

@@ -29,6 +29,10 @@ static void on_wake(uv_async_t *a)
         rev = list;
         list = n;
     }
+    /* each connection sent to once, after all its calls have answered:
+     * the answers that came back together leave in one write (a closed
+     * connection is freed by its close callback, after this one) */
+    grpc_conn *pumps = NULL;
     while (rev != NULL) {
         grpc_call *call = rev;
         rev = call->next_resume;
@@ -40,8 +44,17 @@ static void on_wake(uv_async_t *a)
         if (!call->answered && !call->suspended && call->st != NULL)
             grpc_call_fail(call, STATUS_LAUNCH, "the handler gave no answer");
         h2_call_maybe_free(call);
-        if (c != NULL)
-            h2_conn_pump(c);
+        if (c != NULL && !c->pump_queued) {
+            c->pump_queued = true;
+            c->next_pump = pumps;
+            pumps = c;
+        }
+    }
+    while (pumps != NULL) {
+        grpc_conn *c = pumps;
+        pumps = c->next_pump;
+        c->pump_queued = false;
+        h2_conn_pump(c);
     }
 }
 
