@@ -305,6 +305,12 @@ $(BUILD)/bin/fsync_latency: $(BUILD)/tests/bench/fsync_latency.o
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^
 
+# a record's hop to a writer thread and back, alone (the floor under
+# --state-fsync everysec; make bench-serve's sequence table measures it)
+$(BUILD)/bin/hop_latency: $(BUILD)/tests/bench/hop_latency.o
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -luv -pthread
+
 $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
@@ -485,7 +491,7 @@ help:
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
-    $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency \
+    $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
@@ -731,7 +737,7 @@ bench-json: deps-bench $(TALLYD)
 
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
-bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency
+bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 # How soon a new tallyd answers with a cold kernel cache: start to the
