@@ -246,7 +246,13 @@ $(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The daemon's modules, linked as tallyd is but for its main().
+# http/'s request, body and reply against a libmicrohttpd of the test's
+# own, with libcurl as the client.
+$(BUILD)/bin/test_http: $(BUILD)/tests/server/test_http.o $(TEST_LIB) \
+    $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
 # The daemon's modules, and the gRPC door's insides, linked as tallyd is
 # but for its main().
 $(BUILD)/bin/test_grpc: $(BUILD)/tests/server/test_grpc.o $(TEST_LIB) \
@@ -281,7 +287,9 @@ $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
 $(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests
-$(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests
+$(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests -I$(BUILD)/gen
+$(BUILD)/tests/server/test_protocol.o: $(PB_GEN).h
+$(BUILD)/tests/server/test_http.o: CPPFLAGS := $(INC_http) -Itests
 $(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) -L$(LIBDIR) -ltally \
@@ -427,7 +435,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config docs-errors
-.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-protocol test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python test-c check-layers test-server test-grpc test-sched test-submit test-protocol test-http test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
 
@@ -510,13 +518,13 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
 # What the tests run: the C suites, tallyd, libtally, the CLI and the
 # example (the sanitizer legs build these, not the benchmarks).
 TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit \
-                $(BUILD)/bin/test_protocol $(TALLYD) $(CLIENT_ALL) \
+                $(BUILD)/bin/test_protocol $(BUILD)/bin/test_http $(TALLYD) $(CLIENT_ALL) \
                 $(BUILD)/bin/test_client docs-assets
 
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-grpc test-sched test-submit test-protocol test-codec test-host test-engine test-accuracy
+C_TESTS := test-units test-server test-grpc test-sched test-submit test-protocol test-http test-codec test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -600,6 +608,8 @@ test-sched: $(BUILD)/bin/test_sched
 test-submit: $(BUILD)/bin/test_submit
 	$(Q)$(TEST_ENV) $< $(T)
 test-protocol: $(BUILD)/bin/test_protocol
+	$(Q)$(TEST_ENV) $< $(T)
+test-http: $(BUILD)/bin/test_http
 	$(Q)$(TEST_ENV) $< $(T)
 test-codec: $(BUILD)/bin/test_codec
 	$(Q)$(TEST_ENV) $< $(T) $(CODEC_CASES)

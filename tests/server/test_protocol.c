@@ -1,16 +1,24 @@
 /*
  * test_protocol.c - server/protocol/ on its own, case by case: the
  * operator's parameters as every protocol reads them (scan_params), the
- * shared-memory register body and status answer (shm_json), and Triton's
- * trace settings (trace_settings). No daemon, no transport; the
- * integration suite sends the same documents through the doors.
+ * shared-memory register body and status answer (shm_json), Triton's
+ * trace settings (trace_settings), KServe's protobuf request and answer
+ * (kserve_pb: messages packed and unpacked with protobuf-c's generated
+ * code, as a gRPC client would) and DirectML's operator description
+ * (dml). No daemon, no transport; the integration suite sends the same
+ * documents through the doors. Tensors are drawn with check_rand() (its
+ * seed is printed).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "check.h"
+#include "dml.h"
+#include "grpc_service.pb-c.h"
+#include "kserve_pb.h"
 #include "scan_params.h"
 #include "shm.h"
 #include "shm_json.h"
@@ -232,12 +240,458 @@ static void trace_setting_updates(void)
     }
 }
 
+
+/* ------------------------------------------------------------------------
+ * kserve_pb: ModelInferRequest in, ModelInferResponse out
+ */
+
+/* One request parameter, as a client sets it. */
+typedef struct {
+    const char *key;
+    char kind; /* 'i' int64, 'u' uint64, 'b' bool, 's' string */
+    int64_t i;
+    const char *s;
+} pb_param;
+
+/* A ModelInferRequest with one input x, its bytes raw (raw != NULL) or
+ * typed (contents), packed into a 128-byte-aligned buffer as the
+ * transport hands it over; *len its length. */
+static uint8_t *pack_request(const char *model, const char *version,
+                             const char *dtype, const int64_t *shape,
+                             size_t rank, const void *raw, size_t raw_len,
+                             Inference__InferTensorContents *contents,
+                             const pb_param *params, size_t nparams,
+                             size_t *len)
+{
+    Inference__ModelInferRequest m = INFERENCE__MODEL_INFER_REQUEST__INIT;
+    Inference__ModelInferRequest__InferInputTensor x =
+        INFERENCE__MODEL_INFER_REQUEST__INFER_INPUT_TENSOR__INIT;
+    Inference__ModelInferRequest__InferInputTensor *inputs[1] = {&x};
+    Inference__ModelInferRequest__ParametersEntry entries[8], *pe[8];
+    Inference__InferParameter values[8];
+    m.model_name = (char *)model;
+    m.model_version = (char *)version;
+    m.id = (char *)"req-7";
+    x.name = (char *)"x";
+    x.datatype = (char *)dtype;
+    x.n_shape = rank;
+    x.shape = (int64_t *)shape;
+    x.contents = contents;
+    m.n_inputs = 1;
+    m.inputs = inputs;
+    ProtobufCBinaryData bin = {raw_len, (uint8_t *)raw};
+    if (raw != NULL) {
+        m.n_raw_input_contents = 1;
+        m.raw_input_contents = &bin;
+    }
+    for (size_t i = 0; i < nparams && i < 8; i++) {
+        inference__model_infer_request__parameters_entry__init(&entries[i]);
+        inference__infer_parameter__init(&values[i]);
+        entries[i].key = (char *)params[i].key;
+        entries[i].value = &values[i];
+        switch (params[i].kind) {
+        case 'i':
+            values[i].parameter_choice_case =
+                INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+            values[i].int64_param = params[i].i;
+            break;
+        case 'u':
+            values[i].parameter_choice_case =
+                INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+            values[i].uint64_param = (uint64_t)params[i].i;
+            break;
+        case 'b':
+            values[i].parameter_choice_case =
+                INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+            values[i].bool_param = params[i].i != 0;
+            break;
+        default:
+            values[i].parameter_choice_case =
+                INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+            values[i].string_param = (char *)params[i].s;
+            break;
+        }
+        pe[i] = &entries[i];
+    }
+    m.n_parameters = nparams;
+    m.parameters = pe;
+    *len = inference__model_infer_request__get_packed_size(&m);
+    uint8_t *b = eng_buffer_alloc(*len + 1);
+    if (b != NULL)
+        inference__model_infer_request__pack(&m, b);
+    return b;
+}
+
+static void kserve_pb_raw_in_place(void)
+{
+    float x[6];
+    for (int i = 0; i < 6; i++)
+        x[i] = (float)(check_below(2001)) / 8.0f - 125.0f;
+    int64_t shape[2] = {2, 3};
+    pb_param ps[] = {{"axis", 'i', 1, NULL},
+                     {"exclusive", 'b', 1, NULL},
+                     {"direction", 's', 0, "decreasing"},
+                     {"timeout", 'i', 2500, NULL}};
+    size_t len;
+    uint8_t *msg = pack_request("cumsum", "1", "FP32", shape, 2, x, sizeof x,
+                                NULL, ps, 4, &len);
+    CHECK(msg != NULL, "packed");
+    if (msg == NULL)
+        return;
+    /* where the bulk starts (before the parse, which moves x in place) */
+    size_t at = kserve_pb_bulk_offset(msg, len);
+    CHECK(at != SIZE_MAX && at + sizeof x <= len
+              && memcmp(msg + at, x, sizeof x) == 0,
+          "bulk offset %zu of %zu", at, len);
+    CHECK(kserve_pb_bulk_offset(msg, 2) == SIZE_MAX, "no entry in two bytes");
+    kserve_pb_request r;
+    bool nf = false;
+    char err[256] = "";
+    eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
+    CHECK(e == ENG_E_OK && !nf, "parse: %d %s", (int)e, err);
+    if (e != ENG_E_OK) {
+        eng_buffer_free(msg);
+        return;
+    }
+    CHECK(r.desc.dtype == TX_FLOAT32 && r.desc.rank == 2 && r.desc.shape[0] == 2
+              && r.desc.shape[1] == 3 && r.desc.axis == 1 && r.desc.exclusive
+              && r.desc.reverse,
+          "desc: dtype %d rank %d axis %lld ex %d rev %d", (int)r.desc.dtype,
+          r.desc.rank, (long long)r.desc.axis, r.desc.exclusive, r.desc.reverse);
+    CHECK(!r.data_owned && r.data >= msg && r.data + r.bytes <= msg + len,
+          "raw x is used where it lies in the message");
+    CHECK(((uintptr_t)r.data & 127) == 0, "x on a 128-byte boundary: %p",
+          (void *)r.data);
+    CHECK(r.bytes == sizeof x && memcmp(r.data, x, sizeof x) == 0,
+          "x's bytes: %zu", r.bytes);
+    CHECK(r.id != NULL && strcmp(r.id, "req-7") == 0, "id: %s", r.id);
+    CHECK(r.has_timeout && r.timeout_us == 2500, "timeout: %d %lld",
+          r.has_timeout, (long long)r.timeout_us);
+    CHECK(!r.seq.has_id, "not a chunk");
+
+    /* the answer: head, then y's bytes, unpacked as a client would */
+    size_t hlen;
+    uint8_t *head = kserve_pb_head(&r, &hlen);
+    CHECK(head != NULL, "head");
+    uint8_t *whole = malloc(hlen + r.bytes);
+    if (head != NULL && whole != NULL) {
+        memcpy(whole, head, hlen);
+        memcpy(whole + hlen, x, r.bytes);
+        Inference__ModelInferResponse *a =
+            inference__model_infer_response__unpack(NULL, hlen + r.bytes, whole);
+        CHECK(a != NULL, "the answer unpacks");
+        if (a != NULL) {
+            CHECK(strcmp(a->model_name, "cumsum") == 0 && strcmp(a->id, "req-7") == 0,
+                  "model %s id %s", a->model_name, a->id);
+            CHECK(a->n_outputs == 1 && strcmp(a->outputs[0]->name, "y") == 0
+                      && strcmp(a->outputs[0]->datatype, "FP32") == 0
+                      && a->outputs[0]->n_shape == 2 && a->outputs[0]->shape[0] == 2
+                      && a->outputs[0]->shape[1] == 3,
+                  "y's description");
+            CHECK(a->n_raw_output_contents == 1
+                      && a->raw_output_contents[0].len == sizeof x
+                      && memcmp(a->raw_output_contents[0].data, x, sizeof x) == 0,
+                  "y's bytes follow the head as raw_output_contents");
+            inference__model_infer_response__free_unpacked(a, NULL);
+        }
+    }
+    free(whole);
+    free(head);
+
+    uint8_t *sh = kserve_pb_stream_head(&r, &hlen);
+    whole = sh != NULL ? malloc(hlen + r.bytes) : NULL;
+    CHECK(whole != NULL, "stream head");
+    if (whole != NULL) {
+        memcpy(whole, sh, hlen);
+        memcpy(whole + hlen, x, r.bytes);
+        Inference__ModelStreamInferResponse *a =
+            inference__model_stream_infer_response__unpack(NULL, hlen + r.bytes, whole);
+        CHECK(a != NULL && a->infer_response != NULL
+                  && a->infer_response->n_raw_output_contents == 1
+                  && a->infer_response->raw_output_contents[0].len == sizeof x,
+              "the stream's answer wraps the same response");
+        if (a != NULL)
+            inference__model_stream_infer_response__free_unpacked(a, NULL);
+    }
+    free(whole);
+    free(sh);
+    kserve_pb_request_free(&r);
+
+    eng_buffer_free(msg);
+}
+
+static void kserve_pb_typed_contents(void)
+{
+    int64_t v[5];
+    for (int i = 0; i < 5; i++)
+        v[i] = (int64_t)check_rand();
+    Inference__InferTensorContents c = INFERENCE__INFER_TENSOR_CONTENTS__INIT;
+    c.n_int64_contents = 5;
+    c.int64_contents = v;
+    int64_t shape[1] = {5};
+    size_t len;
+    uint8_t *msg = pack_request("cumsum", "", "INT64", shape, 1, NULL, 0, &c,
+                                NULL, 0, &len);
+    kserve_pb_request r;
+    bool nf = false;
+    char err[256] = "";
+    eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
+    CHECK(e == ENG_E_OK, "parse: %s", err);
+    if (e == ENG_E_OK) {
+        CHECK(r.desc.dtype == TX_INT64 && r.data_owned && r.bytes == sizeof v
+                  && memcmp(r.data, v, sizeof v) == 0,
+              "typed contents converted into a buffer of their own");
+        kserve_pb_request_free(&r);
+    }
+    /* the same contents over a small limit */
+    e = kserve_pb_parse(msg, len, 16, &r, &nf, err, sizeof err);
+    CHECK(e == ENG_E_TOO_LARGE, "40 bytes over a 16-byte limit: %d %s", (int)e, err);
+    eng_buffer_free(msg);
+}
+
+static void kserve_pb_sequences(void)
+{
+    float x[2] = {1, 2};
+    int64_t shape[1] = {2};
+    pb_param ps[] = {{"sequence_id", 'u', 77, NULL},
+                     {"sequence_start", 'b', 1, NULL},
+                     {"sequence_chunk", 'u', 1, NULL}};
+    size_t len;
+    uint8_t *msg = pack_request("cumsum", "1", "FP32", shape, 1, x, sizeof x,
+                                NULL, ps, 3, &len);
+    kserve_pb_request r;
+    bool nf = false;
+    char err[256] = "";
+    eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
+    CHECK(e == ENG_E_OK && r.seq.has_id && !r.seq.is_string && r.seq.num == 77
+              && r.seq.start && !r.seq.end && r.seq.has_chunk && r.seq.chunk == 1,
+          "numbered start: %s", err);
+    if (e == ENG_E_OK)
+        kserve_pb_request_free(&r);
+    eng_buffer_free(msg);
+
+    pb_param sp[] = {{"sequence_id", 's', 0, "meter-4"},
+                     {"sequence_end", 'b', 1, NULL}};
+    msg = pack_request("cumsum", "1", "FP32", shape, 1, x, sizeof x, NULL, sp,
+                       2, &len);
+    e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
+    CHECK(e == ENG_E_OK && r.seq.has_id && r.seq.is_string
+              && strcmp(r.seq.str, "meter-4") == 0 && r.seq.end,
+          "string id: %s", err);
+    if (e == ENG_E_OK)
+        kserve_pb_request_free(&r);
+    eng_buffer_free(msg);
+
+    pb_param zero[] = {{"sequence_id", 'u', 0, NULL}};
+    msg = pack_request("cumsum", "1", "FP32", shape, 1, x, sizeof x, NULL, zero,
+                       1, &len);
+    err[0] = '\0';
+    e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
+    CHECK(e == ENG_E_INVALID && strstr(err, "sequence_id") != NULL,
+          "sequence_id 0 is refused, by name: %d %s", (int)e, err);
+    eng_buffer_free(msg);
+}
+
+static void kserve_pb_refusals(void)
+{
+    float x[4] = {1, 2, 3, 4};
+    int64_t shape[1] = {4}, wrong[1] = {5};
+    int64_t deep[65];
+    for (int i = 0; i < 65; i++)
+        deep[i] = 1;
+    static const struct {
+        const char *model, *version, *dtype;
+        int which; /* 0 shape, 1 wrong, 2 deep */
+        size_t raw;
+        eng_err want;
+        bool not_found;
+        const char *says;
+    } cases[] = {
+        {"nope", "1", "FP32", 0, 16, ENG_E_INVALID, true, "nope"},
+        {"cumsum", "2", "FP32", 0, 16, ENG_E_INVALID, true, "2"},
+        {"cumsum", "1", "FP17", 0, 16, ENG_E_DTYPE, false, "FP17"},
+        {"cumsum", "1", "FP32", 1, 16, ENG_E_INVALID, false, "x"},
+        {"cumsum", "1", "FP32", 0, 12, ENG_E_INVALID, false, "x"},
+        {"cumsum", "1", "FP32", 2, 4, ENG_E_RANK, false, "65"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *sh = cases[i].which == 0 ? shape
+                            : cases[i].which == 1 ? wrong
+                                                  : deep;
+        size_t rank = cases[i].which == 2 ? 65 : 1, len;
+        uint8_t *msg = pack_request(cases[i].model, cases[i].version,
+                                    cases[i].dtype, sh, rank, x, cases[i].raw,
+                                    NULL, NULL, 0, &len);
+        kserve_pb_request r;
+        bool nf = false;
+        char err[256] = "";
+        eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
+        CHECK(e == cases[i].want && nf == cases[i].not_found
+                  && strstr(err, cases[i].says) != NULL,
+              "case %zu: %d (want %d), not_found %d: %s", i, (int)e,
+              (int)cases[i].want, nf, err);
+        if (e == ENG_E_OK)
+            kserve_pb_request_free(&r);
+        eng_buffer_free(msg);
+    }
+    /* bytes that are not a message */
+    uint8_t *junk = eng_buffer_alloc(64);
+    memset(junk, 0xff, 64);
+    kserve_pb_request r;
+    bool nf = false;
+    char err[256] = "";
+    CHECK(kserve_pb_parse(junk, 64, 1 << 20, &r, &nf, err, sizeof err) == ENG_E_INVALID
+              && err[0] != '\0',
+          "junk: %s", err);
+    eng_buffer_free(junk);
+
+    size_t len;
+    uint8_t *m = kserve_pb_stream_error("no such sequence \"a\"", &len);
+    Inference__ModelStreamInferResponse *a =
+        m ? inference__model_stream_infer_response__unpack(NULL, len, m) : NULL;
+    CHECK(a != NULL && a->infer_response == NULL
+              && strcmp(a->error_message, "no such sequence \"a\"") == 0,
+          "a stream's error carries only the message");
+    if (a != NULL)
+        inference__model_stream_infer_response__free_unpacked(a, NULL);
+    free(m);
+}
+
+/* ------------------------------------------------------------------------
+ * dml: DirectML's operator description
+ */
+static void dml_described(void)
+{
+    static const char text[] =
+        "{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [1,1,3,4],"
+        " \"Strides\": [12,12,1,3]},"
+        " \"OutputTensor\": {\"DataType\": \"DML_TENSOR_DATA_TYPE_FLOAT32\","
+        " \"Sizes\": [1,1,3,4]},"
+        " \"Axis\": 3, \"AxisDirection\": \"DML_AXIS_DIRECTION_DECREASING\","
+        " \"HasExclusiveSum\": true}";
+    dml_request q;
+    char msg[256] = "";
+    eng_err e = dml_parse(text, strlen(text), 1 << 20, false, &q, msg, sizeof msg);
+    CHECK(e == ENG_E_OK, "parse: %s", msg);
+    if (e != ENG_E_OK)
+        return;
+    CHECK(q.desc.dtype == TX_FLOAT32 && q.desc.rank == 4 && q.desc.axis == 3
+              && q.desc.reverse && q.desc.exclusive && q.data == NULL,
+          "desc");
+    /* the last element addressed: 2*1 + 3*3 = 11, so 12 elements, 48 bytes */
+    CHECK(q.in.has_strides && q.in.span == 12 && q.in.min_bytes == 48
+              && q.in.total_bytes == 48,
+          "input: span %llu min %llu", (unsigned long long)q.in.span,
+          (unsigned long long)q.in.min_bytes);
+    CHECK(!q.out.has_strides && q.out.strides[3] == 1 && q.out.strides[2] == 4
+              && q.out.strides[0] == 12 && q.out.min_bytes == 48,
+          "output packed: %llu %llu", (unsigned long long)q.out.strides[2],
+          (unsigned long long)q.out.min_bytes);
+    /* the binary body: from the addressed bytes to the padded size */
+    CHECK(dml_check_body(&q, 48, msg, sizeof msg), "48 bytes: %s", msg);
+    CHECK(!dml_check_body(&q, 44, msg, sizeof msg), "44 bytes are too few");
+    CHECK(!dml_check_body(&q, 52, msg, sizeof msg), "52 bytes are too many");
+    char *buf = NULL;
+    size_t blen = 0;
+    CHECK(dml_append_output(&buf, &blen, &q) && buf != NULL
+              && strstr(buf, "\"Strides\"") != NULL
+              && strstr(buf, "\"TotalTensorSizeInBytes\"") != NULL,
+          "the output echoed with its strides and size: %s", buf ? buf : "");
+    free(buf);
+
+    /* the JSON form: data parsed into a buffer of span elements */
+    static const char with_data[] =
+        "{\"InputTensor\": {\"DataType\": \"INT32\", \"Sizes\": [4]},"
+        " \"OutputTensor\": {\"DataType\": \"INT32\", \"Sizes\": [4]},"
+        " \"Axis\": 0, \"data\": [1, -2, 3, 2147483647]}";
+    e = dml_parse(with_data, strlen(with_data), 1 << 20, true, &q, msg, sizeof msg);
+    CHECK(e == ENG_E_OK && q.data != NULL, "JSON form: %s", msg);
+    if (e == ENG_E_OK) {
+        const int32_t *d = q.data;
+        CHECK(d[0] == 1 && d[1] == -2 && d[2] == 3 && d[3] == 2147483647
+                  && !q.desc.reverse && !q.desc.exclusive,
+              "data");
+        eng_buffer_free(q.data);
+    }
+}
+
+static void dml_refusals(void)
+{
+    static const struct {
+        const char *text;
+        bool want_data;
+        size_t max;
+        eng_err want;
+        const char *names;
+    } cases[] = {
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": []},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": []}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "Sizes"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [2,0]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [2,0]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "Sizes"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [2,3], \"Strides\": [1]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [2,3]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "Strides"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4],"
+         " \"TotalTensorSizeInBytes\": 12},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "TotalTensorSizeInBytes"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]},"
+         " \"OutputTensor\": {\"DataType\": \"INT32\", \"Sizes\": [4]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "OutputTensor"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [2,2]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [2,2],"
+         " \"Strides\": [1,1]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_SHAPE, "OutputTensor.Strides"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]}, \"Axis\": 1}",
+         false, 1 << 20, ENG_E_AXIS, "Axis"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4],"
+         " \"DimensionCount\": 2},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "DimensionCount"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4], \"Flags\": 2},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_INVALID, "Flags"},
+        {"{\"InputTensor\": {\"DataType\": \"COMPLEX64\", \"Sizes\": [4]},"
+         " \"OutputTensor\": {\"DataType\": \"COMPLEX64\", \"Sizes\": [4]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_DTYPE, "DataType"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]}, \"Axis\": 0}",
+         true, 1 << 20, ENG_E_INVALID, "data"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [4]}, \"Axis\": 0,"
+         " \"data\": [1,2,3,4]}",
+         false, 1 << 20, ENG_E_INVALID, "data"},
+        {"{\"InputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [1048576]},"
+         " \"OutputTensor\": {\"DataType\": \"FLOAT32\", \"Sizes\": [1048576]}, \"Axis\": 0}",
+         false, 1 << 20, ENG_E_TOO_LARGE, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dml_request q;
+        char msg[256] = "";
+        eng_err e = dml_parse(cases[i].text, strlen(cases[i].text), cases[i].max,
+                              cases[i].want_data, &q, msg, sizeof msg);
+        CHECK(e == cases[i].want && strstr(msg, cases[i].names) != NULL,
+              "case %zu: %d (want %d): %s", i, (int)e, (int)cases[i].want, msg);
+        if (e == ENG_E_OK)
+            eng_buffer_free(q.data);
+    }
+}
+
 static const check_case cases[] = {
     {"text_values", text_values},
     {"shape_text", shape_text},
     {"apply", apply},
     {"shm_register_body", shm_register_body},
     {"trace_setting_updates", trace_setting_updates},
+    {"kserve_pb_raw_in_place", kserve_pb_raw_in_place},
+    {"kserve_pb_typed_contents", kserve_pb_typed_contents},
+    {"kserve_pb_sequences", kserve_pb_sequences},
+    {"kserve_pb_refusals", kserve_pb_refusals},
+    {"dml_described", dml_described},
+    {"dml_refusals", dml_refusals},
 };
 
 int main(int argc, char **argv)
