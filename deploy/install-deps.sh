@@ -36,7 +36,11 @@
 #   sh deploy/install-deps.sh --browser  and the browser tests' chromium,
 #                                        chromium-driver and selenium
 #                                        (`make test` asks for all three)
+#   ... --check                          installs nothing: says what of
+#                                        the above is missing, and exits 1
+#                                        when anything is
 set -eu
+CHECK=0
 
 PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
@@ -73,8 +77,11 @@ while [ $# -gt 0 ]; do
       PACKAGES="$PACKAGES chromium chromium-driver"
       PYTHON_PACKAGES="$PYTHON_PACKAGES selenium:selenium"
       ;;
+    --check)
+      CHECK=1
+      ;;
     *)
-      echo "install-deps: unknown option $arg (--test, --bench, --browser, --venv DIR)" >&2
+      echo "install-deps: unknown option $arg (--test, --bench, --browser, --venv DIR, --check)" >&2
       exit 2
       ;;
   esac
@@ -85,6 +92,19 @@ for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
     || missing="$missing $p"
 done
+if [ "$CHECK" = 1 ]; then
+  need=""
+  if [ -n "$PYTHON_PACKAGES" ]; then
+    for pair in $PYTHON_PACKAGES; do
+      [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c "import ${pair%%:*}" 2>/dev/null \
+        || need="$need ${pair#*:}"
+    done
+  fi
+  [ -z "$missing$need" ] && exit 0
+  [ -n "$missing" ] && echo "install-deps: missing Debian packages:$missing"
+  [ -n "$need" ] && echo "install-deps: missing in $VENV:$need"
+  exit 1
+fi
 if [ -n "$missing" ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

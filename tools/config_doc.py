@@ -85,6 +85,9 @@ def main():
             return 1
         print("config_doc: docs/configuration.md lists the %d settings of config.h" % len(rows))
         return 0
+    if new == page:  # unchanged: its time stays
+        print("config_doc: docs/configuration.md already lists the %d settings" % len(rows))
+        return 0
     with open(PAGE, "w", encoding="utf-8") as f:
         f.write(new)
     print("config_doc: %d settings written to docs/configuration.md" % len(rows))

@@ -124,6 +124,10 @@ def main():
         print("errors_doc: docs/errors.md lists %d statuses and %d codes" % (
             len(status_rows), len(code_rows)))
         return 0
+    if new == page:  # unchanged: its time stays
+        print("errors_doc: docs/errors.md already lists the %d statuses and %d codes" % (
+            len(status_rows), len(code_rows)))
+        return 0
     with open(PAGE, "w", encoding="utf-8") as f:
         f.write(new)
     print("errors_doc: %d statuses and %d codes written to docs/errors.md" % (

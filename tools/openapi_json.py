@@ -34,6 +34,10 @@ def main():
                 sys.exit("proto/openapi.json is older than proto/openapi.yaml: "
                          "run make openapi-json")
         return
+    if os.path.exists(DST):
+        with open(DST, encoding="utf-8") as f:
+            if f.read() == text:
+                return  # unchanged: its time stays, so nothing made from it is rebuilt
     with open(DST, "w", encoding="utf-8") as f:
         f.write(text)
 

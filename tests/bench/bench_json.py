@@ -21,6 +21,7 @@ compare with) on a free port, with its own PoCL cache under build/.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -104,12 +105,22 @@ def main():
     url = args.url
     tmp = tempfile.mkdtemp(prefix="bench_json-")
     log_path = None
-    if url is None:
-        log_path = os.path.join(tmp, "tallyd.log")
-        # every request's access line ("true": all, to builds before and
-        # after --access-log took words)
-        proc, url = start_tallyd("bench-json", open(log_path, "wb"), ["--access-log=true"],
-                                 binary=args.tallyd)
+    try:
+        if url is None:
+            log_path = os.path.join(tmp, "tallyd.log")
+            # every request's access line ("true": all, to builds before and
+            # after --access-log took words)
+            proc, url = start_tallyd("bench-json", open(log_path, "wb"),
+                                     ["--access-log=true"], binary=args.tallyd)
+        run(args, url, tmp, log_path, orjson)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args, url, tmp, log_path, orjson):
     rng = np.random.default_rng(1)
     body_file, out_file = os.path.join(tmp, "in.json"), os.path.join(tmp, "out.json")
     print("round trip = curl's time_total, median of %d; MB/s = JSON bytes / round trip" % args.reps)
@@ -119,69 +130,64 @@ def main():
         "ratio", "orjson"))
     worst = 0.0
     cases = []
-    try:
-        for dtype in ("float32", "int64", "float16"):
-            for n in (65536, 1 << 20):
-                x = tensor(dtype, n, rng)
-                for api, doc in zip(("native", "kserve"), documents(dtype, x)):
-                    path = "/v1/cumsum" if api == "native" else "/v2/models/cumsum/infer"
-                    tag = "bj-%s-%d-%s-" % (dtype, n, api)
-                    with open(body_file, "w") as f:
-                        f.write(doc)
-                    curl(url, path, body_file, out_file, "warm-" + tag)  # and the answer
-                    rt = statistics.median(curl(url, path, body_file, os.devnull, tag + str(i))[0]
-                                           for i in range(args.reps))
-                    with open(out_file) as f:
-                        answer_text = f.read()
-                    answer = json.loads(answer_text)
-                    py = median_of(lambda: json.loads(doc), args.reps) + \
-                        median_of(lambda: json.dumps(answer), args.reps)
-                    oj = "-"
-                    if orjson is not None:
-                        oj = "%.1f" % (1e3 * (median_of(lambda: orjson.loads(doc), args.reps)
-                                              + median_of(lambda: orjson.dumps(answer),
-                                                          args.reps)))
-                    ratio = rt / py
-                    worst = max(worst, ratio)
-                    print("%-8s %-8d %-7s %7.2f %7.2f %8.1f %8.1f %8.1f %8.1f %6.2f %8s" % (
-                        dtype, n, api, len(doc) / 1e6, len(answer_text) / 1e6, rt * 1e3,
-                        len(doc) / rt / 1e6, len(answer_text) / rt / 1e6, py * 1e3, ratio, oj))
-                    sys.stdout.flush()
-                    cases.append((dtype, n, api, path, tag, doc, rt))
-        print("max ratio of round trip to json.loads + json.dumps: %.2f" % worst)
-        if log_path is None:
-            return
-        print()
-        print("inside tallyd, median us per step (access log): parse includes converting "
-              "the numbers, render excludes gzip")
-        print("%-8s %-8s %-7s" % ("dtype", "n", "api")
-              + "".join(" %8s" % k for k in STEPS if k != "gzip") + " %8s" % "total")
-        for dtype, n, api, _, tag, _, _ in cases:
-            st = steps_of(log_path, tag)
-            print("%-8s %-8d %-7s" % (dtype, n, api)
-                  + "".join(" %8d" % st[k] for k in STEPS if k != "gzip")
-                  + " %8d" % st["total"])
-        print()
-        print("with Accept-Encoding: gzip (KServe; curl keeps the answer compressed)")
-        print("%-8s %-8s %8s %8s %8s %9s" % ("dtype", "n", "rt ms", "out MB", "gzip ms",
-                                              "vs plain"))
-        for dtype, n, api, path, tag, doc, rt in cases:
-            if api != "kserve":
-                continue
-            with open(body_file, "w") as f:
-                f.write(doc)
-            ztag = "gz-" + tag
-            runs = [curl(url, path, body_file, os.devnull, ztag + str(i), gzip=True)
-                    for i in range(args.reps)]
-            zrt = statistics.median(r[0] for r in runs)
-            st = steps_of(log_path, ztag)
-            print("%-8s %-8d %8.1f %8.2f %8.1f %8.2fx" % (
-                dtype, n, zrt * 1e3, runs[0][1] / 1e6, st["gzip"] / 1e3, zrt / rt))
-            sys.stdout.flush()
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
+    for dtype in ("float32", "int64", "float16"):
+        for n in (65536, 1 << 20):
+            x = tensor(dtype, n, rng)
+            for api, doc in zip(("native", "kserve"), documents(dtype, x)):
+                path = "/v1/cumsum" if api == "native" else "/v2/models/cumsum/infer"
+                tag = "bj-%s-%d-%s-" % (dtype, n, api)
+                with open(body_file, "w") as f:
+                    f.write(doc)
+                curl(url, path, body_file, out_file, "warm-" + tag)  # and the answer
+                rt = statistics.median(curl(url, path, body_file, os.devnull, tag + str(i))[0]
+                                       for i in range(args.reps))
+                with open(out_file) as f:
+                    answer_text = f.read()
+                answer = json.loads(answer_text)
+                py = median_of(lambda: json.loads(doc), args.reps) + \
+                    median_of(lambda: json.dumps(answer), args.reps)
+                oj = "-"
+                if orjson is not None:
+                    oj = "%.1f" % (1e3 * (median_of(lambda: orjson.loads(doc), args.reps)
+                                          + median_of(lambda: orjson.dumps(answer),
+                                                      args.reps)))
+                ratio = rt / py
+                worst = max(worst, ratio)
+                print("%-8s %-8d %-7s %7.2f %7.2f %8.1f %8.1f %8.1f %8.1f %6.2f %8s" % (
+                    dtype, n, api, len(doc) / 1e6, len(answer_text) / 1e6, rt * 1e3,
+                    len(doc) / rt / 1e6, len(answer_text) / rt / 1e6, py * 1e3, ratio, oj))
+                sys.stdout.flush()
+                cases.append((dtype, n, api, path, tag, doc, rt))
+    print("max ratio of round trip to json.loads + json.dumps: %.2f" % worst)
+    if log_path is None:
+        return
+    print()
+    print("inside tallyd, median us per step (access log): parse includes converting "
+          "the numbers, render excludes gzip")
+    print("%-8s %-8s %-7s" % ("dtype", "n", "api")
+          + "".join(" %8s" % k for k in STEPS if k != "gzip") + " %8s" % "total")
+    for dtype, n, api, _, tag, _, _ in cases:
+        st = steps_of(log_path, tag)
+        print("%-8s %-8d %-7s" % (dtype, n, api)
+              + "".join(" %8d" % st[k] for k in STEPS if k != "gzip")
+              + " %8d" % st["total"])
+    print()
+    print("with Accept-Encoding: gzip (KServe; curl keeps the answer compressed)")
+    print("%-8s %-8s %8s %8s %8s %9s" % ("dtype", "n", "rt ms", "out MB", "gzip ms",
+                                          "vs plain"))
+    for dtype, n, api, path, tag, doc, rt in cases:
+        if api != "kserve":
+            continue
+        with open(body_file, "w") as f:
+            f.write(doc)
+        ztag = "gz-" + tag
+        runs = [curl(url, path, body_file, os.devnull, ztag + str(i), gzip=True)
+                for i in range(args.reps)]
+        zrt = statistics.median(r[0] for r in runs)
+        st = steps_of(log_path, ztag)
+        print("%-8s %-8d %8.1f %8.2f %8.1f %8.2fx" % (
+            dtype, n, zrt * 1e3, runs[0][1] / 1e6, st["gzip"] / 1e3, zrt / rt))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@
  *   cols     scan down adjacent columns, then transpose out ("columns in")
  *
  * usage: probe_transpose [pages KiB: 4 or 2048] [band B] [nt: 0 or 1]
- * Built by `make bench-transpose` with -O3 -march=native -fopenmp; x86-64
- * with AVX-512F only (what the host backend's fast path uses).
+ *        probe_transpose --has-avx512f    exit 0 when this CPU has it
+ * Built by `make bench-transpose` with -O3 -march=native -mavx512f
+ * -fopenmp, so that it builds on any x86-64; it runs on CPUs with
+ * AVX-512F only (what the host backend's fast path uses), and says so
+ * first thing on others.
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -228,6 +231,8 @@ static double median(double *a, int n)
 int main(int argc, char **argv)
 {
     __builtin_cpu_init();
+    if (argc > 1 && strcmp(argv[1], "--has-avx512f") == 0)
+        return __builtin_cpu_supports("avx512f") ? 0 : 1;
     if (!__builtin_cpu_supports("avx512f")) {
         fprintf(stderr, "probe_transpose: this CPU has no AVX-512F\n");
         return 2;
