@@ -462,8 +462,37 @@ def node_block(d):
     return lines
 
 
+def floors_block(d):
+    """The service beside the machine's floor: nginx for the same traffic."""
+    lines = ["Measured on %s; wrk %d s a run." % (provenance(d), d["seconds"]), "",
+             "Small requests: tally's small JSON request (16 float32, POST /v1/cumsum, "
+             "tests/load/small_json.lua) beside nginx answering a fixed body of the same "
+             "size (`return 200`); wrk, requests a second, p50 and p99 in ms, and the "
+             "server's CPU time a request (its processes' utime + stime over the run):", "",
+             "| c | tally req/s | p50 | p99 | CPU us | nginx req/s | p50 | p99 | CPU us "
+             "| tally / nginx |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in d["small"]:
+        t, n = c["tally"], c["nginx"]
+        lines.append("| %d | %.0f | %s | %s | %.1f | %.0f | %s | %s | %.1f | %.2f |" % (
+            c["concurrency"], t["rps"], num(t["p50_ms"]), num(t["p99_ms"]), t["cpu_us"],
+            n["rps"], num(n["p50_ms"]), num(n["p99_ms"]), n["cpu_us"], c["ratio"]))
+    lines += ["", "Large tensors: one .npy round trip through tally (POST /v1/cumsum, the "
+              "answer read back) beside curl moving the same bytes up to nginx (a POST it "
+              "discards) and down from it (the file served); the median of 5 curl runs, "
+              "seconds:", "",
+              "| float32 [N] | bytes | tally | nginx up | nginx down | up + down "
+              "| tally / (up + down) |",
+              "|---|---|---|---|---|---|---|"]
+    for c in d["large"]:
+        lines.append("| %s | %d | %.4f | %.4f | %.4f | %.4f | %.2f |" % (
+            size(c["n"]), c["bytes"], c["tally_s"], c["up_s"], c["down_s"],
+            c["up_s"] + c["down_s"], c["ratio"]))
+    return lines
+
+
 BLOCKS = {"service": service_block, "breakdown": breakdown_block, "engine": engine_block,
-          "accuracy": accuracy_block, "peers": peers_block}
+          "accuracy": accuracy_block, "peers": peers_block, "floors": floors_block}
 
 
 def main():

@@ -24,6 +24,15 @@ the date and the command:
              backend in GB/s, per shape and axis (1M, 16M, 64M elements);
              and bench_engine --serve: the scan's own time for float32
              [N], N = 64K, 1M, 16M.
+  floors     the service beside what the machine allows for the same
+             traffic: tally's small JSON request (16 float32, POST
+             /v1/cumsum) beside nginx answering a fixed body of the same
+             size (`return 200`), wrk at concurrency 1 and 32, with each
+             server's CPU time a request (/proc: tallyd's threads; nginx's
+             master and workers); and a .npy round trip through tally at
+             1M and 16M float32 beside curl moving the same bytes up to
+             nginx (a POST it discards) and down from it (the same file
+             served), the median of 5 curl runs each.
   accuracy   the largest relative error of a float32 cumulative sum of n
              uniform [0, 1) values against a float64 one, n = 2^10 to
              2^26: numpy.cumsum, a sequential float32 loop (a Python loop
@@ -32,6 +41,7 @@ the date and the command:
              backend).
 
 usage: python3 tests/bench/bench_report.py [--seconds S] [--only PART,...]
+(the floors' wrk runs take 5 x S seconds each)
 """
 import argparse
 import http.server
@@ -326,14 +336,157 @@ def accuracy():
     write("accuracy", data)
 
 
+# ---------------------------------------------------------------- floors
+
+SMALL_REPLY = ('{"dtype":"float32","shape":[16],"data":[0.5,1.5,3,5,7.5,10.5,14,18,22.5,27.5,'
+               '33,39,45.5,52.5,60,68]}')
+LOAD = os.path.join(ROOT, "tests", "load")
+
+
+def ticks(pids):
+    """utime + stime of the processes, in clock ticks."""
+    t = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            t += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return t
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def wrk(url, conns, seconds, script_dir, env=None):
+    """wrk with tests/load/small_json.lua: its RESULT fields."""
+    script = os.path.join(script_dir, "small.lua")
+    if not os.path.exists(script):
+        with open(script, "w") as f:
+            f.write(open(os.path.join(LOAD, "small_json.lua")).read()
+                    + open(os.path.join(LOAD, "report.lua")).read())
+    out = subprocess.run(["wrk", "-t%d" % min(conns, 2), "-c%d" % conns, "-d%ds" % seconds,
+                          "-s", script, url], capture_output=True, text=True,
+                         env=dict(os.environ, **(env or {})), timeout=seconds + 60)
+    m = re.search(r"^RESULT (.*)$", out.stdout, re.M)
+    if m is None:
+        raise RuntimeError("wrk gave no result: %s %s" % (out.stdout, out.stderr))
+    return {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+
+
+def curl_time(args, reps=5):
+    times = []
+    for _ in range(reps):
+        out = subprocess.run(["curl", "-sf", "-o", "/dev/null", "-w", "%{time_total}"] + args,
+                             capture_output=True, text=True, check=True, timeout=300)
+        times.append(float(out.stdout))
+    return statistics.median(times)
+
+
+def floors(seconds):
+    seconds = 5 * seconds
+    tmp = tempfile.mkdtemp(prefix="bench-floors-")
+    os.chmod(tmp, 0o755)  # nginx's workers read the files as another user
+    www = os.path.join(tmp, "www")
+    os.makedirs(www)
+    rng = np.random.default_rng(SEED)
+    for n in (1 << 20, 16 << 20):
+        np.save(os.path.join(www, "x%d.npy" % n), rng.random(n, dtype=np.float32))
+    for f in os.listdir(www):
+        os.chmod(os.path.join(www, f), 0o644)
+    os.chmod(www, 0o755)
+    nport = free_port()
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("""daemon off;
+worker_processes auto;
+pid %(t)s/nginx.pid;
+error_log %(t)s/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %(t)s/body;
+  proxy_temp_path %(t)s/proxy;
+  fastcgi_temp_path %(t)s/fastcgi;
+  uwsgi_temp_path %(t)s/uwsgi;
+  scgi_temp_path %(t)s/scgi;
+  server {
+    listen 127.0.0.1:%(p)d;
+    location = /small { default_type application/json; return 200 '%(r)s'; }
+    location = /sink { client_max_body_size 1g; client_body_buffer_size 128m; return 200; }
+    location / { root %(t)s/www; }
+  }
+}
+""" % {"t": tmp, "p": nport, "r": SMALL_REPLY})
+    nginx = subprocess.Popen(["/usr/sbin/nginx", "-c", conf], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    proc, url = start_tallyd("bench-floors", log_file("floors"), [])
+    data = header("floors", "make bench-report (bench_report.py --only floors)")
+    data.update(seconds=seconds, small=[], large=[])
+    try:
+        nurl = "http://127.0.0.1:%d" % nport
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(nurl + "/small", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        npids = [nginx.pid] + children(nginx.pid)
+        for c in (1, 32):
+            cell = {"concurrency": c}
+            for who, target, env, pids in (
+                    ("tally", url, None, [proc.pid]),
+                    ("nginx", nurl, {"LOAD_PATH": "/small"}, npids)):
+                t0 = ticks(pids)
+                r = wrk(target, c, seconds, tmp, env)
+                used = (ticks(pids) - t0) / os.sysconf("SC_CLK_TCK")
+                r["cpu_us"] = used / max(r["requests"], 1) * 1e6
+                cell[who] = r
+            cell["ratio"] = cell["tally"]["rps"] / cell["nginx"]["rps"]
+            data["small"].append(cell)
+            print("  small c=%d: tally %.0f req/s (%.1f us CPU), nginx %.0f (%.1f us), %.2f" % (
+                c, cell["tally"]["rps"], cell["tally"]["cpu_us"], cell["nginx"]["rps"],
+                cell["nginx"]["cpu_us"], cell["ratio"]), file=sys.stderr, flush=True)
+        for n in (1 << 20, 16 << 20):
+            f = os.path.join(www, "x%d.npy" % n)
+            t = curl_time(["--data-binary", "@" + f, "-H", "Content-Type: application/x-npy",
+                           url + "/v1/cumsum?axis=0"])
+            up = curl_time(["--data-binary", "@" + f, nurl + "/sink"])
+            down = curl_time([nurl + "/x%d.npy" % n])
+            cell = {"n": n, "bytes": os.path.getsize(f), "tally_s": t, "up_s": up,
+                    "down_s": down, "ratio": t / (up + down)}
+            data["large"].append(cell)
+            print("  .npy %d: tally %.4f s, nginx up %.4f + down %.4f s, %.2f" % (
+                n, t, up, down, cell["ratio"]), file=sys.stderr, flush=True)
+    finally:
+        proc.terminate()
+        proc.wait()
+        nginx.terminate()
+        nginx.wait()
+        subprocess.run(["rm", "-rf", tmp])
+    write("floors", data)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=2)
-    ap.add_argument("--only", help="comma-separated: service,breakdown,engine,accuracy")
+    ap.add_argument("--only", help="comma-separated: service,breakdown,engine,accuracy,floors")
     args = ap.parse_args()
-    parts = args.only.split(",") if args.only else ["engine", "accuracy", "breakdown", "service"]
+    parts = (args.only.split(",") if args.only
+             else ["engine", "accuracy", "breakdown", "service", "floors"])
     for p in parts:
-        if p not in ("service", "breakdown", "engine", "accuracy"):
+        if p not in ("service", "breakdown", "engine", "accuracy", "floors"):
             sys.exit("bench-report: no part %r" % p)
         print("bench-report: %s" % p, file=sys.stderr, flush=True)
         if p == "service":
@@ -342,6 +495,8 @@ def main():
             breakdown()
         elif p == "engine":
             engine()
+        elif p == "floors":
+            floors(args.seconds)
         else:
             accuracy()
 
