@@ -514,7 +514,9 @@ def main():
             print("perf_page: no build/bench/%s.json: its block is left as it was" % name)
             continue
         text = fill(text, name, fn(all_[name]), PAGE)
-        print("perf_page: %s: table and docs/perf/%s.png" % (name, name))
+        pic = os.path.join(PICS, name + ".png")
+        print("perf_page: %s: its block%s" % (
+            name, " and docs/perf/%s.png" % name if os.path.exists(pic) else ""))
     # the targets and the headlines draw on every part: from some, they
     # would lose the rows of the others
     whole = set(all_) == set(BLOCKS)
