@@ -246,13 +246,17 @@ def peers_block(d):
     lines = ["Measured on %s; %d s windows." % (provenance(d), d["seconds"]), "",
              "Versions: %s." % ver, "",
              "requests a second (p50 / p99 ms), float32 [N]; binary: perf_analyzer -i http "
-             "--async with binary tensors; JSON: `tally bench --format json` (KServe v2 JSON):",
+             "--async with binary tensors; binary, wrk: the same requests from wrk with one "
+             "thread (tests/load/file_body.lua), a much lighter client; JSON: `tally bench "
+             "--format json` (KServe v2 JSON):",
              "", "| format | N | c | " + " | ".join(PEER_NAMES[s] for s in servers) + " |",
              "|" + "---|" * (3 + len(servers))]
-    for fmt in ("binary", "json"):
+    for fmt in ("binary", "wrk", "json"):
+        if not any(c["format"] == fmt for c in d["cells"]):
+            continue
         for n in sizes:
             for c in conc:
-                row = [fmt, size(n), str(c)]
+                row = [{"wrk": "binary, wrk", "json": "JSON"}.get(fmt, fmt), size(n), str(c)]
                 for s in servers:
                     x = cells.get((s, fmt, n, c))
                     if x is None:
@@ -379,13 +383,17 @@ def headlines(all_):
                         "the-service-door-by-door"))
     if pe:
         cells = {(c["server"], c["format"], c["n"], c["concurrency"]): c for c in pe["cells"]}
-        for fmt, n in (("json", 16), ("binary", 1 << 20)):
+        # binary tensors as wrk sends them: perf_analyzer on the same two
+        # cores can be the slower half of a cell (the peers' section)
+        wrk = any(k[1] == "wrk" for k in cells)
+        for fmt, n in (("json", 16), ("wrk" if wrk else "binary", 1 << 20)):
             t = cells.get(("tally", fmt, n, 16), {})
             best = max((c["rps"] for k, c in cells.items() if k[0] != "tally"
                         and k[1:] == (fmt, n, 16) and "rps" in c), default=None)
             if "rps" in t and best:
                 out.append(("%s, N=%s, 16 at once, against the fastest Python server" % (
-                    "JSON" if fmt == "json" else "binary tensors", size(n)),
+                    {"json": "JSON", "wrk": "binary tensors (wrk)"}.get(fmt, "binary tensors"),
+                    size(n)),
                     "%.1fx its throughput" % (t["rps"] / best), "beside-the-python-servers"))
     return out
 

@@ -17,6 +17,10 @@ wrongly stops the run. Then, one server at a time, float32 N in {16,
   - binary: perf_analyzer 2.51 -i http --async, binary tensors (the same
     line for every server that takes them; MLServer's REST door takes
     JSON alone);
+  - wrk: the same binary requests from wrk (one thread,
+    tests/load/file_body.lua), a client much lighter than perf_analyzer,
+    which on two shared cores can be the slower half of a cell (the
+    servers that take binary tensors);
   - json: `tally bench --format json` (KServe v2 JSON in and out, the same
     driver for all four: perf_analyzer's JSON mode cannot drive a model
     without a batch dimension, such as tally's (docs/kserve.md), and
@@ -179,14 +183,59 @@ def tally_bench_json(url, n, c, seconds, shape):
     return float(m.group(1)), float(lat.group(1)), float(lat.group(2))
 
 
+def kserve_binary_body(path, shape):
+    """A KServe v2 request with x (float32 of shape, values 0..1) as a
+    binary tensor and y asked for as one: the file's path and the JSON
+    header's length (Inference-Header-Content-Length)."""
+    x = np.random.default_rng(7).random(int(np.prod(shape)), dtype=np.float32)
+    head = json.dumps({"inputs": [{"name": "x", "shape": list(shape), "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}],
+                       "outputs": [{"name": "y", "parameters": {"binary_data": True}}]}).encode()
+    with open(path, "wb") as f:
+        f.write(head + x.tobytes())
+    return len(head)
+
+
+def wrk_binary(url, shape, c, seconds):
+    """wrk, one thread, c connections, posting the same KServe binary
+    request: (req/s, p50 ms, p99 ms), or None when any request failed."""
+    d = tempfile.mkdtemp(prefix="bench-peers-wrk-")
+    try:
+        body = os.path.join(d, "body")
+        hlen = kserve_binary_body(body, shape)
+        script = os.path.join(d, "body.lua")
+        with open(script, "w") as f:
+            for part in ("file_body.lua", "report.lua"):
+                f.write(open(os.path.join(ROOT, "tests", "load", part)).read())
+        out = subprocess.run(["wrk", "-t1", "-c%d" % c, "-d%ds" % seconds, "--timeout", "30s",
+                              "-s", script, url], capture_output=True, text=True,
+                             timeout=seconds + 60,
+                             env=dict(os.environ, LOAD_PATH="/v2/models/cumsum/infer",
+                                      LOAD_BODY=body, LOAD_HLEN=str(hlen)))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    m = re.search(r"^RESULT (.*)$", out.stdout, re.M)
+    if m is None:
+        print("bench-peers: wrk said:\n" + (out.stdout + out.stderr)[-1500:], file=sys.stderr)
+        return None
+    r = {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+    if r["errors"] > 0 or r["requests"] == 0:
+        print("bench-peers: wrk: %d of %d requests failed" % (r["errors"], r["requests"]),
+              file=sys.stderr)
+        return None
+    return r["rps"], r["p50_ms"], r["p99_ms"]
+
+
 def measure(name, url, pa, seconds):
     cells = []
     for n in SIZES:
         for c in CONCURRENCY:
-            for fmt in ("binary", "json"):
-                if fmt == "binary" and name == "mlserver":
+            for fmt in ("binary", "wrk", "json"):
+                if fmt in ("binary", "wrk") and name == "mlserver":
                     continue
-                if fmt == "binary":
+                if fmt == "wrk":
+                    r = wrk_binary(url, [n] if name == "tally" else [1, n], c, seconds)
+                elif fmt == "binary":
                     r = perf_binary(pa, url.replace("http://", ""), "http", n, c, seconds)
                     r = r[:3] if r else None
                 else:
@@ -264,7 +313,8 @@ def main():
         result = dict(old, commit=result["commit"], date=result["date"])
     with open(OUT, "w") as f:
         json.dump(result, f, indent=1)
-    print("float32 [N]; binary: perf_analyzer -i http --async; json: tally bench --format json;"
+    print("float32 [N]; binary: perf_analyzer -i http --async; wrk: the same binary requests "
+          "from wrk -t1; json: tally bench --format json;"
           " %d s a cell; %s" % (args.seconds, result["machine"]))
     print("%-9s %-6s %-8s %-3s %10s %8s %8s" % ("server", "format", "N", "c", "req/s", "p50 ms",
                                                "p99 ms"))
