@@ -398,6 +398,25 @@ def headlines(all_):
     return out
 
 
+def partial_headlines(text, all_, link_prefix):
+    """The headline table in text, each row drawn from a part in all_
+    (known by its link's anchor) replaced by that part's rows now."""
+    m = re.search(r"<!-- perf:headlines -->\n(.*?)<!-- /perf:headlines -->", text, re.S)
+    old = [l for l in m.group(1).splitlines() if l.strip()] if m else []
+    new = headlines(all_)
+    anchors = {a for _, _, a in new}
+    lines, placed = [], set()
+    for l in old:
+        a = re.search(r"\]\([^)#]*#([\w-]+)\)", l)
+        if a is None or a.group(1) not in anchors:
+            lines.append(l)
+        elif a.group(1) not in placed:
+            placed.add(a.group(1))
+            lines += ["| %s | %s | [more](%s#%s) |" % (w, f, link_prefix, x)
+                      for w, f, x in new if x == a.group(1)]
+    return lines
+
+
 def headlines_block(all_, link_prefix=""):
     lines = ["| what | today | |", "|---|---|---|"]
     for what, fig, anchor in headlines(all_):
@@ -525,18 +544,26 @@ def main():
         pic = os.path.join(PICS, name + ".png")
         print("perf_page: %s: its block%s" % (
             name, " and docs/perf/%s.png" % name if os.path.exists(pic) else ""))
-    # the targets and the headlines draw on every part: from some, they
-    # would lose the rows of the others
+    # the targets draw on every part: from some, they would lose the rows
+    # of the others; the headlines' rows are each one part's, so a part
+    # measured again replaces its own rows and leaves the others'
     whole = set(all_) == set(BLOCKS)
     if whole:
         text = fill(text, "targets", targets_block(all_), PAGE)
         text = fill(text, "headlines", headlines_block(all_), PAGE)
+    else:
+        text = fill(text, "headlines", partial_headlines(text, all_, ""), PAGE)
     with open(PAGE, "w") as f:
         f.write(text)
     if not whole:
-        print("perf_page: the targets and the headlines are left as they were (they need "
-              "every part in build/bench/; missing: %s)" % ", ".join(
-                  sorted(set(BLOCKS) - set(all_))))
+        readme = open(README).read()
+        readme = fill(readme, "headlines",
+                      partial_headlines(readme, all_, "docs/performance.md"), README)
+        with open(README, "w") as f:
+            f.write(readme)
+        print("perf_page: the targets are left as they were (they need every part in "
+              "build/bench/; missing: %s); the headlines' rows of the parts measured are "
+              "replaced, here and in README.md" % ", ".join(sorted(set(BLOCKS) - set(all_))))
         return
     # the README's headline table: the same figures, from the same files
     readme = open(README).read()
