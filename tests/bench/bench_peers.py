@@ -50,7 +50,7 @@ import urllib.request
 
 import numpy as np
 
-from benchlib import BIN, ROOT, free_port, start_tallyd
+from benchlib import BIN, ROOT, free_port, start_tallyd, wrk
 from bench_serve import perf_analyzer, perf_binary
 
 PEERS_DIR = os.path.join(ROOT, "build", "peers")
@@ -203,22 +203,14 @@ def wrk_binary(url, shape, c, seconds):
     try:
         body = os.path.join(d, "body")
         hlen = kserve_binary_body(body, shape)
-        script = os.path.join(d, "body.lua")
-        with open(script, "w") as f:
-            for part in ("file_body.lua", "report.lua"):
-                f.write(open(os.path.join(ROOT, "tests", "load", part)).read())
-        out = subprocess.run(["wrk", "-t1", "-c%d" % c, "-d%ds" % seconds, "--timeout", "30s",
-                              "-s", script, url], capture_output=True, text=True,
-                             timeout=seconds + 60,
-                             env=dict(os.environ, LOAD_PATH="/v2/models/cumsum/infer",
-                                      LOAD_BODY=body, LOAD_HLEN=str(hlen)))
+        r = wrk(url, "file_body.lua", c, seconds, threads=1,
+                env={"LOAD_PATH": "/v2/models/cumsum/infer", "LOAD_BODY": body,
+                     "LOAD_HLEN": str(hlen)})
+    except RuntimeError as e:
+        print("bench-peers: %s" % e, file=sys.stderr)
+        return None
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    m = re.search(r"^RESULT (.*)$", out.stdout, re.M)
-    if m is None:
-        print("bench-peers: wrk said:\n" + (out.stdout + out.stderr)[-1500:], file=sys.stderr)
-        return None
-    r = {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
     if r["errors"] > 0 or r["requests"] == 0:
         print("bench-peers: wrk: %d of %d requests failed" % (r["errors"], r["requests"]),
               file=sys.stderr)

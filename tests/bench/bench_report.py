@@ -58,7 +58,7 @@ import urllib.request
 
 import numpy as np
 
-from benchlib import BIN, ROOT, free_port, start_tallyd
+from benchlib import BIN, ROOT, free_port, start_tallyd, wrk
 from bench_peers import commit, cpu, tally_bench_json
 from bench_serve import perf_analyzer, perf_binary
 
@@ -340,7 +340,6 @@ def accuracy():
 
 SMALL_REPLY = ('{"dtype":"float32","shape":[16],"data":[0.5,1.5,3,5,7.5,10.5,14,18,22.5,27.5,'
                '33,39,45.5,52.5,60,68]}')
-LOAD = os.path.join(ROOT, "tests", "load")
 
 
 def ticks(pids):
@@ -367,22 +366,6 @@ def children(pid):
             except (OSError, ValueError, IndexError):
                 pass
     return out
-
-
-def wrk(url, conns, seconds, script_dir, env=None):
-    """wrk with tests/load/small_json.lua: its RESULT fields."""
-    script = os.path.join(script_dir, "small.lua")
-    if not os.path.exists(script):
-        with open(script, "w") as f:
-            f.write(open(os.path.join(LOAD, "small_json.lua")).read()
-                    + open(os.path.join(LOAD, "report.lua")).read())
-    out = subprocess.run(["wrk", "-t%d" % min(conns, 2), "-c%d" % conns, "-d%ds" % seconds,
-                          "-s", script, url], capture_output=True, text=True,
-                         env=dict(os.environ, **(env or {})), timeout=seconds + 60)
-    m = re.search(r"^RESULT (.*)$", out.stdout, re.M)
-    if m is None:
-        raise RuntimeError("wrk gave no result: %s %s" % (out.stdout, out.stderr))
-    return {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
 
 
 def curl_time(args, reps=5):
@@ -449,7 +432,7 @@ http {
                     ("tally", url, None, [proc.pid]),
                     ("nginx", nurl, {"LOAD_PATH": "/small"}, npids)):
                 t0 = ticks(pids)
-                r = wrk(target, c, seconds, tmp, env)
+                r = wrk(target, "small_json.lua", c, seconds, env=env)
                 used = (ticks(pids) - t0) / os.sysconf("SC_CLK_TCK")
                 r["cpu_us"] = used / max(r["requests"], 1) * 1e6
                 cell[who] = r
