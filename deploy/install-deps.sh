@@ -92,14 +92,18 @@ for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
     || missing="$missing $p"
 done
-if [ "$CHECK" = 1 ]; then
+# the Python packages the virtual environment lacks (all of them when
+# there is none yet)
+python_missing() {
   need=""
-  if [ -n "$PYTHON_PACKAGES" ]; then
-    for pair in $PYTHON_PACKAGES; do
-      [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c "import ${pair%%:*}" 2>/dev/null \
-        || need="$need ${pair#*:}"
-    done
-  fi
+  for pair in $PYTHON_PACKAGES; do
+    [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c "import ${pair%%:*}" 2>/dev/null \
+      || need="$need ${pair#*:}"
+  done
+}
+
+if [ "$CHECK" = 1 ]; then
+  python_missing
   [ -z "$missing$need" ] && exit 0
   [ -n "$missing" ] && echo "install-deps: missing Debian packages:$missing"
   [ -n "$need" ] && echo "install-deps: missing in $VENV:$need"
@@ -122,14 +126,10 @@ if [ -n "$PYTHON_PACKAGES" ]; then
     echo "install-deps: making the virtual environment $VENV (Debian's python3-venv)"
     /usr/bin/python3 -m venv "$VENV"
   fi
-  PY=$VENV/bin/python3
-  need=""
-  for pair in $PYTHON_PACKAGES; do
-    "$PY" -c "import ${pair%%:*}" 2>/dev/null || need="$need ${pair#*:}"
-  done
+  python_missing
   if [ -n "$need" ]; then
     echo "install-deps: pip installing$need into $VENV"
     # shellcheck disable=SC2086
-    "$PY" -m pip install -q --disable-pip-version-check $need
+    "$VENV/bin/python3" -m pip install -q --disable-pip-version-check $need
   fi
 fi
