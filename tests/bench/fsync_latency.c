@@ -11,8 +11,8 @@
  * with GAP microseconds of sleep before each, as a client at concurrency
  * 1 paces the log's flushes with its own round trip. On a virtual disk a
  * flush that follows a pause takes longer than one that follows another
- * flush (machine F: p50 about 140 us back to back, 200 us after 300 us
- * of sleep, 270 us after 1 ms; BENCHMARKS.md, "fdatasync after a pause").
+ * flush (machine F: p50 164 us back to back, 197 us after 300 us of
+ * sleep, 268 us after 1 ms; BENCHMARKS.md, "fdatasync after a pause").
  *
  *   fsync_latency DIR [N [GAP]]    N: 2000, GAP: 200 by default
  */
