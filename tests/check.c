@@ -62,15 +62,22 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Whether a case runs: it contains one of the plain patterns (or there is
- * none) and none of those written with a leading '-'. */
+/* Whether a case runs: it contains one of the plain patterns, or is named
+ * exactly by one written with a leading '=' (or there is no plain or '='
+ * pattern), and contains none of those written with a leading '-'.
+ * "--list" is no pattern. */
 static int selected(const char *name, int argc, char **argv)
 {
     int plain = 0, hit = 0;
     for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--list") == 0)
+            continue;
         if (argv[a][0] == '-') {
             if (argv[a][1] != '\0' && strstr(name, argv[a] + 1) != NULL)
                 return 0;
+        } else if (argv[a][0] == '=') {
+            plain = 1;
+            hit |= strcmp(name, argv[a] + 1) == 0;
         } else {
             plain = 1;
             hit |= strstr(name, argv[a]) != NULL;
@@ -97,6 +104,16 @@ int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
             fprintf(stderr, "TALLY_SHARD=%s: want k/n with k < n\n", shard_env);
             return 2;
         }
+    }
+    /* --list: the selected cases' names, one a line, in the order they
+     * run; nothing runs (make bench-node deals them out to processes) */
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--list") != 0)
+            continue;
+        for (size_t i = 0; i < ncases; i++)
+            if (selected(cases[i].name, argc, argv) && i % shards == shard)
+                printf("%s\n", cases[i].name);
+        return 0;
     }
     const char *seed_env = getenv("TALLY_SEED");
     uint64_t seed = seed_env != NULL ? strtoull(seed_env, NULL, 0)

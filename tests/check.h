@@ -6,8 +6,10 @@
  * CHECK failed. An argument is a pattern: a case runs when its name
  * contains one of the plain patterns (or none is given) and none of those
  * written with a leading '-' ("batches -cl_gpu": the batches cases but
- * those on the cl_gpu backends). TALLY_SHARD=k/n runs only the cases whose
- * index is k modulo n, for n processes that share a program's cases. Random inputs come from check_rand(),
+ * those on the cl_gpu backends); one with a leading '=' names a case
+ * exactly. "--list" prints the selected cases' names and runs none.
+ * TALLY_SHARD=k/n runs only the cases whose index is k modulo n, for n
+ * processes that share a program's cases. Random inputs come from check_rand(),
  * seeded by TALLY_SEED or the clock; the seed is printed so that a failure
  * can be replayed: TALLY_SEED=<seed> build/bin/test_x <case>.
  */

@@ -442,10 +442,17 @@ def node_block(d):
         lines += ["What failed in that run: " + "; ".join(d["failed"]) + ".", ""]
     corr = d.get("correctness", {})
     if corr:
-        lines.append("Correctness on the device (%s): %s." % (d["device"], "; ".join(
-            "%s %d cases, %d failed, %.0f s%s" % (k, v["cases"], len(v["failed"]), v["seconds"],
-                                                  " (stopped)" if v.get("timed_out") else "")
-            for k, v in corr.items())))
+        def one(k, v):
+            if "bad" not in v:  # a run before the cases were dealt out
+                return "%s %d cases, %d failed, %.0f s%s" % (
+                    k, v["cases"], len(v["failed"]), v["seconds"],
+                    " (stopped)" if v.get("timed_out") else "")
+            return "%s %d cases in %d processes, %d passed, %.0f s%s" % (
+                k, v["cases"], v["processes"], v["passed"], v["seconds"],
+                "; " + ", ".join("%s %s" % kv for kv in sorted(v["bad"].items()))
+                if v["bad"] else "")
+        lines.append("Correctness on the device (%s): %s." % (
+            d["device"], "; ".join(one(k, v) for k, v in corr.items())))
         lines.append("")
     svc = d.get("service", {})
     if svc:

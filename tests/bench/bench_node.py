@@ -3,11 +3,17 @@
 
 What a user deciding what to deploy on a 16-core node with a GPU needs, in
 one JSON file (--out, default build/bench-node.json, written after each
-part) and a readable log. The parts run in the order 2, 3, 4, 1 (the
-quick measurements first; correctness gets what --budget leaves):
+part) and a readable log. The parts run in the order 2, 1, 3, 4: the
+engine first (a minute, and it shows whether the device works at all),
+then correctness, stopped at 45% of --budget so that the measurements
+after it still run, then the service and the scaling, and on a GPU the
+layout sweep last:
 
 1. correctness on the device: test_engine and test_accuracy with
    TALLY_TEST_DEVICE set to the device (every dtype, layout and mode);
+   test_engine's cases dealt out to up to 8 processes, and a case that
+   prints nothing for --stall seconds stopped and named while the others
+   go on;
 2. the engine: bench_engine's rows through the engine (host memory in and
    out, against a copy through the device), on the device alone (its scan
    of device buffers against its own copy) and the host backend on every
@@ -41,6 +47,7 @@ default pool only, and tallyd without --warmup (the host answers while a
 device builds).
 
 usage: bench_node.py [--tiny] [--out PATH] [--seconds S] [--only PARTS]
+                     [--budget S] [--stall S] [--layouts L;L...]
 """
 import argparse
 import json
@@ -178,51 +185,133 @@ def pick_device(devices):
 
 
 # ------------------------------------------------------------------ 1. correctness
-def correctness(env, device, tiny, budget):
-    """Each program's output goes to the log as it runs; one that has not
-    ended within its share of `budget` seconds is stopped and named with
-    the case it was in."""
-    out = {}
-    # --tiny: one engine case; test_accuracy's point is its 64M elements,
-    # and make check's test-c runs it whole
-    runs = [("test_engine", ["golden_cl_gpu", "-tiny"])] if tiny else \
-        [("test_engine", []), ("test_accuracy", [])]
+RESULT_LINE = re.compile(r"^\s+(ok|FAIL)\s+(\S+)")
+
+
+class CaseRunner:
+    """One test program's process over a list of its cases, named exactly
+    ("=case"). Every line goes to the log as it is printed; a process that
+    prints nothing for `stall` seconds is stopped, the case it was in is
+    counted as hung, and a new process takes the cases after it."""
+
+    def __init__(self, name, cases, env, tag):
+        self.name, self.todo, self.env, self.tag = name, list(cases), env, tag
+        self.results = {}  # case: "ok", "FAIL" or "hung"
+        self.ms = {}
+        self.proc = None
+        self.last_line = time.time()
+        self.lock = threading.Lock()
+        self.restarts = 0
+
+    def start(self):
+        if not self.todo:
+            self.proc = None
+            return
+        self.proc = subprocess.Popen([program(self.name)] + ["=" + c for c in self.todo],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=self.env)
+        self.last_line = time.time()
+        self.reader = threading.Thread(target=self._read, args=(self.proc,))
+        self.reader.start()
+
+    def _read(self, proc):
+        for line in proc.stdout:
+            log("  [%s] %s" % (self.tag, line.rstrip()))
+            m = RESULT_LINE.match(line)
+            with self.lock:
+                self.last_line = time.time()
+                if m and m[2] in self.todo:
+                    self.results[m[2]] = m[1]
+                    t = re.search(r"([\d.]+) ms\)", line)
+                    if t:
+                        self.ms[m[2]] = float(t[1])
+                    self.todo.remove(m[2])
+
+    def poll(self, stall):
+        """False once this runner has nothing left to run."""
+        if self.proc is None:
+            return False
+        if self.proc.poll() is not None:
+            self.reader.join()
+            if self.todo:  # it ended (crashed) before its cases did
+                case = self.todo.pop(0)
+                self.results[case] = "crashed (exit %d)" % self.proc.returncode
+                self.restarts += 1
+                self.start()
+                return self.proc is not None
+            self.proc = None
+            return False
+        if time.time() - self.last_line > stall:
+            self.stop()
+            with self.lock:
+                if self.todo:
+                    case = self.todo.pop(0)
+                    self.results[case] = "hung"
+                    log("  [%s] %s printed nothing for %.0f s: stopped" % (self.tag, case, stall))
+            self.restarts += 1
+            self.start()
+        return self.proc is not None
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc is not None:
+            self.reader.join()
+
+
+def correctness(env, device, tiny, budget, cores, stall):
+    """test_engine's cases dealt out to several processes (they share the
+    device; each builds its own kernels), and test_accuracy in one. A case
+    that stalls is stopped and named, and the others still run; what the
+    budget leaves unrun is named too."""
     e = dict(env, TALLY_TEST_DEVICE=device)
     deadline = time.time() + budget
-    for i, (name, pats) in enumerate(runs):
+    out = {}
+    for name, pats, procs in (
+            # --tiny: one engine case; test_accuracy's point is its 64M
+            # elements, and make check's test-c runs it whole
+            [("test_engine", ["golden_cl_gpu", "-tiny"], 1)] if tiny else
+            [("test_engine", [], max(1, min(8, cores // 2))), ("test_accuracy", [], 1)]):
         t0 = time.time()
-        limit = max(10.0, (deadline - t0) * (0.75 if i + 1 < len(runs) else 1.0))
-        proc = subprocess.Popen([program(name)] + pats, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=e)
-        lines, timed_out = [], False
-        def read():  # each line to the log as it comes, and kept
-            for line in proc.stdout:
-                lines.append(line)
-                log("  " + line.rstrip())
-        reader = threading.Thread(target=read)
-        reader.start()
-        try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            proc.kill()
-            proc.wait()
-        reader.join()
+        listing = subprocess.run([program(name), "--list"] + pats, capture_output=True,
+                                 text=True, env=e, timeout=60)
+        cases = listing.stdout.split()
+        if listing.returncode != 0 or not cases:
+            fail("%s --list: exit %d %s" % (name, listing.returncode, listing.stderr[-300:]))
+            continue
+        # an expensive case first in each share: the lists run in order
+        runners = [CaseRunner(name, cases[i::procs], e, "%s/%d" % (name, i))
+                   for i in range(procs)]
+        for r in runners:
+            r.start()
+        left = runners
+        while left:
+            time.sleep(0.5)
+            left = [r for r in left if r.poll(stall)]
+            if time.time() > deadline:
+                for r in left:
+                    r.stop()
+                break
+        results, ms, restarts = {}, {}, 0
+        for r in runners:
+            results.update(r.results)
+            ms.update(r.ms)
+            restarts += r.restarts
+            for c in r.todo:
+                results.setdefault(c, "not run (budget)")
+        bad = {c: v for c, v in results.items() if v != "ok"}
         secs = time.time() - t0
-        text = "".join(lines)
-        done = re.findall(r"^\s+(?:ok|FAIL)\s+(\S+)", text, re.M)
-        failed = re.findall(r"^\s+FAIL (\S+)", text, re.M)
-        out[name] = {"rc": proc.returncode, "cases": len(done), "failed": failed,
-                     "seconds": round(secs, 1), "timed_out": timed_out,
-                     "last_case_ended": done[-1] if done else None}
-        log("%s on %s: %d cases, %d failed, %.1f s%s" % (
-            name, device, len(done), len(failed), secs,
-            ", stopped after %.0f s" % limit if timed_out else ""))
-        if timed_out:
-            fail("%s on the device did not end in %.0f s (the last case to end: %s)" % (
-                name, limit, done[-1] if done else "none"))
-        elif proc.returncode != 0:
-            fail("%s on the device: %s" % (name, ", ".join(failed) or "exit %d" % proc.returncode))
+        slowest = sorted(ms.items(), key=lambda kv: -kv[1])[:5]
+        out[name] = {"cases": len(cases), "passed": len(results) - len(bad), "bad": bad,
+                     "processes": procs, "seconds": round(secs, 1),
+                     "slowest_ms": dict(slowest)}
+        log("%s on %s: %d cases in %d processes, %d passed, %.1f s; slowest %s" % (
+            name, device, len(cases), procs, len(results) - len(bad), secs,
+            ", ".join("%s %.0f ms" % kv for kv in slowest)))
+        if bad:
+            fail("%s on the device: %s" % (name, ", ".join(
+                "%s %s" % kv for kv in sorted(bad.items()))))
     return out
 
 
@@ -577,6 +666,9 @@ def main():
     ap.add_argument("--budget", type=float, default=450,
                     help="seconds the whole run should take: the correctness part "
                          "gets what the others leave (default 450)")
+    ap.add_argument("--stall", type=float, default=None,
+                    help="seconds a test program may print nothing before its case is "
+                         "stopped as hung (default 150: a device compiler's first builds)")
     ap.add_argument("--layouts", default="",
                     help="layouts for the layouts part, ';'-separated (default: a GPU sweep)")
     a = ap.parse_args()
@@ -607,6 +699,12 @@ def main():
         if "engine" in parts and device is not None:
             result["engine"] = engine(env, device, a.tiny)
             save()
+        if "correctness" in parts and device is not None:
+            # at most 45% of --budget; the parts after it need the rest
+            left = min(a.budget * 0.45, a.budget - (time.time() - t0) - 0.45 * a.budget)
+            result["correctness"] = correctness(env, device, a.tiny, max(60, left), cores,
+                                                a.stall or (30 if a.tiny else 150))
+            save()
         files = bodies(scratch, a.tiny) if {"service", "scaling"} & set(parts) else {}
         if "service" in parts:
             result["service"] = service(env, device, a.tiny, seconds, scratch, files,
@@ -615,14 +713,13 @@ def main():
         if "scaling" in parts:
             result["scaling"] = scaling(env, a.tiny, seconds, scratch, files, load_threads)
             save()
-        if "correctness" in parts and device is not None:
-            # what is left of --budget, less a minute for the layouts
-            left = a.budget - (time.time() - t0) - (60 if device == "gpu" else 0)
-            result["correctness"] = correctness(env, device, a.tiny, max(60, left))
-            save()
         if "layouts" in parts and (device == "gpu" or a.layouts):
             result["layouts"] = {}
             for spec in ["gpu"] + (a.layouts.split(";") if a.layouts else list(GPU_LAYOUTS)):
+                if time.time() - t0 > a.budget:
+                    log("layout %s: not run, --budget spent" % spec)
+                    result["layouts"][spec] = {"error": "not run: --budget spent"}
+                    continue
                 log("layout %s, the 16M rows" % spec)
                 result["layouts"][spec] = engine(env, device, a.tiny, spec, "16M")
                 save()
