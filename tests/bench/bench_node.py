@@ -11,7 +11,8 @@ layout sweep last:
 
 1. correctness on the device: test_engine and test_accuracy with
    TALLY_TEST_DEVICE set to the device (every dtype, layout and mode);
-   test_engine's cases dealt out to up to 8 processes, and a case that
+   test_engine's cases dealt out to up to 16 processes (a device's
+   compiler is the cost), and a case that
    prints nothing for --stall seconds stopped and named while the others
    go on;
 2. the engine: bench_engine's rows through the engine (host memory in and
@@ -54,6 +55,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -272,8 +274,10 @@ def correctness(env, device, tiny, budget, cores, stall):
             # --tiny: one engine case; test_accuracy's point is its 64M
             # elements, and make check's test-c runs it whole
             [("test_engine", ["golden_cl_gpu", "-tiny"], 1)] if tiny else
-            [("test_engine", [], max(1, min(8, cores // 2))), ("test_accuracy", [], 1)]):
+            [("test_engine", [], max(1, min(16, cores))), ("test_accuracy", [], 1)]):
         t0 = time.time()
+        # test_accuracy (one process, a minute at most) keeps its minute
+        until = deadline - (60 if name == "test_engine" and not tiny else 0)
         listing = subprocess.run([program(name), "--list"] + pats, capture_output=True,
                                  text=True, env=e, timeout=60)
         cases = listing.stdout.split()
@@ -289,7 +293,7 @@ def correctness(env, device, tiny, budget, cores, stall):
         while left:
             time.sleep(0.5)
             left = [r for r in left if r.poll(stall)]
-            if time.time() > deadline:
+            if time.time() > until:
                 for r in left:
                     r.stop()
                 break
@@ -407,6 +411,16 @@ class Tallyd:
 # sent (tallyd counts it as "other") or a gRPC stream reset (CANCELLED).
 # They are the tool's stop, not the server's answers.
 CUT = ('code="other"', 'code="CANCELLED"')
+
+
+def exit_text(rc):
+    """A child's exit status in words: "exit 1", "signal 9 (SIGKILL)"."""
+    if rc is not None and rc < 0:
+        try:
+            return "signal %d (%s)" % (-rc, signal.Signals(-rc).name)
+        except ValueError:
+            return "signal %d" % -rc
+    return "exit %s" % rc
 
 
 def answered(before, after, protocol):
@@ -600,14 +614,27 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
         try:
             for cell in cells(tiny):
                 key = "%s %s c=%d" % (cell[0], cell[1], cell[3])
-                r = run_cell(env, d, cell, files, seconds, scratch, load_threads)
+                try:
+                    r = run_cell(env, d, cell, files, seconds, scratch, load_threads)
+                except OSError as e:  # tallyd stopped answering (urllib's errors are OSErrors)
+                    r = {"error": "no answer: %s" % e}
+                if d.proc.poll() is not None:
+                    # it died: say how, and go on with a new one so that the
+                    # other cells are still measured
+                    r = dict(r, error="tallyd ended during this cell: %s" % exit_text(
+                        d.proc.returncode))
                 res[key] = r
                 log("  %-22s %s" % (key, r))
                 if "error" in r or r.get("errors"):
                     fail("service %s, %s: %s" % (name, key, r.get("error") or
                                                  "%d errors" % r["errors"]))
+                if d.proc.poll() is not None:
+                    d.stop()
+                    d = Tallyd(env, args, scratch, name + "-again", warmup=not tiny)
             m = d.metrics()
             res["jobs"] = {k: v for k, v in m.items() if "jobs_total" in k}
+        except (OSError, RuntimeError) as e:
+            fail("service %s: %s" % (name, e))
         finally:
             d.stop()
         out["configs"][name] = res
@@ -635,6 +662,8 @@ def scaling(env, tiny, seconds, scratch, files, load_threads):
             continue
         try:
             r = run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads, seconds)
+            if d.proc.poll() is not None:
+                r = dict(r, error="tallyd ended: %s" % exit_text(d.proc.returncode))
             out["http"][str(t)] = r
             log("  http threads %-2d %s" % (t, r))
             if has_grpc_threads or t == counts[0]:
@@ -645,6 +674,8 @@ def scaling(env, tiny, seconds, scratch, files, load_threads):
             for k, v in (("http", r),) + ((("grpc", g),) if has_grpc_threads or t == counts[0] else ()):
                 if "error" in v or v.get("errors"):
                     fail("scaling %s %d: %s" % (k, t, v.get("error") or "%d errors" % v["errors"]))
+        except OSError as e:  # tallyd stopped answering
+            fail("scaling %d threads: %s (tallyd: %s)" % (t, e, exit_text(d.proc.poll())))
         finally:
             d.stop()
     if not has_grpc_threads:
