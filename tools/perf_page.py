@@ -438,6 +438,11 @@ def node_block(d):
                  m["cores"], m["cpu"], m.get("memory_gib", "?"), m.get("gpu") or "no GPU",
                  m["commit"], m["date"],
                  "; ".join(x.split("  ")[1] for x in m["opencl_devices"] if "  " in x)), ""]
+    if d.get("runs"):  # parts measured in more than one call of the script
+        lines += ["In %d calls on one lent machine, the same binaries: %s." % (
+            len(d["runs"]), "; ".join("%s at `%s` (%s): %s" % (
+                ", ".join(r["parts"]), r["commit"], r["date"], r["note"]) for r in d["runs"])),
+                  ""]
     if d.get("failed"):
         lines += ["What failed in that run: " + "; ".join(d["failed"]) + ".", ""]
     corr = d.get("correctness", {})
@@ -458,16 +463,23 @@ def node_block(d):
     if svc:
         configs = list(svc["configs"])
         cells = [k for k in svc["configs"][configs[0]] if k != "jobs"]
+        pool = "default" in configs and len(configs) == 3
         lines += ["The service, %d HTTP threads, %d load-generator threads, %d s a cell "
-                  "(wrk for REST, h2load for gRPC unary calls); requests/s and p99 ms:" % (
-                      svc["http_threads"], svc["load_threads"], svc["seconds"]), "",
-                  "| cell | " + " | ".join("%s req/s | p99" % c for c in configs) + " |",
-                  "|---|" + "---|---|" * len(configs)]
+                  "(wrk for REST, h2load for gRPC unary calls); requests/s and p99 ms%s:" % (
+                      svc["http_threads"], svc["load_threads"], svc["seconds"],
+                      "; the last column is the default pool's requests/s over the "
+                      "better of the other two" if pool else ""), "",
+                  "| cell | " + " | ".join("%s req/s | p99" % c for c in configs)
+                  + (" | default / best |" if pool else " |"),
+                  "|---|" + "---|---|" * len(configs) + ("---|" if pool else "")]
         for cell in cells:
             row = []
             for c in configs:
                 r = svc["configs"][c].get(cell, {})
                 row += [num(r.get("rps")), num(r.get("p99_ms"))]
+            if pool:
+                rates = [svc["configs"][c].get(cell, {}).get("rps") for c in configs]
+                row.append("%.2f" % (rates[2] / max(rates[:2])) if all(rates) else "-")
             lines.append("| %s | %s |" % (cell, " | ".join(row)))
         lines.append("")
     eng = d.get("engine")
@@ -491,8 +503,23 @@ def node_block(d):
         if sc.get("grpc"):
             lines.append("| gRPC | " + " | ".join(num(sc["grpc"][c]["rps"]) if c in sc["grpc"]
                                                   else "-" for c in counts) + " |")
+        if sc.get("http_growth"):
+            lines += ["", "REST grows %.2fx from 1 thread to %s." % (sc["http_growth"], counts[-1])]
         if sc.get("grpc_note"):
             lines += ["", "gRPC: " + sc["grpc_note"] + "."]
+    lays = {k: v for k, v in d.get("layouts", {}).items() if v.get("rows")}
+    if lays:
+        shapes = [(r["shape"], r["axis"]) for r in next(iter(lays.values()))["rows"]]
+        lines += ["", "GPU layouts on the 16M rows: the scan on the device over the device's "
+                  "own copy (ratio; the target is 0.5):", "",
+                  "| layout | " + " | ".join("%s axis %d" % sa for sa in shapes) + " |",
+                  "|---|" + "---|" * len(shapes)]
+        for k, v in lays.items():
+            by = {(r["shape"], r["axis"]): r.get("device_ratio") for r in v["rows"]}
+            lines.append("| %s | %s |" % (k, " | ".join(num(by.get(sa)) for sa in shapes)))
+        unrun = [k for k, v in d.get("layouts", {}).items() if not v.get("rows")]
+        if unrun:
+            lines += ["", "Not run: " + ", ".join(unrun) + "."]
     return lines
 
 
