@@ -36,9 +36,16 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
         .stats = &s->stats,
     };
     /* without --warmup, the OpenCL devices build their kernels in the
-     * background and join the pool when done */
-    for (unsigned d = 0; d < n && d < SCHED_MAX_DEVICES; d++)
+     * background and join the pool when done; a pool of the host backend
+     * alone (--device host) has nothing to place by cost */
+    bool any_device = false;
+    for (unsigned d = 0; d < n && d < SCHED_MAX_DEVICES; d++) {
         o.cold[d] = !s->cfg.warmup && !eng_engine_is_host(devices[d]);
+        any_device |= !eng_engine_is_host(devices[d]);
+    }
+    o.placement = any_device && strcmp(s->cfg.placement, "cost") == 0
+                      ? SCHED_PLACE_COST
+                      : SCHED_PLACE_DEVICE;
     a->sched = sched_new(&o, &a->backend);
     if (a->sched == NULL) {
         snprintf(msg, msglen, "out of memory");

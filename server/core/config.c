@@ -228,6 +228,12 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  c->state_fsync);
         return false;
     }
+    if (strcmp(c->placement, "cost") != 0
+        && strcmp(c->placement, "device") != 0) {
+        snprintf(msg, msglen, "placement must be cost or device, not \"%s\"",
+                 c->placement);
+        return false;
+    }
     if (c->fault_state[0] != '\0' && strcmp(c->fault_state, "enospc") != 0
         && strcmp(c->fault_state, "eio") != 0
         && strcmp(c->fault_state, "fsync") != 0) {

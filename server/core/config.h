@@ -70,6 +70,10 @@
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
     X(layout, "layout", "TALLY_LAYOUT", STR, "auto",                           \
       "kernel layout: auto, cpu or gpu (with ,key=value overrides)")           \
+    X(placement, "placement", "TALLY_PLACEMENT", STR, "cost",                 \
+      "where a device worker runs a job while its device is in the pool: "    \
+      "cost (on the device or the host's cores, whichever has been faster "   \
+      "for launches of that size) or device (always on the device)")          \
     X(workers, "workers", "TALLY_WORKERS", UINT, "2",                          \
       "device workers, one command queue each")                                \
     X(http_threads, "http-threads", "TALLY_HTTP_THREADS", UINT, "2",           \
@@ -209,7 +213,7 @@ typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
         *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
         *tls_key, *tls_priorities, *access_log, *state_dir,
-        *state_fsync, *fault_state;
+        *state_fsync, *fault_state, *placement;
     unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,

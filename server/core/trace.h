@@ -83,6 +83,7 @@ typedef struct {
 typedef struct {
     uint64_t enqueued_ns, started_ns, finished_ns; /* monotonic (now_ns) */
     const char *device; /* static or the daemon's; NULL: none */
+    const char *placement; /* why there (scheduler.h's reasons); NULL */
     unsigned batch;     /* how many requests its launch served */
     uint64_t elements;
     trace_links links;

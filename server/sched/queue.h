@@ -75,6 +75,8 @@ struct job {
     const char *device; /* what ran it: a device's name (the scheduler's,
                          * valid while it is) or "host"; NULL: unrun */
     unsigned batch; /* how many jobs its launch served */
+    const char *placement; /* why it ran there (sched_why_name); NULL:
+                            * unrun, or run inline */
     trace_links links; /* when sampled: the batch's other sampled jobs */
 
     /* The scheduler's own. */

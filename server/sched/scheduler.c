@@ -14,6 +14,12 @@
 #include "peer.h"
 #include "scheduler.h"
 
+/* Launch size classes for the cost model: class k holds launches of
+ * [2^k, 2^(k+1)) input bytes (class 0 also 0 and 1). */
+#define COST_CLASSES 48
+/* A class is measured on a backend this many times before it is judged. */
+#define COST_WARM 3
+
 typedef struct {
     sched *s;
     unsigned id;
@@ -50,6 +56,14 @@ struct sched {
     builder builders[SCHED_MAX_DEVICES];
     atomic_bool cancel_builds; /* set by sched_stop */
     sched_counters c;
+    /* placement by cost (scheduler.h): per backend (each device; the host
+     * at SCHED_MAX_DEVICES) and launch size class, the moving average of
+     * a launch's time (ns, 0: none yet), how many launches it has seen,
+     * and the decisions taken in the class (for exploring's turn). Relaxed
+     * atomics: a lost update between two workers only slows learning. */
+    atomic_ullong cost_ns[SCHED_MAX_DEVICES + 1][COST_CLASSES];
+    atomic_uint cost_seen[SCHED_MAX_DEVICES + 1][COST_CLASSES];
+    atomic_uint cost_turn[SCHED_MAX_DEVICES][COST_CLASSES];
     /* the tick's, for the waiting jobs' sockets: room for every job the
      * queue can hold (its depth, and a batch per worker put back) */
     size_t watch_max;
@@ -392,6 +406,75 @@ static void builder_main(void *arg)
 }
 
 /* ------------------------------------------------------------------------
+ * Placement by cost (scheduler.h).
+ */
+const char *sched_why_name(sched_why w)
+{
+    static const char *const names[] = {"device", "cost", "explore",
+                                        "compiling", "fallback"};
+    return (unsigned)w < SCHED_WHY_COUNT ? names[w] : "?";
+}
+
+static unsigned cost_class(size_t bytes)
+{
+    unsigned k = 0;
+    while (k + 1 < COST_CLASSES && bytes >> (k + 1) != 0)
+        k++;
+    return k;
+}
+
+/* A launch of class k took ns on backend b (a device, or SCHED_MAX_DEVICES
+ * for the host). The average moves an eighth of the way for a launch
+ * placed by cost, which comes often; a launch that explored replaces it:
+ * that backend's average may be old, and the load since have moved it
+ * (if the new time is a fluke, the launches it draws there correct it). */
+static void cost_learn(sched *s, unsigned b, unsigned k, uint64_t ns,
+                       bool explored)
+{
+    if (ns == 0)
+        ns = 1; /* 0 means "none yet" */
+    unsigned seen = atomic_fetch_add_explicit(&s->cost_seen[b][k], 1,
+                                              memory_order_relaxed);
+    uint64_t old = atomic_load_explicit(&s->cost_ns[b][k], memory_order_relaxed);
+    /* the first launches set it: the first of all pays one-off costs
+     * (a stream's buffers, a page-in) that would linger in an average */
+    uint64_t v = seen < 2 || old == 0 || explored ? ns : old - old / 8 + ns / 8;
+    atomic_store_explicit(&s->cost_ns[b][k], v, memory_order_relaxed);
+}
+
+/* Where worker w (its device in the pool) runs a launch of `bytes`: true
+ * for the host backend, with the reason in *why. */
+static bool place_on_host(worker *w, size_t bytes, sched_why *why)
+{
+    sched *s = w->s;
+    if (s->o.placement != SCHED_PLACE_COST) {
+        *why = SCHED_WHY_DEVICE;
+        return false;
+    }
+    unsigned d = w->device, k = cost_class(bytes);
+    unsigned dev_seen = atomic_load_explicit(&s->cost_seen[d][k],
+                                             memory_order_relaxed),
+             host_seen = atomic_load_explicit(
+                 &s->cost_seen[SCHED_MAX_DEVICES][k], memory_order_relaxed);
+    if (dev_seen < COST_WARM || host_seen < COST_WARM) {
+        *why = SCHED_WHY_EXPLORE;
+        return host_seen < dev_seen;
+    }
+    uint64_t dev = atomic_load_explicit(&s->cost_ns[d][k], memory_order_relaxed),
+             host = atomic_load_explicit(&s->cost_ns[SCHED_MAX_DEVICES][k],
+                                         memory_order_relaxed);
+    bool host_better = host < dev;
+    unsigned turn = atomic_fetch_add_explicit(&s->cost_turn[d][k], 1,
+                                              memory_order_relaxed);
+    if (turn % SCHED_EXPLORE_EVERY == SCHED_EXPLORE_EVERY - 1) {
+        *why = SCHED_WHY_EXPLORE;
+        return !host_better;
+    }
+    *why = SCHED_WHY_COST;
+    return host_better;
+}
+
+/* ------------------------------------------------------------------------
  * The workers.
  */
 
@@ -410,6 +493,9 @@ static bool run_batch(worker *w, job **jobs, size_t n)
     }
     /* its device compiling: the host backend runs the jobs meanwhile */
     bool on_host = w->on_fallback || st == SCHED_DEVICE_COMPILING;
+    sched_why why_here = w->on_fallback ? SCHED_WHY_FALLBACK
+                         : on_host      ? SCHED_WHY_COMPILING
+                                        : SCHED_WHY_DEVICE;
     void *stream = w->stream;
     char why[256];
     if (on_host && !w->on_fallback
@@ -422,7 +508,7 @@ static bool run_batch(worker *w, job **jobs, size_t n)
     if (s->o.fault_delay_ms > 0) /* --fault-delay-ms: a slow device */
         uv_sleep(s->o.fault_delay_ms);
     uint64_t start = sched_now(s);
-    size_t live = 0;
+    size_t live = 0, bytes = 0;
     for (size_t i = 0; i < n; i++) {
         job *j = jobs[i];
         if (j->deadline_ns != 0 && start >= j->deadline_ns) {
@@ -433,16 +519,32 @@ static bool run_batch(worker *w, job **jobs, size_t n)
             complete(s, j);
         } else {
             jobs[live++] = j;
+            bytes += j->lines.bytes;
         }
     }
     if (live == 0)
         return true;
+    /* its device in the pool: there, or on the host if that is cheaper
+     * (a host stream that cannot be had leaves it on the device) */
+    if (!on_host && place_on_host(w, bytes, &why_here)
+        && (stream = host_stream(w, why, sizeof why)) != NULL)
+        on_host = true;
+    else if (!on_host)
+        stream = w->stream;
+    unsigned backend = on_host ? SCHED_MAX_DEVICES : w->device;
+    count(&s->c.placements[backend][why_here], live);
     eng_batch_times t = {0};
     char msg[256];
     msg[0] = '\0';
     eng_err err = s->b.run(s->b.user, stream, jobs, live, &t, msg, sizeof msg);
     uint64_t end = sched_now(s);
     count(&s->c.busy_ns[w->id], end - start);
+    if (err == ENG_E_OK) /* only where the worker could have run it */
+        if (why_here == SCHED_WHY_COST || why_here == SCHED_WHY_EXPLORE)
+            cost_learn(s, backend, cost_class(bytes), end - start,
+                       why_here == SCHED_WHY_EXPLORE);
+    for (size_t i = 0; i < live; i++)
+        jobs[i]->placement = sched_why_name(why_here);
     if (!on_host && device_failure(err))
         return device_failed(w, jobs, live, err, msg, start);
     count_batch(&s->c, live);
@@ -788,8 +890,9 @@ void sched_render_metrics(sched *s, textbuf *o)
                 "# TYPE tally_host_reruns_total counter\n"
                 "tally_host_reruns_total %llu\n"
                 "# HELP tally_host_jobs_total Jobs device workers ran on the "
-                "host backend: while their device built its kernels, or "
-                "once no device was left.\n"
+                "host backend: while their device built its kernels, once no "
+                "device was left, or where the host was cheaper "
+                "(tally_placements_total).\n"
                 "# TYPE tally_host_jobs_total counter\n"
                 "tally_host_jobs_total %llu\n"
                 "# HELP tally_host_fallback Whether no device is in the pool "
@@ -797,4 +900,28 @@ void sched_render_metrics(sched *s, textbuf *o)
                 "# TYPE tally_host_fallback gauge\ntally_host_fallback %d\n",
                 load(&c->host_reruns), load(&c->host_jobs),
                 sched_devices(s).on_host ? 1 : 0);
+    textbuf_put(o, "# HELP tally_placements_total Jobs device workers ran, "
+                   "by backend and why there: device (--placement=device), "
+                   "cost (the lower average time for launches of that size), "
+                   "explore (measuring), compiling (the host, while the "
+                   "device built its kernels), fallback (the host, no device "
+                   "left).\n# TYPE tally_placements_total counter\n");
+    static const sched_why on_device[] = {SCHED_WHY_DEVICE, SCHED_WHY_COST,
+                                          SCHED_WHY_EXPLORE};
+    static const sched_why on_host[] = {SCHED_WHY_COST, SCHED_WHY_EXPLORE,
+                                        SCHED_WHY_COMPILING,
+                                        SCHED_WHY_FALLBACK};
+    for (unsigned d = 0; d < s->o.devices; d++)
+        for (size_t k = 0; k < sizeof on_device / sizeof on_device[0]; k++)
+            textbuf_put(o,
+                        "tally_placements_total{backend=\"%s\",reason=\"%s\"} "
+                        "%llu\n",
+                        names[d], sched_why_name(on_device[k]),
+                        load(&c->placements[d][on_device[k]]));
+    for (size_t k = 0; k < sizeof on_host / sizeof on_host[0]; k++)
+        textbuf_put(o,
+                    "tally_placements_total{backend=\"host\",reason=\"%s\"} "
+                    "%llu\n",
+                    sched_why_name(on_host[k]),
+                    load(&c->placements[SCHED_MAX_DEVICES][on_host[k]]));
 }

@@ -147,7 +147,45 @@ typedef struct {
     void *clock_user;
     /* Triton's statistics: executions are counted here; may be NULL. */
     model_stats *stats;
+    /* Where a device worker runs a batch while its device is in the pool:
+     * SCHED_PLACE_DEVICE, always there; SCHED_PLACE_COST, on its device
+     * or on the host backend, whichever the cost model expects to finish
+     * it sooner (--placement; below). */
+    unsigned placement;
 } sched_options;
+
+/*
+ * Placement by cost (SCHED_PLACE_COST). The scheduler keeps, for each
+ * backend (each device, and the host backend) and each launch size class
+ * (the launch's input bytes, by powers of two), a moving average of how
+ * long launches of that class took there, end to end, as workers saw
+ * them: with the contention they met (a GPU's two PCIe copies, host cores
+ * shared with the doors' threads). A worker whose device is in the pool
+ * runs a batch where the average is lower. A class with too few launches
+ * on either backend is measured first (reason "explore"), and one launch
+ * in SCHED_EXPLORE_EVERY of a class goes to the backend not chosen, so
+ * that an average the load has moved is measured again (that launch's
+ * time replaces the average; a launch placed by cost moves it an eighth
+ * of the way). So a GPU slower
+ * end to end than the idle host cores gets work when those cores are busy
+ * enough to be slower, and a device that is faster takes everything.
+ * Each placement is counted by backend and reason (tally_placements_total)
+ * and named on the job (job.placement) for its compute span.
+ */
+enum { SCHED_PLACE_DEVICE, SCHED_PLACE_COST };
+#define SCHED_EXPLORE_EVERY 64
+/* Why a batch ran where it ran (tally_placements_total's reason). */
+typedef enum {
+    SCHED_WHY_DEVICE,    /* SCHED_PLACE_DEVICE: its worker's device */
+    SCHED_WHY_COST,      /* the backend with the lower average */
+    SCHED_WHY_EXPLORE,   /* measured: too few launches, or its turn */
+    SCHED_WHY_COMPILING, /* the host: its device builds its kernels */
+    SCHED_WHY_FALLBACK,  /* the host: no device is left */
+    SCHED_WHY_COUNT
+} sched_why;
+/* The reason's label: "device", "cost", "explore", "compiling",
+ * "fallback". */
+const char *sched_why_name(sched_why w);
 
 /* The scheduler's counters; read with relaxed loads. */
 typedef struct {
@@ -162,6 +200,9 @@ typedef struct {
     atomic_ullong batches[8], batched_jobs; /* le 1, 2, 4, ..., 64, +Inf */
     atomic_ullong cancelled_queued, cancelled_running;
     atomic_ullong expired; /* jobs that completed with STATUS_DEADLINE */
+    /* launches by backend (each device; the host at SCHED_MAX_DEVICES)
+     * and reason */
+    atomic_ullong placements[SCHED_MAX_DEVICES + 1][SCHED_WHY_COUNT];
 } sched_counters;
 
 /* A scheduler with o's settings (copied; the names borrowed) and backend
@@ -204,6 +245,7 @@ static inline void sched_ran(const job *j, trace_work *w)
     w->started_ns = j->started_ns;
     w->finished_ns = j->finished_ns;
     w->device = j->device;
+    w->placement = j->placement;
     w->batch = j->batch;
     w->elements = sched_elements(j);
     w->sequence_is_string = false;

@@ -180,6 +180,8 @@ static void add_record(arena *a, const trace_record *rec, size_t i)
         span *c = add_span(a, rec, "compute", false, w->started_ns,
                            w->finished_ns);
         attr_str(a, c, "tally.device", w->device ? w->device : "");
+        if (w->placement != NULL) /* why there: scheduler.h */
+            attr_str(a, c, "tally.placement", w->placement);
         attr_int(a, c, "tally.batch_size", w->batch);
         attr_int(a, c, "tally.elements", (int64_t)w->elements);
         if (w->links.n > 0) { /* the batch's other sampled requests */

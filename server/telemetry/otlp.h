@@ -14,7 +14,8 @@
  *     over HTTP;
  *   - a child for each step that happened: receive (the body arriving),
  *     decode (its Content-Encoding), parse, queue (waiting for a worker),
- *     compute (tally.device, tally.batch_size, tally.elements), render
+ *     compute (tally.device, tally.placement, tally.batch_size,
+ *     tally.elements), render
  *     (writing the answer) and send.
  * Server errors (HTTP 5xx; gRPC's UNKNOWN, DEADLINE_EXCEEDED,
  * UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS) set the span's status

@@ -29,7 +29,9 @@ from reference import DTYPES, close, cumsum, random_tensor
 pytestmark = pytest.mark.concurrency
 
 TWO = {"POCL_DEVICES": "pthread pthread"}
-QUEUED = ("--inline-max-elements", "0", "--json-inline-max-elements", "0")
+# queued jobs, each run on its device (never placed on the host by cost:
+# these tests count what the devices ran)
+QUEUED = ("--inline-max-elements", "0", "--json-inline-max-elements", "0", "--placement", "device")
 
 
 def metric_values(d, name):
@@ -72,6 +74,32 @@ def test_two_devices_share_the_work(spawn):
     busy = re.findall(r'^tally_device_busy_seconds_total\{worker="(\d)",device="(0:\d) ', text,
                       re.M)
     assert {dev for _, dev in busy} == {"0:0", "0:1"}, busy  # workers spread over both
+
+
+def test_jobs_are_placed_by_cost(spawn):
+    """The default --placement cost, a PoCL device beside the host backend:
+    every job is answered right, each is counted once by backend and
+    reason, and each backend was measured (explored) before the averages
+    chose."""
+    d = spawn("--inline-max-elements", "0", "--json-inline-max-elements", "0",
+              "--workers", "1", "--warmup")
+    rng = np.random.default_rng(24)
+    for i in range(40):  # 130 to 169 int64: one size class (1 to 2 KiB)
+        x = rng.integers(-1000, 1000, size=130 + i)
+        status, _, out = d.post_json("/v1/cumsum", {"dtype": "int64", "shape": [len(x)],
+                                                    "data": x.tolist()})
+        assert status == 200 and out["data"] == np.cumsum(x).tolist(), out
+    text = d.request("GET", "/metrics")[2].decode()
+    placed = {(b, r): float(v) for b, r, v in re.findall(
+        r'^tally_placements_total\{backend="([^"]*)",reason="([^"]*)"\} (\S+)$', text, re.M)}
+    assert sum(placed.values()) == 40, placed
+    explored = {b: v for (b, r), v in placed.items() if r == "explore"}
+    assert explored.get("host", 0) >= 3 and sum(explored.values()) >= 6, placed
+    assert sum(v for (b, r), v in placed.items() if r == "cost") >= 30, placed
+    assert not any(v for (b, r), v in placed.items()
+                   if r in ("device", "compiling", "fallback")), placed
+    jobs = sum(metric_values(d, "tally_device_jobs_total").values())
+    assert jobs + metric_value(d, "tally_host_jobs_total") == 40
 
 
 def metric_value(d, name):

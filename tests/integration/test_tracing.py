@@ -160,6 +160,9 @@ def test_rest_spans_continue_the_callers_trace(traced, collector):
     assert {"receive", "parse", "compute"} <= set(children), sorted(children)
     c = attrs(children["compute"])
     assert c["tally.elements"] == n and c["tally.batch_size"] >= 1 and c["tally.device"], c
+    # why it ran there, when a worker ran it (a sum done at once has none)
+    assert c.get("tally.placement", "cost") in {"cost", "explore", "device", "compiling",
+                                                "fallback"}, c
     res = [r for r, sp in collector.spans if sp.span_id == own.span_id][0]
     assert res["service.name"] == "tally-test" and res["service.version"]
 

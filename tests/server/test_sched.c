@@ -74,6 +74,9 @@ typedef struct {
     atomic_bool build_open;
     eng_err build_fail[4];
     atomic_uint builds, builds_cancelled;
+    /* what a launch costs on each device, and at [4] on the host: the
+     * fake clock moves on this many ns in the launch (0: not at all) */
+    atomic_ullong cost_ns[5];
 } fake;
 
 /* A job and what happened to it. */
@@ -119,6 +122,10 @@ static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
         while (!atomic_load(&f->open))
             uv_sleep(1);
     }
+    unsigned long long cost =
+        atomic_load(&f->cost_ns[s->device == HOST_DEV ? 4 : s->device]);
+    if (cost != 0)
+        atomic_fetch_add(&fake_now, cost);
     uv_mutex_lock(&f->mu);
     if (f->nlaunches < MAX_LAUNCHES) {
         f->launch_device[f->nlaunches] = s->device;
@@ -1729,6 +1736,139 @@ static void seq_state_file(void)
     rmdir(dir);
 }
 
+/* ------------------------------------------------------------------------
+ * Placement by cost: one worker, one device, launches one job each, so
+ * that every decision follows the last one's measurement on the fake
+ * clock, which each launch moves on by its backend's cost.
+ */
+
+/* Runs n jobs through s in one go (a backlog, as under load) and
+ * counts where they ran: *dev on device 0, *host on the host. */
+static void place_phase(sched *s, rec *r, size_t n, size_t *dev, size_t *host)
+{
+    for (size_t i = 0; i < n; i++)
+        make(&r[i], 16, TX_FLOAT32, 0);
+    for (size_t i = 0; i < n; i++)
+        CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %zu", i);
+    CHECK(all_done(r, n), "%zu jobs done", n);
+    *dev = *host = 0;
+    for (size_t i = 0; i < n; i++) {
+        int on = atomic_load(&r[i].ran_on);
+        CHECK(r[i].status == STATUS_OK, "job %zu: %s", i, status_name(r[i].status));
+        CHECK(r[i].j.placement != NULL, "job %zu names its placement", i);
+        *dev += on == 0;
+        *host += on == HOST_DEV;
+    }
+}
+
+/* The last `tail` of n jobs: how many ran on the host. */
+static size_t host_in_tail(const rec *r, size_t n, size_t tail)
+{
+    size_t k = 0;
+    for (size_t i = n - tail; i < n; i++)
+        k += atomic_load(&r[i].ran_on) == HOST_DEV;
+    return k;
+}
+
+static void placement_cost(void)
+{
+    enum { N = 300 };
+    static rec r[N];
+    fake f;
+    fake_init(&f);
+    /* a device five times slower than the host's cores (a GPU behind
+     * PCIe beside idle cores) */
+    atomic_store(&f.cost_ns[0], 50000);
+    atomic_store(&f.cost_ns[4], 10000);
+    sched_options o = options(1, 1, N, 1);
+    o.placement = SCHED_PLACE_COST;
+    sched *s = new_sched(&f, &o);
+    start(s);
+    size_t dev, host;
+    place_phase(s, r, N, &dev, &host);
+    printf("    slow device: %zu on the device, %zu on the host\n", dev, host);
+    /* 3 to measure it, then one in SCHED_EXPLORE_EVERY */
+    CHECK(host >= N - 3 - N / SCHED_EXPLORE_EVERY - 1 && dev >= 3,
+          "the host takes the work, the device is measured: %zu / %zu", dev,
+          host);
+    CHECK(strcmp(r[N - 1].j.placement, "cost") == 0
+              || strcmp(r[N - 1].j.placement, "explore") == 0,
+          "placed by cost: %s", r[N - 1].j.placement);
+    char *m = metrics_text(s);
+    CHECK(strstr(m, "tally_placements_total{backend=\"host\",reason=\"cost\"}")
+              != NULL
+              && strstr(m, "tally_placements_total{backend=\"dev0\",reason="
+                           "\"explore\"}")
+                     != NULL,
+          "metrics name the placements:\n%s", m);
+    unsigned long long hc = 0, he = 0, dc = 0, de = 0;
+    const char *p;
+    if ((p = strstr(m, "{backend=\"host\",reason=\"cost\"} ")) != NULL)
+        hc = strtoull(strchr(p, ' ') + 1, NULL, 10);
+    if ((p = strstr(m, "{backend=\"host\",reason=\"explore\"} ")) != NULL)
+        he = strtoull(strchr(p, ' ') + 1, NULL, 10);
+    if ((p = strstr(m, "{backend=\"dev0\",reason=\"cost\"} ")) != NULL)
+        dc = strtoull(strchr(p, ' ') + 1, NULL, 10);
+    if ((p = strstr(m, "{backend=\"dev0\",reason=\"explore\"} ")) != NULL)
+        de = strtoull(strchr(p, ' ') + 1, NULL, 10);
+    CHECK(hc + he == host && dc + de == dev && dc == 0,
+          "counted by backend and reason: host %llu+%llu of %zu, device "
+          "%llu+%llu of %zu",
+          hc, he, host, dc, de, dev);
+    free(m);
+
+    /* the cores get busy: the host is now four times slower than the
+     * device, and the work moves within a few launches */
+    atomic_store(&f.cost_ns[4], 200000);
+    place_phase(s, r, N, &dev, &host);
+    printf("    busy host: %zu on the device, %zu on the host\n", dev, host);
+    CHECK(dev >= N - 3 - N / SCHED_EXPLORE_EVERY - 1,
+          "the device takes the work: %zu / %zu", dev, host);
+    /* and back: the host is measured again at its exploring turn, and
+     * takes the work back from there */
+    atomic_store(&f.cost_ns[4], 10000);
+    place_phase(s, r, N, &dev, &host);
+    printf("    idle host again: %zu on the device, %zu on the host\n", dev,
+           host);
+    CHECK(host_in_tail(r, N, 50) >= 48,
+          "the host takes the work back: %zu of the last 50",
+          host_in_tail(r, N, 50));
+    stop_and_check(s, &f, r, N, "placement by cost");
+}
+
+static void placement_fast_device(void)
+{
+    enum { N = 300 };
+    static rec r[N];
+    fake f;
+    fake_init(&f);
+    atomic_store(&f.cost_ns[0], 10000);
+    atomic_store(&f.cost_ns[4], 80000);
+    sched_options o = options(1, 1, N, 1);
+    o.placement = SCHED_PLACE_COST;
+    sched *s = new_sched(&f, &o);
+    start(s);
+    size_t dev, host;
+    place_phase(s, r, N, &dev, &host);
+    printf("    fast device: %zu on the device, %zu on the host\n", dev, host);
+    CHECK(dev >= N - 3 - N / SCHED_EXPLORE_EVERY - 1 && host >= 3,
+          "the device takes the work: %zu / %zu", dev, host);
+    stop_and_check(s, &f, r, N, "fast device");
+
+    /* --placement=device: never the host, whatever it costs */
+    fake_init(&f);
+    atomic_store(&f.cost_ns[0], 80000);
+    atomic_store(&f.cost_ns[4], 10000);
+    o.placement = SCHED_PLACE_DEVICE;
+    s = new_sched(&f, &o);
+    start(s);
+    place_phase(s, r, 100, &dev, &host);
+    CHECK(dev == 100 && host == 0, "placement device: %zu / %zu", dev, host);
+    CHECK(strcmp(r[0].j.placement, "device") == 0, "reason device: %s",
+          r[0].j.placement);
+    stop_and_check(s, &f, r, 100, "placement device");
+}
+
 static const check_case cases[] = {
     {"queue_order", queue_order},
     {"queue_capacity", queue_capacity},
@@ -1757,6 +1897,8 @@ static const check_case cases[] = {
     {"seq_state_file", seq_state_file},
     {"seq_linger", seq_linger},
     {"seq_numbered_chunks", seq_numbered_chunks},
+    {"placement_cost", placement_cost},
+    {"placement_fast_device", placement_fast_device},
 };
 
 int main(int argc, char **argv)

@@ -58,6 +58,8 @@ static const char *other_value(size_t i, int variant)
         return variant ? "everysec" : "always";
     if (strcmp(settings[i].flag, "fault-state") == 0)
         return variant ? "eio" : "fsync";
+    if (strcmp(settings[i].flag, "placement") == 0)
+        return variant ? "device" : "cost";
     switch (settings[i].kind) {
     case STR: return variant ? "gpu" : "host";
     case UINT: return variant ? "17" : "3";
@@ -198,6 +200,7 @@ static void config_bad_values(void)
         {"--listen=nohost", NULL, "HOST:PORT"},
         {"--listen=1.2.3.4:99999", NULL, "HOST:PORT"},
         {"--state-fsync=sometimes", NULL, "always or everysec"},
+        {"--placement=gpu", NULL, "cost or device"},
         {"--fault-state=full", NULL, "enospc, eio or fsync"},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
