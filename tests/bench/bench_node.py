@@ -24,7 +24,8 @@ layout sweep last:
 3. the service: small JSON requests (wrk, c=64 and c=256), 64K and 16M
    float32 tensors in KServe's binary form over REST (wrk), and the same
    three over gRPC (h2load, unary ModelInfer), each against tallyd with
-   `--device host`, the device alone and the default pool (no --device):
+   `--device host`, the device alone (`--placement device`) and the
+   default pool (no --device; jobs placed by cost):
    requests/s, p99 and errors;
 4. scaling: the small JSON run at c=64 with 1, 2, 4, 8 and 16 HTTP threads,
    and h2load's small gRPC run with 1 to 16 gRPC loop threads where tallyd
@@ -597,7 +598,8 @@ def run_cell(env, d, cell, files, seconds, scratch, load_threads):
 def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads):
     configs = [("host", ["--device", "host"])]
     if device is not None and not tiny:
-        configs.append((device, ["--device", device]))
+        # the device alone: nothing placed on the host by cost
+        configs.append((device, ["--device", device, "--placement", "device"]))
     if device is not None:
         configs.append(("default", []))
     out = {"http_threads": http_threads, "load_threads": load_threads, "seconds": seconds,
