@@ -1,7 +1,7 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Nine kinds of threads, and the only calls that cross
+ * Threading model. Ten kinds of threads, and the only calls that cross
  * between them. This list names them once: a "Threading:" line anywhere
  * in server/ names only these (tests/check_threads.py, in make check).
  *
@@ -13,12 +13,18 @@
  *                           safe as http/conns.h explains) and, while
  *                           draining, watches the in-flight count. It
  *                           starts and stops the HTTP daemon and the
- *                           scheduler. It is also the whole gRPC door
- *                           (server/grpc/): accepts, nghttp2 sessions,
+ *                           scheduler. It is also the gRPC door's first
+ *                           loop (server/grpc/): accepts, nghttp2 sessions,
  *                           the service's handlers (api/grpc_service.c),
  *                           which sum small tensors at once and queue
  *                           the rest; a worker's done hands the call back
  *                           through the transport's uv_async.
+ *   gRPC loop threads       grpc/loops.c, with --grpc-threads above 1: each
+ *                           the same for the connections the loop
+ *                           thread's listener deals out to it in turn
+ *                           (the socket through a queue and an async),
+ *                           end to end, and their sweep; the loop thread
+ *                           asks them to quiesce and stop the same way.
  *   HTTP threads            libmicrohttpd's (--http-threads), in http/:
  *                           accept, read bodies, route, run the handlers
  *                           (api/), which parse and hand scans to the
@@ -128,7 +134,7 @@ typedef struct {
 /* The daemon's parts, each owned by its layer, composed here. */
 static tallyd_server server;
 static http_transport transport;
-static grpc_transport grpc;
+static grpc_door grpc;
 static devices pool;
 static api_state app;
 
@@ -181,7 +187,7 @@ static void engine_log(void *user, const char *line)
 
 static void stop_everything(void)
 {
-    grpc_stop(&grpc);
+    grpc_door_stop(&grpc);
     uv_timer_stop(&tick);
     uv_close((uv_handle_t *)&tick, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
@@ -198,7 +204,7 @@ static bool drain_done(tallyd_server *s, uint64_t now)
     if (atomic_load(&s->inflight) > 0)
         return false;
     if (http_open_connections(&transport) <= 0
-        && grpc_open_connections(&grpc) <= 0)
+        && grpc_door_open_connections(&grpc) <= 0)
         return true;
     uint64_t last = atomic_load(&s->last_done_ns);
     if (last < drain_started_ns)
@@ -211,7 +217,7 @@ static void on_tick(uv_timer_t *t)
     tallyd_server *s = t->data;
     if (++ticks % (100 / TICK_MS) == 0) {
         http_sweep(&transport);
-        grpc_sweep(&grpc);
+        grpc_door_sweep(&grpc);
         api_health_tick(&app, s);
         reqlog_tick(&s->reqlog, now_ns());
     }
@@ -240,7 +246,7 @@ static void on_tick(uv_timer_t *t)
             "drained; closing %lld idle connections and "
             "stopping",
             (long long)(http_open_connections(&transport)
-                        + grpc_open_connections(&grpc)));
+                        + grpc_door_open_connections(&grpc)));
     stop_everything();
 }
 
@@ -254,7 +260,7 @@ static void begin_drain(tallyd_server *s, const char *why)
             "requests",
             why, (long long)atomic_load(&s->inflight));
     http_quiesce(&transport);
-    grpc_quiesce(&grpc);
+    grpc_door_quiesce(&grpc);
     api_health_tick(&app, s); /* every Watch hears NOT_SERVING */
 }
 
@@ -588,8 +594,10 @@ int main(int argc, char **argv)
      * (/metrics), and gRPC's connections are served only once the loop
      * runs */
     if (s->cfg.grpc_listen[0] != '\0') {
-        if (!grpc_start(&grpc, s, loop, &api_grpc_service, transport.auth, msg,
-                        sizeof msg)) {
+        unsigned loops = s->cfg.grpc_threads ? s->cfg.grpc_threads
+                                             : s->cfg.http_threads;
+        if (!grpc_door_start(&grpc, s, loop, loops, &api_grpc_service,
+                             transport.auth, msg, sizeof msg)) {
             log_msg("tallyd", "error", "%s", msg);
             api_stop(&app);
             api_free(&app);
@@ -600,7 +608,7 @@ int main(int argc, char **argv)
     }
     if (!http_start(&transport, s, &api_routes, msg, sizeof msg)) {
         log_msg("tallyd", "error", "%s", msg);
-        grpc_stop(&grpc);
+        grpc_door_stop(&grpc);
         api_stop(&app);
         api_free(&app);
         otlp_exporter_stop(exporter);
@@ -609,10 +617,11 @@ int main(int argc, char **argv)
     /* gRPC's line first: "tallyd ... listening" is the last start line,
      * written once both doors are bound (the tests read the ports from
      * these lines, and stop reading at that one) */
-    if (grpc.started)
-        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s)",
-                s->cfg.grpc_listen, grpc.port,
-                grpc.tls != NULL ? "TLS, ALPN h2" : "h2c");
+    if (grpc.n > 0 && grpc.t[0].started)
+        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s, %u loop%s)",
+                s->cfg.grpc_listen, grpc.t[0].port,
+                grpc.t[0].tls != NULL ? "TLS, ALPN h2" : "h2c", grpc.n,
+                grpc.n > 1 ? "s" : "");
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",

@@ -72,13 +72,14 @@ void api_docs_free(api_docs *d);
 typedef struct api_state {
     sched *sched;
     sched_backend backend; /* over the devices */
-    grpc_transport *grpc;  /* the gRPC door, for /metrics; NULL when off */
+    grpc_door *grpc;       /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
     struct seq_store *store; /* with --state-dir: their log (seq_store.h) */
     seq_table *seqs;       /* the live sequences (sequence.h); off with
                             * --max-sequences 0 */
-    struct api_watch *watches; /* gRPC health Watches (health.c); the
-                                * loop thread's */
+    struct api_watch *watches; /* gRPC health Watches (health.c), of
+                                * every gRPC loop: under watch_mu */
+    uv_mutex_t watch_mu;
     const api_docs *docs;  /* tallyd.c's, borrowed; NULL: none */
     otlp_exporter *traces; /* tallyd.c's, borrowed; NULL: tracing off */
     /* /v2/trace/setting's: the settings now and at start-up (trace.c) */
@@ -236,8 +237,9 @@ extern const grpc_service api_grpc_service;
 extern const grpc_service api_health_service;
 
 /* The health Watches' next answers, when the status has changed, the
- * server drains or their client has gone (health.c). The loop thread:
- * its tick, and the start of a drain. */
+ * server drains or their client has gone (health.c). The main loop
+ * thread: its tick, and the start of a drain; each Watch is answered on
+ * its own gRPC loop. */
 void api_health_tick(api_state *a, tallyd_server *s);
 
 /* Replies with the text of a JSON writer (taken; its data borrowed from

@@ -19,6 +19,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
 {
     memset(a, 0, sizeof *a);
     uv_mutex_init(&a->trace_mu);
+    uv_mutex_init(&a->watch_mu);
     if (!sched_engines(&a->backend, devices, n)) {
         snprintf(msg, msglen, "out of memory");
         return false;
@@ -243,4 +244,5 @@ void api_free(api_state *a)
     shm_registry_free(a->shm);
     a->shm = NULL;
     uv_mutex_destroy(&a->trace_mu);
+    uv_mutex_destroy(&a->watch_mu);
 }

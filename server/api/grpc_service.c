@@ -16,8 +16,9 @@
  * does not exist here: a status lists none, unregistering every region
  * succeeds, and a named one is not found.
  *
- * Threading: the loop thread (grpc.h), except door_resume (a worker or
- * the scheduler's tick thread) and door_gone (workers and the tick).
+ * Threading: the call's gRPC loop thread (the loop thread, or one of the
+ * gRPC loop threads: grpc.h), except door_resume (a worker or the
+ * scheduler's tick thread) and door_gone (workers and the tick).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -411,7 +412,7 @@ static void door_answer(void *req)
         grpc_call_reply(c, head, len, w->q.data, w->q.bytes);
 }
 
-static const submit_door grpc_door = {
+static const submit_door grpc_submit_door = {
     door_suspend, door_resume, door_gone,
     door_answer,  door_fail,   door_cancelled,
 };
@@ -465,7 +466,7 @@ static void model_infer(grpc_call *c)
             return;
         }
     }
-    submit_start(&w->w, &grpc_door, c, s, s->app->sched, s->app->seqs,
+    submit_start(&w->w, &grpc_submit_door, c, s, s->app->sched, s->app->seqs,
                  grpc_call_timeout_ms(c),
                  submit_protocol_ms(w->q.has_timeout, w->q.timeout_us),
                  SUBMIT_BYTES, t0);

@@ -21,7 +21,11 @@
  * Both methods are open without a token, as REST's health routes are,
  * unless --auth-health (the transport checks it).
  *
- * Threading: the loop thread, all of it; the list of watches is its own.
+ * Threading: a Watch's calls run on its connection's gRPC loop (one of
+ * several with --grpc-threads); api_health_tick() on the main loop. The
+ * list of watches is under a->watch_mu, which is held only to list,
+ * unlist and walk it (and to resume a call, which takes its loop's lock
+ * after it: watch_mu first, always).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,15 +98,17 @@ static void check(grpc_call *c)
 
 static void unlist(api_watch *w)
 {
-    if (!w->listed)
-        return;
-    w->listed = false;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        w->a->watches = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    uv_mutex_lock(&w->a->watch_mu);
+    if (w->listed) {
+        w->listed = false;
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            w->a->watches = w->next;
+        if (w->next)
+            w->next->prev = w->prev;
+    }
+    uv_mutex_unlock(&w->a->watch_mu);
 }
 
 static void watch_free(void *p)
@@ -132,12 +138,14 @@ static void follow(grpc_call *c, const char *svc, int last)
     w->c = f;
     w->last = last;
     snprintf(w->svc, sizeof w->svc, "%s", svc);
+    grpc_call_set_work(f, w, watch_free);
+    uv_mutex_lock(&a->watch_mu);
     w->next = a->watches;
     if (a->watches)
         a->watches->prev = w;
     a->watches = w;
     w->listed = true;
-    grpc_call_set_work(f, w, watch_free);
+    uv_mutex_unlock(&a->watch_mu);
 }
 
 static void watch(grpc_call *c)
@@ -172,15 +180,19 @@ static void watch_resumed(grpc_call *c)
 void api_health_tick(api_state *a, tallyd_server *s)
 {
     bool draining = atomic_load(&s->draining);
+    uv_mutex_lock(&a->watch_mu);
     for (api_watch *w = a->watches; w != NULL; w = w->next) {
         if (w->resuming)
             continue;
         if (draining || grpc_call_gone(w->c)
             || status_of(s, w->svc) != w->last) {
+            /* resumed once: its loop unlists it (watch_resumed) before
+             * the call can be freed, so w lives while listed */
             w->resuming = true;
             grpc_call_resume(w->c);
         }
     }
+    uv_mutex_unlock(&a->watch_mu);
 }
 
 static const grpc_method methods[] = {

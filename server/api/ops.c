@@ -116,7 +116,7 @@ void api_metrics(request *r)
     http_render_metrics(r->t, &o);
     api_state *a = s->app;
     if (a->grpc != NULL)
-        grpc_render_metrics(a->grpc, &o);
+        grpc_door_render_metrics(a->grpc, &o);
     sched_render_metrics(api_sched(r), &o);
     if (seq_enabled(a->seqs))
         seq_render_metrics(a->seqs, &o);

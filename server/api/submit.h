@@ -46,7 +46,7 @@
  * and keeps it, with the job's buffers, alive until the job has ended:
  * submit_finish() has run, or submit_start() returned without suspending.
  * Threading: submit_start() and submit_finish() on the door's thread (an
- * HTTP thread; gRPC's loop thread); door->resume and door->gone on any
+ * HTTP thread; a gRPC loop thread); door->resume and door->gone on any
  * thread (a worker, the scheduler's tick).
  */
 #ifndef TALLY_API_SUBMIT_H

@@ -228,6 +228,11 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  c->state_fsync);
         return false;
     }
+    if (c->grpc_threads > TALLYD_GRPC_THREADS_MAX) {
+        snprintf(msg, msglen, "grpc-threads is at most %u, not %u",
+                 TALLYD_GRPC_THREADS_MAX, c->grpc_threads);
+        return false;
+    }
     if (strcmp(c->placement, "cost") != 0
         && strcmp(c->placement, "device") != 0) {
         snprintf(msg, msglen, "placement must be cost or device, not \"%s\"",

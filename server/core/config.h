@@ -78,6 +78,10 @@
       "device workers, one command queue each")                                \
     X(http_threads, "http-threads", "TALLY_HTTP_THREADS", UINT, "2",           \
       "threads serving HTTP connections")                                      \
+    X(grpc_threads, "grpc-threads", "TALLY_GRPC_THREADS", UINT, "0",           \
+      "event loops serving gRPC connections, each its own connections end "   \
+      "to end (one listener deals them out in turn), 1 to 64; 0: as many "    \
+      "as --http-threads")                                                     \
     X(queue_depth, "queue-depth", "TALLY_QUEUE_DEPTH", UINT, "1024",           \
       "jobs that may wait for a worker; more get 503 with Retry-After")        \
     X(max_body_bytes, "max-body-bytes", "TALLY_MAX_BODY_BYTES", SIZE,          \
@@ -202,6 +206,9 @@
       "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",                            \
       "GnuTLS priority string: protocol versions and ciphers offered")
 
+/* --grpc-threads' most: the gRPC door's loops (grpc.h) */
+#define TALLYD_GRPC_THREADS_MAX 64
+
 /* --access-log, read from its text */
 typedef enum {
     TALLYD_ACCESS_OFF,
@@ -214,7 +221,8 @@ typedef struct {
         *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
         *tls_key, *tls_priorities, *access_log, *state_dir,
         *state_fsync, *fault_state, *placement;
-    unsigned workers, http_threads, queue_depth, timeout_ms, idle_timeout_s,
+    unsigned workers, http_threads, grpc_threads, queue_depth, timeout_ms,
+        idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
         max_client_connections, max_batch, max_queue_delay_us, inline_max,
         json_inline_max, fault_delay_ms, fault_device, fault_every,

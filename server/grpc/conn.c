@@ -38,6 +38,7 @@ static void conn_free(uv_handle_t *h)
     free(c->rbuf);
     free(c);
     atomic_fetch_sub(&t->open_connections, 1);
+    atomic_fetch_sub(t->open_all, 1);
 }
 
 void h2_conn_close(grpc_conn *c)
@@ -136,6 +137,7 @@ static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
     uv_tcp_init(t->loop, &c->tcp);
     c->tcp.data = c;
     atomic_fetch_add(&t->open_connections, 1);
+    long long open_all = atomic_fetch_add(t->open_all, 1) + 1;
     c->next = t->conns;
     if (t->conns != NULL)
         t->conns->prev = c;
@@ -149,8 +151,7 @@ static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
     if (rc != 0 || c->rbuf == NULL
         || (t->tls != NULL && (c->tls == NULL || c->plain == NULL))
         || t->quiescing
-        || atomic_load(&t->open_connections)
-               > (long long)t->s->cfg.max_connections
+        || open_all > (long long)t->s->cfg.max_connections
         || !h2_session_open(c)) {
         atomic_fetch_add_explicit(&t->c.refused, 1, memory_order_relaxed);
         c->closing = true;
@@ -166,8 +167,18 @@ static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
 
 void h2_on_connection(uv_stream_t *server, int status)
 {
-    if (status >= 0)
-        conn_open(server->data, server, -1);
+    grpc_transport *t = server->data;
+    if (status < 0)
+        return;
+    if (t->door != NULL && t->door->n > 1)
+        grpc_door_deal(t->door, server); /* may hand it to another loop */
+    else
+        conn_open(t, server, -1);
+}
+
+void grpc_accept_here(grpc_transport *t, uv_stream_t *server)
+{
+    conn_open(t, server, -1);
 }
 
 void grpc_adopt(grpc_transport *t, int fd)

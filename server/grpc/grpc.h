@@ -41,7 +41,9 @@
  *
  * Threading: everything runs on the loop thread that grpc_start() was
  * given, except grpc_call_resume() and grpc_call_gone(), which any thread
- * may call, and grpc_open_connections() and grpc_render_metrics().
+ * may call, and grpc_open_connections() and grpc_render_metrics(). A
+ * door on several loops (grpc_door, below) is several transports, each
+ * on its own loop thread.
  */
 #ifndef TALLY_GRPC_H
 #define TALLY_GRPC_H
@@ -110,6 +112,12 @@ typedef struct {
     unsigned port;
     bool listening, quiescing, started;
     atomic_llong open_connections;
+    /* every loop's connections (grpc_door), for --max-connections: the
+     * door's count, or open_connections when the transport is alone */
+    atomic_llong *open_all;
+    /* the door whose first transport this is (it deals the connections
+     * its listener accepts out to the door's loops); NULL: none */
+    struct grpc_door *door;
     grpc_counters c;
 } grpc_transport;
 
@@ -118,6 +126,14 @@ typedef struct {
 bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
                 const grpc_service *svc, auth_tokens *auth, char *msg,
                 size_t msglen);
+
+/* As grpc_start(); without `listen`, the transport has no listener and
+ * serves the connections grpc_adopt() gives it (a grpc_door's other
+ * loops). open_all counts the connections of every transport of a door
+ * (NULL: this one's alone). */
+bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
+                   const grpc_service *svc, auth_tokens *auth, bool listen,
+                   atomic_llong *open_all, char *msg, size_t msglen);
 
 /* Serves fd, a connected stream socket (the fuzz harness's socket pairs),
  * as a connection it now owns. Loop thread. */
@@ -141,6 +157,68 @@ void grpc_sweep(grpc_transport *t);
 
 /* Appends the transport's section of /metrics. Any thread. */
 void grpc_render_metrics(grpc_transport *t, textbuf *o);
+
+/* The same for the transports t[0..n), their counters summed. */
+void grpc_render_metrics_n(grpc_transport *t, unsigned n, textbuf *o);
+
+/*
+ * The door on several loops (--grpc-threads): n transports, t[0] on the
+ * caller's loop (tallyd's main loop, which also runs the door's sweep and
+ * drain for it) and each other one on a loop thread of its own, which
+ * owns its connections end to end (reading, HTTP/2, calls, answers) and
+ * sweeps them every 100 ms. One acceptor: t[0]'s listener accepts every
+ * connection and deals them out in turn, keeping every n-th and handing
+ * the others to their loops (the socket through a queue and an async).
+ * One listening socket, so a second server on the same port still fails
+ * to bind, as it would with one loop (SO_REUSEPORT would let it share the
+ * port silently). A call resumed from any thread goes back to its own
+ * loop (grpc_call_resume). Each transport counts on its own counters;
+ * /metrics sums them, and --max-connections counts every loop's
+ * connections together (one atomic, at accept). With n = 1 it is the one
+ * transport as before.
+ *
+ * Threading: grpc_door_start, _quiesce, _sweep and _stop on the caller's
+ * loop thread; _open_connections and _render_metrics on any thread.
+ */
+#define GRPC_MAX_LOOPS TALLYD_GRPC_THREADS_MAX /* config.h */
+
+typedef struct grpc_loop grpc_loop;
+
+typedef struct grpc_door {
+    grpc_transport t[GRPC_MAX_LOOPS];
+    grpc_loop *loops[GRPC_MAX_LOOPS]; /* [1..n): the threads' */
+    unsigned n;
+    unsigned next; /* the loop the next connection goes to (t[0]'s loop) */
+    atomic_llong open_all;
+} grpc_door;
+
+/* t[0]'s listener has a connection: accepts it into t[0] or hands it to
+ * the next loop in turn. t[0]'s loop thread (conn.c). */
+void grpc_door_deal(grpc_door *d, uv_stream_t *server);
+
+/* Starts n (1..GRPC_MAX_LOOPS) transports, the first on loop, listening
+ * on s->cfg.grpc_listen (d->t[0].port is the port), the others on threads
+ * of their own. False with msg when any cannot start (those started are
+ * stopped again). */
+bool grpc_door_start(grpc_door *d, tallyd_server *s, uv_loop_t *loop,
+                     unsigned n, const grpc_service *svc, auth_tokens *auth,
+                     char *msg, size_t msglen);
+
+/* grpc_quiesce() on every loop: the first at once, the others through
+ * their loops (asynchronously). */
+void grpc_door_quiesce(grpc_door *d);
+
+/* grpc_sweep() of the first loop's transport (the others sweep
+ * themselves). */
+void grpc_door_sweep(grpc_door *d);
+
+/* grpc_stop() on every loop, the threads joined. Call only when no call
+ * is in flight (at the end of a drain). */
+void grpc_door_stop(grpc_door *d);
+
+long long grpc_door_open_connections(grpc_door *d);
+
+void grpc_door_render_metrics(grpc_door *d, textbuf *o);
 
 /* ---- a call (handlers; loop thread unless said) ---- */
 

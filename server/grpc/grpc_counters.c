@@ -9,8 +9,32 @@
 
 void grpc_render_metrics(grpc_transport *t, textbuf *o)
 {
-    grpc_counters *k = &t->c;
+    grpc_render_metrics_n(t, 1, o);
+}
+
+void grpc_render_metrics_n(grpc_transport *t, unsigned n, textbuf *o)
+{
+    /* each loop's own counters, summed: nothing is shared on the calls'
+     * path */
+    struct {
+        unsigned long long opened, refused, calls, resets_received,
+            abuse_closed, bytes_in, bytes_out;
+    } sum = {0}, *k = &sum;
+    long long open = 0;
 #define LOAD(x) ((unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed))
+    for (unsigned i = 0; i < n; i++) {
+        grpc_counters *c = &t[i].c;
+        sum.opened += LOAD(c->opened);
+        sum.refused += LOAD(c->refused);
+        sum.calls += LOAD(c->calls);
+        sum.resets_received += LOAD(c->resets_received);
+        sum.abuse_closed += LOAD(c->abuse_closed);
+        sum.bytes_in += LOAD(c->bytes_in);
+        sum.bytes_out += LOAD(c->bytes_out);
+        open += grpc_open_connections(&t[i]);
+    }
+#undef LOAD
+#define LOAD(x) (x)
     textbuf_put(o,
                 "# HELP tally_grpc_connections_total gRPC connections "
                 "accepted.\n# TYPE tally_grpc_connections_total counter\n"
@@ -38,9 +62,18 @@ void grpc_render_metrics(grpc_transport *t, textbuf *o)
                 "# HELP tally_grpc_sent_bytes_total Bytes written to gRPC "
                 "connections.\n# TYPE tally_grpc_sent_bytes_total counter\n"
                 "tally_grpc_sent_bytes_total %llu\n",
-                LOAD(k->opened), grpc_open_connections(t), LOAD(k->refused),
+                LOAD(k->opened), open, LOAD(k->refused),
                 LOAD(k->calls), LOAD(k->resets_received),
                 LOAD(k->abuse_closed),
                 LOAD(k->bytes_in), LOAD(k->bytes_out));
 #undef LOAD
+    textbuf_put(o, "# HELP tally_grpc_loop_connections_total gRPC connections "
+                   "each loop took (--grpc-threads; the acceptor deals "
+                   "them out in turn).\n# TYPE tally_grpc_loop_connections_total "
+                   "counter\n");
+    for (unsigned i = 0; i < n; i++)
+        textbuf_put(o, "tally_grpc_loop_connections_total{loop=\"%u\"} %llu\n",
+                    i,
+                    (unsigned long long)atomic_load_explicit(
+                        &t[i].c.opened, memory_order_relaxed));
 }

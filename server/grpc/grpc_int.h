@@ -3,6 +3,8 @@
  * else (grpc.h is the door's API):
  *   transport.c  the listener, the resume queue, drain and the sweep
  *                (grpc.h's lifecycle);
+ *   loops.c      the door on several loops (grpc_door): the other
+ *                loops' threads, started, asked to quiesce and stopped;
  *   grpc_counters.c  the door's section of /metrics;
  *   conn.c       one connection: the socket, TLS input, reading, closing;
  *   session.c    the nghttp2 session glue, the only file that includes
@@ -15,7 +17,8 @@
  *                decompression (framing.h; knows neither nghttp2 nor
  *                libuv).
  *
- * Objects and who owns them (all on the loop thread):
+ * Objects and who owns them (each on its transport's loop thread: the
+ * loop thread, or a gRPC loop thread's, loops.c):
  *   conn    one TCP connection and its nghttp2 session; in t->conns until
  *           its handle has closed.
  *   stream  one HTTP/2 stream (one RPC): its headers, the message being
@@ -35,7 +38,8 @@
  * scanned to the socket in one writev, never copied. Each batch is one
  * uv_write holding references on the calls it points into.
   *
- * Threading: everything here runs on the loop thread, except what grpc.h
+ * Threading: everything here runs on its transport's loop thread (the
+ * loop thread, or one of the gRPC loop threads), except what grpc.h
  * says any thread may call.
  */
 #ifndef TALLY_GRPC_INT_H
@@ -194,6 +198,8 @@ void h2_conn_close(grpc_conn *c);
  * neither side has more to say. */
 void h2_conn_pump(grpc_conn *c);
 void h2_on_connection(uv_stream_t *server, int status);
+/* Accepts the listener's waiting connection into t (conn.c). */
+void grpc_accept_here(grpc_transport *t, uv_stream_t *server);
 
 /* session.c: the session, and what the other files ask of it */
 bool h2_callbacks_init(void);

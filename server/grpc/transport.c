@@ -62,11 +62,19 @@ bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
                 const grpc_service *svc, auth_tokens *auth, char *msg,
                 size_t msglen)
 {
+    return grpc_start_on(t, s, loop, svc, auth, true, NULL, msg, msglen);
+}
+
+bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
+                   const grpc_service *svc, auth_tokens *auth, bool listen,
+                   atomic_llong *open_all, char *msg, size_t msglen)
+{
     memset(t, 0, sizeof *t);
     t->s = s;
     t->svc = svc;
     t->auth = auth;
     t->loop = loop;
+    t->open_all = open_all != NULL ? open_all : &t->open_connections;
     if (!h2_callbacks_init()) {
         snprintf(msg, msglen, "gRPC: out of memory");
         return false;
@@ -90,6 +98,13 @@ bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
         t->tls = grpc_tls_new(s->cfg.tls_cert, s->cfg.tls_key, msg, msglen);
         if (t->tls == NULL)
             return false;
+    }
+    if (!listen) { /* another loop's: connections come through grpc_adopt */
+        uv_mutex_init(&t->mu);
+        uv_async_init(loop, &t->wake, on_wake);
+        t->wake.data = t;
+        t->started = true;
+        return true;
     }
     uv_tcp_init(loop, &t->listener);
     t->listener.data = t;

@@ -71,7 +71,7 @@ def dead_port():
 
 
 # tallyd's start lines name the ports it bound: "... listening on ADDR
-# (port N, HTTP...)" and "gRPC listening on ADDR (port N, h2c)".
+# (port N, HTTP...)" and "gRPC listening on ADDR (port N, h2c, K loops)".
 _HTTP_PORT = re.compile(r'"msg":"tallyd \S+ listening on \S+ \(port (\d+),')
 _GRPC_PORT = re.compile(r'"msg":"gRPC listening on \S+ \(port (\d+),')
 

@@ -376,6 +376,66 @@ def test_drain_finishes_every_call(spawn):
     assert d.proc.wait(30) == 0, d.log()
 
 
+@pytest.mark.concurrency
+def test_connections_spread_over_loops_and_drain(spawn):
+    """--grpc-threads 4: sixteen connections (a client each, with its own
+    subchannel) are dealt out to the loops in turn, four each (each loop
+    counts its own; /metrics sums them); calls on all of them at once,
+    then a drain under load: every call sent is answered right, and the
+    process exits 0."""
+    d = spawn("--grpc-threads", "4", "--fault-delay-ms", "300", "--workers", "2",
+              "--inline-max-elements", "0")
+    assert re.search(r"gRPC listening on \S+ \(port \d+, h2c, 4 loops\)", d.log()), d.log()
+    clients = [grpcclient.InferenceServerClient(
+        "127.0.0.1:%d" % d.grpc_port, channel_args=[("grpc.use_local_subchannel_pool", 1)])
+        for _ in range(16)]
+    x = np.arange(100, dtype=np.int64)
+    for c in clients:  # each opens its connection
+        assert np.array_equal(infer(c, x).as_numpy("y"), np.cumsum(x))
+    text = d.request("GET", "/metrics")[2].decode()
+    per_loop = {int(k): float(v) for k, v in re.findall(
+        r'^tally_grpc_loop_connections_total\{loop="(\d+)"\} (\S+)$', text, re.M)}
+    assert sorted(per_loop) == [0, 1, 2, 3], per_loop
+    assert per_loop == {0: 4, 1: 4, 2: 4, 3: 4}, per_loop
+    assert d.metric("tally_grpc_connections_total") == 16
+    assert d.metric("tally_grpc_open_connections") == 16
+    assert d.metric("tally_grpc_calls_total") == 16
+    results = [None] * 16
+
+    def one(i):
+        results[i] = infer(clients[i], x + i).as_numpy("y")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    # every call received whole (none answered yet: 300 ms a job, two
+    # workers), then the drain
+    eventually(lambda: d.metric("tally_grpc_calls_total"), 32)
+    d.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(30)
+    for i in range(16):
+        assert results[i] is not None and np.array_equal(results[i], np.cumsum(x + i)), i
+    assert d.proc.wait(30) == 0, d.log()
+
+
+def test_a_second_server_on_the_grpc_port_fails_to_start(spawn, tmp_path):
+    """One listening socket however many loops: a second tallyd told to
+    use the first one's gRPC port (both with 2 loops) stops with a message
+    that names it, instead of sharing the port."""
+    from conftest import TALLYD
+    d = spawn("--grpc-threads", "2")
+    env = dict(os.environ, POCL_CACHE_DIR=str(tmp_path / "pocl"))
+    r = subprocess.run([TALLYD, "--listen", "127.0.0.1:0", "--grpc-listen",
+                        "127.0.0.1:%d" % d.grpc_port, "--grpc-threads", "2",
+                        "--device", "host"], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert r.returncode == 1, r.stderr
+    assert "cannot listen for gRPC on 127.0.0.1:%d" % d.grpc_port in r.stderr, r.stderr
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    assert c.is_server_ready()
+
+
 def test_second_client_typed_contents(tallyd, stubs):
     out = run_stub_client(tallyd, stubs, "typed")
     assert "typed contents: 10 dtypes ok" in out, out
