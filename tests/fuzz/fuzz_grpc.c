@@ -45,7 +45,8 @@
 
 static tallyd_server server;
 static api_state app;
-static grpc_transport transport;
+static grpc_door door; /* one loop: the transport is door.t[0] */
+#define transport (door.t[0])
 static eng_engine *engine;
 static uv_loop_t loop;
 
@@ -73,10 +74,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char msg[1024];
     tallyd_server *s = &server;
     uv_loop_init(&loop);
-    FUZZ_CHECK(grpc_start(&transport, s, &loop, &api_grpc_service, NULL, msg,
-                          sizeof msg),
+    FUZZ_CHECK(grpc_door_start(&door, s, &loop, 1, &api_grpc_service, NULL,
+                               msg, sizeof msg),
                "%s", msg);
-    app.grpc = &transport;
+    app.grpc = &door;
     return 0;
 }
 
