@@ -710,6 +710,15 @@ static void stats_snapshots_agree(void)
     unsigned bad = 0;
     stats_view *v = malloc(sizeof *v);
     CHECK(v != NULL, "malloc");
+    /* until the counting threads have run (on a loaded machine they may
+     * start late: the render below must see counts, and did not once
+     * inside a container build beside the integration suite) */
+    for (int tries = 0; tries < 10000; tries++) {
+        stats_snapshot(&racing_stats, v);
+        if (v->success.count > 0)
+            break;
+        uv_sleep(1);
+    }
     for (int i = 0; i < 20000; i++) {
         stats_snapshot(&racing_stats, v);
         uint64_t n = v->success.count;
