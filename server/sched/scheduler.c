@@ -526,11 +526,12 @@ static bool run_batch(worker *w, job **jobs, size_t n)
         return true;
     /* its device in the pool: there, or on the host if that is cheaper
      * (a host stream that cannot be had leaves it on the device) */
+    void *host;
     if (!on_host && place_on_host(w, bytes, &why_here)
-        && (stream = host_stream(w, why, sizeof why)) != NULL)
+        && (host = host_stream(w, why, sizeof why)) != NULL) {
         on_host = true;
-    else if (!on_host)
-        stream = w->stream;
+        stream = host;
+    }
     unsigned backend = on_host ? SCHED_MAX_DEVICES : w->device;
     count(&s->c.placements[backend][why_here], live);
     eng_batch_times t = {0};

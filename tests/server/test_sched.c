@@ -1770,20 +1770,43 @@ static size_t host_in_tail(const rec *r, size_t n, size_t tail)
     return k;
 }
 
+/* A started scheduler over f (initialised here) with one worker, one
+ * device and `placement`, where a launch costs dev_ns on the device and
+ * host_ns on the host. */
+static sched *cost_sched(fake *f, unsigned long long dev_ns,
+                         unsigned long long host_ns, unsigned placement,
+                         unsigned depth)
+{
+    fake_init(f);
+    atomic_store(&f->cost_ns[0], dev_ns);
+    atomic_store(&f->cost_ns[4], host_ns);
+    sched_options o = options(1, 1, depth, 1);
+    o.placement = placement;
+    sched *s = new_sched(f, &o);
+    start(s);
+    return s;
+}
+
+/* tally_placements_total{backend, reason} in the metrics text m; 0 when
+ * absent. */
+static unsigned long long placed(const char *m, const char *backend,
+                                 const char *reason)
+{
+    char key[128];
+    snprintf(key, sizeof key, "{backend=\"%s\",reason=\"%s\"} ", backend,
+             reason);
+    const char *p = strstr(m, key);
+    return p != NULL ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
 static void placement_cost(void)
 {
     enum { N = 300 };
     static rec r[N];
     fake f;
-    fake_init(&f);
     /* a device five times slower than the host's cores (a GPU behind
      * PCIe beside idle cores) */
-    atomic_store(&f.cost_ns[0], 50000);
-    atomic_store(&f.cost_ns[4], 10000);
-    sched_options o = options(1, 1, N, 1);
-    o.placement = SCHED_PLACE_COST;
-    sched *s = new_sched(&f, &o);
-    start(s);
+    sched *s = cost_sched(&f, 50000, 10000, SCHED_PLACE_COST, N);
     size_t dev, host;
     place_phase(s, r, N, &dev, &host);
     printf("    slow device: %zu on the device, %zu on the host\n", dev, host);
@@ -1801,16 +1824,10 @@ static void placement_cost(void)
                            "\"explore\"}")
                      != NULL,
           "metrics name the placements:\n%s", m);
-    unsigned long long hc = 0, he = 0, dc = 0, de = 0;
-    const char *p;
-    if ((p = strstr(m, "{backend=\"host\",reason=\"cost\"} ")) != NULL)
-        hc = strtoull(strchr(p, ' ') + 1, NULL, 10);
-    if ((p = strstr(m, "{backend=\"host\",reason=\"explore\"} ")) != NULL)
-        he = strtoull(strchr(p, ' ') + 1, NULL, 10);
-    if ((p = strstr(m, "{backend=\"dev0\",reason=\"cost\"} ")) != NULL)
-        dc = strtoull(strchr(p, ' ') + 1, NULL, 10);
-    if ((p = strstr(m, "{backend=\"dev0\",reason=\"explore\"} ")) != NULL)
-        de = strtoull(strchr(p, ' ') + 1, NULL, 10);
+    unsigned long long hc = placed(m, "host", "cost"),
+                       he = placed(m, "host", "explore"),
+                       dc = placed(m, "dev0", "cost"),
+                       de = placed(m, "dev0", "explore");
     CHECK(hc + he == host && dc + de == dev && dc == 0,
           "counted by backend and reason: host %llu+%llu of %zu, device "
           "%llu+%llu of %zu",
@@ -1841,13 +1858,7 @@ static void placement_fast_device(void)
     enum { N = 300 };
     static rec r[N];
     fake f;
-    fake_init(&f);
-    atomic_store(&f.cost_ns[0], 10000);
-    atomic_store(&f.cost_ns[4], 80000);
-    sched_options o = options(1, 1, N, 1);
-    o.placement = SCHED_PLACE_COST;
-    sched *s = new_sched(&f, &o);
-    start(s);
+    sched *s = cost_sched(&f, 10000, 80000, SCHED_PLACE_COST, N);
     size_t dev, host;
     place_phase(s, r, N, &dev, &host);
     printf("    fast device: %zu on the device, %zu on the host\n", dev, host);
@@ -1856,12 +1867,7 @@ static void placement_fast_device(void)
     stop_and_check(s, &f, r, N, "fast device");
 
     /* --placement=device: never the host, whatever it costs */
-    fake_init(&f);
-    atomic_store(&f.cost_ns[0], 80000);
-    atomic_store(&f.cost_ns[4], 10000);
-    o.placement = SCHED_PLACE_DEVICE;
-    s = new_sched(&f, &o);
-    start(s);
+    s = cost_sched(&f, 80000, 10000, SCHED_PLACE_DEVICE, N);
     place_phase(s, r, 100, &dev, &host);
     CHECK(dev == 100 && host == 0, "placement device: %zu / %zu", dev, host);
     CHECK(strcmp(r[0].j.placement, "device") == 0, "reason device: %s",
