@@ -1095,9 +1095,11 @@ static void errors(void)
 /* ------------------------------------------------------------------------
  * Every kernel on shapes the planner would not give it, through the
  * OpenCL layer directly: each kernel that fits the shape, with random
- * tile parameters, on the tiny-tile layouts.
+ * tile parameters, on the tiny-tile layouts. One case a layout, so that
+ * bench-node can give each its own process: a GPU's compiler takes about
+ * a minute for a layout's programs.
  */
-static void forced_kernels(void)
+static void forced_kernels(const char *layout)
 {
     char msg[512];
     eng_cl_device dev;
@@ -1107,69 +1109,79 @@ static void forced_kernels(void)
         CHECK(0, "no OpenCL device: %s", msg);
         return;
     }
-    /* the backends' layouts (whose programs PoCL has cached by now), one
-     * with an odd number of persistent work-groups */
-    static const char *layouts[] = {"cpu,row_k=16,col_w=16,blk=2",
-                                    "gpu,wg=8,row_k=8,col_w=8,blk=3",
-                                    "cpu,groups=5",
-                                    "gpu",
-                                    "cpu,row_k=8,col_w=8,blk=2,lazy=1",
-                                    "gpu,wg=4,row_k=8,col_w=8,blk=2,lazy=1"};
-    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
-        eng_cl_layout L;
-        CHECK(eng_cl_layout_for(&dev, layouts[li], &L), "layout %s",
-              layouts[li]);
-        eng_cl_programs progs;
-        eng_cl_programs_init(&progs, &dev, &L);
-        eng_cl_stream *s = eng_cl_stream_new(&progs, msg, sizeof msg);
-        CHECK(s != NULL, "stream: %s", msg);
-        for (int c = 0; c < 150 && s != NULL; c++) {
-            eng_scan_desc d = {.dtype = (tx_dtype)check_below(TX_NDTYPES),
-                               .rank = 3};
-            bool rows = check_below(2);
-            d.shape[0] = 1 + check_below(4);
-            d.shape[1] = 1 + check_below(check_below(3) ? 40 : 400);
-            d.shape[2] = rows ? 1 : 1 + check_below(check_below(2) ? 9 : 70);
-            d.axis = 1;
-            d.reverse = check_below(2);
-            d.exclusive = check_below(2);
-            eng_lines l;
-            eng_lines_from_desc(&d, &l, NULL, 0);
-            eng_cl_kernel_id k = rows ? (eng_cl_kernel_id)check_below(4)
-                                      : (eng_cl_kernel_id)(2 + check_below(2));
-            uint64_t hint = check_below(2 * d.shape[1] + 2);
-            eng_cl_plan p;
-            eng_cl_plan_force(&l, &L, k, hint, &p);
+    eng_cl_layout L;
+    CHECK(eng_cl_layout_for(&dev, layout, &L), "layout %s", layout);
+    eng_cl_programs progs;
+    eng_cl_programs_init(&progs, &dev, &L);
+    eng_cl_stream *s = eng_cl_stream_new(&progs, msg, sizeof msg);
+    CHECK(s != NULL, "stream: %s", msg);
+    for (int c = 0; c < 150 && s != NULL; c++) {
+        eng_scan_desc d = {.dtype = (tx_dtype)check_below(TX_NDTYPES),
+                           .rank = 3};
+        bool rows = check_below(2);
+        d.shape[0] = 1 + check_below(4);
+        d.shape[1] = 1 + check_below(check_below(3) ? 40 : 400);
+        d.shape[2] = rows ? 1 : 1 + check_below(check_below(2) ? 9 : 70);
+        d.axis = 1;
+        d.reverse = check_below(2);
+        d.exclusive = check_below(2);
+        eng_lines l;
+        eng_lines_from_desc(&d, &l, NULL, 0);
+        eng_cl_kernel_id k = rows ? (eng_cl_kernel_id)check_below(4)
+                                  : (eng_cl_kernel_id)(2 + check_below(2));
+        uint64_t hint = check_below(2 * d.shape[1] + 2);
+        eng_cl_plan p;
+        eng_cl_plan_force(&l, &L, k, hint, &p);
 
-            size_t count = (size_t)l.elements;
-            void *in = check_alloc(count * 8), *out = check_alloc(count * 8);
-            ref_random(d.dtype, in, count, false);
-            ref_result r;
-            ref_scan(&d, in, &r);
-            ref_poison(&r, out);
-            eng_err e = eng_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
-            char what[200];
-            snprintf(what, sizeof what,
-                     "%s %s %s %llux%llux%llu%s%s (hint %llu, %llu tiles)",
-                     layouts[li], eng_cl_kernel_name(k), tx_dtype_name(d.dtype),
-                     (unsigned long long)d.shape[0],
-                     (unsigned long long)d.shape[1],
-                     (unsigned long long)d.shape[2], d.reverse ? " rev" : "",
-                     d.exclusive ? " excl" : "", (unsigned long long)hint,
-                     (unsigned long long)p.ntiles);
-            if (e != ENG_E_OK)
-                CHECK(0, "%s: %s", what, msg);
-            else
-                CHECK(ref_compare(&r, out, what) == 0, "%s: wrong result",
-                      what);
-            ref_free(&r);
-            free(in);
-            free(out);
-        }
-        eng_cl_stream_free(s);
-        eng_cl_programs_free(&progs);
+        size_t count = (size_t)l.elements;
+        void *in = check_alloc(count * 8), *out = check_alloc(count * 8);
+        ref_random(d.dtype, in, count, false);
+        ref_result r;
+        ref_scan(&d, in, &r);
+        ref_poison(&r, out);
+        eng_err e = eng_cl_scan_plan(s, &l, &p, in, out, msg, sizeof msg);
+        char what[200];
+        snprintf(what, sizeof what,
+                 "%s %s %s %llux%llux%llu%s%s (hint %llu, %llu tiles)",
+                 layout, eng_cl_kernel_name(k), tx_dtype_name(d.dtype),
+                 (unsigned long long)d.shape[0],
+                 (unsigned long long)d.shape[1],
+                 (unsigned long long)d.shape[2], d.reverse ? " rev" : "",
+                 d.exclusive ? " excl" : "", (unsigned long long)hint,
+                 (unsigned long long)p.ntiles);
+        if (e != ENG_E_OK)
+            CHECK(0, "%s: %s", what, msg);
+        else
+            CHECK(ref_compare(&r, out, what) == 0, "%s: wrong result",
+                  what);
+        ref_free(&r);
+        free(in);
+        free(out);
     }
+    eng_cl_stream_free(s);
+    eng_cl_programs_free(&progs);
     eng_cl_device_close(&dev);
+}
+
+/* the backends' layouts (whose programs PoCL has cached by now), one with
+ * an odd number of persistent work-groups, and tiny tiles */
+static void forced_kernels_cpu_tiles(void)
+{
+    forced_kernels("cpu,row_k=16,col_w=16,blk=2");
+}
+static void forced_kernels_gpu_tiles(void)
+{
+    forced_kernels("gpu,wg=8,row_k=8,col_w=8,blk=3");
+}
+static void forced_kernels_cpu_groups(void) { forced_kernels("cpu,groups=5"); }
+static void forced_kernels_gpu(void) { forced_kernels("gpu"); }
+static void forced_kernels_cpu_lazy(void)
+{
+    forced_kernels("cpu,row_k=8,col_w=8,blk=2,lazy=1");
+}
+static void forced_kernels_gpu_lazy(void)
+{
+    forced_kernels("gpu,wg=4,row_k=8,col_w=8,blk=2,lazy=1");
 }
 
 /* ------------------------------------------------------------------------
@@ -1431,7 +1443,12 @@ static const check_case cases[] = {
     {"strided_kernels", strided_kernels},
     {"strided_errors", strided_errors},
     {"errors", errors},
-    {"forced_kernels", forced_kernels},
+    {"forced_kernels_cpu_tiles", forced_kernels_cpu_tiles},
+    {"forced_kernels_gpu_tiles", forced_kernels_gpu_tiles},
+    {"forced_kernels_cpu_groups", forced_kernels_cpu_groups},
+    {"forced_kernels_gpu", forced_kernels_gpu},
+    {"forced_kernels_cpu_lazy", forced_kernels_cpu_lazy},
+    {"forced_kernels_gpu_lazy", forced_kernels_gpu_lazy},
     {"concurrent_streams", concurrent_streams},
     {"copies_and_streaming", copies_and_streaming},
     {"layout_limits", layout_limits},
