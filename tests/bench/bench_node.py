@@ -3,11 +3,10 @@
 
 What a user deciding what to deploy on a 16-core node with a GPU needs, in
 one JSON file (--out, default build/bench-node.json, written after each
-part) and a readable log. The parts run in the order 2, 1, 3, 4: the
-engine first (a minute, and it shows whether the device works at all),
-then correctness, stopped at 45% of --budget so that the measurements
-after it still run, then the service and the scaling, and on a GPU the
-layout sweep last:
+part) and a readable log. The parts run in the order 1, 2, 3, 4, and on a
+GPU the layout sweep last: correctness first, stopped at 45% of --budget
+so that the measurements after it still run, with the sweep's layouts
+built beside it (the device's compiler is what both spend their time in):
 
 1. correctness on the device: test_engine and test_accuracy with
    TALLY_TEST_DEVICE set to the device (every dtype, layout and mode);
@@ -25,11 +24,14 @@ layout sweep last:
    float32 tensors in KServe's binary form over REST (wrk), and the same
    three over gRPC (h2load, unary ModelInfer), each against tallyd with
    `--device host`, the device alone (`--placement device`) and the
-   default pool (no --device; jobs placed by cost):
-   requests/s, p99 and errors;
+   default pool (no --device; jobs placed by cost): requests/s, p99 and
+   errors. The three tallyds run side by side and each cell goes to them
+   in turn, --rounds times (2), the order turned each round; a cell's
+   figure is the mean of its rounds;
 4. scaling: the small JSON run at c=64 with 1, 2, 4, 8 and 16 HTTP threads,
    and h2load's small gRPC run with 1 to 16 gRPC loop threads where tallyd
-   has --grpc-threads (else that row says so).
+   has --grpc-threads (else that row says so); the load tools get half the
+   node's cores here, a quarter in part 3.
 
 The device is the first GPU `tallyd --list-devices` shows, or else the
 first OpenCL device (PoCL's CPU device on the project's machine). Errors,
@@ -49,7 +51,7 @@ default pool only, and tallyd without --warmup (the host answers while a
 device builds).
 
 usage: bench_node.py [--tiny] [--out PATH] [--seconds S] [--only PARTS]
-                     [--budget S] [--stall S] [--layouts L;L...]
+                     [--budget S] [--stall S] [--rounds N] [--layouts L;L...]
 """
 import argparse
 import json
@@ -72,9 +74,12 @@ NODE = os.path.join(ROOT, "build", "node")
 PARTS = ("correctness", "engine", "layouts", "service", "scaling")
 # the GPU layouts the "layouts" part tries on the 16M rows, beside the
 # default (--layouts replaces them): threads a work-group, elements a
-# work-item in a row tile, columns a work-item, work-groups aimed for
-GPU_LAYOUTS = ("gpu,row_k=8", "gpu,row_k=16", "gpu,row_k=64", "gpu,wg=256,row_k=16",
-               "gpu,wg=64", "gpu,col_w=16", "gpu,col_w=32")
+# work-item in a row tile, columns a work-item, work-groups aimed for (the
+# default is 2 a compute unit). Those not yet tried on a GPU first, then the
+# two the H200's first sweep measured (BENCHMARKS.md).
+GPU_LAYOUTS = ("gpu,row_k=64", "gpu,wg=256,row_k=16", "gpu,wg=64", "gpu,col_w=16",
+               "gpu,col_w=32", "gpu,groups=1024", "gpu,row_k=8,groups=1024",
+               "gpu,row_k=8", "gpu,row_k=16")
 FAILED = []  # what went wrong, for the exit status and the JSON
 
 
@@ -357,6 +362,41 @@ def engine(env, device, tiny, layout=None, size=None):
             "seconds": round(time.time() - t0, 1)}
 
 
+def prebuild(env, device, layouts):
+    """The sweep's layouts, built beside the correctness part (which is the
+    device's compiler too, not a measurement): bench_engine on the 1M rows
+    under each, so that the driver's cache (NVIDIA's ~/.nv/ComputeCache)
+    holds their programs when the sweep times them. A minute or more each
+    on NVIDIA's compiler; in parallel, a minute for all."""
+    out = []
+    for spec in layouts:
+        cmd = [program("bench_engine"), "--packed", "--device", device, "--quick",
+               "--size", "1M", "--layout", spec]
+        out.append((spec, time.time(), subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)))
+    return out
+
+
+def finish_prebuild(builds, t0, budget):
+    """Waits for prebuild's processes, until a quarter of --budget past the
+    correctness part at most; stops the rest (the sweep then builds them
+    itself, timed apart from the scans). {layout: seconds or what
+    happened}"""
+    out = {}
+    deadline = max(time.time() + 30, t0 + 0.7 * budget)
+    for spec, started, proc in builds:
+        try:
+            _, err = proc.communicate(timeout=max(1, deadline - time.time()))
+            out[spec] = round(time.time() - started, 1) if proc.returncode == 0 else \
+                "%s: %s" % (exit_text(proc.returncode), err.strip()[-300:])
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[spec] = "stopped after %.0f s" % (time.time() - started)
+        log("layout %s built: %s" % (spec, out[spec]))
+    return out
+
+
 # ------------------------------------------------------------------ 3. the service
 def free_port():
     with socket.socket() as s:
@@ -595,7 +635,11 @@ def run_cell(env, d, cell, files, seconds, scratch, load_threads):
     return run_h2load(env, d, files[("grpc", n)][0], conns, load_threads, seconds, scratch)
 
 
-def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads):
+def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads, rounds):
+    """Each cell against the three tallyds in turn, `rounds` times, the
+    order turned each round, so that a drift of the node (clocks, another
+    tenant) falls on all three alike; all three run throughout (an idle
+    tallyd costs nothing). A cell's figure is the mean of its rounds."""
     configs = [("host", ["--device", "host"])]
     if device is not None and not tiny:
         # the device alone: nothing placed on the host by cost
@@ -603,42 +647,77 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
     if device is not None:
         configs.append(("default", []))
     out = {"http_threads": http_threads, "load_threads": load_threads, "seconds": seconds,
-           "configs": {}}
+           "rounds": rounds, "configs": {}}
+    servers = {}
     for name, args in configs:
         args = args + ["--http-threads", str(http_threads)]
         log("service, %s: tallyd %s" % (name, " ".join(args)))
         try:
-            d = Tallyd(env, args, scratch, name, warmup=not tiny)
+            servers[name] = (Tallyd(env, args, scratch, name, warmup=not tiny), args)
         except RuntimeError as e:
             fail("service %s: %s" % (name, e))
-            continue
-        res = {}
-        try:
+    runs = {name: {} for name in servers}  # name: key: [one result a round]
+    try:
+        for rnd in range(rounds):
             for cell in cells(tiny):
                 key = "%s %s c=%d" % (cell[0], cell[1], cell[3])
-                try:
-                    r = run_cell(env, d, cell, files, seconds, scratch, load_threads)
-                except OSError as e:  # tallyd stopped answering (urllib's errors are OSErrors)
-                    r = {"error": "no answer: %s" % e}
-                if d.proc.poll() is not None:
-                    # it died: say how, and go on with a new one so that the
-                    # other cells are still measured
-                    r = dict(r, error="tallyd ended during this cell: %s" % exit_text(
-                        d.proc.returncode))
-                res[key] = r
-                log("  %-22s %s" % (key, r))
-                if "error" in r or r.get("errors"):
-                    fail("service %s, %s: %s" % (name, key, r.get("error") or
-                                                 "%d errors" % r["errors"]))
-                if d.proc.poll() is not None:
-                    d.stop()
-                    d = Tallyd(env, args, scratch, name + "-again", warmup=not tiny)
-            m = d.metrics()
-            res["jobs"] = {k: v for k, v in m.items() if "jobs_total" in k}
-        except (OSError, RuntimeError) as e:
-            fail("service %s: %s" % (name, e))
-        finally:
+                order = list(servers)
+                k = rnd % max(1, len(order))
+                for name in order[k:] + order[:k]:
+                    d, args = servers[name]
+                    try:
+                        r = run_cell(env, d, cell, files, seconds, scratch, load_threads)
+                    except OSError as e:  # tallyd stopped answering (urllib's are OSErrors)
+                        r = {"error": "no answer: %s" % e}
+                    if d.proc.poll() is not None:
+                        # it died: say how, and go on with a new one so that
+                        # the other cells are still measured
+                        r = dict(r, error="tallyd ended during this cell: %s" % exit_text(
+                            d.proc.returncode))
+                    runs[name].setdefault(key, []).append(r)
+                    log("  %-8s %-22s round %d %s" % (name, key, rnd + 1, r))
+                    if "error" in r or r.get("errors"):
+                        fail("service %s, %s: %s" % (name, key, r.get("error") or
+                                                     "%d errors" % r["errors"]))
+                    if d.proc.poll() is not None:
+                        d.stop()
+                        try:
+                            servers[name] = (Tallyd(env, args, scratch, name + "-again",
+                                                    warmup=not tiny), args)
+                        except RuntimeError as e:
+                            fail("service %s: %s" % (name, e))
+                            del servers[name]
+                            break
+        for name, (d, _) in servers.items():
+            try:
+                m = d.metrics()
+                runs[name]["jobs"] = {k: v for k, v in m.items() if "jobs_total" in k}
+            except OSError as e:
+                fail("service %s: %s" % (name, e))
+    finally:
+        for d, _ in servers.values():
             d.stop()
+    for name, cellruns in runs.items():
+        res = {}
+        for key, rs in cellruns.items():
+            if key == "jobs":
+                res[key] = rs
+                continue
+            good = [r for r in rs if "rps" in r]
+            if not good:
+                res[key] = rs[-1]
+                continue
+            merged = dict(good[-1])
+            merged["rps"] = round(sum(r["rps"] for r in good) / len(good), 1)
+            p99 = [r["p99_ms"] for r in good if r.get("p99_ms") is not None]
+            merged["p99_ms"] = max(p99) if p99 else None
+            merged["errors"] = sum(r.get("errors", 0) for r in rs)
+            merged["answered"] = sum(r.get("answered", 0) for r in good)
+            merged["rounds_rps"] = [r["rps"] for r in good]
+            bad = [r["error"] for r in rs if "error" in r]
+            if bad:
+                merged["error"] = bad[0]
+            res[key] = merged
         out["configs"][name] = res
     return out
 
@@ -702,6 +781,9 @@ def main():
     ap.add_argument("--stall", type=float, default=None,
                     help="seconds a test program may print nothing before its case is "
                          "stopped as hung (default 150: a device compiler's first builds)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of the service's cells, each against the three tallyds "
+                         "in turn (default 2; --tiny 1)")
     ap.add_argument("--layouts", default="",
                     help="layouts for the layouts part, ';'-separated (default: a GPU sweep)")
     a = ap.parse_args()
@@ -729,26 +811,36 @@ def main():
             with open(a.out, "w") as f:
                 json.dump(result, f, indent=1)
 
+        layouts = ["gpu"] + (a.layouts.split(";") if a.layouts else list(GPU_LAYOUTS))
+        sweep = "layouts" in parts and (device == "gpu" or bool(a.layouts)) and not a.tiny
+        if "correctness" in parts and device is not None:
+            # at most 45% of --budget; the parts after it need the rest.
+            # The sweep's layouts are built beside it, so that the sweep
+            # at the end finds them in the driver's cache.
+            builds = prebuild(env, device, layouts[1:]) if sweep else []
+            result["correctness"] = correctness(env, device, a.tiny, 0.45 * a.budget, cores,
+                                                a.stall or (30 if a.tiny else 150))
+            result["correctness"]["layout_builds"] = finish_prebuild(builds, t0, a.budget)
+            save()
         if "engine" in parts and device is not None:
             result["engine"] = engine(env, device, a.tiny)
-            save()
-        if "correctness" in parts and device is not None:
-            # at most 45% of --budget; the parts after it need the rest
-            left = min(a.budget * 0.45, a.budget - (time.time() - t0) - 0.45 * a.budget)
-            result["correctness"] = correctness(env, device, a.tiny, max(60, left), cores,
-                                                a.stall or (30 if a.tiny else 150))
             save()
         files = bodies(scratch, a.tiny) if {"service", "scaling"} & set(parts) else {}
         if "service" in parts:
             result["service"] = service(env, device, a.tiny, seconds, scratch, files,
-                                        load_threads, cores)
+                                        load_threads, cores, a.rounds or (1 if a.tiny else 2))
             save()
         if "scaling" in parts:
-            result["scaling"] = scaling(env, a.tiny, seconds, scratch, files, load_threads)
+            # the load tools' threads: half the node. wrk and h2load spend
+            # about as much CPU on a small request as tallyd does, so with a
+            # quarter of the cores the load tool, not tallyd, was the limit
+            # at 8 threads and more
+            result["scaling"] = scaling(env, a.tiny, seconds, scratch, files,
+                                        max(1, cores // 2))
             save()
-        if "layouts" in parts and (device == "gpu" or a.layouts):
+        if sweep:
             result["layouts"] = {}
-            for spec in ["gpu"] + (a.layouts.split(";") if a.layouts else list(GPU_LAYOUTS)):
+            for spec in layouts:
                 if time.time() - t0 > a.budget:
                     log("layout %s: not run, --budget spent" % spec)
                     result["layouts"][spec] = {"error": "not run: --budget spent"}
