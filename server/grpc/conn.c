@@ -45,6 +45,10 @@ void h2_conn_close(grpc_conn *c)
 {
     if (c->closing)
         return;
+    if (c->in_session > 0) {
+        c->close_pending = true;
+        return;
+    }
     c->closing = true;
     /* the calls go now: their jobs see them gone */
     for (gstream *st = c->streams; st != NULL; st = st->next)

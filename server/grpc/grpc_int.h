@@ -176,6 +176,12 @@ struct grpc_conn {
     size_t queued; /* bytes in in-flight writes */
     unsigned writes;
     bool closing, notice_sent, goaway_sent;
+    /* Inside nghttp2 (session.c's in_session): a close asked for there
+     * (a write that failed while a callback filled a batch) waits for the
+     * session call to return, since the callback still holds the call it
+     * is sending and nghttp2 its streams. */
+    unsigned in_session;
+    bool close_pending;
     bool pump_queued;     /* on_wake's list of connections to send on */
     grpc_conn *next_pump; /* that list */
     uint64_t last_active_ns;
@@ -193,6 +199,10 @@ static inline void h2_unreserve(grpc_transport *t, size_t n)
 }
 
 /* conn.c */
+/* Ends the connection: its calls are detached (their jobs see them gone)
+ * and it is freed by its close callback. Inside nghttp2's callbacks it
+ * only marks close_pending; the session call's caller closes it once
+ * nghttp2 has returned (h2_session_send and h2_session_input say false). */
 void h2_conn_close(grpc_conn *c);
 /* Sends what the session has to send, then closes the connection if
  * neither side has more to say. */

@@ -23,10 +23,12 @@ static ssize_t send_cb(nghttp2_session *h2, const uint8_t *data, size_t len,
     grpc_conn *c = user;
     (void)h2;
     (void)flags;
+    if (c->close_pending)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
     if (c->queued + (c->b ? c->b->bytes : 0) >= WRITE_HIGH
         || (c->tls != NULL && !grpc_tls_ready(c->tls)))
         return NGHTTP2_ERR_WOULDBLOCK; /* later: on_written, on_read */
-    if (!h2_add_copy(c, data, len))
+    if (!h2_add_copy(c, data, len) || c->close_pending)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     return (ssize_t)len;
 }
@@ -157,10 +159,14 @@ static int send_data_cb(nghttp2_session *h2, nghttp2_frame *frame,
     grpc_call *call = st->head;
     (void)h2;
     (void)frame;
+    if (c->close_pending)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
     if (c->queued + (c->b ? c->b->bytes : 0) >= WRITE_HIGH
         || (c->tls != NULL && !grpc_tls_ready(c->tls)))
         return NGHTTP2_ERR_WOULDBLOCK; /* later: on_written, on_read */
-    if (!h2_add_copy(c, framehd, 9))
+    /* a full batch is written as this adds to it; a write that fails
+     * there leaves the connection close_pending, its calls intact */
+    if (!h2_add_copy(c, framehd, 9) || c->close_pending)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     while (length > 0 && call != NULL) {
         /* the answer: prefix, head, tail */
@@ -178,7 +184,7 @@ static int send_data_cb(nghttp2_session *h2, nghttp2_frame *frame,
         }
         if (n > length)
             n = length;
-        if (!h2_add_borrowed(c, p, n, call))
+        if (!h2_add_borrowed(c, p, n, call) || c->close_pending)
             return NGHTTP2_ERR_CALLBACK_FAILURE;
         call->sent += n;
         length -= n;
@@ -425,10 +431,24 @@ bool h2_callbacks_init(void)
     return true;
 }
 
+/* nghttp2_session_send() with c marked as inside the session: a close
+ * asked for by its callbacks waits (grpc_int.h, close_pending). */
+static int session_send(grpc_conn *c)
+{
+    c->in_session++;
+    int rv = nghttp2_session_send(c->h2);
+    c->in_session--;
+    return rv;
+}
+
 /* Plaintext for the session; false when the connection is to go. */
 bool h2_session_input(grpc_conn *c, const uint8_t *data, size_t n)
 {
+    c->in_session++;
     ssize_t rv = nghttp2_session_mem_recv(c->h2, data, n);
+    c->in_session--;
+    if (c->close_pending)
+        return false;
     if (rv >= 0)
         return true;
     if (rv != NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
@@ -436,8 +456,8 @@ bool h2_session_input(grpc_conn *c, const uint8_t *data, size_t n)
                                           rv == NGHTTP2_ERR_FLOODED
                                               ? NGHTTP2_ENHANCE_YOUR_CALM
                                               : NGHTTP2_PROTOCOL_ERROR);
-        nghttp2_session_send(c->h2);
-        h2_batch_flush(c);
+        if (session_send(c) == 0 && !c->close_pending)
+            h2_batch_flush(c);
     }
     return false;
 }
@@ -467,7 +487,7 @@ void h2_session_close(grpc_conn *c)
 
 bool h2_session_send(grpc_conn *c)
 {
-    return nghttp2_session_send(c->h2) == 0;
+    return session_send(c) == 0 && !c->close_pending;
 }
 
 bool h2_session_wants_read(grpc_conn *c)

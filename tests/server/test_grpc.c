@@ -1,8 +1,10 @@
 /*
  * test_grpc.c - the gRPC door's insides (server/grpc/), without nghttp2
  * or a client: the message framing, grpc-timeout and grpc-message
- * (framing.h), and the write batch (writes.c) over a socket pair.
+ * (framing.h), the write batch (writes.c) over a socket pair, and a
+ * close asked for inside the session (conn.c).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,12 +249,84 @@ static void grpc_write_batch(void)
     free(r.got);
 }
 
+/* A write that fails while a batch is built inside nghttp2's send
+ * callbacks (a full batch is written as the next piece comes: on 16
+ * cores, clients that went away during 64 MiB answers made it so) must
+ * not close the connection there: closing detaches and frees the calls,
+ * and the callback goes on with the one it is sending (tallyd aborted
+ * with a double free). The close waits until the session call returns
+ * (close_pending), then happens whole. */
+static void grpc_close_inside_session(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* tallyd's too */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    close(sv[1]); /* the client is gone: the next write fails */
+    static tallyd_server srv;
+    static grpc_transport t;
+    memset(&t, 0, sizeof t);
+    t.s = &srv;
+    t.loop = &loop;
+    static atomic_llong all; /* the door's count, of every loop */
+    atomic_store(&all, 1);
+    t.open_all = &all;
+    atomic_store(&t.open_connections, 1);
+    grpc_conn *c = calloc(1, sizeof *c);
+    gstream *st = calloc(1, sizeof *st);
+    grpc_call *call = calloc(1, sizeof *call);
+    uint8_t answer[4096];
+    if (c == NULL || st == NULL || call == NULL)
+        return;
+    memset(answer, 7, sizeof answer);
+    c->t = &t;
+    t.conns = c;
+    c->tcp.data = c;
+    CHECK(uv_tcp_init(&loop, &c->tcp) == 0
+              && uv_tcp_open(&c->tcp, sv[0]) == 0,
+          "the socket pair as a stream");
+    /* one stream, sending one call's answer */
+    st->conn = c;
+    c->streams = st;
+    st->head = st->tail = call;
+    call->t = &t;
+    call->st = st;
+    call->in_fifo = true;
+    call->counted = true; /* no server to account to */
+    call->total = sizeof answer;
+
+    c->in_session = 1; /* as inside nghttp2_session_send() */
+    CHECK(h2_add_copy(c, (const uint8_t *)"frameheader", 9), "a copy");
+    CHECK(h2_add_borrowed(c, answer, sizeof answer, call), "a piece");
+    CHECK(call->writes == 1, "the batch holds the call: %u", call->writes);
+    h2_batch_flush(c); /* the write fails: EPIPE */
+    CHECK(c->close_pending && !c->closing,
+          "closed inside the session (pending %d, closing %d)",
+          c->close_pending, c->closing);
+    CHECK(call->writes == 0 && call->in_fifo && call->st == st
+              && st->head == call,
+          "the call left its stream inside the session");
+    c->in_session = 0;
+
+    /* the session call returned: its caller closes (h2_conn_pump) */
+    h2_conn_close(c);
+    CHECK(c->closing, "not closed after the session returned");
+    uv_run(&loop, UV_RUN_DEFAULT); /* conn_free: the stream, the conn */
+    CHECK(atomic_load(&t.open_connections) == 0 && atomic_load(&all) == 0
+              && t.conns == NULL,
+          "the connection was not freed: %lld open",
+          (long long)atomic_load(&t.open_connections));
+    uv_loop_close(&loop);
+}
+
 static const check_case cases[] = {
     {"grpc_prefix_pieces", grpc_prefix_pieces},
     {"grpc_prefix_refusals", grpc_prefix_refusals},
     {"grpc_timeouts", grpc_timeouts},
     {"grpc_message_words", grpc_message_words},
     {"grpc_write_batch", grpc_write_batch},
+    {"grpc_close_inside_session", grpc_close_inside_session},
 };
 
 int main(int argc, char **argv)
