@@ -516,10 +516,7 @@ int main(int argc, char **argv)
     o.layout = s->cfg.layout;
     o.warmup = s->cfg.warmup || s->cfg.warm_cache;
     o.log = engine_log;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    o.host_threads =
-        (unsigned)(cores > (long)s->cfg.workers ? cores / (long)s->cfg.workers
-                                                : 1);
+    o.host_threads = tallyd_config_host_threads(&s->cfg);
     uint64_t t0 = now_ns();
     numtext_init(); /* float16 text, so that no request pays for it */
     if (!open_devices(s, &pool, &o, msg, sizeof msg)) {

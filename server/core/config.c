@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -365,4 +366,11 @@ void tallyd_config_usage(FILE *f, const char *prog)
             "", "compiler's cache (POCL_CACHE_DIR for PoCL) and exit");
     fprintf(f, "  %-26s %s\n  %-26s %s\n", "--version",
             "print the version and exit", "--help", "print this and exit");
+}
+
+unsigned tallyd_config_host_threads(const tallyd_config *c)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return (unsigned)(cores > (long)c->workers ? cores / (long)c->workers
+                                               : 1);
 }

@@ -15,6 +15,7 @@ typedef struct {
     unsigned n;
     uv_mutex_t mu; /* guards host */
     eng_engine *host;
+    unsigned host_threads; /* each stream's on host */
 } engines;
 
 static eng_err open_stream(void *user, unsigned d, void **stream, char *msg,
@@ -30,6 +31,7 @@ static eng_err open_stream(void *user, unsigned d, void **stream, char *msg,
             eng_engine_options_init(&o);
             o.device = "host";
             o.warmup = false;
+            o.host_threads = e->host_threads;
             err = eng_engine_open(&o, &e->host, msg, msglen);
         }
         on = e->host;
@@ -92,12 +94,14 @@ static eng_err prepare(void *user, unsigned d, const atomic_bool *cancel,
     return eng_engine_warmup(e->devices[d], cancel, msg, msglen);
 }
 
-bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n)
+bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n,
+                   unsigned host_threads)
 {
     engines *e = calloc(1, sizeof *e);
     if (e == NULL)
         return false;
     e->n = n < SCHED_MAX_DEVICES ? n : SCHED_MAX_DEVICES;
+    e->host_threads = host_threads;
     for (unsigned d = 0; d < e->n; d++)
         e->devices[d] = devices[d];
     uv_mutex_init(&e->mu);

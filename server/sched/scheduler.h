@@ -120,10 +120,13 @@ typedef struct {
 } sched_backend;
 
 /* The backend over real engines (backend.c): devices[0..n) (borrowed:
- * they must outlive it), and the host backend, opened on first need. False
- * when memory runs out. Free with sched_engines_free() once the scheduler
- * that used it is freed. */
-bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n);
+ * they must outlive it), and the host backend, opened on first need, with
+ * host_threads threads for each worker's stream on it (0: every core; a
+ * worker's share of the cores, as `--device host` has). False when memory
+ * runs out. Free with sched_engines_free() once the scheduler that used it
+ * is freed. */
+bool sched_engines(sched_backend *b, eng_engine *const *devices, unsigned n,
+                   unsigned host_threads);
 void sched_engines_free(sched_backend *b);
 
 typedef struct {
