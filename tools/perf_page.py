@@ -439,7 +439,7 @@ def node_block(d):
                  m["commit"], m["date"],
                  "; ".join(x.split("  ")[1] for x in m["opencl_devices"] if "  " in x)), ""]
     if d.get("runs"):  # parts measured in more than one call of the script
-        lines += ["In %d calls on one lent machine, the same binaries: %s." % (
+        lines += ["In %d calls of the script on lent machines of this kind: %s." % (
             len(d["runs"]), "; ".join("%s at `%s` (%s): %s" % (
                 ", ".join(r["parts"]), r["commit"], r["date"], r["note"]) for r in d["runs"])),
                   ""]
@@ -457,16 +457,20 @@ def node_block(d):
                 "; " + ", ".join("%s %s" % kv for kv in sorted(v["bad"].items()))
                 if v["bad"] else "")
         lines.append("Correctness on the device (%s): %s." % (
-            d["device"], "; ".join(one(k, v) for k, v in corr.items())))
+            d["device"], "; ".join(one(k, v) for k, v in corr.items() if "cases" in v)))
         lines.append("")
     svc = d.get("service", {})
     if svc:
         configs = list(svc["configs"])
         cells = [k for k in svc["configs"][configs[0]] if k != "jobs"]
         pool = "default" in configs and len(configs) == 3
+        rounds = svc.get("rounds", 1)
         lines += ["The service, %d HTTP threads, %d load-generator threads, %d s a cell "
-                  "(wrk for REST, h2load for gRPC unary calls); requests/s and p99 ms%s:" % (
+                  "(wrk for REST, h2load for gRPC unary calls)%s; requests/s and p99 ms%s:" % (
                       svc["http_threads"], svc["load_threads"], svc["seconds"],
+                      ", the three tallyds side by side and each cell run against them in "
+                      "turn %d times, the order turned each round: the mean of the rounds, "
+                      "and the worst p99" % rounds if rounds > 1 else "",
                       "; the last column is the default pool's requests/s over the "
                       "better of the other two" if pool else ""), "",
                   "| cell | " + " | ".join("%s req/s | p99" % c for c in configs)
@@ -481,6 +485,28 @@ def node_block(d):
                 rates = [svc["configs"][c].get(cell, {}).get("rps") for c in configs]
                 row.append("%.2f" % (rates[2] / max(rates[:2])) if all(rates) else "-")
             lines.append("| %s | %s |" % (cell, " | ".join(row)))
+        if pool and rounds > 1:
+            spread = []
+            for c in configs:
+                for cell in cells:
+                    rr = svc["configs"][c].get(cell, {}).get("rounds_rps") or []
+                    if len(rr) > 1 and min(rr) > 0:
+                        spread.append((max(rr) / min(rr), c, cell))
+            if spread:
+                top = max(spread)
+                lines += ["", "The same tallyd's rounds of one cell differed by up to "
+                          "%.2fx (%s, %s)." % top]
+        jobs = svc["configs"].get("default", {}).get("jobs", {}) if pool else {}
+        placed = []
+        for k, v in jobs.items():
+            m = re.match(r'tally_placements_total\{backend="(.*)",reason="(\w+)"\}', k)
+            if m and v:
+                placed.append((v, "%s, %s" % (m[1], m[2])))
+        if placed:
+            lines += ["", "Where the default pool ran its jobs, over every cell "
+                      "(tally_placements_total, by backend and reason): "
+                      + "; ".join("%s %d" % (what, v) for v, what in sorted(placed, reverse=True))
+                      + "."]
         lines.append("")
     eng = d.get("engine")
     if eng and eng["rows"]:
@@ -496,15 +522,21 @@ def node_block(d):
     sc = d.get("scaling")
     if sc:
         counts = sorted(sc["http"], key=int)
-        lines += ["Small JSON requests (wrk, c=%d) by HTTP threads, `--device host`, req/s:" %
-                  sc["connections"], "",
+        lines += ["Small requests (JSON over REST with wrk, KServe's ModelInfer over gRPC "
+                  "with h2load; c=%d) by HTTP threads and gRPC loops, `--device host`%s, "
+                  "req/s:" % (sc["connections"],
+                              ", the load tool on %d threads" % sc["load_threads"]
+                              if sc.get("load_threads") else ""), "",
                   "| threads | " + " | ".join(counts) + " |", "|---|" + "---|" * len(counts),
                   "| REST | " + " | ".join(num(sc["http"][c].get("rps")) for c in counts) + " |"]
         if sc.get("grpc"):
             lines.append("| gRPC | " + " | ".join(num(sc["grpc"][c]["rps"]) if c in sc["grpc"]
                                                   else "-" for c in counts) + " |")
-        if sc.get("http_growth"):
-            lines += ["", "REST grows %.2fx from 1 thread to %s." % (sc["http_growth"], counts[-1])]
+        growth = ["%s %.2fx" % (door, sc[key]) for door, key in
+                  (("REST", "http_growth"), ("gRPC", "grpc_growth")) if sc.get(key)]
+        if growth:
+            lines += ["", "From 1 thread to %s: %s (the target is 6x)." % (
+                counts[-1], ", ".join(growth))]
         if sc.get("grpc_note"):
             lines += ["", "gRPC: " + sc["grpc_note"] + "."]
     lays = {k: v for k, v in d.get("layouts", {}).items() if v.get("rows")}

@@ -732,7 +732,7 @@ def grpc_threads_flag(env):
 def scaling(env, tiny, seconds, scratch, files, load_threads):
     counts = [1, 2] if tiny else [1, 2, 4, 8, 16]
     conns = 8 if tiny else 64
-    out = {"http": {}, "grpc": {}, "connections": conns}
+    out = {"http": {}, "grpc": {}, "connections": conns, "load_threads": load_threads}
     has_grpc_threads = grpc_threads_flag(env)
     for t in counts:
         args = ["--device", "host", "--http-threads", str(t)]
@@ -822,7 +822,8 @@ def main():
             builds = prebuild(env, device, layouts[1:]) if sweep else []
             result["correctness"] = correctness(env, device, a.tiny, 0.45 * a.budget, cores,
                                                 a.stall or (30 if a.tiny else 150))
-            result["correctness"]["layout_builds"] = finish_prebuild(builds, t0, a.budget)
+            if builds:
+                result["layout_builds"] = finish_prebuild(builds, t0, a.budget)
             save()
         if "engine" in parts and device is not None:
             result["engine"] = engine(env, device, a.tiny)
