@@ -537,7 +537,8 @@ C_TESTS := test-units test-server test-grpc test-sched test-submit test-protocol
 # together took 300 s here against 360 one after the other.
 test: deps-test
 	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c test-install bench-node-tiny
-	$(Q)$(MAKE) --no-print-directory -j3 --output-sync=target test-integration test-container test-bare
+	$(Q)$(MAKE) --no-print-directory -j3 --output-sync=target test-integration test-container test-bare \
+	  TALLY_IMAGE_TESTS=0
 
 # `make check`, the everyday loop: the layer check, every C suite and the
 # integration tests not marked slow (tests/integration/conftest.py says
@@ -723,9 +724,13 @@ image:
 test-bare:
 	$(Q)bash tests/bare/run.sh
 
+# TALLY_IMAGE_TESTS=0 (as `make test` sets it, after its test-c): the image's
+# build stage leaves out the unit and codec tests.
+TALLY_IMAGE_TESTS ?= 1
 test-container: deps-venv $(TALLY_CLI)
 ifeq ($(SANITIZE),)
-	$(Q)TALLY_CLI=$(abspath $(TALLY_CLI)) bash tests/container/run.sh
+	$(Q)TALLY_CLI=$(abspath $(TALLY_CLI)) TALLY_IMAGE_TESTS=$(TALLY_IMAGE_TESTS) \
+	  bash tests/container/run.sh
 else
 	@echo "test-container: skipped with SANITIZE (the image is built without it)"
 endif
