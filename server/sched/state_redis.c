@@ -1,0 +1,897 @@
+/*
+ * state_redis.c - sequences' states in Redis (state_redis.h).
+ *
+ * The store's thread runs a libuv loop that owns everything below the
+ * mutex line: the hiredis context, the ops waiting for a connection, the
+ * ops sent, and the timers. Other threads only append to `incoming`
+ * (under mu) and wake the loop.
+ *
+ * hiredis's events come through an adapter of our own rather than
+ * hiredis's adapters/libuv.h (0.14 in Debian 12): that one drops a poll
+ * whose status is an error, and libuv reports a socket's POLLERR (a
+ * refused connect, a reset) as exactly that, stopping the poll; hiredis
+ * then never learns, and a connect to a port nobody listens on waits for
+ * ever. Ours hands such an event to hiredis, which reads the socket's
+ * error and fails the connect or drops the connection.
+ */
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "log.h"
+#include "state_redis.h"
+
+#define MAX_ID 4096
+#define MAX_PREFIX 64
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define SWEEP_MS 10
+
+/* The write: compare the version, then replace or delete, and set the
+ * time to live. KEYS[1] the key; ARGV: the version read, the time to live
+ * in ms (0: none), "put" or "del", the record. Answers {1, version
+ * written} or {0, version there[, its record]}. Versions stay below 2^53,
+ * where Lua's numbers are exact. */
+static const char SCRIPT[] =
+    "local v = redis.call('HGET', KEYS[1], 'v') or '0'\n"
+    "if v ~= ARGV[1] then\n"
+    "  if v == '0' then return {0, 0} end\n"
+    "  return {0, tonumber(v), redis.call('HGET', KEYS[1], 'r')}\n"
+    "end\n"
+    "if ARGV[3] == 'del' then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  return {1, 0}\n"
+    "end\n"
+    "local n = tonumber(v) + 1\n"
+    "redis.call('HSET', KEYS[1], 'v', n, 'r', ARGV[4])\n"
+    "if ARGV[2] ~= '0' then redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "else redis.call('PERSIST', KEYS[1]) end\n"
+    "return {1, n}\n";
+
+enum { OP_GET, OP_PUT };
+
+typedef struct op op;
+struct op {
+    op *next;        /* incoming, or waiting */
+    op *sprev, *snext; /* sent */
+    state_redis *s;
+    int kind;
+    bool del, sent, finished;
+    uint8_t *key; /* prefix + id */
+    size_t keylen;
+    uint64_t expect, ttl_ms, deadline_ns, sent_ns;
+    uint8_t *rec;
+    size_t len;
+    state_redis_done done;
+    void *ctx;
+};
+
+struct state_redis {
+    redis_url url;
+    char prefix[MAX_PREFIX + 1];
+    size_t prefix_len;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_timer_t retry, sweep, open_timer, connect_timer;
+    uint64_t connect_ms; /* a connect's (and its handshake's) time */
+
+    uv_mutex_t mu; /* guards incoming, closing, and the opening handshake */
+    uv_cond_t opened_cv;
+    op *incoming, *incoming_tail;
+    bool closing;
+    int opened; /* 0 while opening, 1 open, -1 failed */
+    char open_msg[512];
+
+    /* the loop thread's */
+    bool stopping; /* it has seen closing */
+    bool dropping; /* freeing a connection that took too long */
+    redisAsyncContext *ac;
+    bool up, handshake_failed;
+    char handshake_err[256];
+    op *waiting, *waiting_tail;
+    op *sent;
+    unsigned backoff_ms;
+    bool ever_up;
+
+    atomic_bool stat_up;
+    atomic_ullong answered, rtt_ns, failures, reconnects;
+};
+
+/* ------------------------------------------------------------ the URL */
+
+static bool all_digits(const char *p, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+    return true;
+}
+
+static unsigned long small_number(const char *p, size_t n)
+{
+    unsigned long v = 0;
+    for (size_t i = 0; i < n && v < 1000000; i++)
+        v = v * 10 + (unsigned long)(p[i] - '0');
+    return v;
+}
+
+void redis_url_text(const redis_url *u, char *out, size_t len)
+{
+    bool v6 = strchr(u->host, ':') != NULL;
+    snprintf(out, len, "redis://%s%s%s%s%s%s:%u/%u", u->user,
+             u->password[0] ? ":***" : "", u->user[0] || u->password[0] ? "@" : "",
+             v6 ? "[" : "", u->host, v6 ? "]" : "", u->port, u->db);
+}
+
+bool redis_url_parse(const char *text, redis_url *out, char *msg,
+                     size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    out->port = 6379;
+    /* what a message may quote: the URL with the password cut out */
+    char shown[600];
+    const char *at = strrchr(text, '@');
+    const char *colon = NULL;
+    if (strncmp(text, "redis://", 8) == 0 && at != NULL)
+        colon = memchr(text + 8, ':', (size_t)(at - (text + 8)));
+    if (colon != NULL)
+        snprintf(shown, sizeof shown, "%.*s:***%.280s", (int)(colon - text),
+                 text, at);
+    else
+        snprintf(shown, sizeof shown, "%.590s", text);
+    if (strncmp(text, "redis://", 8) != 0) {
+        snprintf(msg, msglen,
+                 "\"%s\" is not a Redis URL: it must begin with redis:// "
+                 "(redis://[[user]:password@]host[:port][/db]; Debian's "
+                 "hiredis has no TLS, so rediss:// is not taken)",
+                 shown);
+        return false;
+    }
+    const char *p = text + 8;
+    if (at != NULL) {
+        const char *c = memchr(p, ':', (size_t)(at - p));
+        size_t ulen = c != NULL ? (size_t)(c - p) : (size_t)(at - p);
+        size_t plen = c != NULL ? (size_t)(at - c - 1) : 0;
+        if (ulen >= sizeof out->user || plen >= sizeof out->password) {
+            snprintf(msg, msglen, "%s: the user or the password is too long",
+                     shown);
+            return false;
+        }
+        memcpy(out->user, p, ulen);
+        if (c != NULL)
+            memcpy(out->password, c + 1, plen);
+        if (c == NULL) { /* redis://password@host is not a form Redis uses */
+            snprintf(msg, msglen,
+                     "%s: a password goes after a colon "
+                     "(redis://:password@host or redis://user:password@host)",
+                     shown);
+            return false;
+        }
+        p = at + 1;
+    }
+    const char *host = p, *host_end;
+    if (*p == '[') {
+        host = p + 1;
+        host_end = strchr(host, ']');
+        if (host_end == NULL) {
+            snprintf(msg, msglen, "%s: an IPv6 address without its ']'",
+                     shown);
+            return false;
+        }
+        p = host_end + 1;
+    } else {
+        host_end = p + strcspn(p, ":/");
+        p = host_end;
+    }
+    size_t hlen = (size_t)(host_end - host);
+    if (hlen == 0 || hlen >= sizeof out->host) {
+        snprintf(msg, msglen, "%s: %s", shown,
+                 hlen == 0 ? "no host" : "the host name is too long");
+        return false;
+    }
+    memcpy(out->host, host, hlen);
+    if (*p == ':') {
+        p++;
+        size_t n = strcspn(p, "/");
+        unsigned long port = small_number(p, n);
+        if (!all_digits(p, n) || port < 1 || port > 65535) {
+            snprintf(msg, msglen, "%s: the port must be 1 to 65535", shown);
+            return false;
+        }
+        out->port = (unsigned)port;
+        p += n;
+    }
+    if (*p == '/') {
+        p++;
+        size_t n = strlen(p);
+        if (n > 0) {
+            unsigned long db = small_number(p, n);
+            if (!all_digits(p, n) || db > 15) {
+                snprintf(msg, msglen,
+                         "%s: the database must be a number, 0 to 15", shown);
+                return false;
+            }
+            out->db = (unsigned)db;
+        }
+        p += n;
+    }
+    if (*p != '\0') {
+        snprintf(msg, msglen, "%s: unexpected \"%.40s\" after the host",
+                 shown, p);
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ the ops */
+
+static void op_free(op *o)
+{
+    free(o->key);
+    free(o->rec);
+    free(o);
+}
+
+/* The op's end, once: its callback, then (unless it is still sent, and
+ * its reply will come) its memory. */
+static void finish(op *o, state_redis_result r, uint64_t version,
+                   const uint8_t *rec, size_t len, const char *why)
+{
+    if (!o->finished) {
+        o->finished = true;
+        if (r == STATE_REDIS_FAILED)
+            atomic_fetch_add(&o->s->failures, 1);
+        o->done(o->ctx, r, version, rec, len, why);
+    }
+    if (!o->sent)
+        op_free(o);
+}
+
+static void unlink_sent(state_redis *s, op *o)
+{
+    if (o->sprev != NULL)
+        o->sprev->snext = o->snext;
+    else
+        s->sent = o->snext;
+    if (o->snext != NULL)
+        o->snext->sprev = o->sprev;
+    o->sprev = o->snext = NULL;
+}
+
+static bool parse_u64(const redisReply *r, uint64_t *out)
+{
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+        *out = (uint64_t)r->integer;
+        return true;
+    }
+    /* a version as the hash holds it: decimal, below 2^53 */
+    if (r->type == REDIS_REPLY_STRING && r->len < 17
+        && all_digits(r->str, r->len)) {
+        *out = strtoull(r->str, NULL, 10);
+        return true;
+    }
+    return false;
+}
+
+/* A command's reply (NULL: the connection went, or the store closes). */
+static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
+{
+    op *o = priv;
+    state_redis *s = o->s;
+    redisReply *r = rp;
+    (void)ac;
+    unlink_sent(s, o);
+    o->sent = false;
+    if (r == NULL) {
+        finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+               s->stopping ? "the store is closing"
+                           : "the connection to Redis was lost");
+        return;
+    }
+    atomic_fetch_add(&s->answered, 1);
+    atomic_fetch_add(&s->rtt_ns, now_ns() - o->sent_ns);
+    char why[300];
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(why, sizeof why, "Redis answered: %.*s",
+                 (int)(r->len < 240 ? r->len : 240), r->str);
+        finish(o, STATE_REDIS_FAILED, 0, NULL, 0, why);
+        return;
+    }
+    uint64_t v = 0;
+    if (o->kind == OP_GET) {
+        /* HMGET v r: two elements, each a string or nil */
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+                   "Redis answered HMGET with something else than 2 fields");
+            return;
+        }
+        redisReply *rv = r->element[0], *rr = r->element[1];
+        if (rv->type == REDIS_REPLY_NIL) {
+            finish(o, STATE_REDIS_OK, 0, NULL, 0, NULL);
+            return;
+        }
+        if (!parse_u64(rv, &v) || rr->type != REDIS_REPLY_STRING) {
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+                   "the key holds no state of tally's (a version and a "
+                   "record)");
+            return;
+        }
+        finish(o, STATE_REDIS_OK, v, (const uint8_t *)rr->str, rr->len, NULL);
+        return;
+    }
+    /* the script: {1, version} or {0, version[, record]} */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2
+        || r->element[0]->type != REDIS_REPLY_INTEGER
+        || !parse_u64(r->element[1], &v)) {
+        finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+               "Redis answered the write with something unexpected");
+        return;
+    }
+    if (r->element[0]->integer == 1) {
+        finish(o, STATE_REDIS_OK, v, NULL, 0, NULL);
+        return;
+    }
+    const redisReply *rr = r->elements > 2 ? r->element[2] : NULL;
+    if (rr != NULL && rr->type == REDIS_REPLY_STRING)
+        finish(o, STATE_REDIS_CONFLICT, v, (const uint8_t *)rr->str, rr->len,
+               NULL);
+    else
+        finish(o, STATE_REDIS_CONFLICT, v, NULL, 0, NULL);
+}
+
+static void send_op(state_redis *s, op *o)
+{
+    char expect[24], ttl[24];
+    const char *argv[8];
+    size_t argl[8];
+    int argc;
+    if (o->kind == OP_GET) {
+        argv[0] = "HMGET";
+        argv[1] = (const char *)o->key;
+        argv[2] = "v";
+        argv[3] = "r";
+        argc = 4;
+    } else {
+        snprintf(expect, sizeof expect, "%llu", (unsigned long long)o->expect);
+        snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
+        argv[0] = "EVAL";
+        argv[1] = SCRIPT;
+        argv[2] = "1";
+        argv[3] = (const char *)o->key;
+        argv[4] = expect;
+        argv[5] = ttl;
+        argv[6] = o->del ? "del" : "put";
+        argv[7] = o->rec != NULL ? (const char *)o->rec : "";
+        argc = 8;
+    }
+    /* the key and the record are bytes, the rest text */
+    size_t key_at = o->kind == OP_GET ? 1 : 3;
+    for (int i = 0; i < argc; i++)
+        argl[i] = (size_t)i == key_at ? o->keylen
+                  : o->kind == OP_PUT && i == 7 ? o->len
+                                                : strlen(argv[i]);
+    o->sent_ns = now_ns();
+    if (redisAsyncCommandArgv(s->ac, on_reply, o, argc, argv, argl)
+        != REDIS_OK) {
+        finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+               "the command could not be sent to Redis");
+        return;
+    }
+    o->sent = true;
+    o->snext = s->sent;
+    if (s->sent != NULL)
+        s->sent->sprev = o;
+    s->sent = o;
+}
+
+static void send_waiting(state_redis *s)
+{
+    while (s->up && s->waiting != NULL) {
+        op *o = s->waiting;
+        s->waiting = o->next;
+        if (s->waiting == NULL)
+            s->waiting_tail = NULL;
+        o->next = NULL;
+        send_op(s, o);
+    }
+}
+
+/* Ops past their deadline: failed now; a sent one's reply, when it
+ * comes, is dropped. */
+static void on_sweep(uv_timer_t *t)
+{
+    state_redis *s = t->data;
+    uint64_t now = now_ns();
+    for (op **pp = &s->waiting, *prev = NULL; *pp != NULL;) {
+        op *o = *pp;
+        if (o->deadline_ns != 0 && now >= o->deadline_ns) {
+            *pp = o->next;
+            if (s->waiting_tail == o)
+                s->waiting_tail = prev;
+            o->next = NULL;
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+                   "timed out waiting for a connection to Redis");
+        } else {
+            prev = o;
+            pp = &o->next;
+        }
+    }
+    for (op *o = s->sent; o != NULL; o = o->snext)
+        if (!o->finished && o->deadline_ns != 0 && now >= o->deadline_ns)
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
+                   "timed out waiting for Redis's answer");
+    if (s->waiting == NULL && s->sent == NULL)
+        uv_timer_stop(&s->sweep);
+}
+
+/* ------------------------------------------------------ the adapter */
+
+typedef struct {
+    redisAsyncContext *ac; /* NULL once hiredis let go */
+    uv_poll_t h;
+    int events;
+} rpoll;
+
+static void rpoll_cb(uv_poll_t *h, int status, int events)
+{
+    rpoll *p = h->data;
+    if (p->ac == NULL)
+        return;
+    if (status < 0) {
+        /* POLLERR (libuv stopped the poll): hiredis finds the error on
+         * the socket, on a connect's write or a connection's read */
+        if (!(p->ac->c.flags & REDIS_CONNECTED))
+            redisAsyncHandleWrite(p->ac);
+        else
+            redisAsyncHandleRead(p->ac);
+        return;
+    }
+    if (events & UV_READABLE)
+        redisAsyncHandleRead(p->ac);
+    if (p->ac != NULL && (events & UV_WRITABLE))
+        redisAsyncHandleWrite(p->ac);
+}
+
+static void rpoll_update(rpoll *p, int add, int del)
+{
+    p->events = (p->events | add) & ~del;
+    if (p->events)
+        uv_poll_start(&p->h, p->events, rpoll_cb);
+    else
+        uv_poll_stop(&p->h);
+}
+
+static void rpoll_add_read(void *d) { rpoll_update(d, UV_READABLE, 0); }
+static void rpoll_del_read(void *d) { rpoll_update(d, 0, UV_READABLE); }
+static void rpoll_add_write(void *d) { rpoll_update(d, UV_WRITABLE, 0); }
+static void rpoll_del_write(void *d) { rpoll_update(d, 0, UV_WRITABLE); }
+
+static void rpoll_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void rpoll_cleanup(void *d)
+{
+    rpoll *p = d;
+    p->ac = NULL;
+    uv_close((uv_handle_t *)&p->h, rpoll_closed);
+}
+
+static bool rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    rpoll *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return false;
+    if (uv_poll_init(loop, &p->h, ac->c.fd) != 0) {
+        free(p);
+        return false;
+    }
+    p->ac = ac;
+    p->h.data = p;
+    ac->ev.data = p;
+    ac->ev.addRead = rpoll_add_read;
+    ac->ev.delRead = rpoll_del_read;
+    ac->ev.addWrite = rpoll_add_write;
+    ac->ev.delWrite = rpoll_del_write;
+    ac->ev.cleanup = rpoll_cleanup;
+    return true;
+}
+
+/* ------------------------------------------------------ the connection */
+
+static void connect_now(state_redis *s);
+
+static void opened(state_redis *s, int how, const char *why)
+{
+    uv_mutex_lock(&s->mu);
+    if (s->opened == 0) {
+        s->opened = how;
+        if (why != NULL) {
+            char u[400];
+            redis_url_text(&s->url, u, sizeof u);
+            snprintf(s->open_msg, sizeof s->open_msg, "state store %s: %s", u,
+                     why);
+        }
+        uv_cond_signal(&s->opened_cv);
+    }
+    uv_mutex_unlock(&s->mu);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    connect_now(t->data);
+}
+
+static void retry_later(state_redis *s)
+{
+    if (s->stopping || s->opened != 1)
+        return; /* while opening, a failure is the open's */
+    uv_timer_start(&s->retry, on_retry, s->backoff_ms, 0);
+    s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                       : s->backoff_ms * 2;
+}
+
+/* The handshake's replies: the first error is kept; the last reply
+ * (PING's) decides. */
+static void on_handshake(redisAsyncContext *ac, void *rp, void *priv)
+{
+    state_redis *s = ac->data;
+    redisReply *r = rp;
+    bool last = priv != NULL;
+    if (r == NULL)
+        return; /* the connection went: on_disconnect says so */
+    if (r->type == REDIS_REPLY_ERROR && !s->handshake_failed) {
+        s->handshake_failed = true;
+        snprintf(s->handshake_err, sizeof s->handshake_err, "%.*s",
+                 (int)(r->len < 200 ? r->len : 200), r->str);
+    }
+    if (!last)
+        return;
+    if (s->handshake_failed) {
+        char why[320];
+        snprintf(why, sizeof why, "Redis refused the connection: %s",
+                 s->handshake_err);
+        log_msg("state", "error", "%s", why);
+        opened(s, -1, why);
+        redisAsyncDisconnect(ac); /* on_disconnect retries, once open */
+        return;
+    }
+    s->up = true;
+    uv_timer_stop(&s->connect_timer);
+    atomic_store(&s->stat_up, true);
+    s->backoff_ms = BACKOFF_MIN_MS;
+    if (s->ever_up) {
+        atomic_fetch_add(&s->reconnects, 1);
+        log_msg("state", "info", "connected to Redis again");
+    }
+    s->ever_up = true;
+    opened(s, 1, NULL);
+    send_waiting(s);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    state_redis *s = ac->data;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this */
+        char why[300];
+        snprintf(why, sizeof why, "cannot connect: %s", ac->errstr);
+        s->ac = NULL;
+        if (s->opened == 1)
+            log_msg("state", "warn", "Redis: %s", why);
+        opened(s, -1, why);
+        retry_later(s);
+        return;
+    }
+    redisAsyncContext *c = (redisAsyncContext *)ac;
+    s->handshake_failed = false;
+    if (s->url.password[0] != '\0') {
+        if (s->url.user[0] != '\0') {
+            const char *argv[] = {"AUTH", s->url.user, s->url.password};
+            redisAsyncCommandArgv(c, on_handshake, NULL, 3, argv, NULL);
+        } else {
+            const char *argv[] = {"AUTH", s->url.password};
+            redisAsyncCommandArgv(c, on_handshake, NULL, 2, argv, NULL);
+        }
+    }
+    if (s->url.db != 0)
+        redisAsyncCommand(c, on_handshake, NULL, "SELECT %u", s->url.db);
+    redisAsyncCommand(c, on_handshake, s, "PING");
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    state_redis *s = ac->data;
+    (void)status;
+    bool was_up = s->up;
+    s->ac = NULL;
+    s->up = false;
+    uv_timer_stop(&s->connect_timer);
+    atomic_store(&s->stat_up, false);
+    if (s->stopping || s->dropping)
+        return;
+    if (was_up)
+        log_msg("state", "warn",
+                "the connection to Redis was lost; connecting again");
+    opened(s, -1, "the connection was closed during the handshake");
+    retry_later(s);
+}
+
+/* A connect, or its handshake, that took longer than the open's time (a
+ * host that drops packets): given up, and tried again later. */
+static void on_connect_timeout(uv_timer_t *t)
+{
+    state_redis *s = t->data;
+    if (s->ac == NULL || s->up)
+        return;
+    redisAsyncContext *ac = s->ac;
+    s->ac = NULL;
+    s->dropping = true;
+    redisAsyncFree(ac);
+    s->dropping = false;
+    if (s->opened == 1)
+        log_msg("state", "warn", "Redis: no answer to a connect in %llu ms",
+                (unsigned long long)s->connect_ms);
+    retry_later(s);
+}
+
+static void connect_now(state_redis *s)
+{
+    if (s->stopping || s->ac != NULL)
+        return;
+    redisAsyncContext *ac = redisAsyncConnect(s->url.host, (int)s->url.port);
+    if (ac == NULL || ac->err) {
+        char why[300];
+        snprintf(why, sizeof why, "cannot connect: %s",
+                 ac != NULL ? ac->errstr : "out of memory");
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        opened(s, -1, why);
+        retry_later(s);
+        return;
+    }
+    ac->data = s;
+    if (!rpoll_attach(ac, &s->loop)) {
+        redisAsyncFree(ac);
+        opened(s, -1, "cannot watch the connection (libuv)");
+        retry_later(s);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    s->ac = ac;
+    uv_timer_start(&s->connect_timer, on_connect_timeout, s->connect_ms, 0);
+}
+
+static void on_open_timeout(uv_timer_t *t)
+{
+    state_redis *s = t->data;
+    opened(s, -1, "no answer in time (is the host reachable?)");
+}
+
+/* ------------------------------------------------------ the thread */
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    state_redis *s = a->data;
+    uv_mutex_lock(&s->mu);
+    op *in = s->incoming;
+    s->incoming = s->incoming_tail = NULL;
+    bool closing = s->closing;
+    uv_mutex_unlock(&s->mu);
+    for (op *o = in, *next; o != NULL; o = next) {
+        next = o->next;
+        o->next = NULL;
+        if (closing) {
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+            continue;
+        }
+        if (s->waiting_tail != NULL)
+            s->waiting_tail->next = o;
+        else
+            s->waiting = o;
+        s->waiting_tail = o;
+    }
+    if (closing) {
+        s->stopping = true;
+        while (s->waiting != NULL) {
+            op *o = s->waiting;
+            s->waiting = o->next;
+            o->next = NULL;
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+        }
+        s->waiting_tail = NULL;
+        if (s->ac != NULL) {
+            redisAsyncContext *ac = s->ac;
+            s->ac = NULL;
+            redisAsyncFree(ac); /* the sent ops' callbacks: NULL replies */
+        }
+        uv_walk(&s->loop, close_handle, NULL);
+        return;
+    }
+    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
+        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    send_waiting(s);
+}
+
+static void run(void *arg)
+{
+    state_redis *s = arg;
+    connect_now(s);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+state_redis *state_redis_open(const redis_url *u, const char *prefix,
+                              uint64_t timeout_ms, char *msg, size_t msglen)
+{
+    if (strlen(prefix) > MAX_PREFIX) {
+        snprintf(msg, msglen, "the key prefix is longer than %d bytes",
+                 MAX_PREFIX);
+        return NULL;
+    }
+    state_redis *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return NULL;
+    }
+    s->url = *u;
+    snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
+    s->prefix_len = strlen(s->prefix);
+    s->backoff_ms = BACKOFF_MIN_MS;
+    uv_mutex_init(&s->mu);
+    uv_cond_init(&s->opened_cv);
+    if (uv_loop_init(&s->loop) != 0) {
+        snprintf(msg, msglen, "out of memory");
+        free(s);
+        return NULL;
+    }
+    uv_async_init(&s->loop, &s->wake, on_wake);
+    s->wake.data = s;
+    uv_timer_init(&s->loop, &s->retry);
+    s->retry.data = s;
+    uv_timer_init(&s->loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_init(&s->loop, &s->open_timer);
+    s->open_timer.data = s;
+    uv_timer_init(&s->loop, &s->connect_timer);
+    s->connect_timer.data = s;
+    s->connect_ms = timeout_ms;
+    uv_timer_start(&s->open_timer, on_open_timeout, timeout_ms, 0);
+    uv_unref((uv_handle_t *)&s->open_timer);
+    if (uv_thread_create(&s->thread, run, s) != 0) {
+        snprintf(msg, msglen, "cannot start the state store's thread");
+        uv_walk(&s->loop, close_handle, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        free(s);
+        return NULL;
+    }
+    uv_mutex_lock(&s->mu);
+    while (s->opened == 0)
+        uv_cond_wait(&s->opened_cv, &s->mu);
+    int how = s->opened;
+    uv_mutex_unlock(&s->mu);
+    if (how != 1) {
+        snprintf(msg, msglen, "%s", s->open_msg);
+        state_redis_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void state_redis_close(state_redis *s)
+{
+    if (s == NULL)
+        return;
+    uv_mutex_lock(&s->mu);
+    s->closing = true;
+    uv_mutex_unlock(&s->mu);
+    uv_async_send(&s->wake);
+    uv_thread_join(&s->thread);
+    uv_loop_close(&s->loop);
+    uv_cond_destroy(&s->opened_cv);
+    uv_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* ------------------------------------------------------ the callers */
+
+static bool submit(state_redis *s, op *o)
+{
+    uv_mutex_lock(&s->mu);
+    bool closing = s->closing;
+    if (!closing) {
+        if (s->incoming_tail != NULL)
+            s->incoming_tail->next = o;
+        else
+            s->incoming = o;
+        s->incoming_tail = o;
+    }
+    uv_mutex_unlock(&s->mu);
+    if (closing) { /* done() only ever runs on the store's thread */
+        op_free(o);
+        return false;
+    }
+    uv_async_send(&s->wake);
+    return true;
+}
+
+static op *new_op(state_redis *s, int kind, const uint8_t *id, size_t idlen,
+                  uint64_t deadline_ns, state_redis_done done, void *ctx)
+{
+    if (idlen > MAX_ID)
+        return NULL;
+    op *o = calloc(1, sizeof *o);
+    if (o == NULL)
+        return NULL;
+    o->key = malloc(s->prefix_len + idlen + 1);
+    if (o->key == NULL) {
+        free(o);
+        return NULL;
+    }
+    memcpy(o->key, s->prefix, s->prefix_len);
+    memcpy(o->key + s->prefix_len, id, idlen);
+    o->key[s->prefix_len + idlen] = '\0';
+    o->keylen = s->prefix_len + idlen;
+    o->s = s;
+    o->kind = kind;
+    o->deadline_ns = deadline_ns;
+    o->done = done;
+    o->ctx = ctx;
+    return o;
+}
+
+bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
+                     uint64_t deadline_ns, state_redis_done done, void *ctx)
+{
+    op *o = new_op(s, OP_GET, id, idlen, deadline_ns, done, ctx);
+    return o != NULL && submit(s, o);
+}
+
+bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
+                     uint64_t expect, const uint8_t *record, size_t len,
+                     uint64_t ttl_ms, uint64_t deadline_ns,
+                     state_redis_done done, void *ctx)
+{
+    op *o = new_op(s, OP_PUT, id, idlen, deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
+    o->expect = expect;
+    o->ttl_ms = ttl_ms;
+    o->del = record == NULL;
+    if (record != NULL) {
+        o->rec = malloc(len ? len : 1);
+        if (o->rec == NULL) {
+            op_free(o);
+            return false;
+        }
+        memcpy(o->rec, record, len);
+        o->len = len;
+    }
+    return submit(s, o);
+}
+
+void state_redis_get_stats(state_redis *s, state_redis_stats *out)
+{
+    out->up = atomic_load(&s->stat_up);
+    out->answered = atomic_load(&s->answered);
+    out->rtt_ns = atomic_load(&s->rtt_ns);
+    out->failures = atomic_load(&s->failures);
+    out->reconnects = atomic_load(&s->reconnects);
+}

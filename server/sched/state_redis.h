@@ -1,0 +1,121 @@
+/*
+ * state_redis.h - sequences' states in Redis, shared by every replica:
+ * one record a sequence, read and replaced atomically, for a state store
+ * many tallyds share (--state-store, issue 47).
+ *
+ * Each sequence is one Redis hash under PREFIX + its id, with two fields:
+ * `v`, a version (a decimal number, 1 for the first state written, one
+ * more for each write after it), and `r`, the caller's record (the
+ * sequence's whole state, encoded by the caller: sequence_file.h's
+ * format). A read is one HMGET. A write is one script (EVALSHA, with EVAL
+ * when Redis has forgotten it, after a restart): it replaces the record
+ * only when the version is still the one the writer read, sets the key's
+ * time to live (the sequence's idle expiry), and otherwise answers with
+ * the version and record that are there now, so that the writer can
+ * decide again (a chunk another replica applied first is a repeat, a
+ * conflict or the state to build on). Redis's Lua has no 64-bit integers
+ * and tallyd's carries are float-float pairs, so the arithmetic stays in
+ * tallyd: Redis orders the writes, tallyd computes them.
+ *
+ * A write that fails or times out may still have been applied: the
+ * caller never takes its own record for the state then, and reads
+ * again. Nothing here retries a write.
+ *
+ * One connection, on a thread of its own with its own libuv loop and
+ * hiredis's libuv adapter: no caller's thread waits on Redis. Commands
+ * are pipelined in the order they were asked for. When the connection
+ * drops, what was sent fails ("connection lost") and the thread connects
+ * again, waiting 100 ms, then twice as long each time up to 5 s; what is
+ * asked for meanwhile waits for the connection, up to its deadline.
+ *
+ * Ownership: the store copies the ids and records it is given; the
+ * record a callback sees is the store's, valid during the call.
+ * Threading: state_redis_get(), _put() and _stats() from any thread;
+ * callbacks run on the store's own thread (one of its own, started by
+ * _open(); not yet among tallyd's, which does not use the store), with
+ * none of its locks held, one at a time, in the order the replies came;
+ * _open() and _close() on one thread (tallyd's main).
+ */
+#ifndef TALLY_STATE_REDIS_H
+#define TALLY_STATE_REDIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* redis://[[user]:password@]host[:port][/db] */
+typedef struct {
+    char host[256];
+    unsigned port; /* 6379 when the URL has none */
+    unsigned db;   /* 0 when the URL has none */
+    char user[128];     /* empty: the default user */
+    char password[256]; /* empty: no AUTH */
+} redis_url;
+
+/* Parses a URL of the form above (host: a name, an IPv4 address or an
+ * IPv6 one in brackets; port 1-65535; db 0-15, Redis's default number
+ * of databases). False with a message that quotes the URL without its
+ * password. */
+bool redis_url_parse(const char *text, redis_url *out, char *msg,
+                     size_t msglen);
+
+/* The URL without its password ("redis://user:***@host:port/db" when it
+ * has one), for messages and logs. */
+void redis_url_text(const redis_url *u, char *out, size_t len);
+
+typedef struct state_redis state_redis;
+
+/* Connects, authenticates (AUTH, with the user when the URL names one),
+ * selects the database and loads the script, waiting up to timeout_ms
+ * for all of it: tallyd's start stops on a store it cannot use. NULL
+ * with a message naming the URL (without its password) and the reason:
+ * the connection refused or timed out, the password refused, the
+ * database out of range. prefix: the keys' (copied; at most 64 bytes). */
+state_redis *state_redis_open(const redis_url *u, const char *prefix,
+                              uint64_t timeout_ms, char *msg, size_t msglen);
+
+/* Stops the thread; every pending callback has been called (failed:
+ * "the store is closing") when it returns. NULL is a no-op. */
+void state_redis_close(state_redis *s);
+
+typedef enum {
+    STATE_REDIS_OK,       /* read, or written */
+    STATE_REDIS_CONFLICT, /* not written: another version is there */
+    STATE_REDIS_FAILED    /* no answer: why says what (a write may or
+                           * may not have been applied) */
+} state_redis_result;
+
+/* A read's or a write's end. OK for a read: version and record are the
+ * key's (version 0 and no record: there is none); OK for a write:
+ * version is the one written. CONFLICT: version and record are the
+ * key's now (version 0: it is gone). why: for FAILED, else NULL. */
+typedef void (*state_redis_done)(void *ctx, state_redis_result r,
+                                 uint64_t version, const uint8_t *record,
+                                 size_t len, const char *why);
+
+/* Reads sequence id's version and record. deadline_ns (the monotonic
+ * clock, now_ns()): past it, done() fails with "timed out" (0: none).
+ * False (done is not called) when memory runs out, the id is longer
+ * than 4096 bytes or the store is closing. */
+bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
+                     uint64_t deadline_ns, state_redis_done done, void *ctx);
+
+/* Writes record as version expect + 1 of sequence id, if its version is
+ * still expect (0: there is no key), and gives the key ttl_ms to live
+ * (0: none); with record NULL, deletes the key instead (version 0).
+ * deadline_ns and False as state_redis_get(). */
+bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
+                     uint64_t expect, const uint8_t *record, size_t len,
+                     uint64_t ttl_ms, uint64_t deadline_ns,
+                     state_redis_done done, void *ctx);
+
+/* For /metrics: whether the connection is up, commands answered and
+ * their round trips' total time, failures (lost, timed out, refused),
+ * connections made after the first. */
+typedef struct {
+    bool up;
+    uint64_t answered, rtt_ns, failures, reconnects;
+} state_redis_stats;
+void state_redis_get_stats(state_redis *s, state_redis_stats *out);
+
+#endif

@@ -1,0 +1,542 @@
+/*
+ * test_state_redis.c - the sequences' shared state in Redis
+ * (server/sched/state_redis.c) against Debian's redis-server, started
+ * here on a free port for each case (never a mock): the URL, reads and
+ * compare-and-set writes, two stores racing on one key, AUTH, a server
+ * that is not there, one that stops answering, and one that restarts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "check.h"
+#include "clock.h"
+#include "state_redis.h"
+
+#define REDIS_SERVER "/usr/bin/redis-server"
+
+/* ------------------------------------------------------- redis-server */
+
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0
+        || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* A sync connection of the test's own, for what the store does not say
+ * (a key's time to live); NULL until the server answers PING. */
+static redisContext *sync_conn(unsigned port, const char *password)
+{
+    redisContext *c = redisConnect("127.0.0.1", (int)port);
+    if (c == NULL || c->err) {
+        if (c != NULL)
+            redisFree(c);
+        return NULL;
+    }
+    if (password != NULL) {
+        redisReply *r = redisCommand(c, "AUTH %s", password);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    redisReply *r = redisCommand(c, "PING");
+    bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL)
+        freeReplyObject(r);
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Starts redis-server on port (nothing kept on disk); its pid, once it
+ * answers, or 0. */
+static pid_t start_redis(unsigned port, const char *password)
+{
+    if (access(REDIS_SERVER, X_OK) != 0) {
+        CHECK(0, "no %s: `make deps-test` installs Debian's redis-server",
+              REDIS_SERVER);
+        return 0;
+    }
+    char portarg[16];
+    snprintf(portarg, sizeof portarg, "%u", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        const char *argv[16] = {REDIS_SERVER, "--port",      portarg,
+                                "--bind",     "127.0.0.1",  "--save",
+                                "",           "--appendonly", "no",
+                                "--dir",      "/tmp"};
+        int n = 11;
+        if (password != NULL) {
+            argv[n++] = "--requirepass";
+            argv[n++] = password;
+        }
+        argv[n] = NULL;
+        execv(REDIS_SERVER, (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) {
+        redisContext *c = sync_conn(port, password);
+        if (c != NULL) {
+            redisFree(c);
+            return pid;
+        }
+        uv_sleep(25);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    CHECK(0, "redis-server did not answer on port %u in 5 s", port);
+    return 0;
+}
+
+static void stop_redis(pid_t pid, int sig)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGCONT);
+    kill(pid, sig);
+    waitpid(pid, NULL, 0);
+}
+
+/* ------------------------------------------------------- a call's end */
+
+typedef struct {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    int calls;
+    state_redis_result r;
+    uint64_t version;
+    char rec[2048];
+    size_t len;
+    bool has_rec;
+    char why[512];
+} waiter;
+
+static void waiter_init(waiter *w)
+{
+    memset(w, 0, sizeof *w);
+    uv_mutex_init(&w->mu);
+    uv_cond_init(&w->cv);
+}
+
+static void waiter_free(waiter *w)
+{
+    uv_cond_destroy(&w->cv);
+    uv_mutex_destroy(&w->mu);
+}
+
+static void on_done(void *ctx, state_redis_result r, uint64_t version,
+                    const uint8_t *rec, size_t len, const char *why)
+{
+    waiter *w = ctx;
+    uv_mutex_lock(&w->mu);
+    w->calls++;
+    w->r = r;
+    w->version = version;
+    w->has_rec = rec != NULL;
+    w->len = len < sizeof w->rec ? len : sizeof w->rec;
+    if (rec != NULL)
+        memcpy(w->rec, rec, w->len);
+    snprintf(w->why, sizeof w->why, "%s", why ? why : "");
+    uv_cond_signal(&w->cv);
+    uv_mutex_unlock(&w->mu);
+}
+
+/* Waits for the call before it (calls == want); false after 10 s. */
+static bool wait_calls(waiter *w, int want)
+{
+    uint64_t end = now_ns() + 10000000000ull;
+    uv_mutex_lock(&w->mu);
+    while (w->calls < want && now_ns() < end)
+        uv_cond_timedwait(&w->cv, &w->mu, 10000000);
+    bool ok = w->calls >= want;
+    uv_mutex_unlock(&w->mu);
+    return ok;
+}
+
+static state_redis_result get(state_redis *s, waiter *w, const char *id,
+                              uint64_t deadline_ns)
+{
+    int want = w->calls + 1;
+    if (!state_redis_get(s, (const uint8_t *)id, strlen(id), deadline_ns,
+                         on_done, w))
+        return (state_redis_result)-1;
+    return wait_calls(w, want) ? w->r : (state_redis_result)-1;
+}
+
+static state_redis_result put(state_redis *s, waiter *w, const char *id,
+                              uint64_t expect, const void *rec, size_t len,
+                              uint64_t ttl_ms)
+{
+    int want = w->calls + 1;
+    if (!state_redis_put(s, (const uint8_t *)id, strlen(id), expect, rec, len,
+                         ttl_ms, now_ns() + 5000000000ull, on_done, w))
+        return (state_redis_result)-1;
+    return wait_calls(w, want) ? w->r : (state_redis_result)-1;
+}
+
+static state_redis *open_at(unsigned port, const char *userpass, char *msg,
+                            size_t msglen, uint64_t timeout_ms)
+{
+    char url[300];
+    snprintf(url, sizeof url, "redis://%s%s127.0.0.1:%u", userpass ? userpass : "",
+             userpass ? "@" : "", port);
+    redis_url u;
+    if (!redis_url_parse(url, &u, msg, msglen))
+        return NULL;
+    return state_redis_open(&u, "tally:test:", timeout_ms, msg, msglen);
+}
+
+/* ------------------------------------------------------- the cases */
+
+static void url_forms(void)
+{
+    redis_url u;
+    char msg[512], text[600];
+    CHECK(redis_url_parse("redis://localhost", &u, msg, sizeof msg)
+              && strcmp(u.host, "localhost") == 0 && u.port == 6379
+              && u.db == 0 && u.user[0] == '\0' && u.password[0] == '\0',
+          "plain: %s", msg);
+    CHECK(redis_url_parse("redis://h:7000/3", &u, msg, sizeof msg)
+              && u.port == 7000 && u.db == 3,
+          "port and db: %s", msg);
+    CHECK(redis_url_parse("redis://:pw@h:1/2", &u, msg, sizeof msg)
+              && strcmp(u.password, "pw") == 0 && u.user[0] == '\0'
+              && u.port == 1 && u.db == 2,
+          "password: %s", msg);
+    CHECK(redis_url_parse("redis://me:s3cret@[::1]:6380/", &u, msg, sizeof msg)
+              && strcmp(u.user, "me") == 0 && strcmp(u.password, "s3cret") == 0
+              && strcmp(u.host, "::1") == 0 && u.port == 6380,
+          "user, IPv6: %s", msg);
+    redis_url_text(&u, text, sizeof text);
+    CHECK(strcmp(text, "redis://me:***@[::1]:6380/0") == 0, "text: %s", text);
+    static const char *bad[] = {
+        "http://h",          "redis://",         "redis://h:0",
+        "redis://h:70000",   "redis://h:x",      "redis://h/16",
+        "redis://h/x",       "redis://pw@h",     "redis://[::1",
+        "rediss://h",        "redis://h:1/2/3",  "redis://u:s3cret@h:0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msg[0] = '\0';
+        CHECK(!redis_url_parse(bad[i], &u, msg, sizeof msg) && msg[0] != '\0',
+              "%s was taken", bad[i]);
+        CHECK(strstr(msg, "s3cret") == NULL, "the password in: %s", msg);
+    }
+}
+
+static void reads_and_writes(void)
+{
+    unsigned port = free_port();
+    pid_t pid = start_redis(port, NULL);
+    char msg[512];
+    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+    CHECK(s != NULL, "open: %s", msg);
+    redisContext *c = sync_conn(port, NULL);
+    if (s == NULL || c == NULL) {
+        state_redis_close(s);
+        stop_redis(pid, SIGTERM);
+        return;
+    }
+    waiter w;
+    waiter_init(&w);
+    CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 0 && !w.has_rec,
+          "a missing key: %d v%llu", w.r, (unsigned long long)w.version);
+    CHECK(put(s, &w, "a", 0, "one", 3, 60000) == STATE_REDIS_OK && w.version == 1,
+          "the first write: %d v%llu %s", w.r, (unsigned long long)w.version,
+          w.why);
+    CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 1
+              && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
+          "read back: %d v%llu", w.r, (unsigned long long)w.version);
+    /* a writer that read nothing, late: refused, told what is there */
+    CHECK(put(s, &w, "a", 0, "zzz", 3, 60000) == STATE_REDIS_CONFLICT
+              && w.version == 1 && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
+          "a stale write: %d v%llu", w.r, (unsigned long long)w.version);
+    CHECK(put(s, &w, "a", 1, "two", 3, 60000) == STATE_REDIS_OK && w.version == 2,
+          "the second write: %d", w.r);
+    redisReply *r = redisCommand(c, "PTTL tally:test:a");
+    CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 0
+              && r->integer <= 60000,
+          "the key's time to live: %lld", r ? r->integer : -9);
+    if (r != NULL)
+        freeReplyObject(r);
+    CHECK(put(s, &w, "a", 2, "three", 5, 0) == STATE_REDIS_OK && w.version == 3,
+          "a write with no time to live: %d", w.r);
+    r = redisCommand(c, "PTTL tally:test:a");
+    CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == -1,
+          "persisted: %lld", r ? r->integer : -9);
+    if (r != NULL)
+        freeReplyObject(r);
+    /* a record is bytes: zeros and all */
+    uint8_t bin[1500];
+    for (size_t i = 0; i < sizeof bin; i++)
+        bin[i] = (uint8_t)check_rand();
+    bin[0] = 0;
+    bin[700] = 0;
+    CHECK(put(s, &w, "a", 3, bin, sizeof bin, 60000) == STATE_REDIS_OK
+              && get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 4
+              && w.len == sizeof bin && memcmp(w.rec, bin, sizeof bin) == 0,
+          "binary record: %d len %zu", w.r, w.len);
+    /* an id is bytes too */
+    const char id2[] = "seq\001{x}";
+    CHECK(put(s, &w, id2, 0, "x", 1, 1000) == STATE_REDIS_OK, "odd id: %d",
+          w.r);
+    /* delete: only at the version read */
+    CHECK(put(s, &w, "a", 3, NULL, 0, 0) == STATE_REDIS_CONFLICT
+              && w.version == 4,
+          "a stale delete: %d", w.r);
+    CHECK(put(s, &w, "a", 4, NULL, 0, 0) == STATE_REDIS_OK && w.version == 0,
+          "delete: %d", w.r);
+    CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 0 && !w.has_rec,
+          "gone: v%llu", (unsigned long long)w.version);
+    CHECK(put(s, &w, "a", 4, "x", 1, 0) == STATE_REDIS_CONFLICT
+              && w.version == 0 && !w.has_rec,
+          "a write to a deleted key: %d v%llu", w.r,
+          (unsigned long long)w.version);
+    /* a key that holds something else is named as such */
+    r = redisCommand(c, "HSET tally:test:b v notanumber r x");
+    if (r != NULL)
+        freeReplyObject(r);
+    CHECK(get(s, &w, "b", 0) == STATE_REDIS_FAILED
+              && strstr(w.why, "no state") != NULL,
+          "a foreign key: %d %s", w.r, w.why);
+    state_redis_stats st;
+    state_redis_get_stats(s, &st);
+    CHECK(st.up && st.answered >= 14 && st.rtt_ns > 0 && st.reconnects == 0,
+          "stats: up %d, %llu answered", st.up,
+          (unsigned long long)st.answered);
+    state_redis_close(s);
+    redisFree(c);
+    waiter_free(&w);
+    stop_redis(pid, SIGTERM);
+}
+
+/* Two stores, two threads, one counter: read, add one, write at the
+ * version read, again on a conflict. Every increment lands once. */
+typedef struct {
+    state_redis *s;
+    int n, conflicts, failures;
+} racer;
+
+static void race(void *arg)
+{
+    racer *r = arg;
+    waiter w;
+    waiter_init(&w);
+    for (int i = 0; i < r->n; i++) {
+        for (;;) {
+            if (get(r->s, &w, "counter", 0) != STATE_REDIS_OK) {
+                r->failures++;
+                break;
+            }
+            char buf[32];
+            long v = w.has_rec ? strtol(w.rec, NULL, 10) : 0;
+            int len = snprintf(buf, sizeof buf, "%ld", v + 1);
+            state_redis_result res =
+                put(r->s, &w, "counter", w.version, buf, (size_t)len + 1, 0);
+            if (res == STATE_REDIS_OK)
+                break;
+            if (res != STATE_REDIS_CONFLICT) {
+                r->failures++;
+                break;
+            }
+            r->conflicts++;
+        }
+    }
+    waiter_free(&w);
+}
+
+static void two_writers(void)
+{
+    unsigned port = free_port();
+    pid_t pid = start_redis(port, NULL);
+    char msg[512];
+    state_redis *a = open_at(port, NULL, msg, sizeof msg, 5000),
+                *b = open_at(port, NULL, msg, sizeof msg, 5000);
+    CHECK(a != NULL && b != NULL, "open: %s", msg);
+    if (a != NULL && b != NULL) {
+        racer ra = {a, 300, 0, 0}, rb = {b, 300, 0, 0};
+        uv_thread_t ta, tb;
+        uv_thread_create(&ta, race, &ra);
+        uv_thread_create(&tb, race, &rb);
+        uv_thread_join(&ta);
+        uv_thread_join(&tb);
+        waiter w;
+        waiter_init(&w);
+        CHECK(get(a, &w, "counter", 0) == STATE_REDIS_OK && w.version == 600
+                  && strcmp(w.rec, "600") == 0,
+              "600 increments: version %llu, count %s (%d and %d conflicts)",
+              (unsigned long long)w.version, w.rec, ra.conflicts,
+              rb.conflicts);
+        CHECK(ra.failures == 0 && rb.failures == 0, "failures: %d %d",
+              ra.failures, rb.failures);
+        printf("    %d and %d conflicts\n", ra.conflicts, rb.conflicts);
+        waiter_free(&w);
+    }
+    state_redis_close(a);
+    state_redis_close(b);
+    stop_redis(pid, SIGTERM);
+}
+
+static void passwords(void)
+{
+    unsigned port = free_port();
+    pid_t pid = start_redis(port, "s3cret");
+    char msg[512];
+    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+    CHECK(s == NULL && strstr(msg, "NOAUTH") != NULL
+              && strstr(msg, "redis://127.0.0.1:") != NULL,
+          "no password: %s", msg);
+    state_redis_close(s);
+    s = open_at(port, ":wrong", msg, sizeof msg, 5000);
+    CHECK(s == NULL && strstr(msg, "wrong") == NULL
+              && strstr(msg, "redis://:***@127.0.0.1:") != NULL
+              && strstr(msg, "refused") != NULL,
+          "a wrong password: %s", msg);
+    state_redis_close(s);
+    s = open_at(port, "default:s3cret", msg, sizeof msg, 5000);
+    CHECK(s != NULL, "the right password, user default: %s", msg);
+    waiter w;
+    waiter_init(&w);
+    if (s != NULL)
+        CHECK(put(s, &w, "p", 0, "x", 1, 1000) == STATE_REDIS_OK,
+              "a write after AUTH: %d %s", w.r, w.why);
+    state_redis_close(s);
+    waiter_free(&w);
+    stop_redis(pid, SIGTERM);
+}
+
+static void nobody_there(void)
+{
+    unsigned port = free_port();
+    char msg[512];
+    uint64_t t0 = now_ns();
+    state_redis *s = open_at(port, NULL, msg, sizeof msg, 3000);
+    char want[64];
+    snprintf(want, sizeof want, "redis://127.0.0.1:%u/0", port);
+    CHECK(s == NULL && strstr(msg, want) != NULL
+              && strstr(msg, "cannot connect") != NULL,
+          "nothing listening: %s", msg);
+    CHECK(now_ns() - t0 < 2000000000ull, "took %.1f s",
+          (double)(now_ns() - t0) / 1e9);
+    state_redis_close(s);
+    /* a server that takes the connection and never answers */
+    pid_t pid = start_redis(port, NULL);
+    kill(pid, SIGSTOP);
+    t0 = now_ns();
+    s = open_at(port, NULL, msg, sizeof msg, 300);
+    CHECK(s == NULL && strstr(msg, "no answer in time") != NULL,
+          "a stopped server: %s", msg);
+    CHECK(now_ns() - t0 < 2000000000ull, "its timeout took %.1f s",
+          (double)(now_ns() - t0) / 1e9);
+    state_redis_close(s);
+    stop_redis(pid, SIGTERM);
+}
+
+static void stops_and_restarts(void)
+{
+    unsigned port = free_port();
+    pid_t pid = start_redis(port, NULL);
+    char msg[512];
+    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+    CHECK(s != NULL, "open: %s", msg);
+    if (s == NULL) {
+        stop_redis(pid, SIGTERM);
+        return;
+    }
+    waiter w;
+    waiter_init(&w);
+    CHECK(put(s, &w, "k", 0, "x", 1, 0) == STATE_REDIS_OK, "write: %d", w.r);
+
+    /* it stops answering: a deadline ends the wait, once */
+    kill(pid, SIGSTOP);
+    uint64_t t0 = now_ns();
+    CHECK(get(s, &w, "k", now_ns() + 200000000ull) == STATE_REDIS_FAILED
+              && strstr(w.why, "timed out") != NULL,
+          "a stopped server: %d %s", w.r, w.why);
+    CHECK(now_ns() - t0 < 1000000000ull, "the deadline took %.2f s",
+          (double)(now_ns() - t0) / 1e9);
+    int calls = w.calls;
+    kill(pid, SIGCONT);
+    CHECK(get(s, &w, "k", 0) == STATE_REDIS_OK && w.version == 1,
+          "answering again: %d", w.r);
+    CHECK(w.calls == calls + 1, "the late reply was not dropped: %d calls",
+          w.calls - calls);
+
+    /* it dies: what is asked for fails, then it comes back (empty: no
+     * persistence here), and the store connects again by itself */
+    stop_redis(pid, SIGKILL);
+    CHECK(get(s, &w, "k", now_ns() + 300000000ull) == STATE_REDIS_FAILED,
+          "a dead server: %d", w.r);
+    pid = start_redis(port, NULL);
+    state_redis_result r = (state_redis_result)-1;
+    for (int i = 0; i < 100 && r != STATE_REDIS_OK; i++) {
+        r = get(s, &w, "k", now_ns() + 200000000ull);
+        if (r != STATE_REDIS_OK)
+            uv_sleep(50);
+    }
+    CHECK(r == STATE_REDIS_OK && w.version == 0,
+          "after the restart: %d v%llu %s", r, (unsigned long long)w.version,
+          w.why);
+    state_redis_stats st;
+    state_redis_get_stats(s, &st);
+    CHECK(st.up && st.reconnects >= 1 && st.failures >= 2,
+          "stats: up %d, %llu reconnects, %llu failures", st.up,
+          (unsigned long long)st.reconnects, (unsigned long long)st.failures);
+    /* what is asked for during the outage waits for the connection (once
+     * the store has seen the connection go: what was sent before fails) */
+    stop_redis(pid, SIGKILL);
+    for (int i = 0; i < 200; i++) {
+        state_redis_get_stats(s, &st);
+        if (!st.up)
+            break;
+        uv_sleep(10);
+    }
+    CHECK(!st.up, "the store did not see Redis go");
+    int want = w.calls + 1;
+    CHECK(state_redis_put(s, (const uint8_t *)"k", 1, 0, (const uint8_t *)"y", 1, 0,
+                          now_ns() + 8000000000ull, on_done, &w),
+          "a write while it is down");
+    uv_sleep(200);
+    pid = start_redis(port, NULL);
+    CHECK(wait_calls(&w, want) && w.r == STATE_REDIS_OK && w.version == 1,
+          "a write that waited for the connection: %d %s", w.r, w.why);
+    state_redis_close(s);
+    waiter_free(&w);
+    stop_redis(pid, SIGTERM);
+}
+
+static const check_case cases[] = {
+    {"url_forms", url_forms},
+    {"reads_and_writes", reads_and_writes},
+    {"two_writers", two_writers},
+    {"passwords", passwords},
+    {"nobody_there", nobody_there},
+    {"stops_and_restarts", stops_and_restarts},
+};
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
