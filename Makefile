@@ -580,7 +580,7 @@ test-c:
 # UndefinedBehaviorSanitizer; not the package installs, the browser (its
 # pages are tested against this daemon by test_landing and test_docs), `make
 # install` or the container, which build nothing with the sanitizers; nor
-# the tests marked `peer` (perf_analyzer and a Dask cluster driving
+# the tests marked `peer` (perf_analyzer, a Dask cluster and schemathesis driving
 # tallyd: most of their time is the tool's own, and the server code they
 # reach is what tallyd's own clients reach in the other tests; the plain
 # leg runs them against the plain build). CI runs it.

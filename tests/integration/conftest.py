@@ -43,7 +43,7 @@ def pytest_configure(config):
         "workers, drains, the exporter); `make test-tsan` runs these")
     config.addinivalue_line(
         "markers", "peer: drives tallyd through an outside tool's own machinery "
-        "(perf_analyzer, a Dask cluster); the plain leg runs these, the sanitizer "
+        "(perf_analyzer, a Dask cluster, schemathesis); the plain leg runs these, the sanitizer "
         "legs leave them out (Makefile, test-asan)")
 
 

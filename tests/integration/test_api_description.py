@@ -40,7 +40,10 @@ def run_schemathesis(d, tmp_path, extra=()):
     return out.returncode, out.stdout + out.stderr
 
 
+# peer: schemathesis's own generation is most of its 51 s; the plain leg
+# runs it, and the fuzz targets feed the sanitized parsers malformed input
 @pytest.mark.slow
+@pytest.mark.peer
 def test_every_answer_is_one_the_description_allows(spawn, tmp_path):
     d = spawn("--allow-shared-memory", "--access-log=off")
     rc, text = run_schemathesis(d, tmp_path)
