@@ -15,7 +15,7 @@
 ARG BASE=debian:bookworm-slim
 # The libraries tallyd and the CLI load, for both runtime images (each
 # stage that uses it names it again, bare, to see it).
-ARG RUNTIME_LIBS="ocl-icd-libopencl1 libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 libnghttp2-14 libprotobuf-c1 libssl3"
+ARG RUNTIME_LIBS="ocl-icd-libopencl1 libmicrohttpd12 libjansson4 libuv1 libcurl4 zlib1g libdeflate0 libstdc++6 libnghttp2-14 libprotobuf-c1 libhiredis0.14 libssl3"
 
 FROM ${BASE} AS build
 ARG DEBIAN_FRONTEND=noninteractive
@@ -24,7 +24,7 @@ RUN apt-get update \
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
       libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
       g++ libfast-float-dev libfmt-dev libdeflate-dev \
-      libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev ccache \
+      libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev libhiredis-dev ccache \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./

@@ -44,7 +44,7 @@ INC_api      := -Iserver/api -Iserver/sched -Iserver/http -Iserver/grpc -Iserver
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
-DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -lssl -lcrypto -ljansson -luv -lz -ldeflate -lcurl -lstdc++
+DAEMON_LIBS := -lmicrohttpd -lnghttp2 -lprotobuf-c -lhiredis -lssl -lcrypto -ljansson -luv -lz -ldeflate -lcurl -lstdc++
 # format/numtext_conv.cc, the shim over fast_float and {fmt} (both header-only), is the
 # only C++: no exceptions, no RTTI, the C code's warnings.
 CXXFLAGS ?= -O2 -g
@@ -170,11 +170,7 @@ CODEC_CORE := server/core/status.c server/core/shm_ref.c server/core/trace.c \
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/format/numtext_conv.o \
               $(CODEC_CORE:%.c=$(BUILD)/%.o) \
               $(PB_GEN).o $(OTLP_GEN).o
-# sched/state_redis.c, the sequences' states in Redis, is linked by its
-# test alone until --state-store uses it (issue 47): tallyd does not load
-# hiredis yet.
-STATE_REDIS := server/sched/state_redis.c
-DAEMON_SRC := $(filter-out $(CODEC_CORE) $(STATE_REDIS),$(wildcard server/*.c \
+DAEMON_SRC := $(filter-out $(CODEC_CORE),$(wildcard server/*.c \
               server/core/*.c server/sched/*.c server/http/*.c server/grpc/*.c \
               server/api/*.c server/telemetry/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/web.o
@@ -290,7 +286,7 @@ $(BUILD)/bin/test_state_redis: $(BUILD)/tests/server/test_state_redis.o $(TEST_L
     $(BUILD)/server/sched/state_redis.o \
     $(filter $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lhiredis $(DAEMON_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
 # The client's tests: the shared library, the engine's host reference.
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests

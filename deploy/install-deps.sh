@@ -46,11 +46,11 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   libmicrohttpd-dev libjansson-dev libuv1-dev libcurl4-openssl-dev zlib1g-dev \
   g++ libfast-float-dev libfmt-dev libdeflate-dev openssl curl \
-  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev"
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev libhiredis-dev"
 # module:pip-name pairs, for the virtual environment
 PYTHON_PACKAGES=""
 VENV=build/venv
-TEST_PACKAGES="python3 python3-venv libb64-0d wrk nghttp2-client redis-server libhiredis-dev"
+TEST_PACKAGES="python3 python3-venv libb64-0d wrk nghttp2-client redis-server"
 TEST_PYTHON="setuptools:setuptools wheel:wheel numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \

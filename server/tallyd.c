@@ -1,7 +1,7 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Ten kinds of threads, and the only calls that cross
+ * Threading model. Eleven kinds of threads, and the only calls that cross
  * between them. This list names them once: a "Threading:" line anywhere
  * in server/ names only these (tests/check_threads.py, in make check).
  *
@@ -65,6 +65,14 @@
  *                           (sched/sequence.c's finish_end) and its request
  *                           is resumed (api/submit.c), as a worker's done
  *                           would; nothing else waits on the disk.
+ *   the store's thread      sched/state_redis.c, with --state-store: its
+ *                           own libuv loop and the one connection to
+ *                           Redis; it sends the sequences' reads and
+ *                           writes, and their callbacks (sched/
+ *                           seq_remote.c) decide, write again, or end the
+ *                           chunk and resume its request (api/submit.c),
+ *                           as the log writer does; nothing else waits
+ *                           on Redis.
  *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
  *                           encodes queued records into spans and POSTs
  *                           them; HTTP threads and the loop thread (gRPC)

@@ -75,6 +75,8 @@ typedef struct api_state {
     grpc_door *grpc;       /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
     struct seq_store *store; /* with --state-dir: their log (seq_store.h) */
+    struct state_redis *redis;  /* with --state-store: the connection */
+    struct seq_remote *remote;  /* and the sequences there (seq_remote.h) */
     seq_table *seqs;       /* the live sequences (sequence.h); off with
                             * --max-sequences 0 */
     struct api_watch *watches; /* gRPC health Watches (health.c), of
@@ -101,9 +103,11 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
 void api_stop(api_state *a);
 
 /* The sequences at the start: with --state-dir, those a drain saved
- * there (sequence.h's seq_load), logged. False with a message naming the
- * file when it cannot be taken: tallyd does not start. After
- * api_start(), before the transports. */
+ * there (sequence.h's seq_load), logged; with --state-store, the
+ * connection to Redis, opened and checked (state_redis.h). False with a
+ * message naming the file, or the URL without its password, when it
+ * cannot be taken: tallyd does not start. After api_start(), before the
+ * transports. */
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen);
 

@@ -12,7 +12,9 @@
 
 #include "api.h"
 #include "log.h"
+#include "seq_remote.h"
 #include "seq_store.h"
+#include "state_redis.h"
 
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
@@ -142,9 +144,43 @@ static bool replay_log(api_state *a, const char *dir, size_t max_bytes,
     return true;
 }
 
+/* --state-store: the connection, and the table's backend over it. */
+static bool open_remote(api_state *a, tallyd_server *s, char *msg,
+                        size_t msglen)
+{
+    redis_url u;
+    if (!redis_url_parse(s->cfg.state_store, &u, msg, msglen))
+        return false;
+    a->redis = state_redis_open(&u, s->cfg.state_store_prefix,
+                                s->cfg.state_store_timeout_ms, msg, msglen);
+    if (a->redis == NULL)
+        return false;
+    seq_options so = {
+        .max_sequences = s->cfg.max_sequences,
+        .idle_ms = s->cfg.sequence_idle_ms,
+        .linger_ms = s->cfg.sequence_linger_ms,
+        .reorder_ms = s->cfg.sequence_reorder_ms,
+        .max_bytes = s->cfg.sequence_max_bytes,
+    };
+    a->remote = seq_remote_new(a->redis, &so, s->cfg.state_store_timeout_ms);
+    if (a->remote == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return false;
+    }
+    seq_remote_attach(a->remote, a->seqs);
+    char shown[600];
+    redis_url_text(&u, shown, sizeof shown);
+    log_msg("sequences", "info",
+            "sequences' states live in %s, under keys %s{...}", shown,
+            s->cfg.state_store_prefix);
+    return true;
+}
+
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen)
 {
+    if (s->cfg.state_store[0] != '\0' && seq_enabled(a->seqs))
+        return open_remote(a, s, msg, msglen);
     const char *dir = s->cfg.state_dir;
     if (dir == NULL || dir[0] == '\0' || !seq_enabled(a->seqs))
         return true;
@@ -202,6 +238,8 @@ bool api_sequences_save(api_state *a, tallyd_server *s)
     if (a->seqs == NULL || !seq_enabled(a->seqs))
         return true;
     size_t live = seq_live(a->seqs);
+    if (a->remote != NULL) /* every answered chunk is in Redis */
+        return true;
     if (a->store != NULL) { /* every applied chunk is in the log */
         seq_store_close(a->store);
         a->store = NULL;
@@ -240,6 +278,12 @@ void api_stop(api_state *a)
 
 void api_free(api_state *a)
 {
+    /* the connection first: a chunk still waiting for Redis (a drain
+     * that timed out) fails with "the store is closing" */
+    state_redis_close(a->redis);
+    a->redis = NULL;
+    seq_remote_free(a->remote);
+    a->remote = NULL;
     seq_table_free(a->seqs);
     a->seqs = NULL;
     shm_registry_free(a->shm);

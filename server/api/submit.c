@@ -120,6 +120,7 @@ static void on_job_done(job *j)
     if (t != NULL && seq_durable(t)) {
         w->seqs = NULL;
         w->slot.durable = seq_durable_done;
+        w->slot.deadline_ns = j->deadline_ns;
         bool ok = j->status == STATUS_OK && !w->door->gone(w);
         bool later;
         char msg[512];
@@ -151,6 +152,7 @@ static bool run_inline_durable(submit_work *w)
     seq_table *t = w->seqs;
     w->seqs = NULL;
     w->slot.durable = seq_durable_done;
+    w->slot.deadline_ns = w->j.deadline_ns;
     bool later;
     char msg[512];
     status_code st = seq_finish_durable(t, &w->slot, w->j.status == STATUS_OK,

@@ -229,6 +229,17 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  c->state_fsync);
         return false;
     }
+    if (c->state_store[0] != '\0' && c->state_dir[0] != '\0') {
+        snprintf(msg, msglen,
+                 "state-store and state-dir cannot be combined: a sequence's "
+                 "state lives in one place (Redis, for many replicas; a "
+                 "directory, for one)");
+        return false;
+    }
+    if (c->state_store[0] != '\0' && c->state_store_timeout_ms == 0) {
+        snprintf(msg, msglen, "state-store-timeout-ms must be at least 1");
+        return false;
+    }
     if (c->grpc_threads > TALLYD_GRPC_THREADS_MAX) {
         snprintf(msg, msglen, "grpc-threads is at most %u, not %u",
                  TALLYD_GRPC_THREADS_MAX, c->grpc_threads);

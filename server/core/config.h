@@ -65,6 +65,18 @@
       "the chunks that finish together: an answered chunk survives a power "   \
       "loss) or everysec (written before the answer, flushed once a second: "  \
       "it survives a crash of tallyd)")                                        \
+    X(state_store, "state-store", "TALLY_STATE_STORE", STR, "",                \
+      "redis://[[user]:password@]host[:port][/db]: keep every sequence's "    \
+      "state in this Redis, shared by every replica that names it, so that "  \
+      "any replica answers any chunk (not with --state-dir); empty: none")    \
+    X(state_store_prefix, "state-store-prefix", "TALLY_STATE_STORE_PREFIX",    \
+      STR, "tally:seq:",                                                       \
+      "with --state-store: the start of every sequence's key")                \
+    X(state_store_timeout_ms, "state-store-timeout-ms",                        \
+      "TALLY_STATE_STORE_TIMEOUT_MS", UINT, "2000",                            \
+      "with --state-store: a chunk waits this long at most for Redis (less "  \
+      "when its request's deadline comes first), then gets 503; also the "    \
+      "start's wait for the first connection")                                \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
       "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
@@ -220,7 +232,8 @@ typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
         *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
         *tls_key, *tls_priorities, *access_log, *state_dir,
-        *state_fsync, *fault_state, *placement;
+        *state_fsync, *fault_state, *placement, *state_store,
+        *state_store_prefix;
     unsigned workers, http_threads, grpc_threads, queue_depth, timeout_ms,
         idle_timeout_s,
         request_timeout_s, drain_timeout_s, drain_idle_ms, max_connections,
@@ -229,7 +242,7 @@ typedef struct {
         fault_after_ms, fault_build_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
         otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms,
-        sequence_reorder_ms, fault_state_after;
+        sequence_reorder_ms, fault_state_after, state_store_timeout_ms;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, fault_build,

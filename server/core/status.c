@@ -66,5 +66,5 @@ int status_grpc(status_code s)
 bool status_retry_later(status_code s)
 {
     return s == STATUS_QUEUE_FULL || s == STATUS_DRAINING || s == STATUS_NOMEM
-           || s == STATUS_SEQUENCES_FULL;
+           || s == STATUS_SEQUENCES_FULL || s == STATUS_STORE;
 }

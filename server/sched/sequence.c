@@ -25,13 +25,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <openssl/evp.h>
 #include <uv.h>
 
 #include "clock.h"
 #include "sequence.h"
 #include "seq_store.h"
 #include "sequence_file.h"
+#include "seq_rules.h"
 #include "tx_dtype.h"
 
 enum { WAITING = 1, ARMED, TURN };
@@ -80,6 +80,8 @@ struct seq_table {
     uint64_t started, ended, expired, refused, late;
     uint64_t applied, repeats, conflicts, gaps; /* numbered chunks */
     seq_store *store; /* NULL: the carries live in memory only */
+    const seq_backend *remote; /* the states live in a shared store */
+    void *remote_self;
     bool frozen;     /* seq_freeze(): no carry moves any more */
     unsigned moving; /* chunks moving their carries now (seq_finish) */
 };
@@ -227,69 +229,14 @@ static void unmap(seq_table *t, seq_entry *e)
 
 /* ----------------------------------------------------------- admission */
 
-/* "float32 [*, 4] axis 0, inclusive, forward" */
-static void describe(const eng_scan_desc *d, int64_t axis, char *buf,
-                     size_t len)
-{
-    size_t at = (size_t)snprintf(buf, len, "%s [", tx_dtype_name(d->dtype));
-    for (int i = 0; i < d->rank && at < len; i++)
-        at += (size_t)(i == axis
-                           ? snprintf(buf + at, len - at, "%s*", i ? ", " : "")
-                           : snprintf(buf + at, len - at, "%s%" PRIu64,
-                                      i ? ", " : "", d->shape[i]));
-    if (at < len)
-        snprintf(buf + at, len - at, "] along axis %" PRId64 ", %s, %s", axis,
-                 d->exclusive ? "exclusive" : "inclusive",
-                 d->reverse ? "reverse" : "forward");
-}
-
-static int64_t norm_axis(const eng_scan_desc *d)
-{
-    return d->axis < 0 ? d->axis + d->rank : d->axis;
-}
-
-/* Whether chunk d may follow e's chunks. */
-static bool same_kind(const seq_entry *e, const eng_scan_desc *d)
-{
-    const eng_scan_desc *a = &e->desc;
-    int64_t axis = norm_axis(d);
-    if (a->dtype != d->dtype || a->rank != d->rank || a->axis != axis
-        || a->exclusive != d->exclusive || a->reverse != d->reverse)
-        return false;
-    for (int i = 0; i < d->rank; i++)
-        if (i != axis && a->shape[i] != d->shape[i])
-            return false;
-    return true;
-}
-
 /* What a slot holds, let go. */
-static void drop_slot(seq_slot *s)
+void seq_slot_drop(seq_slot *s)
 {
     if (s->totals != &s->one)
         free(s->totals);
     s->totals = NULL;
     free(s->copy);
     s->copy = NULL;
-}
-
-/* The SHA-256 of a chunk's input: its dtype, rank, shape and bytes. */
-static bool chunk_sha(const eng_scan_desc *d, const void *in, size_t bytes,
-                      unsigned char out[32])
-{
-    uint64_t head[2 + ENG_MAX_RANK];
-    size_t n = 0;
-    head[n++] = (uint64_t)d->dtype;
-    head[n++] = (uint64_t)d->rank;
-    for (int i = 0; i < d->rank && i < ENG_MAX_RANK; i++)
-        head[n++] = d->shape[i];
-    unsigned len = 0;
-    EVP_MD_CTX *c = EVP_MD_CTX_new();
-    bool ok = c != NULL && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1
-              && EVP_DigestUpdate(c, head, n * sizeof *head) == 1
-              && (bytes == 0 || EVP_DigestUpdate(c, in, bytes) == 1)
-              && EVP_DigestFinal_ex(c, out, &len) == 1 && len == 32;
-    EVP_MD_CTX_free(c);
-    return ok;
 }
 
 /* Whether a numbered slot may take the turn now: its number is the last
@@ -327,6 +274,57 @@ static void stall_update(seq_table *t, seq_entry *e)
     }
 }
 
+status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
+                          const eng_lines *l, const void *in, size_t max_bytes,
+                          seq_slot *s, char *msg, size_t msglen)
+{
+    char id[SEQ_ID_MAX + 8];
+    seq_id_format(p, id, sizeof id);
+    uint64_t count;
+    if (!eng_mul_u64(l->outer, l->inner, &count)
+        || count > max_bytes / sizeof(eng_carry)) {
+        snprintf(msg, msglen,
+                 "sequence %s: a chunk of this shape keeps a carry for each "
+                 "of its lines, 8 bytes each, and they would take more than "
+                 "--sequence-max-bytes (%zu) alone",
+                 id, max_bytes);
+        return STATUS_TOO_LARGE;
+    }
+    s->lines = *l;
+    s->start = p->start;
+    s->end = p->end;
+    s->totals = &s->one;
+    s->copy = NULL;
+    if (count > 1) {
+        s->totals = malloc(count * sizeof *s->totals);
+        if (s->totals == NULL) {
+            s->totals = &s->one;
+            snprintf(msg, msglen, "out of memory for a chunk's totals");
+            return STATUS_NOMEM;
+        }
+    }
+    memset(s->totals, 0, (count ? count : 1) * sizeof *s->totals);
+    eng_carry_totals(l, in, s->totals); /* before any lock: it reads it all */
+    if (eng_carry_rescans(l->dtype) && l->bytes > 0) {
+        s->copy = malloc(l->bytes);
+        if (s->copy == NULL) {
+            seq_slot_drop(s);
+            snprintf(msg, msglen, "out of memory keeping a chunk's input");
+            return STATUS_NOMEM;
+        }
+        memcpy(s->copy, in, l->bytes);
+    }
+    s->numbered = p->has_chunk;
+    s->chunk = p->chunk;
+    s->refused = STATUS_OK;
+    if (p->has_chunk && !seq_rule_sha(d, in, l->bytes, s->sha)) {
+        seq_slot_drop(s);
+        snprintf(msg, msglen, "out of memory hashing a chunk's input");
+        return STATUS_NOMEM;
+    }
+    return STATUS_OK;
+}
+
 status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                       const eng_lines *l, const void *in, seq_slot *s,
                       bool *wait, char *msg, size_t msglen)
@@ -340,62 +338,33 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                  id);
         return STATUS_INVALID;
     }
-    uint64_t count;
-    if (!eng_mul_u64(l->outer, l->inner, &count)
-        || count > t->o.max_bytes / sizeof(eng_carry)) {
-        snprintf(msg, msglen,
-                 "sequence %s: a chunk of this shape keeps a carry for each "
-                 "of its lines, 8 bytes each, and they would take more than "
-                 "--sequence-max-bytes (%zu) alone",
-                 id, t->o.max_bytes);
-        return STATUS_TOO_LARGE;
+    if (t->remote != NULL) {
+        *wait = false;
+        return t->remote->admit(t->remote_self, p, d, l, in, s, msg, msglen);
     }
-    s->lines = *l;
-    s->start = p->start;
-    s->end = p->end;
-    s->totals = &s->one;
-    if (count > 1) {
-        s->totals = malloc(count * sizeof *s->totals);
-        if (s->totals == NULL) {
-            s->totals = &s->one;
-            snprintf(msg, msglen, "out of memory for a chunk's totals");
-            return STATUS_NOMEM;
-        }
-        s->copy = NULL;
-    }
-    memset(s->totals, 0, (count ? count : 1) * sizeof *s->totals);
-    eng_carry_totals(l, in, s->totals); /* before the lock: it reads it all */
-    s->copy = NULL;
-    if (eng_carry_rescans(l->dtype) && l->bytes > 0) {
-        s->copy = malloc(l->bytes);
-        if (s->copy == NULL) {
-            drop_slot(s);
-            snprintf(msg, msglen, "out of memory keeping a chunk's input");
-            return STATUS_NOMEM;
-        }
-        memcpy(s->copy, in, l->bytes);
-    }
-
-    s->numbered = p->has_chunk;
-    s->chunk = p->chunk;
-    s->refused = STATUS_OK;
-    if (p->has_chunk && !chunk_sha(d, in, l->bytes, s->sha)) {
-        drop_slot(s);
-        snprintf(msg, msglen, "out of memory hashing a chunk's input");
-        return STATUS_NOMEM;
-    }
+    status_code fst = seq_slot_fill(p, d, l, in, t->o.max_bytes, s, msg,
+                                    msglen);
+    if (fst != STATUS_OK)
+        return fst;
+    uint64_t count = eng_carry_count(l);
 
     uint64_t h = hash_id(p);
     uv_mutex_lock(&t->mu);
     seq_entry *e = find(t, p, h);
     status_code st = STATUS_OK;
-    /* a numbered start on a live numbered sequence is a retry of its
-     * chunk 1 (so is one on an ended one-chunk sequence, same input) */
-    bool restart = p->start;
-    if (restart && p->has_chunk && e != NULL && e->numbered
-        && (!e->closed
-            || (e->applied == 1 && memcmp(e->last_sha, s->sha, 32) == 0)))
-        restart = false;
+    seq_view v = {
+        .exists = e != NULL,
+        .numbered = e != NULL && e->numbered,
+        .closed = e != NULL && e->closed,
+        .ending = e != NULL && e->ending,
+        .applied = e != NULL ? e->applied : 0,
+        .last_sha = e != NULL ? e->last_sha : NULL,
+        .desc = e != NULL ? &e->desc : NULL,
+    };
+    bool late;
+    int rule = seq_rule_admit(&v, p, d, s->sha, t->o.linger_ms, t->o.idle_ms,
+                              &late, msg, msglen);
+    bool restart = rule == SEQ_RULE_START;
     if (restart) {
         size_t need = (size_t)count * sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
         if ((e == NULL || e->closed) && t->live >= t->o.max_sequences) {
@@ -441,7 +410,7 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         n->id.start = n->id.end = n->id.has_flags = false;
         n->hash = h;
         n->desc = *d;
-        n->desc.axis = norm_axis(d);
+        n->desc.axis = seq_rule_axis(d);
         n->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
         n->count = count;
         n->numbered = p->has_chunk;
@@ -449,59 +418,15 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
         map_insert(t, n);
         t->started++;
         e = n;
-    } else if (e == NULL
-               || (!e->numbered && e->ending && t->o.linger_ms == 0)) {
-        snprintf(msg, msglen,
-                 "sequence %s is not live: it was never started, has ended, "
-                 "or was dropped after %" PRIu64 " ms without a request; "
-                 "the first request of a sequence must carry sequence_start",
-                 id, t->o.idle_ms);
+    } else if (rule == SEQ_RULE_INVALID) {
         st = STATUS_INVALID;
-    } else if (!same_kind(e, d)) {
-        char was[200], is[200];
-        describe(&e->desc, e->desc.axis, was, sizeof was);
-        describe(d, norm_axis(d), is, sizeof is);
-        snprintf(msg, msglen,
-                 "sequence %s is %s, and this chunk is %s: every chunk of a "
-                 "sequence keeps its first chunk's dtype, axis, mode and "
-                 "shape off the axis",
-                 id, was, is);
-        st = STATUS_INVALID;
-    } else if (e->numbered != p->has_chunk) {
-        snprintf(msg, msglen,
-                 e->numbered
-                     ? "sequence %s numbers its chunks (sequence_chunk), "
-                       "and this chunk has no number"
-                     : "sequence %s does not number its chunks (its start "
-                       "had no sequence_chunk), and this chunk has one",
-                 id);
-        st = STATUS_INVALID;
-    } else if (e->numbered && p->chunk < e->applied) {
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " is older than its last "
-                 "applied chunk, %" PRIu64 "%s; nothing changed",
-                 id, p->chunk, e->applied, e->closed ? " (its end)" : "");
-        st = STATUS_CHUNK_CONFLICT;
-        t->conflicts++;
-    } else if (e->numbered && e->closed && p->chunk != e->applied) {
-        snprintf(msg, msglen,
-                 "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64
-                 " cannot follow it (only the end chunk may be sent again)",
-                 id, e->applied, p->chunk);
-        st = STATUS_CHUNK_CONFLICT;
-        t->conflicts++;
-    } else if (e->numbered && p->chunk == e->applied
-               && memcmp(e->last_sha, s->sha, 32) != 0) {
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " was applied with another "
-                 "input (dtype, shape or bytes); nothing changed",
-                 id, p->chunk);
+    } else if (rule == SEQ_RULE_CONFLICT) {
         st = STATUS_CHUNK_CONFLICT;
         t->conflicts++;
     }
     if (st != STATUS_OK)
         goto refused;
-    if (!e->numbered && !p->start && (e->closed || e->ending))
+    if (late)
         t->late++; /* sent before the end, arrived after it */
     if (p->end && !e->closed)
         e->ending = true;
@@ -528,7 +453,7 @@ refused: /* nothing changed but the count; the lock is released here,
           * where it was taken */
     t->refused++;
     uv_mutex_unlock(&t->mu);
-    drop_slot(s);
+    seq_slot_drop(s);
     return st;
 }
 
@@ -555,34 +480,22 @@ static void add_carries(const seq_entry *e, seq_slot *s, void *out,
 
 enum { APPLY, REPEAT, CONFLICT };
 
-/* What a numbered chunk with the turn is: the mutex is not needed to
- * read what only the turn's holder writes. */
+/* What a numbered chunk with the turn is (it is due, so never early):
+ * the mutex is not needed to read what only the turn's holder writes. */
 static int numbered_outcome(const seq_entry *e, const seq_slot *s, char *msg,
                             size_t msglen)
 {
-    if (s->chunk == e->applied + 1 && !e->closed)
-        return APPLY;
-    if (s->chunk == e->applied && e->applied > 0
-        && memcmp(s->sha, e->last_sha, 32) == 0)
-        return REPEAT;
-    char id[SEQ_ID_MAX + 8];
-    seq_id_format(&e->id, id, sizeof id);
-    if (s->chunk == e->applied)
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " was applied with another "
-                 "input (dtype, shape or bytes); nothing changed",
-                 id, s->chunk);
-    else if (e->closed && s->chunk > e->applied)
-        snprintf(msg, msglen,
-                 "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64
-                 " cannot follow it",
-                 id, e->applied, s->chunk);
-    else
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " is older than its last "
-                 "applied chunk, %" PRIu64 "; nothing changed",
-                 id, s->chunk, e->applied);
-    return CONFLICT;
+    seq_view v = {.exists = true,
+                  .numbered = true,
+                  .closed = e->closed,
+                  .applied = e->applied,
+                  .last_sha = e->last_sha,
+                  .desc = &e->desc};
+    switch (seq_rule_outcome(&v, &e->id, s->chunk, s->sha, msg, msglen)) {
+    case SEQ_OUT_APPLY: return APPLY;
+    case SEQ_OUT_REPEAT: return REPEAT;
+    default: return CONFLICT;
+    }
 }
 
 static int64_t wall_ms(void);
@@ -657,7 +570,7 @@ static void finish_end(seq_table *t, seq_slot *s, bool ok, int what,
         free(s->scratch);
         s->scratch = NULL;
     }
-    drop_slot(s);
+    seq_slot_drop(s);
     bool applied = ok && what == APPLY;
 
     seq_slot *next = NULL;
@@ -765,6 +678,12 @@ status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
     int what;
     bool moving;
     *later = false;
+    if (t->remote != NULL) {
+        status_code st = STATUS_OK;
+        *later = t->remote->finish(t->remote_self, s, ok, out, &st, msg,
+                                   msglen);
+        return st;
+    }
     s->table = t;
     status_code st = finish_begin(t, s, &ok, out, &what, &moving, msg, msglen);
     if (!ok || what != APPLY || t->store == NULL) {
@@ -808,8 +727,6 @@ static bool refuse_waiting(seq_table *t, seq_entry *e, uint64_t at,
     uint64_t next = e->applied + 1;
     if (e->busy && e->running == next)
         next++;
-    char id[SEQ_ID_MAX + 8];
-    seq_id_format(&e->id, id, sizeof id);
     seq_slot **at_s = &e->whead, *before = NULL;
     while (*at_s != NULL) {
         seq_slot *s = *at_s;
@@ -826,13 +743,10 @@ static bool refuse_waiting(seq_table *t, seq_entry *e, uint64_t at,
         *at_s = s->next; /* waited too long for chunk `next` */
         if (e->wtail == s)
             e->wtail = before;
-        snprintf(s->msg, sizeof s->msg,
-                 "sequence %s: chunk %" PRIu64 " waited %" PRIu64
-                 " ms (--sequence-reorder-ms) for chunk %" PRIu64
-                 ", which did not come; send that one, then this again",
-                 id, s->chunk, t->o.reorder_ms, next);
+        seq_rule_gap(&e->id, s->chunk, next, t->o.reorder_ms, s->msg,
+                     sizeof s->msg);
         s->refused = STATUS_CHUNK_GAP;
-        drop_slot(s);
+        seq_slot_drop(s);
         t->gaps++;
         e->pending--;
         if (s->turn == ARMED) {
@@ -942,6 +856,20 @@ void seq_render_metrics(seq_table *t, textbuf *o)
              refused = t->refused, late = t->late, applied = t->applied,
              repeats = t->repeats, conflicts = t->conflicts, gaps = t->gaps;
     uv_mutex_unlock(&t->mu);
+    if (t->remote != NULL) { /* the store expires them; Redis counts that */
+        seq_counts c;
+        t->remote->counts(t->remote_self, &c);
+        live = c.live;
+        bytes = c.bytes;
+        started = c.started;
+        ended = c.ended;
+        refused += c.refused; /* seq_admit's own (sequences off) too */
+        late = c.late;
+        applied = c.applied;
+        repeats = c.repeats;
+        conflicts = c.conflicts;
+        gaps = c.gaps;
+    }
     textbuf_put(o,
                 "# HELP tally_sequences_live Sequences live now (Triton's "
                 "sequence extension).\n"
@@ -983,6 +911,8 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "%" PRIu64 "\n",
                 live, bytes, started, ended, expired, refused, late, applied,
                 repeats, conflicts, gaps);
+    if (t->remote != NULL)
+        t->remote->render_metrics(t->remote_self, o);
     if (t->store == NULL)
         return;
     seq_store_stats st;
@@ -1267,8 +1197,16 @@ void seq_set_store(seq_table *t, struct seq_store *store)
     t->store = store;
 }
 
+void seq_set_backend(seq_table *t, const seq_backend *b, void *self)
+{
+    t->remote = b;
+    t->remote_self = self;
+}
+
 bool seq_durable(const seq_table *t)
 {
+    if (t->remote != NULL)
+        return true;
     return t != NULL && t->store != NULL;
 }
 

@@ -134,6 +134,13 @@ struct seq_slot {
     /* The table's, between seq_finish_durable() and durable(). */
     seq_table *table;
     eng_carry *scratch; /* the new carries, until they are durable */
+    /* The submitter's, before seq_finish_durable(): when the request's
+     * own deadline passes (the monotonic clock; 0: none). A shared
+     * store's answer is waited for until then at most. */
+    uint64_t deadline_ns;
+    /* The shared store's (seq_remote.h), between seq_finish_durable()
+     * and durable(). */
+    void *remote;
 };
 
 /* A table with o's settings; NULL when memory runs out. Free with
@@ -185,8 +192,49 @@ status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
 struct seq_store;
 void seq_set_store(seq_table *t, struct seq_store *store);
 
-/* Whether the table has a store. */
+/* The sequences' counters, as /metrics shows them (seq_render_metrics). */
+typedef struct {
+    size_t live, bytes;
+    uint64_t started, ended, expired, refused, late, applied, repeats,
+        conflicts, gaps;
+} seq_counts;
+
+/* Another home for the sequences' states than the table's memory: a
+ * store that replicas share (seq_remote.h, --state-store). With one
+ * (seq_set_backend), the table keeps no state of its own: seq_admit()
+ * hands the chunk to admit() once sequences are known to be on (it never
+ * waits for a turn), seq_finish_durable() to finish() (true: durable()
+ * comes later; false: the chunk ended now, *st and msg say how), and
+ * /metrics shows counts() and appends render_metrics(). Each is called
+ * from any thread; self is the backend's. */
+typedef struct {
+    status_code (*admit)(void *self, const seq_params *p,
+                         const eng_scan_desc *d, const eng_lines *l,
+                         const void *in, seq_slot *s, char *msg,
+                         size_t msglen);
+    bool (*finish)(void *self, seq_slot *s, bool ok, void *out,
+                   status_code *st, char *msg, size_t msglen);
+    void (*counts)(void *self, seq_counts *out);
+    void (*render_metrics)(void *self, textbuf *o);
+} seq_backend;
+
+/* Before any chunk is admitted; b and self outlive the table's last
+ * chunk. */
+void seq_set_backend(seq_table *t, const seq_backend *b, void *self);
+
+/* Whether the table has a store, of either kind: its chunks may end
+ * later (seq_finish_durable). */
 bool seq_durable(const seq_table *t);
+
+/* For the backends (sequence.c, seq_remote.c): the part of seq_admit()
+ * that reads the chunk into s (its totals, a float16 or bfloat16 input's
+ * copy, a numbered chunk's SHA-256), refusing a chunk whose carries
+ * alone pass max_bytes (STATUS_TOO_LARGE) and failing when memory runs
+ * out (STATUS_NOMEM); and what lets it go again. */
+status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
+                          const eng_lines *l, const void *in, size_t max_bytes,
+                          seq_slot *s, char *msg, size_t msglen);
+void seq_slot_drop(seq_slot *s);
 
 /* Every live sequence, and every ended numbered one still kept for a
  * repeat of its end (`ended`), as the state file holds them: a malloc'd

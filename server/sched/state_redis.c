@@ -65,6 +65,7 @@ struct op {
     uint8_t *key; /* prefix + id */
     size_t keylen;
     uint64_t expect, ttl_ms, deadline_ns, sent_ns;
+    uint64_t not_before_ns; /* a read asked for later: sent from then on */
     uint8_t *rec;
     size_t len;
     state_redis_done done;
@@ -78,7 +79,7 @@ struct state_redis {
     uv_thread_t thread;
     uv_loop_t loop;
     uv_async_t wake;
-    uv_timer_t retry, sweep, open_timer, connect_timer;
+    uv_timer_t retry, sweep, open_timer, connect_timer, later;
     uint64_t connect_ms; /* a connect's (and its handshake's) time */
 
     uv_mutex_t mu; /* guards incoming, closing, and the opening handshake */
@@ -95,6 +96,7 @@ struct state_redis {
     bool up, handshake_failed;
     char handshake_err[256];
     op *waiting, *waiting_tail;
+    op *delayed; /* asked for later: by not_before_ns, the soonest first */
     op *sent;
     unsigned backoff_ms;
     bool ever_up;
@@ -622,7 +624,13 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     if (was_up)
         log_msg("state", "warn",
                 "the connection to Redis was lost; connecting again");
-    opened(s, -1, "the connection was closed during the handshake");
+    char why[300];
+    if (!was_up && ac->err != 0)
+        snprintf(why, sizeof why, "cannot connect: %s", ac->errstr);
+    else
+        snprintf(why, sizeof why,
+                 "the connection was closed during the handshake");
+    opened(s, -1, why);
     retry_later(s);
 }
 
@@ -687,6 +695,52 @@ static void close_handle(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+static void on_later(uv_timer_t *t);
+
+/* Arms the timer for the soonest delayed op. */
+static void arm_later(state_redis *s)
+{
+    if (s->delayed == NULL) {
+        uv_timer_stop(&s->later);
+        return;
+    }
+    uint64_t now = now_ns(), at = s->delayed->not_before_ns;
+    uint64_t ms = at > now ? (at - now + 999999) / 1000000 : 0;
+    uv_timer_start(&s->later, on_later, ms, 0);
+}
+
+/* Puts o among the delayed ops, in time order. */
+static void delay(state_redis *s, op *o)
+{
+    op **pp = &s->delayed;
+    while (*pp != NULL && (*pp)->not_before_ns <= o->not_before_ns)
+        pp = &(*pp)->next;
+    o->next = *pp;
+    *pp = o;
+    arm_later(s);
+}
+
+/* The delayed ops whose time has come join the others. */
+static void on_later(uv_timer_t *t)
+{
+    state_redis *s = t->data;
+    uint64_t now = now_ns();
+    while (s->delayed != NULL && s->delayed->not_before_ns <= now) {
+        op *o = s->delayed;
+        s->delayed = o->next;
+        o->next = NULL;
+        if (s->waiting_tail != NULL)
+            s->waiting_tail->next = o;
+        else
+            s->waiting = o;
+        s->waiting_tail = o;
+    }
+    arm_later(s);
+    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
+        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    send_waiting(s);
+}
+
 static void on_wake(uv_async_t *a)
 {
     state_redis *s = a->data;
@@ -702,6 +756,10 @@ static void on_wake(uv_async_t *a)
             finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
             continue;
         }
+        if (o->not_before_ns > now_ns()) {
+            delay(s, o);
+            continue;
+        }
         if (s->waiting_tail != NULL)
             s->waiting_tail->next = o;
         else
@@ -710,6 +768,12 @@ static void on_wake(uv_async_t *a)
     }
     if (closing) {
         s->stopping = true;
+        while (s->delayed != NULL) {
+            op *o = s->delayed;
+            s->delayed = o->next;
+            o->next = NULL;
+            finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+        }
         while (s->waiting != NULL) {
             op *o = s->waiting;
             s->waiting = o->next;
@@ -771,6 +835,8 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
     s->open_timer.data = s;
     uv_timer_init(&s->loop, &s->connect_timer);
     s->connect_timer.data = s;
+    uv_timer_init(&s->loop, &s->later);
+    s->later.data = s;
     s->connect_ms = timeout_ms;
     uv_timer_start(&s->open_timer, on_open_timeout, timeout_ms, 0);
     uv_unref((uv_handle_t *)&s->open_timer);
@@ -884,6 +950,17 @@ bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
         memcpy(o->rec, record, len);
         o->len = len;
     }
+    return submit(s, o);
+}
+
+bool state_redis_get_later(state_redis *s, const uint8_t *id, size_t idlen,
+                           uint64_t delay_ms, uint64_t deadline_ns,
+                           state_redis_done done, void *ctx)
+{
+    op *o = new_op(s, OP_GET, id, idlen, deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
+    o->not_before_ns = now_ns() + delay_ms * 1000000u;
     return submit(s, o);
 }
 

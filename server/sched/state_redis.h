@@ -32,7 +32,7 @@
  * record a callback sees is the store's, valid during the call.
  * Threading: state_redis_get(), _put() and _stats() from any thread;
  * callbacks run on the store's own thread (one of its own, started by
- * _open(); not yet among tallyd's, which does not use the store), with
+ * _open()), with
  * none of its locks held, one at a time, in the order the replies came;
  * _open() and _close() on one thread (tallyd's main).
  */
@@ -99,6 +99,12 @@ typedef void (*state_redis_done)(void *ctx, state_redis_result r,
  * than 4096 bytes or the store is closing. */
 bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
                      uint64_t deadline_ns, state_redis_done done, void *ctx);
+
+/* state_redis_get(), sent delay_ms from now: for a reader that waits
+ * for another replica's write (an early chunk). */
+bool state_redis_get_later(state_redis *s, const uint8_t *id, size_t idlen,
+                           uint64_t delay_ms, uint64_t deadline_ns,
+                           state_redis_done done, void *ctx);
 
 /* Writes record as version expect + 1 of sequence id, if its version is
  * still expect (0: there is no key), and gives the key ttl_ms to live

@@ -1,0 +1,768 @@
+/*
+ * seq_remote.c - sequences whose states live in a shared store
+ * (seq_remote.h).
+ *
+ * The cache: this replica's last word from the store on each sequence
+ * it served (its version and record), in a map from key to entry and a
+ * list from the least recently used, under the mutex. A decision taken
+ * on it is only a guess: a write's compare-and-set confirms it, and any
+ * other outcome is decided again on a state just read.
+ *
+ * A chunk (rchunk) belongs to one thread at a time: the caller's until
+ * its first read or write is submitted, then the store's, whose
+ * callbacks carry it from step to step until it ends.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "seq_remote.h"
+#include "seq_rules.h"
+#include "sequence_file.h"
+#include "tx_dtype.h"
+
+#define KEY_MAX (SEQ_ID_MAX + 8)
+#define MAX_ROUNDS 64     /* writes that found another version, at most */
+#define POLL_MAX_MS 16    /* an early chunk's reads, this far apart at most */
+
+typedef struct centry centry;
+struct centry {
+    centry *hnext, *lprev, *lnext;
+    uint64_t hash, version;
+    uint8_t *rec;
+    size_t len, keylen;
+    uint8_t key[KEY_MAX];
+};
+
+struct seq_remote {
+    state_redis *store;
+    seq_options o;
+    uint64_t timeout_ms;
+    uv_mutex_t mu; /* guards everything below */
+    centry **buckets;
+    size_t nbuckets;        /* a power of two */
+    centry *lru, *mru;      /* the least and the most recently used */
+    size_t cached, cached_bytes;
+    size_t inflight, inflight_bytes;
+    seq_counts c;
+    uint64_t races; /* writes that found another version */
+};
+
+typedef struct {
+    seq_remote *r;
+    seq_slot *s;
+    seq_params id; /* with the chunk's flags and number */
+    eng_scan_desc desc;
+    uint8_t key[KEY_MAX];
+    size_t keylen, need;
+    uint64_t count; /* carries */
+    bool is_float;
+    void *out;
+    uint64_t since_ns, deadline_ns;
+    unsigned rounds, polls;
+    /* the write in flight */
+    bool starts, late, del;
+    bool was_closed; /* the state it was decided on had ended */
+    eng_carry *base; /* the carries the answer gets once it is written */
+    uint8_t *rec;
+    size_t reclen;
+    /* a chunk that ended before anything was submitted */
+    status_code st;
+    char msg[512];
+} rchunk;
+
+static uint64_t hash_key(const uint8_t *k, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= k[i];
+        h *= 0x100000001b3u;
+    }
+    return h;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+seq_remote *seq_remote_new(state_redis *store, const seq_options *o,
+                           uint64_t timeout_ms)
+{
+    seq_remote *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->store = store;
+    r->o = *o;
+    r->timeout_ms = timeout_ms;
+    r->nbuckets = 64;
+    while (r->nbuckets < o->max_sequences && r->nbuckets < ((size_t)1 << 16))
+        r->nbuckets *= 2;
+    r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
+    if (r->buckets == NULL || uv_mutex_init(&r->mu) != 0) {
+        free(r->buckets);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void seq_remote_free(seq_remote *r)
+{
+    if (r == NULL)
+        return;
+    for (centry *e = r->lru, *n; e != NULL; e = n) {
+        n = e->lnext;
+        free(e->rec);
+        free(e);
+    }
+    free(r->buckets);
+    uv_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* ------------------------------------------------------------ the cache */
+
+static centry **slot_of(seq_remote *r, const uint8_t *k, size_t n, uint64_t h)
+{
+    centry **pp = &r->buckets[h & (r->nbuckets - 1)];
+    while (*pp != NULL
+           && ((*pp)->hash != h || (*pp)->keylen != n
+               || memcmp((*pp)->key, k, n) != 0))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void lru_unlink(seq_remote *r, centry *e)
+{
+    if (e->lprev != NULL)
+        e->lprev->lnext = e->lnext;
+    else
+        r->lru = e->lnext;
+    if (e->lnext != NULL)
+        e->lnext->lprev = e->lprev;
+    else
+        r->mru = e->lprev;
+    e->lprev = e->lnext = NULL;
+}
+
+static void lru_push(seq_remote *r, centry *e)
+{
+    e->lprev = r->mru;
+    e->lnext = NULL;
+    if (r->mru != NULL)
+        r->mru->lnext = e;
+    else
+        r->lru = e;
+    r->mru = e;
+}
+
+/* Takes the entry at *pp out, and frees it. Under the mutex. */
+static void uncache(seq_remote *r, centry **pp)
+{
+    centry *e = *pp;
+    *pp = e->hnext;
+    lru_unlink(r, e);
+    r->cached--;
+    r->cached_bytes -= e->len;
+    free(e->rec);
+    free(e);
+}
+
+/* A copy of key's cached version and record (*rec malloc'd; NULL with
+ * version 0: the store has none). False: nothing is cached. */
+static bool cache_get(seq_remote *r, const uint8_t *k, size_t n,
+                      uint64_t *version, uint8_t **rec, size_t *len)
+{
+    uint64_t h = hash_key(k, n);
+    *rec = NULL;
+    *len = 0;
+    uv_mutex_lock(&r->mu);
+    centry *e = *slot_of(r, k, n, h);
+    bool hit = e != NULL;
+    if (hit && e->rec != NULL) {
+        *rec = malloc(e->len);
+        if (*rec == NULL)
+            hit = false;
+        else
+            memcpy(*rec, e->rec, e->len);
+        *len = e->len;
+    }
+    if (hit) {
+        *version = e->version;
+        lru_unlink(r, e);
+        lru_push(r, e);
+    }
+    uv_mutex_unlock(&r->mu);
+    return hit;
+}
+
+/* Remembers key's version and record (rec NULL: the store has none), or,
+ * with forget, that nothing is known of it. */
+static void cache_put(seq_remote *r, const uint8_t *k, size_t n,
+                      uint64_t version, const uint8_t *rec, size_t len,
+                      bool forget)
+{
+    uint64_t h = hash_key(k, n);
+    uint8_t *copy = NULL;
+    if (!forget && rec != NULL) {
+        copy = malloc(len ? len : 1);
+        if (copy == NULL)
+            forget = true; /* a miss costs a read, nothing more */
+        else
+            memcpy(copy, rec, len);
+    }
+    uv_mutex_lock(&r->mu);
+    centry **pp = slot_of(r, k, n, h);
+    if (*pp != NULL)
+        uncache(r, pp);
+    centry *e = NULL;
+    if (!forget && r->o.max_sequences > 0 && len <= r->o.max_bytes)
+        e = calloc(1, sizeof *e);
+    if (e != NULL) {
+        e->hash = h;
+        e->version = version;
+        e->rec = copy;
+        e->len = copy != NULL ? len : 0;
+        e->keylen = n;
+        memcpy(e->key, k, n);
+        e->hnext = r->buckets[h & (r->nbuckets - 1)];
+        r->buckets[h & (r->nbuckets - 1)] = e;
+        lru_push(r, e);
+        r->cached++;
+        r->cached_bytes += e->len;
+        copy = NULL;
+        while (r->cached > r->o.max_sequences
+               || r->cached_bytes > r->o.max_bytes)
+            uncache(r, slot_of(r, r->lru->key, r->lru->keylen, r->lru->hash));
+    }
+    uv_mutex_unlock(&r->mu);
+    free(copy);
+}
+
+/* -------------------------------------------------------- a chunk's end */
+
+static void count(seq_remote *r, uint64_t *counter)
+{
+    uv_mutex_lock(&r->mu);
+    (*counter)++;
+    uv_mutex_unlock(&r->mu);
+}
+
+/* Lets the chunk go: its slot's buffers, its place in the limits. */
+static void release(rchunk *c)
+{
+    seq_remote *r = c->r;
+    seq_slot_drop(c->s);
+    c->s->remote = NULL;
+    uv_mutex_lock(&r->mu);
+    r->inflight--;
+    r->inflight_bytes -= c->need;
+    uv_mutex_unlock(&r->mu);
+    free(c->base);
+    free(c->rec);
+    free(c);
+}
+
+/* The chunk's end: told to its submitter (sync: still on the caller's
+ * thread, where seq_remote_finish() returns it). */
+static void end(rchunk *c, status_code st, const char *msg, bool sync)
+{
+    free(c->base);
+    c->base = NULL;
+    free(c->rec);
+    c->rec = NULL;
+    if (sync) {
+        c->st = st;
+        snprintf(c->msg, sizeof c->msg, "%s", msg != NULL ? msg : "");
+        return;
+    }
+    seq_slot *s = c->s;
+    char m[512];
+    snprintf(m, sizeof m, "%s", msg != NULL ? msg : "");
+    release(c);
+    s->durable(s, st, m);
+}
+
+/* Adds carries to the chunk's answer (float16 and bfloat16: scanned
+ * again from their copy, as the table does). */
+static void add_carries(rchunk *c, const eng_carry *carry)
+{
+    seq_slot *s = c->s;
+    if (s->copy != NULL)
+        eng_carry_scan(&s->lines, s->copy, c->out, carry);
+    else if (!eng_carry_zero(carry, c->count))
+        eng_carry_apply(&s->lines, c->out, carry);
+}
+
+/* ---------------------------------------------------------- the steps */
+
+static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
+                   size_t len, bool fresh, bool sync);
+
+static void on_get(void *ctx, state_redis_result res, uint64_t version,
+                   const uint8_t *rec, size_t len, const char *why)
+{
+    rchunk *c = ctx;
+    if (res != STATE_REDIS_OK) {
+        char id[SEQ_ID_MAX + 8], msg[512];
+        seq_id_format(&c->id, id, sizeof id);
+        snprintf(msg, sizeof msg,
+                 "sequence %s: its state could not be read from Redis (%s); "
+                 "nothing was added: send the chunk again",
+                 id, why);
+        end(c, STATUS_STORE, msg, false);
+        return;
+    }
+    cache_put(c->r, c->key, c->keylen, version, rec, len, false);
+    decide(c, version, rec, len, true, false);
+}
+
+/* Reads the sequence's state (after delay_ms), then decides again. */
+static bool read_state(rchunk *c, uint64_t delay_ms, bool sync)
+{
+    bool sent = delay_ms > 0
+                    ? state_redis_get_later(c->r->store, c->key, c->keylen,
+                                            delay_ms, c->deadline_ns, on_get,
+                                            c)
+                    : state_redis_get(c->r->store, c->key, c->keylen,
+                                      c->deadline_ns, on_get, c);
+    if (!sent)
+        end(c, STATUS_STORE,
+            "the sequence's state could not be read: the store is closing "
+            "or memory ran out",
+            sync);
+    return sent;
+}
+
+static void on_put(void *ctx, state_redis_result res, uint64_t version,
+                   const uint8_t *rec, size_t len, const char *why)
+{
+    rchunk *c = ctx;
+    seq_remote *r = c->r;
+    if (res == STATE_REDIS_OK) {
+        add_carries(c, c->base);
+        cache_put(r, c->key, c->keylen, version, c->del ? NULL : c->rec,
+                  c->reclen, false);
+        uv_mutex_lock(&r->mu);
+        if (c->starts)
+            r->c.started++;
+        if (c->s->end && (c->starts || !c->was_closed))
+            r->c.ended++;
+        if (c->late)
+            r->c.late++;
+        if (c->id.has_chunk)
+            r->c.applied++;
+        uv_mutex_unlock(&r->mu);
+        end(c, STATUS_OK, NULL, false);
+        return;
+    }
+    char id[SEQ_ID_MAX + 8], msg[512];
+    seq_id_format(&c->id, id, sizeof id);
+    if (res == STATE_REDIS_FAILED) {
+        /* it may have been applied: what this replica knows is no more */
+        cache_put(r, c->key, c->keylen, 0, NULL, 0, true);
+        snprintf(msg, sizeof msg,
+                 "sequence %s: its new state could not be written to Redis "
+                 "(%s); the chunk may or may not have been added: send it "
+                 "again (a numbered chunk sent again is answered once)",
+                 id, why);
+        end(c, STATUS_STORE, msg, false);
+        return;
+    }
+    /* another version is there: another chunk came first */
+    count(r, &r->races);
+    cache_put(r, c->key, c->keylen, version, rec, len, false);
+    free(c->base);
+    c->base = NULL;
+    free(c->rec);
+    c->rec = NULL;
+    if (++c->rounds > MAX_ROUNDS) {
+        snprintf(msg, sizeof msg,
+                 "sequence %s: %d other chunks of it were written first; "
+                 "nothing was added: send the chunk again",
+                 id, MAX_ROUNDS);
+        end(c, STATUS_STORE, msg, false);
+        return;
+    }
+    decide(c, version, rec, len, true, false);
+}
+
+/* The sequence's new state after the chunk, on base (NULL: a start),
+ * written if its version is still `version`. */
+static bool write_state(rchunk *c, uint64_t version,
+                        const seq_file_entry *cur, bool sync)
+{
+    seq_remote *r = c->r;
+    seq_slot *s = c->s;
+    size_t n = c->count ? c->count : 1;
+    eng_carry *base = calloc(n, sizeof *base);
+    eng_carry *next = malloc(n * sizeof *next);
+    if (base == NULL || next == NULL) {
+        free(base);
+        free(next);
+        end(c, STATUS_NOMEM, "out of memory for a chunk's carries", sync);
+        return false;
+    }
+    if (cur != NULL)
+        memcpy(base, cur->carry, c->count * sizeof *base);
+    for (uint64_t i = 0; i < c->count; i++) {
+        if (c->is_float)
+            next[i].f = base[i].f + s->totals[i].f;
+        else
+            next[i].u = base[i].u + s->totals[i].u;
+    }
+    seq_file_entry x;
+    memset(&x, 0, sizeof x);
+    x.id = c->id;
+    x.id.start = x.id.end = x.id.has_flags = x.id.has_chunk = false;
+    x.id.chunk = 0;
+    x.desc = c->desc;
+    x.desc.axis = seq_rule_axis(&c->desc);
+    x.desc.shape[x.desc.axis] = 0;
+    x.idle_deadline_ms = wall_ms() + (int64_t)r->o.idle_ms;
+    x.count = c->count;
+    x.carry = next;
+    if (c->id.has_chunk) {
+        x.numbered = true;
+        x.applied = c->id.chunk;
+        x.last_end = s->end;
+        memcpy(x.sha, s->sha, sizeof x.sha);
+        x.prev = base;
+    }
+    size_t flen = 0;
+    uint8_t *file = seq_file_encode(&x, 1, &flen);
+    free(next);
+    uint8_t *rec = file != NULL ? malloc(flen + 1) : NULL;
+    if (rec == NULL) {
+        free(file);
+        free(base);
+        end(c, STATUS_NOMEM, "out of memory writing a sequence's state",
+            sync);
+        return false;
+    }
+    /* ended by this chunk, or still ended (a late chunk after the end) */
+    bool closed = s->end || (cur != NULL && c->was_closed);
+    rec[0] = closed ? 'E' : 'L';
+    memcpy(rec + 1, file, flen);
+    free(file);
+    c->base = base;
+    c->rec = rec;
+    c->reclen = flen + 1;
+    c->del = closed && !c->id.has_chunk && r->o.linger_ms == 0;
+    uint64_t ttl = closed && !c->id.has_chunk ? r->o.linger_ms : r->o.idle_ms;
+    if (!state_redis_put(r->store, c->key, c->keylen, version,
+                         c->del ? NULL : rec, c->reclen, ttl, c->deadline_ns,
+                         on_put, c)) {
+        end(c, STATUS_STORE,
+            "the sequence's state could not be written: the store is "
+            "closing or memory ran out",
+            sync);
+        return false;
+    }
+    return true;
+}
+
+/* An early chunk: reads again a little later, until reorder_ms from its
+ * arrival; then refused as the table refuses it (absent: its sequence
+ * never appeared; else chunk `next` never came). */
+static bool early(rchunk *c, bool absent, uint64_t next, bool sync)
+{
+    seq_remote *r = c->r;
+    uint64_t now = now_ns(), until = c->since_ns + r->o.reorder_ms * 1000000u;
+    if (now >= until) {
+        char msg[512];
+        if (absent) {
+            seq_rule_not_live(&c->id, r->o.idle_ms, msg, sizeof msg);
+            count(r, &r->c.refused);
+            end(c, STATUS_INVALID, msg, sync);
+        } else {
+            seq_rule_gap(&c->id, c->id.chunk, next, r->o.reorder_ms, msg,
+                         sizeof msg);
+            count(r, &r->c.gaps);
+            end(c, STATUS_CHUNK_GAP, msg, sync);
+        }
+        return false;
+    }
+    uint64_t ms = (uint64_t)1 << (c->polls < 4 ? c->polls : 4);
+    if (ms > POLL_MAX_MS)
+        ms = POLL_MAX_MS;
+    uint64_t left = (until - now + 999999) / 1000000;
+    if (ms > left)
+        ms = left;
+    c->polls++;
+    return read_state(c, ms, sync);
+}
+
+/* Decides what the chunk does to its sequence's state (version and
+ * record; NULL: none), which is either just read (fresh) or this
+ * replica's cached guess. True: a read or a write was submitted, and c
+ * is the store thread's now; false: the chunk ended (end()). */
+static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
+                   size_t len, bool fresh, bool sync)
+{
+    seq_remote *r = c->r;
+    seq_slot *s = c->s;
+    char msg[512], id[SEQ_ID_MAX + 8];
+    seq_file_entry *cur = NULL;
+    size_t n = 0;
+    if (rec != NULL) {
+        char err[256];
+        size_t most = r->o.max_bytes > SIZE_MAX / 2 ? SIZE_MAX
+                                                   : r->o.max_bytes * 2;
+        bool ok = len >= 1 && (rec[0] == 'L' || rec[0] == 'E')
+                  && seq_file_decode(rec + 1, len - 1, 1, most, &cur, &n,
+                                     err, sizeof err);
+        if (ok && (n != 1 || !seq_id_equal(&cur->id, &c->id))) {
+            snprintf(err, sizeof err, "it holds another sequence");
+            ok = false;
+        }
+        if (!ok) {
+            if (rec[0] != 'L' && rec[0] != 'E')
+                snprintf(err, sizeof err, "not a record of tally's");
+            seq_file_free(cur, n);
+            if (!fresh)
+                return read_state(c, 0, sync);
+            seq_id_format(&c->id, id, sizeof id);
+            snprintf(msg, sizeof msg,
+                     "sequence %s: its state in Redis cannot be read (%s); "
+                     "nothing was added",
+                     id, err);
+            end(c, STATUS_STORE, msg, sync);
+            return false;
+        }
+    }
+    seq_view v = {
+        .exists = cur != NULL,
+        .numbered = cur != NULL && cur->numbered,
+        .closed = cur != NULL && rec[0] == 'E',
+        .applied = cur != NULL ? cur->applied : 0,
+        .last_sha = cur != NULL ? cur->sha : NULL,
+        .desc = cur != NULL ? &cur->desc : NULL,
+    };
+    bool late = false, sent = false;
+    c->was_closed = v.closed;
+    int rule = seq_rule_admit(&v, &c->id, &c->desc, s->sha, r->o.linger_ms,
+                              r->o.idle_ms, &late, msg, sizeof msg);
+    if (rule == SEQ_RULE_START) {
+        c->starts = true;
+        c->late = false;
+        sent = write_state(c, version, NULL, sync);
+    } else if (!fresh) {
+        /* anything but a write is decided on the truth */
+        if (rule == SEQ_RULE_TAKE && (!c->id.has_chunk
+                                      || seq_rule_outcome(&v, &c->id,
+                                                          c->id.chunk, s->sha,
+                                                          msg, sizeof msg)
+                                             == SEQ_OUT_APPLY)) {
+            c->starts = false;
+            c->late = late;
+            sent = write_state(c, version, cur, sync);
+        } else {
+            sent = read_state(c, 0, sync);
+        }
+    } else if (rule == SEQ_RULE_INVALID && !v.exists && c->id.has_chunk) {
+        sent = early(c, true, 1, sync); /* its start is on its way */
+    } else if (rule != SEQ_RULE_TAKE) {
+        uv_mutex_lock(&r->mu);
+        r->c.refused++;
+        if (rule == SEQ_RULE_CONFLICT)
+            r->c.conflicts++;
+        uv_mutex_unlock(&r->mu);
+        end(c,
+            rule == SEQ_RULE_CONFLICT ? STATUS_CHUNK_CONFLICT
+                                      : STATUS_INVALID,
+            msg, sync);
+    } else if (!c->id.has_chunk) {
+        c->starts = false;
+        c->late = late;
+        sent = write_state(c, version, cur, sync);
+    } else {
+        switch (seq_rule_outcome(&v, &c->id, c->id.chunk, s->sha, msg,
+                                 sizeof msg)) {
+        case SEQ_OUT_APPLY:
+            c->starts = false;
+            c->late = false;
+            sent = write_state(c, version, cur, sync);
+            break;
+        case SEQ_OUT_REPEAT:
+            add_carries(c, cur->prev);
+            count(r, &r->c.repeats);
+            end(c, STATUS_OK, NULL, sync);
+            break;
+        case SEQ_OUT_EARLY:
+            sent = early(c, false, cur->applied + 1, sync);
+            break;
+        default:
+            count(r, &r->c.conflicts);
+            end(c, STATUS_CHUNK_CONFLICT, msg, sync);
+            break;
+        }
+    }
+    seq_file_free(cur, n);
+    return sent;
+}
+
+/* ------------------------------------------------------------ the API */
+
+static status_code remote_admit(void *self, const seq_params *p,
+                                const eng_scan_desc *d, const eng_lines *l,
+                                const void *in, seq_slot *s, char *msg,
+                                size_t msglen)
+{
+    seq_remote *r = self;
+    status_code st = seq_slot_fill(p, d, l, in, r->o.max_bytes, s, msg, msglen);
+    if (st != STATUS_OK)
+        return st;
+    uint64_t count = eng_carry_count(l);
+    size_t need = (size_t)count * sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
+    rchunk *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        seq_slot_drop(s);
+        snprintf(msg, msglen, "out of memory for a chunk");
+        return STATUS_NOMEM;
+    }
+    char id[SEQ_ID_MAX + 8];
+    uv_mutex_lock(&r->mu);
+    if (r->inflight >= r->o.max_sequences) {
+        seq_id_format(p, id, sizeof id);
+        snprintf(msg, msglen,
+                 "sequence %s: %zu chunks of sequences are in flight on this "
+                 "replica, as many as --max-sequences allows with "
+                 "--state-store; retry after a moment",
+                 id, r->inflight);
+        st = STATUS_SEQUENCES_FULL;
+    } else if (need > r->o.max_bytes - r->inflight_bytes) {
+        seq_id_format(p, id, sizeof id);
+        snprintf(msg, msglen,
+                 "sequence %s: the carries of the chunks in flight on this "
+                 "replica take %zu of the %zu bytes it allows "
+                 "(--sequence-max-bytes), and this one needs %zu more; "
+                 "retry after a moment",
+                 id, r->inflight_bytes, r->o.max_bytes, need);
+        st = STATUS_SEQUENCES_FULL;
+    } else {
+        r->inflight++;
+        r->inflight_bytes += need;
+    }
+    if (st != STATUS_OK)
+        r->c.refused++;
+    uv_mutex_unlock(&r->mu);
+    if (st != STATUS_OK) {
+        free(c);
+        seq_slot_drop(s);
+        return st;
+    }
+    c->r = r;
+    c->s = s;
+    c->id = *p;
+    c->desc = *d;
+    c->need = need;
+    c->count = count;
+    c->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
+    c->since_ns = now_ns();
+    int k = p->is_string
+                ? snprintf((char *)c->key, sizeof c->key, "{s:%s}", p->str)
+                : snprintf((char *)c->key, sizeof c->key, "{n:%" PRIu64 "}",
+                           p->num);
+    c->keylen = (size_t)k;
+    s->remote = c;
+    return STATUS_OK;
+}
+
+static bool remote_finish(void *self, seq_slot *s, bool ok, void *out,
+                          status_code *st, char *msg, size_t msglen)
+{
+    seq_remote *r = self;
+    rchunk *c = s->remote;
+    *st = STATUS_OK;
+    if (!ok) {
+        release(c);
+        return false;
+    }
+    c->out = out;
+    uint64_t now = now_ns();
+    c->deadline_ns = now + r->timeout_ms * 1000000u;
+    if (s->deadline_ns != 0 && s->deadline_ns < c->deadline_ns)
+        c->deadline_ns = s->deadline_ns > now ? s->deadline_ns : now + 1;
+    uint64_t version = 0;
+    uint8_t *rec;
+    size_t len;
+    bool later = cache_get(r, c->key, c->keylen, &version, &rec, &len)
+                     ? decide(c, version, rec, len, false, true)
+                     : read_state(c, 0, true);
+    free(rec);
+    if (later)
+        return true;
+    *st = c->st;
+    snprintf(msg, msglen, "%s", c->msg);
+    release(c);
+    return false;
+}
+
+static void remote_counts(void *self, seq_counts *out)
+{
+    seq_remote *r = self;
+    uv_mutex_lock(&r->mu);
+    *out = r->c;
+    out->live = r->cached;
+    out->bytes = r->cached_bytes + r->inflight_bytes;
+    uv_mutex_unlock(&r->mu);
+}
+
+static void remote_render(void *self, textbuf *o)
+{
+    seq_remote *r = self;
+    state_redis_stats st;
+    state_redis_get_stats(r->store, &st);
+    uv_mutex_lock(&r->mu);
+    uint64_t races = r->races;
+    uv_mutex_unlock(&r->mu);
+    textbuf_put(o,
+                "# HELP tally_state_store_up Whether the connection to the "
+                "sequences' shared store (--state-store) is up.\n"
+                "# TYPE tally_state_store_up gauge\n"
+                "tally_state_store_up %d\n"
+                "# HELP tally_state_store_commands_total Reads and writes "
+                "the store answered.\n"
+                "# TYPE tally_state_store_commands_total counter\n"
+                "tally_state_store_commands_total %" PRIu64 "\n"
+                "# HELP tally_state_store_round_trip_seconds_total Time "
+                "from sending those commands to their answers.\n"
+                "# TYPE tally_state_store_round_trip_seconds_total counter\n"
+                "tally_state_store_round_trip_seconds_total %.9f\n"
+                "# HELP tally_state_store_failures_total Reads and writes "
+                "that failed: the connection lost, no answer within the "
+                "chunk's time, or an error from Redis (their chunks "
+                "answered 503).\n"
+                "# TYPE tally_state_store_failures_total counter\n"
+                "tally_state_store_failures_total %" PRIu64 "\n"
+                "# HELP tally_state_store_reconnects_total Connections to "
+                "the store made again after one was lost.\n"
+                "# TYPE tally_state_store_reconnects_total counter\n"
+                "tally_state_store_reconnects_total %" PRIu64 "\n"
+                "# HELP tally_state_store_races_total Writes that found "
+                "another version of their sequence (another replica's chunk "
+                "came first), decided again.\n"
+                "# TYPE tally_state_store_races_total counter\n"
+                "tally_state_store_races_total %" PRIu64 "\n",
+                st.up ? 1 : 0, st.answered, (double)st.rtt_ns / 1e9,
+                st.failures, st.reconnects, races);
+}
+
+void seq_remote_attach(seq_remote *r, seq_table *t)
+{
+    static const seq_backend ops = {
+        .admit = remote_admit,
+        .finish = remote_finish,
+        .counts = remote_counts,
+        .render_metrics = remote_render,
+    };
+    seq_set_backend(t, &ops, r);
+}

@@ -1,0 +1,75 @@
+/*
+ * seq_remote.h - sequences whose states live in a store that many
+ * tallyds share (Redis, state_redis.h; --state-store): the sequence
+ * table's other backend. The table (sequence.h) hands its chunks here
+ * once seq_set_remote() has given it one; any replica answers any chunk
+ * of any sequence.
+ *
+ * How a chunk goes (the table's admit and finish, sequence.h's
+ * seq_backend):
+ *   1. Admitted, as it arrives: its totals, copy and SHA-256
+ *      are read (seq_slot_fill), and it counts against this replica's
+ *      limits; it never waits for a turn.
+ *   2. It is scanned alone, as any request.
+ *   3. Finished: its sequence's state is decided on with the
+ *      rules of seq_rules.h, the same as the table's in memory, and the
+ *      new state written with a compare-and-set on the key's version
+ *      (state_redis_put): one round trip when this replica's cache of
+ *      the state is current. A write that finds another version there
+ *      decides again on the one it found (another replica's chunk came
+ *      first). A refusal, a repeat or an early chunk is decided only on
+ *      a state just read. An early numbered chunk (the chunk before it
+ *      not yet applied, or its sequence not yet there) reads again, 1 ms
+ *      later, then 2, 4, up to 16 ms apart, for --sequence-reorder-ms
+ *      from its arrival; then it is refused as the table refuses it.
+ *      The carries are added to the answer only once Redis has
+ *      acknowledged the write; a write that failed or timed out may
+ *      have been applied, so the chunk gets STATUS_STORE (503) and the
+ *      cached state is dropped: a retry reads the truth.
+ *
+ * A sequence is one Redis key, PREFIX{n:ID} for a number id or
+ * PREFIX{s:ID} for a string one (the braces: Redis Cluster's hash tag),
+ * holding a version and a record: 'L' (live) or 'E' (ended), then
+ * sequence_file.h's file for that one sequence (attributes, carries,
+ * and for a numbered one its last chunk's number, input hash and the
+ * carries before it). Its time to live is the idle expiry: idle_ms,
+ * refreshed by every applied chunk; an ended unnumbered one's is
+ * linger_ms (with 0, the key is deleted by its end).
+ *
+ * Limits, per replica: max_sequences chunks in flight at once, and
+ * max_bytes for their carries (STATUS_SEQUENCES_FULL beyond); the cache
+ * of states keeps at most max_sequences records and max_bytes of them,
+ * the least recently used going first. How many sequences the store
+ * holds is Redis's maxmemory's to bound.
+ *
+ * Ownership: the remote borrows the store, which its owner closes after
+ * seq_remote_free(). Threading: any function from any thread; a chunk's
+ * durable() runs on the store's thread, with no lock held.
+ */
+#ifndef TALLY_SEQ_REMOTE_H
+#define TALLY_SEQ_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sequence.h"
+#include "state_redis.h"
+#include "textbuf.h"
+
+typedef struct seq_remote seq_remote;
+
+/* A remote over store with the table's settings o; a chunk waits for
+ * the store timeout_ms at most (less when its request's deadline comes
+ * first). NULL when memory runs out. */
+seq_remote *seq_remote_new(state_redis *store, const seq_options *o,
+                           uint64_t timeout_ms);
+
+/* Once no chunk is admitted. NULL is a no-op. */
+void seq_remote_free(seq_remote *r);
+
+/* Makes r the table's backend (sequence.h's seq_set_backend): its
+ * chunks' states live in r's store from now on. Before any chunk. */
+void seq_remote_attach(seq_remote *r, seq_table *t);
+
+#endif

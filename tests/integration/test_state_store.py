@@ -1,0 +1,508 @@
+"""Running sums on many replicas (docs/deployment.md, "Sequences on many
+replicas"): tallyds with --state-store keep every sequence's state in one
+Redis, Debian's redis-server started here on a free port, never a mock.
+
+- Three replicas, each chunk of each sequence sent to one at random:
+  every answer equals numpy's (int64 exactly, float32 within the bound).
+- Replicas killed for good, or killed and started again, mid-run; then
+  Redis itself: chunks get 503 (never a wrong answer) and go on, and
+  every chunk is counted once.
+- A wrong password, and nobody listening: tallyd does not start, and says
+  which URL (without the password) and why.
+- The same requests to a tallyd with the state in memory and to one with
+  it in Redis get the same answers, word for word (a property test).
+
+Seeds are printed; TALLY_STORE_SEED replays one."""
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import Daemon, dead_port, free_port
+from reference import close, cumsum, random_tensor
+
+SEED = int(os.environ.get("TALLY_STORE_SEED", random.randrange(1 << 32)))
+REDIS = shutil.which("redis-server")
+
+pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server is not installed")
+
+
+class Redis:
+    """Debian's redis-server on a free loopback port, with its append-only
+    file flushed at every write (appendfsync always), so that a kill -9
+    and a start again keep every acknowledged write."""
+
+    def __init__(self, password=None):
+        self.dir = tempfile.mkdtemp(prefix="tally-redis-")
+        self.password = password
+        self.proc = None
+        self.port = None
+        self.start()
+
+    def start(self):
+        for _ in range(20):  # a port another process took meanwhile: another
+            port = self.port or free_port()
+            args = [REDIS, "--port", str(port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                    "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
+            if self.password:
+                args += ["--requirepass", self.password]
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            deadline = time.time() + 10
+            while time.time() < deadline and self.proc.poll() is None:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                        s.sendall(b"PING\r\n")
+                        if s.recv(64)[:1] in (b"+", b"-"):
+                            self.port = port
+                            return
+                except OSError:
+                    time.sleep(0.02)
+            self.proc.kill()
+            self.proc.wait()
+        raise RuntimeError("redis-server did not start:\n" + self.log())
+
+    def url(self, password=None):
+        pw = password if password is not None else self.password
+        return "redis://%s127.0.0.1:%d" % (":%s@" % pw if pw else "", self.port)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "redis.log")) as f:
+                return f.read()[-3000:]
+        except OSError:
+            return ""
+
+    def cleanup(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis():
+    r = Redis()
+    yield r
+    r.cleanup()
+
+
+class Replicas:
+    """n tallyds on one Redis; ports() are those up now."""
+
+    def __init__(self, url, n, extra=()):
+        self.args = ["--device", "host", "--state-store", url,
+                     "--sequence-reorder-ms", "3000"] + list(extra)
+        self.lock = threading.Lock()
+        self.all = []
+        self.up = []
+        self.resent = 0
+        for _ in range(n):
+            self.start()
+
+    def start(self):
+        d = Daemon(*self.args)
+        with self.lock:
+            self.all.append(d)
+            self.up.append(d)
+        return d
+
+    def kill(self, d):
+        with self.lock:
+            self.up.remove(d)
+        d.proc.kill()
+        d.proc.wait()
+
+    def ports(self):
+        with self.lock:
+            return [d.port for d in self.up]
+
+    def log(self):
+        return "\n".join(d.log()[-2000:] for d in self.all)
+
+    def cleanup(self):
+        for d in self.all:
+            d.cleanup()
+
+
+def chunk_body(seq, n, x, start, end):
+    params = {"sequence_id": seq, "sequence_chunk": n}
+    if start:
+        params["sequence_start"] = True
+    if end:
+        params["sequence_end"] = True
+    dtype = {"int64": "INT64", "float32": "FP32"}[x.dtype.name]
+    return json.dumps({"parameters": params, "inputs": [
+        {"name": "x", "datatype": dtype, "shape": [len(x)], "data": x.tolist()}]})
+
+
+def post(port, body, timeout=20):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("POST", "/v2/models/cumsum/infer", body,
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def send_until_answered(reps, rng, body, deadline, unavailable):
+    """One numbered chunk to a random replica up now, sent again (to
+    another random one) until an answer comes: (status, body), or (None,
+    why) past the deadline. 503s are counted in unavailable."""
+    why = ""
+    sends = 0
+    while time.time() < deadline:
+        ports = reps.ports()
+        if not ports:
+            time.sleep(0.02)
+            continue
+        sends += 1
+        if sends > 1:
+            reps.resent += 1
+        try:
+            st, raw = post(ports[rng.integers(len(ports))], body)
+        except (OSError, http.client.HTTPException) as e:
+            why = repr(e)
+            time.sleep(0.02)
+            continue
+        if st == 503:
+            unavailable.append(raw)
+            why = raw.decode(errors="replace")
+            time.sleep(0.05)
+            continue
+        return st, json.loads(raw)
+    return None, why
+
+
+def run_sequences(reps, seed, nseq, nchunk, dtypes=("int64",), on_answer=None):
+    """nseq client threads, each one sequence of nchunk numbered chunks
+    (its dtype drawn from dtypes), every send to a random replica. Asserts
+    every answer; returns the 503 bodies seen."""
+    rng = np.random.default_rng(seed)
+    plans = []
+    for s in range(nseq):
+        dt = dtypes[s % len(dtypes)]
+        lengths = rng.integers(1, 9, size=nchunk)
+        plans.append((random_tensor(rng, dt, (int(lengths.sum()),)),
+                      np.concatenate([[0], np.cumsum(lengths)])))
+    wrong, refused, stuck, unavailable = [], [], [], []
+    answered = [0]
+    lock = threading.Lock()
+
+    def client(s):
+        x, cut = plans[s]
+        crng = np.random.default_rng([seed, s])
+        got = []
+        deadline = time.time() + 240
+        for k in range(nchunk):
+            lo, hi = cut[k], cut[k + 1]
+            body = chunk_body("store-%d-%d" % (seed % 100000, s), k + 1, x[lo:hi],
+                              k == 0, k == nchunk - 1)
+            st, b = send_until_answered(reps, crng, body, deadline, unavailable)
+            if st is None:
+                stuck.append((s, k, b))
+                return
+            if st != 200:
+                refused.append((s, k, st, b))
+                return
+            got.extend(b["outputs"][0]["data"])
+            with lock:
+                answered[0] += 1
+                n = answered[0]
+            if on_answer is not None:
+                on_answer(n)
+        want = cumsum(x)
+        if not close(np.array(got, dtype=x.dtype), want, x):
+            wrong.append((s, x.dtype.name, got[:8], want[:8].tolist()))
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in range(nseq)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not stuck, (stuck[:2], reps.log())
+    assert not refused, refused[:3]
+    assert not wrong, wrong[:3]
+    return unavailable
+
+
+@pytest.mark.concurrency
+def test_three_replicas_answer_chunks_sent_at_random(redis):
+    seed = SEED
+    print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed, seed))
+    reps = Replicas(redis.url(), 3)
+    try:
+        unavailable = run_sequences(reps, seed, nseq=6, nchunk=30,
+                                    dtypes=("int64", "float32"))
+        assert not unavailable, unavailable[:2]
+        applied = sum(d.metric("tally_sequence_numbered_chunks_total", outcome="applied")
+                      for d in reps.up)
+        assert applied == 6 * 30, applied  # each chunk once, on some replica
+        # every replica took some: the state really was shared
+        assert all(d.metric("tally_sequence_numbered_chunks_total", outcome="applied") > 0
+                   for d in reps.up)
+        # ended sequences stay (for a repeat of their end) with a time to live
+        assert all(d.metric("tally_state_store_up") == 1 for d in reps.up)
+    finally:
+        reps.cleanup()
+
+
+@pytest.mark.concurrency
+def test_chunks_that_cross_on_replicas_are_applied_in_order(redis):
+    """Every chunk of a sequence sent at once, each to a random replica:
+    the later ones wait for the earlier ones to commit, and every answer
+    is right. Unnumbered chunks, one at a time through random replicas,
+    go on too."""
+    seed = SEED + 4
+    print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed - 4, seed - 4))
+    rng = np.random.default_rng(seed)
+    reps = Replicas(redis.url(), 3)
+    try:
+        ports = reps.ports()
+        for s in range(3):
+            n = 12
+            lengths = rng.integers(1, 6, size=n)
+            x = random_tensor(rng, "int64", (int(lengths.sum()),))
+            cut = np.concatenate([[0], np.cumsum(lengths)])
+            want = cumsum(x)
+            got = [None] * n
+            order = rng.permutation(n)
+
+            def send(k):
+                body = chunk_body("cross-%d-%d" % (seed % 1000, s), k + 1,
+                                  x[cut[k]:cut[k + 1]], k == 0, k == n - 1)
+                got[k] = post(ports[(k * 7 + s) % len(ports)], body)
+
+            threads = [threading.Thread(target=send, args=(int(k),)) for k in order]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            for k in range(n):
+                st, raw = got[k]
+                assert st == 200, (k, raw)
+                assert json.loads(raw)["outputs"][0]["data"] == \
+                    want[cut[k]:cut[k + 1]].tolist(), (s, k)
+        waited = sum(d.metric("tally_state_store_commands_total") for d in reps.up)
+        assert waited > 3 * 12, waited  # early chunks read again
+        # unnumbered, one at a time
+        x = random_tensor(rng, "int64", (20,))
+        want = cumsum(x)
+        for k in range(10):
+            params = {"sequence_id": "plain-%d" % seed}
+            if k == 0:
+                params["sequence_start"] = True
+            body = json.dumps({"parameters": params, "inputs": [
+                {"name": "x", "datatype": "INT64", "shape": [2],
+                 "data": x[2 * k:2 * k + 2].tolist()}]})
+            st, raw = post(ports[int(rng.integers(len(ports)))], body)
+            assert st == 200 and json.loads(raw)["outputs"][0]["data"] == \
+                want[2 * k:2 * k + 2].tolist(), (k, raw)
+    finally:
+        reps.cleanup()
+
+
+@pytest.mark.slow
+def test_replicas_killed_mid_run_lose_nothing(redis):
+    """One replica killed for good, another killed and started again,
+    while chunks go to all of them: every chunk is answered once, right."""
+    seed = SEED + 1
+    print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed - 1, seed - 1))
+    reps = Replicas(redis.url(), 3)
+    total = 6 * 40
+    events = {total // 4: "kill", total // 2: "restart"}
+    fired = set()
+    flock = threading.Lock()
+
+    def on_answer(n):
+        with flock:
+            what = events.get(n)
+            if what is None or n in fired:
+                return
+            fired.add(n)
+        if what == "kill":
+            reps.kill(reps.up[0])
+        else:
+            d = reps.up[0]
+            reps.kill(d)
+            reps.start()
+
+    try:
+        run_sequences(reps, seed, nseq=6, nchunk=40, on_answer=on_answer)
+        assert fired == set(events), fired
+        print("%d chunks sent again" % reps.resent)
+        assert len(reps.up) == 2
+    finally:
+        reps.cleanup()
+
+
+@pytest.mark.slow
+def test_redis_killed_and_started_again(redis):
+    """Redis goes away mid-run: chunks get 503 with Retry-After, never a
+    wrong answer; plain requests go on; once it is back, so do the
+    sequences."""
+    seed = SEED + 2
+    print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed - 2, seed - 2))
+    reps = Replicas(redis.url(), 2, ["--state-store-timeout-ms", "300"])
+    down = threading.Event()
+    done = threading.Event()
+
+    def on_answer(n):
+        if n == 60 and not down.is_set():
+            down.set()
+
+    def bounce():
+        down.wait(120)
+        redis.kill()
+        # while it is down: a chunk's 503, and a plain request's answer
+        d = reps.up[0]
+        st, hdrs, b = d.post_json("/v2/models/cumsum/infer", {
+            "parameters": {"sequence_id": "down-1", "sequence_chunk": 1,
+                           "sequence_start": True},
+            "inputs": [{"name": "x", "datatype": "INT64", "shape": [2], "data": [1, 2]}]})
+        checks.append((st, hdrs.get("retry-after"), b))
+        st, _, b = d.post_json("/v1/cumsum", {"dtype": "int32", "shape": [3], "data": [1, 2, 3]})
+        checks.append((st, b))
+        checks.append(d.request("GET", "/v2/health/ready")[0])
+        time.sleep(1.0)
+        redis.start()
+        done.set()
+
+    checks = []
+    t = threading.Thread(target=bounce)
+    t.start()
+    try:
+        unavailable = run_sequences(reps, seed, nseq=4, nchunk=50, on_answer=on_answer)
+        t.join(60)
+        assert done.is_set()
+        st, retry, b = checks[0]
+        assert st == 503 and retry == "1", (st, retry, b)
+        assert "Redis" in b["error"], b
+        assert checks[1][0] == 200 and checks[1][1]["data"] == [1, 3, 6], checks[1]
+        assert checks[2] == 200  # ready for plain work
+        assert unavailable, "no chunk met the outage"
+        d = reps.up[0]
+        assert d.metric("tally_state_store_failures_total") > 0
+        assert d.metric("tally_state_store_up") == 1
+    finally:
+        t.join(60)
+        reps.cleanup()
+
+
+def test_start_refuses_a_wrong_password_and_an_unreachable_store(spawn):
+    r = Redis(password="s3cret-pw")
+    try:
+        for url, why in ((r.url("wrong-pw"), "WRONGPASS"),
+                         ("redis://127.0.0.1:%d" % dead_port(), "refused")):
+            p = subprocess.run([os.environ.get("TALLYD", "build/bin/tallyd"),
+                                "--listen", "127.0.0.1:0", "--device", "host",
+                                "--state-store", url, "--state-store-timeout-ms", "2000"],
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode != 0, p.stdout + p.stderr
+            out = p.stdout + p.stderr
+            assert "state store redis://" in out and why in out, out
+            assert "wrong-pw" not in out, out  # the password is never shown
+        # the right one starts, and a chunk goes through
+        d = spawn("--device", "host", "--state-store", r.url())
+        st, _, b = d.post_json("/v2/models/cumsum/infer", {
+            "parameters": {"sequence_id": 7, "sequence_start": True},
+            "inputs": [{"name": "x", "datatype": "INT64", "shape": [2], "data": [1, 2]}]})
+        assert st == 200 and b["outputs"][0]["data"] == [1, 3], b
+        # and it cannot be combined with --state-dir
+        p = subprocess.run([os.environ.get("TALLYD", "build/bin/tallyd"), "--listen",
+                            "127.0.0.1:0", "--state-store", r.url(), "--state-dir", "/tmp"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "cannot be combined" in p.stdout + p.stderr
+    finally:
+        r.cleanup()
+
+
+# ---------------------------------------------------------------- the property
+
+
+def property_requests(rng, n):
+    """n random chunk requests over a few ids: numbered and unnumbered,
+    starts, ends, repeats, conflicting inputs, early and old numbers,
+    other dtypes and shapes."""
+    out = []
+    last = {}
+    for _ in range(n):
+        sid = "p%d" % rng.integers(4)
+        numbered = sid in ("p0", "p1")
+        k = last.get(sid, 0)
+        r = rng.random()
+        params = {"sequence_id": sid}
+        if numbered:
+            if r < 0.15 or k == 0:
+                num = 1
+                params["sequence_start"] = True
+            elif r < 0.3:
+                num = k  # a repeat, same input or not
+            elif r < 0.4:
+                num = k + 2  # early: waits, then a gap
+            elif r < 0.45:
+                num = max(1, k - 2)  # old
+            else:
+                num = k + 1
+            params["sequence_chunk"] = int(num)
+            if num > k and num == k + 1:
+                last[sid] = num
+        elif r < 0.2:
+            params["sequence_start"] = True
+        if rng.random() < 0.12:
+            params["sequence_end"] = True
+        if params.get("sequence_start"):
+            last[sid] = 1 if numbered else 0
+        width = 1 if rng.random() < 0.9 else 2
+        dtype = "INT64" if rng.random() < 0.92 else "INT32"
+        length = int(rng.integers(1, 4))
+        data = rng.integers(-9, 10, size=length * width).tolist()
+        shape = [length] if width == 1 else [length, width]
+        out.append({"parameters": params, "inputs": [
+            {"name": "x", "datatype": dtype, "shape": shape, "data": data}]})
+    return out
+
+
+@pytest.mark.slow
+def test_the_store_answers_as_the_memory_does(redis, spawn):
+    """The same random requests, one at a time, to a tallyd with its
+    sequences in memory and to one with them in Redis: the same status and
+    the same body for every one."""
+    seed = SEED + 3
+    print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed - 3, seed - 3))
+    common = ["--device", "host", "--sequence-reorder-ms", "60",
+              "--sequence-linger-ms", "600000", "--sequence-idle-ms", "600000"]
+    mem = spawn(*common)
+    store = spawn(*common, "--state-store", redis.url())
+    reqs = property_requests(np.random.default_rng(seed), 400)
+    outcomes = {}
+    for i, r in enumerate(reqs):
+        a = mem.post_json("/v2/models/cumsum/infer", r)
+        b = store.post_json("/v2/models/cumsum/infer", r)
+        assert (a[0], a[2]) == (b[0], b[2]), (i, r, a, b)
+        outcomes[a[0]] = outcomes.get(a[0], 0) + 1
+    print("statuses", outcomes)
+    assert outcomes.get(200, 0) > 100 and outcomes.get(409, 0) > 10 \
+        and outcomes.get(400, 0) > 5, outcomes
+    for name, labels in (("tally_sequence_numbered_chunks_total", {"outcome": "applied"}),
+                         ("tally_sequence_numbered_chunks_total", {"outcome": "repeat"}),
+                         ("tally_sequence_numbered_chunks_total", {"outcome": "gap"}),
+                         ("tally_sequences_total", {"event": "ended"}),
+                         ("tally_sequence_late_chunks_total", {})):
+        assert mem.metric(name, **labels) == store.metric(name, **labels), (name, labels)
