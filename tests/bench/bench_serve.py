@@ -39,7 +39,9 @@ A fifth table (--only sequence) is Triton's sequence extension: float32
 perf_analyzer's sequence mode (20 chunks a sequence, against a tallyd
 with --model-sequence-batching) beside its plain mode, and the same
 sequences made durable (--state-dir, --state-fsync everysec and always)
-beside the machine's own fdatasync (build/bin/fsync_latency). perf_analyzer
+beside the machine's own fdatasync (build/bin/fsync_latency), and kept
+in Redis (--state-store, a redis-server the bench starts) beside
+redis-benchmark's PING and tally's write script alone. perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more.
@@ -71,6 +73,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tempfile
 import urllib.request
 
@@ -332,7 +335,50 @@ SEQ_SIZES = (16, 65536)
 SEQ_CONCURRENCY = (1, 16)
 
 
-SEQ_MODES = ("plain", "sequence", "everysec", "always")
+SEQ_MODES = ("plain", "sequence", "everysec", "always", "redis")
+
+
+def start_redis(where):
+    """Debian's redis-server on a free port, for --state-store: its append-
+    only file on, flushed once a second (Redis's own default; deployment.md
+    says what appendfsync always changes). (process, port)."""
+    from benchlib import free_port
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+                             "--dir", where, "--logfile", os.path.join(where, "redis.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                          text=True).stdout.strip() == "PONG":
+            return proc, port
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("redis-server did not start")
+
+
+def redis_floor(port, clients=1, n=20000, command=()):
+    """redis-benchmark against the bench's Redis: PING (or command) from
+    `clients` connections, one at a time each: (requests/s, p50 ms)."""
+    args = ["redis-benchmark", "-p", str(port), "-c", str(clients), "-n", str(n), "--csv"]
+    args += list(command) if command else ["-t", "ping"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    rows = [line.split('","') for line in out.strip().splitlines()]
+    head = [h.strip('"') for h in rows[0]]
+    last = [v.strip('"') for v in rows[-1]]
+    row = dict(zip(head, last))
+    return float(row["rps"]), float(row["p50_latency_ms"])
+
+
+# The write tally's script does (state_redis.c's SCRIPT), for the sizing
+# figure: a random key among a million, a record as long as a float32
+# [N] chunk's (131 bytes: one carry).
+SCRIPT_BENCH = ("local v = redis.call('HGET', KEYS[1], 'v') or '0' "
+                "if v ~= ARGV[1] then return {0, tonumber(v)} end "
+                "local n = tonumber(v) + 1 "
+                "redis.call('HSET', KEYS[1], 'v', n, 'r', ARGV[4]) "
+                "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return {1, n}")
 
 
 def fsync_floor(where, n=2000, gap_us=200):
@@ -386,6 +432,10 @@ def seq_table(pa, seconds):
           "of sleep each: p50 %.1f us; a hop to a writer thread and back: p50 %.1f us" % (
               state, floor["p50_us"], floor["p90_us"], floor["p99_us"], floor["gap_us"],
               floor["paced_p50_us"], hop["p50_us"]), file=sys.stderr, flush=True)
+    rdir = os.path.join(state, "redis")
+    os.makedirs(rdir)
+    redis, rport = start_redis(rdir)
+    procs.append(redis)
     try:
         for mode in SEQ_MODES:
             extra = [] if mode == "plain" else ["--model-sequence-batching"]
@@ -393,6 +443,8 @@ def seq_table(pa, seconds):
                 d = os.path.join(state, mode)
                 os.makedirs(d)
                 extra += ["--state-dir", d, "--state-fsync", mode]
+            if mode == "redis":
+                extra += ["--state-store", "redis://127.0.0.1:%d" % rport]
             log = open(os.path.join(tempfile.gettempdir(),
                                     "bench_serve_%s_tallyd.log" % mode), "wb")
             gport = free_port()
@@ -416,10 +468,24 @@ def seq_table(pa, seconds):
                         if r is not None:
                             print("  %-8s %-4s N=%-6d c=%-3d %9.1f req/s p50 %8.3f ms" % (
                                 mode, proto, n, c, r[0], r[1]), file=sys.stderr, flush=True)
+        # Redis alone, after the runs: a PING's round trip from one client
+        # (the c=1 target's unit), and tally's write script from 16
+        ping = redis_floor(rport)
+        script = redis_floor(rport, 16, 200000, (
+            "-r", "1000000", "eval", SCRIPT_BENCH, "1", "seq:__rand_int__", "0", "60000",
+            "put", "r" * 131))
+        script1 = redis_floor(rport, 1, 20000, (
+            "-r", "1000000", "eval", SCRIPT_BENCH, "1", "seq:__rand_int__", "0", "60000",
+            "put", "r" * 131))
     finally:
         for proc in procs:
             proc.terminate()
             proc.wait()
+    print("redis-benchmark against the bench's Redis (appendonly yes, appendfsync everysec): "
+          "PING from 1 client p50 %.3f ms (%.0f/s); tally's write script (a 131-byte "
+          "record, random keys) from 16 clients %.0f/s (p50 %.3f ms), from 1 client "
+          "%.0f/s" % (ping[1], ping[0], script[0], script[1], script1[0]),
+          file=sys.stderr, flush=True)
     after = fsync_floor(state)
     hop_after = hop_floor(state)
     # at concurrency 1 the log flushes once a request, a request's own
@@ -443,9 +509,14 @@ def seq_table(pa, seconds):
           "before, %.1f us after" % (
               seconds, floor["p50_us"], after["p50_us"], floor["paced_p50_us"],
               after["paced_p50_us"], floor["gap_us"], hop["p50_us"], hop_after["p50_us"]))
-    print("%-4s %-6s %-4s %11s %7s %11s %7s %5s %11s %7s %5s %11s %7s %5s" % (
+    print("redis: the same with --state-store (Redis on this machine: appendonly yes, "
+          "appendfsync everysec); redis-benchmark: PING from 1 client p50 %.3f ms; tally's "
+          "write script alone from 16 clients %.0f/s, from 1 %.0f/s" % (
+              ping[1], script[0], script1[0]))
+    print("%-4s %-6s %-4s %11s %7s %11s %7s %5s %11s %7s %5s %11s %7s %5s %11s %7s %5s" % (
         "", "N", "c", "plain/s", "p50 ms", "sequence/s", "p50 ms", "ratio",
-        "everysec/s", "p50 ms", "ratio", "always/s", "p50 ms", "ratio"))
+        "everysec/s", "p50 ms", "ratio", "always/s", "p50 ms", "ratio",
+        "redis/s", "p50 ms", "ratio"))
     fails = []
     for proto in ("http", "grpc"):
         for n in SEQ_SIZES:
@@ -458,11 +529,21 @@ def seq_table(pa, seconds):
                     fails.append("sequence table, %s N=%d c=%d: the %s run did not finish" % (
                         proto, n, c, ", ".join(missing)))
                     continue
-                a, b, e, w = (got[m] for m in SEQ_MODES)
+                a, b, e, w, rd = (got[m] for m in SEQ_MODES)
                 print("%-4s %-6d %-4d %11.1f %7.3f %11.1f %7.3f %5.2f %11.1f %7.3f %5.2f "
-                      "%11.1f %7.3f %5.2f" % (
+                      "%11.1f %7.3f %5.2f %11.1f %7.3f %5.2f" % (
                           proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0], e[0], e[1],
-                          e[0] / b[0], w[0], w[1], w[0] / b[0]))
+                          e[0] / b[0], w[0], w[1], w[0] / b[0], rd[0], rd[1], rd[0] / b[0]))
+                if c >= 16 and rd[0] < 0.7 * b[0]:
+                    fails.append("redis %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (
+                        proto, n, c, rd[0], b[0]))
+                if c == 1:
+                    print("%-4s %-6d %-4d redis p50 %.3f ms; sequence's %.3f + 1.5 x PING "
+                          "%.3f ms = %.3f ms" % (proto, n, c, rd[1], b[1], ping[1],
+                                                 b[1] + 1.5 * ping[1]))
+                    if rd[1] > b[1] + 1.5 * ping[1]:
+                        fails.append("redis %s N=%d c=1: p50 %.3f ms > sequence's %.3f + "
+                                     "1.5 x PING %.3f ms" % (proto, n, rd[1], b[1], ping[1]))
                 if b[0] < 0.9 * a[0]:
                     fails.append("sequence %s N=%d c=%d: %.0f < 0.9 x plain %.0f" % (
                         proto, n, c, b[0], a[0]))
