@@ -50,7 +50,7 @@ PACKAGES="make gcc libc6-dev pkg-config xxd ca-certificates \
 # module:pip-name pairs, for the virtual environment
 PYTHON_PACKAGES=""
 VENV=build/venv
-TEST_PACKAGES="python3 python3-venv libb64-0d wrk nghttp2-client redis-server"
+TEST_PACKAGES="python3 python3-venv libb64-0d wrk nghttp2-client redis-server nginx-light"
 TEST_PYTHON="setuptools:setuptools wheel:wheel numpy:numpy pytest:pytest xdist:pytest-xdist yaml:pyyaml \
   tritonclient.http:tritonclient[http] tritonclient.grpc:tritonclient[grpc] \
   grpc_tools:grpcio-tools openapi_spec_validator:openapi-spec-validator \

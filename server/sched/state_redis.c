@@ -16,6 +16,7 @@
  */
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,7 @@ struct op {
     state_redis *s;
     int kind;
     bool del, sent, finished;
+    bool eval; /* the script by its text: Redis had forgotten its SHA-1 */
     uint8_t *key; /* prefix + id */
     size_t keylen;
     uint64_t expect, ttl_ms, deadline_ns, sent_ns;
@@ -75,6 +77,7 @@ struct op {
 struct state_redis {
     redis_url url;
     char prefix[MAX_PREFIX + 1];
+    char sha[41]; /* the script's SHA-1, for EVALSHA */
     size_t prefix_len;
     uv_thread_t thread;
     uv_loop_t loop;
@@ -283,6 +286,8 @@ static bool parse_u64(const redisReply *r, uint64_t *out)
     return false;
 }
 
+static void send_op(state_redis *s, op *o);
+
 /* A command's reply (NULL: the connection went, or the store closes). */
 static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
 {
@@ -301,6 +306,12 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
     atomic_fetch_add(&s->answered, 1);
     atomic_fetch_add(&s->rtt_ns, now_ns() - o->sent_ns);
     char why[300];
+    if (r->type == REDIS_REPLY_ERROR && o->kind == OP_PUT && !o->eval
+        && r->len >= 8 && memcmp(r->str, "NOSCRIPT", 8) == 0 && s->up) {
+        o->eval = true; /* a Redis restarted, or SCRIPT FLUSH: by text */
+        send_op(s, o);
+        return;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(why, sizeof why, "Redis answered: %.*s",
                  (int)(r->len < 240 ? r->len : 240), r->str);
@@ -364,8 +375,8 @@ static void send_op(state_redis *s, op *o)
     } else {
         snprintf(expect, sizeof expect, "%llu", (unsigned long long)o->expect);
         snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
-        argv[0] = "EVAL";
-        argv[1] = SCRIPT;
+        argv[0] = o->eval ? "EVAL" : "EVALSHA";
+        argv[1] = o->eval ? SCRIPT : s->sha;
         argv[2] = "1";
         argv[3] = (const char *)o->key;
         argv[4] = expect;
@@ -396,6 +407,7 @@ static void send_op(state_redis *s, op *o)
 
 static void send_waiting(state_redis *s)
 {
+    bool any = false;
     while (s->up && s->waiting != NULL) {
         op *o = s->waiting;
         s->waiting = o->next;
@@ -403,7 +415,14 @@ static void send_waiting(state_redis *s)
             s->waiting_tail = NULL;
         o->next = NULL;
         send_op(s, o);
+        any = true;
     }
+    /* written now, not at the socket's next writable event: the socket
+     * almost always takes it, and the poll's write interest, turned on
+     * and off again before the loop polls, costs no epoll_ctl(2) then
+     * (what hiredis cannot write stays, and the poll writes it later) */
+    if (any && s->ac != NULL)
+        redisAsyncHandleWrite(s->ac);
 }
 
 /* Ops past their deadline: failed now; a sent one's reply, when it
@@ -607,6 +626,9 @@ static void on_connect(const redisAsyncContext *ac, int status)
     }
     if (s->url.db != 0)
         redisAsyncCommand(c, on_handshake, NULL, "SELECT %u", s->url.db);
+    /* the writes name the script by its SHA-1 (EVALSHA) from now on */
+    const char *load[] = {"SCRIPT", "LOAD", SCRIPT};
+    redisAsyncCommandArgv(c, on_handshake, NULL, 3, load, NULL);
     redisAsyncCommand(c, on_handshake, s, "PING");
 }
 
@@ -816,6 +838,16 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
     }
     s->url = *u;
     snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (EVP_Digest(SCRIPT, sizeof SCRIPT - 1, md, &mdlen, EVP_sha1(), NULL) != 1
+        || mdlen != 20) {
+        snprintf(msg, msglen, "cannot hash the script (OpenSSL)");
+        free(s);
+        return NULL;
+    }
+    for (int i = 0; i < 20; i++)
+        snprintf(s->sha + 2 * i, 3, "%02x", md[i]);
     s->prefix_len = strlen(s->prefix);
     s->backoff_ms = BACKOFF_MIN_MS;
     uv_mutex_init(&s->mu);

@@ -15,17 +15,19 @@ systemd files, checked without a cluster.
 `podman kube play`.
 """
 import copy
+import http.client
 import json
 import os
 import re
 import shutil
 import subprocess
+import time
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT, TALLYD, Daemon, dead_port
+from conftest import ROOT, TALLYD, Daemon, dead_port, free_port
 
 DEPLOY = os.path.join(ROOT, "deploy")
 K8S = os.path.join(DEPLOY, "k8s")
@@ -85,7 +87,7 @@ def test_k8s_deployment_is_locked_down_and_drains():
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert c["resources"]["requests"] and c["resources"]["limits"]
     # the kernel cache lives in the emptyDir
-    env = {e["name"]: e["value"] for e in c.get("env", [])}
+    env = {e["name"]: e.get("value") for e in c.get("env", [])}
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     vols = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in vols["tmp"] and mounts["tmp"] == "/tmp"
@@ -156,7 +158,8 @@ def test_compose_prometheus_and_grafana(tallyd, tmp_path):
     with open(os.path.join(DEPLOY, "compose.yaml")) as f:
         compose = yaml.safe_load(f)
     svc = compose["services"]
-    assert set(svc) == {"tally", "prometheus", "grafana", "jaeger"}
+    assert set(svc) == {"tally", "prometheus", "grafana", "jaeger",
+                        "redis", "tally-1", "tally-2", "tally-3", "lb"}
     t = svc["tally"]
     # tally sends its traces to the compose file's Jaeger, over OTLP/HTTP
     assert t["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
@@ -169,7 +172,8 @@ def test_compose_prometheus_and_grafana(tallyd, tmp_path):
     for s in svc.values():
         for v in s.get("volumes", []):
             src = v.split(":")[0]
-            assert os.path.exists(os.path.join(DEPLOY, src)), src
+            assert src in compose.get("volumes", {}) or \
+                os.path.exists(os.path.join(DEPLOY, src)), src
     with open(os.path.join(DEPLOY, "prometheus.yml")) as f:
         prom = yaml.safe_load(f)
     (job,) = prom["scrape_configs"]
@@ -204,8 +208,18 @@ def test_compose_prometheus_and_grafana(tallyd, tmp_path):
     # log's with --state-dir)
     traced = Daemon("--state-dir", str(tmp_path), env={"TALLY_TRACE_RATIO": "1",
                     "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:%d" % dead_port()})
+    body = tallyd.request("GET", "/metrics")[2]
     try:
-        body = tallyd.request("GET", "/metrics")[2] + traced.request("GET", "/metrics")[2]
+        body += traced.request("GET", "/metrics")[2]
+        if shutil.which("redis-server"):  # the store's, with --state-store
+            from test_state_store import Redis
+            r = Redis()
+            try:
+                shared = Daemon("--device", "host", "--state-store", r.url())
+                body += shared.request("GET", "/metrics")[2]
+                shared.cleanup()
+            finally:
+                r.cleanup()
     finally:
         traced.cleanup()
     declared = set(re.findall(r"^# TYPE (tally_[a-z_]+) ", body.decode(), re.M))
@@ -272,3 +286,155 @@ def test_podman_base_image_names_no_package_host():
                           env=dict(os.environ, CONTAINER_WORK="/nonexistent",
                                    APT_TARGETS="http://apt.example/debian/ bookworm\n"))
     assert "debootstrap from http://apt.example/debian/" in some.stdout, some
+
+
+def test_compose_replicas_profile_builds_everything_here():
+    """The `replicas` profile: three tallyds on one Redis behind nginx,
+    every image built from a Dockerfile of the project's (on its Debian
+    base), none pulled."""
+    with open(os.path.join(DEPLOY, "compose.yaml")) as f:
+        compose = yaml.safe_load(f)
+    svc = compose["services"]
+    profile = {n: s for n, s in svc.items() if "replicas" in s.get("profiles", [])}
+    assert set(profile) == {"redis", "tally-1", "tally-2", "tally-3", "lb"}
+    for name, s in profile.items():
+        b = s["build"]
+        df = os.path.join(DEPLOY, b["context"], b.get("dockerfile", "Dockerfile"))
+        with open(df) as f:
+            text = f.read()
+        assert re.search(r"^FROM \$\{BASE\}", text, re.M), name  # the local base
+        assert "ARG BASE=debian:bookworm-slim" in text, name
+    for n in ("tally-1", "tally-2", "tally-3"):
+        env = profile[n]["environment"]
+        assert env["TALLY_STATE_STORE"].startswith("redis://:${TALLY_REDIS_PASSWORD")
+        assert env["TALLY_STATE_STORE"].endswith("@redis:6379/0")
+        assert set(env) <= tallyd_env_names()
+    assert profile["redis"]["environment"]["REDIS_PASSWORD"].startswith("${TALLY_REDIS_PASSWORD")
+    with open(os.path.join(DEPLOY, "redis", "redis.conf")) as f:
+        conf = dict(line.split(None, 1) for line in f.read().splitlines()
+                    if line.strip() and not line.startswith("#"))
+    assert conf["appendonly"] == "yes" and conf["appendfsync"] == "always"
+    assert conf["maxmemory-policy"] == "noeviction"  # a running sum is never evicted
+    with open(os.path.join(DEPLOY, "lb", "nginx.conf")) as f:
+        lb = f.read()
+    for n in ("tally-1", "tally-2", "tally-3"):
+        assert "server %s:8080;" % n in lb and "server %s:8001;" % n in lb
+
+
+def test_k8s_replicas_share_one_redis():
+    """deploy/k8s/replicas: Redis as a StatefulSet of one primary on a
+    volume, reachable only from tally's pods; the base Deployment takes
+    TALLY_STATE_STORE from the Secret when there is one."""
+    out = subprocess.run(["kubectl", "kustomize", os.path.join(K8S, "replicas")],
+                         capture_output=True, text=True, check=True).stdout \
+        if shutil.which("kubectl") else open(os.path.join(K8S, "replicas", "redis.yaml")).read()
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert sorted(d["kind"] for d in docs) == ["NetworkPolicy", "Service", "StatefulSet"]
+    for d in docs:
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)
+    sts = by_kind(docs, "StatefulSet")
+    assert sts["spec"]["replicas"] == 1  # one primary: no failover to lose writes
+    pod = sts["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/data"}
+    assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsUser"] == 10002
+    with open(os.path.join(DEPLOY, "redis", "Dockerfile")) as f:
+        assert "-u 10002" in f.read()
+    pw = [e for e in c["env"] if e["name"] == "REDIS_PASSWORD"][0]
+    assert pw["valueFrom"]["secretKeyRef"]["name"] == "tally-redis"
+    np_ = by_kind(docs, "NetworkPolicy")
+    (rule,) = np_["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "tally"}}}]
+    dep = by_kind(rendered_k8s(), "Deployment")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    ref = env["TALLY_STATE_STORE"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "tally-redis", "key": "url", "optional": True}
+    svc = by_kind(docs, "Service")
+    assert by_kind(docs, "Service")["metadata"]["name"] == "tally-redis"
+    assert svc["spec"]["ports"][0]["port"] == 6379
+
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK)
+                                  else None)
+
+
+@pytest.mark.skipif(not (NGINX and shutil.which("redis-server")),
+                    reason="nginx or redis-server is not installed (make deps-test)")
+def test_the_load_balancer_spreads_sequences_over_replicas(tmp_path):
+    """deploy/lb/nginx.conf, with its three upstreams pointed at three
+    local tallyds on one Redis: numbered chunks through it, over REST and
+    over gRPC, come back right, and every replica answered some."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    from test_state_store import Redis
+    r = Redis()
+    reps = []
+    nginx = None
+    try:
+        reps = [Daemon("--device", "host", "--state-store", r.url()) for _ in range(3)]
+        with open(os.path.join(DEPLOY, "lb", "nginx.conf")) as f:
+            conf = f.read()
+        http_port, grpc_port = free_port(), free_port()
+        for i, d in enumerate(reps):
+            conf = conf.replace("tally-%d:8080" % (i + 1), "127.0.0.1:%d" % d.port)
+            conf = conf.replace("tally-%d:8001" % (i + 1), "127.0.0.1:%d" % d.grpc_port)
+        conf = conf.replace("listen 8080;", "listen 127.0.0.1:%d;" % http_port)
+        conf = conf.replace("listen 8001 http2;", "listen 127.0.0.1:%d http2;" % grpc_port)
+        conf = conf.replace("events {", "pid %s/nginx.pid;\nerror_log stderr;\nevents {" % tmp_path)
+        conf = conf.replace("http {", "http {\n    access_log off;\n"
+                            "    client_body_temp_path %s/body;\n    proxy_temp_path %s/proxy;\n"
+                            % (tmp_path, tmp_path))
+        (tmp_path / "nginx.conf").write_text(conf)
+        nginx = subprocess.Popen([NGINX, "-e", "stderr", "-p", str(tmp_path), "-c",
+                                  str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        def front(method, path, obj=None):
+            conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=30)
+            try:
+                conn.request(method, path, json.dumps(obj) if obj is not None else None,
+                             {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                return resp.status, resp.read()
+            finally:
+                conn.close()
+
+        deadline = time.time() + 10
+        while True:
+            try:
+                if front("GET", "/v2/health/ready")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline and nginx.poll() is None, nginx.stdout.read()
+            time.sleep(0.05)
+        x = np.arange(1, 41, dtype=np.int64)
+        want = np.cumsum(x)
+        for k in range(10):
+            params = {"sequence_id": "lb-1", "sequence_chunk": k + 1}
+            if k == 0:
+                params["sequence_start"] = True
+            st, raw = front("POST", "/v2/models/cumsum/infer", {
+                "parameters": params, "inputs": [{"name": "x", "datatype": "INT64", "shape": [4],
+                                                  "data": x[4 * k:4 * k + 4].tolist()}]})
+            b = json.loads(raw)
+            assert st == 200 and b["outputs"][0]["data"] == want[4 * k:4 * k + 4].tolist(), b
+        c = grpcclient.InferenceServerClient("127.0.0.1:%d" % grpc_port)
+        for k in range(6):
+            i = grpcclient.InferInput("x", [4], "INT64")
+            i.set_data_from_numpy(x[4 * k:4 * k + 4])
+            res = c.infer("cumsum", [i], sequence_id="lb-2", sequence_start=k == 0,
+                          parameters={"sequence_chunk": k + 1})
+            assert res.as_numpy("y").tolist() == want[4 * k:4 * k + 4].tolist(), k
+        c.close()
+        applied = [d.metric("tally_sequence_numbered_chunks_total", outcome="applied")
+                   for d in reps]
+        assert sum(applied) == 16 and all(a > 0 for a in applied), applied
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait()
+        for d in reps:
+            d.cleanup()
+        r.cleanup()

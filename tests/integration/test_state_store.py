@@ -318,6 +318,24 @@ def test_chunks_that_cross_on_replicas_are_applied_in_order(redis):
         reps.cleanup()
 
 
+def test_a_flushed_script_is_sent_again(redis, spawn):
+    """tallyd names its write script by SHA-1 (EVALSHA); after SCRIPT FLUSH
+    Redis answers NOSCRIPT, and the write goes again with the script's
+    text: the chunk is answered, once."""
+    d = spawn("--device", "host", "--state-store", redis.url())
+    x = np.arange(1, 7, dtype=np.int64)
+    for k in range(3):
+        if k == 1:
+            with socket.create_connection(("127.0.0.1", redis.port), timeout=5) as s:
+                s.sendall(b"SCRIPT FLUSH\r\n")
+                assert s.recv(64).startswith(b"+OK")
+        st, raw = post(d.port, chunk_body("flush-1", k + 1, x[2 * k:2 * k + 2], k == 0, k == 2))
+        assert st == 200, raw
+        assert json.loads(raw)["outputs"][0]["data"] == np.cumsum(x)[2 * k:2 * k + 2].tolist()
+    assert d.metric("tally_sequence_numbered_chunks_total", outcome="applied") == 3
+    assert d.metric("tally_state_store_failures_total") == 0
+
+
 @pytest.mark.slow
 def test_replicas_killed_mid_run_lose_nothing(redis):
     """One replica killed for good, another killed and started again,
