@@ -78,7 +78,7 @@ enum {
     X(CHUNK_GAP, 409, GRPC_FAILED_PRECONDITION,                                \
       "a chunk before this one did not come in time")                          \
     X(STORE, 503, GRPC_UNAVAILABLE,                                            \
-      "the sequence's state could not be written")
+      "the sequence's state could not be read or written (its log, or Redis)")
 
 typedef enum {
 #define STATUS_ENUM(name, http, grpc, text) STATUS_##name,
