@@ -16,6 +16,19 @@
 #include "seq_store.h"
 #include "state_redis.h"
 
+/* The sequences' settings, for the table and for the shared store. */
+static seq_options seq_settings(const tallyd_config *c)
+{
+    seq_options so = {
+        .max_sequences = c->max_sequences,
+        .idle_ms = c->sequence_idle_ms,
+        .linger_ms = c->sequence_linger_ms,
+        .reorder_ms = c->sequence_reorder_ms,
+        .max_bytes = c->sequence_max_bytes,
+    };
+    return so;
+}
+
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
 {
@@ -62,13 +75,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
             return false;
         }
     }
-    seq_options so = {
-        .max_sequences = s->cfg.max_sequences,
-        .idle_ms = s->cfg.sequence_idle_ms,
-        .linger_ms = s->cfg.sequence_linger_ms,
-        .reorder_ms = s->cfg.sequence_reorder_ms,
-        .max_bytes = s->cfg.sequence_max_bytes,
-    };
+    seq_options so = seq_settings(&s->cfg);
     a->seqs = seq_table_new(&so);
     if (a->seqs == NULL) {
         snprintf(msg, msglen, "out of memory");
@@ -155,13 +162,7 @@ static bool open_remote(api_state *a, tallyd_server *s, char *msg,
                                 s->cfg.state_store_timeout_ms, msg, msglen);
     if (a->redis == NULL)
         return false;
-    seq_options so = {
-        .max_sequences = s->cfg.max_sequences,
-        .idle_ms = s->cfg.sequence_idle_ms,
-        .linger_ms = s->cfg.sequence_linger_ms,
-        .reorder_ms = s->cfg.sequence_reorder_ms,
-        .max_bytes = s->cfg.sequence_max_bytes,
-    };
+    seq_options so = seq_settings(&s->cfg);
     a->remote = seq_remote_new(a->redis, &so, s->cfg.state_store_timeout_ms);
     if (a->remote == NULL) {
         snprintf(msg, msglen, "out of memory");

@@ -75,16 +75,6 @@ typedef struct {
     char msg[512];
 } rchunk;
 
-static uint64_t hash_key(const uint8_t *k, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= k[i];
-        h *= 0x100000001b3u;
-    }
-    return h;
-}
-
 static int64_t wall_ms(void)
 {
     struct timespec ts;
@@ -180,7 +170,7 @@ static void uncache(seq_remote *r, centry **pp)
 static bool cache_get(seq_remote *r, const uint8_t *k, size_t n,
                       uint64_t *version, uint8_t **rec, size_t *len)
 {
-    uint64_t h = hash_key(k, n);
+    uint64_t h = seq_fnv1a(k, n);
     *rec = NULL;
     *len = 0;
     uv_mutex_lock(&r->mu);
@@ -209,7 +199,7 @@ static void cache_put(seq_remote *r, const uint8_t *k, size_t n,
                       uint64_t version, const uint8_t *rec, size_t len,
                       bool forget)
 {
-    uint64_t h = hash_key(k, n);
+    uint64_t h = seq_fnv1a(k, n);
     uint8_t *copy = NULL;
     if (!forget && rec != NULL) {
         copy = malloc(len ? len : 1);
@@ -290,6 +280,17 @@ static void end(rchunk *c, status_code st, const char *msg, bool sync)
     s->durable(s, st, m);
 }
 
+/* The chunk's end on a failure of the store's: 503 STORE, "sequence ID:
+ * WHAT (WHY); THEN". */
+static void end_store(rchunk *c, const char *what, const char *why,
+                      const char *then, bool sync)
+{
+    char id[SEQ_ID_MAX + 8], msg[512];
+    seq_id_format(&c->id, id, sizeof id);
+    snprintf(msg, sizeof msg, "sequence %s: %s (%s); %s", id, what, why, then);
+    end(c, STATUS_STORE, msg, sync);
+}
+
 /* Adds carries to the chunk's answer (float16 and bfloat16: scanned
  * again from their copy, as the table does). */
 static void add_carries(rchunk *c, const eng_carry *carry)
@@ -311,13 +312,8 @@ static void on_get(void *ctx, state_redis_result res, uint64_t version,
 {
     rchunk *c = ctx;
     if (res != STATE_REDIS_OK) {
-        char id[SEQ_ID_MAX + 8], msg[512];
-        seq_id_format(&c->id, id, sizeof id);
-        snprintf(msg, sizeof msg,
-                 "sequence %s: its state could not be read from Redis (%s); "
-                 "nothing was added: send the chunk again",
-                 id, why);
-        end(c, STATUS_STORE, msg, false);
+        end_store(c, "its state could not be read from Redis", why,
+                  "nothing was added: send the chunk again", false);
         return;
     }
     cache_put(c->r, c->key, c->keylen, version, rec, len, false);
@@ -363,17 +359,13 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
         end(c, STATUS_OK, NULL, false);
         return;
     }
-    char id[SEQ_ID_MAX + 8], msg[512];
-    seq_id_format(&c->id, id, sizeof id);
     if (res == STATE_REDIS_FAILED) {
         /* it may have been applied: what this replica knows is no more */
         cache_put(r, c->key, c->keylen, 0, NULL, 0, true);
-        snprintf(msg, sizeof msg,
-                 "sequence %s: its new state could not be written to Redis "
-                 "(%s); the chunk may or may not have been added: send it "
-                 "again (a numbered chunk sent again is answered once)",
-                 id, why);
-        end(c, STATUS_STORE, msg, false);
+        end_store(c, "its new state could not be written to Redis", why,
+                  "the chunk may or may not have been added: send it again "
+                  "(a numbered chunk sent again is answered once)",
+                  false);
         return;
     }
     /* another version is there: another chunk came first */
@@ -384,11 +376,11 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
     free(c->rec);
     c->rec = NULL;
     if (++c->rounds > MAX_ROUNDS) {
-        snprintf(msg, sizeof msg,
-                 "sequence %s: %d other chunks of it were written first; "
-                 "nothing was added: send the chunk again",
-                 id, MAX_ROUNDS);
-        end(c, STATUS_STORE, msg, false);
+        char first[64];
+        snprintf(first, sizeof first, "%d writes of other chunks came first",
+                 MAX_ROUNDS);
+        end_store(c, "its state kept changing under its write", first,
+                  "nothing was added: send the chunk again", false);
         return;
     }
     decide(c, version, rec, len, true, false);
@@ -509,7 +501,7 @@ static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
 {
     seq_remote *r = c->r;
     seq_slot *s = c->s;
-    char msg[512], id[SEQ_ID_MAX + 8];
+    char msg[512];
     seq_file_entry *cur = NULL;
     size_t n = 0;
     if (rec != NULL) {
@@ -529,12 +521,8 @@ static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
             seq_file_free(cur, n);
             if (!fresh)
                 return read_state(c, 0, sync);
-            seq_id_format(&c->id, id, sizeof id);
-            snprintf(msg, sizeof msg,
-                     "sequence %s: its state in Redis cannot be read (%s); "
-                     "nothing was added",
-                     id, err);
-            end(c, STATUS_STORE, msg, sync);
+            end_store(c, "its state in Redis cannot be read", err,
+                      "nothing was added", sync);
             return false;
         }
     }

@@ -12,7 +12,7 @@
 
 static const char magic[8] = {'T', 'A', 'L', 'L', 'Y', 'S', 'E', 'Q'};
 
-static uint64_t fnv1a(const uint8_t *b, size_t n)
+uint64_t seq_fnv1a(const uint8_t *b, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325u;
     for (size_t i = 0; i < n; i++) {
@@ -96,7 +96,7 @@ uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
         }
     }
     if (!w.failed)
-        put_u(&w, fnv1a(w.b, w.len), 8);
+        put_u(&w, seq_fnv1a(w.b, w.len), 8);
     if (w.failed) {
         free(w.b);
         return NULL;
@@ -274,7 +274,7 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)
         sum |= (uint64_t)b[len - 8 + (size_t)i] << (8 * i);
-    if (sum != fnv1a(b, len - 8))
+    if (sum != seq_fnv1a(b, len - 8))
         return fail(&r, "the checksum does not match (the file is corrupt "
                         "or truncated)");
     r.len = len - 8;

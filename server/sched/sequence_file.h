@@ -64,6 +64,10 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
                      size_t max_bytes, seq_file_entry **out, size_t *n,
                      char *msg, size_t msglen);
 
+/* FNV-1a (64 bit) of b[0..n): the file's checksum, and a hash for maps
+ * keyed by bytes. */
+uint64_t seq_fnv1a(const uint8_t *b, size_t n);
+
 /* Frees a decoded array and the carries still in it (an entry whose
  * carry or prev was taken has it NULL); NULL is a no-op. */
 void seq_file_free(seq_file_entry *e, size_t n);
