@@ -579,14 +579,16 @@ test-c:
 # the tests marked `peer` (perf_analyzer, a Dask cluster and schemathesis driving
 # tallyd: most of their time is the tool's own, and the server code they
 # reach is what tallyd's own clients reach in the other tests; the plain
-# leg runs them against the plain build). CI runs it.
+# leg runs them against the plain build), nor those marked `outage`
+# (replicas and Redis killed under load: test_state_redis and the other
+# store tests reach the same reconnect and failure paths here). CI runs it.
 test-asan: $(if $(SANITIZE),,deps-venv)
 ifneq ($(SANITIZE),address$(comma)undefined)
 	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test-asan
 else
 	$(Q)$(MAKE) --no-print-directory $(TEST_PROGRAMS)
 	$(Q)$(MAKE) --no-print-directory test-c
-	$(Q)$(MAKE) --no-print-directory test-integration PYTEST_SELECT='-m "not peer" $(NO_BROWSER)'
+	$(Q)$(MAKE) --no-print-directory test-integration PYTEST_SELECT='-m "not peer and not outage" $(NO_BROWSER)'
 endif
 
 # The #include lines against the layers, the threads the comments name

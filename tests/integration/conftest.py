@@ -42,6 +42,10 @@ def pytest_configure(config):
         "markers", "concurrency: exercises threads at once (many clients, streams, "
         "workers, drains, the exporter); `make test-tsan` runs these")
     config.addinivalue_line(
+        "markers", "outage: kills and restarts replicas and Redis under load to check "
+        "that nothing is lost; the sanitizer legs leave these out (test_state_redis "
+        "and the other store tests reach the same C paths there)")
+    config.addinivalue_line(
         "markers", "peer: drives tallyd through an outside tool's own machinery "
         "(perf_analyzer, a Dask cluster, schemathesis); the plain leg runs these, the sanitizer "
         "legs leave them out (Makefile, test-asan)")

@@ -242,7 +242,6 @@ def run_sequences(reps, seed, nseq, nchunk, dtypes=("int64",), on_answer=None):
     return unavailable
 
 
-@pytest.mark.concurrency
 def test_three_replicas_answer_chunks_sent_at_random(redis):
     seed = SEED
     print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed, seed))
@@ -337,6 +336,7 @@ def test_a_flushed_script_is_sent_again(redis, spawn):
 
 
 @pytest.mark.slow
+@pytest.mark.outage
 def test_replicas_killed_mid_run_lose_nothing(redis):
     """One replica killed for good, another killed and started again,
     while chunks go to all of them: every chunk is answered once, right."""
@@ -371,6 +371,7 @@ def test_replicas_killed_mid_run_lose_nothing(redis):
 
 
 @pytest.mark.slow
+@pytest.mark.outage
 def test_redis_killed_and_started_again(redis):
     """Redis goes away mid-run: chunks get 503 with Retry-After, never a
     wrong answer; plain requests go on; once it is back, so do the
