@@ -484,7 +484,8 @@ def seq_table(pa, seconds):
     print("redis-benchmark against the bench's Redis (appendonly yes, appendfsync everysec): "
           "PING from 1 client p50 %.3f ms (%.0f/s); tally's write script (a 131-byte "
           "record, random keys) from 16 clients %.0f/s (p50 %.3f ms), from 1 client "
-          "%.0f/s" % (ping[1], ping[0], script[0], script[1], script1[0]),
+          "%.0f/s (p50 %.3f ms)" % (ping[1], ping[0], script[0], script[1], script1[0],
+                                   script1[1]),
           file=sys.stderr, flush=True)
     after = fsync_floor(state)
     hop_after = hop_floor(state)
@@ -511,8 +512,8 @@ def seq_table(pa, seconds):
               after["paced_p50_us"], floor["gap_us"], hop["p50_us"], hop_after["p50_us"]))
     print("redis: the same with --state-store (Redis on this machine: appendonly yes, "
           "appendfsync everysec); redis-benchmark: PING from 1 client p50 %.3f ms; tally's "
-          "write script alone from 16 clients %.0f/s, from 1 %.0f/s" % (
-              ping[1], script[0], script1[0]))
+          "write script alone from 16 clients %.0f/s, from 1 %.0f/s (p50 %.3f ms)" % (
+              ping[1], script[0], script1[0], script1[1]))
     print("%-4s %-6s %-4s %11s %7s %11s %7s %5s %11s %7s %5s %11s %7s %5s %11s %7s %5s" % (
         "", "N", "c", "plain/s", "p50 ms", "sequence/s", "p50 ms", "ratio",
         "everysec/s", "p50 ms", "ratio", "always/s", "p50 ms", "ratio",

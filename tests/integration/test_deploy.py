@@ -216,8 +216,10 @@ def test_compose_prometheus_and_grafana(tallyd, tmp_path):
             r = Redis()
             try:
                 shared = Daemon("--device", "host", "--state-store", r.url())
-                body += shared.request("GET", "/metrics")[2]
-                shared.cleanup()
+                try:
+                    body += shared.request("GET", "/metrics")[2]
+                finally:
+                    shared.cleanup()
             finally:
                 r.cleanup()
     finally:
