@@ -137,6 +137,17 @@ void eng_carry_apply(const eng_lines *l, void *out, const eng_carry *cs)
     }
 }
 
+void eng_carry_add(eng_carry *c, const eng_carry *t, uint64_t n,
+                   bool is_float)
+{
+    if (is_float)
+        for (uint64_t i = 0; i < n; i++)
+            c[i].f += t[i].f;
+    else
+        for (uint64_t i = 0; i < n; i++)
+            c[i].u += t[i].u;
+}
+
 bool eng_carry_zero(const eng_carry *c, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)

@@ -62,6 +62,11 @@ static inline bool eng_carry_rescans(tx_dtype t)
     return t == TX_FLOAT16 || t == TX_BFLOAT16;
 }
 
+/* Advances c[0..n) by t[0..n) (a chunk's totals): doubles for a float
+ * dtype's carries, integers (wrapping) for the others. */
+void eng_carry_add(eng_carry *c, const eng_carry *t, uint64_t n,
+                   bool is_float);
+
 /* Whether every carry of c[0..n) is zero (a sequence's first chunk):
  * then eng_carry_apply() would change nothing. */
 bool eng_carry_zero(const eng_carry *c, uint64_t n);

@@ -291,17 +291,6 @@ static void end_store(rchunk *c, const char *what, const char *why,
     end(c, STATUS_STORE, msg, sync);
 }
 
-/* Adds carries to the chunk's answer (float16 and bfloat16: scanned
- * again from their copy, as the table does). */
-static void add_carries(rchunk *c, const eng_carry *carry)
-{
-    seq_slot *s = c->s;
-    if (s->copy != NULL)
-        eng_carry_scan(&s->lines, s->copy, c->out, carry);
-    else if (!eng_carry_zero(carry, c->count))
-        eng_carry_apply(&s->lines, c->out, carry);
-}
-
 /* ---------------------------------------------------------- the steps */
 
 static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
@@ -343,7 +332,7 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
     rchunk *c = ctx;
     seq_remote *r = c->r;
     if (res == STATE_REDIS_OK) {
-        add_carries(c, c->base);
+        seq_slot_add_carries(c->s, c->out, c->base);
         cache_put(r, c->key, c->keylen, version, c->del ? NULL : c->rec,
                   c->reclen, false);
         uv_mutex_lock(&r->mu);
@@ -404,12 +393,8 @@ static bool write_state(rchunk *c, uint64_t version,
     }
     if (cur != NULL)
         memcpy(base, cur->carry, c->count * sizeof *base);
-    for (uint64_t i = 0; i < c->count; i++) {
-        if (c->is_float)
-            next[i].f = base[i].f + s->totals[i].f;
-        else
-            next[i].u = base[i].u + s->totals[i].u;
-    }
+    memcpy(next, base, c->count * sizeof *next);
+    eng_carry_add(next, s->totals, c->count, c->is_float);
     seq_file_entry x;
     memset(&x, 0, sizeof x);
     x.id = c->id;
@@ -580,7 +565,7 @@ static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
             sent = write_state(c, version, cur, sync);
             break;
         case SEQ_OUT_REPEAT:
-            add_carries(c, cur->prev);
+            seq_slot_add_carries(s, c->out, cur->prev);
             count(r, &r->c.repeats);
             end(c, STATUS_OK, NULL, sync);
             break;

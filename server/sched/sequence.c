@@ -467,14 +467,11 @@ bool seq_arm(seq_table *t, seq_slot *s)
     return armed;
 }
 
-/* Adds carries c to the answer out of slot s's chunk (its scanned
- * answer; float16 and bfloat16 are scanned again from their copy). */
-static void add_carries(const seq_entry *e, seq_slot *s, void *out,
-                        const eng_carry *c)
+void seq_slot_add_carries(const seq_slot *s, void *out, const eng_carry *c)
 {
     if (s->copy != NULL)
         eng_carry_scan(&s->lines, s->copy, out, c);
-    else if (!eng_carry_zero(c, e->count))
+    else if (!eng_carry_zero(c, eng_carry_count(&s->lines)))
         eng_carry_apply(&s->lines, out, c);
 }
 
@@ -542,15 +539,10 @@ static status_code finish_begin(seq_table *t, seq_slot *s, bool *ok,
         } else if (e->numbered) {
             memcpy(e->prev, e->carry, e->count * sizeof *e->prev);
         }
-        add_carries(e, s, out, e->carry);
-        if (e->is_float)
-            for (uint64_t i = 0; i < e->count; i++)
-                c[i].f += s->totals[i].f;
-        else
-            for (uint64_t i = 0; i < e->count; i++)
-                c[i].u += s->totals[i].u;
+        seq_slot_add_carries(s, out, e->carry);
+        eng_carry_add(c, s->totals, e->count, e->is_float);
     } else if (*ok && *what == REPEAT) {
-        add_carries(e, s, out, e->prev);
+        seq_slot_add_carries(s, out, e->prev);
     } else if (*ok) {
         st = STATUS_CHUNK_CONFLICT;
     }

@@ -236,6 +236,10 @@ status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
                           seq_slot *s, char *msg, size_t msglen);
 void seq_slot_drop(seq_slot *s);
 
+/* Adds carries c (one per line of s's chunk) to out, s's scanned answer:
+ * float16 and bfloat16 are scanned again from their copy (carry.h). */
+void seq_slot_add_carries(const seq_slot *s, void *out, const eng_carry *c);
+
 /* Every live sequence, and every ended numbered one still kept for a
  * repeat of its end (`ended`), as the state file holds them: a malloc'd
  * array of *n entries whose carries are borrowed from the table (free
