@@ -160,7 +160,12 @@ def test_rapid_reset_flood(daemon):
     # says INTERNAL_ERROR, 2; tally's own ENHANCE_YOUR_CALM, 11)
     assert p.closed.is_set() and goaway, "the server took %d rapid resets" % sent
     assert int.from_bytes(goaway[-1][3][4:8], "big") in (2, 11)
-    assert sent < 20000
+    # the server stopped before the flood's end: its GOAWAY's last stream
+    # is short of the last one sent (how many the client got into the
+    # socket meanwhile is the kernel's buffering, and under TSan's slower
+    # reads that may be all of them)
+    last = int.from_bytes(goaway[-1][3][0:4], "big") & 0x7FFFFFFF
+    assert last < 1 + 2 * (sent - 1), (last, sent)
     still_serves(daemon)
     assert cpu_seconds(pid) - cpu0 < 10
     assert rss_mib(pid) - rss0 < 64
