@@ -478,6 +478,12 @@ def test_a_torn_last_record_is_dropped(spawn, tmp_path, cut, room):
     allocates ahead) in zeros where the rest of the record was to go."""
     state = str(tmp_path)
     data = two_records(spawn, state)
+    if room:
+        # zeros where the cut bytes were: when those were zeros already (the
+        # record's check ends in a zero byte one time in 256), the file is
+        # whole, so the cut reaches back to the last byte that is not zero
+        while not any(data[len(data) - cut:]):
+            cut += 1
     kept = bytes(data[:len(data) - cut])
     if room:
         kept += bytes(ROOM - len(kept))
