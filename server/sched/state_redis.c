@@ -33,26 +33,30 @@
 #define BACKOFF_MAX_MS 5000
 #define SWEEP_MS 10
 
-/* The write: compare the version, then replace or delete, and set the
- * time to live. KEYS[1] the key; ARGV: the version read, the time to live
- * in ms (0: none), "put" or "del", the record. Answers {1, version
- * written} or {0, version there[, its record]}. Versions stay below 2^53,
- * where Lua's numbers are exact. */
+/* A key holds a string: its version, VERSION_DIGITS decimal digits, then
+ * the record. The write: compare the version, then replace or delete,
+ * with the time to live. KEYS[1] the key; ARGV: the version read ("" for
+ * none: GETRANGE's answer for a missing key), the time to live in ms (0:
+ * none), "put" or "del", the new value (the next version, then the
+ * record). Answers 1 (written), 0 (another version is there: none), or
+ * the value there. Two commands a write, where a hash took three (HGET,
+ * HSET, PEXPIRE): the script's cost is most of the store's time per chunk
+ * (docs/performance.md). Versions stay below 10^16. */
+#define VERSION_DIGITS 16
 static const char SCRIPT[] =
-    "local v = redis.call('HGET', KEYS[1], 'v') or '0'\n"
+    "local v = redis.call('GETRANGE', KEYS[1], 0, 15)\n"
     "if v ~= ARGV[1] then\n"
-    "  if v == '0' then return {0, 0} end\n"
-    "  return {0, tonumber(v), redis.call('HGET', KEYS[1], 'r')}\n"
+    "  if v == '' then return 0 end\n"
+    "  return redis.call('GET', KEYS[1])\n"
     "end\n"
     "if ARGV[3] == 'del' then\n"
     "  redis.call('DEL', KEYS[1])\n"
-    "  return {1, 0}\n"
+    "elseif ARGV[2] ~= '0' then\n"
+    "  redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[2])\n"
+    "else\n"
+    "  redis.call('SET', KEYS[1], ARGV[4])\n"
     "end\n"
-    "local n = tonumber(v) + 1\n"
-    "redis.call('HSET', KEYS[1], 'v', n, 'r', ARGV[4])\n"
-    "if ARGV[2] ~= '0' then redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "else redis.call('PERSIST', KEYS[1]) end\n"
-    "return {1, n}\n";
+    "return 1\n";
 
 enum { OP_GET, OP_PUT };
 
@@ -271,19 +275,31 @@ static void unlink_sent(state_redis *s, op *o)
     o->sprev = o->snext = NULL;
 }
 
-static bool parse_u64(const redisReply *r, uint64_t *out)
+/* v as a value's first VERSION_DIGITS bytes (v below 10^16). */
+static void put_version(uint8_t *out, uint64_t v)
 {
-    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
-        *out = (uint64_t)r->integer;
-        return true;
+    for (int i = VERSION_DIGITS - 1; i >= 0; i--) {
+        out[i] = (uint8_t)('0' + v % 10);
+        v /= 10;
     }
-    /* a version as the hash holds it: decimal, below 2^53 */
-    if (r->type == REDIS_REPLY_STRING && r->len < 17
-        && all_digits(r->str, r->len)) {
-        *out = strtoull(r->str, NULL, 10);
-        return true;
-    }
-    return false;
+}
+
+/* A value as the store holds it (VERSION_DIGITS digits, then the record):
+ * its version and record. False: not a value of tally's. */
+static bool parse_value(const char *p, size_t n, uint64_t *version,
+                        const uint8_t **rec, size_t *len)
+{
+    if (n < VERSION_DIGITS || !all_digits(p, VERSION_DIGITS))
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < VERSION_DIGITS; i++)
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    if (v == 0)
+        return false;
+    *version = v;
+    *rec = (const uint8_t *)p + VERSION_DIGITS;
+    *len = n - VERSION_DIGITS;
+    return true;
 }
 
 static void send_op(state_redis *s, op *o);
@@ -319,61 +335,52 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
         return;
     }
     uint64_t v = 0;
-    if (o->kind == OP_GET) {
-        /* HMGET v r: two elements, each a string or nil */
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-                   "Redis answered HMGET with something else than 2 fields");
-            return;
-        }
-        redisReply *rv = r->element[0], *rr = r->element[1];
-        if (rv->type == REDIS_REPLY_NIL) {
-            finish(o, STATE_REDIS_OK, 0, NULL, 0, NULL);
-            return;
-        }
-        if (!parse_u64(rv, &v) || rr->type != REDIS_REPLY_STRING) {
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-                   "the key holds no state of tally's (a version and a "
-                   "record)");
-            return;
-        }
-        finish(o, STATE_REDIS_OK, v, (const uint8_t *)rr->str, rr->len, NULL);
+    const uint8_t *rec = NULL;
+    size_t len = 0;
+    if (r->type == REDIS_REPLY_NIL && o->kind == OP_GET) {
+        finish(o, STATE_REDIS_OK, 0, NULL, 0, NULL); /* none */
         return;
     }
-    /* the script: {1, version} or {0, version[, record]} */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2
-        || r->element[0]->type != REDIS_REPLY_INTEGER
-        || !parse_u64(r->element[1], &v)) {
+    if (r->type == REDIS_REPLY_INTEGER && o->kind == OP_PUT
+        && (r->integer == 0 || r->integer == 1)) {
+        if (r->integer == 1) /* written: the next version, or none */
+            finish(o, STATE_REDIS_OK, o->del ? 0 : o->expect + 1, NULL, 0,
+                   NULL);
+        else
+            finish(o, STATE_REDIS_CONFLICT, 0, NULL, 0, NULL);
+        return;
+    }
+    if (r->type != REDIS_REPLY_STRING
+        || !parse_value(r->str, r->len, &v, &rec, &len)) {
         finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-               "Redis answered the write with something unexpected");
+               o->kind == OP_GET
+                   ? "the key holds no state of tally's (a version and a "
+                     "record)"
+                   : "Redis answered the write with something unexpected");
         return;
     }
-    if (r->element[0]->integer == 1) {
-        finish(o, STATE_REDIS_OK, v, NULL, 0, NULL);
-        return;
-    }
-    const redisReply *rr = r->elements > 2 ? r->element[2] : NULL;
-    if (rr != NULL && rr->type == REDIS_REPLY_STRING)
-        finish(o, STATE_REDIS_CONFLICT, v, (const uint8_t *)rr->str, rr->len,
-               NULL);
-    else
-        finish(o, STATE_REDIS_CONFLICT, v, NULL, 0, NULL);
+    finish(o, o->kind == OP_GET ? STATE_REDIS_OK : STATE_REDIS_CONFLICT, v,
+           rec, len, NULL);
 }
 
 static void send_op(state_redis *s, op *o)
 {
-    char expect[24], ttl[24];
+    char expect[VERSION_DIGITS + 1], ttl[24];
     const char *argv[8];
     size_t argl[8];
     int argc;
     if (o->kind == OP_GET) {
-        argv[0] = "HMGET";
+        argv[0] = "GET";
         argv[1] = (const char *)o->key;
-        argv[2] = "v";
-        argv[3] = "r";
-        argc = 4;
+        argl[0] = 3;
+        argl[1] = o->keylen;
+        argc = 2;
     } else {
-        snprintf(expect, sizeof expect, "%llu", (unsigned long long)o->expect);
+        expect[0] = '\0';
+        if (o->expect != 0) {
+            put_version((uint8_t *)expect, o->expect);
+            expect[VERSION_DIGITS] = '\0';
+        }
         snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
         argv[0] = o->eval ? "EVAL" : "EVALSHA";
         argv[1] = o->eval ? SCRIPT : s->sha;
@@ -384,13 +391,11 @@ static void send_op(state_redis *s, op *o)
         argv[6] = o->del ? "del" : "put";
         argv[7] = o->rec != NULL ? (const char *)o->rec : "";
         argc = 8;
+        for (int i = 0; i < argc; i++)
+            argl[i] = i == 3 ? o->keylen
+                      : i == 7 ? (o->rec != NULL ? o->len : 0)
+                               : strlen(argv[i]);
     }
-    /* the key and the record are bytes, the rest text */
-    size_t key_at = o->kind == OP_GET ? 1 : 3;
-    for (int i = 0; i < argc; i++)
-        argl[i] = (size_t)i == key_at ? o->keylen
-                  : o->kind == OP_PUT && i == 7 ? o->len
-                                                : strlen(argv[i]);
     o->sent_ns = now_ns();
     if (redisAsyncCommandArgv(s->ac, on_reply, o, argc, argv, argl)
         != REDIS_OK) {
@@ -970,17 +975,29 @@ bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
     op *o = new_op(s, OP_PUT, id, idlen, deadline_ns, done, ctx);
     if (o == NULL)
         return false;
+    /* versions stay below 10^16: one a chunk, for a sequence that lives
+     * no longer than its idle time between chunks */
+    if (expect >= 9999999999999999ull) {
+        op_free(o);
+        return false;
+    }
     o->expect = expect;
     o->ttl_ms = ttl_ms;
     o->del = record == NULL;
     if (record != NULL) {
-        o->rec = malloc(len ? len : 1);
+        /* the value: the next version, then the record */
+        if (len > SIZE_MAX - VERSION_DIGITS) {
+            op_free(o);
+            return false;
+        }
+        o->rec = malloc(VERSION_DIGITS + len);
         if (o->rec == NULL) {
             op_free(o);
             return false;
         }
-        memcpy(o->rec, record, len);
-        o->len = len;
+        put_version(o->rec, expect + 1);
+        memcpy(o->rec + VERSION_DIGITS, record, len);
+        o->len = VERSION_DIGITS + len;
     }
     return submit(s, o);
 }

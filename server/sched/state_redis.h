@@ -3,17 +3,16 @@
  * one record a sequence, read and replaced atomically, for a state store
  * many tallyds share (--state-store, issue 47).
  *
- * Each sequence is one Redis hash under PREFIX + its id, with two fields:
- * `v`, a version (a decimal number, 1 for the first state written, one
- * more for each write after it), and `r`, the caller's record (the
- * sequence's whole state, encoded by the caller: sequence_file.h's
- * format). A read is one HMGET. A write is one script (EVALSHA, with EVAL
- * when Redis has forgotten it, after a restart): it replaces the record
- * only when the version is still the one the writer read, sets the key's
- * time to live (the sequence's idle expiry), and otherwise answers with
- * the version and record that are there now, so that the writer can
- * decide again (a chunk another replica applied first is a repeat, a
- * conflict or the state to build on). Redis's Lua has no 64-bit integers
+ * Each sequence is one Redis string under PREFIX + its id: a version (16
+ * decimal digits, 1 for the first state written, one more for each write
+ * after it), then the caller's record (the sequence's whole state,
+ * encoded by the caller: sequence_file.h's format). A read is one GET. A
+ * write is one script (EVALSHA, with EVAL when Redis has forgotten it,
+ * after a restart): it replaces the value only when the version is still
+ * the one the writer read, with the key's time to live (the sequence's
+ * idle expiry), and otherwise answers with the value that is there now,
+ * so that the writer can decide again (a chunk another replica applied
+ * first is a repeat, a conflict or the state to build on). Redis's Lua has no 64-bit integers
  * and tallyd's carries are float-float pairs, so the arithmetic stays in
  * tallyd: Redis orders the writes, tallyd computes them.
  *

@@ -371,14 +371,27 @@ def redis_floor(port, clients=1, n=20000, command=()):
     return float(row["rps"]), float(row["p50_latency_ms"])
 
 
-# The write tally's script does (state_redis.c's SCRIPT), for the sizing
-# figure: a random key among a million, a record as long as a float32
-# [N] chunk's (131 bytes: one carry).
-SCRIPT_BENCH = ("local v = redis.call('HGET', KEYS[1], 'v') or '0' "
-                "if v ~= ARGV[1] then return {0, tonumber(v)} end "
-                "local n = tonumber(v) + 1 "
-                "redis.call('HSET', KEYS[1], 'v', n, 'r', ARGV[4]) "
-                "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return {1, n}")
+def tally_script():
+    """state_redis.c's SCRIPT, the write tally's script does, read from the
+    C source (one text for both)."""
+    src = open(os.path.join(ROOT, "server", "sched", "state_redis.c")).read()
+    body = src[src.index("static const char SCRIPT[] ="):]
+    body = body[:body.index(";\n")]
+    return "".join(bytes(m, "ascii").decode("unicode_escape")
+                   for m in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
+
+
+def script_floor(port, clients, n):
+    """tally's write script alone (EVALSHA, as tallyd sends it), from
+    `clients` connections, for the sizing figure and the c=1 floor: a new
+    random key among a million each time, and a value as long as a
+    float32 [N] chunk's (a 16-digit version and a 131-byte record: one
+    carry). (requests/s, p50 ms)."""
+    sha = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", tally_script()],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return redis_floor(port, clients, n, (
+        "-r", "1000000", "evalsha", sha, "1", "seq:__rand_int__", "", "60000", "put",
+        "0" * 15 + "1" + "r" * 131))
 
 
 def fsync_floor(where, n=2000, gap_us=200):
@@ -471,12 +484,8 @@ def seq_table(pa, seconds):
         # Redis alone, after the runs: a PING's round trip from one client
         # (the c=1 target's unit), and tally's write script from 16
         ping = redis_floor(rport)
-        script = redis_floor(rport, 16, 200000, (
-            "-r", "1000000", "eval", SCRIPT_BENCH, "1", "seq:__rand_int__", "0", "60000",
-            "put", "r" * 131))
-        script1 = redis_floor(rport, 1, 20000, (
-            "-r", "1000000", "eval", SCRIPT_BENCH, "1", "seq:__rand_int__", "0", "60000",
-            "put", "r" * 131))
+        script = script_floor(rport, 16, 200000)
+        script1 = script_floor(rport, 1, 20000)
     finally:
         for proc in procs:
             proc.terminate()
