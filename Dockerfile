@@ -27,6 +27,17 @@ RUN apt-get update \
       libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev libhiredis-dev ccache \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Swagger UI for /docs: the two files Debian's python3-flasgger ships,
+# unpacked from the package (none of its Python is needed), with Debian's
+# copyright file for them, as `make deps` takes them (tools/swagger_ui.sh);
+# tallyd finds them in share/tally/docs. Before the sources are copied, so
+# that a change to them leaves this layer (an apt-get update and a
+# download) in podman's cache.
+COPY tools/swagger_ui.sh tools/
+RUN apt-get update && sh tools/swagger_ui.sh fetch /tmp/flasgger \
+ && sh tools/swagger_ui.sh copy /tmp/flasgger /out/usr/local/share/tally/docs \
+ && test -f /out/usr/local/share/tally/docs/swagger-ui-bundle.js \
+ && rm -rf /tmp/flasgger /var/lib/apt/lists/*
 COPY Makefile ./
 COPY proto/ proto/
 COPY kernels/ kernels/
@@ -53,15 +64,6 @@ RUN --mount=type=cache,target=/var/cache/ccache,sharing=locked \
       && make test-units test-server test-codec; \
     else echo "build: no tests here (TESTS=$TESTS)"; fi \
  && make install PREFIX=/usr/local DESTDIR=/out >/dev/null
-# Swagger UI for /docs: the two files Debian's python3-flasgger ships,
-# unpacked from the package (none of its Python is needed), with Debian's
-# copyright file for them, as `make deps` takes them (tools/swagger_ui.sh);
-# tallyd finds them in share/tally/docs.
-COPY tools/swagger_ui.sh tools/
-RUN apt-get update && sh tools/swagger_ui.sh fetch /tmp/flasgger \
- && sh tools/swagger_ui.sh copy /tmp/flasgger /out/usr/local/share/tally/docs \
- && test -f /out/usr/local/share/tally/docs/swagger-ui-bundle.js \
- && rm -rf /tmp/flasgger /var/lib/apt/lists/*
 # The kernels, compiled once here rather than at every container start.
 # PoCL keys its cache by the CPU: on another CPU model tallyd compiles them
 # again at its first start (about a minute on two cores). They are built
@@ -132,11 +134,6 @@ ENTRYPOINT ["/usr/local/bin/tallyd"]
 # OpenCL.
 FROM ${BASE}
 ARG DEBIAN_FRONTEND=noninteractive
-# Labels: set at build time (tests/container/run.sh passes the git
-# remote, or the checkout's path, and the commit).
-ARG VERSION=0.1.0
-ARG SOURCE_URL=
-ARG REVISION=
 ARG RUNTIME_LIBS
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ${RUNTIME_LIBS} pocl-opencl-icd \
@@ -162,6 +159,13 @@ ENV TALLY_LISTEN=0.0.0.0:8080 \
     POCL_CACHE_DIR=/tmp/pocl-cache \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
+# Labels: set at build time (tests/container/run.sh passes the git
+# remote, or the checkout's path, and the commit). Declared here, after
+# the RUN steps: a RUN step after an ARG is built again whenever the ARG's
+# value changes, and the commit changes at every build.
+ARG VERSION=0.1.0
+ARG SOURCE_URL=
+ARG REVISION=
 LABEL org.opencontainers.image.title="tally" \
       org.opencontainers.image.description="tallyd: the cumulative sum (prefix scan) of tensors over HTTP (JSON, .npy, raw, KServe v2) on OpenCL" \
       org.opencontainers.image.version="${VERSION}" \
