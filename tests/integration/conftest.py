@@ -32,6 +32,18 @@ CACHE_SEED = os.environ.get("POCL_CACHE_SEED", os.path.join(ROOT, "build", "pocl
 # Every tallyd a test starts by hand has gRPC off unless it asks: two on
 # the default port (8001) at once would clash. Daemon gives each its own.
 os.environ.setdefault("TALLY_GRPC_LISTEN", "")
+# The device a Daemon gets when its test names none (TALLY_TEST_DEVICE;
+# empty: tallyd's default, auto). `make test-tsan` sets host: PoCL's
+# kernels, built at each start under ThreadSanitizer's interceptors, cost
+# 3.3 s of CPU a daemon against 0.9 s for the host backend alone, and TSan
+# cannot see inside PoCL. Tests marked `opencl` keep the default.
+TEST_DEVICE = os.environ.get("TALLY_TEST_DEVICE", "")
+_opencl_wanted = False
+
+
+def pytest_runtest_setup(item):
+    global _opencl_wanted
+    _opencl_wanted = item.get_closest_marker("opencl") is not None
 
 
 def pytest_configure(config):
@@ -49,6 +61,9 @@ def pytest_configure(config):
         "markers", "peer: drives tallyd through an outside tool's own machinery "
         "(perf_analyzer, a Dask cluster, schemathesis); the plain leg runs these, the sanitizer "
         "legs leave them out (Makefile, test-asan)")
+    config.addinivalue_line(
+        "markers", "opencl: needs tallyd's default devices (PoCL), whatever "
+        "TALLY_TEST_DEVICE says")
 
 
 def free_port():
@@ -119,6 +134,9 @@ class Daemon:
         else:
             line = [TALLYD, "--listen", "127.0.0.1:0",
                     "--grpc-listen", "127.0.0.1:0"] + list(args)
+            named = any(str(a) == "--device" or str(a).startswith("--device=") for a in args)
+            if TEST_DEVICE and not named and not _opencl_wanted and "TALLY_DEVICE" not in full_env:
+                line += ["--device", TEST_DEVICE]
         self.proc = subprocess.Popen(line, stdout=self.log_file, stderr=subprocess.STDOUT,
                                      env=full_env, start_new_session=self.group)
         self.wait_ready(joined=joined)

@@ -26,7 +26,8 @@ from conftest import TALLYD, run_threads
 from reference import DTYPES, close, cumsum, random_tensor
 
 # devices fail and leave the pool while workers run (TSan runs them)
-pytestmark = pytest.mark.concurrency
+# the devices are the subject: PoCL whatever TALLY_TEST_DEVICE says
+pytestmark = [pytest.mark.concurrency, pytest.mark.opencl]
 
 TWO = {"POCL_DEVICES": "pthread pthread"}
 # queued jobs, each run on its device (never placed on the host by cost:
