@@ -313,23 +313,25 @@ static void reads_and_writes(void)
               && w.version == 0 && !w.has_rec,
           "a write to a deleted key: %d v%llu", w.r,
           (unsigned long long)w.version);
-    /* a key that holds something else is named as such */
-    r = redisCommand(c, "SET tally:test:b notanumberatall");
-    if (r != NULL)
-        freeReplyObject(r);
-    CHECK(get(s, &w, "b", 0) == STATE_REDIS_FAILED
-              && strstr(w.why, "no state") != NULL,
-          "a foreign key: %d %s", w.r, w.why);
+    /* a key that holds something else is named as such: a string not of
+     * tally's, and a key of another type (by Redis's words) */
+    static const struct {
+        const char *set, *id, *read_says;
+    } foreign[] = {
+        {"SET tally:test:b notanumberatall", "b", "no state"},
+        {"HSET tally:test:h v 1 r x", "h", "WRONGTYPE"},
+    };
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        r = redisCommand(c, foreign[i].set);
+        if (r != NULL)
+            freeReplyObject(r);
+        CHECK(get(s, &w, foreign[i].id, 0) == STATE_REDIS_FAILED
+                  && strstr(w.why, foreign[i].read_says) != NULL,
+              "a foreign key %s: %d %s", foreign[i].id, w.r, w.why);
+    }
     CHECK(put(s, &w, "b", 1, "x", 1, 0) == STATE_REDIS_FAILED
               && strstr(w.why, "unexpected") != NULL,
           "a write over a foreign key: %d %s", w.r, w.why);
-    /* ...and one of another type, by Redis's words */
-    r = redisCommand(c, "HSET tally:test:h v 1 r x");
-    if (r != NULL)
-        freeReplyObject(r);
-    CHECK(get(s, &w, "h", 0) == STATE_REDIS_FAILED
-              && strstr(w.why, "WRONGTYPE") != NULL,
-          "a hash: %d %s", w.r, w.why);
     state_redis_stats st;
     state_redis_get_stats(s, &st);
     CHECK(st.up && st.answered >= 14 && st.rtt_ns > 0 && st.reconnects == 0,
