@@ -327,6 +327,13 @@ $(BUILD)/bin/hop_latency: $(BUILD)/tests/bench/hop_latency.o
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -luv -pthread
 
+# one Redis write on a request's own loop, alone (the floor under
+# --state-store at concurrency 1; make bench-serve's sequence table
+# measures it)
+$(BUILD)/bin/store_floor: $(BUILD)/tests/bench/store_floor.o
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -pthread
+
 $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
@@ -508,7 +515,7 @@ help:
 
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
-    $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency \
+    $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency $(BUILD)/bin/store_floor \
     $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
@@ -783,7 +790,8 @@ bench-json: deps-bench $(TALLYD)
 
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
-bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency
+bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency \
+    $(BUILD)/bin/store_floor
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 # How soon a new tallyd answers with a cold kernel cache: start to the

@@ -41,7 +41,9 @@ with --model-sequence-batching) beside its plain mode, and the same
 sequences made durable (--state-dir, --state-fsync everysec and always)
 beside the machine's own fdatasync (build/bin/fsync_latency), and kept
 in Redis (--state-store, a redis-server the bench starts) beside
-redis-benchmark's PING and tally's write script alone. perf_analyzer
+redis-benchmark's PING, tally's write script alone, and one loop that
+answers each request after one call of that script
+(build/bin/store_floor: the least such a chunk can add). perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more.
@@ -394,6 +396,19 @@ def script_floor(port, clients, n):
         "0" * 15 + "1" + "r" * 131))
 
 
+def store_floor(port, nbytes):
+    """What one write of tally's script adds to a request at concurrency
+    1 when nothing else is in the way (tests/bench/store_floor.c): a
+    one-loop server answering nbytes for nbytes, with and without the
+    script's round trip on its own loop. Its JSON (plain_p50_us,
+    store_p50_us, added_us)."""
+    sha = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", tally_script()],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run([os.path.join(BIN, "store_floor"), str(port), sha, str(nbytes),
+                          "3000", "4"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
 def fsync_floor(where, n=2000, gap_us=200):
     """The machine's own durable write (tests/bench/fsync_latency.c: 64
     bytes and fdatasync, n times, in the directory the logs are in, into
@@ -486,6 +501,9 @@ def seq_table(pa, seconds):
         ping = redis_floor(rport)
         script = script_floor(rport, 16, 200000)
         script1 = script_floor(rport, 1, 20000)
+        # the same work on one loop, the tensors' sizes: the least a
+        # chunk through Redis can add here at concurrency 1
+        loop_floor = {n: store_floor(rport, 4 * n) for n in SEQ_SIZES}
     finally:
         for proc in procs:
             proc.terminate()
@@ -496,6 +514,12 @@ def seq_table(pa, seconds):
           "%.0f/s (p50 %.3f ms)" % (ping[1], ping[0], script[0], script[1], script1[0],
                                    script1[1]),
           file=sys.stderr, flush=True)
+    for n in SEQ_SIZES:
+        lf = loop_floor[n]
+        print("one loop, %d bytes each way (store_floor): p50 %.1f us answered at once, "
+              "%.1f us after the script's round trip: +%.1f us" % (
+                  4 * n, lf["plain_p50_us"], lf["store_p50_us"], lf["added_us"]),
+              file=sys.stderr, flush=True)
     after = fsync_floor(state)
     hop_after = hop_floor(state)
     # at concurrency 1 the log flushes once a request, a request's own
@@ -548,9 +572,12 @@ def seq_table(pa, seconds):
                     fails.append("redis %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (
                         proto, n, c, rd[0], b[0]))
                 if c == 1:
+                    lf = loop_floor[n]
                     print("%-4s %-6d %-4d redis p50 %.3f ms; sequence's %.3f + 1.5 x PING "
-                          "%.3f ms = %.3f ms" % (proto, n, c, rd[1], b[1], ping[1],
-                                                 b[1] + 1.5 * ping[1]))
+                          "%.3f ms = %.3f ms; it adds %.3f ms, one loop doing the same "
+                          "(store_floor, %d bytes each way) %.3f ms" % (
+                              proto, n, c, rd[1], b[1], ping[1], b[1] + 1.5 * ping[1],
+                              rd[1] - b[1], 4 * n, lf["added_us"] / 1e3))
                     if rd[1] > b[1] + 1.5 * ping[1]:
                         fails.append("redis %s N=%d c=1: p50 %.3f ms > sequence's %.3f + "
                                      "1.5 x PING %.3f ms" % (proto, n, rd[1], b[1], ping[1]))
