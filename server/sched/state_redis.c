@@ -87,6 +87,7 @@ struct state_redis {
     uv_loop_t loop;
     uv_async_t wake;
     uv_timer_t retry, sweep, open_timer, connect_timer, later;
+    uv_prepare_t flush; /* the connection's writes, once a turn */
     uint64_t connect_ms; /* a connect's (and its handshake's) time */
 
     uv_mutex_t mu; /* guards incoming, closing, and the opening handshake */
@@ -460,10 +461,20 @@ static void on_sweep(uv_timer_t *t)
 
 /* ------------------------------------------------------ the adapter */
 
+/* A connected context's writes wait for the loop's prepare step
+ * (rpoll_flush, before the loop next waits): hiredis asks for
+ * writability after each command it queues and lets go once its buffer
+ * is out, and libuv pays two epoll_ctl calls for each change of a poll,
+ * and a turn of the loop for the writability it reports at once. So the
+ * poll watches writability only while the socket has refused a write's
+ * end, and a batch of commands is one write(2), in the same turn. */
 typedef struct {
     redisAsyncContext *ac; /* NULL once hiredis let go */
     uv_poll_t h;
-    int events;
+    int events;  /* what hiredis asked for */
+    int armed;   /* what the poll watches */
+    bool flush;    /* a write waits for the prepare step */
+    bool flushing; /* in rpoll_flush: a write asked for is a real one */
 } rpoll;
 
 static void rpoll_cb(uv_poll_t *h, int status, int events)
@@ -489,10 +500,31 @@ static void rpoll_cb(uv_poll_t *h, int status, int events)
 static void rpoll_update(rpoll *p, int add, int del)
 {
     p->events = (p->events | add) & ~del;
-    if (p->events)
-        uv_poll_start(&p->h, p->events, rpoll_cb);
+    int want = p->events;
+    if ((want & UV_WRITABLE) && !p->flushing
+        && (p->ac->c.flags & REDIS_CONNECTED)) {
+        want &= ~UV_WRITABLE;
+        p->flush = true;
+    }
+    if (want == p->armed)
+        return;
+    p->armed = want;
+    if (want)
+        uv_poll_start(&p->h, want, rpoll_cb);
     else
         uv_poll_stop(&p->h);
+}
+
+/* The writes hiredis asked for since the last turn, made now; one the
+ * socket cannot take whole arms the poll (hiredis asks again, inside). */
+static void rpoll_flush(rpoll *p)
+{
+    if (!p->flush || p->ac == NULL)
+        return;
+    p->flush = false;
+    p->flushing = true;
+    redisAsyncHandleWrite(p->ac); /* may let go of the context */
+    p->flushing = false;
 }
 
 static void rpoll_add_read(void *d) { rpoll_update(d, UV_READABLE, 0); }
@@ -530,6 +562,14 @@ static bool rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop)
     ac->ev.delWrite = rpoll_del_write;
     ac->ev.cleanup = rpoll_cleanup;
     return true;
+}
+
+/* The loop's prepare step: the connection's queued commands go out. */
+static void on_flush(uv_prepare_t *h)
+{
+    state_redis *s = h->data;
+    if (s->ac != NULL)
+        rpoll_flush(s->ac->ev.data);
 }
 
 /* ------------------------------------------------------ the connection */
@@ -874,6 +914,9 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
     s->connect_timer.data = s;
     uv_timer_init(&s->loop, &s->later);
     s->later.data = s;
+    uv_prepare_init(&s->loop, &s->flush);
+    s->flush.data = s;
+    uv_prepare_start(&s->flush, on_flush);
     s->connect_ms = timeout_ms;
     uv_timer_start(&s->open_timer, on_open_timeout, timeout_ms, 0);
     uv_unref((uv_handle_t *)&s->open_timer);

@@ -538,10 +538,73 @@ static void stops_and_restarts(void)
     stop_redis(pid, SIGTERM);
 }
 
+/* Writes larger than the socket takes at once, several queued together:
+ * the store's flush before the loop waits leaves the rest to the poll
+ * for writability, and every byte arrives. */
+static void big_writes(void)
+{
+    enum { KEYS = 8, BIG = 4 << 20 };
+    unsigned port = free_port();
+    pid_t pid = start_redis(port, NULL);
+    char msg[512];
+    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+    CHECK(s != NULL, "open: %s", msg);
+    redisContext *c = sync_conn(port, NULL);
+    uint8_t *rec = malloc((size_t)KEYS * BIG);
+    waiter *w = calloc(KEYS, sizeof *w);
+    if (s == NULL || c == NULL || rec == NULL || w == NULL) {
+        CHECK(rec != NULL && w != NULL, "out of memory");
+        free(rec);
+        free(w);
+        if (c != NULL)
+            redisFree(c);
+        state_redis_close(s);
+        stop_redis(pid, SIGTERM);
+        return;
+    }
+    uint64_t seed = now_ns(), x = seed | 1;
+    printf("big_writes: seed %llu\n", (unsigned long long)seed);
+    for (size_t i = 0; i < (size_t)KEYS * BIG; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        rec[i] = (uint8_t)x;
+    }
+    char id[KEYS][16];
+    for (int k = 0; k < KEYS; k++) {
+        waiter_init(&w[k]);
+        snprintf(id[k], sizeof id[k], "big%d", k);
+        CHECK(state_redis_put(s, (const uint8_t *)id[k], strlen(id[k]), 0,
+                              rec + (size_t)k * BIG, BIG, 60000,
+                              now_ns() + 30000000000ull, on_done, &w[k]),
+              "put %d refused", k);
+    }
+    for (int k = 0; k < KEYS; k++) {
+        CHECK(wait_calls(&w[k], 1) && w[k].r == STATE_REDIS_OK,
+              "put %d: %d (%s)", k, (int)w[k].r, w[k].why);
+        redisReply *r = redisCommand(c, "GET tally:test:%s", id[k]);
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING
+                  && r->len == 16 + BIG
+                  && memcmp(r->str, "0000000000000001", 16) == 0
+                  && memcmp(r->str + 16, rec + (size_t)k * BIG, BIG) == 0,
+              "key %d holds another value (%zu bytes)", k,
+              r != NULL && r->type == REDIS_REPLY_STRING ? (size_t)r->len : 0);
+        if (r != NULL)
+            freeReplyObject(r);
+        waiter_free(&w[k]);
+    }
+    free(w);
+    free(rec);
+    redisFree(c);
+    state_redis_close(s);
+    stop_redis(pid, SIGTERM);
+}
+
 static const check_case cases[] = {
     {"url_forms", url_forms},
     {"reads_and_writes", reads_and_writes},
     {"two_writers", two_writers},
+    {"big_writes", big_writes},
     {"passwords", passwords},
     {"nobody_there", nobody_there},
     {"stops_and_restarts", stops_and_restarts},
