@@ -148,7 +148,7 @@
       "testing: with --fault-device, 1 launch in this many is refused")        \
     X(fault_after_ms, "fault-after-ms", "TALLY_FAULT_AFTER_MS", UINT, "0",     \
       "testing: with --fault-device, launches are refused only from this "     \
-      "many ms after the device opened")                                       \
+      "many ms after the device's kernels are built")                          \
     X(fault_late, "fault-late", "TALLY_FAULT_LATE", BOOL, "false",             \
       "testing: with --fault-device, a faulty launch runs and then fails, as " \
       "a kernel that faults half-way (an in-place tensor cannot be rerun)")    \
