@@ -209,6 +209,40 @@ static state_redis *open_at(unsigned port, const char *userpass, char *msg,
     return state_redis_open(&u, "tally:test:", timeout_ms, msg, msglen);
 }
 
+/* A redis-server on a free port, a store on it and a connection of the
+ * test's own. */
+typedef struct {
+    pid_t pid;
+    state_redis *s;
+    redisContext *c;
+} served;
+
+/* False (a CHECK failed, and everything is stopped) when the store or
+ * the connection did not come. */
+static bool serve_up(served *v)
+{
+    unsigned port = free_port();
+    char msg[512];
+    v->pid = start_redis(port, NULL);
+    v->s = open_at(port, NULL, msg, sizeof msg, 5000);
+    CHECK(v->s != NULL, "open: %s", msg);
+    v->c = sync_conn(port, NULL);
+    if (v->s != NULL && v->c != NULL)
+        return true;
+    if (v->c != NULL)
+        redisFree(v->c);
+    state_redis_close(v->s);
+    stop_redis(v->pid, SIGTERM);
+    return false;
+}
+
+static void serve_down(served *v)
+{
+    redisFree(v->c);
+    state_redis_close(v->s);
+    stop_redis(v->pid, SIGTERM);
+}
+
 /* ------------------------------------------------------- the cases */
 
 static void url_forms(void)
@@ -247,17 +281,11 @@ static void url_forms(void)
 
 static void reads_and_writes(void)
 {
-    unsigned port = free_port();
-    pid_t pid = start_redis(port, NULL);
-    char msg[512];
-    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
-    CHECK(s != NULL, "open: %s", msg);
-    redisContext *c = sync_conn(port, NULL);
-    if (s == NULL || c == NULL) {
-        state_redis_close(s);
-        stop_redis(pid, SIGTERM);
+    served v;
+    if (!serve_up(&v))
         return;
-    }
+    state_redis *s = v.s;
+    redisContext *c = v.c;
     waiter w;
     waiter_init(&w);
     CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 0 && !w.has_rec,
@@ -337,10 +365,8 @@ static void reads_and_writes(void)
     CHECK(st.up && st.answered >= 14 && st.rtt_ns > 0 && st.reconnects == 0,
           "stats: up %d, %llu answered", st.up,
           (unsigned long long)st.answered);
-    state_redis_close(s);
-    redisFree(c);
     waiter_free(&w);
-    stop_redis(pid, SIGTERM);
+    serve_down(&v);
 }
 
 /* Two stores, two threads, one counter: read, add one, write at the
@@ -544,22 +570,18 @@ static void stops_and_restarts(void)
 static void big_writes(void)
 {
     enum { KEYS = 8, BIG = 4 << 20 };
-    unsigned port = free_port();
-    pid_t pid = start_redis(port, NULL);
-    char msg[512];
-    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
-    CHECK(s != NULL, "open: %s", msg);
-    redisContext *c = sync_conn(port, NULL);
+    served v;
+    if (!serve_up(&v))
+        return;
+    state_redis *s = v.s;
+    redisContext *c = v.c;
     uint8_t *rec = malloc((size_t)KEYS * BIG);
     waiter *w = calloc(KEYS, sizeof *w);
-    if (s == NULL || c == NULL || rec == NULL || w == NULL) {
-        CHECK(rec != NULL && w != NULL, "out of memory");
+    if (rec == NULL || w == NULL) {
+        CHECK(false, "out of memory");
         free(rec);
         free(w);
-        if (c != NULL)
-            redisFree(c);
-        state_redis_close(s);
-        stop_redis(pid, SIGTERM);
+        serve_down(&v);
         return;
     }
     uint64_t seed = now_ns(), x = seed | 1;
@@ -595,9 +617,7 @@ static void big_writes(void)
     }
     free(w);
     free(rec);
-    redisFree(c);
-    state_redis_close(s);
-    stop_redis(pid, SIGTERM);
+    serve_down(&v);
 }
 
 static const check_case cases[] = {
