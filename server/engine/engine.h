@@ -66,9 +66,10 @@ typedef struct {
     eng_log_fn log;
     void *log_user;
     /* Testing (OpenCL devices only): once fault_after_ms has passed since
-     * the device's kernels were built (the engine opened with warm_up, or
-     * eng_engine_warmup() last returned ENG_E_OK), every fault_every-th launch (1: each one) is
-     * refused as a broken device's would be, and fails with ENG_E_LAUNCH;
+     * the device's kernels were built (the engine opened with warm-up, or
+     * eng_engine_warmup() last returned ENG_E_OK), every fault_every-th
+     * launch (1: each one) is refused as a broken device's would be, and
+     * fails with ENG_E_LAUNCH;
      * with fault_late it runs and then fails with ENG_E_DEVICE (see
      * scan_cl.h). 0: no faults. Warm-up launches never fail. */
     unsigned fault_every, fault_after_ms;

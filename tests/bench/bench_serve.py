@@ -383,14 +383,19 @@ def tally_script():
                    for m in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
 
 
+def load_script(port):
+    """tally_script() loaded into the Redis on port: its SHA-1."""
+    return subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", tally_script()],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def script_floor(port, clients, n):
     """tally's write script alone (EVALSHA, as tallyd sends it), from
     `clients` connections, for the sizing figure and the c=1 floor: a new
     random key among a million each time, and a value as long as a
     float32 [N] chunk's (a 16-digit version and a 131-byte record: one
     carry). (requests/s, p50 ms)."""
-    sha = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", tally_script()],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    sha = load_script(port)
     return redis_floor(port, clients, n, (
         "-r", "1000000", "evalsha", sha, "1", "seq:__rand_int__", "", "60000", "put",
         "0" * 15 + "1" + "r" * 131))
@@ -402,10 +407,8 @@ def store_floor(port, nbytes):
     one-loop server answering nbytes for nbytes, with and without the
     script's round trip on its own loop. Its JSON (plain_p50_us,
     store_p50_us, added_us)."""
-    sha = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", tally_script()],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    out = subprocess.run([os.path.join(BIN, "store_floor"), str(port), sha, str(nbytes),
-                          "3000", "4"], capture_output=True, text=True, check=True)
+    out = subprocess.run([os.path.join(BIN, "store_floor"), str(port), load_script(port),
+                          str(nbytes), "3000", "4"], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
