@@ -244,8 +244,10 @@ static bool json_error_message(const char *body, size_t len, char *out,
         case 'f': cp = '\f'; break;
         case 'u': {
             long u = hex4(p, end);
-            if (u < 0)
+            if (u < 0) { /* a broken escape: the words before it */
+                out[o] = '\0';
                 return o > 0;
+            }
             p += 4;
             cp = (unsigned long)u;
             if (cp >= 0xd800 && cp < 0xdc00 && end - p >= 6 && p[0] == '\\'
