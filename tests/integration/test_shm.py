@@ -459,7 +459,7 @@ def test_perf_analyzer_shared_memory_unchanged(spawn, proto):
         r = subprocess.run([exe, "-m", "cumsum", "-u", "127.0.0.1:%d" % port, "-i", proto,
                             "--shape", "x:5000", "--shared-memory", "system",
                             "--output-shared-memory-size", "20000",
-                            "--concurrency-range", "1"] + pa_count_windows(100),
+                            "--concurrency-range", "1"] + pa_count_windows(500),
                            capture_output=True, text=True, env=env, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
