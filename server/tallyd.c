@@ -66,13 +66,19 @@
  *                           is resumed (api/submit.c), as a worker's done
  *                           would; nothing else waits on the disk.
  *   the store's thread      sched/state_redis.c, with --state-store: its
- *                           own libuv loop and the one connection to
- *                           Redis; it sends the sequences' reads and
- *                           writes, and their callbacks (sched/
+ *                           own libuv loop and a connection to Redis for
+ *                           the REST door's chunks; it sends their reads
+ *                           and writes, and their callbacks (sched/
  *                           seq_remote.c) decide, write again, or end the
  *                           chunk and resume its request (api/submit.c),
  *                           as the log writer does; nothing else waits
- *                           on Redis.
+ *                           on Redis. Each gRPC loop (the loop thread
+ *                           and the gRPC loop threads) has a connection
+ *                           of its own for its calls' chunks, on its
+ *                           loop: the same, on that loop's thread, so
+ *                           that a reply is read where the answer is
+ *                           written (a worker that ends such a chunk
+ *                           hands its write to that loop).
  *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
  *                           encodes queued records into spans and POSTs
  *                           them; HTTP threads and the loop thread (gRPC)

@@ -453,6 +453,7 @@ static void model_infer(grpc_call *c)
     j->watch_fd = -1; /* its stream shares the connection's socket */
     j->trace = grpc_call_trace(c);
     w->w.seq = w->q.seq;
+    w->w.slot.near = grpc_call_loop_data(c); /* its loop's store */
     w->w.rec = grpc_call_record(c);
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *data = w->q.data;
@@ -661,6 +662,24 @@ static const grpc_method methods[] = {
     {"LogSettings", NULL, false, false, OTHER, NULL, NULL},
 };
 
+/* A chunk of a sequence whose state is in a shared store is read and
+ * written on the loop its call came to (seq_remote.h). */
+static void *loop_open(tallyd_server *s, uv_loop_t *loop)
+{
+    return seq_loop_open(s->app->seqs, loop);
+}
+
+static void loop_close(tallyd_server *s, void *data)
+{
+    seq_loop_close(s->app->seqs, data);
+}
+
 const grpc_service api_grpc_service = {
-    "inference.GRPCInferenceService", methods,
-    sizeof methods / sizeof methods[0], OTHER, &api_health_service};
+    .service = "inference.GRPCInferenceService",
+    .methods = methods,
+    .n = sizeof methods / sizeof methods[0],
+    .other_label = OTHER,
+    .next = &api_health_service,
+    .loop_open = loop_open,
+    .loop_close = loop_close,
+};

@@ -200,6 +200,9 @@ static const grpc_method methods[] = {
     {"Watch", watch, true, true, HEALTH, NULL, NULL},
 };
 
-const grpc_service api_health_service = {"grpc.health.v1.Health", methods,
-                                         sizeof methods / sizeof methods[0],
-                                         OTHER, NULL};
+const grpc_service api_health_service = {
+    .service = "grpc.health.v1.Health",
+    .methods = methods,
+    .n = sizeof methods / sizeof methods[0],
+    .other_label = OTHER,
+};

@@ -509,6 +509,11 @@ tallyd_server *grpc_call_server(const grpc_call *c)
     return c->t->s;
 }
 
+void *grpc_call_loop_data(const grpc_call *c)
+{
+    return c->t->loop_data;
+}
+
 const trace_ctx *grpc_call_trace(const grpc_call *c)
 {
     return &c->trace;

@@ -88,6 +88,13 @@ typedef struct grpc_service {
      * Health), or NULL: a chain. The first's other_label counts calls of
      * no method. */
     const struct grpc_service *next;
+    /* The service's own state on each loop that serves it (NULL: none;
+     * the first service's, for the chain): loop_open runs on the loop's
+     * thread once the transport has started there, loop_close there
+     * first thing when it stops; the handlers of that loop's calls find
+     * it with grpc_call_loop_data(). */
+    void *(*loop_open)(tallyd_server *s, uv_loop_t *loop);
+    void (*loop_close)(tallyd_server *s, void *data);
 } grpc_service;
 
 typedef struct {
@@ -118,6 +125,7 @@ typedef struct {
     /* the door whose first transport this is (it deals the connections
      * its listener accepts out to the door's loops); NULL: none */
     struct grpc_door *door;
+    void *loop_data; /* what the service's loop_open gave; the loop's */
     grpc_counters c;
 } grpc_transport;
 
@@ -239,6 +247,9 @@ const grpc_method *grpc_call_method(const grpc_call *c);
 
 /* The server the call came to. */
 tallyd_server *grpc_call_server(const grpc_call *c);
+
+/* What the service's loop_open gave the call's loop (NULL: nothing). */
+void *grpc_call_loop_data(const grpc_call *c);
 
 /* A slot for the handler's own record, freed with free_fn when the call
  * is (after its answer is sent, or when the client has gone). */

@@ -104,6 +104,8 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
         uv_async_init(loop, &t->wake, on_wake);
         t->wake.data = t;
         t->started = true;
+        if (svc->loop_open != NULL)
+            t->loop_data = svc->loop_open(s, loop);
         return true;
     }
     uv_tcp_init(loop, &t->listener);
@@ -129,6 +131,8 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
     uv_async_init(loop, &t->wake, on_wake);
     t->wake.data = t;
     t->listening = t->started = true;
+    if (svc->loop_open != NULL)
+        t->loop_data = svc->loop_open(s, loop);
     return true;
 }
 
@@ -195,6 +199,11 @@ void grpc_stop(grpc_transport *t)
 {
     if (!t->started)
         return;
+    /* the service's first: what it still had waiting there ends, and
+     * resumes its calls, while the transport can take them */
+    if (t->loop_data != NULL && t->svc->loop_close != NULL)
+        t->svc->loop_close(t->s, t->loop_data);
+    t->loop_data = NULL;
     if (t->listening) {
         uv_close((uv_handle_t *)&t->listener, NULL);
         t->listening = false;

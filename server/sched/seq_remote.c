@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "log.h"
 #include "seq_remote.h"
 #include "seq_rules.h"
 #include "sequence_file.h"
@@ -39,7 +40,7 @@ struct centry {
 };
 
 struct seq_remote {
-    state_redis *store;
+    state_redis *store; /* on its own thread: the chunks of no loop's */
     seq_options o;
     uint64_t timeout_ms;
     uv_mutex_t mu; /* guards everything below */
@@ -50,10 +51,15 @@ struct seq_remote {
     size_t inflight, inflight_bytes;
     seq_counts c;
     uint64_t races; /* writes that found another version */
+    /* the stores on doors' loops (seq_remote_loop_open), stopped or not,
+     * freed with r */
+    state_redis **near;
+    size_t nnear, near_cap;
 };
 
 typedef struct {
     seq_remote *r;
+    state_redis *store; /* its door loop's, or r's own */
     seq_slot *s;
     seq_params id; /* with the chunk's flags and number */
     eng_scan_desc desc;
@@ -107,6 +113,9 @@ void seq_remote_free(seq_remote *r)
 {
     if (r == NULL)
         return;
+    for (size_t i = 0; i < r->nnear; i++)
+        state_redis_close(r->near[i]);
+    free(r->near);
     for (centry *e = r->lru, *n; e != NULL; e = n) {
         n = e->lnext;
         free(e->rec);
@@ -313,10 +322,10 @@ static void on_get(void *ctx, state_redis_result res, uint64_t version,
 static bool read_state(rchunk *c, uint64_t delay_ms, bool sync)
 {
     bool sent = delay_ms > 0
-                    ? state_redis_get_later(c->r->store, c->key, c->keylen,
+                    ? state_redis_get_later(c->store, c->key, c->keylen,
                                             delay_ms, c->deadline_ns, on_get,
                                             c)
-                    : state_redis_get(c->r->store, c->key, c->keylen,
+                    : state_redis_get(c->store, c->key, c->keylen,
                                       c->deadline_ns, on_get, c);
     if (!sent)
         end(c, STATUS_STORE,
@@ -434,7 +443,7 @@ static bool write_state(rchunk *c, uint64_t version,
     c->reclen = flen + 1;
     c->del = closed && !c->id.has_chunk && r->o.linger_ms == 0;
     uint64_t ttl = closed && !c->id.has_chunk ? r->o.linger_ms : r->o.idle_ms;
-    if (!state_redis_put(r->store, c->key, c->keylen, version,
+    if (!state_redis_put(c->store, c->key, c->keylen, version,
                          c->del ? NULL : rec, c->reclen, ttl, c->deadline_ns,
                          on_put, c)) {
         end(c, STATUS_STORE,
@@ -633,6 +642,7 @@ static status_code remote_admit(void *self, const seq_params *p,
         return st;
     }
     c->r = r;
+    c->store = s->near != NULL ? s->near : r->store;
     c->s = s;
     c->id = *p;
     c->desc = *d;
@@ -696,6 +706,17 @@ static void remote_render(void *self, textbuf *o)
     state_redis_get_stats(r->store, &st);
     uv_mutex_lock(&r->mu);
     uint64_t races = r->races;
+    for (size_t i = 0; i < r->nnear; i++) {
+        if (r->near[i] == NULL)
+            continue;
+        state_redis_stats n;
+        state_redis_get_stats(r->near[i], &n);
+        st.up = st.up && n.up;
+        st.answered += n.answered;
+        st.rtt_ns += n.rtt_ns;
+        st.failures += n.failures;
+        st.reconnects += n.reconnects;
+    }
     uv_mutex_unlock(&r->mu);
     textbuf_put(o,
                 "# HELP tally_state_store_up Whether the connection to the "
@@ -729,6 +750,49 @@ static void remote_render(void *self, textbuf *o)
                 st.failures, st.reconnects, races);
 }
 
+/* A connection of the store's on a door's loop: the chunks its
+ * requests bring are read and written there, and their replies read on
+ * the thread that answers them. NULL (logged): the store's own thread
+ * serves that loop's chunks. */
+static void *remote_loop_open(void *self, uv_loop_t *loop)
+{
+    seq_remote *r = self;
+    char msg[256];
+    uv_mutex_lock(&r->mu);
+    if (r->nnear == r->near_cap) {
+        size_t cap = r->near_cap ? r->near_cap * 2 : 8;
+        state_redis **v = realloc(r->near, cap * sizeof *v);
+        if (v != NULL) {
+            r->near = v;
+            r->near_cap = cap;
+        }
+    }
+    size_t i = r->nnear; /* its place, kept: NULL until it is open */
+    bool room = i < r->near_cap;
+    if (room)
+        r->near[r->nnear++] = NULL;
+    uv_mutex_unlock(&r->mu);
+    state_redis *st =
+        room ? state_redis_open_on(r->store, loop, msg, sizeof msg) : NULL;
+    if (st == NULL) {
+        log_msg("sequences", "warn",
+                "no connection to the state store on a door's loop (%s): "
+                "the store's own thread serves its chunks",
+                room ? msg : "out of memory");
+        return NULL;
+    }
+    uv_mutex_lock(&r->mu);
+    r->near[i] = st;
+    uv_mutex_unlock(&r->mu);
+    return st;
+}
+
+static void remote_loop_close(void *self, void *near)
+{
+    (void)self;
+    state_redis_stop(near); /* freed with r, once no thread can use it */
+}
+
 void seq_remote_attach(seq_remote *r, seq_table *t)
 {
     static const seq_backend ops = {
@@ -736,6 +800,8 @@ void seq_remote_attach(seq_remote *r, seq_table *t)
         .finish = remote_finish,
         .counts = remote_counts,
         .render_metrics = remote_render,
+        .loop_open = remote_loop_open,
+        .loop_close = remote_loop_close,
     };
     seq_set_backend(t, &ops, r);
 }

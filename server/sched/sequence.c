@@ -1195,6 +1195,20 @@ void seq_set_backend(seq_table *t, const seq_backend *b, void *self)
     t->remote_self = self;
 }
 
+void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
+{
+    if (t == NULL || t->remote == NULL || t->remote->loop_open == NULL)
+        return NULL;
+    return t->remote->loop_open(t->remote_self, loop);
+}
+
+void seq_loop_close(seq_table *t, void *near)
+{
+    if (near != NULL && t != NULL && t->remote != NULL
+        && t->remote->loop_close != NULL)
+        t->remote->loop_close(t->remote_self, near);
+}
+
 bool seq_durable(const seq_table *t)
 {
     if (t->remote != NULL)

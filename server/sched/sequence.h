@@ -127,9 +127,10 @@ struct seq_slot {
     status_code refused;
     char msg[512];
     /* With a store (seq_set_store): the submitter's, called once, on the
-     * store's thread, when seq_finish_durable() said *later: the chunk
-     * has ended (STATUS_OK: its answer may leave; STATUS_STORE with msg:
-     * its state could not be written, and nothing moved). */
+     * log writer or the store's thread (or, for a slot with near, the
+     * thread that runs that loop), when seq_finish_durable() said *later:
+     * the chunk has ended (STATUS_OK: its answer may leave; STATUS_STORE
+     * with msg: its state could not be written, and nothing moved). */
     void (*durable)(seq_slot *s, status_code st, const char *msg);
     /* The table's, between seq_finish_durable() and durable(). */
     seq_table *table;
@@ -141,6 +142,11 @@ struct seq_slot {
     /* The shared store's (seq_remote.h), between seq_finish_durable()
      * and durable(). */
     void *remote;
+    /* The submitter's, before seq_admit(): the loop its door serves the
+     * request on, as seq_loop_open() gave it there; NULL: none. A shared
+     * store reads and writes the chunk's state on that loop, and durable()
+     * then runs on its thread. */
+    void *near;
 };
 
 /* A table with o's settings; NULL when memory runs out. Free with
@@ -216,11 +222,24 @@ typedef struct {
                    status_code *st, char *msg, size_t msglen);
     void (*counts)(void *self, seq_counts *out);
     void (*render_metrics)(void *self, textbuf *o);
+    /* Optional (NULL: none): what the backend keeps on a door's loop
+     * (seq_loop_open), made and let go on that loop's thread. */
+    void *(*loop_open)(void *self, struct uv_loop_s *loop);
+    void (*loop_close)(void *self, void *near);
 } seq_backend;
 
 /* Before any chunk is admitted; b and self outlive the table's last
  * chunk. */
 void seq_set_backend(seq_table *t, const seq_backend *b, void *self);
+
+/* A door's loop, as the table's backend serves it: a shared store's
+ * connection on that loop (seq_remote.h), for the slots admitted there
+ * (seq_slot's near). NULL: the backend keeps nothing there (the table's
+ * own memory and log, or no memory left: the backend's own thread
+ * serves those slots). Call on the loop's thread once it is made, and
+ * seq_loop_close() there before it ends; the table outlives both. */
+void *seq_loop_open(seq_table *t, struct uv_loop_s *loop);
+void seq_loop_close(seq_table *t, void *near);
 
 /* Whether the table has a store, of either kind: its chunks may end
  * later (seq_finish_durable). */

@@ -1,10 +1,13 @@
 /*
  * state_redis.c - sequences' states in Redis (state_redis.h).
  *
- * The store's thread runs a libuv loop that owns everything below the
- * mutex line: the hiredis context, the ops waiting for a connection, the
- * ops sent, and the timers. Other threads only append to `incoming`
- * (under mu) and wake the loop.
+ * The store's loop owns everything below the mutex line: the hiredis
+ * context, the ops waiting for a connection, the ops sent, and the
+ * timers. That loop is the store's own, on a thread of its own
+ * (state_redis_open), or a caller's (state_redis_open_on: a door's
+ * loop). Other threads only append to `incoming` (under mu) and wake the
+ * loop, under mu too, so that the wake handle is never used once the
+ * loop has closed it.
  *
  * hiredis's events come through an adapter of our own rather than
  * hiredis's adapters/libuv.h (0.14 in Debian 12): that one drops a poll
@@ -84,7 +87,10 @@ struct state_redis {
     char sha[41]; /* the script's SHA-1, for EVALSHA */
     size_t prefix_len;
     uv_thread_t thread;
-    uv_loop_t loop;
+    uv_loop_t own; /* the loop of the store's own thread */
+    uv_loop_t *loop; /* &own, or the caller's (state_redis_open_on) */
+    bool attached;   /* on the caller's loop: no thread of its own */
+    uint64_t timeout_ms; /* the open's, for stores opened like this one */
     uv_async_t wake;
     uv_timer_t retry, sweep, open_timer, connect_timer, later;
     uv_prepare_t flush; /* the connection's writes, once a turn */
@@ -735,7 +741,7 @@ static void connect_now(state_redis *s)
         return;
     }
     ac->data = s;
-    if (!rpoll_attach(ac, &s->loop)) {
+    if (!rpoll_attach(ac, s->loop)) {
         redisAsyncFree(ac);
         opened(s, -1, "cannot watch the connection (libuv)");
         retry_later(s);
@@ -808,6 +814,53 @@ static void on_later(uv_timer_t *t)
     send_waiting(s);
 }
 
+/* The handles a store made on its loop. */
+static uv_handle_t *const *handles(state_redis *s, uv_handle_t *out[7])
+{
+    out[0] = (uv_handle_t *)&s->wake;
+    out[1] = (uv_handle_t *)&s->retry;
+    out[2] = (uv_handle_t *)&s->sweep;
+    out[3] = (uv_handle_t *)&s->open_timer;
+    out[4] = (uv_handle_t *)&s->connect_timer;
+    out[5] = (uv_handle_t *)&s->later;
+    out[6] = (uv_handle_t *)&s->flush;
+    return out;
+}
+
+/* Closing (s->closing set): every op not yet answered fails, the
+ * connection goes (its sent ops fail through hiredis), and the handles
+ * close; the store's own loop then ends. Its loop's thread. */
+static void shut(state_redis *s)
+{
+    s->stopping = true;
+    while (s->delayed != NULL) {
+        op *o = s->delayed;
+        s->delayed = o->next;
+        o->next = NULL;
+        finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+    }
+    while (s->waiting != NULL) {
+        op *o = s->waiting;
+        s->waiting = o->next;
+        o->next = NULL;
+        finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+    }
+    s->waiting_tail = NULL;
+    if (s->ac != NULL) {
+        redisAsyncContext *ac = s->ac;
+        s->ac = NULL;
+        redisAsyncFree(ac); /* the sent ops' callbacks: NULL replies */
+    }
+    if (!s->attached) {
+        uv_walk(s->loop, close_handle, NULL);
+        return;
+    }
+    uv_handle_t *h[7];
+    handles(s, h);
+    for (int i = 0; i < 7; i++)
+        close_handle(h[i], NULL);
+}
+
 static void on_wake(uv_async_t *a)
 {
     state_redis *s = a->data;
@@ -834,26 +887,7 @@ static void on_wake(uv_async_t *a)
         s->waiting_tail = o;
     }
     if (closing) {
-        s->stopping = true;
-        while (s->delayed != NULL) {
-            op *o = s->delayed;
-            s->delayed = o->next;
-            o->next = NULL;
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
-        }
-        while (s->waiting != NULL) {
-            op *o = s->waiting;
-            s->waiting = o->next;
-            o->next = NULL;
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
-        }
-        s->waiting_tail = NULL;
-        if (s->ac != NULL) {
-            redisAsyncContext *ac = s->ac;
-            s->ac = NULL;
-            redisAsyncFree(ac); /* the sent ops' callbacks: NULL replies */
-        }
-        uv_walk(&s->loop, close_handle, NULL);
+        shut(s);
         return;
     }
     if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
@@ -865,10 +899,32 @@ static void run(void *arg)
 {
     state_redis *s = arg;
     connect_now(s);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_run(s->loop, UV_RUN_DEFAULT);
 }
 
-state_redis *state_redis_open(const redis_url *u, const char *prefix,
+/* The store's handles on s->loop, made by the loop's thread or before
+ * the loop runs. */
+static void init_handles(state_redis *s)
+{
+    uv_async_init(s->loop, &s->wake, on_wake);
+    s->wake.data = s;
+    uv_timer_init(s->loop, &s->retry);
+    s->retry.data = s;
+    uv_timer_init(s->loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_init(s->loop, &s->open_timer);
+    s->open_timer.data = s;
+    uv_timer_init(s->loop, &s->connect_timer);
+    s->connect_timer.data = s;
+    uv_timer_init(s->loop, &s->later);
+    s->later.data = s;
+    uv_prepare_init(s->loop, &s->flush);
+    s->flush.data = s;
+    uv_prepare_start(&s->flush, on_flush);
+}
+
+/* A store not yet on any loop: URL, prefix, the script's SHA-1, locks. */
+static state_redis *new_store(const redis_url *u, const char *prefix,
                               uint64_t timeout_ms, char *msg, size_t msglen)
 {
     if (strlen(prefix) > MAX_PREFIX) {
@@ -895,37 +951,41 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
         snprintf(s->sha + 2 * i, 3, "%02x", md[i]);
     s->prefix_len = strlen(s->prefix);
     s->backoff_ms = BACKOFF_MIN_MS;
+    s->timeout_ms = timeout_ms;
+    s->connect_ms = timeout_ms;
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->opened_cv);
-    if (uv_loop_init(&s->loop) != 0) {
+    return s;
+}
+
+static void free_store(state_redis *s)
+{
+    uv_cond_destroy(&s->opened_cv);
+    uv_mutex_destroy(&s->mu);
+    free(s);
+}
+
+state_redis *state_redis_open(const redis_url *u, const char *prefix,
+                              uint64_t timeout_ms, char *msg, size_t msglen)
+{
+    state_redis *s = new_store(u, prefix, timeout_ms, msg, msglen);
+    if (s == NULL)
+        return NULL;
+    s->loop = &s->own;
+    if (uv_loop_init(s->loop) != 0) {
         snprintf(msg, msglen, "out of memory");
-        free(s);
+        free_store(s);
         return NULL;
     }
-    uv_async_init(&s->loop, &s->wake, on_wake);
-    s->wake.data = s;
-    uv_timer_init(&s->loop, &s->retry);
-    s->retry.data = s;
-    uv_timer_init(&s->loop, &s->sweep);
-    s->sweep.data = s;
-    uv_timer_init(&s->loop, &s->open_timer);
-    s->open_timer.data = s;
-    uv_timer_init(&s->loop, &s->connect_timer);
-    s->connect_timer.data = s;
-    uv_timer_init(&s->loop, &s->later);
-    s->later.data = s;
-    uv_prepare_init(&s->loop, &s->flush);
-    s->flush.data = s;
-    uv_prepare_start(&s->flush, on_flush);
-    s->connect_ms = timeout_ms;
+    init_handles(s);
     uv_timer_start(&s->open_timer, on_open_timeout, timeout_ms, 0);
     uv_unref((uv_handle_t *)&s->open_timer);
     if (uv_thread_create(&s->thread, run, s) != 0) {
         snprintf(msg, msglen, "cannot start the state store's thread");
-        uv_walk(&s->loop, close_handle, NULL);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&s->loop);
-        free(s);
+        uv_walk(s->loop, close_handle, NULL);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(s->loop);
+        free_store(s);
         return NULL;
     }
     uv_mutex_lock(&s->mu);
@@ -941,19 +1001,50 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
     return s;
 }
 
+state_redis *state_redis_open_on(const state_redis *like, uv_loop_t *loop,
+                                 char *msg, size_t msglen)
+{
+    state_redis *s =
+        new_store(&like->url, like->prefix, like->timeout_ms, msg, msglen);
+    if (s == NULL)
+        return NULL;
+    s->loop = loop;
+    s->attached = true;
+    /* open already: its connect's failures are retried, as a lost
+     * connection's are, and what is asked meanwhile waits for it */
+    s->opened = 1;
+    init_handles(s);
+    connect_now(s);
+    return s;
+}
+
+void state_redis_stop(state_redis *s)
+{
+    if (s == NULL || !s->attached)
+        return;
+    uv_mutex_lock(&s->mu);
+    bool was = s->closing;
+    s->closing = true;
+    uv_mutex_unlock(&s->mu);
+    if (!was)
+        on_wake(&s->wake); /* fails what came in, then shut() */
+}
+
 void state_redis_close(state_redis *s)
 {
     if (s == NULL)
         return;
+    if (s->attached) { /* stopped, and its handles' closes have run */
+        free_store(s);
+        return;
+    }
     uv_mutex_lock(&s->mu);
     s->closing = true;
-    uv_mutex_unlock(&s->mu);
     uv_async_send(&s->wake);
+    uv_mutex_unlock(&s->mu);
     uv_thread_join(&s->thread);
-    uv_loop_close(&s->loop);
-    uv_cond_destroy(&s->opened_cv);
-    uv_mutex_destroy(&s->mu);
-    free(s);
+    uv_loop_close(s->loop);
+    free_store(s);
 }
 
 /* ------------------------------------------------------ the callers */
@@ -968,13 +1059,14 @@ static bool submit(state_redis *s, op *o)
         else
             s->incoming = o;
         s->incoming_tail = o;
+        /* under mu: the loop closes the handle only once closing */
+        uv_async_send(&s->wake);
     }
     uv_mutex_unlock(&s->mu);
-    if (closing) { /* done() only ever runs on the store's thread */
+    if (closing) { /* done() only ever runs on the store's loop */
         op_free(o);
         return false;
     }
-    uv_async_send(&s->wake);
     return true;
 }
 

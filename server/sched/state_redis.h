@@ -20,20 +20,25 @@
  * caller never takes its own record for the state then, and reads
  * again. Nothing here retries a write.
  *
- * One connection, on a thread of its own with its own libuv loop and
- * hiredis's libuv adapter: no caller's thread waits on Redis. Commands
- * are pipelined in the order they were asked for. When the connection
- * drops, what was sent fails ("connection lost") and the thread connects
- * again, waiting 100 ms, then twice as long each time up to 5 s; what is
- * asked for meanwhile waits for the connection, up to its deadline.
+ * A store is one connection, on a libuv loop, through an adapter for
+ * hiredis: no caller's thread waits on Redis. The loop is the store's
+ * own, on a thread of its own (state_redis_open), or a caller's
+ * (state_redis_open_on: a door's loop, so that a reply is read on the
+ * thread that answers the request, with no hand-off between threads on
+ * the way). Commands are pipelined in the order they were asked for.
+ * When the connection drops, what was sent fails ("connection lost") and
+ * the store connects again, waiting 100 ms, then twice as long each time
+ * up to 5 s; what is asked for meanwhile waits for the connection, up to
+ * its deadline.
  *
  * Ownership: the store copies the ids and records it is given; the
  * record a callback sees is the store's, valid during the call.
  * Threading: state_redis_get(), _put() and _stats() from any thread;
- * callbacks run on the store's own thread (one of its own, started by
- * _open()), with
- * none of its locks held, one at a time, in the order the replies came;
- * _open() and _close() on one thread (tallyd's main).
+ * callbacks run on the thread that runs the store's loop (the store's
+ * thread, or for a store opened on a caller's loop, the loop thread or a
+ * gRPC loop thread), with none of its locks held, one at a time, in the
+ * order the replies came; _open() and _close() on one thread (tallyd's
+ * main); _open_on() and _stop() on the thread that runs the loop.
  */
 #ifndef TALLY_STATE_REDIS_H
 #define TALLY_STATE_REDIS_H
@@ -41,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 /* redis://[[user]:password@]host[:port][/db] */
 typedef struct {
@@ -74,8 +80,28 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
                               uint64_t timeout_ms, char *msg, size_t msglen);
 
 /* Stops the thread; every pending callback has been called (failed:
- * "the store is closing") when it returns. NULL is a no-op. */
+ * "the store is closing") when it returns. A store opened on a caller's
+ * loop is only freed: it must have been stopped (state_redis_stop), and
+ * the loop must have run since, or ended. NULL is a no-op. */
 void state_redis_close(state_redis *s);
+
+/* Another connection to like's store (its URL, key prefix and time
+ * limits), on loop, the caller's, whose thread then sends its commands
+ * and runs its callbacks. It connects in the background (like's open
+ * has checked the URL and the password): a connect that fails is tried
+ * again as a lost connection is, and what is asked for meanwhile waits
+ * for it, up to its deadline. NULL with msg when memory runs out. On
+ * loop's thread (or before loop runs); like stays open meanwhile. */
+state_redis *state_redis_open_on(const state_redis *like, uv_loop_t *loop,
+                                 char *msg, size_t msglen);
+
+/* Stops a store opened on a caller's loop, before that loop ends: every
+ * pending callback is called (failed: "the store is closing") before it
+ * returns, the connection goes, and the store's handles close; reads
+ * and writes asked for from then on are refused (false). Its memory
+ * stays until state_redis_close(). On the loop's thread; a second call,
+ * NULL, or a store of its own thread: a no-op. */
+void state_redis_stop(state_redis *s);
 
 typedef enum {
     STATE_REDIS_OK,       /* read, or written */

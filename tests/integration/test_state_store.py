@@ -2,8 +2,10 @@
 replicas"): tallyds with --state-store keep every sequence's state in one
 Redis, Debian's redis-server started here on a free port, never a mock.
 
-- Three replicas, each chunk of each sequence sent to one at random:
-  every answer equals numpy's (int64 exactly, float32 within the bound).
+- Three replicas, each chunk of each sequence sent to one at random,
+  through a door drawn at random too (REST, or gRPC, whose loops have
+  their own connections to Redis): every answer equals numpy's (int64
+  exactly, float32 within the bound).
 - Replicas killed for good, or killed and started again, mid-run; then
   Redis itself: chunks get 503 (never a wrong answer) and go on, and
   every chunk is counted once.
@@ -27,6 +29,8 @@ import time
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 from conftest import Daemon, dead_port, free_port
 from reference import close, cumsum, random_tensor
@@ -131,6 +135,11 @@ class Replicas:
         with self.lock:
             return [d.port for d in self.up]
 
+    def doors(self):
+        """(REST port, gRPC port) of each replica up now."""
+        with self.lock:
+            return [(d.port, d.grpc_port) for d in self.up]
+
     def log(self):
         return "\n".join(d.log()[-2000:] for d in self.all)
 
@@ -161,22 +170,54 @@ def post(port, body, timeout=20):
         c.close()
 
 
-def send_until_answered(reps, rng, body, deadline, unavailable):
-    """One numbered chunk to a random replica up now, sent again (to
-    another random one) until an answer comes: (status, body), or (None,
-    why) past the deadline. 503s are counted in unavailable."""
+def post_grpc(port, seq, n, x, start, end, timeout=20):
+    """The chunk chunk_body() makes, through the gRPC door (KServe's
+    ModelInfer, by tritonclient): (status, body) as post() gives them,
+    the body JSON's bytes; 503 for tally's UNAVAILABLE (the store's).
+    OSError when the replica cannot be reached."""
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % port)
+    try:
+        x = np.ascontiguousarray(x)
+        inp = grpcclient.InferInput("x", [len(x)], {"int64": "INT64",
+                                                     "float32": "FP32"}[x.dtype.name])
+        inp.set_data_from_numpy(x)
+        r = c.infer("cumsum", [inp], sequence_id=seq, sequence_start=start,
+                    sequence_end=end, parameters={"sequence_chunk": int(n)},
+                    client_timeout=timeout)
+        out = r.get_response().outputs[0].name
+        return 200, json.dumps({"outputs": [{"data": r.as_numpy(out).tolist()}]}).encode()
+    except InferenceServerException as e:
+        code, msg = str(e.status()), e.message() or ""
+        if code.endswith("UNAVAILABLE") and "Redis" in msg:
+            return 503, json.dumps({"error": msg}).encode()
+        if code.endswith(("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")):
+            raise OSError("%s: %s" % (code, msg))  # gone, or going
+        return 400, json.dumps({"error": "%s: %s" % (code, msg)}).encode()
+    finally:
+        c.close()
+
+
+def send_until_answered(reps, rng, chunk, deadline, unavailable):
+    """One numbered chunk (chunk_body()'s arguments) to a random replica up
+    now, through a random door, sent again (to another random one) until
+    an answer comes: (status, body), or (None, why) past the deadline.
+    503s are counted in unavailable."""
     why = ""
     sends = 0
     while time.time() < deadline:
-        ports = reps.ports()
-        if not ports:
+        doors = reps.doors()
+        if not doors:
             time.sleep(0.02)
             continue
         sends += 1
         if sends > 1:
             reps.resent += 1
+        rest, grpc = doors[rng.integers(len(doors))]
         try:
-            st, raw = post(ports[rng.integers(len(ports))], body)
+            if rng.integers(2) == 0:
+                st, raw = post(rest, chunk_body(*chunk))
+            else:
+                st, raw = post_grpc(grpc, *chunk)
         except (OSError, http.client.HTTPException) as e:
             why = repr(e)
             time.sleep(0.02)
@@ -212,9 +253,9 @@ def run_sequences(reps, seed, nseq, nchunk, dtypes=("int64",), on_answer=None):
         deadline = time.time() + 240
         for k in range(nchunk):
             lo, hi = cut[k], cut[k + 1]
-            body = chunk_body("store-%d-%d" % (seed % 100000, s), k + 1, x[lo:hi],
-                              k == 0, k == nchunk - 1)
-            st, b = send_until_answered(reps, crng, body, deadline, unavailable)
+            chunk = ("store-%d-%d" % (seed % 100000, s), k + 1, x[lo:hi],
+                     k == 0, k == nchunk - 1)
+            st, b = send_until_answered(reps, crng, chunk, deadline, unavailable)
             if st is None:
                 stuck.append((s, k, b))
                 return
@@ -256,6 +297,8 @@ def test_three_replicas_answer_chunks_sent_at_random(redis):
         # every replica took some: the state really was shared
         assert all(d.metric("tally_sequence_numbered_chunks_total", outcome="applied") > 0
                    for d in reps.up)
+        # and both doors did: gRPC's loops write through connections of their own
+        assert all(d.metric("tally_grpc_calls_total") > 0 for d in reps.up)
         # ended sequences stay (for a repeat of their end) with a time to live
         assert all(d.metric("tally_state_store_up") == 1 for d in reps.up)
     finally:

@@ -620,6 +620,113 @@ static void big_writes(void)
     serve_down(&v);
 }
 
+
+/* ---------------------------------------------- a store on a caller's loop */
+
+typedef struct {
+    uv_loop_t loop;
+    uv_async_t ask; /* stops the store, then closes itself */
+    uv_thread_t thread;
+    state_redis *near;
+} door_loop;
+
+static void on_ask(uv_async_t *a)
+{
+    door_loop *d = a->data;
+    state_redis_stop(d->near);
+    state_redis_stop(d->near); /* a second stop: nothing */
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void run_door_loop(void *arg)
+{
+    door_loop *d = arg;
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+}
+
+typedef struct {
+    waiter w;
+    uv_thread_t on; /* the thread the last callback ran on */
+} tracked;
+
+static void on_done_where(void *ctx, state_redis_result r, uint64_t version,
+                          const uint8_t *rec, size_t len, const char *why)
+{
+    tracked *t = ctx;
+    t->on = uv_thread_self(); /* before on_done wakes the test */
+    on_done(&t->w, r, version, rec, len, why);
+}
+
+/* state_redis_open_on(): a second connection on a loop of the caller's
+ * (a door's), whose thread runs its callbacks; the same keys as the
+ * store it copies; stopped before its loop ends, which then closes with
+ * nothing of the store's left on it. */
+static void on_a_loop(void)
+{
+    served v;
+    if (!serve_up(&v))
+        return;
+    door_loop d;
+    memset(&d, 0, sizeof d);
+    char msg[512];
+    CHECK(uv_loop_init(&d.loop) == 0, "loop");
+    d.near = state_redis_open_on(v.s, &d.loop, msg, sizeof msg);
+    CHECK(d.near != NULL, "open_on: %s", msg);
+    if (d.near == NULL) {
+        uv_loop_close(&d.loop);
+        serve_down(&v);
+        return;
+    }
+    uv_async_init(&d.loop, &d.ask, on_ask);
+    d.ask.data = &d;
+    CHECK(uv_thread_create(&d.thread, run_door_loop, &d) == 0, "thread");
+    tracked t;
+    waiter_init(&t.w);
+    /* asked for at once: it waits for the connection it is making */
+    int want = t.w.calls + 1;
+    CHECK(state_redis_put(d.near, (const uint8_t *)"L", 1, 0, (const uint8_t *)"one", 3, 60000,
+                          now_ns() + 5000000000ull, on_done_where, &t)
+              && wait_calls(&t.w, want) && t.w.r == STATE_REDIS_OK
+              && t.w.version == 1,
+          "a write on the loop's connection: %d v%llu %s", t.w.r,
+          (unsigned long long)t.w.version, t.w.why);
+    CHECK(uv_thread_equal(&t.on, &d.thread), "its callback on another thread");
+    waiter w;
+    waiter_init(&w);
+    CHECK(get(v.s, &w, "L", 0) == STATE_REDIS_OK && w.version == 1
+              && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
+          "the other store reads it: %d v%llu", w.r,
+          (unsigned long long)w.version);
+    CHECK(put(v.s, &w, "L", 1, "two", 3, 60000) == STATE_REDIS_OK, "write: %d",
+          w.r);
+    want = t.w.calls + 1;
+    CHECK(state_redis_get(d.near, (const uint8_t *)"L", 1, 0, on_done_where, &t)
+              && wait_calls(&t.w, want) && t.w.r == STATE_REDIS_OK
+              && t.w.version == 2 && memcmp(t.w.rec, "two", 3) == 0,
+          "and the loop's reads the other's: %d v%llu", t.w.r,
+          (unsigned long long)t.w.version);
+    /* a read asked for a minute from now, when the store stops */
+    want = t.w.calls + 1;
+    CHECK(state_redis_get_later(d.near, (const uint8_t *)"L", 1, 60000, 0,
+                                on_done_where, &t),
+          "a later read");
+    uv_async_send(&d.ask);
+    CHECK(wait_calls(&t.w, want) && t.w.r == STATE_REDIS_FAILED
+              && strstr(t.w.why, "closing") != NULL,
+          "the later read when it stopped: %d %s", t.w.r, t.w.why);
+    uv_thread_join(&d.thread); /* the loop ended: nothing of the store's */
+    CHECK(!state_redis_get(d.near, (const uint8_t *)"L", 1, 0, on_done_where,
+                           &t),
+          "a read after the stop was taken");
+    CHECK(uv_loop_close(&d.loop) == 0, "a handle of the store's still open");
+    state_redis_close(d.near);
+    CHECK(get(v.s, &w, "L", 0) == STATE_REDIS_OK && w.version == 2,
+          "the first store goes on: %d %s", w.r, w.why);
+    waiter_free(&t.w);
+    waiter_free(&w);
+    serve_down(&v);
+}
+
 static const check_case cases[] = {
     {"url_forms", url_forms},
     {"reads_and_writes", reads_and_writes},
@@ -628,6 +735,7 @@ static const check_case cases[] = {
     {"passwords", passwords},
     {"nobody_there", nobody_there},
     {"stops_and_restarts", stops_and_restarts},
+    {"on_a_loop", on_a_loop},
 };
 
 int main(int argc, char **argv)
