@@ -25,8 +25,11 @@
  *                           (the socket through a queue and an async),
  *                           end to end, and their sweep; the loop thread
  *                           asks them to quiesce and stop the same way.
- *   HTTP threads            libmicrohttpd's (--http-threads), in http/:
- *                           accept, read bodies, route, run the handlers
+ *   HTTP threads            http/loops.c (--http-threads): each a libuv
+ *                           loop driving one libmicrohttpd daemon in its
+ *                           external epoll mode (the daemons share the
+ *                           listening socket): accept, read bodies, route,
+ *                           run the handlers
  *                           (api/), which parse and hand scans to the
  *                           scheduler through api/submit.h, which suspends
  *                           the connection; after a resume, build and queue
@@ -66,19 +69,20 @@
  *                           is resumed (api/submit.c), as a worker's done
  *                           would; nothing else waits on the disk.
  *   the store's thread      sched/state_redis.c, with --state-store: its
- *                           own libuv loop and a connection to Redis for
- *                           the REST door's chunks; it sends their reads
+ *                           own libuv loop and a connection to Redis,
+ *                           which checks the URL at start and serves the
+ *                           chunks of any loop that could not open a
+ *                           connection of its own. Each door's loop (the
+ *                           loop thread, the gRPC loop threads and the
+ *                           HTTP threads) has one for its requests'
+ *                           chunks, on that loop: it sends their reads
  *                           and writes, and their callbacks (sched/
  *                           seq_remote.c) decide, write again, or end the
  *                           chunk and resume its request (api/submit.c),
- *                           as the log writer does; nothing else waits
- *                           on Redis. Each gRPC loop (the loop thread
- *                           and the gRPC loop threads) has a connection
- *                           of its own for its calls' chunks, on its
- *                           loop: the same, on that loop's thread, so
- *                           that a reply is read where the answer is
- *                           written (a worker that ends such a chunk
- *                           hands its write to that loop).
+ *                           as the log writer does, on the thread that
+ *                           answers it (a worker that ends such a chunk
+ *                           hands its write to that loop); nothing
+ *                           waits on Redis.
  *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
  *                           encodes queued records into spans and POSTs
  *                           them; HTTP threads and the loop thread (gRPC)
@@ -91,7 +95,9 @@
  * request is resumed by the log writer instead, once its record is
  * written): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
- * documents as safe from any thread; a gRPC job's (api/grpc_service.c)
+ * documents as safe from any thread, then wakes the request's HTTP
+ * thread (a uv_async_send under its loop's mutex: http/loops.c); a gRPC
+ * job's (api/grpc_service.c)
  * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the
  * queue (its own mutex), the per-request suspend/resume mutex, the
  * sequence table (its mutex: sched/sequence.h), the shared-memory

@@ -119,6 +119,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
     j->trace = &r->trace;
     if (seq != NULL && seq->has_id)
         hw->w.seq = *seq;
+    hw->w.slot.near = http_loop_data(r); /* its loop's store */
     hw->w.rec = &r->rec;
     r->work = hw;
     r->work_free = free;

@@ -22,6 +22,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -39,6 +40,7 @@
 #include "conns.h"
 #include "content_coding.h"
 #include "http.h"
+#include "http_loops.h"
 #include "log.h"
 #include "reply.h"
 #include "tls.h"
@@ -74,9 +76,16 @@ void http_resume(request *r)
     bool resume = r->suspended;
     r->suspended = false;
     uv_mutex_unlock(&r->mu);
-    if (resume)
+    if (resume) {
         MHD_resume_connection(r->conn);
+        http_loop_wake(r->loop); /* its daemon runs it: external polling */
+    }
     request_release(r);
+}
+
+void *http_loop_data(const request *r)
+{
+    return r->loop != NULL ? r->loop->data : NULL;
 }
 
 /* The work is back: http_resume() ran after a successful suspend. */
@@ -129,7 +138,7 @@ static http_conn *conn_of(struct MHD_Connection *conn)
 static void *on_first_line(void *cls, const char *uri,
                            struct MHD_Connection *conn)
 {
-    http_transport *t = cls;
+    http_transport *t = ((http_loop *)cls)->t;
     tallyd_server *s = t->s;
     (void)uri;
     http_conn_deadline(conn_of(conn), deadline_after(s->cfg.request_timeout_s));
@@ -309,7 +318,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
-    http_transport *t = cls;
+    http_loop *l = cls;
+    http_transport *t = l->t;
     request *r = *con_cls;
 
     if (r == NULL) {
@@ -319,6 +329,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
                     "out of memory for a request; closing its connection");
             return MHD_NO;
         }
+        r->loop = l;
         *con_cls = r;
         r->link = conn_of(conn);
         const char *ae = http_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING);
@@ -391,7 +402,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    http_transport *t = cls;
+    http_transport *t = ((http_loop *)cls)->t;
     tallyd_server *s = t->s;
     request *r = *con_cls;
     http_conn *k = conn_of(conn);
@@ -437,7 +448,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static enum MHD_Result on_admit(void *cls, const struct sockaddr *addr,
                                 socklen_t len)
 {
-    http_transport *t = cls;
+    http_transport *t = ((http_loop *)cls)->t;
     tallyd_server *s = t->s;
     if (http_admit_enter(t->admit, addr, len))
         return MHD_YES;
@@ -464,7 +475,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    http_transport *t = cls;
+    http_transport *t = ((http_loop *)cls)->t;
     tallyd_server *s = t->s;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&t->c.opened, 1);
@@ -527,12 +538,53 @@ static void add_option(struct MHD_OptionItem *opts, size_t *n,
     opts[(*n)++] = (struct MHD_OptionItem){option, value, ptr};
 }
 
+/* Starts loop i's daemon: the first binds the listening socket, the
+ * others serve the same one (a duplicate: each daemon closes its own).
+ * NULL when it cannot. */
+static struct MHD_Daemon *start_daemon(http_transport *t, http_loop *l,
+                                       unsigned flags, const struct addrinfo *ai,
+                                       unsigned port, const char *cert,
+                                       const char *key, int listen_fd)
+{
+    tallyd_server *s = t->s;
+    struct MHD_OptionItem opts[16];
+    size_t n = 0;
+    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, l);
+    if (listen_fd < 0)
+        add_option(opts, &n, MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr);
+    else
+        add_option(opts, &n, MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL);
+    add_option(opts, &n, MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, l);
+    add_option(opts, &n, MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, l);
+    add_option(opts, &n, MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_first_line, l);
+    add_option(opts, &n, MHD_OPTION_CONNECTION_TIMEOUT,
+               (intptr_t)s->cfg.idle_timeout_s, NULL);
+    /* the limits are tallyd's own (on_admit, the accept policy callback
+     * above); libmicrohttpd's, each daemon's, is only a backstop well
+     * above them, and it keeps no count per address */
+    add_option(opts, &n, MHD_OPTION_CONNECTION_LIMIT,
+               (intptr_t)(s->cfg.max_connections + 64u), NULL);
+    /* 32 KiB: libmicrohttpd clears the pool for every request, so a larger
+     * one slows small requests down more than it speeds large uploads up */
+    add_option(opts, &n, MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL);
+    add_option(opts, &n, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL);
+    if (cert != NULL) {
+        add_option(opts, &n, MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert);
+        add_option(opts, &n, MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key);
+        add_option(opts, &n, MHD_OPTION_HTTPS_PRIORITIES, 0,
+                   s->cfg.tls_priorities);
+    }
+    add_option(opts, &n, MHD_OPTION_END, 0, NULL);
+    return MHD_start_daemon(flags, (uint16_t)port, on_admit, l, on_access, l,
+                            MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+}
+
 bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
                 char *msg, size_t msglen)
 {
     t->s = s;
     t->routes = routes;
-    t->quiesced_fd = -1;
+    atomic_init(&t->quiesced, 0);
     if (!http_cors_parse(s->cfg.cors_origins, &t->cors, msg, msglen))
         return false;
     request_seed_ids(s);
@@ -555,98 +607,118 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
         freeaddrinfo(ai);
         return false;
     }
+    unsigned n = s->cfg.http_threads > 1 ? s->cfg.http_threads : 1;
     t->conns = http_conns_new();
     t->admit = http_admit_new(s->cfg.max_connections,
                               s->cfg.max_client_connections);
-    if (t->conns == NULL || t->admit == NULL) {
+    t->loops = calloc(n, sizeof *t->loops);
+    if (t->conns == NULL || t->admit == NULL || t->loops == NULL) {
         freeaddrinfo(ai);
         free(cert);
         free(key);
         return say(msg, msglen, "out of memory");
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL
-                     | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* external polling: each daemon runs on a loop of ours (loops.c) */
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME
+                     | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     if (cert != NULL)
         flags |= MHD_USE_TLS;
-    struct MHD_OptionItem opts[16];
-    size_t n = 0;
-    add_option(opts, &n, MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, t);
-    add_option(opts, &n, MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr);
-    add_option(opts, &n, MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, t);
-    add_option(opts, &n, MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, t);
-    add_option(opts, &n, MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_first_line, t);
-    add_option(opts, &n, MHD_OPTION_CONNECTION_TIMEOUT,
-               (intptr_t)s->cfg.idle_timeout_s, NULL);
-    /* the limits are tallyd's own (on_admit, the accept policy callback
-     * below); libmicrohttpd's, which
-     * splits its total between the pool's threads, is only a backstop
-     * well above them, and it keeps no count per address */
-    unsigned threads = s->cfg.http_threads > 1 ? s->cfg.http_threads : 1;
-    add_option(opts, &n, MHD_OPTION_CONNECTION_LIMIT,
-               (intptr_t)((s->cfg.max_connections + 64u) * threads), NULL);
-    /* 32 KiB: libmicrohttpd clears the pool for every request, so a larger
-     * one slows small requests down more than it speeds large uploads up */
-    add_option(opts, &n, MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL);
-    add_option(opts, &n, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL);
-    if (s->cfg.http_threads > 1)
-        add_option(opts, &n, MHD_OPTION_THREAD_POOL_SIZE,
-                   (intptr_t)s->cfg.http_threads, NULL);
-    if (cert != NULL) {
-        add_option(opts, &n, MHD_OPTION_HTTPS_MEM_CERT, 0, cert);
-        add_option(opts, &n, MHD_OPTION_HTTPS_MEM_KEY, 0, key);
-        add_option(opts, &n, MHD_OPTION_HTTPS_PRIORITIES, 0,
-                   s->cfg.tls_priorities);
+    t->tls = flags & MHD_USE_TLS;
+    bool ok = true;
+    int listen_fd = -1;
+    for (unsigned i = 0; i < n && ok; i++) {
+        http_loop *l = &t->loops[i];
+        l->t = t;
+        int fd = -1;
+        if (i > 0 && (fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            say(msg, msglen, "cannot share the listening socket: %s",
+                strerror(errno));
+            ok = false;
+            break;
+        }
+        l->mhd = start_daemon(t, l, flags, ai, port, cert, key, fd);
+        if (l->mhd == NULL) {
+            if (fd >= 0)
+                close(fd);
+            if (i == 0)
+                say(msg, msglen,
+                    "cannot listen on %s (in use? a bad certificate or key? "
+                    "see the log above)",
+                    s->cfg.listen);
+            else
+                say(msg, msglen, "cannot start HTTP daemon %u (see the log "
+                                 "above)", i);
+            ok = false;
+            break;
+        }
+        t->nloops = i + 1;
+        if (i == 0) {
+            const union MHD_DaemonInfo *info =
+                MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+            listen_fd = info != NULL ? info->listen_fd : -1;
+            info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_BIND_PORT);
+            t->port = info != NULL ? info->port : port;
+            /* every daemon waits for the same socket, and only one of
+             * them gets a connection: the others must not block */
+            int fl = listen_fd >= 0 ? fcntl(listen_fd, F_GETFL) : -1;
+            if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+                say(msg, msglen, "cannot set up the listening socket");
+                ok = false;
+            }
+        }
     }
-    add_option(opts, &n, MHD_OPTION_END, 0, NULL);
-    t->mhd = MHD_start_daemon(flags, (uint16_t)port, on_admit, t, on_access, t,
-                              MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     freeaddrinfo(ai);
     free(cert);
     free(key);
-    if (t->mhd == NULL)
-        return say(msg, msglen, "cannot listen on %s (in use? a bad certificate or "
-                        "key? see the log above)",
-                        s->cfg.listen);
-    t->tls = flags & MHD_USE_TLS;
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(t->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    t->port = info != NULL ? info->port : port;
+    for (unsigned i = 0; i < t->nloops && ok; i++)
+        ok = http_loop_start(&t->loops[i], msg, msglen);
+    if (!ok) {
+        http_stop(t);
+        return false;
+    }
     return true;
 }
 
-/* The listening socket stops listening at once (shutdown(2): new
- * connections are refused), but stays open until http_stop(): libmicrohttpd's
- * workers take it out of their epoll sets after MHD_quiesce_daemon()
- * returns, and closing it under them races with that (ThreadSanitizer saw
- * the close beside a worker's epoll_ctl), and could hand its number to
- * another descriptor meanwhile. */
+/* Each loop takes its daemon off the listening socket (the last one shuts
+ * it down: new connections are refused), but the socket stays open until
+ * http_stop(): closing it under a daemon's epoll set could hand its
+ * number to another descriptor meanwhile. */
 void http_quiesce(http_transport *t)
 {
-    if (t->mhd == NULL || t->quiesced_fd >= 0)
-        return;
-    MHD_socket fd = MHD_quiesce_daemon(t->mhd);
-    if (fd != MHD_INVALID_SOCKET) {
-        shutdown(fd, SHUT_RDWR);
-        t->quiesced_fd = fd;
-    }
+    for (unsigned i = 0; i < t->nloops; i++)
+        http_loop_quiesce(&t->loops[i]);
 }
 
 void http_stop(http_transport *t)
 {
-    if (t->mhd != NULL)
-        MHD_stop_daemon(t->mhd); /* closes (and unregisters) every connection */
-    t->mhd = NULL;
-    if (t->quiesced_fd >= 0)
-        close(t->quiesced_fd); /* the workers are gone */
-    t->quiesced_fd = -1;
+    for (unsigned i = 0; i < t->nloops; i++)
+        http_loop_stop(&t->loops[i]);
+    for (unsigned i = 0; i < t->nloops; i++) {
+        http_loop *l = &t->loops[i];
+        if (l->mhd != NULL) /* closes (and unregisters) every connection */
+            MHD_stop_daemon(l->mhd);
+        l->mhd = NULL;
+        if (l->quiesced_fd >= 0)
+            close(l->quiesced_fd); /* its daemon no longer has it */
+        l->quiesced_fd = -1;
+    }
+    free(t->loops);
+    t->loops = NULL;
+    t->nloops = 0;
     http_conns_free(t->conns);
     t->conns = NULL;
     http_admit_free(t->admit);
     t->admit = NULL;
     http_cors_free(t->cors);
     t->cors = NULL;
+}
+
+void http_adopt(http_transport *t, int fd)
+{
+    if (t->nloops == 0 || !http_loop_adopt(&t->loops[0], fd))
+        close(fd);
 }
 
 long long http_open_connections(http_transport *t)

@@ -13,6 +13,14 @@
  *
  * The transport never includes a handler, nor anything that knows what
  * the requests ask for: routes come in as a table.
+ *
+ * Its threads are its own (loops.c): --http-threads libuv loops, each
+ * with a thread, each driving one libmicrohttpd daemon in its external
+ * epoll mode; the daemons share one listening socket, and each serves
+ * the connections it accepts from start to end. A loop is where the
+ * routes' own per-loop state lives (http_routes's loop_open: a shared
+ * store's connection), so that what a request waits for can be read on
+ * the thread that answers it.
  */
 #ifndef TALLY_HTTP_HTTP_H
 #define TALLY_HTTP_HTTP_H
@@ -21,6 +29,7 @@
 #include <stddef.h>
 
 #include <stdatomic.h>
+#include <uv.h>
 
 #include "admit.h"
 #include "auth.h"
@@ -35,26 +44,30 @@
  * through it (auth.h's own lock); http_start() fills the rest.
  * Threading: the loop thread starts, sweeps, quiesces and stops it;
  * the HTTP threads (libmicrohttpd's) serve through it. */
+typedef struct http_loop http_loop;
+
 typedef struct http_transport {
     tallyd_server *s; /* settings, counters, drain state (borrowed) */
     const http_routes *routes; /* borrowed: must outlive the daemon */
     auth_tokens *auth;
-    struct MHD_Daemon *mhd;
+    http_loop *loops; /* nloops of them, each a daemon and its thread */
+    unsigned nloops;
+    atomic_uint quiesced; /* loops whose daemons stopped accepting */
     unsigned port; /* the port actually bound */
     bool tls;      /* serving HTTPS */
     http_conns *conns;         /* open connections' deadlines (conns.h) */
     http_admit *admit;         /* connection counts, for the limits */
     http_cors *cors;           /* --cors-origins; NULL: CORS off */
-    int quiesced_fd; /* the listening socket after http_quiesce(); -1 */
     /* refused connections not yet logged, and when that was last done */
     atomic_ullong refused_unlogged, refused_logged_ns;
     atomic_llong open_connections; /* state: drain waits on it */
     http_counters c;
 } http_transport;
 
-/* Starts libmicrohttpd on s->cfg.listen (and fills t->port), serving the
- * routes in `routes` (borrowed: it must outlive the daemon). False with
- * msg when it cannot. Loop thread. */
+/* Starts --http-threads loops with a libmicrohttpd daemon each on
+ * s->cfg.listen (and fills t->port), serving the routes in `routes`
+ * (borrowed: it must outlive the daemons). False with msg when it
+ * cannot. Loop thread. */
 bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
                 char *msg, size_t msglen);
 
@@ -63,12 +76,20 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
  * end of its body), counts and logs them. Loop thread, every 100 ms. */
 void http_sweep(http_transport *t);
 
-/* Stops accepting new connections (SIGTERM); in-flight requests go on.
- * Loop thread. */
+/* Stops accepting new connections (SIGTERM): each loop takes its daemon
+ * off the listening socket, and the last one shuts the socket down, so
+ * that new connections are refused; in-flight requests go on. Loop
+ * thread; the loops do it a moment later. */
 void http_quiesce(http_transport *t);
 
-/* Stops the daemon; call only when no request is in flight. Loop thread. */
+/* Stops the loops and their daemons; call only when no request is in
+ * flight. Loop thread. */
 void http_stop(http_transport *t);
+
+/* Serves fd, a connected stream socket, as a connection of the first
+ * loop's daemon (the fuzz harness's socket pairs): handed to its thread,
+ * which adds it. Any thread. */
+void http_adopt(http_transport *t, int fd);
 
 /* Connections open now. Any thread. */
 long long http_open_connections(http_transport *t);
@@ -96,6 +117,9 @@ bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
  * handler again): it then runs as the connection ends, with
  * http_client_left() true, and its reply is not sent. */
 void http_resume(request *r);
+
+/* What the routes' loop_open gave r's loop (NULL: nothing). HTTP thread. */
+void *http_loop_data(const request *r);
 
 /* True when r's connection has already ended: the client left while the
  * work was out. HTTP thread, in on_resume. */

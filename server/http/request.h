@@ -45,6 +45,7 @@ typedef void (*http_handler)(request *r);
 struct request {
     tallyd_server *s;
     struct http_transport *t; /* the transport serving it */
+    struct http_loop *loop;   /* the loop whose daemon serves it */
     struct MHD_Connection *conn;
     char method[8];
     char *path; /* without the query string */

@@ -58,6 +58,12 @@ typedef struct http_routes {
      * `unmatched`. */
     const char *const *labels;
     unsigned nlabels, unmatched;
+    /* The routes' own state on each loop of the door (NULL: none):
+     * loop_open runs on the loop's thread before it serves, loop_close
+     * there first thing when it stops; a handler finds it with
+     * http_loop_data(). */
+    void *(*loop_open)(tallyd_server *s, uv_loop_t *loop);
+    void (*loop_close)(tallyd_server *s, void *data);
 } http_routes;
 
 typedef struct {

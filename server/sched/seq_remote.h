@@ -42,14 +42,13 @@
  * the least recently used going first. How many sequences the store
  * holds is Redis's maxmemory's to bound.
  *
- * Where a chunk's reads and writes go: a door that serves its requests
- * on libuv loops opens the store once more on each (seq_loop_open(), so
- * state_redis_open_on()) and names that loop in the slots it admits
- * (seq_slot's near). Those chunks' commands are sent, and their replies
- * read, on that loop's thread, which answers the request: no other
- * thread is woken between the reply and the answer. Chunks of no loop's
- * (the REST door's, whose threads are libmicrohttpd's) go through the
- * store's own thread.
+ * Where a chunk's reads and writes go: each door's loop opens the store
+ * once more (seq_loop_open(), so state_redis_open_on()) and the door
+ * names that loop in the slots it admits (seq_slot's near). Those
+ * chunks' commands are sent, and their replies read, on that loop's
+ * thread, which answers the request: no other thread is woken between
+ * the reply and the answer. Chunks of no loop's (a loop whose connection
+ * could not be made) go through the store's own thread.
  *
  * Ownership: the remote borrows the store, which its owner closes
  * (before or after seq_remote_free(), once no chunk is admitted); the
@@ -57,8 +56,8 @@
  * and freed by seq_remote_free(). Threading: any function from any
  * thread, but for the loop hooks (on the thread that runs the loop); a
  * chunk's durable() runs on the thread that runs its store's loop (the
- * loop thread or a gRPC loop thread for a gRPC call's chunk, the store's
- * thread for the others), with no lock held.
+ * loop thread, a gRPC loop thread or an HTTP thread: its door's; else
+ * the store's thread), with no lock held.
  */
 #ifndef TALLY_SEQ_REMOTE_H
 #define TALLY_SEQ_REMOTE_H

@@ -35,10 +35,11 @@
  * record a callback sees is the store's, valid during the call.
  * Threading: state_redis_get(), _put() and _stats() from any thread;
  * callbacks run on the thread that runs the store's loop (the store's
- * thread, or for a store opened on a caller's loop, the loop thread or a
- * gRPC loop thread), with none of its locks held, one at a time, in the
- * order the replies came; _open() and _close() on one thread (tallyd's
- * main); _open_on() and _stop() on the thread that runs the loop.
+ * thread, or for a store opened on a caller's loop, the loop thread, a
+ * gRPC loop thread or an HTTP thread), with none of its locks held, one
+ * at a time, in the order the replies came; _open() and _close() on one
+ * thread (tallyd's main); _open_on() and _stop() on the thread that runs
+ * the loop.
  */
 #ifndef TALLY_STATE_REDIS_H
 #define TALLY_STATE_REDIS_H

@@ -478,7 +478,7 @@ static void router_rules(void)
         {"GET", "/a/b", stub, 2, HTTP_ACCESS_METRICS, NULL},
         {"POST", "/a/{x}/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
     };
-    http_routes t = {rows, 4, NULL, NULL, 0, 0};
+    http_routes t = {.rows = rows, .nrows = 4};
     http_match m;
     http_route_match(&t, "GET", "/a/b", &m);
     CHECK(m.handler == other_stub && m.label == 1
