@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -181,7 +182,14 @@ def test_cli_shm(tallyd, shm_daemon, tmp_path, dtype):
     assert r.returncode == 0, r.stderr.decode()
     assert "note" not in r.stderr.decode(), r.stderr.decode()
     assert close(np.load(tmp_path / "y.npy"), cumsum(x, axis=1), x, axis=1)
-    assert shm_daemon.metric("tally_requests_total", route="shared_memory", code="200") >= 2
+    # a request is counted as it ends, just after its answer went out: the
+    # client may read the unregister's answer, exit and have /metrics
+    # asked (on another connection, maybe another HTTP thread) first
+    deadline = time.time() + 5
+    while shm_daemon.metric("tally_requests_total", route="shared_memory",
+                            code="200") < 2:
+        assert time.time() < deadline, "the region's register and unregister not counted"
+        time.sleep(0.02)
     assert shm_objects(r.pid) == []
     r = tally("cumsum", "--url", url(tallyd), "--shm", "--axis", "1",
               tmp_path / "x.npy", tmp_path / "z.npy")
