@@ -46,7 +46,9 @@ answers each request after one call of that script
 (build/bin/store_floor: the least such a chunk can add). perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
-the same request costs alone, 0.9 of the plain throughput or more.
+the same request costs alone, 0.9 of the plain throughput or more. Its
+N=16 c=16 cells take 0.5 s windows, every mode alike (SEQ_FAST_CELLS):
+perf_analyzer does not finish longer ones at that rate on two cores.
 
 A sixth table (--only placement) is the default pool's placement by
 cost beside its two halves: float32 [1,N], N in {65536, 1048576},
