@@ -111,6 +111,13 @@ void api_stop(api_state *a);
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen);
 
+/* Both doors' per-loop hooks (router.h's and grpc.h's loop_open and
+ * loop_close): the sequences' state on a door's loop (sequence.h's
+ * seq_loop_open: a shared store's connection there). On that loop's
+ * thread. */
+void *api_loop_open(tallyd_server *s, uv_loop_t *loop);
+void api_loop_close(tallyd_server *s, void *data);
+
 /* The sequences at the end of a drain, once nothing runs (after
  * api_stop()): written to --state-dir, or, without one, dropped, with a
  * log line either way. False when they could not be written (logged). */

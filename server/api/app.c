@@ -234,6 +234,16 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
     return true;
 }
 
+void *api_loop_open(tallyd_server *s, uv_loop_t *loop)
+{
+    return seq_loop_open(s->app->seqs, loop);
+}
+
+void api_loop_close(tallyd_server *s, void *data)
+{
+    seq_loop_close(s->app->seqs, data);
+}
+
 bool api_sequences_save(api_state *a, tallyd_server *s)
 {
     if (a->seqs == NULL || !seq_enabled(a->seqs))

@@ -662,24 +662,12 @@ static const grpc_method methods[] = {
     {"LogSettings", NULL, false, false, OTHER, NULL, NULL},
 };
 
-/* A chunk of a sequence whose state is in a shared store is read and
- * written on the loop its call came to (seq_remote.h). */
-static void *loop_open(tallyd_server *s, uv_loop_t *loop)
-{
-    return seq_loop_open(s->app->seqs, loop);
-}
-
-static void loop_close(tallyd_server *s, void *data)
-{
-    seq_loop_close(s->app->seqs, data);
-}
-
 const grpc_service api_grpc_service = {
     .service = "inference.GRPCInferenceService",
     .methods = methods,
     .n = sizeof methods / sizeof methods[0],
     .other_label = OTHER,
     .next = &api_health_service,
-    .loop_open = loop_open,
-    .loop_close = loop_close,
+    .loop_open = api_loop_open, /* a shared store's connection there */
+    .loop_close = api_loop_close,
 };

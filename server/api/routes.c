@@ -117,18 +117,6 @@ static bool check_param(const char *name, size_t nlen, const char *value,
     return true;
 }
 
-/* A chunk of a sequence whose state is in a shared store is read and
- * written on the loop its request came to (seq_remote.h). */
-static void *loop_open(tallyd_server *s, uv_loop_t *loop)
-{
-    return seq_loop_open(s->app->seqs, loop);
-}
-
-static void loop_close(tallyd_server *s, void *data)
-{
-    seq_loop_close(s->app->seqs, data);
-}
-
 const http_routes api_routes = {
     .rows = rows,
     .nrows = sizeof rows / sizeof rows[0],
@@ -136,6 +124,6 @@ const http_routes api_routes = {
     .labels = labels,
     .nlabels = NLABELS,
     .unmatched = OTHER,
-    .loop_open = loop_open,
-    .loop_close = loop_close,
+    .loop_open = api_loop_open, /* a shared store's connection there */
+    .loop_close = api_loop_close,
 };

@@ -908,16 +908,12 @@ static void init_handles(state_redis *s)
 {
     uv_async_init(s->loop, &s->wake, on_wake);
     s->wake.data = s;
-    uv_timer_init(s->loop, &s->retry);
-    s->retry.data = s;
-    uv_timer_init(s->loop, &s->sweep);
-    s->sweep.data = s;
-    uv_timer_init(s->loop, &s->open_timer);
-    s->open_timer.data = s;
-    uv_timer_init(s->loop, &s->connect_timer);
-    s->connect_timer.data = s;
-    uv_timer_init(s->loop, &s->later);
-    s->later.data = s;
+    uv_timer_t *timers[] = {&s->retry, &s->sweep, &s->open_timer,
+                            &s->connect_timer, &s->later};
+    for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
+        uv_timer_init(s->loop, timers[i]);
+        timers[i]->data = s;
+    }
     uv_prepare_init(s->loop, &s->flush);
     s->flush.data = s;
     uv_prepare_start(&s->flush, on_flush);
