@@ -457,11 +457,16 @@ void grpc_call_suspend(grpc_call *c, grpc_handler on_resume)
 void grpc_call_resume(grpc_call *c)
 {
     grpc_transport *t = c->t;
+    uv_thread_t me = uv_thread_self();
+    bool own = uv_thread_equal(&me, &t->self) != 0;
     uv_mutex_lock(&t->mu);
     c->next_resume = t->resumed;
     t->resumed = c;
     uv_mutex_unlock(&t->mu);
-    uv_async_send(&t->wake);
+    if (own)
+        grpc_wake_self(t);
+    else
+        uv_async_send(&t->wake);
 }
 
 bool grpc_call_gone(const grpc_call *c)

@@ -112,6 +112,10 @@ typedef struct {
     uv_loop_t *loop;
     uv_tcp_t listener;
     uv_async_t wake; /* resumed calls to run on the loop */
+    /* the same, resumed on the loop's own thread: this turn's timers run
+     * them, with no write to the wake's descriptor */
+    uv_timer_t self_wake;
+    uv_thread_t self; /* the loop's thread (grpc_start_on's caller) */
     uv_mutex_t mu;   /* guards resumed */
     grpc_call *resumed;
     grpc_conn *conns; /* every open connection */
@@ -273,7 +277,9 @@ void grpc_call_fail(grpc_call *c, status_code st, const char *fmt, ...)
  * when its client goes. */
 void grpc_call_suspend(grpc_call *c, grpc_handler on_resume);
 
-/* Any thread, once per suspend. */
+/* Any thread, once per suspend. On the loop's own thread (a reply read
+ * there, as a shared store's) the call runs at the loop's next timers,
+ * without a wake through the async handle. */
 void grpc_call_resume(grpc_call *c);
 
 /* Takes back a suspend whose work never started (the scheduler refused

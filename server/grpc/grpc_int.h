@@ -207,6 +207,9 @@ void h2_conn_close(grpc_conn *c);
 /* Sends what the session has to send, then closes the connection if
  * neither side has more to say. */
 void h2_conn_pump(grpc_conn *c);
+/* Runs t's resumed calls at its loop's next timers (transport.c): for a
+ * resume on the loop's own thread. */
+void grpc_wake_self(grpc_transport *t);
 void h2_on_connection(uv_stream_t *server, int status);
 /* Accepts the listener's waiting connection into t (conn.c). */
 void grpc_accept_here(grpc_transport *t, uv_stream_t *server);

@@ -58,6 +58,29 @@ static void on_wake(uv_async_t *a)
     }
 }
 
+static void on_self_wake(uv_timer_t *h)
+{
+    grpc_transport *t = h->data;
+    on_wake(&t->wake);
+}
+
+/* The resume handles, on the loop's thread (the caller's). */
+static void init_wakes(grpc_transport *t, uv_loop_t *loop)
+{
+    uv_mutex_init(&t->mu);
+    uv_async_init(loop, &t->wake, on_wake);
+    t->wake.data = t;
+    uv_timer_init(loop, &t->self_wake);
+    t->self_wake.data = t;
+    t->self = uv_thread_self();
+}
+
+void grpc_wake_self(grpc_transport *t)
+{
+    if (t->started)
+        uv_timer_start(&t->self_wake, on_self_wake, 0, 0);
+}
+
 bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
                 const grpc_service *svc, auth_tokens *auth, char *msg,
                 size_t msglen)
@@ -100,9 +123,7 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
             return false;
     }
     if (!listen) { /* another loop's: connections come through grpc_adopt */
-        uv_mutex_init(&t->mu);
-        uv_async_init(loop, &t->wake, on_wake);
-        t->wake.data = t;
+        init_wakes(t, loop);
         t->started = true;
         if (svc->loop_open != NULL)
             t->loop_data = svc->loop_open(s, loop);
@@ -127,9 +148,7 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
     t->port = ntohs(bound.ss_family == AF_INET6
                         ? ((struct sockaddr_in6 *)&bound)->sin6_port
                         : ((struct sockaddr_in *)&bound)->sin_port);
-    uv_mutex_init(&t->mu);
-    uv_async_init(loop, &t->wake, on_wake);
-    t->wake.data = t;
+    init_wakes(t, loop);
     t->listening = t->started = true;
     if (svc->loop_open != NULL)
         t->loop_data = svc->loop_open(s, loop);
@@ -211,6 +230,7 @@ void grpc_stop(grpc_transport *t)
     for (grpc_conn *c = t->conns; c != NULL; c = c->next)
         h2_conn_close(c);
     uv_close((uv_handle_t *)&t->wake, NULL);
+    uv_close((uv_handle_t *)&t->self_wake, NULL);
     t->started = false;
     /* the sessions go with their connections' handles, before the loop
      * closes; the context is freed by then (OpenSSL counts its users) */

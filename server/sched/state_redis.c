@@ -7,7 +7,11 @@
  * (state_redis_open), or a caller's (state_redis_open_on: a door's
  * loop). Other threads only append to `incoming` (under mu) and wake the
  * loop, under mu too, so that the wake handle is never used once the
- * loop has closed it.
+ * loop has closed it. The loop's own thread appends the same way but
+ * does not wake itself: its prepare step takes `incoming` in before the
+ * loop next waits (a chunk read on a door's loop writes to Redis on the
+ * same turn, without a write to the wake's descriptor and a turn to read
+ * it back).
  *
  * hiredis's events come through an adapter of our own rather than
  * hiredis's adapters/libuv.h (0.14 in Debian 12): that one drops a poll
@@ -100,10 +104,15 @@ struct state_redis {
     uv_cond_t opened_cv;
     op *incoming, *incoming_tail;
     bool closing;
+    /* the loop's thread, as it sees itself: written once by that thread
+     * (its prepare step) before known is set */
+    uv_thread_t self;
+    atomic_bool known;
     int opened; /* 0 while opening, 1 open, -1 failed */
     char open_msg[512];
 
     /* the loop thread's */
+    bool self_pending; /* it appended to incoming without a wake */
     bool stopping; /* it has seen closing */
     bool dropping; /* freeing a connection that took too long */
     redisAsyncContext *ac;
@@ -570,10 +579,21 @@ static bool rpoll_attach(redisAsyncContext *ac, uv_loop_t *loop)
     return true;
 }
 
-/* The loop's prepare step: the connection's queued commands go out. */
+static void on_wake(uv_async_t *a);
+
+/* The loop's prepare step: what the loop's own thread submitted is taken
+ * in (on_wake's work), and the connection's queued commands go out. */
 static void on_flush(uv_prepare_t *h)
 {
     state_redis *s = h->data;
+    if (!atomic_load_explicit(&s->known, memory_order_relaxed)) {
+        s->self = uv_thread_self();
+        atomic_store(&s->known, true);
+    }
+    while (s->self_pending) { /* its callbacks may submit again */
+        s->self_pending = false;
+        on_wake(&s->wake);
+    }
     if (s->ac != NULL)
         rpoll_flush(s->ac->ev.data);
 }
@@ -1045,8 +1065,19 @@ void state_redis_close(state_redis *s)
 
 /* ------------------------------------------------------ the callers */
 
+/* Whether the caller is the store's loop's thread: only that thread can
+ * find itself in s->self, which it wrote before setting known. */
+static bool on_loop_thread(state_redis *s)
+{
+    if (!atomic_load(&s->known))
+        return false;
+    uv_thread_t me = uv_thread_self();
+    return uv_thread_equal(&me, &s->self) != 0;
+}
+
 static bool submit(state_redis *s, op *o)
 {
+    bool own = on_loop_thread(s);
     uv_mutex_lock(&s->mu);
     bool closing = s->closing;
     if (!closing) {
@@ -1055,8 +1086,12 @@ static bool submit(state_redis *s, op *o)
         else
             s->incoming = o;
         s->incoming_tail = o;
-        /* under mu: the loop closes the handle only once closing */
-        uv_async_send(&s->wake);
+        /* under mu: the loop closes the handle only once closing; its
+         * own thread takes incoming in at its prepare step instead */
+        if (own)
+            s->self_pending = true;
+        else
+            uv_async_send(&s->wake);
     }
     uv_mutex_unlock(&s->mu);
     if (closing) { /* done() only ever runs on the store's loop */
