@@ -457,8 +457,7 @@ void grpc_call_suspend(grpc_call *c, grpc_handler on_resume)
 void grpc_call_resume(grpc_call *c)
 {
     grpc_transport *t = c->t;
-    uv_thread_t me = uv_thread_self();
-    bool own = uv_thread_equal(&me, &t->self) != 0;
+    bool own = loop_owner_is_me(&t->self);
     uv_mutex_lock(&t->mu);
     c->next_resume = t->resumed;
     t->resumed = c;

@@ -55,6 +55,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "loop_owner.h"
 #include "server.h"
 #include "status.h"
 #include "textbuf.h"
@@ -112,10 +113,10 @@ typedef struct {
     uv_loop_t *loop;
     uv_tcp_t listener;
     uv_async_t wake; /* resumed calls to run on the loop */
-    /* the same, resumed on the loop's own thread: this turn's timers run
-     * them, with no write to the wake's descriptor */
+    /* the same, resumed on the loop's own thread: the loop's next
+     * timers run them, with no write to the wake's descriptor */
     uv_timer_t self_wake;
-    uv_thread_t self; /* the loop's thread (grpc_start_on's caller) */
+    loop_owner self; /* the loop's thread (grpc_start_on's caller) */
     uv_mutex_t mu;   /* guards resumed */
     grpc_call *resumed;
     grpc_conn *conns; /* every open connection */

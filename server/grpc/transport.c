@@ -72,7 +72,7 @@ static void init_wakes(grpc_transport *t, uv_loop_t *loop)
     t->wake.data = t;
     uv_timer_init(loop, &t->self_wake);
     t->self_wake.data = t;
-    t->self = uv_thread_self();
+    loop_owner_set(&t->self);
 }
 
 void grpc_wake_self(grpc_transport *t)

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "http.h"
+#include "loop_owner.h"
 
 struct http_loop {
     http_transport *t;
@@ -24,8 +25,7 @@ struct http_loop {
     void *data;             /* the routes' loop_open's */
     uv_loop_t loop;
     uv_thread_t thread;
-    uv_thread_t self;  /* the loop's thread, as it sees itself */
-    atomic_bool known; /* self is set (by the loop's thread, once) */
+    loop_owner self;       /* the loop's thread (set as it starts) */
     uv_poll_t poll;   /* the daemon's epoll descriptor */
     uv_timer_t timer; /* MHD_get_timeout()'s */
     uv_async_t wake;
@@ -46,7 +46,7 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen);
 
 /* Wakes l's loop to run its daemon (after MHD_resume_connection). Any
  * thread. On l's own thread (a reply to a request read there, as a shared
- * store's) it arms the loop's timer for this turn instead: no write to
+ * store's) it arms the loop's timer instead, which runs before the loop next waits: no write to
  * the wake's descriptor and no turn spent reading it back. */
 void http_loop_wake(http_loop *l);
 

@@ -111,19 +111,8 @@ static void on_wake(uv_async_t *h)
 static void loop_main(void *arg)
 {
     http_loop *l = arg;
-    l->self = uv_thread_self();
-    atomic_store(&l->known, true);
+    loop_owner_set(&l->self);
     uv_run(&l->loop, UV_RUN_DEFAULT);
-}
-
-/* Whether the caller is l's own thread: only it can find itself in
- * l->self, which it wrote before anything ran on the loop. */
-static bool on_own_thread(const http_loop *l)
-{
-    if (!atomic_load(&l->known))
-        return false;
-    uv_thread_t me = uv_thread_self();
-    return uv_thread_equal(&me, &l->self) != 0;
 }
 
 bool http_loop_start(http_loop *l, char *msg, size_t msglen)
@@ -170,9 +159,9 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
 
 void http_loop_wake(http_loop *l)
 {
-    if (on_own_thread(l)) {
+    if (loop_owner_is_me(&l->self)) {
         /* the timer is this thread's (closed is written only here):
-         * drive() on this turn's way round, which sets it again */
+         * drive() before the loop next waits, which sets it again */
         if (!l->closed)
             uv_timer_start(&l->timer, on_timer, 0, 0);
         return;

@@ -32,6 +32,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "loop_owner.h"
 #include "state_redis.h"
 
 #define MAX_ID 4096
@@ -104,10 +105,7 @@ struct state_redis {
     uv_cond_t opened_cv;
     op *incoming, *incoming_tail;
     bool closing;
-    /* the loop's thread, as it sees itself: written once by that thread
-     * (its prepare step) before known is set */
-    uv_thread_t self;
-    atomic_bool known;
+    loop_owner self; /* the loop's thread: set by its first prepare step */
     int opened; /* 0 while opening, 1 open, -1 failed */
     char open_msg[512];
 
@@ -586,10 +584,8 @@ static void on_wake(uv_async_t *a);
 static void on_flush(uv_prepare_t *h)
 {
     state_redis *s = h->data;
-    if (!atomic_load_explicit(&s->known, memory_order_relaxed)) {
-        s->self = uv_thread_self();
-        atomic_store(&s->known, true);
-    }
+    if (!atomic_load_explicit(&s->self.known, memory_order_relaxed))
+        loop_owner_set(&s->self);
     while (s->self_pending) { /* its callbacks may submit again */
         s->self_pending = false;
         on_wake(&s->wake);
@@ -1065,19 +1061,9 @@ void state_redis_close(state_redis *s)
 
 /* ------------------------------------------------------ the callers */
 
-/* Whether the caller is the store's loop's thread: only that thread can
- * find itself in s->self, which it wrote before setting known. */
-static bool on_loop_thread(state_redis *s)
-{
-    if (!atomic_load(&s->known))
-        return false;
-    uv_thread_t me = uv_thread_self();
-    return uv_thread_equal(&me, &s->self) != 0;
-}
-
 static bool submit(state_redis *s, op *o)
 {
-    bool own = on_loop_thread(s);
+    bool own = loop_owner_is_me(&s->self);
     uv_mutex_lock(&s->mu);
     bool closing = s->closing;
     if (!closing) {
