@@ -59,7 +59,7 @@ struct sched {
     /* placement by cost (scheduler.h): per backend (each device; the host
      * at SCHED_MAX_DEVICES) and launch size class, the moving average of
      * a launch's time (ns, 0: none yet), how many launches it has seen,
-     * and the decisions taken in the class (for exploring's turn). Relaxed
+     * and the launches placed by cost since exploring's last turn. Relaxed
      * atomics: a lost update between two workers only slows learning. */
     atomic_ullong cost_ns[SCHED_MAX_DEVICES + 1][COST_CLASSES];
     atomic_uint cost_seen[SCHED_MAX_DEVICES + 1][COST_CLASSES];
@@ -464,9 +464,22 @@ static bool place_on_host(worker *w, size_t bytes, sched_why *why)
              host = atomic_load_explicit(&s->cost_ns[SCHED_MAX_DEVICES][k],
                                          memory_order_relaxed);
     bool host_better = host < dev;
+    /* exploring's turn: every SCHED_EXPLORE_EVERY launches, times how
+     * many times slower the other backend is, so that what exploring
+     * costs stays under 1/SCHED_EXPLORE_EVERY of the class's time however
+     * slow the other is (a GPU ten times slower end to end, explored one
+     * launch in 64, took 14% more). The counter restarts at each turn;
+     * two workers that both see it due explore twice, which is harmless. */
+    uint64_t best = host_better ? host : dev, other = host_better ? dev : host;
+    uint64_t every = SCHED_EXPLORE_EVERY * ((other + best / 2) / best);
+    if (every < SCHED_EXPLORE_EVERY)
+        every = SCHED_EXPLORE_EVERY;
+    if (every > SCHED_EXPLORE_MAX)
+        every = SCHED_EXPLORE_MAX;
     unsigned turn = atomic_fetch_add_explicit(&s->cost_turn[d][k], 1,
-                                              memory_order_relaxed);
-    if (turn % SCHED_EXPLORE_EVERY == SCHED_EXPLORE_EVERY - 1) {
+                                              memory_order_relaxed) + 1;
+    if (turn >= every) {
+        atomic_store_explicit(&s->cost_turn[d][k], 0, memory_order_relaxed);
         *why = SCHED_WHY_EXPLORE;
         return !host_better;
     }

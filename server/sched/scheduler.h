@@ -165,11 +165,13 @@ typedef struct {
  * them: with the contention they met (a GPU's two PCIe copies, host cores
  * shared with the doors' threads). A worker whose device is in the pool
  * runs a batch where the average is lower. A class with too few launches
- * on either backend is measured first (reason "explore"), and one launch
- * in SCHED_EXPLORE_EVERY of a class goes to the backend not chosen, so
- * that an average the load has moved is measured again (that launch's
+ * on either backend is measured first (reason "explore"), and after that
+ * one launch in SCHED_EXPLORE_EVERY x r (r: how many times slower the
+ * backend not chosen is, rounded; at most SCHED_EXPLORE_MAX) goes to it,
+ * so that an average the load has moved is measured again (that launch's
  * time replaces the average; a launch placed by cost moves it an eighth
- * of the way). So a GPU slower
+ * of the way) while exploring costs under 1/SCHED_EXPLORE_EVERY of the
+ * class's time however slow the other backend is. So a GPU slower
  * end to end than the idle host cores gets work when those cores are busy
  * enough to be slower, and a device that is faster takes everything.
  * Each placement is counted by backend and reason (tally_placements_total)
@@ -177,6 +179,7 @@ typedef struct {
  */
 enum { SCHED_PLACE_DEVICE, SCHED_PLACE_COST };
 #define SCHED_EXPLORE_EVERY 64
+#define SCHED_EXPLORE_MAX 4096
 /* Why a batch ran where it ran (tally_placements_total's reason). */
 typedef enum {
     SCHED_WHY_DEVICE,    /* SCHED_PLACE_DEVICE: its worker's device */

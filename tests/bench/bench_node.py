@@ -31,7 +31,8 @@ built beside it (the device's compiler is what both spend their time in):
 4. scaling: the small JSON run at c=64 with 1, 2, 4, 8 and 16 HTTP threads,
    and h2load's small gRPC run with 1 to 16 gRPC loop threads where tallyd
    has --grpc-threads (else that row says so); the load tools get half the
-   node's cores here, a quarter in part 3.
+   node's cores here, a quarter in part 3, pinned apart from tallyd's (a
+   thread a core).
 
 The device is the first GPU `tallyd --list-devices` shows, or else the
 first OpenCL device (PoCL's CPU device on the project's machine). Errors,
@@ -404,15 +405,36 @@ def free_port():
         return s.getsockname()[1]
 
 
+def pinned(cpus):
+    """A preexec_fn that runs the child on `cpus` alone (None: anywhere)."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def split_cores(share):
+    """The node's cores in two disjoint sets: the first `share` of them
+    for tallyd, the rest for the load tool (at least one each). Pinned
+    apart, a load tool's threads never run on a core tallyd's thread was
+    given, which moved the 1-thread figure by 40% between two runs of the
+    same node (BENCHMARKS.md, "The H200 node again")."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None, None
+    k = min(len(cpus) - 1, max(1, round(len(cpus) * share)))
+    return cpus[:k], cpus[k:]
+
+
 class Tallyd:
-    def __init__(self, env, args, scratch, name, warmup):
+    def __init__(self, env, args, scratch, name, warmup, cpus=None):
         self.port, self.grpc_port = free_port(), free_port()
         self.log = open(os.path.join(scratch, "tallyd-%s.log" % name), "w")
         cmd = [program("tallyd"), "--listen", "127.0.0.1:%d" % self.port,
                "--grpc-listen", "127.0.0.1:%d" % self.grpc_port, "--access-log", "off",
                "--max-sequences", "0"] + (["--warmup"] if warmup else []) + args
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=env,
+                                     preexec_fn=pinned(cpus))
         self.url = "http://127.0.0.1:%d" % self.port
         deadline = time.time() + 300
         while time.time() < deadline:
@@ -538,36 +560,48 @@ REPORT = ('function done(summary, latency, requests)\n'
           'latency:percentile(99) / 1000))\nend\n')
 
 
-def load_tool(name, cmd, env, seconds):
-    """A load generator's run over a window of `seconds`: its
-    CompletedProcess, or {"error": ...} when it has not ended within three
-    windows and half a minute."""
+def load_tool(name, cmd, env, seconds, cpus=None):
+    """A load generator's run over a window of `seconds`, on `cpus` if
+    given: its CompletedProcess, or {"error": ...} when it has not ended
+    within three windows and half a minute."""
     limit = seconds * 3 + 30
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit)
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit,
+                              preexec_fn=pinned(cpus))
     except subprocess.TimeoutExpired:
         return {"error": "%s did not finish in %d s" % (name, limit)}
 
 
-def run_wrk(env, d, script, conns, threads, seconds, extra_env=None, timeout_s=30):
+def placed(before, after):
+    """Jobs placed between two scrapes, by backend and reason
+    (tally_placements_total), those that moved only."""
+    out = {}
+    for k, v in after.items():
+        if k.startswith("tally_placements_total") and v - before.get(k, 0):
+            out[k[len("tally_placements_total"):]] = int(v - before.get(k, 0))
+    return out
+
+
+def run_wrk(env, d, script, conns, threads, seconds, extra_env=None, timeout_s=30, cpus=None):
     cmd = [tool("wrk", env), "-t%d" % min(threads, conns), "-c%d" % conns,
            "-d%ds" % seconds, "--timeout", "%ds" % timeout_s, "-s", script, d.url]
     before = d.metrics()
-    r = load_tool("wrk", cmd, dict(env, **(extra_env or {})), seconds)
+    r = load_tool("wrk", cmd, dict(env, **(extra_env or {})), seconds, cpus)
     if isinstance(r, dict):
         return r
     m = re.search(r"RESULT (.*)", r.stdout)
     if not m:
         return {"error": "wrk: " + (r.stderr or r.stdout)[-300:]}
     f = dict(kv.split("=") for kv in m[1].split())
-    ok, bad = answered(before, d.metrics(), "http")
+    after = d.metrics()
+    ok, bad = answered(before, after, "http")
     secs = float(f["seconds"])
     return {"rps": round(int(f["requests"]) / secs, 1), "p50_ms": float(f["p50_ms"]),
             "p99_ms": float(f["p99_ms"]), "errors": int(f["errors"]) + sum(bad.values()),
-            "answered": ok, "refused": bad}
+            "answered": ok, "refused": bad, "placed": placed(before, after)}
 
 
-def run_h2load(env, d, body, conns, threads, seconds, scratch):
+def run_h2load(env, d, body, conns, threads, seconds, scratch, cpus=None):
     logf = os.path.join(scratch, "h2load.log")
     if os.path.exists(logf):  # h2load appends
         os.unlink(logf)
@@ -577,7 +611,7 @@ def run_h2load(env, d, body, conns, threads, seconds, scratch):
            "--log-file", logf,
            "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % d.grpc_port]
     before = d.metrics()
-    r = load_tool("h2load", cmd, env, seconds)
+    r = load_tool("h2load", cmd, env, seconds, cpus)
     if isinstance(r, dict):
         return r
     m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", r.stdout)
@@ -590,12 +624,13 @@ def run_h2load(env, d, body, conns, threads, seconds, scratch):
             if len(p) >= 3:
                 lat.append(int(p[2]) / 1000.0)
     lat.sort()
-    ok, bad = answered(before, d.metrics(), "grpc")
+    after = d.metrics()
+    ok, bad = answered(before, after, "grpc")
     st = re.search(r"(\d+) succeeded, (\d+) failed, (\d+) errored", r.stdout)
     errors = sum(bad.values()) + (int(st[2]) + int(st[3]) if st else 0)
     pct = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 3)) if lat else (lambda q: None)
     return {"rps": float(m[3]), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-            "errors": errors, "answered": ok, "refused": bad}
+            "errors": errors, "answered": ok, "refused": bad, "placed": placed(before, after)}
 
 
 def cells(tiny):
@@ -624,22 +659,29 @@ def bodies(scratch, tiny):
     return out
 
 
-def run_cell(env, d, cell, files, seconds, scratch, load_threads):
+def run_cell(env, d, cell, files, seconds, scratch, load_threads, cpus=None):
     door, label, n, conns = cell
     if door == "rest":
         if label.startswith("json"):
-            return run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads, seconds)
+            return run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads,
+                           seconds, cpus=cpus)
         body, hlen = files[("rest", n)]
         return run_wrk(env, d, os.path.join(scratch, "file.lua"), conns, load_threads, seconds,
-                       {"LOAD_BODY": body, "LOAD_HLEN": str(hlen)}, timeout_s=60)
-    return run_h2load(env, d, files[("grpc", n)][0], conns, load_threads, seconds, scratch)
+                       {"LOAD_BODY": body, "LOAD_HLEN": str(hlen)}, timeout_s=60, cpus=cpus)
+    return run_h2load(env, d, files[("grpc", n)][0], conns, load_threads, seconds, scratch,
+                      cpus)
 
 
 def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads, rounds):
     """Each cell against the three tallyds in turn, `rounds` times, the
     order turned each round, so that a drift of the node (clocks, another
     tenant) falls on all three alike; all three run throughout (an idle
-    tallyd costs nothing). A cell's figure is the mean of its rounds."""
+    tallyd costs nothing). A cell's figure is the mean of its rounds.
+    The tallyds run on three quarters of the node's cores and the load
+    tool, with a thread a core, on the other quarter."""
+    server_cpus, load_cpus = split_cores(0.75)
+    if load_cpus:
+        load_threads = len(load_cpus)
     configs = [("host", ["--device", "host"])]
     if device is not None and not tiny:
         # the device alone: nothing placed on the host by cost
@@ -647,13 +689,14 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
     if device is not None:
         configs.append(("default", []))
     out = {"http_threads": http_threads, "load_threads": load_threads, "seconds": seconds,
-           "rounds": rounds, "configs": {}}
+           "rounds": rounds, "configs": {}, "server_cpus": server_cpus, "load_cpus": load_cpus}
     servers = {}
     for name, args in configs:
         args = args + ["--http-threads", str(http_threads)]
         log("service, %s: tallyd %s" % (name, " ".join(args)))
         try:
-            servers[name] = (Tallyd(env, args, scratch, name, warmup=not tiny), args)
+            servers[name] = (Tallyd(env, args, scratch, name, warmup=not tiny,
+                                    cpus=server_cpus), args)
         except RuntimeError as e:
             fail("service %s: %s" % (name, e))
     runs = {name: {} for name in servers}  # name: key: [one result a round]
@@ -666,7 +709,8 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
                 for name in order[k:] + order[:k]:
                     d, args = servers[name]
                     try:
-                        r = run_cell(env, d, cell, files, seconds, scratch, load_threads)
+                        r = run_cell(env, d, cell, files, seconds, scratch, load_threads,
+                                     load_cpus)
                     except OSError as e:  # tallyd stopped answering (urllib's are OSErrors)
                         r = {"error": "no answer: %s" % e}
                     if d.proc.poll() is not None:
@@ -683,7 +727,7 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
                         d.stop()
                         try:
                             servers[name] = (Tallyd(env, args, scratch, name + "-again",
-                                                    warmup=not tiny), args)
+                                                    warmup=not tiny, cpus=server_cpus), args)
                         except RuntimeError as e:
                             fail("service %s: %s" % (name, e))
                             del servers[name]
@@ -716,6 +760,10 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
             merged["errors"] = sum(r.get("errors", 0) for r in rs)
             merged["answered"] = sum(r.get("answered", 0) for r in good)
             merged["rounds_rps"] = [r["rps"] for r in good]
+            merged["placed"] = {}
+            for r in good:
+                for k, v in r.get("placed", {}).items():
+                    merged["placed"][k] = merged["placed"].get(k, 0) + v
             bad = [r["error"] for r in rs if "error" in r]
             if bad:
                 merged["error"] = bad[0]
@@ -730,28 +778,36 @@ def grpc_threads_flag(env):
 
 
 def scaling(env, tiny, seconds, scratch, files, load_threads):
+    """tallyd on half the node's cores, the load tool on the other half
+    with a thread a core: so 16 threads share 8 cores on a 16-core node,
+    and the 1-thread figure is one thread on a core of its own."""
     counts = [1, 2] if tiny else [1, 2, 4, 8, 16]
     conns = 8 if tiny else 64
-    out = {"http": {}, "grpc": {}, "connections": conns, "load_threads": load_threads}
+    server_cpus, load_cpus = split_cores(0.5)
+    if load_cpus:
+        load_threads = len(load_cpus)
+    out = {"http": {}, "grpc": {}, "connections": conns, "load_threads": load_threads,
+           "server_cpus": server_cpus, "load_cpus": load_cpus}
     has_grpc_threads = grpc_threads_flag(env)
     for t in counts:
         args = ["--device", "host", "--http-threads", str(t)]
         if has_grpc_threads:
             args += ["--grpc-threads", str(t)]
         try:
-            d = Tallyd(env, args, scratch, "scale-%d" % t, warmup=False)
+            d = Tallyd(env, args, scratch, "scale-%d" % t, warmup=False, cpus=server_cpus)
         except RuntimeError as e:
             fail("scaling %d threads: %s" % (t, e))
             continue
         try:
-            r = run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads, seconds)
+            r = run_wrk(env, d, os.path.join(scratch, "small.lua"), conns, load_threads, seconds,
+                        cpus=load_cpus)
             if d.proc.poll() is not None:
                 r = dict(r, error="tallyd ended: %s" % exit_text(d.proc.returncode))
             out["http"][str(t)] = r
             log("  http threads %-2d %s" % (t, r))
             if has_grpc_threads or t == counts[0]:
                 g = run_h2load(env, d, files[("grpc", 16)][0], conns, load_threads, seconds,
-                               scratch)
+                               scratch, load_cpus)
                 out["grpc"][str(t)] = g
                 log("  grpc loops   %-2d %s" % (t if has_grpc_threads else 1, g))
             for k, v in (("http", r),) + ((("grpc", g),) if has_grpc_threads or t == counts[0] else ()):

@@ -1801,7 +1801,9 @@ static unsigned long long placed(const char *m, const char *backend,
 
 static void placement_cost(void)
 {
-    enum { N = 300 };
+    /* 600 a phase: the idle host's first turn to be explored again comes
+     * within 64 x 4 launches of the busy one's (scheduler.h) */
+    enum { N = 600 };
     static rec r[N];
     fake f;
     /* a device five times slower than the host's cores (a GPU behind
@@ -1810,8 +1812,8 @@ static void placement_cost(void)
     size_t dev, host;
     place_phase(s, r, N, &dev, &host);
     printf("    slow device: %zu on the device, %zu on the host\n", dev, host);
-    /* 3 to measure it, then one in SCHED_EXPLORE_EVERY */
-    CHECK(host >= N - 3 - N / SCHED_EXPLORE_EVERY - 1 && dev >= 3,
+    /* 3 to measure it, then one in SCHED_EXPLORE_EVERY x 5 */
+    CHECK(host >= N - 3 - N / (SCHED_EXPLORE_EVERY * 5) - 1 && dev >= 3,
           "the host takes the work, the device is measured: %zu / %zu", dev,
           host);
     CHECK(strcmp(r[N - 1].j.placement, "cost") == 0
@@ -1851,6 +1853,31 @@ static void placement_cost(void)
           "the host takes the work back: %zu of the last 50",
           host_in_tail(r, N, 50));
     stop_and_check(s, &f, r, N, "placement by cost");
+}
+
+/* Exploring a backend ten times slower costs what exploring one twice as
+ * slow does: it comes ten times less often (scheduler.h). One launch in
+ * SCHED_EXPLORE_EVERY on a ten times slower device took 14% more time
+ * than the host alone; this keeps it under 1/SCHED_EXPLORE_EVERY. */
+static void placement_explore_cost(void)
+{
+    enum { N = 2000 };
+    static rec r[N];
+    fake f;
+    sched *s = cost_sched(&f, 100000, 10000, SCHED_PLACE_COST, N);
+    size_t dev, host;
+    place_phase(s, r, N, &dev, &host);
+    printf("    device ten times slower: %zu on the device, %zu on the host\n",
+           dev, host);
+    size_t turns = (N - 6) / (SCHED_EXPLORE_EVERY * 10);
+    CHECK(dev >= 3 + turns && dev <= 3 + turns + 1,
+          "the device explored %zu times after its first 3, not %zu: %zu / %zu",
+          dev - 3, turns, dev, host);
+    double extra = (double)(dev - 3) * (100000 - 10000) / ((double)N * 10000);
+    CHECK(extra < 1.0 / SCHED_EXPLORE_EVERY,
+          "exploring cost %.4f of the time, over 1/%d", extra,
+          SCHED_EXPLORE_EVERY);
+    stop_and_check(s, &f, r, N, "explore cost");
 }
 
 static void placement_fast_device(void)
@@ -1904,6 +1931,7 @@ static const check_case cases[] = {
     {"seq_linger", seq_linger},
     {"seq_numbered_chunks", seq_numbered_chunks},
     {"placement_cost", placement_cost},
+    {"placement_explore_cost", placement_explore_cost},
     {"placement_fast_device", placement_fast_device},
 };
 
