@@ -52,12 +52,14 @@ default pool only, and tallyd without --warmup (the host answers while a
 device builds).
 
 usage: bench_node.py [--tiny] [--out PATH] [--seconds S] [--only PARTS]
-                     [--budget S] [--stall S] [--rounds N] [--layouts L;L...]
+                     [--budget S] [--stall S] [--rounds N] [--scaling-share F]
+                     [--layouts L;L...]
 """
 import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -460,6 +462,16 @@ class Tallyd:
                 out[k] = float(v)
         return out
 
+    def cpu_seconds(self):
+        """CPU time tallyd has spent so far (user + system), from
+        /proc/PID/stat; None where that cannot be read."""
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def stop(self):
         self.proc.terminate()
         try:
@@ -572,6 +584,22 @@ def load_tool(name, cmd, env, seconds, cpus=None):
         return {"error": "%s did not finish in %d s" % (name, limit)}
 
 
+def children_cpu():
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return c.ru_utime + c.ru_stime
+
+
+def cpu_per_request(d, server0, load0, answered_ok):
+    """CPU microseconds a request in tallyd and in the load tool over a
+    window (server0, load0: the counters at its start), so that a figure
+    says which side ran out of cores."""
+    server1, load1 = d.cpu_seconds(), children_cpu()
+    if not answered_ok or server0 is None or server1 is None:
+        return {}
+    return {"server_cpu_us": round((server1 - server0) * 1e6 / answered_ok, 2),
+            "load_cpu_us": round((load1 - load0) * 1e6 / answered_ok, 2)}
+
+
 def placed(before, after):
     """Jobs placed between two scrapes, by backend and reason
     (tally_placements_total), those that moved only."""
@@ -586,6 +614,7 @@ def run_wrk(env, d, script, conns, threads, seconds, extra_env=None, timeout_s=3
     cmd = [tool("wrk", env), "-t%d" % min(threads, conns), "-c%d" % conns,
            "-d%ds" % seconds, "--timeout", "%ds" % timeout_s, "-s", script, d.url]
     before = d.metrics()
+    server0, load0 = d.cpu_seconds(), children_cpu()
     r = load_tool("wrk", cmd, dict(env, **(extra_env or {})), seconds, cpus)
     if isinstance(r, dict):
         return r
@@ -596,9 +625,10 @@ def run_wrk(env, d, script, conns, threads, seconds, extra_env=None, timeout_s=3
     after = d.metrics()
     ok, bad = answered(before, after, "http")
     secs = float(f["seconds"])
-    return {"rps": round(int(f["requests"]) / secs, 1), "p50_ms": float(f["p50_ms"]),
-            "p99_ms": float(f["p99_ms"]), "errors": int(f["errors"]) + sum(bad.values()),
-            "answered": ok, "refused": bad, "placed": placed(before, after)}
+    return dict({"rps": round(int(f["requests"]) / secs, 1), "p50_ms": float(f["p50_ms"]),
+                 "p99_ms": float(f["p99_ms"]), "errors": int(f["errors"]) + sum(bad.values()),
+                 "answered": ok, "refused": bad, "placed": placed(before, after)},
+                **cpu_per_request(d, server0, load0, ok))
 
 
 def run_h2load(env, d, body, conns, threads, seconds, scratch, cpus=None):
@@ -611,6 +641,7 @@ def run_h2load(env, d, body, conns, threads, seconds, scratch, cpus=None):
            "--log-file", logf,
            "http://127.0.0.1:%d/inference.GRPCInferenceService/ModelInfer" % d.grpc_port]
     before = d.metrics()
+    server0, load0 = d.cpu_seconds(), children_cpu()
     r = load_tool("h2load", cmd, env, seconds, cpus)
     if isinstance(r, dict):
         return r
@@ -629,8 +660,10 @@ def run_h2load(env, d, body, conns, threads, seconds, scratch, cpus=None):
     st = re.search(r"(\d+) succeeded, (\d+) failed, (\d+) errored", r.stdout)
     errors = sum(bad.values()) + (int(st[2]) + int(st[3]) if st else 0)
     pct = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 3)) if lat else (lambda q: None)
-    return {"rps": float(m[3]), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-            "errors": errors, "answered": ok, "refused": bad, "placed": placed(before, after)}
+    return dict({"rps": float(m[3]), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+                 "errors": errors, "answered": ok, "refused": bad,
+                 "placed": placed(before, after)},
+                **cpu_per_request(d, server0, load0, ok))
 
 
 def cells(tiny):
@@ -777,13 +810,13 @@ def grpc_threads_flag(env):
     return "--grpc-threads" in r.stdout + r.stderr
 
 
-def scaling(env, tiny, seconds, scratch, files, load_threads):
-    """tallyd on half the node's cores, the load tool on the other half
-    with a thread a core: so 16 threads share 8 cores on a 16-core node,
-    and the 1-thread figure is one thread on a core of its own."""
+def scaling(env, tiny, seconds, scratch, files, load_threads, share=0.5):
+    """tallyd on `share` of the node's cores (half), the load tool on the
+    others with a thread a core: so 16 threads share 8 cores on a 16-core
+    node, and the 1-thread figure is one thread on a core of its own."""
     counts = [1, 2] if tiny else [1, 2, 4, 8, 16]
     conns = 8 if tiny else 64
-    server_cpus, load_cpus = split_cores(0.5)
+    server_cpus, load_cpus = split_cores(share)
     if load_cpus:
         load_threads = len(load_cpus)
     out = {"http": {}, "grpc": {}, "connections": conns, "load_threads": load_threads,
@@ -842,6 +875,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=None,
                     help="rounds of the service's cells, each against the three tallyds "
                          "in turn (default 2; --tiny 1)")
+    ap.add_argument("--scaling-share", type=float, default=0.5,
+                    help="the scaling part's share of the cores for tallyd; the load "
+                         "tool gets the others (default 0.5)")
     ap.add_argument("--layouts", default="",
                     help="layouts for the layouts part, ';'-separated (default: a GPU sweep)")
     a = ap.parse_args()
@@ -895,7 +931,7 @@ def main():
             # quarter of the cores the load tool, not tallyd, was the limit
             # at 8 threads and more
             result["scaling"] = scaling(env, a.tiny, seconds, scratch, files,
-                                        max(1, cores // 2))
+                                        max(1, cores // 2), a.scaling_share)
             save()
         if sweep:
             result["layouts"] = {}
