@@ -429,6 +429,18 @@ def headlines_block(all_, link_prefix=""):
 NODE = os.path.join(PICS, "node.json")
 
 
+def cores(cpus):
+    """[0, 1, 2, 5] as "0-2, 5"."""
+    out, start = [], None
+    for i, c in enumerate(cpus):
+        if start is None:
+            start = c
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            out.append(str(start) if start == c else "%d-%d" % (start, c))
+            start = None
+    return ", ".join(out)
+
+
 def node_block(d):
     """docs/perf/node.json, what `make bench-node` wrote on a lent node
     (kept in the tree: no machine here can make it again)."""
@@ -465,9 +477,11 @@ def node_block(d):
         cells = [k for k in svc["configs"][configs[0]] if k != "jobs"]
         pool = "default" in configs and len(configs) == 3
         rounds = svc.get("rounds", 1)
+        pin = ("; the tallyds on cores %s, the load tool on %s" % (
+            cores(svc["server_cpus"]), cores(svc["load_cpus"]))) if svc.get("load_cpus") else ""
         lines += ["The service, %d HTTP threads, %d load-generator threads, %d s a cell "
-                  "(wrk for REST, h2load for gRPC unary calls)%s; requests/s and p99 ms%s:" % (
-                      svc["http_threads"], svc["load_threads"], svc["seconds"],
+                  "(wrk for REST, h2load for gRPC unary calls)%s%s; requests/s and p99 ms%s:" % (
+                      svc["http_threads"], svc["load_threads"], svc["seconds"], pin,
                       ", the three tallyds side by side and each cell run against them in "
                       "turn %d times, the order turned each round: the mean of the rounds, "
                       "and the worst p99" % rounds if rounds > 1 else "",
@@ -485,7 +499,26 @@ def node_block(d):
                 rates = [svc["configs"][c].get(cell, {}).get("rps") for c in configs]
                 row.append("%.2f" % (rates[2] / max(rates[:2])) if all(rates) else "-")
             lines.append("| %s | %s |" % (cell, " | ".join(row)))
+        again = d.get("service_again")
         if pool and rounds > 1:
+            # the pool against the better of the other two in each round
+            # (the three measured back to back), here and on another call
+            def by_round(rr):
+                return [rr["default"][i] / max(rr["host"][i], rr["gpu"][i])
+                        for i in range(min(len(x) for x in rr.values()))]
+            head = "| cell | default / best, each round |"
+            if again:
+                head += " again (`%s`), each round |" % again["commit"]
+            lines += ["", "Round by round, the default pool over the better of the other two "
+                      "in that round" + (", and again at `%s` (%s)" % (
+                          again["commit"], again["note"]) if again else "") + ":", "", head,
+                      "|---|---|" + ("---|" if again else "")]
+            for cell in cells:
+                rr = {c: svc["configs"][c].get(cell, {}).get("rounds_rps") or [] for c in configs}
+                row = "| %s | %s |" % (cell, ", ".join("%.2f" % x for x in by_round(rr)))
+                if again and cell in again["cells"]:
+                    row += " %s |" % ", ".join("%.2f" % x for x in by_round(again["cells"][cell]))
+                lines.append(row)
             spread = []
             for c in configs:
                 for cell in cells:
@@ -519,7 +552,30 @@ def node_block(d):
                 num(r["copy_gbs"]), num(r.get("device_scan_gbs")), num(r.get("device_copy_gbs")),
                 num(r["host_gbs"])))
         lines.append("")
-    sc = d.get("scaling")
+    runs = d.get("scaling_runs")
+    if runs:
+        counts = sorted(runs[0]["http"], key=int)
+        lines += ["Small requests (JSON over REST with wrk, KServe's ModelInfer over gRPC with "
+                  "h2load; c=%d) by HTTP threads and gRPC loops, `--device host`, tallyd and "
+                  "the load tool pinned to disjoint cores (a load thread a core), req/s; "
+                  "the last columns: CPU microseconds a request in tallyd at 1 thread and at "
+                  "%s:" % (runs[0]["connections"], counts[-1]), "",
+                  "| door, call, tallyd's cores | " + " | ".join(counts)
+                  + " | growth | CPU us, 1 | CPU us, %s |" % counts[-1],
+                  "|---|" + "---|" * (len(counts) + 3)]
+        for r in runs:
+            for door, name in (("http", "REST"), ("grpc", "gRPC")):
+                rr = r.get(door, {})
+                if not rr:
+                    continue
+                lines.append("| %s, call %d (`%s`), %d cores | %s | %s | %s | %s |" % (
+                    name, r["call"], r["commit"], len(r["server_cpus"]),
+                    " | ".join(num(rr[c].get("rps")) if c in rr else "-" for c in counts),
+                    "%.2fx" % r[door + "_growth"] if r.get(door + "_growth") else "-",
+                    num(rr.get(counts[0], {}).get("server_cpu_us")),
+                    num(rr.get(counts[-1], {}).get("server_cpu_us"))))
+        lines += ["", "The target is 6x from 1 thread to %s." % counts[-1]]
+    sc = d.get("scaling") if not runs else None
     if sc:
         counts = sorted(sc["http"], key=int)
         lines += ["Small requests (JSON over REST with wrk, KServe's ModelInfer over gRPC "
