@@ -846,6 +846,12 @@ static void build_cancelled(void)
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
     }
     wait_holding(&f);
+    /* the drain must come while the build runs: its thread may not have
+     * reached prepare yet (a drain before it skips the build, and then
+     * nothing would see it: this case failed once in make check) */
+    for (int i = 0; i < 5000 && atomic_load(&f.builds) == 0; i++)
+        uv_sleep(1);
+    CHECK(atomic_load(&f.builds) == 1, "the build started");
     atomic_store(&f.open, true);
     sched_stop(s); /* returns only when the build has stopped */
     check_once(r, 8, "build_cancelled");
