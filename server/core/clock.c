@@ -1,5 +1,5 @@
 /*
- * clock.c - the daemon's monotonic clock.
+ * clock.c - the daemon's clocks (clock.h).
  */
 #include <time.h>
 
@@ -10,4 +10,11 @@ uint64_t now_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+int64_t wall_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }

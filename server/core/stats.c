@@ -3,8 +3,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "stats.h"
 #include "textbuf.h"
 
@@ -25,11 +25,8 @@ void stats_request(model_stats *m, bool ok, uint64_t total_ns,
                    uint64_t output_ns)
 {
     uint64_t ms = 0;
-    if (ok) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        ms = (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-    }
+    if (ok)
+        ms = (uint64_t)wall_ms();
     uv_mutex_lock(&m->mu);
     stats_view *v = &m->v;
     if (!ok) {

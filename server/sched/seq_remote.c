@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <uv.h>
 
 #include "clock.h"
@@ -80,13 +79,6 @@ typedef struct {
     status_code st;
     char msg[512];
 } rchunk;
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 seq_remote *seq_remote_new(state_redis *store, const seq_options *o,
                            uint64_t timeout_ms)

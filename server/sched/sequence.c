@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -495,7 +494,6 @@ static int numbered_outcome(const seq_entry *e, const seq_slot *s, char *msg,
     }
 }
 
-static int64_t wall_ms(void);
 
 /* The chunk's first half, with the turn: what it is, its answer, and its
  * sequence's new carries (in place; or, with a store, into s->scratch,
@@ -940,13 +938,6 @@ void seq_render_metrics(seq_table *t, textbuf *o)
 }
 
 /* --------------------------------------------------- the state file */
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* A saved idle deadline (wall clock, ms) as the monotonic time of the
  * sequence's last use, at most idle ns before `at`. */
