@@ -1861,10 +1861,10 @@ static void placement_cost(void)
     stop_and_check(s, &f, r, N, "placement by cost");
 }
 
-/* Exploring a backend ten times slower costs what exploring one twice as
- * slow does: it comes ten times less often (scheduler.h). One launch in
- * SCHED_EXPLORE_EVERY on a ten times slower device took 14% more time
- * than the host alone; this keeps it under 1/SCHED_EXPLORE_EVERY. */
+/* Exploring a backend ten times slower comes ten times less often
+ * (scheduler.h), so that it costs under 1/SCHED_EXPLORE_EVERY of the
+ * time: one launch in SCHED_EXPLORE_EVERY on such a device took 14% more
+ * time than the host alone. */
 static void placement_explore_cost(void)
 {
     enum { N = 2000 };
