@@ -53,13 +53,15 @@ static status_code seq_end(submit_work *w, bool ok, char *msg, size_t msglen)
 /* The job's outcome, told to the door once. A queued job's client may
  * have gone while it waited (a summed-at-once one is answered, and the
  * transport drops the answer if nobody reads it: probing costs a poll(2)
- * on the REST door). */
+ * on the REST door). So may a chunk's whose end went through a durable
+ * table, but that chunk was applied (or refused) already, before its
+ * resume: it is answered without a probe, as a summed-at-once one. */
 static void conclude(submit_work *w, bool queued, bool left)
 {
     const job *j = &w->j;
     const submit_door *d = w->door;
-    bool gone =
-        j->status == STATUS_CANCELLED || (queued && (left || d->gone(w)));
+    bool gone = j->status == STATUS_CANCELLED
+                || (queued && (left || (!w->ended_durably && d->gone(w))));
     char msg[512];
     status_code sst =
         seq_end(w, j->status == STATUS_OK && !gone, msg, sizeof msg);
@@ -119,6 +121,7 @@ static void on_job_done(job *j)
     seq_table *t = w->seqs;
     if (t != NULL && seq_durable(t)) {
         w->seqs = NULL;
+        w->ended_durably = true;
         w->slot.durable = seq_durable_done;
         w->slot.deadline_ns = j->deadline_ns;
         bool ok = j->status == STATUS_OK && !w->door->gone(w);
@@ -151,6 +154,7 @@ static bool run_inline_durable(submit_work *w)
     sched_run_inline(w->sched, &w->j);
     seq_table *t = w->seqs;
     w->seqs = NULL;
+    w->ended_durably = true;
     w->slot.durable = seq_durable_done;
     w->slot.deadline_ns = w->j.deadline_ns;
     bool later;
@@ -277,6 +281,7 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
                                     (int64_t)s->cfg.timeout_ms);
     w->timeout_ms = ms;
     w->from = from;
+    w->ended_durably = false;
     /* a chunk that waits for its turn is queued when it comes: the job
      * is whole before it is admitted */
     w->j.deadline_ns = ms > 0 ? sched_now(sc) + (uint64_t)ms * 1000000u : 0;

@@ -115,6 +115,9 @@ struct submit_work {
      * table's, on the job's end): how, and why when it failed. */
     status_code seq_status;
     char seq_msg[512];
+    /* Its chunk's end went through the durable table (the log, or
+     * Redis): applied or refused there, so no probe of its client after. */
+    bool ended_durably;
 };
 
 /* Starts w's scan for req through door: see above. sc takes its job and
