@@ -6,6 +6,8 @@
  * happens depends on the thread count, so every shape here runs with 1 to
  * 5 threads, against the reference.
  */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +116,35 @@ static void float32_copies(void)
 #endif
 }
 
+/* The cores a host backend counts are those the process may run on (a
+ * container's cpuset, taskset), not every online one: one thread a core
+ * beyond them only takes turns. */
+static void cores_follow_affinity(void)
+{
+    cpu_set_t all, one;
+    CHECK(sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity");
+    unsigned n = (unsigned)CPU_COUNT(&all);
+    CHECK(eng_host_cores() == n, "%u cores, the affinity allows %u",
+          eng_host_cores(), n);
+    int first = 0;
+    while (first < CPU_SETSIZE && !CPU_ISSET(first, &all))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "pin to cpu %d", first);
+    CHECK(eng_host_cores() == 1, "pinned to one core: %u", eng_host_cores());
+    eng_host *h = eng_host_new(0);
+    CHECK(h != NULL && eng_host_threads(h) == 1,
+          "a default host backend pinned to one core: %u threads",
+          h != NULL ? eng_host_threads(h) : 0);
+    eng_host_free(h);
+    CHECK(sched_setaffinity(0, sizeof all, &all) == 0, "unpinned");
+    CHECK(eng_host_cores() == n, "unpinned: %u cores", eng_host_cores());
+}
+
 static const check_case cases[] = {
     {"thread_counts", thread_counts},
+    {"cores_follow_affinity", cores_follow_affinity},
     {"float32_copies", float32_copies},
 };
 

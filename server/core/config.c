@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "scan_host.h"
 
 enum kind { STR, UINT, SIZE, BOOL };
 
@@ -381,7 +382,6 @@ void tallyd_config_usage(FILE *f, const char *prog)
 
 unsigned tallyd_config_host_threads(const tallyd_config *c)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (unsigned)(cores > (long)c->workers ? cores / (long)c->workers
-                                               : 1);
+    unsigned cores = eng_host_cores();
+    return cores > c->workers ? cores / c->workers : 1;
 }

@@ -258,7 +258,8 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                         size_t msglen);
 void tallyd_config_free(tallyd_config *c);
 
-/* Threads for each worker's host backend: the cores shared out among
+/* Threads for each worker's host backend: the cores this process may
+ * run on (eng_host_cores(): its CPU affinity's) shared out among
  * --workers, at least one. tallyd's engines on `--device host` and the
  * host streams the scheduler places jobs on (placement by cost) both. */
 unsigned tallyd_config_host_threads(const tallyd_config *c);

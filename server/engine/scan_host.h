@@ -18,9 +18,15 @@
 
 typedef struct eng_host eng_host;
 
-/* A host scanner on `threads` threads (0 = one per online core). Returns
- * NULL when its threads cannot be started. Free with eng_host_free(). */
+/* A host scanner on `threads` threads (0 = one per core of
+ * eng_host_cores()). Returns NULL when its threads cannot be started.
+ * Free with eng_host_free(). */
 eng_host *eng_host_new(unsigned threads);
+
+/* The cores this process may run on: how many its CPU affinity allows (a
+ * container's cpuset, taskset), else the online ones; at least 1. Any
+ * thread. */
+unsigned eng_host_cores(void);
 
 /* NULL is a no-op. */
 void eng_host_free(eng_host *h);
