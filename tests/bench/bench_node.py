@@ -705,13 +705,47 @@ def run_cell(env, d, cell, files, seconds, scratch, load_threads, cpus=None):
                       cpus)
 
 
-def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads, rounds):
+def merge_rounds(runs, out):
+    """out["configs"]: each tallyd's cells, the mean of their rounds."""
+    for name, cellruns in runs.items():
+        res = {}
+        for key, rs in cellruns.items():
+            if key == "jobs":
+                res[key] = rs
+                continue
+            good = [r for r in rs if "rps" in r]
+            if not good:
+                res[key] = rs[-1]
+                continue
+            merged = dict(good[-1])
+            merged["rps"] = round(sum(r["rps"] for r in good) / len(good), 1)
+            p99 = [r["p99_ms"] for r in good if r.get("p99_ms") is not None]
+            merged["p99_ms"] = max(p99) if p99 else None
+            merged["errors"] = sum(r.get("errors", 0) for r in rs)
+            merged["answered"] = sum(r.get("answered", 0) for r in good)
+            merged["rounds_rps"] = [r["rps"] for r in good]
+            merged["placed"] = {}
+            for r in good:
+                for k, v in r.get("placed", {}).items():
+                    merged["placed"][k] = merged["placed"].get(k, 0) + v
+            bad = [r["error"] for r in rs if "error" in r]
+            if bad:
+                merged["error"] = bad[0]
+            res[key] = merged
+        out["configs"][name] = res
+    return out
+
+
+def service(env, device, tiny, seconds, scratch, files, load_threads, http_threads, rounds,
+            partial=None):
     """Each cell against the three tallyds in turn, `rounds` times, the
     order turned each round, so that a drift of the node (clocks, another
     tenant) falls on all three alike; all three run throughout (an idle
     tallyd costs nothing). A cell's figure is the mean of its rounds.
     The tallyds run on three quarters of the node's cores and the load
-    tool, with a thread a core, on the other quarter."""
+    tool, with a thread a core, on the other quarter. partial(out), if
+    given, gets the rounds so far after each round, so that a run stopped
+    by its time limit keeps what it measured."""
     server_cpus, load_cpus = split_cores(0.75)
     if load_cpus:
         load_threads = len(load_cpus)
@@ -765,6 +799,8 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
                             fail("service %s: %s" % (name, e))
                             del servers[name]
                             break
+            if partial is not None:  # a copy: the rounds go on
+                partial(merge_rounds(runs, dict(out, configs={}, rounds_done=rnd + 1)))
         for name, (d, _) in servers.items():
             try:
                 m = d.metrics()
@@ -776,33 +812,7 @@ def service(env, device, tiny, seconds, scratch, files, load_threads, http_threa
     finally:
         for d, _ in servers.values():
             d.stop()
-    for name, cellruns in runs.items():
-        res = {}
-        for key, rs in cellruns.items():
-            if key == "jobs":
-                res[key] = rs
-                continue
-            good = [r for r in rs if "rps" in r]
-            if not good:
-                res[key] = rs[-1]
-                continue
-            merged = dict(good[-1])
-            merged["rps"] = round(sum(r["rps"] for r in good) / len(good), 1)
-            p99 = [r["p99_ms"] for r in good if r.get("p99_ms") is not None]
-            merged["p99_ms"] = max(p99) if p99 else None
-            merged["errors"] = sum(r.get("errors", 0) for r in rs)
-            merged["answered"] = sum(r.get("answered", 0) for r in good)
-            merged["rounds_rps"] = [r["rps"] for r in good]
-            merged["placed"] = {}
-            for r in good:
-                for k, v in r.get("placed", {}).items():
-                    merged["placed"][k] = merged["placed"].get(k, 0) + v
-            bad = [r["error"] for r in rs if "error" in r]
-            if bad:
-                merged["error"] = bad[0]
-            res[key] = merged
-        out["configs"][name] = res
-    return out
+    return merge_rounds(runs, out)
 
 
 def grpc_threads_flag(env):
@@ -922,8 +932,12 @@ def main():
             save()
         files = bodies(scratch, a.tiny) if {"service", "scaling"} & set(parts) else {}
         if "service" in parts:
+            def service_so_far(part):
+                result["service"] = part
+                save()
             result["service"] = service(env, device, a.tiny, seconds, scratch, files,
-                                        load_threads, cores, a.rounds or (1 if a.tiny else 2))
+                                        load_threads, cores, a.rounds or (1 if a.tiny else 2),
+                                        service_so_far)
             save()
         if "scaling" in parts:
             # the load tools' threads: half the node. wrk and h2load spend
