@@ -471,11 +471,14 @@ static bool place_on_host(worker *w, size_t bytes, sched_why *why)
      * launch in 64, took 14% more). The counter restarts at each turn;
      * two workers that both see it due explore twice, which is harmless. */
     uint64_t best = host_better ? host : dev, other = host_better ? dev : host;
-    uint64_t every = SCHED_EXPLORE_EVERY * ((other + best / 2) / best);
+    if (best == 0) /* another worker's first time not yet seen here */
+        best = 1;
+    uint64_t r = other / best + (other % best >= (best + 1) / 2);
+    uint64_t every = r <= SCHED_EXPLORE_MAX / SCHED_EXPLORE_EVERY
+                         ? SCHED_EXPLORE_EVERY * r
+                         : SCHED_EXPLORE_MAX;
     if (every < SCHED_EXPLORE_EVERY)
         every = SCHED_EXPLORE_EVERY;
-    if (every > SCHED_EXPLORE_MAX)
-        every = SCHED_EXPLORE_MAX;
     unsigned turn = atomic_fetch_add_explicit(&s->cost_turn[d][k], 1,
                                               memory_order_relaxed) + 1;
     if (turn >= every) {
