@@ -60,8 +60,10 @@ static void conclude(submit_work *w, bool queued, bool left)
 {
     const job *j = &w->j;
     const submit_door *d = w->door;
+    /* slot.durable: set when its end went through the durable table (the
+     * door's record starts zeroed) */
     bool gone = j->status == STATUS_CANCELLED
-                || (queued && (left || (!w->ended_durably && d->gone(w))));
+                || (queued && (left || (w->slot.durable == NULL && d->gone(w))));
     char msg[512];
     status_code sst =
         seq_end(w, j->status == STATUS_OK && !gone, msg, sizeof msg);
@@ -121,7 +123,6 @@ static void on_job_done(job *j)
     seq_table *t = w->seqs;
     if (t != NULL && seq_durable(t)) {
         w->seqs = NULL;
-        w->ended_durably = true;
         w->slot.durable = seq_durable_done;
         w->slot.deadline_ns = j->deadline_ns;
         bool ok = j->status == STATUS_OK && !w->door->gone(w);
@@ -154,7 +155,6 @@ static bool run_inline_durable(submit_work *w)
     sched_run_inline(w->sched, &w->j);
     seq_table *t = w->seqs;
     w->seqs = NULL;
-    w->ended_durably = true;
     w->slot.durable = seq_durable_done;
     w->slot.deadline_ns = w->j.deadline_ns;
     bool later;
@@ -281,7 +281,6 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
                                     (int64_t)s->cfg.timeout_ms);
     w->timeout_ms = ms;
     w->from = from;
-    w->ended_durably = false;
     /* a chunk that waits for its turn is queued when it comes: the job
      * is whole before it is admitted */
     w->j.deadline_ns = ms > 0 ? sched_now(sc) + (uint64_t)ms * 1000000u : 0;

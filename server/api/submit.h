@@ -89,8 +89,8 @@ typedef struct {
     void (*cancelled)(void *req);
 } submit_door;
 
-/* The adapter's record: the door embeds it in its request's record and
- * fills j's scan (desc, in, out, iv, ov), j.trace and j.watch_fd (-1 when
+/* The adapter's record: the door embeds it, zeroed, in its request's
+ * record and fills j's scan (desc, in, out, iv, ov), j.trace and j.watch_fd (-1 when
  * the door has no socket of its own per request), seq (zeroed: not a
  * chunk) and rec before submit_start(). */
 struct submit_work {
@@ -115,9 +115,6 @@ struct submit_work {
      * table's, on the job's end): how, and why when it failed. */
     status_code seq_status;
     char seq_msg[512];
-    /* Its chunk's end went through the durable table (the log, or
-     * Redis): applied or refused there, so no probe of its client after. */
-    bool ended_durably;
 };
 
 /* Starts w's scan for req through door: see above. sc takes its job and
