@@ -473,12 +473,10 @@ static bool place_on_host(worker *w, size_t bytes, sched_why *why)
     uint64_t best = host_better ? host : dev, other = host_better ? dev : host;
     if (best == 0) /* another worker's first time not yet seen here */
         best = 1;
-    uint64_t r = other / best + (other % best >= (best + 1) / 2);
-    uint64_t every = r <= SCHED_EXPLORE_MAX / SCHED_EXPLORE_EVERY
+    uint64_t r = other / best; /* at least 1 */
+    uint64_t every = r < SCHED_EXPLORE_MAX / SCHED_EXPLORE_EVERY
                          ? SCHED_EXPLORE_EVERY * r
                          : SCHED_EXPLORE_MAX;
-    if (every < SCHED_EXPLORE_EVERY)
-        every = SCHED_EXPLORE_EVERY;
     unsigned turn = atomic_fetch_add_explicit(&s->cost_turn[d][k], 1,
                                               memory_order_relaxed) + 1;
     if (turn >= every) {

@@ -167,7 +167,7 @@ typedef struct {
  * runs a batch where the average is lower. A class with too few launches
  * on either backend is measured first (reason "explore"), and after that
  * one launch in SCHED_EXPLORE_EVERY x r (r: how many times slower the
- * backend not chosen is, rounded; at most SCHED_EXPLORE_MAX) goes to it,
+ * backend not chosen is, rounded down; at most SCHED_EXPLORE_MAX) goes to it,
  * so that an average the load has moved is measured again (that launch's
  * time replaces the average; a launch placed by cost moves it an eighth
  * of the way) while exploring costs under 1/SCHED_EXPLORE_EVERY of the
