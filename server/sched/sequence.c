@@ -494,7 +494,6 @@ static int numbered_outcome(const seq_entry *e, const seq_slot *s, char *msg,
     }
 }
 
-
 /* The chunk's first half, with the turn: what it is, its answer, and its
  * sequence's new carries (in place; or, with a store, into s->scratch,
  * to be taken once they are durable). *moving: counted in t->moving. */
