@@ -28,6 +28,14 @@
 #define GZIP_WHOLE_MAX ((size_t)64 << 20)
 #define STREAM_BLOCK (64 * 1024)
 
+/* A body of several segments up to this size is copied into one buffer:
+ * libmicrohttpd sends a buffer's body with the headers in one sendmsg,
+ * but an iovec's in a later pass of its own, after the connections
+ * before it. A client then wakes twice an answer, and through a shared
+ * store the two parts of a small answer left tens of microseconds apart
+ * (docs/performance.md). Above it the copy costs more than the send. */
+#define JOIN_MAX ((size_t)16 << 10)
+
 typedef struct {
     const uint8_t *seg[HTTP_MAX_PIECES];
     size_t seglen[HTTP_MAX_PIECES];
@@ -51,6 +59,7 @@ typedef struct {
     uint8_t *body; /* both eng_buffer_alloc'd */
     void *text;
     uint8_t *zipped; /* malloc'd */
+    uint8_t *joined; /* malloc'd: the segments, copied together */
     void *ctx;
     void (*ctx_free)(void *);
 } reply_src;
@@ -68,6 +77,7 @@ static void src_free(void *cls)
     eng_buffer_free(s->body);
     eng_buffer_free(s->text);
     free(s->zipped);
+    free(s->joined);
     if (s->ctx_free != NULL)
         s->ctx_free(s->ctx);
     free(s);
@@ -204,6 +214,21 @@ static void respond(request *r, int status, const char *type, reply_src *s,
     if ((gzip && !zipped) || s->read != NULL) {
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                  src_read, s, src_free);
+    } else if (s->nseg == 1 || (total <= JOIN_MAX
+                                 && (s->joined = malloc(total ? total : 1)) != NULL)) {
+        const uint8_t *body = s->seg[0];
+        if (s->joined != NULL) {
+            size_t off = 0;
+            for (int i = 0; i < s->nseg; i++) {
+                memcpy(s->joined + off, s->seg[i], s->seglen[i]);
+                off += s->seglen[i];
+            }
+            body = s->joined;
+        }
+        /* libmicrohttpd only reads it */
+        resp = MHD_create_response_from_buffer_with_free_callback_cls(
+            total, (void *)body, src_free, s);
+        r->rec.bytes_out = total;
     } else {
         struct MHD_IoVec iov[HTTP_MAX_PIECES];
         for (int i = 0; i < s->nseg; i++) {
