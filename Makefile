@@ -328,8 +328,9 @@ $(BUILD)/bin/hop_latency: $(BUILD)/tests/bench/hop_latency.o
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -luv -pthread
 
 # one Redis write on a request's own loop, alone (the floor under
-# --state-store at concurrency 1; make bench-serve's sequence table
-# measures it)
+# --state-store at concurrency 1), and its serve mode, the smallest
+# server doing a chunk's work for perf_analyzer (the floor at 16); make
+# bench-serve's sequence table measures both
 $(BUILD)/bin/store_floor: $(BUILD)/tests/bench/store_floor.o
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -pthread

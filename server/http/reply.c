@@ -214,8 +214,9 @@ static void respond(request *r, int status, const char *type, reply_src *s,
     if ((gzip && !zipped) || s->read != NULL) {
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                  src_read, s, src_free);
-    } else if (s->nseg == 1 || (total <= JOIN_MAX
-                                 && (s->joined = malloc(total ? total : 1)) != NULL)) {
+    } else if (s->nseg == 1
+               || (total <= JOIN_MAX
+                   && (s->joined = malloc(total ? total : 1)) != NULL)) {
         const uint8_t *body = s->seg[0];
         if (s->joined != NULL) {
             size_t off = 0;

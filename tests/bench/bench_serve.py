@@ -43,7 +43,10 @@ beside the machine's own fdatasync (build/bin/fsync_latency), and kept
 in Redis (--state-store, a redis-server the bench starts) beside
 redis-benchmark's PING, tally's write script alone, and one loop that
 answers each request after one call of that script
-(build/bin/store_floor: the least such a chunk can add). perf_analyzer
+(build/bin/store_floor: the least such a chunk can add). At concurrency
+16 over REST the same perf_analyzer runs also go against store_floor's
+serve mode, the smallest server that does a chunk's work, in memory and
+through Redis: what the machine allows the ratio to be. perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more. Its
@@ -422,6 +425,27 @@ def store_floor(port, nbytes):
     return json.loads(out.stdout)
 
 
+def serve_floor(rport):
+    """The same chunks at concurrency 16 against the smallest server that
+    does their work (store_floor serve: one epoll loop that speaks just
+    enough KServe v2 for perf_analyzer's sequence mode over REST binary),
+    twice: with the running sums in memory, and with each chunk's new
+    state written to the Redis on rport by tally's script before its
+    answer leaves. Started here; stop() them with terminate(). A dict of
+    "mem" and "store" to (Popen, address)."""
+    sha = load_script(rport)
+    out = {}
+    for kind, arg in (("mem", "-"), ("store", sha)):
+        p = subprocess.Popen([os.path.join(BIN, "store_floor"), "serve", "0", str(rport), arg,
+                              "1"], stdout=subprocess.PIPE, text=True)
+        line = p.stdout.readline().split()
+        if len(line) != 2 or line[0] != "listening":
+            p.kill()
+            raise RuntimeError("store_floor serve did not start")
+        out[kind] = (p, "127.0.0.1:" + line[1])
+    return out
+
+
 def fsync_floor(where, n=2000, gap_us=200):
     """The machine's own durable write (tests/bench/fsync_latency.c: 64
     bytes and fdatasync, n times, in the directory the logs are in, into
@@ -477,7 +501,10 @@ def seq_table(pa, seconds):
     os.makedirs(rdir)
     redis, rport = start_redis(rdir)
     procs.append(redis)
+    floors = {}
     try:
+        floors = serve_floor(rport)
+        procs.extend(p for p, _ in floors.values())
         for mode in SEQ_MODES:
             extra = [] if mode == "plain" else ["--model-sequence-batching"]
             if mode in ("everysec", "always"):
@@ -510,6 +537,14 @@ def seq_table(pa, seconds):
                         if r is not None:
                             print("  %-8s %-4s N=%-6d c=%-3d %9.1f req/s p50 %8.3f ms" % (
                                 mode, proto, n, c, r[0], r[1]), file=sys.stderr, flush=True)
+                    if proto == "http" and c >= 16:
+                        # the same chunks against the smallest server that
+                        # does their work, in memory and through Redis
+                        for kind in ("mem", "store"):
+                            win = SEQ_FAST_WINDOW_S if (n, c) in SEQ_FAST_CELLS else seconds
+                            r = perf_binary(pa, floors[kind][1], proto, n, c, win, extra=(
+                                "--sequence-length", "20", "--sequence-id-range", "1:100000"))
+                            results[("floor-" + kind, proto, n, c)] = r
         # Redis alone, after the runs: a PING's round trip from one client
         # (the c=1 target's unit), and tally's write script from 16
         ping = redis_floor(rport)
@@ -583,6 +618,16 @@ def seq_table(pa, seconds):
                       "%11.1f %7.3f %5.2f %11.1f %7.3f %5.2f" % (
                           proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0], e[0], e[1],
                           e[0] / b[0], w[0], w[1], w[0] / b[0], rd[0], rd[1], rd[0] / b[0]))
+                fm, fs = (results.get(("floor-" + k, proto, n, c)) for k in ("mem", "store"))
+                if fm is not None and fs is not None:
+                    print("%-4s %-6d %-4d the smallest server doing the same (store_floor serve, "
+                          "one loop): in memory %.1f/s (p50 %.3f ms), through Redis %.1f/s "
+                          "(p50 %.3f ms): %.2f, tallyd %.2f" % (
+                              proto, n, c, fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
+                              rd[0] / b[0]))
+                elif proto == "http" and c >= 16:
+                    print("%-4s %-6d %-4d the smallest server doing the same: no measurement" % (
+                        proto, n, c))
                 if c >= 16 and rd[0] < 0.7 * b[0]:
                     fails.append("redis %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (
                         proto, n, c, rd[0], b[0]))
