@@ -425,22 +425,23 @@ def store_floor(port, nbytes):
     return json.loads(out.stdout)
 
 
-def serve_floor(rport):
+def serve_floor(rport, procs):
     """The same chunks at concurrency 16 against the smallest server that
     does their work (store_floor serve: one epoll loop that speaks just
     enough KServe v2 for perf_analyzer's sequence mode over REST binary),
     twice: with the running sums in memory, and with each chunk's new
     state written to the Redis on rport by tally's script before its
-    answer leaves. Started here; stop() them with terminate(). A dict of
-    "mem" and "store" to (Popen, address)."""
+    answer leaves. Started here, each appended to procs as it starts
+    (terminate() stops it). A dict of "mem" and "store" to (Popen,
+    address)."""
     sha = load_script(rport)
     out = {}
     for kind, arg in (("mem", "-"), ("store", sha)):
         p = subprocess.Popen([os.path.join(BIN, "store_floor"), "serve", "0", str(rport), arg,
                               "1"], stdout=subprocess.PIPE, text=True)
+        procs.append(p)
         line = p.stdout.readline().split()
         if len(line) != 2 or line[0] != "listening":
-            p.kill()
             raise RuntimeError("store_floor serve did not start")
         out[kind] = (p, "127.0.0.1:" + line[1])
     return out
@@ -503,8 +504,7 @@ def seq_table(pa, seconds):
     procs.append(redis)
     floors = {}
     try:
-        floors = serve_floor(rport)
-        procs.extend(p for p, _ in floors.values())
+        floors = serve_floor(rport, procs)
         for mode in SEQ_MODES:
             extra = [] if mode == "plain" else ["--model-sequence-batching"]
             if mode in ("everysec", "always"):
