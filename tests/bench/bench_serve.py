@@ -363,6 +363,15 @@ def median_run(runs):
     return done[(len(done) - 1) // 2] if done else None
 
 
+def round_ratios(rounds, num, den):
+    """The throughput of mode num over mode den in each round (dicts of
+    mode to perf_binary's tuple or None), as text: "-" where either run
+    did not end."""
+    return ", ".join("%.2f" % (g[num][0] / g[den][0])
+                     if g.get(num) is not None and g.get(den) is not None else "-"
+                     for g in rounds)
+
+
 SEQ_MODES = ("plain", "sequence", "everysec", "always", "redis")
 
 
@@ -515,7 +524,6 @@ def seq_table(pa, seconds):
     os.makedirs(rdir)
     redis, rport = start_redis(rdir)
     procs.append(redis)
-    floors = {}
     try:
         floors = serve_floor(rport, procs)
         for mode in SEQ_MODES:
@@ -646,19 +654,16 @@ def seq_table(pa, seconds):
                           "(p50 %.3f ms): %.2f, tallyd %.2f" % (
                               proto, n, c, fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
                               rd[0] / b[0]))
-                elif proto == "http" and c >= 16:
+                elif ("floor-mem", proto, n, c) in results:
                     print("%-4s %-6d %-4d the smallest server doing the same: no measurement" % (
                         proto, n, c))
-                rounds = results.get(("rounds", proto, n, c), [])
+                rounds = results[("rounds", proto, n, c)]
                 if len(rounds) > 1:
-                    def ratios(num, den):
-                        return ", ".join(
-                            "%.2f" % (g[num][0] / g[den][0])
-                            if g.get(num) is not None and g.get(den) is not None else "-"
-                            for g in rounds)
                     print("%-4s %-6d %-4d %d rounds, the medians above; redis/sequence by round: "
-                          "%s%s" % (proto, n, c, len(rounds), ratios("redis", "sequence"),
-                                    "; the smallest server's: " + ratios("floor-store", "floor-mem")
+                          "%s%s" % (proto, n, c, len(rounds),
+                                    round_ratios(rounds, "redis", "sequence"),
+                                    "; the smallest server's: "
+                                    + round_ratios(rounds, "floor-store", "floor-mem")
                                     if "floor-mem" in rounds[0] else ""))
                 if c >= 16 and rd[0] < 0.7 * b[0]:
                     fails.append("redis %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (

@@ -197,9 +197,12 @@ static void *serve(void *arg)
  * LOOPS loop threads each own their connections and one Redis
  * connection. The sequence table is shared, under one mutex.
  *
- * It assumes what perf_analyzer does: one chunk of a sequence in flight
- * at a time, sequence ids below SEQ_MAX, no pipelining. Anything else,
- * or any reply but 1 from Redis, stops it with a message.
+ * A chunk whose sequence has one in flight waits its turn: perf_analyzer
+ * sends one chunk of a sequence at a time, but ends its sequences at a
+ * window's end while their last chunk may still be out. It assumes the
+ * rest of what perf_analyzer does: sequence ids below SEQ_MAX, no
+ * pipelining. Anything else, or any reply but 1 from Redis, stops it
+ * with a message.
  */
 #define SEQ_MAX (1u << 20)
 #define CHUNK_MAX (64u << 20)
@@ -684,6 +687,8 @@ static int serve_main(int argc, char **argv)
         || getsockname(lfd, (struct sockaddr *)&a, &al) != 0)
         die("listen");
     struct loop *ls = calloc((size_t)loops, sizeof *ls);
+    if (ls == NULL)
+        die("calloc");
     for (long i = 0; i < loops; i++) {
         ls[i].ep = epoll_create1(0);
         ls[i].rfd = -1;
