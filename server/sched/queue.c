@@ -3,6 +3,7 @@
  */
 #include "queue.h"
 #include "clock.h"
+#include "peer.h"
 
 void queue_init(job_queue *q, size_t cap)
 {
@@ -164,19 +165,6 @@ static bool take_gone(const job *j, const void *arg)
     return j->watch_fd < 0 && j->gone != NULL && j->gone(j->ctx);
 }
 
-size_t queue_watched(job_queue *q, job **jobs, int *fds, size_t max)
-{
-    uv_mutex_lock(&q->mu);
-    size_t n = 0;
-    for (job *j = q->head; j != NULL && n < max; j = j->next)
-        if (j->watch_fd >= 0) {
-            jobs[n] = j;
-            fds[n++] = j->watch_fd;
-        }
-    uv_mutex_unlock(&q->mu);
-    return n;
-}
-
 typedef struct {
     job *const *which;
     size_t n;
@@ -191,11 +179,23 @@ static bool take_listed(const job *j, const void *arg)
     return false;
 }
 
-size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out)
+size_t queue_take_hung_up(job_queue *q, job **jobs, int *fds, bool *gone,
+                          size_t max, job **out)
 {
-    job_set set = {which, n};
     uv_mutex_lock(&q->mu);
-    size_t got = take_where(q, take_listed, &set, out, 0, n);
+    size_t n = 0, k = 0, got = 0;
+    for (job *j = q->head; j != NULL && n < max; j = j->next)
+        if (j->watch_fd >= 0) {
+            jobs[n] = j;
+            fds[n++] = j->watch_fd;
+        }
+    if (n > 0 && peers_gone(fds, n, gone) > 0) {
+        for (size_t i = 0; i < n; i++)
+            if (gone[i])
+                jobs[k++] = jobs[i];
+        job_set set = {jobs, k};
+        got = take_where(q, take_listed, &set, out, 0, k);
+    }
     uv_mutex_unlock(&q->mu);
     return got;
 }

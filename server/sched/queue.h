@@ -58,7 +58,7 @@ struct job {
     bool (*gone)(void *ctx);
     /* A socket that is the client's alone (HTTP/1.1's connection), or -1.
      * While the job waits, the tick asks every such socket in one poll(2)
-     * outside the queue's lock (peer.h) instead of calling gone: a
+     * (queue_take_hung_up) instead of calling gone: a
      * hang-up drops the job unrun. A door whose clients share a socket
      * (gRPC's streams) leaves it -1 and answers through gone. */
     int watch_fd;
@@ -120,15 +120,16 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how);
  * could not run, for other workers. */
 void queue_push_front(job_queue *q, job **jobs, size_t n);
 
-/* Copies up to max queued jobs that have a watch_fd, and their fds, in
- * queue order, so that the sockets can be asked without the queue's lock;
- * the job pointers are only to be compared (queue_remove), never
- * followed: the jobs may run and be freed meanwhile. Returns how many. */
-size_t queue_watched(job_queue *q, job **jobs, int *fds, size_t max);
-
-/* Takes out those of which[0..n) that are still queued, into out (room
- * for n); returns how many. */
-size_t queue_remove(job_queue *q, job *const *which, size_t n, job **out);
+/* Asks the sockets of up to max queued jobs that have a watch_fd, in
+ * queue order, in one poll(2) (peer.h), and takes out those whose client
+ * hung up, into out; returns how many. jobs, fds and gone are the
+ * caller's scratch, room for max each. All under the queue's lock: a job
+ * still queued has its request waiting, so its socket stays open while
+ * it is asked. Asked outside the lock, a job taken meanwhile could be
+ * answered and its socket closed, or its number given to another
+ * socket, by the time the poll ran. */
+size_t queue_take_hung_up(job_queue *q, job **jobs, int *fds, bool *gone,
+                          size_t max, job **out);
 
 /* Takes out up to max queued jobs without a watch_fd whose gone probe
  * says their client has gone, in queue order (the probes run under the

@@ -67,7 +67,7 @@ struct sched {
     /* the tick's, for the waiting jobs' sockets: room for every job the
      * queue can hold (its depth, and a batch per worker put back) */
     size_t watch_max;
-    job **watch_jobs, **watch_hit, **watch_out;
+    job **watch_jobs, **watch_out;
     int *watch_fds;
     bool *watch_gone;
 };
@@ -86,7 +86,6 @@ uint64_t sched_now(const sched *s)
 static void sched_free_arrays(sched *s)
 {
     free(s->watch_jobs);
-    free(s->watch_hit);
     free(s->watch_out);
     free(s->watch_fds);
     free(s->watch_gone);
@@ -126,12 +125,11 @@ sched *sched_new(const sched_options *o, const sched_backend *b)
     s->watch_max =
         (size_t)o->queue_depth + (size_t)s->o.workers * s->o.max_batch;
     s->watch_jobs = calloc(s->watch_max, sizeof *s->watch_jobs);
-    s->watch_hit = calloc(s->watch_max, sizeof *s->watch_hit);
     s->watch_out = calloc(s->watch_max, sizeof *s->watch_out);
     s->watch_fds = calloc(s->watch_max, sizeof *s->watch_fds);
     s->watch_gone = calloc(s->watch_max, sizeof *s->watch_gone);
-    if (s->watch_jobs == NULL || s->watch_hit == NULL || s->watch_out == NULL
-        || s->watch_fds == NULL || s->watch_gone == NULL) {
+    if (s->watch_jobs == NULL || s->watch_out == NULL || s->watch_fds == NULL
+        || s->watch_gone == NULL) {
         sched_free_arrays(s);
         free(s);
         return NULL;
@@ -749,20 +747,13 @@ void sched_tick(sched *s)
         }
     } while (n == TICK_BATCH);
     /* every waiting job is asked, however many wait: those with a socket
-     * of their own in one poll(2) outside the queue's lock (one per job
-     * under it cost 5 times as much: BENCHMARKS.md, make bench-sched), the
-     * others through their probe */
-    n = queue_watched(&s->queue, s->watch_jobs, s->watch_fds, s->watch_max);
-    if (n > 0 && peers_gone(s->watch_fds, n, s->watch_gone) > 0) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (s->watch_gone[i])
-                s->watch_hit[k++] = s->watch_jobs[i];
-        /* those a worker took meanwhile run, and are cancelled after */
-        size_t got = queue_remove(&s->queue, s->watch_hit, k, s->watch_out);
-        for (size_t i = 0; i < got; i++)
-            cancel_queued(s, s->watch_out[i]);
-    }
+     * of their own in one poll(2) for all (one per job cost 5 times as
+     * much: BENCHMARKS.md, make bench-sched), the others through their
+     * probe */
+    n = queue_take_hung_up(&s->queue, s->watch_jobs, s->watch_fds,
+                           s->watch_gone, s->watch_max, s->watch_out);
+    for (size_t i = 0; i < n; i++)
+        cancel_queued(s, s->watch_out[i]);
     do {
         n = queue_take_gone(&s->queue, out, TICK_BATCH);
         for (size_t i = 0; i < n; i++)
