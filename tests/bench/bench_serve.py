@@ -46,7 +46,9 @@ answers each request after one call of that script
 (build/bin/store_floor: the least such a chunk can add). At concurrency
 16 over REST the same perf_analyzer runs also go against store_floor's
 serve mode, the smallest server that does a chunk's work, in memory and
-through Redis: what the machine allows the ratio to be. perf_analyzer
+through Redis: what the machine allows the ratio to be; and through
+Redis with libmicrohttpd's three calls around each suspended request:
+what tallyd's HTTP library takes of it. perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more. Its
@@ -451,16 +453,20 @@ def serve_floor(rport, procs):
     """The same chunks at concurrency 16 against the smallest server that
     does their work (store_floor serve: one epoll loop that speaks just
     enough KServe v2 for perf_analyzer's sequence mode over REST binary),
-    twice: with the running sums in memory, and with each chunk's new
-    state written to the Redis on rport by tally's script before its
-    answer leaves. Started here, each appended to procs as it starts
-    (terminate() stops it). A dict of "mem" and "store" to (Popen,
+    three times: with the running sums in memory ("mem"), with each
+    chunk's new state written to the Redis on rport by tally's script
+    before its answer leaves ("store"), and the same with the three calls
+    libmicrohttpd makes around a suspended request ("suspend": the
+    socket out of the epoll set while Redis has the chunk, and back after
+    a read that finds nothing). Started here, each appended to procs as
+    it starts (terminate() stops it). A dict of those kinds to (Popen,
     address)."""
     sha = load_script(rport)
     out = {}
-    for kind, arg in (("mem", "-"), ("store", sha)):
-        p = subprocess.Popen([os.path.join(BIN, "store_floor"), "serve", "0", str(rport), arg,
-                              "1"], stdout=subprocess.PIPE, text=True)
+    for kind, args in (("mem", ["-", "1"]), ("store", [sha, "1"]),
+                       ("suspend", [sha, "1", "suspend"])):
+        p = subprocess.Popen([os.path.join(BIN, "store_floor"), "serve", "0", str(rport)]
+                             + args, stdout=subprocess.PIPE, text=True)
         procs.append(p)
         line = p.stdout.readline().split()
         if len(line) != 2 or line[0] != "listening":
@@ -556,7 +562,8 @@ def seq_table(pa, seconds):
                     if proto == "http" and c >= 16:
                         # the same chunks against the smallest server that
                         # does their work, in memory and through Redis
-                        targets += [("floor-" + k, floors[k][1]) for k in ("mem", "store")]
+                        targets += [("floor-" + k, floors[k][1])
+                                    for k in ("mem", "store", "suspend")]
                     rounds = []
                     for _ in range(SEQ_FAST_ROUNDS if fast else 1):
                         got = {}
@@ -647,12 +654,15 @@ def seq_table(pa, seconds):
                       "%11.1f %7.3f %5.2f %11.1f %7.3f %5.2f" % (
                           proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0], e[0], e[1],
                           e[0] / b[0], w[0], w[1], w[0] / b[0], rd[0], rd[1], rd[0] / b[0]))
-                fm, fs = (results.get(("floor-" + k, proto, n, c)) for k in ("mem", "store"))
+                fm, fs, fu = (results.get(("floor-" + k, proto, n, c))
+                              for k in ("mem", "store", "suspend"))
                 if fm is not None and fs is not None:
                     print("%-4s %-6d %-4d the smallest server doing the same (store_floor serve, "
                           "one loop): in memory %.1f/s (p50 %.3f ms), through Redis %.1f/s "
-                          "(p50 %.3f ms): %.2f, tallyd %.2f" % (
+                          "(p50 %.3f ms): %.2f%s, tallyd %.2f" % (
                               proto, n, c, fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
+                              "; with libmicrohttpd's suspend and resume %.1f/s: %.2f" % (
+                                  fu[0], fu[0] / fm[0]) if fu is not None else "",
                               rd[0] / b[0]))
                 elif ("floor-mem", proto, n, c) in results:
                     print("%-4s %-6d %-4d the smallest server doing the same: no measurement" % (
@@ -664,6 +674,8 @@ def seq_table(pa, seconds):
                                     round_ratios(rounds, "redis", "sequence"),
                                     "; the smallest server's: "
                                     + round_ratios(rounds, "floor-store", "floor-mem")
+                                    + "; with suspend and resume: "
+                                    + round_ratios(rounds, "floor-suspend", "floor-mem")
                                     if "floor-mem" in rounds[0] else ""))
                 if c >= 16 and rd[0] < 0.7 * b[0]:
                     fails.append("redis %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (

@@ -24,9 +24,11 @@
  * microseconds ("plain_p50_us", "store_p50_us"), and their difference
  * per round ("added_us": the median of the rounds' differences).
  *
- *   store_floor serve LISTEN_PORT REDIS_PORT SHA|- LOOPS
+ *   store_floor serve LISTEN_PORT REDIS_PORT SHA|- LOOPS [suspend]
  *      the same work for perf_analyzer at any concurrency (serve_main()
  *      below): a KServe v2 server for its sequence mode over REST binary.
+ *      With "suspend", a chunk's socket leaves the epoll set while its
+ *      write is at Redis, as libmicrohttpd's suspended requests do.
  *
  * Threading: main() runs the client; serve() is the one other thread.
  * The serve mode's threads are described where it begins.
@@ -237,6 +239,11 @@ struct loop {
 
 static struct seq *seqs;
 static pthread_mutex_t seq_lock = PTHREAD_MUTEX_INITIALIZER;
+/* serve's "suspend": a chunk's socket leaves the loop's epoll set while
+ * its write is at Redis, and comes back after its answer, with a read
+ * that finds nothing: the three calls libmicrohttpd makes (0.9.75 and
+ * 1.0) around a suspended and resumed request in its epoll mode */
+static int suspend;
 static char prefix[64];
 
 static void grow(char **buf, size_t *cap, size_t need)
@@ -478,6 +485,8 @@ static int infer(struct loop *l, struct conn *c, char *body, size_t len,
     }
     l->fifo[(l->head + l->count++) % l->cap] = c;
     c->waiting = 1;
+    if (suspend)
+        epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
     return 1;
 }
 
@@ -590,6 +599,18 @@ static void replies(struct loop *l)
             continue;
         }
         flush_conn(l, c);
+        if (suspend) { /* back in the set, after a read as the library's */
+            grow(&c->in, &c->incap, c->inlen + 65536);
+            ssize_t got = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
+            if (got > 0)
+                c->inlen += (size_t)got;
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev);
+            if (got == 0) {
+                drop(l, c);
+                continue;
+            }
+        }
         serve_conn(l, c); /* a request that came in meanwhile */
     }
     memmove(l->rin, l->rin + off, l->rinlen - off);
@@ -663,12 +684,13 @@ static int serve_main(int argc, char **argv)
     long port = argc > 2 ? strtol(argv[2], &e, 10) : -1;
     long rport = argc > 3 ? strtol(argv[3], &e, 10) : -1;
     long loops = argc > 5 ? strtol(argv[5], &e, 10) : -1;
-    if (argc != 6 || port < 0 || port > 65535 || rport < 0 || rport > 65535
-        || loops < 1 || loops > 64
+    suspend = argc == 7 && strcmp(argv[6], "suspend") == 0;
+    if ((argc != 6 && !suspend) || port < 0 || port > 65535 || rport < 0
+        || rport > 65535 || loops < 1 || loops > 64
         || (strcmp(argv[4], "-") != 0 && strlen(argv[4]) != 40)) {
-        fprintf(
-            stderr,
-            "usage: store_floor serve LISTEN_PORT REDIS_PORT SHA|- LOOPS\n");
+        fprintf(stderr,
+                "usage: store_floor serve LISTEN_PORT REDIS_PORT SHA|- LOOPS "
+                "[suspend]\n");
         return 2;
     }
     redis_port = (int)rport;
