@@ -75,9 +75,11 @@ typedef struct {
     eng_carry *base; /* the carries the answer gets once it is written */
     uint8_t *rec;
     size_t reclen;
-    /* a chunk that ended before anything was submitted */
+    /* a chunk that ended before anything was submitted: its status,
+     * and its message in the caller's buffer (remote_finish()'s) */
     status_code st;
-    char msg[512];
+    char *sync_msg;
+    size_t sync_msglen;
 } rchunk;
 
 seq_remote *seq_remote_new(state_redis *store, const seq_options *o,
@@ -195,46 +197,58 @@ static bool cache_get(seq_remote *r, const uint8_t *k, size_t n,
 }
 
 /* Remembers key's version and record (rec NULL: the store has none), or,
- * with forget, that nothing is known of it. */
+ * with forget, that nothing is known of it. rec is malloc'd, and the
+ * cache's from here: kept, or freed. A key already there keeps its
+ * entry, which takes the new record. */
 static void cache_put(seq_remote *r, const uint8_t *k, size_t n,
-                      uint64_t version, const uint8_t *rec, size_t len,
-                      bool forget)
+                      uint64_t version, uint8_t *rec, size_t len, bool forget)
 {
     uint64_t h = seq_fnv1a(k, n);
-    uint8_t *copy = NULL;
-    if (!forget && rec != NULL) {
-        copy = malloc(len ? len : 1);
-        if (copy == NULL)
-            forget = true; /* a miss costs a read, nothing more */
-        else
-            memcpy(copy, rec, len);
-    }
+    bool keep = !forget && r->o.max_sequences > 0 && len <= r->o.max_bytes;
     uv_mutex_lock(&r->mu);
     centry **pp = slot_of(r, k, n, h);
-    if (*pp != NULL)
+    centry *e = *pp;
+    if (e != NULL && !keep) {
         uncache(r, pp);
-    centry *e = NULL;
-    if (!forget && r->o.max_sequences > 0 && len <= r->o.max_bytes)
-        e = calloc(1, sizeof *e);
-    if (e != NULL) {
+        e = NULL;
+    } else if (e != NULL) {
+        lru_unlink(r, e);
+        r->cached_bytes -= e->len;
+        free(e->rec);
+        e->rec = NULL;
+        e->len = 0;
+    } else if (keep && (e = calloc(1, sizeof *e)) != NULL) {
         e->hash = h;
-        e->version = version;
-        e->rec = copy;
-        e->len = copy != NULL ? len : 0;
         e->keylen = n;
         memcpy(e->key, k, n);
         e->hnext = r->buckets[h & (r->nbuckets - 1)];
         r->buckets[h & (r->nbuckets - 1)] = e;
-        lru_push(r, e);
         r->cached++;
+    }
+    if (e != NULL) {
+        e->version = version;
+        e->rec = rec;
+        e->len = rec != NULL ? len : 0;
+        lru_push(r, e);
         r->cached_bytes += e->len;
-        copy = NULL;
+        rec = NULL;
         while (r->cached > r->o.max_sequences
                || r->cached_bytes > r->o.max_bytes)
             uncache(r, slot_of(r, r->lru->key, r->lru->keylen, r->lru->hash));
     }
     uv_mutex_unlock(&r->mu);
-    free(copy);
+    free(rec);
+}
+
+/* cache_put() of a record that stays the caller's (Redis's reply): a
+ * copy. Out of memory, the key is forgotten: a miss costs a read. */
+static void cache_put_copy(seq_remote *r, const uint8_t *k, size_t n,
+                           uint64_t version, const uint8_t *rec, size_t len)
+{
+    uint8_t *copy = NULL;
+    if (rec != NULL && (copy = malloc(len ? len : 1)) != NULL)
+        memcpy(copy, rec, len);
+    cache_put(r, k, n, version, copy, len, rec != NULL && copy == NULL);
 }
 
 /* -------------------------------------------------------- a chunk's end */
@@ -271,7 +285,7 @@ static void end(rchunk *c, status_code st, const char *msg, bool sync)
     c->rec = NULL;
     if (sync) {
         c->st = st;
-        snprintf(c->msg, sizeof c->msg, "%s", msg != NULL ? msg : "");
+        snprintf(c->sync_msg, c->sync_msglen, "%s", msg != NULL ? msg : "");
         return;
     }
     seq_slot *s = c->s;
@@ -306,7 +320,7 @@ static void on_get(void *ctx, state_redis_result res, uint64_t version,
                   "nothing was added: send the chunk again", false);
         return;
     }
-    cache_put(c->r, c->key, c->keylen, version, rec, len, false);
+    cache_put_copy(c->r, c->key, c->keylen, version, rec, len);
     decide(c, version, rec, len, true, false);
 }
 
@@ -334,8 +348,10 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
     seq_remote *r = c->r;
     if (res == STATE_REDIS_OK) {
         seq_slot_add_carries(c->s, c->out, c->base);
-        cache_put(r, c->key, c->keylen, version, c->del ? NULL : c->rec,
-                  c->reclen, false);
+        uint8_t *kept = c->del ? NULL : c->rec; /* the cache's now */
+        if (!c->del)
+            c->rec = NULL;
+        cache_put(r, c->key, c->keylen, version, kept, c->reclen, false);
         uv_mutex_lock(&r->mu);
         if (c->starts)
             r->c.started++;
@@ -360,7 +376,7 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
     }
     /* another version is there: another chunk came first */
     count(r, &r->races);
-    cache_put(r, c->key, c->keylen, version, rec, len, false);
+    cache_put_copy(r, c->key, c->keylen, version, rec, len);
     free(c->base);
     c->base = NULL;
     free(c->rec);
@@ -384,11 +400,13 @@ static bool write_state(rchunk *c, uint64_t version,
     seq_remote *r = c->r;
     seq_slot *s = c->s;
     size_t n = c->count ? c->count : 1;
+    eng_carry few[16]; /* the new carries, until they are encoded */
     eng_carry *base = calloc(n, sizeof *base);
-    eng_carry *next = malloc(n * sizeof *next);
+    eng_carry *next = n <= 16 ? few : malloc(n * sizeof *next);
     if (base == NULL || next == NULL) {
         free(base);
-        free(next);
+        if (next != few)
+            free(next);
         end(c, STATUS_NOMEM, "out of memory for a chunk's carries", sync);
         return false;
     }
@@ -414,12 +432,11 @@ static bool write_state(rchunk *c, uint64_t version,
         memcpy(x.sha, s->sha, sizeof x.sha);
         x.prev = base;
     }
-    size_t flen = 0;
-    uint8_t *file = seq_file_encode(&x, 1, &flen);
-    free(next);
-    uint8_t *rec = file != NULL ? malloc(flen + 1) : NULL;
+    size_t reclen = 0; /* the record: 'L' or 'E', then the file */
+    uint8_t *rec = seq_file_encode_after(&x, 1, 1, &reclen);
+    if (next != few)
+        free(next);
     if (rec == NULL) {
-        free(file);
         free(base);
         end(c, STATUS_NOMEM, "out of memory writing a sequence's state",
             sync);
@@ -428,11 +445,9 @@ static bool write_state(rchunk *c, uint64_t version,
     /* ended by this chunk, or still ended (a late chunk after the end) */
     bool closed = s->end || (cur != NULL && c->was_closed);
     rec[0] = closed ? 'E' : 'L';
-    memcpy(rec + 1, file, flen);
-    free(file);
     c->base = base;
     c->rec = rec;
-    c->reclen = flen + 1;
+    c->reclen = reclen;
     c->del = closed && !c->id.has_chunk && r->o.linger_ms == 0;
     uint64_t ttl = closed && !c->id.has_chunk ? r->o.linger_ms : r->o.idle_ms;
     if (!state_redis_put(c->store, c->key, c->keylen, version,
@@ -669,14 +684,15 @@ static bool remote_finish(void *self, seq_slot *s, bool ok, void *out,
     uint64_t version = 0;
     uint8_t *rec;
     size_t len;
+    c->sync_msg = msg; /* end() writes there while this runs */
+    c->sync_msglen = msglen;
     bool later = cache_get(r, c->key, c->keylen, &version, &rec, &len)
                      ? decide(c, version, rec, len, false, true)
                      : read_state(c, 0, true);
     free(rec);
     if (later)
-        return true;
+        return true; /* c is the store's thread's now: not touched here */
     *st = c->st;
-    snprintf(msg, msglen, "%s", c->msg);
     release(c);
     return false;
 }

@@ -60,7 +60,19 @@ static void put_u(wbuf *w, uint64_t v, int bytes)
 
 uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
 {
+    return seq_file_encode_after(e, n, 0, len);
+}
+
+uint8_t *seq_file_encode_after(const seq_file_entry *e, size_t n, size_t head,
+                               size_t *len)
+{
+    static const uint8_t zeros[16];
     wbuf w = {0};
+    for (size_t left = head; left > 0;) {
+        size_t k = left < sizeof zeros ? left : sizeof zeros;
+        put(&w, zeros, k);
+        left -= k;
+    }
     put(&w, magic, sizeof magic);
     put_u(&w, SEQ_FILE_VERSION, 4);
     put_u(&w, 0, 4);
@@ -96,7 +108,7 @@ uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
         }
     }
     if (!w.failed)
-        put_u(&w, seq_fnv1a(w.b, w.len), 8);
+        put_u(&w, seq_fnv1a(w.b + head, w.len - head), 8);
     if (w.failed) {
         free(w.b);
         return NULL;

@@ -56,6 +56,11 @@ typedef struct {
  * in *len; NULL when out of memory. */
 uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len);
 
+/* The same after head bytes (zeros) left for the caller's own use: *len
+ * counts them. */
+uint8_t *seq_file_encode_after(const seq_file_entry *e, size_t n, size_t head,
+                               size_t *len);
+
 /* Reads len bytes at b. At most max_entries sequences, whose carries take
  * at most max_bytes (8 a carry, 16 for a numbered one) in all. True: *out is a malloc'd array of
  * *n entries, each carry malloc'd; free them with seq_file_free(). False

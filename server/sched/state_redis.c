@@ -76,11 +76,12 @@ struct op {
     int kind;
     bool del, sent, finished;
     bool eval; /* the script by its text: Redis had forgotten its SHA-1 */
-    uint8_t *key; /* prefix + id */
+    uint8_t *key; /* prefix + id, in the op's own allocation */
     size_t keylen;
     uint64_t expect, ttl_ms, deadline_ns, sent_ns;
     uint64_t not_before_ns; /* a read asked for later: sent from then on */
-    uint8_t *rec;
+    uint8_t *rec; /* a write's value, after the key; NULL for a read or a
+                   * delete */
     size_t len;
     state_redis_done done;
     void *ctx;
@@ -258,9 +259,7 @@ bool redis_url_parse(const char *text, redis_url *out, char *msg,
 
 static void op_free(op *o)
 {
-    free(o->key);
-    free(o->rec);
-    free(o);
+    free(o); /* its key and value with it */
 }
 
 /* The op's end, once: its callback, then (unless it is still sent, and
@@ -1087,23 +1086,28 @@ static bool submit(state_redis *s, op *o)
     return true;
 }
 
+/* An op, with room after it for its key and vlen bytes of value (o->rec,
+ * left to the caller to fill), in one allocation. */
 static op *new_op(state_redis *s, int kind, const uint8_t *id, size_t idlen,
-                  uint64_t deadline_ns, state_redis_done done, void *ctx)
+                  size_t vlen, uint64_t deadline_ns, state_redis_done done,
+                  void *ctx)
 {
-    if (idlen > MAX_ID)
+    size_t klen = s->prefix_len + idlen;
+    if (idlen > MAX_ID || vlen > SIZE_MAX - sizeof(op) - klen - 1)
         return NULL;
-    op *o = calloc(1, sizeof *o);
+    op *o = malloc(sizeof *o + klen + 1 + vlen);
     if (o == NULL)
         return NULL;
-    o->key = malloc(s->prefix_len + idlen + 1);
-    if (o->key == NULL) {
-        free(o);
-        return NULL;
-    }
+    memset(o, 0, sizeof *o);
+    o->key = (uint8_t *)(o + 1);
     memcpy(o->key, s->prefix, s->prefix_len);
     memcpy(o->key + s->prefix_len, id, idlen);
-    o->key[s->prefix_len + idlen] = '\0';
-    o->keylen = s->prefix_len + idlen;
+    o->key[klen] = '\0';
+    o->keylen = klen;
+    if (vlen > 0) {
+        o->rec = o->key + klen + 1;
+        o->len = vlen;
+    }
     o->s = s;
     o->kind = kind;
     o->deadline_ns = deadline_ns;
@@ -1115,7 +1119,7 @@ static op *new_op(state_redis *s, int kind, const uint8_t *id, size_t idlen,
 bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
                      uint64_t deadline_ns, state_redis_done done, void *ctx)
 {
-    op *o = new_op(s, OP_GET, id, idlen, deadline_ns, done, ctx);
+    op *o = new_op(s, OP_GET, id, idlen, 0, deadline_ns, done, ctx);
     return o != NULL && submit(s, o);
 }
 
@@ -1124,32 +1128,24 @@ bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
                      uint64_t ttl_ms, uint64_t deadline_ns,
                      state_redis_done done, void *ctx)
 {
-    op *o = new_op(s, OP_PUT, id, idlen, deadline_ns, done, ctx);
-    if (o == NULL)
-        return false;
     /* versions stay below 10^16: one a chunk, for a sequence that lives
      * no longer than its idle time between chunks */
-    if (expect >= 9999999999999999ull) {
-        op_free(o);
+    if (expect >= 9999999999999999ull)
         return false;
-    }
+    /* the value: the next version, then the record */
+    if (record != NULL && len > SIZE_MAX - VERSION_DIGITS)
+        return false;
+    op *o =
+        new_op(s, OP_PUT, id, idlen, record != NULL ? VERSION_DIGITS + len : 0,
+               deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
     o->expect = expect;
     o->ttl_ms = ttl_ms;
     o->del = record == NULL;
     if (record != NULL) {
-        /* the value: the next version, then the record */
-        if (len > SIZE_MAX - VERSION_DIGITS) {
-            op_free(o);
-            return false;
-        }
-        o->rec = malloc(VERSION_DIGITS + len);
-        if (o->rec == NULL) {
-            op_free(o);
-            return false;
-        }
         put_version(o->rec, expect + 1);
         memcpy(o->rec + VERSION_DIGITS, record, len);
-        o->len = VERSION_DIGITS + len;
     }
     return submit(s, o);
 }
@@ -1158,7 +1154,7 @@ bool state_redis_get_later(state_redis *s, const uint8_t *id, size_t idlen,
                            uint64_t delay_ms, uint64_t deadline_ns,
                            state_redis_done done, void *ctx)
 {
-    op *o = new_op(s, OP_GET, id, idlen, deadline_ns, done, ctx);
+    op *o = new_op(s, OP_GET, id, idlen, 0, deadline_ns, done, ctx);
     if (o == NULL)
         return false;
     o->not_before_ns = now_ns() + delay_ms * 1000000u;

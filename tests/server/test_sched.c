@@ -1673,6 +1673,18 @@ static void seq_state_file(void)
           "limit: %s", msg);
     CHECK(!seq_file_decode(b, len, 8, 16, &got, &n, msg, sizeof msg),
           "bytes limit");
+    /* the same file after room of the caller's (--state-store's record
+     * keeps its first byte), the checksum over the file alone */
+    for (size_t head = 0; head <= 17; head += 17) {
+        size_t alen;
+        uint8_t *a = seq_file_encode_after(e, 2, head, &alen);
+        CHECK(a != NULL && alen == len + head
+                  && memcmp(a + head, b, len) == 0,
+              "after %zu bytes: the same file", head);
+        for (size_t k = 0; k < head; k++)
+            CHECK(a[k] == 0, "after %zu bytes: byte %zu is %u", head, k, a[k]);
+        free(a);
+    }
     free(b);
 
     /* saved and loaded through a directory */
