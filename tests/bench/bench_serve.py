@@ -590,7 +590,9 @@ def seq_table(pa, seconds):
         # chunk through Redis can add here at concurrency 1
         loop_floor = {n: store_floor(rport, 4 * n) for n in SEQ_SIZES}
     finally:
-        for proc in procs:
+        # the last started first: Redis after the servers that use it,
+        # so that none of them reports it gone
+        for proc in reversed(procs):
             proc.terminate()
             proc.wait()
     print("redis-benchmark against the bench's Redis (appendonly yes, appendfsync everysec): "
