@@ -561,7 +561,8 @@ def seq_table(pa, seconds):
                     targets = [(mode, addr[(mode, proto)]) for mode in SEQ_MODES]
                     if proto == "http" and c >= 16:
                         # the same chunks against the smallest server that
-                        # does their work, in memory and through Redis
+                        # does their work: in memory, through Redis, and
+                        # through Redis with libmicrohttpd's suspend
                         targets += [("floor-" + k, floors[k][1])
                                     for k in ("mem", "store", "suspend")]
                     rounds = []

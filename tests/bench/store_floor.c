@@ -598,14 +598,19 @@ static void replies(struct loop *l)
             drop(l, c);
             continue;
         }
+        if (suspend) {
+            /* back in the set before the answer (the library adds it
+             * after its read, the same calls): an answer the socket
+             * cannot take whole then waits for writability there */
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev);
+        }
         flush_conn(l, c);
-        if (suspend) { /* back in the set, after a read as the library's */
+        if (suspend) { /* and a read after it, as the library's */
             grow(&c->in, &c->incap, c->inlen + 65536);
             ssize_t got = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
             if (got > 0)
                 c->inlen += (size_t)got;
-            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-            epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev);
             if (got == 0) {
                 drop(l, c);
                 continue;
