@@ -49,10 +49,14 @@
  * record). Answers 1 (written), 0 (another version is there: none), or
  * the value there. Two commands a write, where a hash took three (HGET,
  * HSET, PEXPIRE): the script's cost is most of the store's time per chunk
- * (docs/performance.md). Versions stay below 10^16. */
+ * (docs/performance.md). Versions stay below 10^16. GETRANGE's bounds are
+ * Lua strings, not numbers: Redis turns a number argument into text with
+ * sprintf("%.17g") on every call (0.2-0.9 us a call of the script's 4-5:
+ * BENCHMARKS.md, "Sequences in Redis: each process's share, and the
+ * hand-offs at concurrency 1"). */
 #define VERSION_DIGITS 16
 static const char SCRIPT[] =
-    "local v = redis.call('GETRANGE', KEYS[1], 0, 15)\n"
+    "local v = redis.call('GETRANGE', KEYS[1], '0', '15')\n"
     "if v ~= ARGV[1] then\n"
     "  if v == '' then return 0 end\n"
     "  return redis.call('GET', KEYS[1])\n"
