@@ -331,9 +331,18 @@ $(BUILD)/bin/hop_latency: $(BUILD)/tests/bench/hop_latency.o
 # --state-store at concurrency 1), and its serve mode, the smallest
 # server doing a chunk's work for perf_analyzer (the floor at 16); make
 # bench-serve's sequence table measures both
-$(BUILD)/bin/store_floor: $(BUILD)/tests/bench/store_floor.o
+$(BUILD)/bin/store_floor: $(BUILD)/tests/bench/store_floor.o $(BUILD)/tests/bench/floor.o
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -pthread
+
+# store_floor serve's work over gRPC, for perf_analyzer -i grpc: the
+# smallest h2c server that answers a chunk in memory or through Redis
+$(BUILD)/bin/grpc_floor: $(BUILD)/tests/bench/grpc_floor.o $(BUILD)/tests/bench/floor.o \
+    $(PB_GEN).o
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lnghttp2 -lprotobuf-c -pthread
+$(BUILD)/tests/bench/grpc_floor.o: CPPFLAGS := -I$(BUILD)/gen -Itests/bench
+$(BUILD)/tests/bench/grpc_floor.o: $(PB_GEN).h
 
 $(BUILD)/bin/bench_numbers: $(BUILD)/tests/bench/bench_numbers.o $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
@@ -517,7 +526,7 @@ help:
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency $(BUILD)/bin/store_floor \
-    $(CLIENT_ALL) $(BUILD)/bin/test_client
+    $(BUILD)/bin/grpc_floor $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
 # one crash PoCL. Within one `make test` the directory is reused, so each
@@ -792,7 +801,7 @@ bench-json: deps-bench $(TALLYD)
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
 bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency \
-    $(BUILD)/bin/store_floor
+    $(BUILD)/bin/store_floor $(BUILD)/bin/grpc_floor
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 # How soon a new tallyd answers with a cold kernel cache: start to the

@@ -48,7 +48,11 @@ answers each request after one call of that script
 serve mode, the smallest server that does a chunk's work, in memory and
 through Redis: what the machine allows the ratio to be; and through
 Redis with libmicrohttpd's three calls around each suspended request:
-what tallyd's HTTP library takes of it. perf_analyzer
+what tallyd's HTTP library takes of it. Over gRPC, and at concurrency 1
+over both doors, the same runs go against the smallest server in memory
+and through Redis too (build/bin/grpc_floor for gRPC), so that each cell
+has what the machine allows under perf_analyzer's own client beside it.
+perf_analyzer
 enters its sequence mode whenever the model config has sequence_batching,
 which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more. Its
@@ -461,19 +465,24 @@ def serve_floor(rport, procs):
     before its answer leaves ("store"), and the same with the three calls
     libmicrohttpd makes around a suspended request ("suspend": the
     socket out of the epoll set while Redis has the chunk, and back after
-    a read that finds nothing). Started here, each appended to procs as
-    it starts (terminate() stops it). A dict of those kinds to (Popen,
-    address)."""
+    a read that finds nothing); and the first two over gRPC ("grpc-mem",
+    "grpc-store": build/bin/grpc_floor, one epoll loop with nghttp2's
+    server session). Started here, each appended to procs as it starts
+    (terminate() stops it). A dict of those kinds to (Popen, address)."""
     sha = load_script(rport)
     out = {}
-    for kind, args in (("mem", ["-", "1"]), ("store", [sha, "1"]),
-                       ("suspend", [sha, "1", "suspend"])):
-        p = subprocess.Popen([os.path.join(BIN, "store_floor"), "serve", "0", str(rport)]
-                             + args, stdout=subprocess.PIPE, text=True)
+    for kind, args in (("mem", ["store_floor", "serve", "0", str(rport), "-", "1"]),
+                       ("store", ["store_floor", "serve", "0", str(rport), sha, "1"]),
+                       ("suspend", ["store_floor", "serve", "0", str(rport), sha, "1",
+                                    "suspend"]),
+                       ("grpc-mem", ["grpc_floor", "0", str(rport), "-"]),
+                       ("grpc-store", ["grpc_floor", "0", str(rport), sha])):
+        p = subprocess.Popen([os.path.join(BIN, args[0])] + args[1:],
+                             stdout=subprocess.PIPE, text=True)
         procs.append(p)
         line = p.stdout.readline().split()
         if len(line) != 2 or line[0] != "listening":
-            raise RuntimeError("store_floor serve did not start")
+            raise RuntimeError("%s did not start" % args[0])
         out[kind] = (p, "127.0.0.1:" + line[1])
     return out
 
@@ -568,6 +577,11 @@ def seq_table(pa, seconds):
                         # through Redis with libmicrohttpd's suspend
                         targets += [("floor-" + k, floors[k][1])
                                     for k in ("mem", "store", "suspend")]
+                    elif proto == "http":
+                        targets += [("floor-" + k, floors[k][1]) for k in ("mem", "store")]
+                    else:  # over gRPC, at every concurrency
+                        targets += [("floor-" + k, floors["grpc-" + k][1])
+                                    for k in ("mem", "store")]
                     rounds = []
                     for _ in range(SEQ_FAST_ROUNDS if fast else 1):
                         got = {}
@@ -663,10 +677,12 @@ def seq_table(pa, seconds):
                 fm, fs, fu = (results.get(("floor-" + k, proto, n, c))
                               for k in ("mem", "store", "suspend"))
                 if fm is not None and fs is not None:
-                    print("%-4s %-6d %-4d the smallest server doing the same (store_floor serve, "
+                    print("%-4s %-6d %-4d the smallest server doing the same (%s, "
                           "one loop): in memory %.1f/s (p50 %.3f ms), through Redis %.1f/s "
                           "(p50 %.3f ms): %.2f%s, tallyd %.2f" % (
-                              proto, n, c, fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
+                              proto, n, c,
+                              "store_floor serve" if proto == "http" else "grpc_floor",
+                              fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
                               "; with libmicrohttpd's suspend and resume %.1f/s: %.2f" % (
                                   fu[0], fu[0] / fm[0]) if fu is not None else "",
                               rd[0] / b[0]))
@@ -680,8 +696,9 @@ def seq_table(pa, seconds):
                                     round_ratios(rounds, "redis", "sequence"),
                                     "; the smallest server's: "
                                     + round_ratios(rounds, "floor-store", "floor-mem")
-                                    + "; with suspend and resume: "
-                                    + round_ratios(rounds, "floor-suspend", "floor-mem")
+                                    + ("; with suspend and resume: "
+                                       + round_ratios(rounds, "floor-suspend", "floor-mem")
+                                       if "floor-suspend" in rounds[0] else "")
                                     if "floor-mem" in rounds[0] else ""))
                 if c >= 16 and rd[0] < 0.7 * b[0]:
                     fails.append("redis %s N=%d c=%d: %.0f < 0.7 x sequence %.0f" % (
@@ -690,9 +707,13 @@ def seq_table(pa, seconds):
                     lf = loop_floor[n]
                     print("%-4s %-6d %-4d redis p50 %.3f ms; sequence's %.3f + 1.5 x PING "
                           "%.3f ms = %.3f ms; it adds %.3f ms, one loop doing the same "
-                          "(store_floor, %d bytes each way) %.3f ms" % (
+                          "(store_floor, %d bytes each way) %.3f ms%s" % (
                               proto, n, c, rd[1], b[1], ping[1], b[1] + 1.5 * ping[1],
-                              rd[1] - b[1], 4 * n, lf["added_us"] / 1e3))
+                              rd[1] - b[1], 4 * n, lf["added_us"] / 1e3,
+                              ", the smallest server under perf_analyzer (%s) %.3f ms" % (
+                                  "store_floor serve" if proto == "http" else "grpc_floor",
+                                  fs[1] - fm[1]) if fm is not None and fs is not None
+                              else ""))
                     if rd[1] > b[1] + 1.5 * ping[1]:
                         fails.append("redis %s N=%d c=1: p50 %.3f ms > sequence's %.3f + "
                                      "1.5 x PING %.3f ms" % (proto, n, rd[1], b[1], ping[1]))

@@ -50,8 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RECORD 131
-#define TTL_MS "600000"
+#include "floor.h"
 
 static size_t bytes = 64;
 static int redis_port, listen_fd;
@@ -67,71 +66,15 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
-        die("connect");
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            die("write");
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-/* RESP for EVALSHA SHA 1 key expect ttl put value (version + record). */
-static size_t command(char *out, size_t cap, uint64_t version)
-{
-    char expect[24] = "", value[24 + RECORD];
-    version %= 1000000000000000ull; /* 16 digits */
-    if (version > 0)
-        snprintf(expect, sizeof expect, "%016llu", (unsigned long long)version);
-    snprintf(value, sizeof value, "%016llu", (unsigned long long)version + 1);
-    memset(value + 16, 'r', RECORD);
-    const char *argv[] = {"EVALSHA", sha,    "1",   key,
-                          expect,    TTL_MS, "put", value};
-    size_t argl[] = {7,           strlen(sha),    1,
-                     strlen(key), strlen(expect), strlen(TTL_MS),
-                     3,           16 + RECORD};
-    size_t n = (size_t)snprintf(out, cap, "*8\r\n");
-    for (int i = 0; i < 8; i++) {
-        n += (size_t)snprintf(out + n, cap - n, "$%zu\r\n", argl[i]);
-        memcpy(out + n, argv[i], argl[i]);
-        n += argl[i];
-        memcpy(out + n, "\r\n", 2);
-        n += 2;
-    }
-    return n;
-}
-
 /* The server: one loop, the client's socket and Redis's. */
 static void *serve(void *arg)
 {
     (void)arg;
     int c = accept(listen_fd, NULL, NULL), one = 1;
     if (c < 0)
-        die("accept");
+        floor_die("accept");
     setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int r = connect_to(redis_port);
+    int r = floor_connect(redis_port);
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = c};
     epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
@@ -156,14 +99,17 @@ static void *serve(void *arg)
                     continue;
                 got = 0;
                 if (!store_mode) {
-                    write_all(c, ans, bytes);
+                    floor_write_all(c, ans, bytes);
                     continue;
                 }
-                write_all(r, cmd, command(cmd, sizeof cmd, version));
+                floor_write_all(r, cmd,
+                                floor_evalsha(cmd, sizeof cmd, sha, key,
+                                              version % 1000000000000000ull,
+                                              NULL, 0, 0));
             } else {
                 ssize_t n = read(r, reply + rgot, sizeof reply - 1 - rgot);
                 if (n <= 0)
-                    die("read from Redis");
+                    floor_die("read from Redis");
                 rgot += (size_t)n;
                 reply[rgot] = '\0';
                 if (strstr(reply, "\r\n") == NULL)
@@ -174,7 +120,7 @@ static void *serve(void *arg)
                 }
                 rgot = 0;
                 version++;
-                write_all(c, ans, bytes);
+                floor_write_all(c, ans, bytes);
             }
         }
     }
@@ -246,21 +192,9 @@ static pthread_mutex_t seq_lock = PTHREAD_MUTEX_INITIALIZER;
 static int suspend;
 static char prefix[64];
 
-static void grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return;
-    size_t c = *cap ? *cap : 4096;
-    while (c < need)
-        c *= 2;
-    if ((*buf = realloc(*buf, c)) == NULL)
-        die("realloc");
-    *cap = c;
-}
-
 static void put(struct conn *c, const void *p, size_t n)
 {
-    grow(&c->out, &c->outcap, c->outlen + n);
+    floor_grow(&c->out, &c->outcap, c->outlen + n);
     memcpy(c->out + c->outlen, p, n);
     c->outlen += n;
 }
@@ -443,39 +377,18 @@ static int infer(struct loop *l, struct conn *c, char *body, size_t len,
         return 1;
     }
     /* the new state first: EVALSHA SHA 1 key expect ttl put|del value */
-    char cmd[512], skey[96], expect[24] = "", value[24 + RECORD];
+    char cmd[512], skey[96];
     snprintf(skey, sizeof skey, "%s:%lld", prefix, sid);
-    if (version > 0)
-        snprintf(expect, sizeof expect, "%016llu", (unsigned long long)version);
-    snprintf(value, sizeof value, "%016llu", (unsigned long long)version + 1);
-    memset(value + 16, 'r', RECORD);
-    memcpy(value + 16, &acc, sizeof acc);
-    const char *argv[] = {"EVALSHA",           sha,  "1", skey, expect, TTL_MS,
-                          end ? "del" : "put", value};
-    size_t argl[] = {7,
-                     40,
-                     1,
-                     strlen(skey),
-                     strlen(expect),
-                     strlen(TTL_MS),
-                     3,
-                     end ? 0 : 16 + RECORD};
-    size_t k = (size_t)snprintf(cmd, sizeof cmd, "*8\r\n");
-    for (int i = 0; i < 8; i++) {
-        k += (size_t)snprintf(cmd + k, sizeof cmd - k, "$%zu\r\n", argl[i]);
-        memcpy(cmd + k, argv[i], argl[i]);
-        k += argl[i];
-        memcpy(cmd + k, "\r\n", 2);
-        k += 2;
-    }
-    grow(&l->rout, &l->routcap, l->routlen + k);
+    size_t k = floor_evalsha(cmd, sizeof cmd, sha, skey, version, &acc,
+                             sizeof acc, end);
+    floor_grow(&l->rout, &l->routcap, l->routlen + k);
     memcpy(l->rout + l->routlen, cmd, k);
     l->routlen += k;
     if (l->count == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         struct conn **f = malloc(cap * sizeof *f);
         if (f == NULL)
-            die("malloc");
+            floor_die("malloc");
         for (size_t i = 0; i < l->count; i++)
             f[i] = l->fifo[(l->head + i) % l->cap];
         free(l->fifo);
@@ -517,7 +430,7 @@ static void serve_conn(struct loop *l, struct conn *c)
             fail("a body over 64 MiB");
         size_t total = (size_t)(hend - p) + (size_t)cl;
         if (c->inlen < total) {
-            grow(&c->in, &c->incap, total);
+            floor_grow(&c->in, &c->incap, total);
             break;
         }
         if (strncmp(p, "GET ", 4) == 0) {
@@ -607,7 +520,7 @@ static void replies(struct loop *l)
         }
         flush_conn(l, c);
         if (suspend) { /* and a read after it, as the library's */
-            grow(&c->in, &c->incap, c->inlen + 65536);
+            floor_grow(&c->in, &c->incap, c->inlen + 65536);
             ssize_t got = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
             if (got > 0)
                 c->inlen += (size_t)got;
@@ -633,7 +546,7 @@ static void *loop_run(void *arg)
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
-            die("epoll_wait");
+            floor_die("epoll_wait");
         for (int i = 0; i < k; i++) {
             if (e[i].data.ptr == NULL) {
                 replies(l);
@@ -647,7 +560,7 @@ static void *loop_run(void *arg)
             }
             if (!(e[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 continue;
-            grow(&c->in, &c->incap, c->inlen + 65536);
+            floor_grow(&c->in, &c->incap, c->inlen + 65536);
             ssize_t n = read(c->fd, c->in + c->inlen, c->incap - c->inlen);
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 continue;
@@ -674,7 +587,7 @@ static void *loop_run(void *arg)
             serve_conn(l, c);
         }
         if (l->routlen > 0) { /* this turn's commands, in one write */
-            write_all(l->rfd, l->rout, l->routlen);
+            floor_write_all(l->rfd, l->rout, l->routlen);
             l->routlen = 0;
         }
     }
@@ -703,41 +616,33 @@ static int serve_main(int argc, char **argv)
     snprintf(prefix, sizeof prefix, "tally-store-floor:%ld:%llu",
              (long)getpid(), (unsigned long long)now_ns());
     if ((seqs = calloc(SEQ_MAX, sizeof *seqs)) == NULL)
-        die("calloc");
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 128) != 0
-        || getsockname(lfd, (struct sockaddr *)&a, &al) != 0)
-        die("listen");
+        floor_die("calloc");
+    int bound, lfd = floor_listen((int)port, &bound), one = 1;
     struct loop *ls = calloc((size_t)loops, sizeof *ls);
     if (ls == NULL)
-        die("calloc");
+        floor_die("calloc");
     for (long i = 0; i < loops; i++) {
         ls[i].ep = epoll_create1(0);
         ls[i].rfd = -1;
         if (sha != NULL) {
-            ls[i].rfd = connect_to(redis_port);
+            ls[i].rfd = floor_connect(redis_port);
             struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
             epoll_ctl(ls[i].ep, EPOLL_CTL_ADD, ls[i].rfd, &ev);
         }
         pthread_create(&ls[i].thread, NULL, loop_run, &ls[i]);
     }
-    printf("listening %d\n", ntohs(a.sin_port));
+    printf("listening %d\n", bound);
     fflush(stdout);
     for (unsigned long next = 0;; next++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
         if (fd < 0 && errno == EINTR)
             continue;
         if (fd < 0)
-            die("accept");
+            floor_die("accept");
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct conn *c = calloc(1, sizeof *c);
         if (c == NULL)
-            die("calloc");
+            floor_die("calloc");
         c->fd = fd;
         struct loop *l = &ls[next % (unsigned long)loops];
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -786,10 +691,10 @@ int main(int argc, char **argv)
     if (bind(listen_fd, (struct sockaddr *)&a, sizeof a) != 0
         || listen(listen_fd, 1) != 0
         || getsockname(listen_fd, (struct sockaddr *)&a, &al) != 0)
-        die("listen");
+        floor_die("listen");
     pthread_t t;
     pthread_create(&t, NULL, serve, NULL);
-    int fd = connect_to(ntohs(a.sin_port));
+    int fd = floor_connect(ntohs(a.sin_port));
     char *buf = malloc(bytes);
     double *us = malloc((size_t)n * sizeof *us), p50[2][64], added[64];
     memset(buf, 'q', bytes);
@@ -798,11 +703,11 @@ int main(int argc, char **argv)
             store_mode = mode; /* the server reads it after our request */
             for (int i = -n / 10; i < n; i++) { /* a tenth as warm-up */
                 uint64_t t0 = now_ns();
-                write_all(fd, buf, bytes);
+                floor_write_all(fd, buf, bytes);
                 for (size_t got = 0; got < bytes;) {
                     ssize_t k = read(fd, buf + got, bytes - got);
                     if (k <= 0)
-                        die("read");
+                        floor_die("read");
                     got += (size_t)k;
                 }
                 if (i >= 0)
