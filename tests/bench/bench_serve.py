@@ -52,9 +52,8 @@ what tallyd's HTTP library takes of it. Over gRPC, and at concurrency 1
 over both doors, the same runs go against the smallest server in memory
 and through Redis too (build/bin/grpc_floor for gRPC), so that each cell
 has what the machine allows under perf_analyzer's own client beside it.
-perf_analyzer
-enters its sequence mode whenever the model config has sequence_batching,
-which tallyd's is without only by default. Its target: a chunk costs what
+perf_analyzer enters its sequence mode whenever the model config has
+sequence_batching, which tallyd's is without only by default. Its target: a chunk costs what
 the same request costs alone, 0.9 of the plain throughput or more. Its
 N=16 c=16 cells take 0.5 s windows, every mode alike (SEQ_FAST_CELLS):
 perf_analyzer does not finish longer ones at that rate on two cores.
@@ -456,6 +455,11 @@ def store_floor(port, nbytes):
     return json.loads(out.stdout)
 
 
+# serve_floor()'s kinds for each door, and the program behind them
+FLOOR_PREFIX = {"http": "", "grpc": "grpc-"}
+FLOOR_NAME = {"http": "store_floor serve", "grpc": "grpc_floor"}
+
+
 def serve_floor(rport, procs):
     """The same chunks at concurrency 16 against the smallest server that
     does their work (store_floor serve: one epoll loop that speaks just
@@ -571,17 +575,13 @@ def seq_table(pa, seconds):
                     # every mode in turn, then again: the rounds see the
                     # same drift of the machine
                     targets = [(mode, addr[(mode, proto)]) for mode in SEQ_MODES]
-                    if proto == "http" and c >= 16:
-                        # the same chunks against the smallest server that
-                        # does their work: in memory, through Redis, and
-                        # through Redis with libmicrohttpd's suspend
-                        targets += [("floor-" + k, floors[k][1])
-                                    for k in ("mem", "store", "suspend")]
-                    elif proto == "http":
-                        targets += [("floor-" + k, floors[k][1]) for k in ("mem", "store")]
-                    else:  # over gRPC, at every concurrency
-                        targets += [("floor-" + k, floors["grpc-" + k][1])
-                                    for k in ("mem", "store")]
+                    # the same chunks against the smallest server that does
+                    # their work, in memory and through Redis; over REST at
+                    # c=16 also through Redis with libmicrohttpd's suspend
+                    kinds = ("mem", "store") + (
+                        ("suspend",) if proto == "http" and c >= 16 else ())
+                    targets += [("floor-" + k, floors[FLOOR_PREFIX[proto] + k][1])
+                                for k in kinds]
                     rounds = []
                     for _ in range(SEQ_FAST_ROUNDS if fast else 1):
                         got = {}
@@ -680,9 +680,7 @@ def seq_table(pa, seconds):
                     print("%-4s %-6d %-4d the smallest server doing the same (%s, "
                           "one loop): in memory %.1f/s (p50 %.3f ms), through Redis %.1f/s "
                           "(p50 %.3f ms): %.2f%s, tallyd %.2f" % (
-                              proto, n, c,
-                              "store_floor serve" if proto == "http" else "grpc_floor",
-                              fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
+                              proto, n, c, FLOOR_NAME[proto], fm[0], fm[1], fs[0], fs[1], fs[0] / fm[0],
                               "; with libmicrohttpd's suspend and resume %.1f/s: %.2f" % (
                                   fu[0], fu[0] / fm[0]) if fu is not None else "",
                               rd[0] / b[0]))
@@ -711,8 +709,8 @@ def seq_table(pa, seconds):
                               proto, n, c, rd[1], b[1], ping[1], b[1] + 1.5 * ping[1],
                               rd[1] - b[1], 4 * n, lf["added_us"] / 1e3,
                               ", the smallest server under perf_analyzer (%s) %.3f ms" % (
-                                  "store_floor serve" if proto == "http" else "grpc_floor",
-                                  fs[1] - fm[1]) if fm is not None and fs is not None
+                                  FLOOR_NAME[proto], fs[1] - fm[1])
+                              if fm is not None and fs is not None
                               else ""))
                     if rd[1] > b[1] + 1.5 * ping[1]:
                         fails.append("redis %s N=%d c=1: p50 %.3f ms > sequence's %.3f + "

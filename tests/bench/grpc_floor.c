@@ -62,6 +62,7 @@ struct strm { /* one call */
     uint8_t *in, *resp;
     size_t inlen, incap, rlen, roff;
     struct strm *next_parked;
+    struct strm *prev, *next; /* its connection's open calls */
 };
 
 struct conn {
@@ -70,6 +71,7 @@ struct conn {
     char *out;
     size_t outlen, outcap;
     int closing, at_redis; /* calls of it waiting for Redis */
+    struct strm *streams;  /* open: freed by on_close, or with it */
 };
 
 struct pend { /* a chunk whose state is at Redis, in Redis's order */
@@ -420,6 +422,10 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f,
         floor_die("calloc");
     s->c = user;
     s->id = f->hd.stream_id;
+    s->next = s->c->streams;
+    if (s->next != NULL)
+        s->next->prev = s;
+    s->c->streams = s;
     nghttp2_session_set_stream_user_data(h2, s->id, s);
     return 0;
 }
@@ -467,23 +473,42 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *user)
     return 0;
 }
 
+/* The parked calls of c taken off the list: s alone, or (NULL) all. */
+static void unpark(const struct conn *c, const struct strm *s)
+{
+    struct strm **p = &L.parked;
+    L.parked_tail = NULL;
+    while (*p != NULL) {
+        if ((*p)->c == c && (s == NULL || *p == s))
+            *p = (*p)->next_parked;
+        else {
+            L.parked_tail = *p;
+            p = &(*p)->next_parked;
+        }
+    }
+}
+
+static void strm_free(struct strm *s)
+{
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        s->c->streams = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    free(s->in);
+    free(s->resp);
+    free(s);
+}
+
 static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user)
 {
     (void)code, (void)user;
     struct strm *s = nghttp2_session_get_stream_user_data(h2, id);
     if (s == NULL)
         return 0;
-    for (struct strm **p = &L.parked, *prev = NULL; *p != NULL;
-         prev = *p, p = &(*p)->next_parked)
-        if (*p == s) {
-            *p = s->next_parked;
-            if (L.parked_tail == s)
-                L.parked_tail = prev;
-            break;
-        }
-    free(s->in);
-    free(s->resp);
-    free(s);
+    unpark(s->c, s);
+    strm_free(s);
     return 0;
 }
 
@@ -509,21 +534,14 @@ static void conn_open(int fd)
 
 static void conn_close(struct conn *c)
 {
-    /* its parked calls go with it (nghttp2_session_del frees its
-     * streams without on_close) */
-    struct strm **p = &L.parked;
-    L.parked_tail = NULL;
-    while (*p != NULL) {
-        if ((*p)->c == c)
-            *p = (*p)->next_parked;
-        else {
-            L.parked_tail = *p;
-            p = &(*p)->next_parked;
-        }
-    }
+    /* its parked calls go with it, and its open calls (nghttp2_session_del
+     * calls no on_close) */
+    unpark(c, NULL);
     epoll_ctl(L.ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    nghttp2_session_del(c->h2); /* its streams through on_close */
+    nghttp2_session_del(c->h2);
+    while (c->streams != NULL)
+        strm_free(c->streams);
     free(c->out);
     free(c);
 }
