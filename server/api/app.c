@@ -159,7 +159,8 @@ static bool open_remote(api_state *a, tallyd_server *s, char *msg,
     if (!redis_url_parse(s->cfg.state_store, &u, msg, msglen))
         return false;
     a->redis = state_redis_open(&u, s->cfg.state_store_prefix,
-                                s->cfg.state_store_timeout_ms, msg, msglen);
+                                s->cfg.state_store_timeout_ms,
+                                s->cfg.state_store_wait, msg, msglen);
     if (a->redis == NULL)
         return false;
     seq_options so = seq_settings(&s->cfg);

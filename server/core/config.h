@@ -77,6 +77,11 @@
       "with --state-store: a chunk waits this long at most for Redis (less "  \
       "when its request's deadline comes first), then gets 503; also the "    \
       "start's wait for the first connection")                                \
+    X(state_store_wait, "state-store-wait", "TALLY_STATE_STORE_WAIT", UINT,    \
+      "0",                                                                     \
+      "with --state-store: a chunk's answer waits until this many of "        \
+      "Redis's replicas have its write (WAIT), so that a failover to one of "  \
+      "them keeps it; 0: once the primary has it")                             \
     X(device, "device", "TALLY_DEVICE", STR, "auto",                           \
       "compute devices: auto, host, gpu, cpu, P:D or a name substring, a "     \
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
@@ -242,7 +247,8 @@ typedef struct {
         fault_after_ms, fault_build_ms, device_max_failures, slow_request_ms,
         access_log_max_per_s, grpc_max_streams, shm_max_regions,
         otlp_max_queue, max_sequences, sequence_idle_ms, sequence_linger_ms,
-        sequence_reorder_ms, fault_state_after, state_store_timeout_ms;
+        sequence_reorder_ms, fault_state_after, state_store_timeout_ms,
+        state_store_wait;
     size_t max_body_bytes, max_buffered_bytes, shm_max_bytes,
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, fault_build,

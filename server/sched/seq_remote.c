@@ -32,9 +32,26 @@
 typedef struct centry centry;
 struct centry {
     centry *hnext, *lprev, *lnext;
-    uint64_t hash, version;
+    uint64_t hash;
+    state_version version;
     uint8_t *rec;
     size_t len, keylen;
+    uint8_t key[KEY_MAX];
+};
+
+typedef struct rchunk rchunk;
+
+/* The chunks of one sequence in flight on this replica (admitted, not
+ * ended): how many, how many of them start it, and the unnumbered ones
+ * in the order they were admitted, which is the order they are decided
+ * in, as the table in memory gives their turns. */
+typedef struct lentry lentry;
+struct lentry {
+    lentry *hnext;
+    uint64_t hash;
+    size_t keylen;
+    unsigned n, starts;
+    rchunk *head, *tail; /* unnumbered, by admission */
     uint8_t key[KEY_MAX];
 };
 
@@ -47,6 +64,7 @@ struct seq_remote {
     size_t nbuckets;        /* a power of two */
     centry *lru, *mru;      /* the least and the most recently used */
     size_t cached, cached_bytes;
+    lentry **lines; /* by key, nbuckets of them */
     size_t inflight, inflight_bytes;
     seq_counts c;
     uint64_t races; /* writes that found another version */
@@ -56,9 +74,16 @@ struct seq_remote {
     size_t nnear, near_cap;
 };
 
-typedef struct {
+struct rchunk {
     seq_remote *r;
     state_redis *store; /* its door loop's, or r's own */
+    lentry *line;       /* its sequence's chunks on this replica */
+    rchunk *qnext;      /* unnumbered: the next admitted after it */
+    bool queued;        /* unnumbered: in line->head's list */
+    bool parked;        /* finished scanning, waiting for its turn */
+    bool counted_start; /* one of line->starts */
+    bool after_start;   /* a start of its sequence was in flight here
+                         * when it was admitted */
     seq_slot *s;
     seq_params id; /* with the chunk's flags and number */
     eng_scan_desc desc;
@@ -67,7 +92,8 @@ typedef struct {
     uint64_t count; /* carries */
     bool is_float;
     void *out;
-    uint64_t since_ns, deadline_ns;
+    uint64_t since_ns;
+    uint64_t req_deadline_ns; /* the request's own (0: none) */
     unsigned rounds, polls;
     /* the write in flight */
     bool starts, late, del;
@@ -80,7 +106,7 @@ typedef struct {
     status_code st;
     char *sync_msg;
     size_t sync_msglen;
-} rchunk;
+};
 
 seq_remote *seq_remote_new(state_redis *store, const seq_options *o,
                            uint64_t timeout_ms)
@@ -95,8 +121,10 @@ seq_remote *seq_remote_new(state_redis *store, const seq_options *o,
     while (r->nbuckets < o->max_sequences && r->nbuckets < ((size_t)1 << 16))
         r->nbuckets *= 2;
     r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
-    if (r->buckets == NULL || uv_mutex_init(&r->mu) != 0) {
+    r->lines = calloc(r->nbuckets, sizeof *r->lines);
+    if (r->buckets == NULL || r->lines == NULL || uv_mutex_init(&r->mu) != 0) {
         free(r->buckets);
+        free(r->lines);
         free(r);
         return NULL;
     }
@@ -115,7 +143,13 @@ void seq_remote_free(seq_remote *r)
         free(e->rec);
         free(e);
     }
+    for (size_t b = 0; b < r->nbuckets; b++) /* none, once no chunk is */
+        for (lentry *l = r->lines[b], *n; l != NULL; l = n) {
+            n = l->hnext;
+            free(l);
+        }
     free(r->buckets);
+    free(r->lines);
     uv_mutex_destroy(&r->mu);
     free(r);
 }
@@ -169,9 +203,9 @@ static void uncache(seq_remote *r, centry **pp)
 }
 
 /* A copy of key's cached version and record (*rec malloc'd; NULL with
- * version 0: the store has none). False: nothing is cached. */
+ * version n 0: the store has none). False: nothing is cached. */
 static bool cache_get(seq_remote *r, const uint8_t *k, size_t n,
-                      uint64_t *version, uint8_t **rec, size_t *len)
+                      state_version *version, uint8_t **rec, size_t *len)
 {
     uint64_t h = seq_fnv1a(k, n);
     *rec = NULL;
@@ -201,7 +235,8 @@ static bool cache_get(seq_remote *r, const uint8_t *k, size_t n,
  * cache's from here: kept, or freed. A key already there keeps its
  * entry, which takes the new record. */
 static void cache_put(seq_remote *r, const uint8_t *k, size_t n,
-                      uint64_t version, uint8_t *rec, size_t len, bool forget)
+                      state_version version, uint8_t *rec, size_t len,
+                      bool forget)
 {
     uint64_t h = seq_fnv1a(k, n);
     bool keep = !forget && r->o.max_sequences > 0 && len <= r->o.max_bytes;
@@ -243,12 +278,97 @@ static void cache_put(seq_remote *r, const uint8_t *k, size_t n,
 /* cache_put() of a record that stays the caller's (Redis's reply): a
  * copy. Out of memory, the key is forgotten: a miss costs a read. */
 static void cache_put_copy(seq_remote *r, const uint8_t *k, size_t n,
-                           uint64_t version, const uint8_t *rec, size_t len)
+                           state_version version, const uint8_t *rec,
+                           size_t len)
 {
     uint8_t *copy = NULL;
     if (rec != NULL && (copy = malloc(len ? len : 1)) != NULL)
         memcpy(copy, rec, len);
     cache_put(r, k, n, version, copy, len, rec != NULL && copy == NULL);
+}
+
+/* ------------------------------------------------------------ the lines */
+
+static lentry **line_slot(seq_remote *r, const uint8_t *k, size_t n,
+                          uint64_t h)
+{
+    lentry **pp = &r->lines[h & (r->nbuckets - 1)];
+    while (*pp != NULL
+           && ((*pp)->hash != h || (*pp)->keylen != n
+               || memcmp((*pp)->key, k, n) != 0))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+/* Puts c in its sequence's line (made when it is the first): false when
+ * memory runs out. Under the mutex. */
+static bool line_join(seq_remote *r, rchunk *c, bool start)
+{
+    uint64_t h = seq_fnv1a(c->key, c->keylen);
+    lentry **pp = line_slot(r, c->key, c->keylen, h);
+    lentry *l = *pp;
+    if (l == NULL) {
+        l = calloc(1, sizeof *l);
+        if (l == NULL)
+            return false;
+        l->hash = h;
+        l->keylen = c->keylen;
+        memcpy(l->key, c->key, c->keylen);
+        *pp = l;
+    }
+    c->line = l;
+    c->after_start = l->starts > 0;
+    l->n++;
+    if (start) {
+        l->starts++;
+        c->counted_start = true;
+    }
+    if (!c->id.has_chunk) {
+        if (l->tail != NULL)
+            l->tail->qnext = c;
+        else
+            l->head = c;
+        l->tail = c;
+        c->queued = true;
+    }
+    return true;
+}
+
+/* Takes c out of its line; the unnumbered chunk whose turn comes now, if
+ * it waits (parked), else NULL. Under the mutex. */
+static rchunk *line_leave(seq_remote *r, rchunk *c)
+{
+    lentry *l = c->line;
+    rchunk *next = NULL;
+    if (l == NULL)
+        return NULL;
+    c->line = NULL;
+    l->n--;
+    if (c->counted_start)
+        l->starts--;
+    if (c->queued) {
+        rchunk **pp = &l->head, *prev = NULL;
+        while (*pp != c) {
+            prev = *pp;
+            pp = &(*pp)->qnext;
+        }
+        bool was_head = pp == &l->head;
+        *pp = c->qnext;
+        if (l->tail == c)
+            l->tail = prev;
+        c->queued = false;
+        if (was_head && l->head != NULL && l->head->parked) {
+            next = l->head;
+            next->parked = false;
+        }
+    }
+    if (l->n == 0) {
+        uint64_t h = l->hash;
+        lentry **pp = line_slot(r, l->key, l->keylen, h);
+        *pp = l->hnext;
+        free(l);
+    }
+    return next;
 }
 
 /* -------------------------------------------------------- a chunk's end */
@@ -260,8 +380,10 @@ static void count(seq_remote *r, uint64_t *counter)
     uv_mutex_unlock(&r->mu);
 }
 
-/* Lets the chunk go: its slot's buffers, its place in the limits. */
-static void release(rchunk *c)
+/* Lets the chunk go: its slot's buffers, its place in the limits and in
+ * its line. The chunk whose turn comes, if it waits: the caller starts
+ * it (run_next). */
+static rchunk *release(rchunk *c)
 {
     seq_remote *r = c->r;
     seq_slot_drop(c->s);
@@ -269,11 +391,15 @@ static void release(rchunk *c)
     uv_mutex_lock(&r->mu);
     r->inflight--;
     r->inflight_bytes -= c->need;
+    rchunk *next = line_leave(r, c);
     uv_mutex_unlock(&r->mu);
     free(c->base);
     free(c->rec);
     free(c);
+    return next;
 }
+
+static void run_next(rchunk *c);
 
 /* The chunk's end: told to its submitter (sync: still on the caller's
  * thread, where seq_remote_finish() returns it). */
@@ -291,8 +417,9 @@ static void end(rchunk *c, status_code st, const char *msg, bool sync)
     seq_slot *s = c->s;
     char m[512];
     snprintf(m, sizeof m, "%s", msg != NULL ? msg : "");
-    release(c);
+    rchunk *next = release(c);
     s->durable(s, st, m);
+    run_next(next);
 }
 
 /* The chunk's end on a failure of the store's: 503 STORE, "sequence ID:
@@ -308,10 +435,21 @@ static void end_store(rchunk *c, const char *what, const char *why,
 
 /* ---------------------------------------------------------- the steps */
 
-static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
+static bool decide(rchunk *c, state_version version, const uint8_t *rec,
                    size_t len, bool fresh, bool sync);
 
-static void on_get(void *ctx, state_redis_result res, uint64_t version,
+/* An op's deadline, sent delay_ms from now: the store's time from then,
+ * or the request's own deadline when that comes first. */
+static uint64_t op_deadline(const rchunk *c, uint64_t delay_ms)
+{
+    uint64_t now = now_ns();
+    uint64_t d = now + (delay_ms + c->r->timeout_ms) * 1000000u;
+    if (c->req_deadline_ns != 0 && c->req_deadline_ns < d)
+        d = c->req_deadline_ns > now ? c->req_deadline_ns : now + 1;
+    return d;
+}
+
+static void on_get(void *ctx, state_redis_result res, state_version version,
                    const uint8_t *rec, size_t len, const char *why)
 {
     rchunk *c = ctx;
@@ -324,24 +462,47 @@ static void on_get(void *ctx, state_redis_result res, uint64_t version,
     decide(c, version, rec, len, true, false);
 }
 
+/* Submits a read of the sequence's state (after delay_ms), which then
+ * decides again; false when the store would not take it. */
+static bool submit_read(rchunk *c, uint64_t delay_ms)
+{
+    uint64_t deadline = op_deadline(c, delay_ms);
+    return delay_ms > 0
+               ? state_redis_get_later(c->store, c->key, c->keylen, delay_ms,
+                                       deadline, on_get, c)
+               : state_redis_get(c->store, c->key, c->keylen, deadline,
+                                 on_get, c);
+}
+
+static const char not_read[] =
+    "the sequence's state could not be read: the store is closing or "
+    "memory ran out";
+
 /* Reads the sequence's state (after delay_ms), then decides again. */
 static bool read_state(rchunk *c, uint64_t delay_ms, bool sync)
 {
-    bool sent = delay_ms > 0
-                    ? state_redis_get_later(c->store, c->key, c->keylen,
-                                            delay_ms, c->deadline_ns, on_get,
-                                            c)
-                    : state_redis_get(c->store, c->key, c->keylen,
-                                      c->deadline_ns, on_get, c);
+    bool sent = submit_read(c, delay_ms);
     if (!sent)
-        end(c, STATUS_STORE,
-            "the sequence's state could not be read: the store is closing "
-            "or memory ran out",
-            sync);
+        end(c, STATUS_STORE, not_read, sync);
     return sent;
 }
 
-static void on_put(void *ctx, state_redis_result res, uint64_t version,
+/* Starts chunks whose turn came while they waited (parked): each reads
+ * its sequence's state afresh (the chunk before it may have changed it
+ * on another loop), on its own store. */
+static void run_next(rchunk *c)
+{
+    while (c != NULL) {
+        if (submit_read(c, 0))
+            return;
+        seq_slot *s = c->s;
+        rchunk *next = release(c);
+        s->durable(s, STATUS_STORE, not_read);
+        c = next;
+    }
+}
+
+static void on_put(void *ctx, state_redis_result res, state_version version,
                    const uint8_t *rec, size_t len, const char *why)
 {
     rchunk *c = ctx;
@@ -367,7 +528,7 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
     }
     if (res == STATE_REDIS_FAILED) {
         /* it may have been applied: what this replica knows is no more */
-        cache_put(r, c->key, c->keylen, 0, NULL, 0, true);
+        cache_put(r, c->key, c->keylen, (state_version){0, 0}, NULL, 0, true);
         end_store(c, "its new state could not be written to Redis", why,
                   "the chunk may or may not have been added: send it again "
                   "(a numbered chunk sent again is answered once)",
@@ -392,9 +553,11 @@ static void on_put(void *ctx, state_redis_result res, uint64_t version,
     decide(c, version, rec, len, true, false);
 }
 
-/* The sequence's new state after the chunk, on base (NULL: a start),
- * written if its version is still `version`. */
-static bool write_state(rchunk *c, uint64_t version,
+/* The sequence's new state after the chunk, on cur (NULL: a start),
+ * written if its version is still `version`: a start begins a new
+ * incarnation of the key, so that no version of an older sequence of
+ * the same id can ever match its own. */
+static bool write_state(rchunk *c, state_version version,
                         const seq_file_entry *cur, bool sync)
 {
     seq_remote *r = c->r;
@@ -443,16 +606,23 @@ static bool write_state(rchunk *c, uint64_t version,
         return false;
     }
     /* ended by this chunk, or still ended (a late chunk after the end) */
-    bool closed = s->end || (cur != NULL && c->was_closed);
+    bool late = cur != NULL && c->was_closed;
+    bool closed = s->end || late;
     rec[0] = closed ? 'E' : 'L';
     c->base = base;
     c->rec = rec;
     c->reclen = reclen;
     c->del = closed && !c->id.has_chunk && r->o.linger_ms == 0;
-    uint64_t ttl = closed && !c->id.has_chunk ? r->o.linger_ms : r->o.idle_ms;
-    if (!state_redis_put(c->store, c->key, c->keylen, version,
-                         c->del ? NULL : rec, c->reclen, ttl, c->deadline_ns,
-                         on_put, c)) {
+    /* a live sequence lives idle_ms from its last applied chunk; an ended
+     * one from its end: linger_ms (unnumbered) or idle_ms (numbered, for
+     * a repeat of its end), which a late chunk does not renew */
+    uint64_t ttl = late                            ? STATE_REDIS_KEEP_TTL
+                   : closed && !c->id.has_chunk ? r->o.linger_ms
+                                                : r->o.idle_ms;
+    state_version v = state_version_next(version, cur == NULL);
+    if (!state_redis_put(c->store, c->key, c->keylen, version, v,
+                         c->del ? NULL : rec, c->reclen, ttl,
+                         op_deadline(c, 0), on_put, c)) {
         end(c, STATUS_STORE,
             "the sequence's state could not be written: the store is "
             "closing or memory ran out",
@@ -462,25 +632,67 @@ static bool write_state(rchunk *c, uint64_t version,
     return true;
 }
 
+/* A repeat's answer goes once its sequence's idle time is renewed, as an
+ * answered chunk renews it in memory; whatever Redis says (a newer
+ * version, written meanwhile, renewed it too; a failure only shortens
+ * its life), the repeat was decided on the state just read. */
+static void on_touch(void *ctx, state_redis_result res, state_version version,
+                     const uint8_t *rec, size_t len, const char *why)
+{
+    rchunk *c = ctx;
+    (void)res, (void)version, (void)rec, (void)len, (void)why;
+    seq_slot_add_carries(c->s, c->out, c->base);
+    count(c->r, &c->r->c.repeats);
+    end(c, STATUS_OK, NULL, false);
+}
+
+/* A numbered chunk that is the last applied one again (cur: its state,
+ * just read at version): answered from the carries before it. A live
+ * sequence's idle time is renewed first; an ended one keeps its own. */
+static bool repeat(rchunk *c, state_version version, const seq_file_entry *cur,
+                   bool closed, bool sync)
+{
+    seq_remote *r = c->r;
+    if (closed) {
+        seq_slot_add_carries(c->s, c->out, cur->prev);
+        count(r, &r->c.repeats);
+        end(c, STATUS_OK, NULL, sync);
+        return false;
+    }
+    size_t n = c->count ? c->count : 1;
+    c->base = malloc(n * sizeof *c->base);
+    if (c->base == NULL) {
+        end(c, STATUS_NOMEM, "out of memory for a chunk's carries", sync);
+        return false;
+    }
+    memcpy(c->base, cur->prev, c->count * sizeof *c->base);
+    if (!state_redis_touch(c->store, c->key, c->keylen, version, r->o.idle_ms,
+                           op_deadline(c, 0), on_touch, c)) {
+        end(c, STATUS_STORE,
+            "the sequence's state could not be renewed: the store is "
+            "closing or memory ran out",
+            sync);
+        return false;
+    }
+    return true;
+}
+
 /* An early chunk: reads again a little later, until reorder_ms from its
- * arrival; then refused as the table refuses it (absent: its sequence
- * never appeared; else chunk `next` never came). */
+ * arrival; then refused as the table refuses it: chunk `next` never came
+ * (absent: its sequence, whose start was admitted here before it, never
+ * appeared: chunk 1). */
 static bool early(rchunk *c, bool absent, uint64_t next, bool sync)
 {
     seq_remote *r = c->r;
     uint64_t now = now_ns(), until = c->since_ns + r->o.reorder_ms * 1000000u;
     if (now >= until) {
         char msg[512];
-        if (absent) {
-            seq_rule_not_live(&c->id, r->o.idle_ms, msg, sizeof msg);
-            count(r, &r->c.refused);
-            end(c, STATUS_INVALID, msg, sync);
-        } else {
-            seq_rule_gap(&c->id, c->id.chunk, next, r->o.reorder_ms, msg,
-                         sizeof msg);
-            count(r, &r->c.gaps);
-            end(c, STATUS_CHUNK_GAP, msg, sync);
-        }
+        /* absent: its start never landed; it waited for chunk 1, as it
+         * waits in memory behind a start that failed */
+        seq_rule_gap(&c->id, c->id.chunk, absent ? 1 : next, r->o.reorder_ms,
+                     msg, sizeof msg);
+        count(r, &r->c.gaps);
+        end(c, STATUS_CHUNK_GAP, msg, sync);
         return false;
     }
     uint64_t ms = (uint64_t)1 << (c->polls < 4 ? c->polls : 4);
@@ -497,7 +709,7 @@ static bool early(rchunk *c, bool absent, uint64_t next, bool sync)
  * record; NULL: none), which is either just read (fresh) or this
  * replica's cached guess. True: a read or a write was submitted, and c
  * is the store thread's now; false: the chunk ended (end()). */
-static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
+static bool decide(rchunk *c, state_version version, const uint8_t *rec,
                    size_t len, bool fresh, bool sync)
 {
     seq_remote *r = c->r;
@@ -556,8 +768,11 @@ static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
         } else {
             sent = read_state(c, 0, sync);
         }
-    } else if (rule == SEQ_RULE_INVALID && !v.exists && c->id.has_chunk) {
-        sent = early(c, true, 1, sync); /* its start is on its way */
+    } else if (rule == SEQ_RULE_INVALID && !v.exists && c->id.has_chunk
+               && c->after_start) {
+        /* its start, admitted here before it, is on its way to Redis: it
+         * waits for it, as it waits in memory behind its start's turn */
+        sent = early(c, true, 1, sync);
     } else if (rule != SEQ_RULE_TAKE) {
         uv_mutex_lock(&r->mu);
         r->c.refused++;
@@ -581,9 +796,7 @@ static bool decide(rchunk *c, uint64_t version, const uint8_t *rec,
             sent = write_state(c, version, cur, sync);
             break;
         case SEQ_OUT_REPEAT:
-            seq_slot_add_carries(s, c->out, cur->prev);
-            count(r, &r->c.repeats);
-            end(c, STATUS_OK, NULL, sync);
+            sent = repeat(c, version, cur, v.closed, sync);
             break;
         case SEQ_OUT_EARLY:
             sent = early(c, false, cur->applied + 1, sync);
@@ -617,6 +830,20 @@ static status_code remote_admit(void *self, const seq_params *p,
         snprintf(msg, msglen, "out of memory for a chunk");
         return STATUS_NOMEM;
     }
+    c->r = r;
+    c->store = s->near != NULL ? s->near : r->store;
+    c->s = s;
+    c->id = *p;
+    c->desc = *d;
+    c->need = need;
+    c->count = count;
+    c->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
+    c->since_ns = now_ns();
+    int k = p->is_string
+                ? snprintf((char *)c->key, sizeof c->key, "{s:%s}", p->str)
+                : snprintf((char *)c->key, sizeof c->key, "{n:%" PRIu64 "}",
+                           p->num);
+    c->keylen = (size_t)k;
     char id[SEQ_ID_MAX + 8];
     uv_mutex_lock(&r->mu);
     if (r->inflight >= r->o.max_sequences) {
@@ -636,6 +863,9 @@ static status_code remote_admit(void *self, const seq_params *p,
                  "retry after a moment",
                  id, r->inflight_bytes, r->o.max_bytes, need);
         st = STATUS_SEQUENCES_FULL;
+    } else if (!line_join(r, c, p->start)) {
+        snprintf(msg, msglen, "out of memory for a chunk");
+        st = STATUS_NOMEM;
     } else {
         r->inflight++;
         r->inflight_bytes += need;
@@ -648,20 +878,6 @@ static status_code remote_admit(void *self, const seq_params *p,
         seq_slot_drop(s);
         return st;
     }
-    c->r = r;
-    c->store = s->near != NULL ? s->near : r->store;
-    c->s = s;
-    c->id = *p;
-    c->desc = *d;
-    c->need = need;
-    c->count = count;
-    c->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
-    c->since_ns = now_ns();
-    int k = p->is_string
-                ? snprintf((char *)c->key, sizeof c->key, "{s:%s}", p->str)
-                : snprintf((char *)c->key, sizeof c->key, "{n:%" PRIu64 "}",
-                           p->num);
-    c->keylen = (size_t)k;
     s->remote = c;
     return STATUS_OK;
 }
@@ -673,15 +889,21 @@ static bool remote_finish(void *self, seq_slot *s, bool ok, void *out,
     rchunk *c = s->remote;
     *st = STATUS_OK;
     if (!ok) {
-        release(c);
+        run_next(release(c));
         return false;
     }
     c->out = out;
-    uint64_t now = now_ns();
-    c->deadline_ns = now + r->timeout_ms * 1000000u;
-    if (s->deadline_ns != 0 && s->deadline_ns < c->deadline_ns)
-        c->deadline_ns = s->deadline_ns > now ? s->deadline_ns : now + 1;
-    uint64_t version = 0;
+    c->req_deadline_ns = s->deadline_ns;
+    /* an unnumbered chunk whose turn has not come (one admitted before
+     * it here is still being decided) waits for it: the chunk before it
+     * starts it (run_next) */
+    uv_mutex_lock(&r->mu);
+    bool wait = c->queued && c->line->head != c;
+    c->parked = wait;
+    uv_mutex_unlock(&r->mu);
+    if (wait)
+        return true;
+    state_version version = {0, 0};
     uint8_t *rec;
     size_t len;
     c->sync_msg = msg; /* end() writes there while this runs */
@@ -691,9 +913,9 @@ static bool remote_finish(void *self, seq_slot *s, bool ok, void *out,
                      : read_state(c, 0, true);
     free(rec);
     if (later)
-        return true; /* c is the store's thread's now: not touched here */
+        return true; /* c is the store thread's now: not touched here */
     *st = c->st;
-    release(c);
+    run_next(release(c));
     return false;
 }
 

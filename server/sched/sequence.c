@@ -49,6 +49,8 @@ struct seq_entry {
     bool closed;              /* its end was answered; lingering */
     uint64_t closed_ns;
     bool ending; /* a sequence_end chunk is admitted */
+    bool started; /* a start of it was applied (or it was loaded): a
+                   * chunk behind a start that failed is not taken */
     bool busy;   /* a chunk holds the turn */
     bool is_float;
     unsigned pending;        /* chunks admitted and not finished */
@@ -200,6 +202,27 @@ static void list_append(seq_table *t, seq_entry *e, int l)
     t->tail[l] = e;
 }
 
+/* Puts e in the IDLE list in the order of last_ns, which seq_sweep()
+ * reads from the oldest: a chunk that failed does not renew its
+ * sequence, so an entry may come back older than the newest. */
+static void idle_insert(seq_table *t, seq_entry *e)
+{
+    seq_entry *after = t->tail[IDLE];
+    while (after != NULL && after->last_ns > e->last_ns)
+        after = after->lprev;
+    e->list = IDLE;
+    e->lprev = after;
+    e->lnext = after != NULL ? after->lnext : t->head[IDLE];
+    if (e->lnext != NULL)
+        e->lnext->lprev = e;
+    else
+        t->tail[IDLE] = e;
+    if (after != NULL)
+        after->lnext = e;
+    else
+        t->head[IDLE] = e;
+}
+
 static void map_insert(seq_table *t, seq_entry *e)
 {
     seq_entry **b = &t->buckets[e->hash & (t->nbuckets - 1)];
@@ -280,13 +303,14 @@ status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
     char id[SEQ_ID_MAX + 8];
     seq_id_format(p, id, sizeof id);
     uint64_t count;
-    if (!eng_mul_u64(l->outer, l->inner, &count)
-        || count > max_bytes / sizeof(eng_carry)) {
+    size_t per = sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
+    if (!eng_mul_u64(l->outer, l->inner, &count) || count > max_bytes / per) {
         snprintf(msg, msglen,
                  "sequence %s: a chunk of this shape keeps a carry for each "
-                 "of its lines, 8 bytes each, and they would take more than "
-                 "--sequence-max-bytes (%zu) alone",
-                 id, max_bytes);
+                 "of its lines, %zu bytes each%s, and they would take more "
+                 "than --sequence-max-bytes (%zu) alone",
+                 id, per, p->has_chunk ? " in a numbered sequence" : "",
+                 max_bytes);
         return STATUS_TOO_LARGE;
     }
     s->lines = *l;
@@ -432,11 +456,10 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     s->e = e;
     if (e->pending++ == 0)
         list_remove(t, e);
-    e->last_ns = now(t);
     s->next = NULL;
     if (e->busy || !due(e, s)) {
         s->turn = WAITING;
-        s->since_ns = e->last_ns;
+        s->since_ns = now(t);
         line_insert(e, s);
         stall_update(t, e);
         *wait = true;
@@ -474,7 +497,7 @@ void seq_slot_add_carries(const seq_slot *s, void *out, const eng_carry *c)
         eng_carry_apply(&s->lines, out, c);
 }
 
-enum { APPLY, REPEAT, CONFLICT };
+enum { APPLY, REPEAT, CONFLICT, NOT_LIVE, GAP };
 
 /* What a numbered chunk with the turn is (it is due, so never early):
  * the mutex is not needed to read what only the turn's holder writes. */
@@ -519,6 +542,17 @@ static status_code finish_begin(seq_table *t, seq_slot *s, bool *ok,
         }
     }
     *moving = *ok;
+    if (*ok && !e->started && !s->start) {
+        /* the start it followed failed: nothing to go on */
+        if (e->numbered) {
+            seq_rule_gap(&e->id, s->chunk, 1, t->o.reorder_ms, msg, msglen);
+            *what = GAP;
+            return STATUS_CHUNK_GAP;
+        }
+        seq_rule_not_live(&e->id, t->o.idle_ms, msg, msglen);
+        *what = NOT_LIVE;
+        return STATUS_INVALID;
+    }
     if (*ok && e->numbered)
         *what = numbered_outcome(e, s, msg, msglen);
     /* the turn is this chunk's: the carries are its alone */
@@ -577,9 +611,15 @@ static void finish_end(seq_table *t, seq_slot *s, bool ok, int what,
         s->scratch = NULL;
     }
     e->pending--;
-    if (applied)
+    if (applied) {
         e->chunks++;
-    if (ok && e->numbered) {
+        e->started = true;
+    }
+    if (ok && what == NOT_LIVE) {
+        t->refused++;
+    } else if (ok && what == GAP) {
+        t->gaps++;
+    } else if (ok && e->numbered) {
         if (what == APPLY) {
             e->applied = s->chunk;
             e->last_end = s->end;
@@ -607,13 +647,17 @@ static void finish_end(seq_table *t, seq_slot *s, bool ok, int what,
         } else if (!e->numbered || !ok) {
             e->ending = false; /* a failed end leaves it live */
         }
-    } else if (!ok && s->start && e->mapped && !e->closed && e->chunks == 0
-               && e->pending == 0) {
-        unmap(t, e); /* it never started */
+    }
+    if (e != NULL && !e->started && e->mapped && !e->closed
+        && e->pending == 0) {
+        unmap(t, e); /* it never started: freed */
         e = NULL;
     }
     if (e != NULL) {
-        e->last_ns = now(t);
+        /* an answered chunk renews its sequence's idle time; a refused
+         * or failed one does not */
+        if (applied || (ok && what == REPEAT))
+            e->last_ns = now(t);
         next = e->whead;
         if (next != NULL && due(e, next)) { /* the turn passes on; busy
                                              * stays set */
@@ -633,11 +677,12 @@ static void finish_end(seq_table *t, seq_slot *s, bool ok, int what,
         }
         stall_update(t, e);
         if (e->pending == 0) {
-            if (e->mapped)
-                list_append(t, e,
-                            e->closed ? (e->numbered ? ENDED : CLOSED) : IDLE);
-            else
+            if (!e->mapped)
                 entry_free(t, e);
+            else if (e->closed)
+                list_append(t, e, e->numbered ? ENDED : CLOSED);
+            else
+                idle_insert(t, e);
         }
     }
     uv_mutex_unlock(&t->mu);
@@ -751,7 +796,14 @@ static bool refuse_waiting(seq_table *t, seq_entry *e, uint64_t at,
             entry_free(t, e);
             return false;
         }
-        list_append(t, e, e->closed ? ENDED : IDLE);
+        if (!e->started) { /* behind a start that failed */
+            unmap(t, e);
+            return false;
+        }
+        if (e->closed)
+            list_append(t, e, ENDED);
+        else
+            idle_insert(t, e);
     }
     return true;
 }
@@ -1141,9 +1193,10 @@ bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
             v[i].prev = NULL;
         }
         e->last_ns = last_use(v[i].idle_deadline_ms, wall, at, idle);
+        e->started = true;
         t->bytes += entry_bytes(e);
         map_insert(t, e);
-        list_append(t, e, IDLE);
+        idle_insert(t, e);
         es[i] = NULL;
     }
     if (dup != NULL) { /* undo: the table was empty */
@@ -1295,6 +1348,7 @@ bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
     }
     e->last_ns = last_use(x->idle_deadline_ms, wall_ms(), now(t),
                           t->o.idle_ms * 1000000u);
+    e->started = true;
     t->bytes += entry_bytes(e);
     map_insert(t, e);
     if (closed) { /* kept idle_ms from its end, as seq_sweep() keeps it */
@@ -1303,8 +1357,7 @@ bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
         t->live--;
         list_append(t, e, ENDED);
     } else {
-        /* the idle list is put in order by seq_expire_loaded() */
-        list_append(t, e, IDLE);
+        idle_insert(t, e);
     }
     uv_mutex_unlock(&t->mu);
     return true;

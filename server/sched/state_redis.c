@@ -24,6 +24,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,28 +42,36 @@
 #define BACKOFF_MAX_MS 5000
 #define SWEEP_MS 10
 
-/* A key holds a string: its version, VERSION_DIGITS decimal digits, then
- * the record. The write: compare the version, then replace or delete,
- * with the time to live. KEYS[1] the key; ARGV: the version read ("" for
- * none: GETRANGE's answer for a missing key), the time to live in ms (0:
- * none), "put" or "del", the new value (the next version, then the
- * record). Answers 1 (written), 0 (another version is there: none), or
- * the value there. Two commands a write, where a hash took three (HGET,
- * HSET, PEXPIRE): the script's cost is most of the store's time per chunk
- * (docs/performance.md). Versions stay below 10^16. GETRANGE's bounds are
- * Lua strings, not numbers: Redis turns a number argument into text with
- * sprintf("%.17g") on every call (0.2-0.9 us a call of the script's 4-5:
- * BENCHMARKS.md, "Sequences in Redis: each process's share, and the
- * hand-offs at concurrency 1"). */
+/* A key holds a string: its version, VERSION_LEN bytes (the count,
+ * VERSION_DIGITS decimal digits, then the incarnation, 16 hex digits),
+ * then the record. The write: compare the version, then replace, delete
+ * or renew the time to live. KEYS[1] the key; ARGV: the version read
+ * ("" for none: GETRANGE's answer for a missing key), the time to live
+ * in ms (0: none; "keep": the key's own), "put", "del" or "ttl", the new
+ * value (the next version, then the record). Answers 1 (done), 0
+ * (another version is there: none), or the value there. Two commands a
+ * write, where a hash took three (HGET, HSET, PEXPIRE): the script's
+ * cost is most of the store's time per chunk (the performance page's
+ * sequence table). Counts stay below 10^16. GETRANGE's bounds are Lua
+ * strings, not numbers: Redis turns a number argument into text with
+ * sprintf("%.17g") on every call. The '31' is VERSION_LEN - 1
+ * (a _Static_assert below ties them). */
 #define VERSION_DIGITS 16
+#define VERSION_LEN (VERSION_DIGITS + 16)
+#define SCRIPT_LAST "31"
+_Static_assert(VERSION_LEN - 1 == 31, "SCRIPT_LAST is VERSION_LEN - 1");
 static const char SCRIPT[] =
-    "local v = redis.call('GETRANGE', KEYS[1], '0', '15')\n"
+    "local v = redis.call('GETRANGE', KEYS[1], '0', '" SCRIPT_LAST "')\n"
     "if v ~= ARGV[1] then\n"
     "  if v == '' then return 0 end\n"
     "  return redis.call('GET', KEYS[1])\n"
     "end\n"
     "if ARGV[3] == 'del' then\n"
     "  redis.call('DEL', KEYS[1])\n"
+    "elseif ARGV[3] == 'ttl' then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "elseif ARGV[2] == 'keep' then\n"
+    "  redis.call('SET', KEYS[1], ARGV[4], 'KEEPTTL')\n"
     "elseif ARGV[2] ~= '0' then\n"
     "  redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[2])\n"
     "else\n"
@@ -78,11 +87,13 @@ struct op {
     op *sprev, *snext; /* sent */
     state_redis *s;
     int kind;
-    bool del, sent, finished;
+    bool del, touch, sent, finished;
     bool eval; /* the script by its text: Redis had forgotten its SHA-1 */
+    bool waiting_replicas; /* written; its WAIT is sent */
     uint8_t *key; /* prefix + id, in the op's own allocation */
     size_t keylen;
-    uint64_t expect, ttl_ms, deadline_ns, sent_ns;
+    state_version expect, to; /* a write's: the version read, and its own */
+    uint64_t ttl_ms, deadline_ns, sent_ns;
     uint64_t not_before_ns; /* a read asked for later: sent from then on */
     uint8_t *rec; /* a write's value, after the key; NULL for a read or a
                    * delete */
@@ -101,6 +112,7 @@ struct state_redis {
     uv_loop_t *loop; /* &own, or the caller's (state_redis_open_on) */
     bool attached;   /* on the caller's loop: no thread of its own */
     uint64_t timeout_ms; /* the open's, for stores opened like this one */
+    unsigned wait_replicas; /* WAIT after each write; 0: none */
     uv_async_t wake;
     uv_timer_t retry, sweep, open_timer, connect_timer, later;
     uv_prepare_t flush; /* the connection's writes, once a turn */
@@ -129,6 +141,8 @@ struct state_redis {
 
     atomic_bool stat_up;
     atomic_ullong answered, rtt_ns, failures, reconnects;
+    atomic_int durability; /* state_redis_durability */
+    atomic_bool durability_asked;
 };
 
 /* ------------------------------------------------------------ the URL */
@@ -159,22 +173,36 @@ void redis_url_text(const redis_url *u, char *out, size_t len)
              v6 ? "[" : "", u->host, v6 ? "]" : "", u->port, u->db);
 }
 
+/* text as a message may quote it: everything before its last '@' that
+ * may be a password (after the user and its ':', or, with no ':', the
+ * whole part between the scheme and the '@') is "***", whatever the
+ * scheme's spelling or the spaces around it; a long text is cut. */
+static void redis_url_shown(const char *text, char *out, size_t len)
+{
+    const char *at = strrchr(text, '@');
+    if (at == NULL) {
+        snprintf(out, len, "%.200s", text);
+        return;
+    }
+    const char *from = strstr(text, "://");
+    from = from != NULL && from < at ? from + 3 : text;
+    const char *colon = memchr(from, ':', (size_t)(at - from));
+    const char *keep = colon != NULL ? colon + 1 : from;
+    size_t head = (size_t)(keep - text);
+    snprintf(out, len, "%.*s***%.200s", (int)(head < 200 ? head : 200), text,
+             at);
+}
+
 bool redis_url_parse(const char *text, redis_url *out, char *msg,
                      size_t msglen)
 {
     memset(out, 0, sizeof *out);
     out->port = 6379;
-    /* what a message may quote: the URL with the password cut out */
+    /* what a message may quote: the URL with what may be a password cut
+     * out, whatever its shape */
     char shown[600];
+    redis_url_shown(text, shown, sizeof shown);
     const char *at = strrchr(text, '@');
-    const char *colon = NULL;
-    if (strncmp(text, "redis://", 8) == 0 && at != NULL)
-        colon = memchr(text + 8, ':', (size_t)(at - (text + 8)));
-    if (colon != NULL)
-        snprintf(shown, sizeof shown, "%.*s:***%.280s", (int)(colon - text),
-                 text, at);
-    else
-        snprintf(shown, sizeof shown, "%.590s", text);
     if (strncmp(text, "redis://", 8) != 0) {
         snprintf(msg, msglen,
                  "\"%s\" is not a Redis URL: it must begin with redis:// "
@@ -261,14 +289,34 @@ bool redis_url_parse(const char *text, redis_url *out, char *msg,
 
 /* ------------------------------------------------------------ the ops */
 
+state_version state_version_next(state_version cur, bool anew)
+{
+    if (!anew && cur.n != 0)
+        return (state_version){cur.n + 1, cur.inc};
+    state_version v = {1, 0};
+    while (v.inc == 0) {
+        unsigned char b[8];
+        if (RAND_bytes(b, sizeof b) != 1) { /* not seeded: a weaker draw */
+            uint64_t z = now_ns() ^ (uint64_t)(uintptr_t)&v;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            memcpy(b, &z, sizeof b);
+        }
+        for (int i = 0; i < 8; i++)
+            v.inc = v.inc << 8 | b[i];
+    }
+    return v;
+}
+
 static void op_free(op *o)
 {
     free(o); /* its key and value with it */
 }
 
+static const state_version no_version;
+
 /* The op's end, once: its callback, then (unless it is still sent, and
  * its reply will come) its memory. */
-static void finish(op *o, state_redis_result r, uint64_t version,
+static void finish(op *o, state_redis_result r, state_version version,
                    const uint8_t *rec, size_t len, const char *why)
 {
     if (!o->finished) {
@@ -279,6 +327,11 @@ static void finish(op *o, state_redis_result r, uint64_t version,
     }
     if (!o->sent)
         op_free(o);
+}
+
+static void fail(op *o, const char *why)
+{
+    finish(o, STATE_REDIS_FAILED, no_version, NULL, 0, why);
 }
 
 static void unlink_sent(state_redis *s, op *o)
@@ -292,34 +345,94 @@ static void unlink_sent(state_redis *s, op *o)
     o->sprev = o->snext = NULL;
 }
 
-/* v as a value's first VERSION_DIGITS bytes (v below 10^16). */
-static void put_version(uint8_t *out, uint64_t v)
+static void link_sent(state_redis *s, op *o)
 {
-    for (int i = VERSION_DIGITS - 1; i >= 0; i--) {
-        out[i] = (uint8_t)('0' + v % 10);
-        v /= 10;
-    }
+    o->sent = true;
+    o->snext = s->sent;
+    if (s->sent != NULL)
+        s->sent->sprev = o;
+    s->sent = o;
 }
 
-/* A value as the store holds it (VERSION_DIGITS digits, then the record):
- * its version and record. False: not a value of tally's. */
-static bool parse_value(const char *p, size_t n, uint64_t *version,
+/* v as a value's first VERSION_LEN bytes. */
+static void put_version(uint8_t *out, state_version v)
+{
+    uint64_t n = v.n;
+    for (int i = VERSION_DIGITS - 1; i >= 0; i--) {
+        out[i] = (uint8_t)('0' + n % 10);
+        n /= 10;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++)
+        out[VERSION_DIGITS + i] = (uint8_t)hex[(v.inc >> (60 - 4 * i)) & 15];
+}
+
+/* A value as the store holds it (a version, then the record): its
+ * version and record. False: not a value of tally's (of this version's
+ * format: an older tallyd's 16-digit versions are not taken). */
+static bool parse_value(const char *p, size_t n, state_version *version,
                         const uint8_t **rec, size_t *len)
 {
-    if (n < VERSION_DIGITS || !all_digits(p, VERSION_DIGITS))
+    if (n < VERSION_LEN || !all_digits(p, VERSION_DIGITS))
         return false;
-    uint64_t v = 0;
+    state_version v = {0, 0};
     for (size_t i = 0; i < VERSION_DIGITS; i++)
-        v = v * 10 + (uint64_t)(p[i] - '0');
-    if (v == 0)
+        v.n = v.n * 10 + (uint64_t)(p[i] - '0');
+    for (size_t i = VERSION_DIGITS; i < VERSION_LEN; i++) {
+        char c = p[i];
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                            : 16;
+        if (d == 16)
+            return false;
+        v.inc = v.inc << 4 | d;
+    }
+    if (v.n == 0 || v.inc == 0)
         return false;
     *version = v;
-    *rec = (const uint8_t *)p + VERSION_DIGITS;
-    *len = n - VERSION_DIGITS;
+    *rec = (const uint8_t *)p + VERSION_LEN;
+    *len = n - VERSION_LEN;
     return true;
 }
 
 static void send_op(state_redis *s, op *o);
+static void send_wait(state_redis *s, op *o);
+
+/* A write's WAIT (wait_replicas): how many replicas have it. */
+static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
+{
+    op *o = priv;
+    state_redis *s = o->s;
+    redisReply *r = rp;
+    (void)ac;
+    unlink_sent(s, o);
+    o->sent = false;
+    char why[300];
+    if (r == NULL) {
+        fail(o, s->stopping ? "the store is closing"
+                            : "the connection to Redis was lost while its "
+                              "replicas took the write (WAIT)");
+        return;
+    }
+    atomic_fetch_add(&s->answered, 1);
+    if (r->type != REDIS_REPLY_INTEGER) {
+        snprintf(why, sizeof why, "Redis answered WAIT with %.*s",
+                 (int)(r->type == REDIS_REPLY_ERROR && r->len < 200 ? r->len
+                                                                     : 0),
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+        fail(o, why);
+        return;
+    }
+    if (r->integer < (long long)s->wait_replicas) {
+        snprintf(why, sizeof why,
+                 "written to the primary, but %lld of the %u replicas "
+                 "--state-store-wait asks for had it in time (WAIT)",
+                 r->integer, s->wait_replicas);
+        fail(o, why);
+        return;
+    }
+    finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL, 0, NULL);
+}
 
 /* A command's reply (NULL: the connection went, or the store closes). */
 static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
@@ -331,9 +444,8 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
     unlink_sent(s, o);
     o->sent = false;
     if (r == NULL) {
-        finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-               s->stopping ? "the store is closing"
-                           : "the connection to Redis was lost");
+        fail(o, s->stopping ? "the store is closing"
+                            : "the connection to Redis was lost");
         return;
     }
     atomic_fetch_add(&s->answered, 1);
@@ -348,41 +460,62 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(why, sizeof why, "Redis answered: %.*s",
                  (int)(r->len < 240 ? r->len : 240), r->str);
-        finish(o, STATE_REDIS_FAILED, 0, NULL, 0, why);
+        fail(o, why);
         return;
     }
-    uint64_t v = 0;
+    state_version v = no_version;
     const uint8_t *rec = NULL;
     size_t len = 0;
     if (r->type == REDIS_REPLY_NIL && o->kind == OP_GET) {
-        finish(o, STATE_REDIS_OK, 0, NULL, 0, NULL); /* none */
+        finish(o, STATE_REDIS_OK, no_version, NULL, 0, NULL); /* none */
         return;
     }
     if (r->type == REDIS_REPLY_INTEGER && o->kind == OP_PUT
         && (r->integer == 0 || r->integer == 1)) {
-        if (r->integer == 1) /* written: the next version, or none */
-            finish(o, STATE_REDIS_OK, o->del ? 0 : o->expect + 1, NULL, 0,
-                   NULL);
-        else
-            finish(o, STATE_REDIS_CONFLICT, 0, NULL, 0, NULL);
+        if (r->integer == 0) {
+            finish(o, STATE_REDIS_CONFLICT, no_version, NULL, 0, NULL);
+        } else if (o->touch) {
+            finish(o, STATE_REDIS_OK, o->expect, NULL, 0, NULL);
+        } else if (s->wait_replicas > 0 && !o->finished && s->ac != NULL) {
+            send_wait(s, o); /* acknowledged once the replicas have it */
+        } else {
+            finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL,
+                   0, NULL);
+        }
         return;
     }
     if (r->type != REDIS_REPLY_STRING
         || !parse_value(r->str, r->len, &v, &rec, &len)) {
-        finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-               o->kind == OP_GET
-                   ? "the key holds no state of tally's (a version and a "
-                     "record)"
-                   : "Redis answered the write with something unexpected");
+        fail(o, o->kind == OP_GET
+                    ? "the key holds no state of this tallyd's (a version "
+                      "and a record)"
+                    : "Redis answered the write with something unexpected");
         return;
     }
     finish(o, o->kind == OP_GET ? STATE_REDIS_OK : STATE_REDIS_CONFLICT, v,
            rec, len, NULL);
 }
 
+static void send_wait(state_redis *s, op *o)
+{
+    char n[16], ms[24];
+    uint64_t now = now_ns(), left = s->timeout_ms;
+    if (o->deadline_ns != 0)
+        left = o->deadline_ns > now ? (o->deadline_ns - now) / 1000000u : 0;
+    snprintf(n, sizeof n, "%u", s->wait_replicas);
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)(left ? left : 1));
+    const char *argv[] = {"WAIT", n, ms};
+    if (redisAsyncCommandArgv(s->ac, on_wait, o, 3, argv, NULL) != REDIS_OK) {
+        fail(o, "the write's WAIT could not be sent to Redis");
+        return;
+    }
+    o->waiting_replicas = true;
+    link_sent(s, o);
+}
+
 static void send_op(state_redis *s, op *o)
 {
-    char expect[VERSION_DIGITS + 1], ttl[24];
+    char expect[VERSION_LEN + 1], ttl[24];
     const char *argv[8];
     size_t argl[8];
     int argc;
@@ -394,18 +527,21 @@ static void send_op(state_redis *s, op *o)
         argc = 2;
     } else {
         expect[0] = '\0';
-        if (o->expect != 0) {
+        if (o->expect.n != 0) {
             put_version((uint8_t *)expect, o->expect);
-            expect[VERSION_DIGITS] = '\0';
+            expect[VERSION_LEN] = '\0';
         }
-        snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
+        if (o->ttl_ms == STATE_REDIS_KEEP_TTL)
+            snprintf(ttl, sizeof ttl, "keep");
+        else
+            snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
         argv[0] = o->eval ? "EVAL" : "EVALSHA";
         argv[1] = o->eval ? SCRIPT : s->sha;
         argv[2] = "1";
         argv[3] = (const char *)o->key;
         argv[4] = expect;
         argv[5] = ttl;
-        argv[6] = o->del ? "del" : "put";
+        argv[6] = o->touch ? "ttl" : o->del ? "del" : "put";
         argv[7] = o->rec != NULL ? (const char *)o->rec : "";
         argc = 8;
         for (int i = 0; i < argc; i++)
@@ -416,15 +552,10 @@ static void send_op(state_redis *s, op *o)
     o->sent_ns = now_ns();
     if (redisAsyncCommandArgv(s->ac, on_reply, o, argc, argv, argl)
         != REDIS_OK) {
-        finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-               "the command could not be sent to Redis");
+        fail(o, "the command could not be sent to Redis");
         return;
     }
-    o->sent = true;
-    o->snext = s->sent;
-    if (s->sent != NULL)
-        s->sent->sprev = o;
-    s->sent = o;
+    link_sent(s, o);
 }
 
 static void send_waiting(state_redis *s)
@@ -460,8 +591,7 @@ static void on_sweep(uv_timer_t *t)
             if (s->waiting_tail == o)
                 s->waiting_tail = prev;
             o->next = NULL;
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-                   "timed out waiting for a connection to Redis");
+            fail(o, "timed out waiting for a connection to Redis");
         } else {
             prev = o;
             pp = &o->next;
@@ -469,8 +599,11 @@ static void on_sweep(uv_timer_t *t)
     }
     for (op *o = s->sent; o != NULL; o = o->snext)
         if (!o->finished && o->deadline_ns != 0 && now >= o->deadline_ns)
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0,
-                   "timed out waiting for Redis's answer");
+            fail(o, o->waiting_replicas
+                        ? "timed out waiting for Redis's replicas to take "
+                          "the write (WAIT): it is in the primary, and may "
+                          "or may not survive a failover"
+                        : "timed out waiting for Redis's answer");
     if (s->waiting == NULL && s->sent == NULL)
         uv_timer_stop(&s->sweep);
 }
@@ -669,6 +802,73 @@ static void on_handshake(redisAsyncContext *ac, void *rp, void *priv)
     send_waiting(s);
 }
 
+/* What Redis's configuration says of its durability (CONFIG GET's
+ * answer, pairs of names and values), logged when it changes. */
+static void on_config(redisAsyncContext *ac, void *rp, void *priv)
+{
+    state_redis *s = ac->data;
+    redisReply *r = rp;
+    (void)priv;
+    if (r == NULL || s->handshake_failed)
+        return; /* the connection went: asked again at the next */
+    const char *aof = NULL, *fsync = NULL;
+    if (r->type == REDIS_REPLY_ARRAY) /* RESP2: name, value, ... */
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+            const redisReply *k = r->element[i], *v = r->element[i + 1];
+            if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+                continue;
+            if (strcmp(k->str, "appendonly") == 0)
+                aof = v->str;
+            else if (strcmp(k->str, "appendfsync") == 0)
+                fsync = v->str;
+        }
+    state_redis_durability d = STATE_REDIS_DURABLE_UNKNOWN;
+    if (aof != NULL && strcmp(aof, "no") == 0)
+        d = STATE_REDIS_DURABLE_NONE;
+    else if (aof != NULL && fsync != NULL)
+        d = strcmp(fsync, "always") == 0 ? STATE_REDIS_DURABLE_POWER
+                                         : STATE_REDIS_DURABLE_CRASH;
+    int was = atomic_exchange(&s->durability, (int)d);
+    bool known = atomic_exchange(&s->durability_asked, true);
+    if (was == (int)d && known)
+        return;
+    char u[400];
+    redis_url_text(&s->url, u, sizeof u);
+    switch (d) {
+    case STATE_REDIS_DURABLE_NONE:
+        log_msg("state", "warn",
+                "Redis at %s runs without its append-only file (appendonly "
+                "no): a restart of Redis loses every running sum written "
+                "since its last snapshot, though tallyd answered those "
+                "chunks; set appendonly yes (docs/durability.md)",
+                u);
+        break;
+    case STATE_REDIS_DURABLE_CRASH:
+        log_msg("state", "info",
+                "Redis at %s keeps an append-only file (appendfsync %s): "
+                "what it acknowledged survives a restart of Redis, not a "
+                "power loss of its machine (docs/durability.md)",
+                u, fsync);
+        break;
+    case STATE_REDIS_DURABLE_POWER:
+        log_msg("state", "info",
+                "Redis at %s flushes its append-only file at every write "
+                "(appendfsync always): what it acknowledged survives a "
+                "restart and a power loss (docs/durability.md)",
+                u);
+        break;
+    default:
+        log_msg("state", "warn",
+                "Redis at %s did not say how it keeps its data (CONFIG GET: "
+                "%.200s): tallyd cannot tell whether a restart of Redis "
+                "keeps the running sums it acknowledged (docs/durability.md)",
+                u,
+                r->type == REDIS_REPLY_ERROR ? r->str
+                                             : "an answer without appendonly");
+        break;
+    }
+}
+
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     state_redis *s = ac->data;
@@ -700,6 +900,10 @@ static void on_connect(const redisAsyncContext *ac, int status)
     const char *load[] = {"SCRIPT", "LOAD", SCRIPT};
     redisAsyncCommandArgv(c, on_handshake, NULL, 3, load, NULL);
     redisAsyncCommand(c, on_handshake, s, "PING");
+    if (!s->attached) { /* the stores on doors' loops: the same Redis */
+        const char *cfg[] = {"CONFIG", "GET", "appendonly", "appendfsync"};
+        redisAsyncCommandArgv(c, on_config, NULL, 4, cfg, NULL);
+    }
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -856,13 +1060,13 @@ static void shut(state_redis *s)
         op *o = s->delayed;
         s->delayed = o->next;
         o->next = NULL;
-        finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+        fail(o, "the store is closing");
     }
     while (s->waiting != NULL) {
         op *o = s->waiting;
         s->waiting = o->next;
         o->next = NULL;
-        finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+        fail(o, "the store is closing");
     }
     s->waiting_tail = NULL;
     if (s->ac != NULL) {
@@ -892,7 +1096,7 @@ static void on_wake(uv_async_t *a)
         next = o->next;
         o->next = NULL;
         if (closing) {
-            finish(o, STATE_REDIS_FAILED, 0, NULL, 0, "the store is closing");
+            fail(o, "the store is closing");
             continue;
         }
         if (o->not_before_ns > now_ns()) {
@@ -940,7 +1144,8 @@ static void init_handles(state_redis *s)
 
 /* A store not yet on any loop: URL, prefix, the script's SHA-1, locks. */
 static state_redis *new_store(const redis_url *u, const char *prefix,
-                              uint64_t timeout_ms, char *msg, size_t msglen)
+                              uint64_t timeout_ms, unsigned wait_replicas,
+                              char *msg, size_t msglen)
 {
     if (strlen(prefix) > MAX_PREFIX) {
         snprintf(msg, msglen, "the key prefix is longer than %d bytes",
@@ -968,6 +1173,8 @@ static state_redis *new_store(const redis_url *u, const char *prefix,
     s->backoff_ms = BACKOFF_MIN_MS;
     s->timeout_ms = timeout_ms;
     s->connect_ms = timeout_ms;
+    s->wait_replicas = wait_replicas;
+    atomic_init(&s->durability, STATE_REDIS_DURABLE_UNKNOWN);
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->opened_cv);
     return s;
@@ -981,9 +1188,11 @@ static void free_store(state_redis *s)
 }
 
 state_redis *state_redis_open(const redis_url *u, const char *prefix,
-                              uint64_t timeout_ms, char *msg, size_t msglen)
+                              uint64_t timeout_ms, unsigned wait_replicas,
+                              char *msg, size_t msglen)
 {
-    state_redis *s = new_store(u, prefix, timeout_ms, msg, msglen);
+    state_redis *s = new_store(u, prefix, timeout_ms, wait_replicas, msg,
+                               msglen);
     if (s == NULL)
         return NULL;
     s->loop = &s->own;
@@ -1020,7 +1229,8 @@ state_redis *state_redis_open_on(const state_redis *like, uv_loop_t *loop,
                                  char *msg, size_t msglen)
 {
     state_redis *s =
-        new_store(&like->url, like->prefix, like->timeout_ms, msg, msglen);
+        new_store(&like->url, like->prefix, like->timeout_ms,
+                  like->wait_replicas, msg, msglen);
     if (s == NULL)
         return NULL;
     s->loop = loop;
@@ -1128,29 +1338,44 @@ bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
 }
 
 bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
-                     uint64_t expect, const uint8_t *record, size_t len,
-                     uint64_t ttl_ms, uint64_t deadline_ns,
-                     state_redis_done done, void *ctx)
+                     state_version expect, state_version next,
+                     const uint8_t *record, size_t len, uint64_t ttl_ms,
+                     uint64_t deadline_ns, state_redis_done done, void *ctx)
 {
-    /* versions stay below 10^16: one a chunk, for a sequence that lives
-     * no longer than its idle time between chunks */
-    if (expect >= 9999999999999999ull)
+    /* counts stay below 10^16: one a chunk, for a sequence that lives no
+     * longer than its idle time between chunks */
+    if (next.n == 0 || next.n > 9999999999999999ull || next.inc == 0)
         return false;
     /* the value: the next version, then the record */
-    if (record != NULL && len > SIZE_MAX - VERSION_DIGITS)
+    if (record != NULL && len > SIZE_MAX - VERSION_LEN)
         return false;
-    op *o =
-        new_op(s, OP_PUT, id, idlen, record != NULL ? VERSION_DIGITS + len : 0,
-               deadline_ns, done, ctx);
+    op *o = new_op(s, OP_PUT, id, idlen, record != NULL ? VERSION_LEN + len : 0,
+                   deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
+    o->expect = expect;
+    o->to = next;
+    o->ttl_ms = ttl_ms;
+    o->del = record == NULL;
+    if (record != NULL) {
+        put_version(o->rec, next);
+        memcpy(o->rec + VERSION_LEN, record, len);
+    }
+    return submit(s, o);
+}
+
+bool state_redis_touch(state_redis *s, const uint8_t *id, size_t idlen,
+                       state_version expect, uint64_t ttl_ms,
+                       uint64_t deadline_ns, state_redis_done done, void *ctx)
+{
+    if (expect.n == 0 || ttl_ms == 0 || ttl_ms == STATE_REDIS_KEEP_TTL)
+        return false;
+    op *o = new_op(s, OP_PUT, id, idlen, 0, deadline_ns, done, ctx);
     if (o == NULL)
         return false;
     o->expect = expect;
     o->ttl_ms = ttl_ms;
-    o->del = record == NULL;
-    if (record != NULL) {
-        put_version(o->rec, expect + 1);
-        memcpy(o->rec + VERSION_DIGITS, record, len);
-    }
+    o->touch = true;
     return submit(s, o);
 }
 
@@ -1172,4 +1397,6 @@ void state_redis_get_stats(state_redis *s, state_redis_stats *out)
     out->rtt_ns = atomic_load(&s->rtt_ns);
     out->failures = atomic_load(&s->failures);
     out->reconnects = atomic_load(&s->reconnects);
+    out->durability = (state_redis_durability)atomic_load(&s->durability);
+    out->durability_asked = atomic_load(&s->durability_asked);
 }

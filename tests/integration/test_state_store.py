@@ -307,10 +307,11 @@ def test_three_replicas_answer_chunks_sent_at_random(redis):
 
 @pytest.mark.concurrency
 def test_chunks_that_cross_on_replicas_are_applied_in_order(redis):
-    """Every chunk of a sequence sent at once, each to a random replica:
-    the later ones wait for the earlier ones to commit, and every answer
-    is right. Unnumbered chunks, one at a time through random replicas,
-    go on too."""
+    """A sequence's start, then every other chunk of it sent at once,
+    each to a random replica: the later ones wait for the earlier ones to
+    commit, and every answer is right. A chunk sent before its start is
+    refused at once, as in memory (docs/durability.md). Unnumbered chunks,
+    one at a time through random replicas, go on too."""
     seed = SEED + 4
     print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed - 4, seed - 4))
     rng = np.random.default_rng(seed)
@@ -331,6 +332,13 @@ def test_chunks_that_cross_on_replicas_are_applied_in_order(redis):
                                   x[cut[k]:cut[k + 1]], k == 0, k == n - 1)
                 got[k] = post(ports[(k * 7 + s) % len(ports)], body)
 
+            if s == 0:  # before its start: refused at once, not kept waiting
+                body = chunk_body("cross-%d-%d" % (seed % 1000, s), 2,
+                                  x[cut[1]:cut[2]], False, False)
+                st, raw = post(ports[1], body)
+                assert st == 400 and b"not live" in raw, (st, raw)
+            send(0)  # the start first: a chunk before it is refused
+            order = [k for k in order if k != 0]
             threads = [threading.Thread(target=send, args=(int(k),)) for k in order]
             for t in threads:
                 t.start()

@@ -68,9 +68,11 @@ static redisContext *sync_conn(unsigned port, const char *password)
     return c;
 }
 
-/* Starts redis-server on port (nothing kept on disk); its pid, once it
- * answers, or 0. */
-static pid_t start_redis(unsigned port, const char *password)
+/* Starts redis-server on port (nothing kept on disk), with `extra`
+ * arguments (NULL-terminated; NULL: none); its pid, once it answers, or
+ * 0. */
+static pid_t start_redis_with(unsigned port, const char *password,
+                              const char *const *extra)
 {
     if (access(REDIS_SERVER, X_OK) != 0) {
         CHECK(0, "no %s: `make deps-test` installs Debian's redis-server",
@@ -84,7 +86,7 @@ static pid_t start_redis(unsigned port, const char *password)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        const char *argv[16] = {REDIS_SERVER, "--port",      portarg,
+        const char *argv[24] = {REDIS_SERVER, "--port",      portarg,
                                 "--bind",     "127.0.0.1",  "--save",
                                 "",           "--appendonly", "no",
                                 "--dir",      "/tmp"};
@@ -93,6 +95,8 @@ static pid_t start_redis(unsigned port, const char *password)
             argv[n++] = "--requirepass";
             argv[n++] = password;
         }
+        for (int i = 0; extra != NULL && extra[i] != NULL && n < 23; i++)
+            argv[n++] = extra[i];
         argv[n] = NULL;
         execv(REDIS_SERVER, (char *const *)argv);
         _exit(127);
@@ -111,6 +115,11 @@ static pid_t start_redis(unsigned port, const char *password)
     return 0;
 }
 
+static pid_t start_redis(unsigned port, const char *password)
+{
+    return start_redis_with(port, password, NULL);
+}
+
 static void stop_redis(pid_t pid, int sig)
 {
     if (pid <= 0)
@@ -127,7 +136,8 @@ typedef struct {
     uv_cond_t cv;
     int calls;
     state_redis_result r;
-    uint64_t version;
+    uint64_t version; /* the count of ver */
+    state_version ver;
     char rec[2048];
     size_t len;
     bool has_rec;
@@ -147,14 +157,16 @@ static void waiter_free(waiter *w)
     uv_mutex_destroy(&w->mu);
 }
 
-static void on_done(void *ctx, state_redis_result r, uint64_t version,
+static void on_done(void *ctx, state_redis_result r, state_version version,
                     const uint8_t *rec, size_t len, const char *why)
 {
     waiter *w = ctx;
     uv_mutex_lock(&w->mu);
     w->calls++;
     w->r = r;
-    w->version = version;
+    w->version = version.n;
+    if (version.n != 0)
+        w->ver = version;
     w->has_rec = rec != NULL;
     w->len = len < sizeof w->rec ? len : sizeof w->rec;
     if (rec != NULL)
@@ -186,12 +198,22 @@ static state_redis_result get(state_redis *s, waiter *w, const char *id,
     return wait_calls(w, want) ? w->r : (state_redis_result)-1;
 }
 
+/* The version with count n in the incarnation w saw last (n 0: none). */
+static state_version seen(const waiter *w, uint64_t n)
+{
+    return (state_version){n, n ? w->ver.inc : 0};
+}
+
+/* A write at count `expect` of the incarnation w saw last (0: a key that
+ * is not there, begun in a new incarnation). */
 static state_redis_result put(state_redis *s, waiter *w, const char *id,
                               uint64_t expect, const void *rec, size_t len,
                               uint64_t ttl_ms)
 {
     int want = w->calls + 1;
-    if (!state_redis_put(s, (const uint8_t *)id, strlen(id), expect, rec, len,
+    state_version e = seen(w, expect);
+    if (!state_redis_put(s, (const uint8_t *)id, strlen(id), e,
+                         state_version_next(e, expect == 0), rec, len,
                          ttl_ms, now_ns() + 5000000000ull, on_done, w))
         return (state_redis_result)-1;
     return wait_calls(w, want) ? w->r : (state_redis_result)-1;
@@ -206,7 +228,7 @@ static state_redis *open_at(unsigned port, const char *userpass, char *msg,
     redis_url u;
     if (!redis_url_parse(url, &u, msg, msglen))
         return NULL;
-    return state_redis_open(&u, "tally:test:", timeout_ms, msg, msglen);
+    return state_redis_open(&u, "tally:test:", timeout_ms, 0, msg, msglen);
 }
 
 /* A redis-server on a free port, a store on it and a connection of the
@@ -270,12 +292,19 @@ static void url_forms(void)
         "http://h",          "redis://",         "redis://h:0",
         "redis://h:70000",   "redis://h:x",      "redis://h/16",
         "redis://h/x",       "redis://pw@h",     "redis://[::1",
-        "rediss://h",        "redis://h:1/2/3",  "redis://u:s3cret@h:0"};
+        "rediss://h",        "redis://h:1/2/3",  "redis://u:s3cret@h:0",
+        /* a password in every shape a first try may take */
+        "rediss://:s3cret@h", "REDIS://:s3cret@h", " redis://:s3cret@h",
+        "redis://s3cret@h",   "redis://:s3cret@",  "redis://u:s3cret@",
+        "s3cret@h",           "redis://:s3c@ret@h:x",
+        "redis://u:s3cret@h/99"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         msg[0] = '\0';
         CHECK(!redis_url_parse(bad[i], &u, msg, sizeof msg) && msg[0] != '\0',
               "%s was taken", bad[i]);
-        CHECK(strstr(msg, "s3cret") == NULL, "the password in: %s", msg);
+        CHECK(strstr(msg, "s3cret") == NULL && strstr(msg, "s3c") == NULL
+                  && strstr(msg, "ret@") == NULL,
+              "the password in: %s", msg);
     }
 }
 
@@ -552,8 +581,10 @@ static void stops_and_restarts(void)
     }
     CHECK(!st.up, "the store did not see Redis go");
     int want = w.calls + 1;
-    CHECK(state_redis_put(s, (const uint8_t *)"k", 1, 0, (const uint8_t *)"y", 1, 0,
-                          now_ns() + 8000000000ull, on_done, &w),
+    state_version none = {0, 0};
+    CHECK(state_redis_put(s, (const uint8_t *)"k", 1, none,
+                          state_version_next(none, true), (const uint8_t *)"y",
+                          1, 0, now_ns() + 8000000000ull, on_done, &w),
           "a write while it is down");
     uv_sleep(200);
     pid = start_redis(port, NULL);
@@ -596,7 +627,9 @@ static void big_writes(void)
     for (int k = 0; k < KEYS; k++) {
         waiter_init(&w[k]);
         snprintf(id[k], sizeof id[k], "big%d", k);
-        CHECK(state_redis_put(s, (const uint8_t *)id[k], strlen(id[k]), 0,
+        state_version none = {0, 0};
+        CHECK(state_redis_put(s, (const uint8_t *)id[k], strlen(id[k]), none,
+                              state_version_next(none, true),
                               rec + (size_t)k * BIG, BIG, 60000,
                               now_ns() + 30000000000ull, on_done, &w[k]),
               "put %d refused", k);
@@ -606,9 +639,9 @@ static void big_writes(void)
               "put %d: %d (%s)", k, (int)w[k].r, w[k].why);
         redisReply *r = redisCommand(c, "GET tally:test:%s", id[k]);
         CHECK(r != NULL && r->type == REDIS_REPLY_STRING
-                  && r->len == 16 + BIG
+                  && r->len == 32 + BIG
                   && memcmp(r->str, "0000000000000001", 16) == 0
-                  && memcmp(r->str + 16, rec + (size_t)k * BIG, BIG) == 0,
+                  && memcmp(r->str + 32, rec + (size_t)k * BIG, BIG) == 0,
               "key %d holds another value (%zu bytes)", k,
               r != NULL && r->type == REDIS_REPLY_STRING ? (size_t)r->len : 0);
         if (r != NULL)
@@ -649,7 +682,8 @@ typedef struct {
     uv_thread_t on; /* the thread the last callback ran on */
 } tracked;
 
-static void on_done_where(void *ctx, state_redis_result r, uint64_t version,
+static void on_done_where(void *ctx, state_redis_result r,
+                          state_version version,
                           const uint8_t *rec, size_t len, const char *why)
 {
     tracked *t = ctx;
@@ -684,7 +718,10 @@ static void on_a_loop(void)
     waiter_init(&t.w);
     /* asked for at once: it waits for the connection it is making */
     int want = t.w.calls + 1;
-    CHECK(state_redis_put(d.near, (const uint8_t *)"L", 1, 0, (const uint8_t *)"one", 3, 60000,
+    state_version none = {0, 0};
+    CHECK(state_redis_put(d.near, (const uint8_t *)"L", 1, none,
+                          state_version_next(none, true),
+                          (const uint8_t *)"one", 3, 60000,
                           now_ns() + 5000000000ull, on_done_where, &t)
               && wait_calls(&t.w, want) && t.w.r == STATE_REDIS_OK
               && t.w.version == 1,
@@ -727,6 +764,160 @@ static void on_a_loop(void)
     serve_down(&v);
 }
 
+/* A key's versions never repeat across its lives: a key deleted, or
+ * expired, and made again is a new incarnation, and a write at a version
+ * of the old one is refused, though its count matches (the ABA a
+ * sequence id used again would otherwise meet). */
+static void incarnations(void)
+{
+    served v;
+    if (!serve_up(&v))
+        return;
+    state_redis *s = v.s;
+    waiter w;
+    waiter_init(&w);
+    CHECK(put(s, &w, "i", 0, "a", 1, 60000) == STATE_REDIS_OK
+              && put(s, &w, "i", 1, "b", 1, 60000) == STATE_REDIS_OK
+              && w.version == 2,
+          "two writes: %d v%llu", w.r, (unsigned long long)w.version);
+    state_version old = w.ver;
+    CHECK(put(s, &w, "i", 2, NULL, 0, 0) == STATE_REDIS_OK, "delete: %d", w.r);
+    CHECK(put(s, &w, "i", 0, "c", 1, 60000) == STATE_REDIS_OK
+              && put(s, &w, "i", 1, "d", 1, 60000) == STATE_REDIS_OK
+              && w.version == 2 && w.ver.inc != old.inc,
+          "made again: %d v%llu, incarnation %llx (was %llx)", w.r,
+          (unsigned long long)w.version, (unsigned long long)w.ver.inc,
+          (unsigned long long)old.inc);
+    state_version cur = w.ver;
+    int want = w.calls + 1;
+    CHECK(state_redis_put(s, (const uint8_t *)"i", 1, old,
+                          state_version_next(old, false), (const uint8_t *)"x",
+                          1, 60000, now_ns() + 5000000000ull, on_done, &w)
+              && wait_calls(&w, want) && w.r == STATE_REDIS_CONFLICT
+              && state_version_equal(w.ver, cur) && w.len == 1
+              && w.rec[0] == 'd',
+          "a write at the old incarnation's version: %d", w.r);
+    /* the same through an expiry */
+    CHECK(put(s, &w, "e", 0, "a", 1, 50) == STATE_REDIS_OK, "write: %d", w.r);
+    old = w.ver;
+    uv_sleep(150);
+    CHECK(get(s, &w, "e", 0) == STATE_REDIS_OK && w.version == 0,
+          "expired: v%llu", (unsigned long long)w.version);
+    CHECK(put(s, &w, "e", 0, "b", 1, 60000) == STATE_REDIS_OK
+              && w.version == 1 && w.ver.inc != old.inc,
+          "made again after its expiry: %d", w.r);
+    want = w.calls + 1;
+    CHECK(state_redis_put(s, (const uint8_t *)"e", 1, old,
+                          state_version_next(old, false), (const uint8_t *)"x",
+                          1, 60000, now_ns() + 5000000000ull, on_done, &w)
+              && wait_calls(&w, want) && w.r == STATE_REDIS_CONFLICT
+              && w.rec[0] == 'b',
+          "a write at the expired key's version: %d", w.r);
+    waiter_free(&w);
+    serve_down(&v);
+}
+
+static long long pttl(redisContext *c, const char *key)
+{
+    redisReply *r = redisCommand(c, "PTTL %s", key);
+    long long t = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -9;
+    if (r != NULL)
+        freeReplyObject(r);
+    return t;
+}
+
+/* A touch renews a key's time to live at its version only; a write with
+ * STATE_REDIS_KEEP_TTL keeps the deadline an earlier write set. */
+static void touch_and_keep(void)
+{
+    served v;
+    if (!serve_up(&v))
+        return;
+    state_redis *s = v.s;
+    waiter w;
+    waiter_init(&w);
+    CHECK(put(s, &w, "t", 0, "a", 1, 10000) == STATE_REDIS_OK, "write: %d",
+          w.r);
+    state_version at = w.ver;
+    int want = w.calls + 1;
+    CHECK(state_redis_touch(s, (const uint8_t *)"t", 1, at, 300000,
+                            now_ns() + 5000000000ull, on_done, &w)
+              && wait_calls(&w, want) && w.r == STATE_REDIS_OK
+              && state_version_equal(w.ver, at),
+          "a touch: %d", w.r);
+    long long t = pttl(v.c, "tally:test:t");
+    CHECK(t > 10000 && t <= 300000, "renewed: %lld ms", t);
+    CHECK(put(s, &w, "t", 1, "b", 1, STATE_REDIS_KEEP_TTL) == STATE_REDIS_OK
+              && w.version == 2,
+          "a write that keeps the deadline: %d", w.r);
+    t = pttl(v.c, "tally:test:t");
+    CHECK(t > 10000 && t <= 300000, "kept: %lld ms", t);
+    want = w.calls + 1;
+    CHECK(state_redis_touch(s, (const uint8_t *)"t", 1, at, 1000,
+                            now_ns() + 5000000000ull, on_done, &w)
+              && wait_calls(&w, want) && w.r == STATE_REDIS_CONFLICT
+              && w.version == 2 && w.rec[0] == 'b',
+          "a touch at an old version: %d", w.r);
+    t = pttl(v.c, "tally:test:t");
+    CHECK(t > 10000, "an old touch changed it: %lld ms", t);
+    waiter_free(&w);
+    serve_down(&v);
+}
+
+/* What Redis's configuration says of its durability, in the store's
+ * stats: none without an append-only file, unknown when CONFIG is
+ * refused (as managed services refuse it). */
+static state_redis_durability durability_of(state_redis *s)
+{
+    state_redis_stats st;
+    for (int i = 0; i < 200; i++) {
+        state_redis_get_stats(s, &st);
+        if (st.durability_asked)
+            break;
+        uv_sleep(10);
+    }
+    return st.durability;
+}
+
+static void durability(void)
+{
+    static const struct {
+        const char *const args[8];
+        state_redis_durability want;
+    } cases[] = {
+        {{NULL}, STATE_REDIS_DURABLE_NONE},
+        {{"--appendonly", "yes", "--appendfsync", "everysec", NULL},
+         STATE_REDIS_DURABLE_CRASH},
+        {{"--appendonly", "yes", "--appendfsync", "always", NULL},
+         STATE_REDIS_DURABLE_POWER},
+        {{"--rename-command", "CONFIG", "", NULL}, STATE_REDIS_DURABLE_UNKNOWN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[64], msg[512];
+        snprintf(dir, sizeof dir, "/tmp/tally-redis-XXXXXX");
+        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+        const char *args[12];
+        size_t n = 0;
+        args[n++] = "--dir";
+        args[n++] = dir;
+        for (size_t k = 0; cases[i].args[k] != NULL; k++)
+            args[n++] = cases[i].args[k];
+        args[n] = NULL;
+        unsigned port = free_port();
+        pid_t pid = start_redis_with(port, NULL, args);
+        state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+        CHECK(s != NULL, "open: %s", msg);
+        if (s != NULL)
+            CHECK(durability_of(s) == cases[i].want, "case %zu: %d, not %d", i,
+                  (int)durability_of(s), (int)cases[i].want);
+        state_redis_close(s);
+        stop_redis(pid, SIGTERM);
+        char rm[128];
+        snprintf(rm, sizeof rm, "rm -rf %s", dir);
+        CHECK(system(rm) == 0, "%s", rm);
+    }
+}
+
 static const check_case cases[] = {
     {"url_forms", url_forms},
     {"reads_and_writes", reads_and_writes},
@@ -736,6 +927,9 @@ static const check_case cases[] = {
     {"nobody_there", nobody_there},
     {"stops_and_restarts", stops_and_restarts},
     {"on_a_loop", on_a_loop},
+    {"incarnations", incarnations},
+    {"touch_and_keep", touch_and_keep},
+    {"durability", durability},
 };
 
 int main(int argc, char **argv)
