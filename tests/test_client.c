@@ -1067,6 +1067,87 @@ static void case_refused(void)
     tally_client_free(c);
 }
 
+/* The one rule of a sequence's chunks (tally.h): without
+ * TALLYOPT_SHARED_STATE a chunk goes to its id's home URL only, and a
+ * refused connection there is TALLYE_CONNECT (never another server's
+ * "not live"); after such a failure only the same chunk may be sent,
+ * until tally_sequence_forget(); with TALLYOPT_SHARED_STATE it fails
+ * over to the next URL. */
+static uint64_t id_home(const char *id, size_t nurls)
+{
+    uint64_t h = 0xcbf29ce484222325u; /* job.c's choice of the home */
+    for (const char *p = id; *p; p++) {
+        h ^= (unsigned char)*p;
+        h *= 0x100000001b3u;
+    }
+    return h % nurls;
+}
+
+static void case_sequence_home(void)
+{
+    const char *dead = need_env("TALLY_DEAD_URL"), *live = need_env("TALLY_URL");
+    CHECK(dead != NULL && live != NULL, "no dead and live URLs");
+    if (dead == NULL || live == NULL)
+        return;
+    tally_client *c = client_for(dead); /* URL 0: dead, 1: live */
+    CHECK(tally_add_url(c, live) == TALLY_OK, "add live");
+    tally_setopt_long(c, TALLYOPT_RETRIES, 2);
+    tally_setopt_long(c, TALLYOPT_BACKOFF_MS, 10);
+    char id[32];
+    for (unsigned k = 0;; k++) { /* an id whose home is the dead URL */
+        snprintf(id, sizeof id, "home-%u-%u", (unsigned)check_rand(), k);
+        if (id_home(id, 2) == 0)
+            break;
+    }
+    int32_t x[3] = {1, 2, 3}, x2[3] = {5, 5, 5}, y[3] = {-7, -7, -7};
+    int64_t n = 3;
+    tally_code code = tally_cumsum_chunk(c, id, 1, TALLY_DT_INT32, 1, &n, 0,
+                                         TALLY_SEQUENCE_START, x, y);
+    CHECK(code == TALLYE_CONNECT, "home down: %s (%s)", tally_code_name(code),
+          tally_last_message(c));
+    CHECK(strstr(tally_last_message(c), dead) != NULL
+              && strstr(tally_last_message(c), "3 attempts") != NULL,
+          "not tried on its home alone: %s", tally_last_message(c));
+    CHECK(y[0] == -7, "output written");
+    /* another chunk, or the same one changed, is refused unsent */
+    code = tally_cumsum_chunk(c, id, 2, TALLY_DT_INT32, 1, &n, 0, 0, x2, y);
+    CHECK(code == TALLYE_ARGUMENT
+              && strstr(tally_last_message(c), "chunk 1 failed") != NULL,
+          "another chunk after a failure: %s (%s)", tally_code_name(code),
+          tally_last_message(c));
+    code = tally_cumsum_chunk(c, id, 1, TALLY_DT_INT32, 1, &n, 0,
+                              TALLY_SEQUENCE_START, x2, y);
+    CHECK(code == TALLYE_ARGUMENT, "the same number, other bytes: %s",
+          tally_code_name(code));
+    code = tally_cumsum_chunk(c, id, 1, TALLY_DT_INT32, 1, &n, 0, 0, x, y);
+    CHECK(code == TALLYE_ARGUMENT, "the same chunk, other flags: %s",
+          tally_code_name(code));
+    /* the same chunk goes; other sequences are not held up */
+    code = tally_cumsum_chunk(c, id, 1, TALLY_DT_INT32, 1, &n, 0,
+                              TALLY_SEQUENCE_START, x, y);
+    CHECK(code == TALLYE_CONNECT, "the same chunk again: %s",
+          tally_code_name(code));
+    CHECK(tally_sequence_forget(c, id) == TALLY_OK, "forget");
+    code = tally_cumsum_chunk(c, id, 2, TALLY_DT_INT32, 1, &n, 0, 0, x2, y);
+    CHECK(code == TALLYE_CONNECT, "another chunk once forgotten: %s",
+          tally_code_name(code));
+    tally_sequence_forget(c, id);
+    /* a shared store: the chunk fails over to the live URL */
+    CHECK(tally_setopt_long(c, TALLYOPT_SHARED_STATE, 1) == TALLY_OK,
+          "shared state");
+    code = tally_cumsum_chunk(c, id, 1, TALLY_DT_INT32, 1, &n, 0,
+                              TALLY_SEQUENCE_START, x, y);
+    CHECK(code == TALLY_OK && y[0] == 1 && y[2] == 6, "failover: %s (%s)",
+          tally_code_name(code), tally_last_message(c));
+    code = tally_cumsum_chunk(c, id, 2, TALLY_DT_INT32, 1, &n, 0,
+                              TALLY_SEQUENCE_END, x2, y);
+    CHECK(code == TALLY_OK && y[0] == 11 && y[2] == 21, "its next: %s (%s)",
+          tally_code_name(code), tally_last_message(c));
+    CHECK(tally_setopt_long(c, TALLYOPT_SHARED_STATE, 2) == TALLYE_ARGUMENT,
+          "shared state 2");
+    tally_client_free(c);
+}
+
 static void case_too_large(void)
 {
     const char *url = need_env("TALLY_SMALL_URL");
@@ -1193,6 +1274,7 @@ int main(int argc, char **argv)
         {"http", case_http},
         {"split", case_split},
         {"refused", case_refused},
+        {"sequence_home", case_sequence_home},
         {"too_large", case_too_large},
         {"busy", case_busy},
         {"shm", case_shm},

@@ -44,6 +44,13 @@ static const char help[] =
     "                       once, in number order, and answers a chunk sent\n"
     "                       again with its first answer (retry with the\n"
     "                       same N after a timeout or a busy answer)\n"
+    "  --shared-state       the --url servers share their sequences' state\n"
+    "                       (tallyd --state-store): a chunk may go to any of\n"
+    "                       them, and fails over to the next; without it, a\n"
+    "                       chunk goes only to the server its id hashes to,\n"
+    "                       and a refused connection exits 3 (run the same\n"
+    "                       chunk again: a failed run's chunk is the only\n"
+    "                       one its sequence may send next)\n"
     "  --format F           npy, json or raw; by default json when IN ends in\n"
     "                       .json, else npy\n"
     "  --dtype NAME         raw: the element type (float16 bfloat16 float32\n"
@@ -452,7 +459,7 @@ int cmd_cumsum(int argc, char **argv)
     const char *cmd = "cumsum";
     long axis = 0;
     bool exclusive = false, reverse = false, use_shm = false;
-    bool seq_start = false, seq_end = false;
+    bool seq_start = false, seq_end = false, shared_state = false;
     const char *seq_id = NULL, *seq_chunk_text = NULL;
     const char *direction = NULL, *format = NULL, *dtype = NULL, *shape = NULL;
     const char *axis_text = NULL, *strides = NULL, *out_strides = NULL;
@@ -471,6 +478,7 @@ int cmd_cumsum(int argc, char **argv)
         {"sequence-start", OPT_FLAG, &seq_start, false},
         {"sequence-end", OPT_FLAG, &seq_end, false},
         {"sequence-chunk", OPT_STRING, &seq_chunk_text, false},
+        {"shared-state", OPT_FLAG, &shared_state, false},
         {NULL, OPT_FLAG, NULL, false},
     };
     cli_common common;
@@ -536,9 +544,10 @@ int cmd_cumsum(int argc, char **argv)
         cli_say(cmd, "--shm is for npy and raw tensors without strides");
         return EXIT_USAGE;
     }
-    if (seq_id == NULL && (seq_start || seq_end || seq_chunk_text)) {
-        cli_say(cmd, "--sequence-start, --sequence-end and --sequence-chunk "
-                     "need --sequence-id");
+    if (seq_id == NULL
+        && (seq_start || seq_end || seq_chunk_text || shared_state)) {
+        cli_say(cmd, "--sequence-start, --sequence-end, --sequence-chunk and "
+                     "--shared-state need --sequence-id");
         return EXIT_USAGE;
     }
     uint64_t seq_chunk = 0;
@@ -567,6 +576,12 @@ int cmd_cumsum(int argc, char **argv)
     tally_client *c = cli_client(cmd, &common, -1, &rc);
     if (c == NULL)
         return rc;
+    if (shared_state
+        && tally_setopt_long(c, TALLYOPT_SHARED_STATE, 1) != TALLYE_OK) {
+        rc = cli_fail(cmd, TALLYE_ARGUMENT, tally_last_message(c));
+        tally_client_free(c);
+        return rc;
+    }
     unsigned flags = (exclusive ? TALLY_EXCLUSIVE : 0u)
                      | (reverse ? TALLY_REVERSE : 0u)
                      | (seq_start ? TALLY_SEQUENCE_START : 0u)

@@ -194,6 +194,13 @@ typedef enum {
      * and change the tensors. (0: verified against the system's CAs, or
      * TALLYOPT_CAINFO's) */
     TALLYOPT_INSECURE = 10,
+    /* [long] 1 says the servers share their sequences' state (tallyd
+     * --state-store): a chunk of a sequence may go to any URL, starting
+     * with the one its id hashes to, and goes to the next one when a URL
+     * refuses the connection or fails. 0: each sequence lives on the
+     * server its id hashes to, and its chunks go there only (a refused
+     * connection is TALLYE_CONNECT, to be tried again). (0) */
+    TALLYOPT_SHARED_STATE = 11,
     /* [string] A bearer token sent as "Authorization: Bearer <token>", for
      * tallyd's --auth-token-file or a proxy in front of it; NULL removes
      * it. (none) */
@@ -297,8 +304,24 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
  * applied is answered again, not added (docs/kserve.md, "Numbered
  * chunks").
  *
- * A chunk goes whole in one request, never split, to the URL the id
- * hashes to, so that all of a sequence's chunks reach one replica.
+ * Where a chunk goes, and what follows a failure (the one rule of every
+ * tally client: docs/sequences.md, "Clients"):
+ *   - A chunk goes whole in one request, never split. Without
+ *     TALLYOPT_SHARED_STATE it goes to the URL the id hashes to and to
+ *     no other, so that all of a sequence's chunks reach the one server
+ *     that keeps it: a server that refuses the connection is retried
+ *     there, and then TALLYE_CONNECT says to call again later, never
+ *     that the chunk was rejected. With TALLYOPT_SHARED_STATE (the
+ *     servers share one store), a retry goes to the next URL.
+ *   - After a failure whose outcome the client cannot know (TALLYE_CONNECT,
+ *     TALLYE_TIMEOUT, TALLYE_NETWORK, TALLYE_BUSY, TALLYE_SERVER,
+ *     TALLYE_PROTOCOL), the next call for that sequence must send the
+ *     same chunk again: the same number, flags, shape and bytes. Any
+ *     other chunk is refused with TALLYE_ARGUMENT, before anything is
+ *     sent, so that a chunk the server never had cannot silently leave
+ *     the sum (a numbered chunk sent again is answered once; an
+ *     unnumbered one may be added twice). tally_sequence_forget() gives
+ *     such a sequence up.
  * Returns tally_cumsum()'s codes; TALLYE_REJECTED when the server refuses
  * the chunk (a sequence that is not live, a chunk unlike its first, a
  * number taken by another chunk or older than the last applied one, a
@@ -312,6 +335,13 @@ TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
                                         const int64_t *shape, int axis,
                                         unsigned flags, const void *in,
                                         void *out);
+
+/* Forgets the failed chunk the client holds for sequence_id (see
+ * tally_cumsum_chunk()), so that another chunk may be sent: for a caller
+ * that gives the sequence up, or starts it again. TALLY_OK whether or not
+ * one was held; TALLYE_ARGUMENT for NULL arguments. */
+TALLY_API tally_code tally_sequence_forget(tally_client *c,
+                                           const char *sequence_id);
 
 /* ------------------------------------------------------------------------
  * Strided tensors, as DirectML describes buffers (DML_BUFFER_TENSOR_DESC).

@@ -182,6 +182,93 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
     return code;
 }
 
+/* ------------------------------------------------------------------------
+ * Sequences: a chunk that failed with an unknown outcome is the only one
+ * its sequence may send next (tally.h).
+ */
+struct tc_pending {
+    char *id;
+    uint64_t chunk, hash;
+    tally_code code;
+};
+
+void tc_pending_free(tally_client *c)
+{
+    for (size_t i = 0; i < c->npending; i++)
+        free(c->pending[i].id);
+    free(c->pending);
+    c->pending = NULL;
+    c->npending = c->pending_cap = 0;
+}
+
+static struct tc_pending *pending_of(tally_client *c, const char *id)
+{
+    for (size_t i = 0; i < c->npending; i++)
+        if (strcmp(c->pending[i].id, id) == 0)
+            return &c->pending[i];
+    return NULL;
+}
+
+static void pending_drop(tally_client *c, struct tc_pending *p)
+{
+    free(p->id);
+    *p = c->pending[--c->npending];
+}
+
+/* FNV-1a over what makes a chunk the same chunk: its number, flags,
+ * dtype, shape, axis and bytes. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3u;
+    }
+    return h;
+}
+
+static uint64_t chunk_hash(uint64_t chunk, unsigned flags, tally_dt dtype,
+                           int rank, const int64_t *shape, int axis,
+                           const void *in)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    int64_t head[4] = {(int64_t)chunk, (int64_t)flags, (int64_t)dtype, axis};
+    h = fnv(h, head, sizeof head);
+    h = fnv(h, shape, (size_t)rank * sizeof *shape);
+    size_t n = tally_dt_size(dtype);
+    for (int d = 0; d < rank; d++)
+        n *= (size_t)shape[d]; /* checked by tally_batch_add() */
+    return fnv(h, in, n);
+}
+
+/* Whether a code leaves the chunk's outcome unknown: it may have been
+ * applied, or not, and only sending it again settles it. */
+static bool unknown_outcome(tally_code code)
+{
+    switch (code) {
+    case TALLYE_CONNECT:
+    case TALLYE_TIMEOUT:
+    case TALLYE_NETWORK:
+    case TALLYE_BUSY:
+    case TALLYE_SERVER:
+    case TALLYE_PROTOCOL: return true;
+    default: return false;
+    }
+}
+
+TALLY_API tally_code tally_sequence_forget(tally_client *c,
+                                           const char *sequence_id)
+{
+    if (c == NULL || sequence_id == NULL)
+        return c == NULL ? TALLYE_ARGUMENT
+                         : tc_set_error(c, TALLYE_ARGUMENT, 0,
+                                        "the sequence id is NULL");
+    struct tc_pending *p = pending_of(c, sequence_id);
+    if (p != NULL)
+        pending_drop(c, p);
+    return tc_ok(c, 0);
+}
+
 TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
                                         const char *sequence_id,
                                         uint64_t chunk, tally_dt dtype,
@@ -202,9 +289,45 @@ TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
         if (code != TALLYE_OK)
             tc_set_error(c, code, 0, "%s", msg);
     }
+    uint64_t h = 0;
+    struct tc_pending *p = NULL;
+    if (code == TALLYE_OK) {
+        h = chunk_hash(chunk, flags, dtype, rank, shape, axis, in);
+        p = pending_of(c, sequence_id);
+        if (p != NULL && p->hash != h) {
+            code = tc_set_error(
+                c, TALLYE_ARGUMENT, 0,
+                "sequence %.128s: its chunk %llu failed (%s), and it may or "
+                "may not have been added: send that chunk again (the same "
+                "number, flags, shape and bytes) before any other, or call "
+                "tally_sequence_forget() to give the sequence up",
+                sequence_id, (unsigned long long)p->chunk,
+                tally_code_name(p->code));
+            batch_clear(&one);
+            return code;
+        }
+    }
     if (code == TALLYE_OK)
         code = tally_batch_run(&one);
     batch_clear(&one);
+    if (p == NULL && code != TALLYE_OK && unknown_outcome(code)) {
+        if (c->npending == c->pending_cap) {
+            size_t cap = c->pending_cap ? c->pending_cap * 2 : 8;
+            struct tc_pending *v = realloc(c->pending, cap * sizeof *v);
+            if (v != NULL) {
+                c->pending = v;
+                c->pending_cap = cap;
+            }
+        }
+        char *id = strdup(sequence_id);
+        if (id != NULL && c->npending < c->pending_cap)
+            c->pending[c->npending++] =
+                (struct tc_pending){id, chunk, h, code};
+        else
+            free(id); /* out of memory: the guard is lost, not the chunk */
+    } else if (p != NULL && !unknown_outcome(code)) {
+        pending_drop(c, pending_of(c, sequence_id)); /* settled */
+    }
     return code;
 }
 

@@ -118,6 +118,7 @@ TALLY_API void tally_client_free(tally_client *c)
     for (size_t i = 0; i < c->nurls; i++)
         free(c->urls[i]);
     free(c->urls);
+    tc_pending_free(c);
     free(c->token_header);
     free(c->cainfo);
     free(c->user_agent);
@@ -257,6 +258,8 @@ static const long_option long_options[] = {
      offsetof(tally_client, verbose)},
     {TALLYOPT_INSECURE, "TALLYOPT_INSECURE", 0, 1,
      offsetof(tally_client, insecure)},
+    {TALLYOPT_SHARED_STATE, "TALLYOPT_SHARED_STATE", 0, 1,
+     offsetof(tally_client, shared_state)},
 };
 
 TALLY_API tally_code tally_setopt_long(tally_client *c, tally_option opt,

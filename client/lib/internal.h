@@ -55,6 +55,11 @@ struct tally_client {
 
     long timeout_ms, connect_timeout_ms, retries, backoff_ms, backoff_max_ms;
     long chunk_bytes, max_connections, max_response_bytes, verbose, insecure;
+    long shared_state; /* TALLYOPT_SHARED_STATE */
+    /* the sequences whose last chunk failed with an unknown outcome: the
+     * next call for one must send that chunk again (batch.c) */
+    struct tc_pending *pending;
+    size_t npending, pending_cap;
     char *token_header; /* "Authorization: Bearer ...", or NULL */
     char *user_agent;   /* or NULL for the default */
     char *cainfo;       /* a CA bundle's path, or NULL for the system's */
@@ -101,6 +106,7 @@ struct tc_transfer {
     const void *body;         /* borrowed; or NULL */
     size_t body_len;
     size_t url;          /* index of the first URL to try */
+    bool pinned;         /* retries stay on that URL (a sequence's home) */
     void *recv;          /* a fixed buffer for a 200 answer, or NULL: grow */
     size_t recv_cap;     /* its size, or the limit on a grown buffer */
     size_t expect_bytes; /* a binary answer must be exactly this long */
@@ -145,6 +151,11 @@ void tc_transfer_clear(tc_transfer *t);
 
 /* Monotonic milliseconds. */
 uint64_t tc_now_ms(void);
+
+/* ---------------------------------------------------------------- batch.c */
+
+/* Frees the client's failed chunks (tally_client_free). */
+void tc_pending_free(tally_client *c);
 
 /* ---------------------------------------------------------------- job.c */
 

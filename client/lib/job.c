@@ -430,6 +430,7 @@ tally_code tc_job_transfers(tc_job *j, tc_transfer ***xfers, size_t *n,
                                     "out of memory");
                     t->url =
                         j->seq_query != NULL ? j->seq_url : tc_next_url(j->c);
+                    t->pinned = j->seq_query != NULL && !j->c->shared_state;
                     t->expect_dtype = j->wire;
                     t->check_tensor = true;
                     t->prepare = block_prepare;

@@ -12,7 +12,9 @@
  * refused connection, and a connection that broke before the answer was
  * complete. Retrying a cumulative sum is always safe: it is a pure
  * function of the request. Each retry goes to the next URL, so that a
- * client with several servers routes around one that is down or full. A
+ * client with several servers routes around one that is down or full,
+ * but for a pinned transfer (a sequence's chunk whose servers keep their
+ * own state), which stays on its URL. A
  * timeout is not retried: it is the caller's limit.
  *
  * Answers: a 2xx body goes to the transfer's fixed buffer (a tensor, whose
@@ -568,7 +570,8 @@ static bool end(tally_client *c, tc_transfer *t, CURLcode rc)
         return false;
     }
     t->not_before_ms = tc_now_ms() + (uint64_t)backoff_ms(c, t);
-    t->url = (t->url + 1) % c->nurls;
+    if (!t->pinned) /* a sequence's home keeps its chunks */
+        t->url = (t->url + 1) % c->nurls;
     if (t->grown != NULL) {
         free(t->grown);
         t->grown = NULL;

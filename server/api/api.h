@@ -75,6 +75,7 @@ typedef struct api_state {
     grpc_door *grpc;       /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
     struct seq_store *store; /* with --state-dir: their log (seq_store.h) */
+    int state_lock;          /* and the directory's lock; -1: none */
     struct state_redis *redis;  /* with --state-store: the connection */
     struct seq_remote *remote;  /* and the sequences there (seq_remote.h) */
     seq_table *seqs;       /* the live sequences (sequence.h); off with
@@ -215,31 +216,49 @@ extern const char api_shm_off[];
 status_code api_shm_check(const shm_registry *reg, const char *name,
                           size_t n, char *msg, size_t msglen);
 
-/* The regions a job holds. */
+/* The regions a job holds, and a chunk's scratch output (below). */
 typedef struct {
     shm_use x, y;
+    void *scratch; /* y's bytes until the answer: eng_buffer_alloc'd */
+    size_t bytes;
 } api_shm_hold;
 
-/* Places a scan of `bytes`, for every door: *in is x's region or *data
- * (the request's own bytes); *out is y's region, or *data when x came in
- * the request (in place), or, when x lies in a region and y does not, a
- * new buffer (eng_buffer_alloc'd, at most max_bytes) that becomes the
- * request's *data, with *data_owned set, so that it is answered and freed
- * as the request's own tensor would be. STATUS_OK with *h holding the regions until
- * api_shm_done() or api_shm_free(); otherwise FORBIDDEN (shared memory is
- * off), NOT_FOUND, INVALID, TOO_LARGE or NOMEM with a message, and
- * nothing held. reg NULL: shared memory is off. */
-status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
-                          const shm_ref *ys, void **data, bool *data_owned,
-                          size_t bytes, size_t max_bytes, const void **in,
-                          void **out, api_shm_hold *h, char *msg,
-                          size_t msglen);
+/* Where a scan's tensors lie, for api_shm_place(). */
+typedef struct {
+    shm_registry *reg; /* NULL: shared memory is off */
+    shm_owner owner;
+    const shm_ref *xs, *ys; /* unset: in the request, in the answer */
+    size_t bytes;           /* the tensor's */
+    size_t max_bytes;       /* an output of the server's own, at most */
+    /* A chunk of a sequence: y on x's bytes (in place) is scanned into
+     * a scratch buffer, copied onto x's bytes only when the answer goes
+     * (api_shm_done), so that a refused chunk leaves the client's input
+     * as it was, and "send the chunk again" is true. */
+    bool chunk;
+} api_shm_where;
 
-/* After the job: checks that no region was disturbed (shm_release) and
- * releases them. STATUS_OK, or INVALID with a message. */
+/* Places a scan, for every door: *in is x's region or *data (the
+ * request's own bytes); *out is y's region, or *data when x came in the
+ * request (in place), or, when x lies in a region and y does not, a new
+ * buffer (eng_buffer_alloc'd, at most max_bytes) that becomes the
+ * request's *data, with *data_owned set, so that it is answered and freed
+ * as the request's own tensor would be; or, for a chunk in place in a
+ * region, h's scratch buffer (at most max_bytes). STATUS_OK with *h
+ * holding the regions until api_shm_done() or api_shm_free(); otherwise
+ * FORBIDDEN (shared memory is off), NOT_FOUND, INVALID, TOO_LARGE or
+ * NOMEM with a message, and nothing held. */
+status_code api_shm_place(const api_shm_where *w, void **data,
+                          bool *data_owned, const void **in, void **out,
+                          api_shm_hold *h, char *msg, size_t msglen);
+
+/* After the job, as its answer goes: copies a chunk's scratch output
+ * into its region, checks that no region was disturbed (shm_release)
+ * and releases them. STATUS_OK, or INVALID with a message. */
 status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen);
 
-/* Releases what is still held, unchecked; safe after api_shm_done. */
+/* Releases what is still held, unchecked, and frees a scratch output
+ * (a chunk refused: its region is as it was); safe after
+ * api_shm_done. */
 void api_shm_free(api_shm_hold *h);
 
 /* The gRPC services: inference.GRPCInferenceService (grpc_service.c),

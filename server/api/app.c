@@ -33,6 +33,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
 {
     memset(a, 0, sizeof *a);
+    a->state_lock = -1;
     uv_mutex_init(&a->trace_mu);
     uv_mutex_init(&a->watch_mu);
     if (!sched_engines(&a->backend, devices, n,
@@ -193,6 +194,9 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                  dir, strerror(errno));
         return false;
     }
+    a->state_lock = seq_store_lock(dir, msg, msglen);
+    if (a->state_lock < 0)
+        return false;
     /* a drain's state file (before the log), then the log on top */
     size_t n, expired;
     if (!seq_load(a->seqs, dir, &n, &expired, msg, msglen))
@@ -298,6 +302,8 @@ void api_free(api_state *a)
     a->remote = NULL;
     seq_table_free(a->seqs);
     a->seqs = NULL;
+    seq_store_unlock(a->state_lock);
+    a->state_lock = -1;
     shm_registry_free(a->shm);
     a->shm = NULL;
     uv_mutex_destroy(&a->trace_mu);

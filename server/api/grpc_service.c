@@ -457,10 +457,18 @@ static void model_infer(grpc_call *c)
     w->w.rec = grpc_call_record(c);
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *data = w->q.data;
-        status_code st = api_shm_place(
-            api_of(c)->shm, grpc_call_caller(c),
-            &w->q.x_shm, &w->q.y_shm, &data, &w->q.data_owned, w->q.bytes,
-            s->cfg.max_body_bytes, &j->in, &j->out, &w->shm, err, sizeof err);
+        api_shm_where where = {
+            .reg = api_of(c)->shm,
+            .owner = grpc_call_caller(c),
+            .xs = &w->q.x_shm,
+            .ys = &w->q.y_shm,
+            .bytes = w->q.bytes,
+            .max_bytes = s->cfg.max_body_bytes,
+            .chunk = w->q.seq.has_id,
+        };
+        status_code st = api_shm_place(&where, &data, &w->q.data_owned,
+                                       &j->in, &j->out, &w->shm, err,
+                                       sizeof err);
         w->q.data = data;
         if (st != STATUS_OK) {
             infer_fail(c, st, "%s", err);

@@ -44,32 +44,52 @@ status_code api_shm_check(const shm_registry *reg, const char *name,
     return STATUS_OK;
 }
 
-status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
-                          const shm_ref *ys, void **data, bool *data_owned,
-                          size_t bytes, size_t max_bytes, const void **in,
-                          void **out, api_shm_hold *h, char *msg,
-                          size_t msglen)
+/* An output of the server's own, of the tensor's bytes: NULL, with msg
+ * and *st, past max_bytes or when memory runs out. */
+static void *own_output(const api_shm_where *w, const char *why,
+                        status_code *st, char *msg, size_t msglen)
+{
+    if (w->bytes > w->max_bytes) {
+        snprintf(msg, msglen,
+                 "%s would take %zu bytes, more than the %zu this server "
+                 "keeps for an output of its own (--max-body-bytes)",
+                 why, w->bytes, w->max_bytes);
+        *st = STATUS_TOO_LARGE;
+        return NULL;
+    }
+    void *y = eng_buffer_alloc(w->bytes);
+    if (y == NULL) {
+        snprintf(msg, msglen, "out of memory for a %zu-byte output",
+                 w->bytes);
+        *st = STATUS_NOMEM;
+    }
+    return y;
+}
+
+status_code api_shm_place(const api_shm_where *w, void **data,
+                          bool *data_owned, const void **in, void **out,
+                          api_shm_hold *h, char *msg, size_t msglen)
 {
     memset(h, 0, sizeof *h);
     *in = *data;
     *out = *data;
-    if (!xs->set && !ys->set)
+    if (!w->xs->set && !w->ys->set)
         return STATUS_OK;
-    if (reg == NULL) {
+    if (w->reg == NULL) {
         snprintf(msg, msglen, "%s", api_shm_off);
         return STATUS_FORBIDDEN;
     }
     status_code st;
-    if (xs->set) {
-        st = shm_acquire(reg, o, xs, bytes, false, "input \"x\"", &h->x, msg,
-                         msglen);
+    if (w->xs->set) {
+        st = shm_acquire(w->reg, w->owner, w->xs, w->bytes, false,
+                         "input \"x\"", &h->x, msg, msglen);
         if (st != STATUS_OK)
             return st;
         *in = h->x.p;
     }
-    if (ys->set) {
-        st = shm_acquire(reg, o, ys, bytes, true, "output \"y\"", &h->y, msg,
-                         msglen);
+    if (w->ys->set) {
+        st = shm_acquire(w->reg, w->owner, w->ys, w->bytes, true,
+                         "output \"y\"", &h->y, msg, msglen);
         if (st != STATUS_OK) {
             shm_drop(&h->x);
             return st;
@@ -84,23 +104,27 @@ status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
             return STATUS_INVALID;
         }
         *out = h->y.p;
+        if (w->chunk && w->xs->set && same) {
+            h->scratch = own_output(w,
+                                    "a chunk of a sequence in place in shared "
+                                    "memory is scanned apart from its input "
+                                    "until it is answered: its scan",
+                                    &st, msg, msglen);
+            if (h->scratch == NULL) {
+                api_shm_free(h);
+                return st;
+            }
+            h->bytes = w->bytes;
+            *out = h->scratch;
+        }
     } else {
         /* x lies in a region and y does not: y needs memory of its own,
          * since x's region is the client's input */
-        if (bytes > max_bytes) {
-            snprintf(msg, msglen,
-                     "output \"y\" would take %zu bytes, more than the %zu "
-                     "this server sends in an answer (--max-body-bytes); "
-                     "place it in shared memory too",
-                     bytes, max_bytes);
-            api_shm_free(h);
-            return STATUS_TOO_LARGE;
-        }
-        void *y = eng_buffer_alloc(bytes);
+        void *y = own_output(w, "output \"y\" (place it in shared memory "
+                                "too)", &st, msg, msglen);
         if (y == NULL) {
-            snprintf(msg, msglen, "out of memory for a %zu-byte output", bytes);
             api_shm_free(h);
-            return STATUS_NOMEM;
+            return st;
         }
         /* answered and freed as the request's own tensor (x has none) */
         *data = y;
@@ -112,6 +136,11 @@ status_code api_shm_place(shm_registry *reg, shm_owner o, const shm_ref *xs,
 
 status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen)
 {
+    if (h->scratch != NULL) { /* the chunk is answered: its output lands */
+        memcpy(h->y.p, h->scratch, h->bytes);
+        eng_buffer_free(h->scratch);
+        h->scratch = NULL;
+    }
     status_code st = shm_release(&h->x, msg, msglen);
     if (st == STATUS_OK)
         return shm_release(&h->y, msg, msglen);
@@ -123,6 +152,8 @@ void api_shm_free(api_shm_hold *h)
 {
     shm_drop(&h->x);
     shm_drop(&h->y);
+    eng_buffer_free(h->scratch);
+    h->scratch = NULL;
 }
 
 /* ------------------------------------------------------------ REST */

@@ -975,9 +975,17 @@ static void remote_render(void *self, textbuf *o)
                 "another version of their sequence (another replica's chunk "
                 "came first), decided again.\n"
                 "# TYPE tally_state_store_races_total counter\n"
-                "tally_state_store_races_total %" PRIu64 "\n",
+                "tally_state_store_races_total %" PRIu64 "\n"
+                "# HELP tally_state_store_durability What Redis's "
+                "configuration says its acknowledged writes survive: 2 a "
+                "power loss (appendfsync always), 1 a restart of Redis (an "
+                "append-only file), 0 nothing since its last snapshot "
+                "(appendonly no), -1 unknown (CONFIG refused, or not asked "
+                "yet).\n"
+                "# TYPE tally_state_store_durability gauge\n"
+                "tally_state_store_durability %d\n",
                 st.up ? 1 : 0, st.answered, (double)st.rtt_ns / 1e9,
-                st.failures, st.reconnects, races);
+                st.failures, st.reconnects, races, (int)st.durability);
 }
 
 /* A connection of the store's on a door's loop: the chunks its

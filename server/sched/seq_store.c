@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -326,6 +327,13 @@ struct seq_store {
     int fail_errno, fail_sync_errno; /* testing */
     uint64_t fail_after;
     bool broken;    /* a failed write could not be undone */
+    /* everysec: the last once-a-second flush failed, and the records
+     * written before it may not be on disk: every batch is flushed before
+     * its answers (as with always) until a flush succeeds again, and one
+     * that fails is refused, as Redis stops taking writes when its AOF's
+     * fsync fails. The writer's. */
+    bool sync_failed;
+    char sync_why[300];
     latest_map map;     /* the writer's */
     seq_store_stats ws; /* the writer's counters */
     seq_store_stats stats; /* a copy of them, under mu */
@@ -519,11 +527,18 @@ static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
         return false;
     }
     s->size += need;
-    if (s->mode == SEQ_FSYNC_ALWAYS) {
+    if (s->mode == SEQ_FSYNC_ALWAYS || s->sync_failed) {
         if (fail_sync || fdatasync(s->fd) != 0) {
             int e = fail_sync ? fail_sync : errno;
-            snprintf(why, whylen, "cannot flush the sequence log %.300s: %s",
-                     s->path, strerror(e));
+            if (s->sync_failed)
+                snprintf(why, whylen,
+                         "the sequence log %.200s could not be flushed (%s); "
+                         "chunks are refused until a flush succeeds (%.100s)",
+                         s->path, strerror(e), s->sync_why);
+            else
+                snprintf(why, whylen, "cannot flush the sequence log %.300s: %s",
+                         s->path, strerror(e));
+            s->ws.flush_failures++;
             if (ftruncate(s->fd, (off_t)start) != 0)
                 s->broken = true;
             s->size = s->alloc = start;
@@ -531,8 +546,47 @@ static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
         }
         s->ws.flushes++;
         s->ws.flush_ns += now_ns() - t0;
+        if (s->sync_failed) {
+            s->sync_failed = false;
+            log_msg("sequences", "info",
+                    "the sequence log %.300s flushes again; chunks are "
+                    "taken again",
+                    s->path);
+        }
     }
     return true;
+}
+
+/* everysec's flush of the second's records. A failure is logged and
+ * counted, and the chunks after it are refused until a flush succeeds
+ * (write_batch): the records written before it are on the OS's page
+ * cache only, and may be lost with the machine. Writer's thread. */
+static void sync_second(seq_store *s, int fail_sync)
+{
+    uint64_t t0 = now_ns();
+    if (!fail_sync && fdatasync(s->fd) == 0) {
+        s->ws.flushes++;
+        s->ws.flush_ns += now_ns() - t0;
+        if (s->sync_failed)
+            log_msg("sequences", "info",
+                    "the sequence log %.300s flushes again; chunks are "
+                    "taken again",
+                    s->path);
+        s->sync_failed = false;
+        return;
+    }
+    int e = fail_sync ? fail_sync : errno;
+    s->ws.flush_failures++;
+    if (!s->sync_failed)
+        log_msg("sequences", "error",
+                "the once-a-second flush of the sequence log %.300s failed "
+                "(%s): the chunks answered in the second before it may be "
+                "lost with the machine, and chunks are refused (503) until a "
+                "flush succeeds",
+                s->path, strerror(e));
+    snprintf(s->sync_why, sizeof s->sync_why,
+             "the once-a-second flush failed: %s", strerror(e));
+    s->sync_failed = true;
 }
 
 static void run_writer(void *arg)
@@ -567,11 +621,7 @@ static void run_writer(void *arg)
             dirty = dirty || (ok && s->mode == SEQ_FSYNC_EVERYSEC);
         }
         if (dirty && (stop || now_ns() - last_sync >= 1000000000u)) {
-            uint64_t t0 = now_ns();
-            if (fdatasync(s->fd) == 0) {
-                s->ws.flushes++;
-                s->ws.flush_ns += now_ns() - t0;
-            }
+            sync_second(s, fail_sync);
             last_sync = now_ns();
             dirty = false;
         }
@@ -608,6 +658,46 @@ static void run_writer(void *arg)
             break;
     }
     uv_mutex_unlock(&s->mu);
+}
+
+int seq_store_lock(const char *dir, char *msg, size_t msglen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tallyd.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(msg, msglen, "cannot open %.300s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[24] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            snprintf(msg, msglen,
+                     "--state-dir %.300s is in use by another tallyd (pid "
+                     "%s, holding %.300s): one tallyd per directory, or the "
+                     "two would write over each other's log",
+                     dir, pid[0] ? pid : "unknown", path);
+        else
+            snprintf(msg, msglen, "cannot lock %.300s: %s", path, strerror(e));
+        return -1;
+    }
+    char pid[24];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        log_msg("sequences", "warn", "%s: cannot write tallyd's pid: %s",
+                path, strerror(errno));
+    return fd;
+}
+
+void seq_store_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* the file stays: its pid is stale, its lock gone */
 }
 
 seq_store *seq_store_open(const char *dir, seq_fsync mode,

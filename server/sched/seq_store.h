@@ -17,7 +17,10 @@
  * SEQ_FSYNC_ALWAYS a record's completion comes after fdatasync (it
  * survives a power loss); with SEQ_FSYNC_EVERYSEC after write(2) (it
  * survives a crash of the process), and the file is flushed once a
- * second. When the log passes its bound (64 MiB, or twice what the live
+ * second; a failed flush is logged and counted, and the records after it
+ * are flushed before their completions (and fail when the flush fails)
+ * until a flush succeeds again, as Redis refuses writes after its AOF's
+ * fsync failed. When the log passes its bound (64 MiB, or twice what the live
  * sequences' latest records take), the writer rewrites it with one record
  * per live sequence (a temporary file, fsync'd and renamed over it).
  *
@@ -74,6 +77,15 @@ seq_store *seq_store_open(const char *dir, seq_fsync mode,
                           const seq_file_entry *e, size_t n, char *msg,
                           size_t msglen);
 
+/* Takes DIR's lock (DIR/tallyd.lock, flock'd, holding the taker's pid):
+ * one tallyd per directory, as PostgreSQL's postmaster.pid keeps one
+ * postmaster on a data directory; a second would write over the first's
+ * log. The lock's descriptor (held until seq_store_unlock(), or the
+ * process ends, however it ends), or -1 with a message that names the
+ * pid holding it. Before the log is read. */
+int seq_store_lock(const char *dir, char *msg, size_t msglen);
+void seq_store_unlock(int fd);
+
 /* Appends the state of sequence x after a chunk (how: SEQ_REC_ENDED when
  * the chunk was its end), or that it is gone (SEQ_REC_GONE), encoded now;
  * done(ctx, ...) comes once it is durable or failed. False (done is not
@@ -93,9 +105,10 @@ void seq_store_fail_writes(seq_store *s, int err, int sync_err,
                            uint64_t after);
 
 /* The log's counters, for /metrics: bytes in the file now, flushes and
- * their total time, records, failed writes, rewrites. */
+ * their total time, records, failed writes, rewrites, failed flushes. */
 typedef struct {
-    uint64_t bytes, flushes, flush_ns, records, failures, rewrites;
+    uint64_t bytes, flushes, flush_ns, records, failures, rewrites,
+        flush_failures;
 } seq_store_stats;
 void seq_store_get_stats(seq_store *s, seq_store_stats *out);
 

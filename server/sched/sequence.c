@@ -983,9 +983,14 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "# HELP tally_sequence_log_rewrites_total Times the log was "
                 "rewritten with one record per live sequence.\n"
                 "# TYPE tally_sequence_log_rewrites_total counter\n"
-                "tally_sequence_log_rewrites_total %" PRIu64 "\n",
+                "tally_sequence_log_rewrites_total %" PRIu64 "\n"
+                "# HELP tally_sequence_log_flush_failures_total fdatasync "
+                "calls on the sequence log that failed (with everysec, the "
+                "chunks after one are refused until a flush succeeds).\n"
+                "# TYPE tally_sequence_log_flush_failures_total counter\n"
+                "tally_sequence_log_flush_failures_total %" PRIu64 "\n",
                 st.bytes, st.records, st.flushes, (double)st.flush_ns / 1e9,
-                st.failures, st.rewrites);
+                st.failures, st.rewrites, st.flush_failures);
 }
 
 /* --------------------------------------------------- the state file */

@@ -145,6 +145,14 @@ def test_library_refused_and_not_tally(tallyd, fake):
                          "TALLY_DEAD_URL": "http://127.0.0.1:%d" % dead_port()})
 
 
+def test_library_sequence_home(tallyd):
+    """A sequence's chunks stay on their id's home URL unless the servers
+    share a store (TALLYOPT_SHARED_STATE), and a failed chunk is the only
+    one its sequence may send next (tally.h)."""
+    run_case("sequence_home", {"TALLY_URL": url(tallyd),
+                               "TALLY_DEAD_URL": "http://127.0.0.1:%d" % dead_port()})
+
+
 def test_library_too_large(small):
     run_case("too_large", {"TALLY_SMALL_URL": url(small)})
 

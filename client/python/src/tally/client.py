@@ -1,4 +1,5 @@
 """tally.Client: cumulative sums of numpy arrays on a tally service."""
+import hashlib
 import json
 import os
 import sys
@@ -6,7 +7,7 @@ import threading
 import time
 import urllib.parse
 import zlib
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -84,15 +85,21 @@ class Client:
     warning on stderr when the server refuses; True requires it (a refusal
     raises); False never uses it.
 
+    shared_state: the replicas share their sequences' state (tallyd
+    --state-store): a sequence's chunk may go to any of them, and fails
+    over to the next (see sequence()).
+
     Threading: a client may be shared by threads; each keeps its own
     connections, and shared memory is used by one call at a time (the
     others go over the socket meanwhile)."""
 
     def __init__(self, url: Union[str, Sequence[str]] = "http://127.0.0.1:8080",
                  token: Optional[str] = None, cafile: Optional[str] = None,
-                 timeout: float = 60.0, shm: Union[str, bool] = "auto"):
+                 timeout: float = 60.0, shm: Union[str, bool] = "auto",
+                 shared_state: bool = False):
         if shm not in ("auto", True, False):
             raise ValueError("shm is \"auto\", True or False, not %r" % (shm,))
+        self.shared_state = bool(shared_state)
         self._replicas = Replicas(url, token, cafile, timeout)
         # the first URL alone: the server that holds this client's region
         self._local = Replicas(self._replicas.urls[0], token, cafile, timeout)
@@ -205,7 +212,7 @@ class Client:
 
     def sequence(self, axis: int = 0, exclusive: bool = False, reverse: bool = False,
                  sequence_id: Union[int, str, None] = None,
-                 retries: int = 4) -> "RunningSum":
+                 retries: int = 4, end_on_error: bool = False) -> "RunningSum":
         """A running sum that outlives a request (Triton's sequence
         extension): a context manager whose cumsum(chunk) sends the next
         chunk of one tensor cut along axis and answers that chunk's part of
@@ -219,19 +226,31 @@ class Client:
                     y = s.cumsum(chunk)
 
         sequence_id: an int (1 to 2**64 - 1) or a str of 1 to 128 bytes of
-        UTF-8 (default: a random one). With several replica URLs, every
-        chunk goes to the replica the id hashes to, so that one server
-        keeps the sequence.
+        UTF-8 (default: a random one).
+
+        Where the chunks go, the one rule of every tally client
+        (docs/sequences.md, "Clients"): with several replica URLs and
+        shared_state (the Client's), a chunk may go to any replica and
+        fails over to the next; without it, every chunk goes to the
+        replica the id hashes to, the one server that keeps the sequence,
+        and to no other.
 
         The chunks are numbered (sequence_chunk, from 1), so the server
         adds each exactly once: a chunk whose answer did not come (a
         dropped connection, a timeout, a 502, 503 or 504) is sent again
         with the same number, up to `retries` more times, 0.1 s, 0.2 s,
         0.4 s ... apart; the server answers a repeat with the first answer
-        and does not add it again."""
+        and does not add it again. When every try failed, TallyError is
+        raised and the chunk's outcome is unknown: the next cumsum() must
+        send the same chunk (its number is kept), and any other raises
+        ValueError, so that no chunk silently leaves the sum; abandon()
+        gives the sequence up. Leaving the block on an exception does not
+        end the sequence (the server drops it after --sequence-idle-ms)
+        unless end_on_error."""
         if sequence_id is None:
             sequence_id = "py-" + os.urandom(12).hex()
-        return RunningSum(self, sequence_id, axis, exclusive, reverse, retries)
+        return RunningSum(self, sequence_id, axis, exclusive, reverse, retries,
+                          end_on_error)
 
     # -- the service -------------------------------------------------------
 
@@ -266,12 +285,14 @@ class Client:
 
 
 class RunningSum:
-    """One sequence on one replica (Client.sequence), its chunks numbered
-    from 1 and retried with their numbers (Client.sequence says when). Not
-    for several threads at once: its chunks are ordered."""
+    """One sequence (Client.sequence), its chunks numbered from 1 and
+    retried with their numbers (Client.sequence says where they go and
+    what follows a failure). Not for several threads at once: its chunks
+    are ordered."""
 
     def __init__(self, client: Client, sequence_id: Union[int, str], axis: int,
-                 exclusive: bool, reverse: bool, retries: int = 4):
+                 exclusive: bool, reverse: bool, retries: int = 4,
+                 end_on_error: bool = False):
         if retries < 0:
             raise ValueError("retries is 0 or more, not %d" % retries)
         if isinstance(sequence_id, bool) or not isinstance(sequence_id, (int, str)):
@@ -289,15 +310,28 @@ class RunningSum:
             self.id_text = sequence_id
         self.sequence_id = sequence_id
         self.axis, self.exclusive, self.reverse = axis, exclusive, reverse
-        urls = client._replicas.urls
-        url = urls[zlib.crc32(self.id_text.encode("utf-8")) % len(urls)]
         r = client._replicas
-        self._server = Replicas(url, r.token, r.cafile, r.timeout)
+        if client.shared_state:
+            self._server = Replicas(r.urls, r.token, r.cafile, r.timeout)
+        else:
+            urls = r.urls
+            url = urls[zlib.crc32(self.id_text.encode("utf-8")) % len(urls)]
+            self._server = Replicas(url, r.token, r.cafile, r.timeout)
         self._started = self._ended = False
         self._last: Optional[np.ndarray] = None  # dtype and shape, for the end
         self._chunk = 1  # the next chunk's number
+        # a chunk whose every try failed (its outcome unknown): its number,
+        # a digest of what it was, and why; only it may be sent next
+        self._pending: Optional[Tuple[int, bytes, str]] = None
         self.retries = retries
+        self.end_on_error = end_on_error
         self.repeats = 0  # chunks sent again (their answer had not come)
+
+    def _digest(self, data: np.ndarray, last: bool) -> bytes:
+        h = hashlib.sha256()
+        h.update(("%s %s %d" % (data.dtype.str, data.shape, last)).encode())
+        h.update(memoryview(data.reshape(-1)).cast("B") if data.size else b"")
+        return h.digest()
 
     def cumsum(self, chunk, last: bool = False) -> np.ndarray:
         """Sends the next chunk; returns its answer (a new array of its
@@ -309,6 +343,13 @@ class RunningSum:
             raise ValueError("a chunk has one dimension at least")
         axis = _axis(self.axis, a.ndim)
         data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        digest = self._digest(data, last)
+        if self._pending is not None and self._pending[1] != digest:
+            raise ValueError(
+                "sequence %s: chunk %d failed (%s), and the server may or may not "
+                "have added it: send that chunk again (the same data, and last= "
+                "as before) before any other, or abandon() the sequence"
+                % (self.id_text, self._pending[0], self._pending[2]))
         params = {"dtype": a.dtype.name, "shape": ",".join(map(str, a.shape)),
                   "axis": axis, "exclusive": "true" if self.exclusive else "false",
                   "reverse": "true" if self.reverse else "false",
@@ -328,10 +369,15 @@ class RunningSum:
             except TallyError as e:
                 # no answer (status 0: the connection dropped or timed
                 # out) or busy: the same chunk again, with its number
-                if e.status not in (0, 502, 503, 504) or attempt == self.retries:
+                if e.status not in (0, 502, 503, 504):
+                    self._pending = None  # refused: nothing was added
+                    raise
+                if attempt == self.retries:
+                    self._pending = (self._chunk, digest, e.message)
                     raise
                 self.repeats += 1
                 time.sleep(0.1 * 2 ** attempt)
+        self._pending = None
         self._chunk += 1
         self._started = True
         self._ended = last
@@ -343,7 +389,8 @@ class RunningSum:
 
     def end(self) -> None:
         """Ends the sequence on the server, with an empty chunk, unless the
-        last chunk already did (or none was sent)."""
+        last chunk already did (or none was sent). A chunk that failed must
+        be sent again first (cumsum, above)."""
         if self._started and not self._ended:
             shape = list(self._last.shape)
             shape[_axis(self.axis, len(shape))] = 0
@@ -351,8 +398,18 @@ class RunningSum:
         self._ended = True
         self._server.close()
 
+    def abandon(self) -> None:
+        """Gives the sequence up: nothing more is sent (a failed chunk
+        included), and the server drops it after --sequence-idle-ms."""
+        self._ended = True
+        self._pending = None
+        self._server.close()
+
     def __enter__(self) -> "RunningSum":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.end()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None or self.end_on_error:
+            self.end()
+        else:
+            self._server.close()  # the sequence stays for a retry
