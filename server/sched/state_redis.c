@@ -89,7 +89,8 @@ struct op {
     int kind;
     bool del, touch, sent, finished;
     bool eval; /* the script by its text: Redis had forgotten its SHA-1 */
-    bool waiting_replicas; /* written; its WAIT is sent */
+    bool waiting_replicas; /* written; waiting for a WAIT to cover it */
+    op *wnext;             /* in wait_queue, or in a WAIT's batch */
     uint8_t *key; /* prefix + id, in the op's own allocation */
     size_t keylen;
     state_version expect, to; /* a write's: the version read, and its own */
@@ -136,6 +137,12 @@ struct state_redis {
     op *waiting, *waiting_tail;
     op *delayed; /* asked for later: by not_before_ns, the soonest first */
     op *sent;
+    /* --state-store-wait: written ops waiting for the next WAIT, and
+     * whether one is on its way (a WAIT covers every write sent before
+     * it on the connection, so one WAIT serves every op written
+     * meanwhile: replication's group commit) */
+    op *wait_queue, *wait_tail;
+    bool wait_inflight;
     unsigned backoff_ms;
     bool ever_up;
 
@@ -396,42 +403,58 @@ static bool parse_value(const char *p, size_t n, state_version *version,
 }
 
 static void send_op(state_redis *s, op *o);
-static void send_wait(state_redis *s, op *o);
+static void wait_for_replicas(state_redis *s, op *o);
+static void fail_wait_queue(state_redis *s, const char *why);
 
-/* A write's WAIT (wait_replicas): how many replicas have it. */
+static void send_wait(state_redis *s);
+
+/* A WAIT's answer: how many replicas have every write sent before it,
+ * which is the end of each op in its batch. */
 static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
 {
-    op *o = priv;
-    state_redis *s = o->s;
+    op *batch = priv;
     redisReply *r = rp;
-    (void)ac;
-    unlink_sent(s, o);
-    o->sent = false;
-    char why[300];
-    if (r == NULL) {
-        fail(o, s->stopping ? "the store is closing"
-                            : "the connection to Redis was lost while its "
-                              "replicas took the write (WAIT)");
-        return;
-    }
-    atomic_fetch_add(&s->answered, 1);
-    if (r->type != REDIS_REPLY_INTEGER) {
+    state_redis *s = ac->data;
+    s->wait_inflight = false;
+    char why[300] = "";
+    if (r == NULL)
+        snprintf(why, sizeof why, "%s",
+                 s->stopping ? "the store is closing"
+                             : "the connection to Redis was lost while its "
+                               "replicas took the write (WAIT): it may or "
+                               "may not survive a failover");
+    else if (r->type != REDIS_REPLY_INTEGER)
         snprintf(why, sizeof why, "Redis answered WAIT with %.*s",
                  (int)(r->type == REDIS_REPLY_ERROR && r->len < 200 ? r->len
                                                                      : 0),
                  r->type == REDIS_REPLY_ERROR ? r->str : "");
-        fail(o, why);
-        return;
-    }
-    if (r->integer < (long long)s->wait_replicas) {
+    else if (r->integer < (long long)s->wait_replicas)
         snprintf(why, sizeof why,
                  "written to the primary, but %lld of the %u replicas "
-                 "--state-store-wait asks for had it in time (WAIT)",
+                 "--state-store-wait asks for had it in time (WAIT): it may "
+                 "or may not survive a failover",
                  r->integer, s->wait_replicas);
-        fail(o, why);
-        return;
+    if (r != NULL)
+        atomic_fetch_add(&s->answered, 1);
+    while (batch != NULL) {
+        op *o = batch;
+        batch = o->wnext;
+        unlink_sent(s, o);
+        o->sent = false;
+        if (why[0])
+            fail(o, why);
+        else
+            finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL, 0,
+                   NULL);
     }
-    finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL, 0, NULL);
+    if (s->wait_queue != NULL && s->ac != NULL && !s->stopping)
+        send_wait(s);
+    else if (s->wait_queue != NULL)
+        fail_wait_queue(s, s->stopping ? "the store is closing"
+                                       : "the connection to Redis was lost "
+                                         "before its replicas took the write "
+                                         "(WAIT): it may or may not survive "
+                                         "a failover");
 }
 
 /* A command's reply (NULL: the connection went, or the store closes). */
@@ -477,7 +500,7 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
         } else if (o->touch) {
             finish(o, STATE_REDIS_OK, o->expect, NULL, 0, NULL);
         } else if (s->wait_replicas > 0 && !o->finished && s->ac != NULL) {
-            send_wait(s, o); /* acknowledged once the replicas have it */
+            wait_for_replicas(s, o); /* acknowledged once replicas have it */
         } else {
             finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL,
                    0, NULL);
@@ -496,21 +519,67 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
            rec, len, NULL);
 }
 
-static void send_wait(state_redis *s, op *o)
+/* The written ops queued so far, covered by one WAIT: its timeout is
+ * the latest of their deadlines (an op whose own passes sooner is failed
+ * by the sweep). */
+static void send_wait(state_redis *s)
 {
+    op *batch = s->wait_queue;
+    s->wait_queue = s->wait_tail = NULL;
+    uint64_t now = now_ns(), last = 0;
+    for (op *o = batch; o != NULL; o = o->wnext)
+        last = o->deadline_ns == 0 ? UINT64_MAX
+               : o->deadline_ns > last ? o->deadline_ns
+                                       : last;
+    uint64_t left = last == UINT64_MAX ? s->timeout_ms
+                    : last > now       ? (last - now) / 1000000u
+                                       : 0;
     char n[16], ms[24];
-    uint64_t now = now_ns(), left = s->timeout_ms;
-    if (o->deadline_ns != 0)
-        left = o->deadline_ns > now ? (o->deadline_ns - now) / 1000000u : 0;
     snprintf(n, sizeof n, "%u", s->wait_replicas);
     snprintf(ms, sizeof ms, "%llu", (unsigned long long)(left ? left : 1));
     const char *argv[] = {"WAIT", n, ms};
-    if (redisAsyncCommandArgv(s->ac, on_wait, o, 3, argv, NULL) != REDIS_OK) {
-        fail(o, "the write's WAIT could not be sent to Redis");
+    if (redisAsyncCommandArgv(s->ac, on_wait, batch, 3, argv, NULL)
+        != REDIS_OK) {
+        while (batch != NULL) {
+            op *o = batch;
+            batch = o->wnext;
+            unlink_sent(s, o);
+            o->sent = false;
+            fail(o, "the write's WAIT could not be sent to Redis");
+        }
         return;
     }
+    s->wait_inflight = true;
+}
+
+/* The written ops no WAIT was sent for, failed: the connection went. */
+static void fail_wait_queue(state_redis *s, const char *why)
+{
+    op *o = s->wait_queue;
+    s->wait_queue = s->wait_tail = NULL;
+    while (o != NULL) {
+        op *next = o->wnext;
+        unlink_sent(s, o);
+        o->sent = false;
+        fail(o, why);
+        o = next;
+    }
+}
+
+/* A written op waits for a WAIT: the next one, or one sent now. It stays
+ * in the sent list, where the sweep sees its deadline. */
+static void wait_for_replicas(state_redis *s, op *o)
+{
     o->waiting_replicas = true;
+    o->wnext = NULL;
     link_sent(s, o);
+    if (s->wait_tail != NULL)
+        s->wait_tail->wnext = o;
+    else
+        s->wait_queue = o;
+    s->wait_tail = o;
+    if (!s->wait_inflight)
+        send_wait(s);
 }
 
 static void send_op(state_redis *s, op *o)
@@ -913,6 +982,10 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     bool was_up = s->up;
     s->ac = NULL;
     s->up = false;
+    s->wait_inflight = false;
+    fail_wait_queue(s, "the connection to Redis was lost before its "
+                       "replicas took the write (WAIT): it may or may not "
+                       "survive a failover");
     uv_timer_stop(&s->connect_timer);
     atomic_store(&s->stat_up, false);
     if (s->stopping || s->dropping)
@@ -1074,6 +1147,7 @@ static void shut(state_redis *s)
         s->ac = NULL;
         redisAsyncFree(ac); /* the sent ops' callbacks: NULL replies */
     }
+    fail_wait_queue(s, "the store is closing");
     if (!s->attached) {
         uv_walk(s->loop, close_handle, NULL);
         return;
