@@ -202,25 +202,39 @@ static void list_append(seq_table *t, seq_entry *e, int l)
     t->tail[l] = e;
 }
 
-/* Puts e in the IDLE list in the order of last_ns, which seq_sweep()
- * reads from the oldest: a chunk that failed does not renew its
- * sequence, so an entry may come back older than the newest. */
-static void idle_insert(seq_table *t, seq_entry *e)
+/* The time an entry's list expires it from: its last answered chunk
+ * (IDLE), its end (CLOSED, ENDED). */
+static uint64_t list_key(const seq_entry *e, int l)
 {
-    seq_entry *after = t->tail[IDLE];
-    while (after != NULL && after->last_ns > e->last_ns)
+    return l == IDLE ? e->last_ns : e->closed_ns;
+}
+
+/* Puts e in list l in the order of list_key(), which seq_sweep() reads
+ * from the oldest: a chunk that failed does not renew its sequence, and
+ * an ended one that comes back from a repeat keeps its end's time, so an
+ * entry may come back older than the newest. Mostly at the tail. */
+static void list_insert(seq_table *t, seq_entry *e, int l)
+{
+    uint64_t k = list_key(e, l);
+    seq_entry *after = t->tail[l];
+    while (after != NULL && list_key(after, l) > k)
         after = after->lprev;
-    e->list = IDLE;
+    e->list = l;
     e->lprev = after;
-    e->lnext = after != NULL ? after->lnext : t->head[IDLE];
+    e->lnext = after != NULL ? after->lnext : t->head[l];
     if (e->lnext != NULL)
         e->lnext->lprev = e;
     else
-        t->tail[IDLE] = e;
+        t->tail[l] = e;
     if (after != NULL)
         after->lnext = e;
     else
-        t->head[IDLE] = e;
+        t->head[l] = e;
+}
+
+static void idle_insert(seq_table *t, seq_entry *e)
+{
+    list_insert(t, e, IDLE);
 }
 
 static void map_insert(seq_table *t, seq_entry *e)
@@ -680,7 +694,7 @@ static void finish_end(seq_table *t, seq_slot *s, bool ok, int what,
             if (!e->mapped)
                 entry_free(t, e);
             else if (e->closed)
-                list_append(t, e, e->numbered ? ENDED : CLOSED);
+                list_insert(t, e, e->numbered ? ENDED : CLOSED);
             else
                 idle_insert(t, e);
         }
@@ -801,7 +815,7 @@ static bool refuse_waiting(seq_table *t, seq_entry *e, uint64_t at,
             return false;
         }
         if (e->closed)
-            list_append(t, e, ENDED);
+            list_insert(t, e, ENDED);
         else
             idle_insert(t, e);
     }
@@ -1360,7 +1374,7 @@ bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
         e->closed = true;
         e->closed_ns = e->last_ns;
         t->live--;
-        list_append(t, e, ENDED);
+        list_insert(t, e, ENDED);
     } else {
         idle_insert(t, e);
     }
