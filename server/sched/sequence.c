@@ -80,6 +80,7 @@ struct seq_table {
     size_t bytes; /* every entry's carries, mapped or not */
     uint64_t started, ended, expired, refused, late;
     uint64_t applied, repeats, conflicts, gaps; /* numbered chunks */
+    uint64_t loaded_expired; /* seq_restore()'s, for seq_expire_loaded() */
     seq_store *store; /* NULL: the carries live in memory only */
     const seq_backend *remote; /* the states live in a shared store */
     void *remote_self;
@@ -754,9 +755,10 @@ status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
         x.prev = e->carry;
     }
     /* the slot's buffers are not needed past here; its fields are */
+    /* a late chunk, after its sequence's end, leaves it ended */
     if (!seq_store_append(t->store, &x,
-                          s->end ? SEQ_REC_ENDED : SEQ_REC_LIVE, on_durable,
-                          s)) {
+                          s->end || e->closed ? SEQ_REC_ENDED : SEQ_REC_LIVE,
+                          on_durable, s)) {
         snprintf(msg, msglen, "out of memory writing the chunk's state");
         finish_end(t, s, ok, what, moving, false);
         return STATUS_NOMEM;
@@ -1335,6 +1337,19 @@ bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
         uv_mutex_unlock(&t->mu);
         return true;
     }
+    /* one whose idle deadline passed while tallyd was down is not taken:
+     * it would be dropped at once (seq_expire_loaded), and it may be one
+     * that expired before the crash, its "gone" record not yet written,
+     * whose place a new sequence took: counted, it could push the
+     * others past the limits they kept */
+    uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
+    uint64_t used = last_use(x->idle_deadline_ms, wall_ms(), at, idle);
+    if (at - used >= idle) {
+        if (!closed)
+            t->expired++, t->loaded_expired++;
+        uv_mutex_unlock(&t->mu);
+        return true;
+    }
     size_t need = (size_t)x->count * sizeof(eng_carry) * (x->numbered ? 2 : 1);
     if ((!closed && t->live >= t->o.max_sequences)
         || need > t->o.max_bytes - t->bytes) {
@@ -1365,8 +1380,7 @@ bool seq_restore(seq_table *t, seq_file_entry *x, int how, char *msg,
         e->prev = x->prev;
         x->prev = NULL;
     }
-    e->last_ns = last_use(x->idle_deadline_ms, wall_ms(), now(t),
-                          t->o.idle_ms * 1000000u);
+    e->last_ns = used;
     e->started = true;
     t->bytes += entry_bytes(e);
     map_insert(t, e);
@@ -1386,7 +1400,8 @@ size_t seq_expire_loaded(seq_table *t)
 {
     uv_mutex_lock(&t->mu);
     uint64_t at = now(t), idle = t->o.idle_ms * 1000000u;
-    size_t before = t->expired;
+    size_t before = t->expired - t->loaded_expired;
+    t->loaded_expired = 0;
     for (seq_entry *e = t->head[IDLE], *n; e != NULL; e = n) {
         n = e->lnext;
         if (at - e->last_ns >= idle) {

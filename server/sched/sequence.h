@@ -269,7 +269,8 @@ seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom);
 /* Takes one record of the log (seq_store.h's how) into the table,
  * replacing the sequence of that id: live, it goes on; ended, a numbered
  * one is kept (closed) for a repeat of its end chunk, an unnumbered one
- * removed; gone, removed. e's carries are taken.
+ * removed; gone, or past its idle deadline already, removed (and counted
+ * expired). e's carries are taken.
  * At the start, before any chunk. False with a message when the table's
  * limits do not hold it. */
 bool seq_restore(seq_table *t, seq_file_entry *e, int how, char *msg,
