@@ -495,7 +495,8 @@ Develop
   make check-docs       the docs' links, settings, errors and metrics against the tree
   make docs-config      docs/configuration.md's table from config.h
   make docs-errors      docs/errors.md's tables from status.h and tally.h
-  make soak             a long mixed load: statuses, memory, descriptors
+  make soak             a long mixed load (statuses, memory, descriptors), then the
+                        model checker on each setup (MODEL_SECONDS)
   make deps-test        the tests' packages (Python's into build/venv)
   make format           clang-format every C file
   make openapi-json     proto/openapi.json from the YAML
@@ -782,8 +783,15 @@ load: deps-bench $(TALLYD)
 
 # A long mixed load at high concurrency: no slow request, no socket error
 # (SOAK_SECONDS, default 600).
+# The model checker's setups for MODEL_SECONDS each (tests/model/driver.py):
+# every answer under faults against the reference model, a new seed each
+# run (printed; TALLY_MODEL_SEED replays one).
+MODEL_SECONDS ?= 60
 soak: deps-bench $(TALLYD)
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
+	$(Q)for s in memory "state-dir --fsync always" "state-dir --fsync everysec" redis; do \
+	  TALLYD=$(abspath $(TALLYD)) $(PYTHON) tests/model/driver.py --setup $$s \
+	    --seconds $(MODEL_SECONDS) || exit 1; done
 
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).
 bench-client: deps-bench $(TALLYD) $(TALLY_CLI)

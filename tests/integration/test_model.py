@@ -1,0 +1,51 @@
+"""The model checker (tests/model/driver.py, docs/durability.md): random
+operations from many clients through every door, each answer checked
+against the reference model of the sequence rules, on the three setups:
+tallyd in memory; tallyd with --state-dir killed with SIGKILL and started
+again (always, then everysec); three replicas on one Redis, with replicas
+and Redis killed, and Redis paused. A short fixed budget each (about 60 s
+in all, TALLY_MODEL_SECONDS scales it), a new seed each run, printed;
+TALLY_MODEL_SEED replays one. `make soak` runs them for minutes."""
+import os
+import random
+import shutil
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "model"))
+import driver  # noqa: E402
+
+SEED = int(os.environ.get("TALLY_MODEL_SEED", random.randrange(1 << 31)))
+SCALE = float(os.environ.get("TALLY_MODEL_SECONDS", "1"))
+
+
+def check(setup, seconds, **kw):
+    try:
+        figures = driver.run(setup, seconds * SCALE, SEED, **kw)
+    except driver.Failure as e:
+        pytest.fail(str(e), pytrace=False)
+    # it ran, and checked: answers came and were compared
+    assert figures["operations"] > 50 * SCALE, figures
+    return figures
+
+
+def test_model_memory():
+    check("memory", 15)
+
+
+@pytest.mark.slow
+@pytest.mark.outage
+@pytest.mark.parametrize("fsync", ["always", "everysec"])
+def test_model_state_dir_killed(fsync):
+    f = check("state-dir", 10, fsync=fsync)
+    assert f["faults"] >= 2, f
+
+
+@pytest.mark.slow
+@pytest.mark.outage
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
+def test_model_replicas_on_redis():
+    f = check("redis", 25)
+    assert f["faults"] >= 4, f

@@ -1,0 +1,932 @@
+"""The model checker's driver: random operations from many clients,
+through every door, against a real tallyd setup under faults, each answer
+checked against the reference model (model.py).
+
+    python3 tests/model/driver.py --setup memory|state-dir|redis \\
+        [--seconds 20] [--seed N] [--fsync always|everysec]
+
+Setups (docs/durability.md, "Checking it yourself"):
+  memory     one tallyd, its sequences in memory;
+  state-dir  one tallyd with --state-dir (--fsync), killed with SIGKILL at
+             random and started again;
+  redis      three replicas on one Redis (appendfsync always): replicas
+             killed and started again, Redis killed and started again, and
+             Redis paused (SIGSTOP) past --state-store-timeout-ms.
+
+Each client owns a few sequence ids, which it starts, feeds, ends, lets
+expire and starts again, through a door drawn at random: KServe over REST
+(JSON), the native API (raw bytes), gRPC calls, the gRPC stream (several
+chunks of a sequence at once) and shared memory in place (REST and gRPC).
+Numbered and unnumbered sequences, repeats, conflicts, early chunks (a
+chunk sent before the one ahead of it, which follows within or after
+--sequence-reorder-ms), chunks after the end, chunks of another dtype,
+and starts beyond --max-sequences. The timers are short, so that expiry,
+the linger and the reuse of ids happen often.
+
+Every answer (its kind, its data, and a shared-memory region after it)
+must fit a state the model allows; an answer that cannot come (a dropped
+connection, a 503 from the store) keeps both outcomes open until a later
+answer decides. A failure prints the seed and the history of the one
+sequence it is about, from the last moment that sequence was surely gone:
+the shortest history that shows it. TALLY_MODEL_SEED (or --seed) replays
+a run's operations."""
+import argparse
+import http.client
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+
+import numpy as np  # noqa: E402
+
+import model  # noqa: E402
+from model import (CONFLICT, FULL, GAP, INVALID, NONE, OK, UNKNOWN,  # noqa: E402
+                   Chunk, Timers)
+
+# The server's timers in these runs: short, so that the idle expiry, the
+# linger and the reuse of ids come within seconds.
+IDLE_MS, LINGER_MS, REORDER_MS = 900, 400, 250
+MAX_SEQUENCES = 12  # memory and --state-dir: a few starts find no room
+MAX_WORLDS = 48     # an id with more open states is set aside until it expires
+
+
+class Failure(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- the setups
+
+class Setup:
+    """Doors onto one state: (REST port, gRPC port) of each tallyd up now;
+    a fault thread; restarts (to tell the model)."""
+
+    name = "?"
+    kills_lose_lingering = False  # --state-dir: an ended unnumbered one
+
+    def __init__(self, seed):
+        self.lock = threading.Lock()
+        self.daemons = []
+        self.faults = 0
+        self.faults_by_kind = {}
+        self.epoch = 0  # bumped at each tallyd start (regions to register)
+        self.rng = random.Random(seed * 1000 + 999)
+        self.stopping = threading.Event()
+        self.restart_listeners = []
+        self.broken = None  # why the fault loop could not go on
+
+    def common_args(self):
+        return ["--device", "host", "--allow-shared-memory",
+                "--sequence-idle-ms", str(IDLE_MS), "--sequence-linger-ms", str(LINGER_MS),
+                "--sequence-reorder-ms", str(REORDER_MS), "--inline-max-elements", "0",
+                "--max-sequences", str(self.max_sequences())]
+
+    def max_sequences(self):
+        return MAX_SEQUENCES
+
+    def full_possible(self):
+        """Whether a start may be refused for --max-sequences (memory's
+        live sequences; with Redis it counts chunks in flight only)."""
+        return True
+
+    def doors(self):
+        with self.lock:
+            return [(d.port, d.grpc_port, d.epoch) for d in self.daemons if d.up]
+
+    def count(self, kind):
+        with self.lock:
+            self.faults += 1
+            self.faults_by_kind[kind] = self.faults_by_kind.get(kind, 0) + 1
+
+    def start_daemon(self, args):
+        from conftest import Daemon
+        d = Daemon(*args)
+        with self.lock:
+            self.epoch += 1
+            d.epoch = self.epoch
+            d.up = True
+            self.daemons.append(d)
+        return d
+
+    def kill_daemon(self, d):
+        with self.lock:
+            d.up = False
+        d.proc.kill()
+        d.proc.wait()
+
+    def fault_loop(self):
+        pass
+
+    def logs(self):
+        return "\n".join(d.log()[-1500:] for d in self.daemons[-4:])
+
+    def cleanup(self):
+        self.stopping.set()
+        for d in self.daemons:
+            d.cleanup()
+
+
+class Memory(Setup):
+    name = "memory"
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        self.start_daemon(self.common_args())
+
+
+class StateDir(Setup):
+    name = "state-dir"
+    kills_lose_lingering = True
+
+    def __init__(self, seed, fsync="always"):
+        super().__init__(seed)
+        self.dir = tempfile.mkdtemp(prefix="tally-model-")
+        self.fsync = fsync
+        self.start_daemon(self.args())
+
+    def args(self):
+        return self.common_args() + ["--state-dir", self.dir, "--state-fsync", self.fsync]
+
+    def fault_loop(self):
+        while not self.stopping.wait(self.rng.uniform(1.0, 3.0)):
+            d = self.daemons[-1]
+            self.kill_daemon(d)
+            self.count("tallyd killed")
+            for fn in self.restart_listeners:
+                fn()
+            if self.stopping.wait(self.rng.uniform(0.0, 0.3)):
+                return
+            try:
+                self.start_daemon(self.args())
+            except RuntimeError as e:  # the run cannot go on: say why
+                self.broken = "tallyd did not start again on its --state-dir: %s" % e
+                return
+
+    def cleanup(self):
+        super().cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisReplicas(Setup):
+    name = "redis"
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        from test_state_store import Redis
+        self.redis = Redis()
+        for _ in range(3):
+            self.start_daemon(self.args())
+
+    def args(self):
+        return self.common_args() + ["--state-store", self.redis.url(),
+                                     "--state-store-timeout-ms", "400"]
+
+    def max_sequences(self):
+        return 1024
+
+    def full_possible(self):
+        return False
+
+    def fault_loop(self):
+        while not self.stopping.wait(self.rng.uniform(0.8, 2.5)):
+            what = self.rng.choice(["replica", "replica", "redis", "pause"])
+            if what == "replica":
+                up = [d for d in self.daemons if d.up]
+                d = self.rng.choice(up)
+                self.kill_daemon(d)
+                self.count("replica killed")
+                if self.stopping.wait(self.rng.uniform(0.0, 0.5)):
+                    return
+                try:
+                    self.start_daemon(self.args())
+                except RuntimeError as e:
+                    self.broken = "a replica did not start again: %s" % e
+                    return
+            elif what == "redis":
+                self.redis.kill()
+                self.count("Redis killed")
+                if self.stopping.wait(self.rng.uniform(0.0, 0.4)):
+                    return
+                self.redis.start()
+            else:
+                self.redis.proc.send_signal(signal.SIGSTOP)
+                self.count("Redis paused")
+                self.stopping.wait(self.rng.uniform(0.45, 0.8))
+                self.redis.proc.send_signal(signal.SIGCONT)
+
+    def cleanup(self):
+        super().cleanup()
+        try:
+            self.redis.proc.send_signal(signal.SIGCONT)
+        except OSError:
+            pass
+        self.redis.cleanup()
+
+
+# ---------------------------------------------------------------- the doors
+
+def classify(status, message):
+    """An answer's kind from its status (HTTP's, or 0 for gRPC) and
+    words."""
+    m = message or ""
+    if status == 200:
+        return OK
+    if "as many as the server keeps" in m or "live sequences' carries take" in m:
+        return FULL
+    if status in (400,) or "not live" in m or "keeps its first chunk" in m \
+            or "numbers its chunks" in m or "does not number" in m:
+        return INVALID
+    if "waited" in m and "--sequence-reorder-ms" in m:
+        return GAP
+    if "older than its last" in m or "applied with another input" in m \
+            or "cannot follow it" in m:
+        return CONFLICT
+    if status == 413:
+        return model.TOO_LARGE
+    return UNKNOWN  # 503 (the store, the log), a drain, a dropped connection
+
+
+def params_of(seq, c):
+    p = {"sequence_id": seq}
+    if c.start:
+        p["sequence_start"] = True
+    if c.end:
+        p["sequence_end"] = True
+    if c.numbered:
+        p["sequence_chunk"] = c.number
+    return p
+
+
+def seq_param(seq):
+    """The id as the doors take it: a number for 'n:...', else a string."""
+    return int(seq[2:]) if seq.startswith("n:") else seq[2:]
+
+
+class Doors:
+    """One client's ways into the setup: connections, a gRPC client per
+    port, its shared-memory region (registered on each tallyd it meets)."""
+
+    KINDS = ["rest", "native", "grpc", "stream", "shm_rest", "shm_grpc"]
+
+    def __init__(self, name):
+        import tritonclient.utils.shared_memory as shm
+        self.shm = shm
+        self.region = "model-%s" % name
+        self.key = "/tally-model-%d-%s" % (os.getpid(), name)
+        self.handle = shm.create_shared_memory_region(self.region, self.key, 64)
+        self.registered = set()  # (port, epoch)
+        self.grpc = {}
+
+    def close(self):
+        for c in self.grpc.values():
+            try:
+                c.close()
+            except Exception:
+                pass
+        try:
+            self.shm.destroy_shared_memory_region(self.handle)
+        except Exception:
+            pass
+
+    def grpc_client(self, port):
+        import tritonclient.grpc as grpcclient
+        c = self.grpc.get(port)
+        if c is None:
+            c = self.grpc[port] = grpcclient.InferenceServerClient("127.0.0.1:%d" % port)
+        return c
+
+    # each returns (kind, answer tuple or None, words)
+
+    def rest(self, door, seq, c, timeout=5):
+        body = json.dumps({"parameters": params_of(seq_param(seq), c), "inputs": [
+            {"name": "x", "datatype": "INT64" if c.dtype == "int64" else "INT32",
+             "shape": [len(c.data)], "data": list(c.data)}]})
+        conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
+        try:
+            conn.request("POST", "/v2/models/cumsum/infer", body,
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            raw = r.read()
+        finally:
+            conn.close()
+        if r.status == 200:
+            return OK, tuple(json.loads(raw)["outputs"][0]["data"]), ""
+        words = json.loads(raw).get("error", "") if raw else ""
+        return classify(r.status, words), None, words
+
+    def native(self, door, seq, c, timeout=5):
+        q = {"dtype": c.dtype, "shape": str(len(c.data))}
+        for k, v in params_of(seq_param(seq), c).items():
+            q[k] = "true" if v is True else str(v)
+        if isinstance(seq_param(seq), str):
+            q["sequence_id"] = seq_param(seq)
+        raw = np.array(c.data, dtype=c.dtype).tobytes()
+        conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
+        try:
+            conn.request("POST", "/v1/cumsum?" + urllib.parse.urlencode(q), raw,
+                         {"Content-Type": "application/octet-stream"})
+            r = conn.getresponse()
+            body = r.read()
+        finally:
+            conn.close()
+        if r.status == 200:
+            return OK, tuple(int(v) for v in np.frombuffer(body, dtype=c.dtype)), ""
+        words = json.loads(body).get("error", "") if body else ""
+        return classify(r.status, words), None, words
+
+    def grpc_call(self, door, seq, c, timeout=5, shm=False):
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import InferenceServerException
+        cl = self.grpc_client(door[1])
+        x = np.array(c.data, dtype=c.dtype)
+        i = grpcclient.InferInput("x", [len(c.data)], "INT64" if c.dtype == "int64" else "INT32")
+        outs = None
+        if shm:
+            self.shm.set_shared_memory_region(self.handle, [x])
+            i.set_shared_memory(self.region, x.nbytes)
+            o = grpcclient.InferRequestedOutput("y")
+            o.set_shared_memory(self.region, x.nbytes)
+            outs = [o]
+        else:
+            i.set_data_from_numpy(x)
+        p = params_of(seq_param(seq), c)
+        extra = {"sequence_chunk": p["sequence_chunk"]} if c.numbered else None
+        try:
+            r = cl.infer("cumsum", [i], outputs=outs, sequence_id=p["sequence_id"],
+                         sequence_start=c.start, sequence_end=c.end, parameters=extra,
+                         client_timeout=timeout)
+        except InferenceServerException as e:
+            words = e.message() or ""
+            st = str(e.status())
+            if "UNAVAILABLE" in st and not words.startswith("sequence") \
+                    or "DEADLINE" in st or "CANCELLED" in st:
+                return UNKNOWN, None, "%s %s" % (st, words)
+            return classify(0, words), None, words
+        if shm:
+            return OK, tuple(int(v) for v in self.region_now(len(c.data), c.dtype)), ""
+        return OK, tuple(int(v) for v in r.as_numpy("y")), ""
+
+    def region_now(self, n, dtype="int64"):
+        return self.shm.get_contents_as_numpy(self.handle, np.dtype(dtype), [n]).copy()
+
+    def shm_rest(self, door, seq, c, timeout=5):
+        x = np.array(c.data, dtype=c.dtype)
+        self.shm.set_shared_memory_region(self.handle, [x])
+        place = {"shared_memory_region": self.region, "shared_memory_offset": 0,
+                 "shared_memory_byte_size": x.nbytes}
+        body = json.dumps({
+            "parameters": params_of(seq_param(seq), c),
+            "inputs": [{"name": "x", "datatype": "INT64" if c.dtype == "int64" else "INT32",
+                        "shape": [len(c.data)], "parameters": place}],
+            "outputs": [{"name": "y", "parameters": place}]})
+        conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
+        try:
+            conn.request("POST", "/v2/models/cumsum/infer", body,
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            raw = r.read()
+        finally:
+            conn.close()
+        if r.status == 200:
+            return OK, tuple(int(v) for v in self.region_now(len(c.data), c.dtype)), ""
+        words = json.loads(raw).get("error", "") if raw else ""
+        return classify(r.status, words), None, words
+
+    def register(self, door):
+        if (door[0], door[2]) in self.registered:
+            return
+        body = json.dumps({"key": self.key, "offset": 0, "byte_size": 64})
+        conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=5)
+        try:
+            conn.request("POST", "/v2/systemsharedmemory/region/%s/register" % self.region,
+                         body, {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+        finally:
+            conn.close()
+        if r.status != 200:
+            raise OSError("register: %d" % r.status)
+        self.registered.add((door[0], door[2]))
+
+    def stream(self, door, seq, chunks, timeout=5):
+        """The chunks on one gRPC stream, sent at once: each one's
+        (kind, answer, words), UNKNOWN for those whose answer never came."""
+        import tritonclient.grpc as grpcclient
+        results = queue.Queue()
+        cl = grpcclient.InferenceServerClient("127.0.0.1:%d" % door[1])
+        out = [(UNKNOWN, None, "no answer")] * len(chunks)
+        try:
+            cl.start_stream(callback=lambda result, error: results.put((result, error)))
+            for k, c in enumerate(chunks):
+                x = np.array(c.data, dtype=c.dtype)
+                i = grpcclient.InferInput("x", [len(c.data)],
+                                          "INT64" if c.dtype == "int64" else "INT32")
+                i.set_data_from_numpy(x)
+                p = params_of(seq_param(seq), c)
+                cl.async_stream_infer("cumsum", [i], request_id=str(k),
+                                      sequence_id=p["sequence_id"], sequence_start=c.start,
+                                      sequence_end=c.end,
+                                      parameters={"sequence_chunk": c.number}
+                                      if c.numbered else None)
+            deadline = time.time() + timeout
+            got = 0
+            while got < len(chunks) and time.time() < deadline:
+                try:
+                    result, error = results.get(timeout=max(0.01, deadline - time.time()))
+                except queue.Empty:
+                    break
+                got += 1
+                if error is not None:
+                    # a refusal names nothing but its words; the order of
+                    # the answers is the order sent (one stream, one
+                    # sequence): the first still open
+                    words = error.message() if hasattr(error, "message") else str(error)
+                    words = words or ""
+                    # a numbered refusal names its chunk; the others come in
+                    # the order sent (one sequence: admitted in order)
+                    k = next(j for j, o in enumerate(out) if o[2] == "no answer")
+                    for j, c in enumerate(chunks):
+                        if c.numbered and out[j][2] == "no answer" \
+                                and ("chunk %d " % c.number) in words:
+                            k = j
+                            break
+                    kind = classify(0, words or "")
+                    out[k] = (kind, None, words or "")
+                    continue
+                k = int(result.get_response().id)
+                out[k] = (OK, tuple(int(v) for v in result.as_numpy("y")), "")
+        except Exception as e:  # the stream broke: the rest stay unknown
+            out = [o if o[2] != "no answer" else (UNKNOWN, None, repr(e)) for o in out]
+        finally:
+            try:
+                cl.stop_stream()
+            except Exception:
+                pass
+            cl.close()
+        return out
+
+    def send(self, kind, door, seq, c):
+        """One chunk through door kind: (kind, answer, words, region)."""
+        try:
+            if kind == "rest":
+                return self.rest(door, seq, c) + (None,)
+            if kind == "native":
+                return self.native(door, seq, c) + (None,)
+            if kind == "grpc":
+                return self.grpc_call(door, seq, c) + (None,)
+            self.register(door)
+            if kind == "shm_rest":
+                k, a, w = self.shm_rest(door, seq, c)
+            else:
+                k, a, w = self.grpc_call(door, seq, c, shm=True)
+            region = None if k in (OK, UNKNOWN) else tuple(
+                int(v) for v in self.region_now(len(c.data), c.dtype))
+            return k, a, w, region
+        except (OSError, http.client.HTTPException) as e:
+            return UNKNOWN, None, repr(e), None
+
+
+# ---------------------------------------------------------------- the checker
+
+class Ids:
+    """Every id's open states, under one lock: the model's side."""
+
+    def __init__(self, timers, setup, full_limit):
+        self.timers = timers
+        self.setup = setup
+        self.lock = threading.Lock()
+        self.worlds = {}   # id -> [World]
+        self.history = {}  # id -> [(what, ...)] since it was surely gone
+        self.inflight = {}  # id -> count of requests on their way
+        self.full_limit = full_limit
+        self.ops = self.unknown = self.set_aside = self.max_worlds = 0
+        # the states of ids whose request was on its way when tallyd was
+        # killed: that request took effect before the kill, or after the
+        # start, or not at all
+        self.before_restart = {}
+        self.changed_at = {}  # id -> when its last request ended
+        self.gone_at = {}  # id -> its history's length when it was surely gone
+        setup.restart_listeners.append(self.on_restart)
+
+    def on_restart(self):
+        """tallyd (--state-dir) was killed: what each id may be now."""
+        with self.lock:
+            for seq, ws in self.worlds.items():
+                if self.inflight.get(seq) and seq not in self.before_restart:
+                    self.before_restart[seq] = list(ws)
+                self.worlds[seq] = dedupe([model.restarted(w) for w in ws])
+                self.history.setdefault(seq, []).append(("restart", "%.3f" % time.monotonic()))
+
+    def get(self, seq):
+        with self.lock:
+            return list(self.worlds.get(seq, [NONE]))
+
+    def begin(self, seq):
+        with self.lock:
+            self.inflight[seq] = self.inflight.get(seq, 0) + 1
+
+    def live_bounds(self, s, r, skip):
+        """(surely live, maybe live) sequences at a decision within [s, r]:
+        what --max-sequences compares. Maybe: one with a request on its
+        way, or whose last request ended after s (its change may have come
+        before or after the decision)."""
+        lo = hi = 0
+        seen = []
+        for seq in set(self.worlds) | set(self.inflight):
+            if seq == skip:
+                continue
+            ws = self.worlds.get(seq, [NONE])
+            live = [model.settle(w, self.timers, s, r) for w in ws]
+            states = [x.status == model.LIVE for group in live for x in group]
+            if self.inflight.get(seq) or self.changed_at.get(seq, 0) > s:
+                hi += 1
+                seen.append((seq, "on its way, or changed meanwhile"))
+                continue
+            if states and all(states):
+                lo += 1
+            if any(states):
+                hi += 1
+                seen.append((seq, [(w.status, w.renew) for w in ws]))
+        self.last_bounds = (s, lo, hi, seen)
+        return lo, hi
+
+    def check(self, seq, what, run, s, r):
+        """Filters seq's states with an observation: run(world) gives the
+        list of next states it allows for that world (empty: it does not
+        fit). Raises Failure with the history when nothing fits."""
+        with self.lock:
+            self.inflight[seq] -= 1
+            self.ops += 1
+            ws = self.worlds.get(seq, [NONE])
+            hist = self.history.setdefault(seq, [])
+            hist.append(what)
+            nxt = []
+            for w0 in ws:
+                for w in model.settle(w0, self.timers, s, r):
+                    nxt.extend(run(w))
+            for w0 in self.before_restart.pop(seq, []):
+                for w in model.settle(w0, self.timers, s, r):
+                    nxt.extend(model.restarted(x) for x in run(w))
+            nxt = dedupe(nxt)
+            if not nxt:
+                raise Failure(self.explain(seq, ws))
+            if len(nxt) > 1:
+                self.unknown += 1
+            if all(w.status == model.ABSENT for w in nxt):
+                self.gone_at[seq] = len(hist)  # surely gone after these
+            del hist[:-200]
+            self.worlds[seq] = nxt
+            self.changed_at[seq] = time.monotonic()
+            self.max_worlds = max(self.max_worlds, len(nxt))
+            return nxt
+
+    def explain(self, seq, ws):
+        lines = ["sequence %s: no state the model allows fits its last answer" % seq,
+                 "its states before it:"]
+        lines += ["  %r" % (w,) for w in ws]
+        if getattr(self, "last_bounds", None):
+            at, lo, hi, seen = self.last_bounds
+            lines.append("the last count of live sequences, at %.3f: %d to %d: %s"
+                         % (at, lo, hi, seen))
+        if any(w.status != model.LIVE for w in ws):
+            at = time.monotonic()
+            lo, hi = self.live_bounds(at, at, seq)
+            lines.append("live sequences now, as the model sees them: %d to %d of "
+                         "--max-sequences %d; the others:" % (lo, hi, self.full_limit))
+            for other, ows in sorted(self.worlds.items()):
+                if other != seq:
+                    lines.append("  %s%s: %s" % (other, " (a request on its way)"
+                                                 if self.inflight.get(other) else "",
+                                                 [(w.status, self.timers.expiry(w))
+                                                  for w in ows]))
+                    for h in self.history.get(other, [])[-4:]:
+                        lines.append("      " + " ".join(str(x) for x in h))
+        lines.append("its history, from when it was surely gone (times: the checker's "
+                     "monotonic seconds; * before it):")
+        hist = self.history.get(seq, [])
+        mark = min(self.gone_at.get(seq, 0), len(hist) - 1)
+        for i, h in enumerate(hist[max(0, mark - 3):], max(0, mark - 3)):
+            lines.append(("* " if i < mark else "  ") + " ".join(str(x) for x in h))
+        return "\n".join(lines)
+
+    def expires_by(self, seq):
+        """When every state of seq is surely gone (None: it is now)."""
+        with self.lock:
+            ws = self.worlds.get(seq, [NONE])
+            t = None
+            for w in ws:
+                e = self.timers.expiry(w)
+                if e is not None:
+                    t = max(t or 0, e[1] + self.timers.m_hi)
+            return t
+
+
+def dedupe(ws):
+    out = []
+    for w in ws:
+        if w not in out:
+            out.append(w)
+    return out
+
+
+def fits(kind, answer, region, c, expected):
+    """Whether an observation fits one of expected's (kind, answer, World):
+    the Worlds it leads to."""
+    out = []
+    for ek, ea, n in expected:
+        if kind != ek:
+            continue
+        if kind == OK and answer != ea:
+            continue
+        if region is not None and kind != OK and region != c.data:
+            continue  # a refused in-place chunk must leave its input
+        out.append(n)
+    return out
+
+
+# ---------------------------------------------------------------- the clients
+
+class Client(threading.Thread):
+    def __init__(self, k, setup, ids, seed, stop_at, errors):
+        super().__init__(daemon=True)
+        self.k, self.setup, self.ids = k, setup, ids
+        self.rng = random.Random(seed * 1000 + k)
+        self.stop_at = stop_at
+        self.errors = errors
+        self.doors = Doors("%d-%d" % (seed % 100000, k))
+        tag = seed % 100000
+        # a string id and a number id of its own, used again and again
+        self.seqs = ["s:m%d-%d-a" % (tag, k), "n:%d" % (tag * 100 + k + 1),
+                     "s:m%d-%d-b" % (tag, k)]
+        self.set_aside = {}
+        self.ops = 0
+
+    def run(self):
+        try:
+            while time.monotonic() < self.stop_at and not self.errors:
+                self.one()
+        except Failure as e:
+            self.errors.append(str(e))
+        except Exception as e:  # noqa: B902 - the driver's own bug: say so
+            import traceback
+            self.errors.append("client %d: %s\n%s" % (self.k, e, traceback.format_exc()))
+        finally:
+            self.doors.close()
+
+    def door(self):
+        up = self.setup.doors()
+        while not up:
+            if self.setup.broken:
+                raise Failure(self.setup.broken)
+            time.sleep(0.02)
+            up = self.setup.doors()
+        return self.rng.choice(up)
+
+    def data(self):
+        return [self.rng.randint(-50, 50) for _ in range(self.rng.randint(1, 4))]
+
+    def one(self):
+        seq = self.rng.choice(self.seqs)
+        if self.set_aside.get(seq, 0) > time.monotonic():
+            time.sleep(0.01)
+            return
+        ws = self.ids.get(seq)
+        if len(ws) > MAX_WORLDS:
+            self.set_aside[seq] = self.ids.expires_by(seq) or 0
+            self.ids.set_aside += 1
+            return
+        w = self.rng.choice(ws)
+        r = self.rng.random()
+        if w.status == model.ABSENT:
+            if r < 0.1:  # a chunk of a sequence that is not live
+                self.chunk(seq, Chunk(self.data(), number=self.rng.choice([None, 2])))
+            else:
+                numbered = self.rng.random() < 0.5
+                self.chunk(seq, Chunk(self.data(), start=True, number=1 if numbered else None,
+                                      end=self.rng.random() < 0.05))
+            return
+        nxt = w.applied + 1 if w.numbered else None
+        if w.status == model.CLOSED:
+            if r < 0.3:
+                self.chunk(seq, Chunk(self.data(), number=nxt))  # late, or a conflict
+            elif r < 0.5 and w.numbered and w.last:
+                self.chunk(seq, Chunk(w.last[1], number=w.applied, end=True))  # its end again
+            elif r < 0.75:
+                self.chunk(seq, Chunk(self.data(), start=True,
+                                      number=1 if self.rng.random() < 0.5 else None))
+            else:
+                time.sleep(self.rng.choice([0.05, (LINGER_MS + 900) / 1000.0]))
+            return
+        if r < 0.45:
+            self.chunk(seq, Chunk(self.data(), number=nxt))
+        elif r < 0.52:
+            self.chunk(seq, Chunk(self.data(), number=nxt, end=True))
+        elif r < 0.62:
+            self.stream(seq, w)
+        elif r < 0.67 and w.numbered and w.last:
+            self.chunk(seq, Chunk(w.last[1], number=w.applied, start=w.applied == 1))
+        elif r < 0.70 and w.numbered and w.applied:
+            self.chunk(seq, Chunk(self.data(), number=self.rng.randint(1, w.applied)))
+        elif r < 0.76 and w.numbered:
+            self.early(seq, w)
+        elif r < 0.78:
+            self.chunk(seq, Chunk(self.data(), number=nxt, dtype="int32"))
+        elif r < 0.80:
+            self.chunk(seq, Chunk(self.data(), number=None if w.numbered else 1))
+        elif r < 0.83:
+            self.chunk(seq, Chunk(self.data(), start=True,
+                                  number=1 if self.rng.random() < 0.5 else None))
+        elif r < 0.86:
+            time.sleep((IDLE_MS + 1000) / 1000.0)  # surely past its idle time
+        else:
+            time.sleep(self.rng.choice([0.0, 0.01, 0.05]))
+
+    def record(self, seq, what, c, kind, answer, words, s, r):
+        return (what, "%.3f-%.3f" % (s, r), repr(c), "->", kind,
+                list(answer) if answer else "", words[:160] if words else "")
+
+    def expect(self, w, c, s, r, kind):
+        """step()'s outcomes for w, and FULL where --max-sequences may
+        refuse a start; an unknown answer allows any of them or none."""
+        exp = model.step(w, c, s, r)
+        starts = exp and exp[0][0] == OK and model.admit(w, c) == "start"
+        if starts and self.setup.full_possible() and (w.status != model.LIVE):
+            lo, hi = self.ids.live_bounds(s, r, None)
+            if hi + 1 > self.ids.full_limit:  # may find no room
+                exp = exp + [(FULL, None, w)]
+            if lo >= self.ids.full_limit:
+                exp = [(FULL, None, w)]
+        if kind == UNKNOWN:
+            return [(UNKNOWN, None, w)] + [(UNKNOWN, None, n) for _, _, n in exp]
+        return exp
+
+    def chunk(self, seq, c):
+        kind_door = self.rng.choice(Doors.KINDS[:2] + Doors.KINDS[2:3] + Doors.KINDS[4:])
+        door = self.door()
+        self.ids.begin(seq)
+        s = time.monotonic()
+        kind, answer, words, region = self.doors.send(kind_door, door, seq, c)
+        r = time.monotonic()
+        self.ops += 1
+        what = self.record(seq, kind_door, c, kind, answer, words, s, r)
+        self.ids.check(seq, what,
+                       lambda w: fits(kind, answer, region, c, self.expect(w, c, s, r, kind)),
+                       s, r)
+
+    def stream(self, seq, w):
+        n = self.rng.randint(2, 4)
+        nxt = w.applied + 1 if w.numbered else None
+        chunks = [Chunk(self.data(), number=None if nxt is None else nxt + i,
+                        end=i == n - 1 and self.rng.random() < 0.3) for i in range(n)]
+        door = self.door()
+        self.ids.begin(seq)
+        s = time.monotonic()
+        outs = self.doors.stream(door, seq, chunks)
+        r = time.monotonic()
+        self.ops += n
+        what = ("stream", "%.3f-%.3f" % (s, r), repr(chunks), "->",
+                [(k, list(a) if a else "") for k, a, _ in outs],
+                [x[:100] for _, _, x in outs if x])
+
+        def run(w0):
+            states = [w0]
+            for c, (kind, answer, _) in zip(chunks, outs):
+                nxt_states = []
+                for w in states:
+                    nxt_states += fits(kind, answer, None, c, self.expect(w, c, s, r, kind))
+                states = dedupe(nxt_states)
+            return states
+
+        self.ids.check(seq, what, run, s, r)
+
+    def early(self, seq, w):
+        """Chunk n+2 sent first, then, after a pause within or past
+        --sequence-reorder-ms, chunk n+1; or n+2 alone (a gap)."""
+        n = w.applied
+        a = Chunk(self.data(), number=n + 2)
+        b = Chunk(self.data(), number=n + 1) if self.rng.random() < 0.8 else None
+        pause = self.rng.choice([0.0, 0.03, 0.1, (REORDER_MS + 200) / 1000.0])
+        res = {}
+        door_a, door_b = self.door(), self.door()
+        kind_a = self.rng.choice(["rest", "native", "grpc"])
+        kind_b = self.rng.choice(["rest", "native", "grpc"])
+        self.ids.begin(seq)
+
+        def send_a():
+            res["a"] = self.doors.send(kind_a, door_a, seq, a)
+            res["ra"] = time.monotonic()
+
+        s = time.monotonic()
+        t = threading.Thread(target=send_a)
+        t.start()
+        if b is not None:
+            time.sleep(pause)
+            res["b"] = self.doors.send(kind_b, door_b, seq, b)
+            res["rb"] = time.monotonic()
+        t.join()
+        r = time.monotonic()
+        self.ops += 2 if b is not None else 1
+        ka, aa, wa, ga = res["a"]
+        what = ("early", "%.3f-%.3f" % (s, r), "pause %.3f" % pause, repr(a), "->", ka,
+                list(aa) if aa else "", wa[:100], "then", repr(b))
+        if b is None:
+            self.ids.check(seq, what,
+                           lambda w0: fits(ka, aa, ga, a, self.expect(w0, a, s, r, ka)), s, r)
+            return
+        kb, ab, wb, gb = res["b"]
+        what = what + ("->", kb, list(ab) if ab else "", wb[:100])
+        # a may have waited reorder_ms (its gap) only if b came that late
+        gap_ok = res["rb"] - s >= REORDER_MS / 1000.0 - self.ids.timers.m_lo
+
+        def run(w0):
+            out = []
+            for w1 in fits(kb, ab, gb, b, self.expect(w0, b, s, r, kb)):
+                exp = self.expect(w1, a, s, r, ka)
+                if gap_ok or kb == UNKNOWN:
+                    exp = exp + [(GAP, None, w1)]
+                out += fits(ka, aa, ga, a, exp)
+            # or a came first, was early, and got its gap, b not yet there
+            return out
+
+        self.ids.check(seq, what, run, s, r)
+
+
+# ---------------------------------------------------------------- a run
+
+SETUPS = {"memory": Memory, "state-dir": StateDir, "redis": RedisReplicas}
+
+
+def run(setup_name, seconds, seed, clients=6, fsync="always", out=sys.stdout):
+    """One run: the figures, or Failure with the seed and history."""
+    print("model checker: setup %s%s, %d clients, %.0f s, seed %d (replay with "
+          "TALLY_MODEL_SEED=%d)" % (setup_name, " (%s)" % fsync if setup_name == "state-dir"
+                                    else "", clients, seconds, seed, seed), file=out)
+    out.flush()
+    setup = (StateDir(seed, fsync) if setup_name == "state-dir"
+             else SETUPS[setup_name](seed))
+    timers = Timers(IDLE_MS / 1000.0, LINGER_MS / 1000.0, REORDER_MS / 1000.0)
+    ids = Ids(timers, setup, setup.max_sequences())
+    errors = []
+    stop_at = time.monotonic() + seconds
+    faults = threading.Thread(target=setup.fault_loop, daemon=True)
+    try:
+        cs = [Client(k, setup, ids, seed, stop_at, errors) for k in range(clients)]
+        for c in cs:
+            c.start()
+        faults.start()
+        for c in cs:
+            c.join(seconds + 120)
+        setup.stopping.set()
+        faults.join(30)
+        if errors:
+            raise Failure("seed %d (replay with TALLY_MODEL_SEED=%d), setup %s:\n%s"
+                          % (seed, seed, setup_name, errors[0]))
+        figures = {"setup": setup_name + (" " + fsync if setup_name == "state-dir" else ""),
+                   "seed": seed, "seconds": seconds, "operations": ids.ops,
+                   "chunks": sum(c.ops for c in cs), "faults": setup.faults,
+                   "faults_by_kind": setup.faults_by_kind,
+                   "undecided": ids.unknown, "most_states": ids.max_worlds,
+                   "set_aside": ids.set_aside}
+        print("model checker: %s" % json.dumps(figures), file=out)
+        return figures
+    except Failure:
+        print(setup.logs()[-3000:], file=sys.stderr)
+        keep = os.environ.get("TALLY_MODEL_KEEP_LOGS")
+        if keep:
+            for i, d in enumerate(setup.daemons):
+                with open("%s/tallyd-%d.log" % (keep, i), "w") as f:
+                    f.write(d.log())
+        raise
+    finally:
+        setup.cleanup()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--setup", choices=sorted(SETUPS), required=True)
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--seed", type=int,
+                    default=int(os.environ.get("TALLY_MODEL_SEED", random.randrange(1 << 31))))
+    ap.add_argument("--clients", type=int, default=6)
+    ap.add_argument("--fsync", choices=["always", "everysec"], default="always")
+    a = ap.parse_args()
+    try:
+        run(a.setup, a.seconds, a.seed, a.clients, a.fsync)
+    except Failure as e:
+        print("model checker: FAILED\n%s" % e, file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""A reference model of tally's sequence rules (docs/sequences.md), for the
+model checker (driver.py): what a sequence is, and what each chunk does to
+it and answers, in Python, apart from the server's C (server/sched/
+seq_rules.c, sequence.c, seq_remote.c).
+
+A sequence id's state is a World. Where the checker cannot know which
+of several states the server is in (a chunk whose answer never came, a
+503 from the store, a timer that may or may not have run out while a
+request was on its way), it keeps every possible World of that id, as
+Knossos keeps every linearization open, and each answer keeps only the
+Worlds it fits. An answer that fits none is a failure.
+
+Times are the checker's monotonic seconds. A request's effect happens at
+some moment between its send and its answer, its window [s, r]: a
+renewal or an end is known as such a window, and a sequence's expiry as
+the window of its last renewal (or its end) plus the idle time (or the
+linger).
+
+Chunks are 1-D int64 tensors of a few small integers, summed along their
+only axis: a sequence's running sum is one integer."""
+from collections import namedtuple
+
+ABSENT, LIVE, CLOSED = "absent", "live", "closed"
+
+# kinds of answer
+OK, INVALID, CONFLICT, GAP, FULL, UNKNOWN, TOO_LARGE = (
+    "ok", "invalid", "conflict", "gap", "full", "unknown", "too_large")
+
+World = namedtuple("World", [
+    "status",     # ABSENT, LIVE or CLOSED (ended; kept for its linger, or
+                  # numbered, for a repeat of its end)
+    "numbered",   # its start had a sequence_chunk
+    "dtype",      # its first chunk's
+    "applied",    # numbered: the last applied chunk's number
+    "total",      # the running sum after the last applied chunk
+    "prev",       # numbered: the running sum before it
+    "last",       # numbered: the last applied chunk's data (its input)
+    "renew",      # (lo, hi): when its idle time last began (an answered
+                  # chunk: applied or repeated)
+    "renew_log",  # the same, from applied chunks only (--state-dir's log
+                  # keeps those; a repeat is not logged)
+    "close",      # (lo, hi): when its end was applied
+])
+
+NONE = World(ABSENT, False, None, 0, 0, 0, None, None, None, None)
+
+
+class Timers:
+    """The server's settings, and the checker's margins around them: an
+    expiry is certain only M_HI after the latest moment it could have come
+    (memory expires a sequence at its next sweep, a few ms late, later on
+    a loaded machine), and impossible until M_LO before the earliest."""
+
+    def __init__(self, idle, linger, reorder, m_lo=0.02, m_hi=0.8):
+        self.idle, self.linger, self.reorder = idle, linger, reorder
+        self.m_lo, self.m_hi = m_lo, m_hi
+
+    def expiry(self, w):
+        """(earliest, latest) moment w stops being kept; None: never."""
+        if w.status == LIVE:
+            return w.renew[0] + self.idle, w.renew[1] + self.idle
+        if w.status == CLOSED:
+            t = self.idle if w.numbered else self.linger
+            return w.close[0] + t, w.close[1] + t
+        return None
+
+
+class Chunk:
+    """A chunk as sent: its flags, number (None: unnumbered), dtype and
+    data."""
+
+    def __init__(self, data, start=False, end=False, number=None, dtype="int64"):
+        self.data = tuple(int(v) for v in data)
+        self.start, self.end, self.number, self.dtype = start, end, number, dtype
+
+    @property
+    def numbered(self):
+        return self.number is not None
+
+    def signature(self):
+        return (self.dtype, self.data)
+
+    def answer(self, carry):
+        out, acc = [], carry
+        for v in self.data:
+            acc += v
+            out.append(acc)
+        return tuple(out)
+
+    def __repr__(self):
+        flags = ("S" if self.start else "") + ("E" if self.end else "")
+        return "<%s%s %s%s>" % ("#%d " % self.number if self.numbered else "", self.dtype,
+                               list(self.data), " " + flags if flags else "")
+
+
+def settle(w, timers, s, r):
+    """The Worlds w may be in at a decision within [s, r]: as it is, or
+    gone when its expiry may have passed, or only gone when it surely
+    has."""
+    e = timers.expiry(w)
+    if e is None:
+        return [w]
+    lo, hi = e
+    if r < lo - timers.m_lo:
+        return [w]
+    if s > hi + timers.m_hi:
+        return [NONE]
+    return [w, NONE]
+
+
+def restarted(w):
+    """w after tallyd with --state-dir was killed and started again: its
+    log gives back live sequences (their idle time from their last
+    applied chunk) and ended numbered ones; an ended unnumbered one is
+    not kept."""
+    if w.status == LIVE:
+        return w._replace(renew=w.renew_log)
+    if w.status == CLOSED and not w.numbered:
+        return NONE
+    return w
+
+
+def admit(w, c):
+    """seq_rule_admit(): 'start', 'take' (late: an unnumbered chunk after
+    its sequence's end), or a refusal kind."""
+    restart = c.start
+    if (restart and c.numbered and w.status != ABSENT and w.numbered
+            and (w.status == LIVE or (w.applied == 1 and w.last == c.signature()))):
+        restart = False
+    if restart:
+        return "start"
+    if w.status == ABSENT:
+        return INVALID  # not live
+    if w.dtype != c.dtype:
+        return INVALID  # unlike its first chunk
+    if w.numbered != c.numbered:
+        return INVALID
+    closed = w.status == CLOSED
+    if w.numbered and c.number < w.applied:
+        return CONFLICT
+    if w.numbered and closed and c.number != w.applied:
+        return CONFLICT
+    if w.numbered and c.number == w.applied and w.last != c.signature():
+        return CONFLICT
+    return "take"
+
+
+def outcome(w, c):
+    """seq_rule_outcome() for a numbered chunk taken by w."""
+    closed = w.status == CLOSED
+    if c.number == w.applied + 1 and not closed:
+        return "apply"
+    if c.number == w.applied and w.applied > 0 and c.signature() == w.last:
+        return "repeat"
+    if c.number > w.applied + 1 and not closed:
+        return "early"
+    return CONFLICT
+
+
+def step(w, c, s, r):
+    """What chunk c does to w, decided in [s, r], when nothing comes to
+    fill a gap before it: a list of (kind, answer, next World)."""
+    a = admit(w, c)
+    win = (s, r)
+    if a == "start":
+        n = World(CLOSED if c.end else LIVE, c.numbered, c.dtype,
+                  c.number if c.numbered else 0, sum(c.data), 0, c.signature(),
+                  win, win, win if c.end else None)
+        return [(OK, c.answer(0), n)]
+    if a != "take":
+        return [(a, None, w)]
+    what = outcome(w, c) if c.numbered else "apply"
+    if what == "early":
+        return [(GAP, None, w)]
+    if what == CONFLICT:
+        return [(CONFLICT, None, w)]
+    if what == "repeat":
+        n = w._replace(renew=win) if w.status == LIVE else w
+        return [(OK, c.answer(w.prev), n)]
+    # applied: the next chunk, or an unnumbered one (late, after the end)
+    closing = c.end and w.status == LIVE
+    n = w._replace(
+        status=CLOSED if closing or w.status == CLOSED else LIVE,
+        applied=c.number if c.numbered else w.applied,
+        total=w.total + sum(c.data), prev=w.total, last=c.signature(),
+        renew=win if w.status == LIVE else w.renew,
+        renew_log=win if w.status == LIVE else w.renew_log,
+        close=win if closing else w.close)
+    return [(OK, c.answer(w.total), n)]
+
+
+def applied_by(w, c, s, r):
+    """The Worlds after c if it had its effect (for an answer that never
+    came): step()'s, whatever the kind."""
+    return [n for _, _, n in step(w, c, s, r)]
