@@ -301,7 +301,7 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
  * With numbers the server adds each chunk exactly once, in its number's
  * order: after TALLYE_TIMEOUT, TALLYE_NETWORK or TALLYE_BUSY, call again
  * with the same chunk and number, and a chunk the server had already
- * applied is answered again, not added (docs/kserve.md, "Numbered
+ * applied is answered again, not added (docs/sequences.md, "Numbered
  * chunks").
  *
  * Where a chunk goes, and what follows a failure (the one rule of every
