@@ -380,23 +380,27 @@ def round_ratios(rounds, num, den):
                      for g in rounds)
 
 
-SEQ_MODES = ("plain", "sequence", "everysec", "always", "redis")
+SEQ_MODES = ("plain", "sequence", "everysec", "always", "redis", "wait")
 
 
-def start_redis(where):
+def start_redis(where, replica_of=None):
     """Debian's redis-server on a free port, for --state-store: its append-
-    only file on, flushed once a second (Redis's own default; deployment.md
-    says what appendfsync always changes). (process, port)."""
+    only file on, flushed once a second (durability.md says what appendfsync
+    always changes); with replica_of (a port), a replica of that one, once
+    its link is up. (process, port)."""
     from benchlib import free_port
     port = free_port()
+    extra = ["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else []
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                              "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-                             "--dir", where, "--logfile", os.path.join(where, "redis.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
+                             "--dir", where, "--logfile", os.path.join(where, "redis.log")]
+                            + extra, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
     while time.time() < deadline:
-        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
-                          text=True).stdout.strip() == "PONG":
+        out = subprocess.run(["redis-cli", "-p", str(port), "info", "replication"]
+                             if replica_of else ["redis-cli", "-p", str(port), "ping"],
+                             capture_output=True, text=True).stdout
+        if ("master_link_status:up" in out) if replica_of else out.strip() == "PONG":
             return proc, port
         time.sleep(0.05)
     proc.kill()
@@ -422,6 +426,9 @@ def tally_script():
     src = open(os.path.join(ROOT, "server", "sched", "state_redis.c")).read()
     body = src[src.index("static const char SCRIPT[] ="):]
     body = body[:body.index(";\n")]
+    # the string macros it splices in (SCRIPT_LAST)
+    for name, value in re.findall(r'#define (\w+) "([^"]*)"', src):
+        body = body.replace('" %s "' % name, value)
     return "".join(bytes(m, "ascii").decode("unicode_escape")
                    for m in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
 
@@ -436,12 +443,12 @@ def script_floor(port, clients, n):
     """tally's write script alone (EVALSHA, as tallyd sends it), from
     `clients` connections, for the sizing figure and the c=1 floor: a new
     random key among a million each time, and a value as long as a
-    float32 [N] chunk's (a 16-digit version and a 131-byte record: one
+    float32 [N] chunk's (a 32-byte version and a 131-byte record: one
     carry). (requests/s, p50 ms)."""
     sha = load_script(port)
     return redis_floor(port, clients, n, (
         "-r", "1000000", "evalsha", sha, "1", "seq:__rand_int__", "", "60000", "put",
-        "0" * 15 + "1" + "r" * 131))
+        "0" * 15 + "1" + "0" * 12 + "7a11" + "r" * 131))
 
 
 def store_floor(port, nbytes):
@@ -546,6 +553,11 @@ def seq_table(pa, seconds):
     os.makedirs(rdir)
     redis, rport = start_redis(rdir)
     procs.append(redis)
+    # a replica, for --state-store-wait 1 (the "wait" mode): every mode
+    # through Redis runs with it there, so the two compare alike
+    rdir2 = os.path.join(state, "redis-replica")
+    os.makedirs(rdir2)
+    procs.append(start_redis(rdir2, replica_of=rport)[0])
     try:
         floors = serve_floor(rport, procs)
         for mode in SEQ_MODES:
@@ -554,8 +566,10 @@ def seq_table(pa, seconds):
                 d = os.path.join(state, mode)
                 os.makedirs(d)
                 extra += ["--state-dir", d, "--state-fsync", mode]
-            if mode == "redis":
+            if mode in ("redis", "wait"):
                 extra += ["--state-store", "redis://127.0.0.1:%d" % rport]
+            if mode == "wait":
+                extra += ["--state-store-wait", "1"]
             log = open(os.path.join(tempfile.gettempdir(),
                                     "bench_serve_%s_tallyd.log" % mode), "wb")
             gport = free_port()
@@ -653,10 +667,13 @@ def seq_table(pa, seconds):
           "appendfsync everysec); redis-benchmark: PING from 1 client p50 %.3f ms; tally's "
           "write script alone from 16 clients %.0f/s, from 1 %.0f/s (p50 %.3f ms)" % (
               ping[1], script[0], script1[0], script1[1]))
-    print("%-4s %-6s %-4s %11s %7s %11s %7s %5s %11s %7s %5s %11s %7s %5s %11s %7s %5s" % (
-        "", "N", "c", "plain/s", "p50 ms", "sequence/s", "p50 ms", "ratio",
-        "everysec/s", "p50 ms", "ratio", "always/s", "p50 ms", "ratio",
-        "redis/s", "p50 ms", "ratio"))
+    print("wait: the same as redis with --state-store-wait 1 (Redis with one replica, on "
+          "this machine, for both; its ratio is to redis)")
+    print("%-4s %-6s %-4s %11s %7s %11s %7s %5s %11s %7s %5s %11s %7s %5s %11s %7s %5s "
+          "%11s %7s %5s" % (
+              "", "N", "c", "plain/s", "p50 ms", "sequence/s", "p50 ms", "ratio",
+              "everysec/s", "p50 ms", "ratio", "always/s", "p50 ms", "ratio",
+              "redis/s", "p50 ms", "ratio", "wait/s", "p50 ms", "ratio"))
     fails = []
     for proto in ("http", "grpc"):
         for n in SEQ_SIZES:
@@ -669,11 +686,12 @@ def seq_table(pa, seconds):
                     fails.append("sequence table, %s N=%d c=%d: the %s run did not finish" % (
                         proto, n, c, ", ".join(missing)))
                     continue
-                a, b, e, w, rd = (got[m] for m in SEQ_MODES)
+                a, b, e, w, rd, wt = (got[m] for m in SEQ_MODES)
                 print("%-4s %-6d %-4d %11.1f %7.3f %11.1f %7.3f %5.2f %11.1f %7.3f %5.2f "
-                      "%11.1f %7.3f %5.2f %11.1f %7.3f %5.2f" % (
+                      "%11.1f %7.3f %5.2f %11.1f %7.3f %5.2f %11.1f %7.3f %5.2f" % (
                           proto, n, c, a[0], a[1], b[0], b[1], b[0] / a[0], e[0], e[1],
-                          e[0] / b[0], w[0], w[1], w[0] / b[0], rd[0], rd[1], rd[0] / b[0]))
+                          e[0] / b[0], w[0], w[1], w[0] / b[0], rd[0], rd[1], rd[0] / b[0],
+                          wt[0], wt[1], wt[0] / rd[0]))
                 fm, fs, fu = (results.get(("floor-" + k, proto, n, c))
                               for k in ("mem", "store", "suspend"))
                 if fm is not None and fs is not None:

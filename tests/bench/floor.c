@@ -76,15 +76,18 @@ size_t floor_evalsha(char *out, size_t cap, const char *sha, const char *key,
                      uint64_t version, const void *carry, size_t carrylen,
                      int del)
 {
-    char expect[24] = "", value[24 + FLOOR_RECORD];
+    /* tallyd's version: 16 digits, then a 16-hex-digit incarnation */
+    char expect[40] = "", value[40 + FLOOR_RECORD];
     if (version > 0)
-        snprintf(expect, sizeof expect, "%016llu", (unsigned long long)version);
-    snprintf(value, sizeof value, "%016llu", (unsigned long long)version + 1);
-    memset(value + 16, 'r', FLOOR_RECORD);
+        snprintf(expect, sizeof expect, "%016llu%016x", (unsigned long long)version,
+                 0x7a11u);
+    snprintf(value, sizeof value, "%016llu%016x", (unsigned long long)version + 1,
+             0x7a11u);
+    memset(value + 32, 'r', FLOOR_RECORD);
     if (carrylen > FLOOR_RECORD)
         carrylen = FLOOR_RECORD;
     if (carrylen > 0)
-        memcpy(value + 16, carry, carrylen);
+        memcpy(value + 32, carry, carrylen);
     const char *argv[] = {
         "EVALSHA",           sha,  "1", key, expect, FLOOR_TTL_MS,
         del ? "del" : "put", value};
@@ -95,7 +98,7 @@ size_t floor_evalsha(char *out, size_t cap, const char *sha, const char *key,
                      strlen(expect),
                      strlen(FLOOR_TTL_MS),
                      3,
-                     del ? 0 : 16 + FLOOR_RECORD};
+                     del ? 0 : 32 + FLOOR_RECORD};
     size_t n = (size_t)snprintf(out, cap, "*8\r\n");
     for (int i = 0; i < 8; i++) {
         n += (size_t)snprintf(out + n, cap - n, "$%zu\r\n", argl[i]);

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A write's record, after its 16-digit version: as long as a float32
+/* A write's record, after its 32-byte version: as long as a float32
  * chunk's of one line (server/sched/state_redis.c's store keeps the
  * same), 'r' after the carry. */
 #define FLOOR_RECORD 131
