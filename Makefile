@@ -36,11 +36,15 @@ INC_core     := -Iserver/core $(INC_engine)
 INC_format   := -Iserver/format $(INC_core)
 INC_protocol := -Iserver/protocol $(INC_format)
 INC_sched    := -Iserver/sched $(INC_core)
+# the Redis client knows nothing of sequences; the sequences reach it
+# through their store interface (seq_kv.h), whose Redis side is theirs
+INC_redis    := -Iserver/redis $(INC_core)
+INC_seq      := -Iserver/seq $(INC_redis)
 INC_http     := -Iserver/http $(INC_core)
 INC_grpc     := -Iserver/grpc $(INC_core)
 INC_telemetry := -Iserver/telemetry $(INC_core)
-INC_api      := -Iserver/api -Iserver/sched -Iserver/http -Iserver/grpc -Iserver/telemetry \
-                $(INC_protocol)
+INC_api      := -Iserver/api -Iserver/sched -Iserver/seq -Iserver/redis -Iserver/http \
+                -Iserver/grpc -Iserver/telemetry $(INC_protocol)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
 LDLIBS  += -lOpenCL -lm -pthread
@@ -102,6 +106,8 @@ $(BUILD)/server/core/%.o: CPPFLAGS := $(INC_core)
 $(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
 $(BUILD)/server/grpc/%.o: CPPFLAGS := $(INC_grpc)
 $(BUILD)/server/sched/%.o: CPPFLAGS := $(INC_sched)
+$(BUILD)/server/seq/%.o: CPPFLAGS := $(INC_seq)
+$(BUILD)/server/redis/%.o: CPPFLAGS := $(INC_redis)
 $(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api) -I$(BUILD)/gen
 $(BUILD)/server/telemetry/%.o: CPPFLAGS := $(INC_telemetry) -I$(BUILD)/gen
 $(PB_GEN).o: CPPFLAGS := -I$(BUILD)/gen
@@ -171,7 +177,8 @@ CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/format/numtext_conv.
               $(CODEC_CORE:%.c=$(BUILD)/%.o) \
               $(PB_GEN).o $(OTLP_GEN).o
 DAEMON_SRC := $(filter-out $(CODEC_CORE),$(wildcard server/*.c \
-              server/core/*.c server/sched/*.c server/http/*.c server/grpc/*.c \
+              server/core/*.c server/sched/*.c server/seq/*.c server/redis/*.c \
+              server/http/*.c server/grpc/*.c \
               server/api/*.c server/telemetry/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/web.o
 TALLYD     := $(BUILD)/bin/tallyd
@@ -276,15 +283,24 @@ $(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
 # over a fake backend and clock.
 $(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(TEST_LIB) \
     $(BUILD)/server/api/submit.o \
-    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/seq/%.o $(BUILD)/server/redis/%.o \
+      $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
-# The sequences' states in Redis, against a redis-server the test starts.
-$(BUILD)/bin/test_state_redis: $(BUILD)/tests/server/test_state_redis.o $(TEST_LIB) \
-    $(BUILD)/server/sched/state_redis.o \
-    $(filter $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
+# The sequences on their own (server/seq/): the table, the rules, the
+# record format, the log, the shared store's logic over a fake store.
+$(BUILD)/bin/test_seq: $(BUILD)/tests/server/test_seq.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
+# The Redis client (server/redis/), against a redis-server the test starts.
+$(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
@@ -293,7 +309,8 @@ $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
 $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
-$(BUILD)/tests/server/test_state_redis.o: CPPFLAGS := $(INC_sched) -Itests
+$(BUILD)/tests/server/test_seq.o: CPPFLAGS := $(INC_seq) -Itests
+$(BUILD)/tests/server/test_redis.o: CPPFLAGS := $(INC_redis) -Itests
 $(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests
 $(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests -I$(BUILD)/gen
 $(BUILD)/tests/server/test_protocol.o: $(PB_GEN).h
@@ -460,7 +477,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config docs-errors
-.PHONY: all run load image test check check-python check-targets test-c check-layers test-server test-grpc test-sched test-submit test-state-redis test-protocol test-http test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python check-targets test-c check-layers test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
 
@@ -545,14 +562,14 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
 # What the tests run: the C suites, tallyd, libtally, the CLI and the
 # example (the sanitizer legs build these, not the benchmarks).
 TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit \
-                $(BUILD)/bin/test_state_redis \
+                $(BUILD)/bin/test_seq $(BUILD)/bin/test_redis \
                 $(BUILD)/bin/test_protocol $(BUILD)/bin/test_http $(TALLYD) $(CLIENT_ALL) \
                 $(BUILD)/bin/test_client docs-assets
 
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-grpc test-sched test-submit test-state-redis test-protocol test-http test-codec test-host test-engine test-accuracy
+C_TESTS := test-units test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-codec test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -598,7 +615,7 @@ test-c:
 # tallyd: most of their time is the tool's own, and the server code they
 # reach is what tallyd's own clients reach in the other tests; the plain
 # leg runs them against the plain build), nor those marked `outage`
-# (replicas and Redis killed under load: test_state_redis and the other
+# (replicas and Redis killed under load: test_redis and the other
 # store tests reach the same reconnect and failure paths here). Its
 # daemons run the host backend (TEST_DEVICE=host) unless a test names a
 # device or is marked `opencl` (test_devices): PoCL cannot be instrumented,
@@ -650,7 +667,9 @@ test-sched: $(BUILD)/bin/test_sched
 	$(Q)$(TEST_ENV) $< $(T)
 test-submit: $(BUILD)/bin/test_submit
 	$(Q)$(TEST_ENV) $< $(T)
-test-state-redis: $(BUILD)/bin/test_state_redis
+test-seq: $(BUILD)/bin/test_seq
+	$(Q)$(TEST_ENV) $< $(T)
+test-redis: $(BUILD)/bin/test_redis
 	$(Q)$(TEST_ENV) $< $(T)
 test-protocol: $(BUILD)/bin/test_protocol
 	$(Q)$(TEST_ENV) $< $(T)

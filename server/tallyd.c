@@ -61,14 +61,14 @@
  *                           layouts that host code does faster, started on
  *                           first use), which split one scan with the
  *                           worker that owns the stream.
- *   the log writer          sched/seq_store.c, with --state-dir: appends
+ *   the log writer          seq/seq_store.c, with --state-dir: appends
  *                           the sequences' records to their log, one
  *                           flush for all that came meanwhile (group
  *                           commit), and completes each: the chunk ends
- *                           (sched/sequence.c's finish_end) and its request
+ *                           (seq/sequence.c's finish_end) and its request
  *                           is resumed (api/submit.c), as a worker's done
  *                           would; nothing else waits on the disk.
- *   the store's thread      sched/state_redis.c, with --state-store: its
+ *   the store's thread      redis/state_redis.c, with --state-store: its
  *                           own libuv loop and a connection to Redis,
  *                           which checks the URL at start and serves the
  *                           chunks of any loop that could not open a
@@ -100,7 +100,7 @@
  * job's (api/grpc_service.c)
  * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the
  * queue (its own mutex), the per-request suspend/resume mutex, the
- * sequence table (its mutex: sched/sequence.h), the shared-memory
+ * sequence table (its mutex: seq/sequence.h), the shared-memory
  * registry (its mutex: core/shm.h), the thread pools' own hand-offs, the
  * exporter's queue and atomic counters; no thread calls libuv or
  * libmicrohttpd on another's objects.

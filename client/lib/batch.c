@@ -184,37 +184,8 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
 
 /* ------------------------------------------------------------------------
  * Sequences: a chunk that failed with an unknown outcome is the only one
- * its sequence may send next (tally.h).
+ * its sequence may send next (tally.h; pending.c keeps them).
  */
-struct tc_pending {
-    char *id;
-    uint64_t chunk, hash;
-    tally_code code;
-};
-
-void tc_pending_free(tally_client *c)
-{
-    for (size_t i = 0; i < c->npending; i++)
-        free(c->pending[i].id);
-    free(c->pending);
-    c->pending = NULL;
-    c->npending = c->pending_cap = 0;
-}
-
-static struct tc_pending *pending_of(tally_client *c, const char *id)
-{
-    for (size_t i = 0; i < c->npending; i++)
-        if (strcmp(c->pending[i].id, id) == 0)
-            return &c->pending[i];
-    return NULL;
-}
-
-static void pending_drop(tally_client *c, struct tc_pending *p)
-{
-    free(p->id);
-    *p = c->pending[--c->npending];
-}
-
 /* FNV-1a over what makes a chunk the same chunk: its number, flags,
  * dtype, shape, axis and bytes. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -263,9 +234,7 @@ TALLY_API tally_code tally_sequence_forget(tally_client *c,
         return c == NULL ? TALLYE_ARGUMENT
                          : tc_set_error(c, TALLYE_ARGUMENT, 0,
                                         "the sequence id is NULL");
-    struct tc_pending *p = pending_of(c, sequence_id);
-    if (p != NULL)
-        pending_drop(c, p);
+    tc_pending_drop(c, tc_pending_of(c, sequence_id));
     return tc_ok(c, 0);
 }
 
@@ -293,7 +262,7 @@ TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
     struct tc_pending *p = NULL;
     if (code == TALLYE_OK) {
         h = chunk_hash(chunk, flags, dtype, rank, shape, axis, in);
-        p = pending_of(c, sequence_id);
+        p = tc_pending_of(c, sequence_id);
         if (p != NULL && p->hash != h) {
             code = tc_set_error(
                 c, TALLYE_ARGUMENT, 0,
@@ -310,24 +279,10 @@ TALLY_API tally_code tally_cumsum_chunk(tally_client *c,
     if (code == TALLYE_OK)
         code = tally_batch_run(&one);
     batch_clear(&one);
-    if (p == NULL && code != TALLYE_OK && unknown_outcome(code)) {
-        if (c->npending == c->pending_cap) {
-            size_t cap = c->pending_cap ? c->pending_cap * 2 : 8;
-            struct tc_pending *v = realloc(c->pending, cap * sizeof *v);
-            if (v != NULL) {
-                c->pending = v;
-                c->pending_cap = cap;
-            }
-        }
-        char *id = strdup(sequence_id);
-        if (id != NULL && c->npending < c->pending_cap)
-            c->pending[c->npending++] =
-                (struct tc_pending){id, chunk, h, code};
-        else
-            free(id); /* out of memory: the guard is lost, not the chunk */
-    } else if (p != NULL && !unknown_outcome(code)) {
-        pending_drop(c, pending_of(c, sequence_id)); /* settled */
-    }
+    if (p == NULL && code != TALLYE_OK && unknown_outcome(code))
+        tc_pending_add(c, sequence_id, chunk, h, code);
+    else if (p != NULL && !unknown_outcome(code))
+        tc_pending_drop(c, p); /* settled */
     return code;
 }
 

@@ -10,6 +10,7 @@
  *               retries and backoff;
  *   job.c       a cumulative sum as a set of transfers: planning the
  *               chunks, gathering them, stitching the answers with carries;
+ *   pending.c   the sequences whose last chunk failed (tally_cumsum_chunk);
  *   batch.c     the public batch and tally_cumsum(), tally_http();
  *   npy.c       .npy files.
  *
@@ -152,9 +153,24 @@ void tc_transfer_clear(tc_transfer *t);
 /* Monotonic milliseconds. */
 uint64_t tc_now_ms(void);
 
-/* ---------------------------------------------------------------- batch.c */
+/* ---------------------------------------------------------------- pending.c */
 
-/* Frees the client's failed chunks (tally_client_free). */
+/* A sequence whose last chunk failed with an unknown outcome: its id
+ * (owned), and what the chunk was. */
+struct tc_pending {
+    char *id;
+    uint64_t chunk, hash;
+    tally_code code;
+};
+
+/* The entry of sequence id, or NULL. */
+struct tc_pending *tc_pending_of(tally_client *c, const char *id);
+/* Remembers a failed chunk (out of memory: forgets it). */
+void tc_pending_add(tally_client *c, const char *id, uint64_t chunk,
+                    uint64_t hash, tally_code code);
+/* Forgets p (NULL: a no-op); pointers into the set are stale after. */
+void tc_pending_drop(tally_client *c, struct tc_pending *p);
+/* Frees them all (tally_client_free). */
 void tc_pending_free(tally_client *c);
 
 /* ---------------------------------------------------------------- job.c */

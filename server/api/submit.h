@@ -26,7 +26,7 @@
  *     door exactly one of: the answer, a failure with its
  *     words, or "the client has gone" (nothing is sent).
  * A request that names a sequence (w->seq, sequence_id.h) is a chunk of
- * it (sched/sequence.h): the adapter admits it into its sequence before
+ * it (seq/sequence.h): the adapter admits it into its sequence before
  * anything else (a refusal is answered at once), suspends it while an
  * earlier chunk of the same sequence runs, and adds the sequence's
  * carries to its answer before the door sees it. A chunk takes a packed

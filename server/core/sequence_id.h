@@ -4,12 +4,12 @@
  * than 0, or a string of 1 to SEQ_ID_MAX bytes of UTF-8 without control
  * characters), sequence_start and sequence_end (booleans); and tally's
  * own sequence_chunk (a uint64 from 1, the chunk that carries
- * sequence_start: exactly once, in order; sched/sequence.h).
+ * sequence_start: exactly once, in order; seq/sequence.h).
  *
  * Every protocol reads them into a seq_params through these functions
  * (KServe's JSON and protobuf; the native API's JSON members and query
  * string), so a refusal reads the same through every door; the
- * scheduler's sequence table (sched/sequence.h) keys its sequences by
+ * scheduler's sequence table (seq/sequence.h) keys its sequences by
  * the id. A string id and a number are different ids even when the
  * string is the number's digits, as in Triton.
  *

@@ -2,7 +2,7 @@
  * carry.h - the running sum that joins the chunks of a sequence.
  *
  * A sequence is one tensor cut along its scan axis into chunks that are
- * scanned one by one (sched/sequence.h). Each chunk is scanned alone, as
+ * scanned one by one (seq/sequence.h). Each chunk is scanned alone, as
  * any tensor is; what joins them is a carry per line (the sum of every
  * element of that line in the chunks before), added to each element of
  * the chunk's answer, and then advanced by the chunk's own line totals.

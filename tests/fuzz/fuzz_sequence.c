@@ -1,11 +1,11 @@
 /*
  * fuzz_sequence.c - what a sequence takes from outside: the state file's
- * reader (sched/sequence_file.h), and the sequence parameters as the
+ * reader (seq/sequence_file.h), and the sequence parameters as the
  * query string and JSON give them (scan_params.h, sequence_id.h).
  *
  * The first byte picks: 0 the state file (the rest is the file), 1 a
  * query string's sequence_id, 2 a JSON object of parameters, 3 the
- * sequences' log (sched/seq_store.h's reader: every record it takes is a
+ * sequences' log (seq/seq_store.h's reader: every record it takes is a
  * state file's entry within the limits; a torn tail is at most what was
  * left).
  * Properties: a refusal comes with a message (UTF-8 from the sequence

@@ -55,7 +55,7 @@ def pytest_configure(config):
         "workers, drains, the exporter); `make test-tsan` runs these")
     config.addinivalue_line(
         "markers", "outage: kills and restarts replicas and Redis under load to check "
-        "that nothing is lost; the sanitizer legs leave these out (test_state_redis "
+        "that nothing is lost; the sanitizer legs leave these out (test_redis "
         "and the other store tests reach the same C paths there)")
     config.addinivalue_line(
         "markers", "peer: drives tallyd through an outside tool's own machinery "

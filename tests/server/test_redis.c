@@ -1,6 +1,6 @@
 /*
- * test_state_redis.c - the sequences' shared state in Redis
- * (server/sched/state_redis.c) against Debian's redis-server, started
+ * test_redis.c - the Redis client (server/redis/)
+ * against Debian's redis-server, started
  * here on a free port for each case (never a mock): the URL, reads and
  * compare-and-set writes, two stores racing on one key, AUTH, a server
  * that is not there, one that stops answering, and one that restarts.

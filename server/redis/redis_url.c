@@ -1,0 +1,149 @@
+/*
+ * redis_url.c - Redis URLs (redis_url.h): parsed, written back without
+ * the password, and quoted in messages with whatever may be a password
+ * cut out.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "redis_url.h"
+
+static bool all_digits(const char *p, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+    return true;
+}
+
+static unsigned long small_number(const char *p, size_t n)
+{
+    unsigned long v = 0;
+    for (size_t i = 0; i < n && v < 1000000; i++)
+        v = v * 10 + (unsigned long)(p[i] - '0');
+    return v;
+}
+
+void redis_url_text(const redis_url *u, char *out, size_t len)
+{
+    bool v6 = strchr(u->host, ':') != NULL;
+    snprintf(out, len, "redis://%s%s%s%s%s%s:%u/%u", u->user,
+             u->password[0] ? ":***" : "", u->user[0] || u->password[0] ? "@" : "",
+             v6 ? "[" : "", u->host, v6 ? "]" : "", u->port, u->db);
+}
+
+/* text as a message may quote it: everything before its last '@' that
+ * may be a password (after the user and its ':', or, with no ':', the
+ * whole part between the scheme and the '@') is "***", whatever the
+ * scheme's spelling or the spaces around it; a long text is cut. */
+void redis_url_shown(const char *text, char *out, size_t len)
+{
+    const char *at = strrchr(text, '@');
+    if (at == NULL) {
+        snprintf(out, len, "%.200s", text);
+        return;
+    }
+    const char *from = strstr(text, "://");
+    from = from != NULL && from < at ? from + 3 : text;
+    const char *colon = memchr(from, ':', (size_t)(at - from));
+    const char *keep = colon != NULL ? colon + 1 : from;
+    size_t head = (size_t)(keep - text);
+    snprintf(out, len, "%.*s***%.200s", (int)(head < 200 ? head : 200), text,
+             at);
+}
+
+bool redis_url_parse(const char *text, redis_url *out, char *msg,
+                     size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    out->port = 6379;
+    /* what a message may quote: the URL with what may be a password cut
+     * out, whatever its shape */
+    char shown[600];
+    redis_url_shown(text, shown, sizeof shown);
+    const char *at = strrchr(text, '@');
+    if (strncmp(text, "redis://", 8) != 0) {
+        snprintf(msg, msglen,
+                 "\"%s\" is not a Redis URL: it must begin with redis:// "
+                 "(redis://[[user]:password@]host[:port][/db]; Debian's "
+                 "hiredis has no TLS, so rediss:// is not taken)",
+                 shown);
+        return false;
+    }
+    const char *p = text + 8;
+    if (at != NULL) {
+        const char *c = memchr(p, ':', (size_t)(at - p));
+        size_t ulen = c != NULL ? (size_t)(c - p) : (size_t)(at - p);
+        size_t plen = c != NULL ? (size_t)(at - c - 1) : 0;
+        if (ulen >= sizeof out->user || plen >= sizeof out->password) {
+            snprintf(msg, msglen, "%s: the user or the password is too long",
+                     shown);
+            return false;
+        }
+        memcpy(out->user, p, ulen);
+        if (c != NULL)
+            memcpy(out->password, c + 1, plen);
+        if (c == NULL) { /* redis://password@host is not a form Redis uses */
+            snprintf(msg, msglen,
+                     "%s: a password goes after a colon "
+                     "(redis://:password@host or redis://user:password@host)",
+                     shown);
+            return false;
+        }
+        p = at + 1;
+    }
+    const char *host = p, *host_end;
+    if (*p == '[') {
+        host = p + 1;
+        host_end = strchr(host, ']');
+        if (host_end == NULL) {
+            snprintf(msg, msglen, "%s: an IPv6 address without its ']'",
+                     shown);
+            return false;
+        }
+        p = host_end + 1;
+    } else {
+        host_end = p + strcspn(p, ":/");
+        p = host_end;
+    }
+    size_t hlen = (size_t)(host_end - host);
+    if (hlen == 0 || hlen >= sizeof out->host) {
+        snprintf(msg, msglen, "%s: %s", shown,
+                 hlen == 0 ? "no host" : "the host name is too long");
+        return false;
+    }
+    memcpy(out->host, host, hlen);
+    if (*p == ':') {
+        p++;
+        size_t n = strcspn(p, "/");
+        unsigned long port = small_number(p, n);
+        if (!all_digits(p, n) || port < 1 || port > 65535) {
+            snprintf(msg, msglen, "%s: the port must be 1 to 65535", shown);
+            return false;
+        }
+        out->port = (unsigned)port;
+        p += n;
+    }
+    if (*p == '/') {
+        p++;
+        size_t n = strlen(p);
+        if (n > 0) {
+            unsigned long db = small_number(p, n);
+            if (!all_digits(p, n) || db > 15) {
+                snprintf(msg, msglen,
+                         "%s: the database must be a number, 0 to 15", shown);
+                return false;
+            }
+            out->db = (unsigned)db;
+        }
+        p += n;
+    }
+    if (*p != '\0') {
+        snprintf(msg, msglen, "%s: unexpected \"%.40s\" after the host",
+                 shown, p);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,660 @@
+/*
+ * state_redis.c - a store of versioned records in Redis (state_redis.h):
+ * the ops, their replies, and the queues they wait in (redis_conn.c has
+ * the connection and the store's life).
+ *
+ * The store's loop owns everything below the mutex line of its struct
+ * (redis_int.h): the hiredis context, the ops waiting for a connection,
+ * the ops sent, and the timers. That loop is the store's own, on a
+ * thread of its own (state_redis_open), or a caller's
+ * (state_redis_open_on: a door's loop). Other threads only append to
+ * `incoming` (under mu) and wake the loop, under mu too, so that the wake
+ * handle is never used once the loop has closed it. The loop's own
+ * thread appends the same way but does not wake itself: its prepare step
+ * takes `incoming` in before the loop next waits (a chunk read on a
+ * door's loop writes to Redis on the same turn, without a write to the
+ * wake's descriptor and a turn to read it back).
+ */
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <openssl/rand.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "log.h"
+#include "redis_int.h"
+#include "redis_poll.h"
+
+const char redis_script[] =
+    "local v = redis.call('GETRANGE', KEYS[1], '0', '" SCRIPT_LAST "')\n"
+    "if v ~= ARGV[1] then\n"
+    "  if v == '' then return 0 end\n"
+    "  return redis.call('GET', KEYS[1])\n"
+    "end\n"
+    "if ARGV[3] == 'del' then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "elseif ARGV[3] == 'ttl' then\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "elseif ARGV[2] == 'keep' then\n"
+    "  redis.call('SET', KEYS[1], ARGV[4], 'KEEPTTL')\n"
+    "elseif ARGV[2] ~= '0' then\n"
+    "  redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[2])\n"
+    "else\n"
+    "  redis.call('SET', KEYS[1], ARGV[4])\n"
+    "end\n"
+    "return 1\n";
+
+enum { OP_GET, OP_PUT };
+const size_t redis_script_len = sizeof redis_script - 1;
+
+/* ------------------------------------------------------------ the ops */
+
+state_version state_version_next(state_version cur, bool anew)
+{
+    if (!anew && cur.n != 0)
+        return (state_version){cur.n + 1, cur.inc};
+    state_version v = {1, 0};
+    while (v.inc == 0) {
+        unsigned char b[8];
+        if (RAND_bytes(b, sizeof b) != 1) { /* not seeded: a weaker draw */
+            uint64_t z = now_ns() ^ (uint64_t)(uintptr_t)&v;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            memcpy(b, &z, sizeof b);
+        }
+        for (int i = 0; i < 8; i++)
+            v.inc = v.inc << 8 | b[i];
+    }
+    return v;
+}
+
+static void op_free(op *o)
+{
+    free(o); /* its key and value with it */
+}
+
+static const state_version no_version;
+
+/* The op's end, once: its callback, then (unless it is still sent, and
+ * its reply will come) its memory. */
+static void finish(op *o, state_redis_result r, state_version version,
+                   const uint8_t *rec, size_t len, const char *why)
+{
+    if (!o->finished) {
+        o->finished = true;
+        if (r == STATE_REDIS_FAILED)
+            atomic_fetch_add(&o->s->failures, 1);
+        o->done(o->ctx, r, version, rec, len, why);
+    }
+    if (!o->sent)
+        op_free(o);
+}
+
+void redis_fail(op *o, const char *why)
+{
+    finish(o, STATE_REDIS_FAILED, no_version, NULL, 0, why);
+}
+
+static void unlink_sent(state_redis *s, op *o)
+{
+    if (o->sprev != NULL)
+        o->sprev->snext = o->snext;
+    else
+        s->sent = o->snext;
+    if (o->snext != NULL)
+        o->snext->sprev = o->sprev;
+    o->sprev = o->snext = NULL;
+}
+
+static void link_sent(state_redis *s, op *o)
+{
+    o->sent = true;
+    o->snext = s->sent;
+    if (s->sent != NULL)
+        s->sent->sprev = o;
+    s->sent = o;
+}
+
+/* v as a value's first VERSION_LEN bytes. */
+static void put_version(uint8_t *out, state_version v)
+{
+    uint64_t n = v.n;
+    for (int i = VERSION_DIGITS - 1; i >= 0; i--) {
+        out[i] = (uint8_t)('0' + n % 10);
+        n /= 10;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++)
+        out[VERSION_DIGITS + i] = (uint8_t)hex[(v.inc >> (60 - 4 * i)) & 15];
+}
+
+/* A value as the store holds it (a version, then the record): its
+ * version and record. False: not a value of tally's (of this version's
+ * format: an older tallyd's 16-digit versions are not taken). */
+static bool parse_value(const char *p, size_t n, state_version *version,
+                        const uint8_t **rec, size_t *len)
+{
+    if (n < VERSION_LEN)
+        return false;
+    state_version v = {0, 0};
+    for (size_t i = 0; i < VERSION_DIGITS; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        v.n = v.n * 10 + (uint64_t)(p[i] - '0');
+    }
+    for (size_t i = VERSION_DIGITS; i < VERSION_LEN; i++) {
+        char c = p[i];
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                                            : 16;
+        if (d == 16)
+            return false;
+        v.inc = v.inc << 4 | d;
+    }
+    if (v.n == 0 || v.inc == 0)
+        return false;
+    *version = v;
+    *rec = (const uint8_t *)p + VERSION_LEN;
+    *len = n - VERSION_LEN;
+    return true;
+}
+
+static void send_op(state_redis *s, op *o);
+static void wait_for_replicas(state_redis *s, op *o);
+
+static void send_wait(state_redis *s);
+
+/* A WAIT's answer: how many replicas have every write sent before it,
+ * which is the end of each op in its batch. */
+static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
+{
+    op *batch = priv;
+    redisReply *r = rp;
+    state_redis *s = ac->data;
+    s->wait_inflight = false;
+    char why[300] = "";
+    if (r == NULL)
+        snprintf(why, sizeof why, "%s",
+                 s->stopping ? "the store is closing"
+                             : "the connection to Redis was lost while its "
+                               "replicas took the write (WAIT): it may or "
+                               "may not survive a failover");
+    else if (r->type != REDIS_REPLY_INTEGER)
+        snprintf(why, sizeof why, "Redis answered WAIT with %.*s",
+                 (int)(r->type == REDIS_REPLY_ERROR && r->len < 200 ? r->len
+                                                                     : 0),
+                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+    else if (r->integer < (long long)s->wait_replicas)
+        snprintf(why, sizeof why,
+                 "written to the primary, but %lld of the %u replicas "
+                 "--state-store-wait asks for had it in time (WAIT): it may "
+                 "or may not survive a failover",
+                 r->integer, s->wait_replicas);
+    if (r != NULL)
+        atomic_fetch_add(&s->answered, 1);
+    while (batch != NULL) {
+        op *o = batch;
+        batch = o->wnext;
+        unlink_sent(s, o);
+        o->sent = false;
+        if (why[0])
+            redis_fail(o, why);
+        else
+            finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL, 0,
+                   NULL);
+    }
+    if (s->wait_queue != NULL && s->ac != NULL && !s->stopping)
+        send_wait(s);
+    else if (s->wait_queue != NULL)
+        redis_fail_wait_queue(s, s->stopping ? "the store is closing"
+                                       : "the connection to Redis was lost "
+                                         "before its replicas took the write "
+                                         "(WAIT): it may or may not survive "
+                                         "a failover");
+}
+
+/* A command's reply (NULL: the connection went, or the store closes). */
+static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
+{
+    op *o = priv;
+    state_redis *s = o->s;
+    redisReply *r = rp;
+    (void)ac;
+    unlink_sent(s, o);
+    o->sent = false;
+    if (r == NULL) {
+        redis_fail(o, s->stopping ? "the store is closing"
+                            : "the connection to Redis was lost");
+        return;
+    }
+    atomic_fetch_add(&s->answered, 1);
+    atomic_fetch_add(&s->rtt_ns, now_ns() - o->sent_ns);
+    char why[300];
+    if (r->type == REDIS_REPLY_ERROR && o->kind == OP_PUT && !o->eval
+        && r->len >= 8 && memcmp(r->str, "NOSCRIPT", 8) == 0 && s->up) {
+        o->eval = true; /* a Redis restarted, or SCRIPT FLUSH: by text */
+        send_op(s, o);
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(why, sizeof why, "Redis answered: %.*s",
+                 (int)(r->len < 240 ? r->len : 240), r->str);
+        redis_fail(o, why);
+        return;
+    }
+    state_version v = no_version;
+    const uint8_t *rec = NULL;
+    size_t len = 0;
+    if (r->type == REDIS_REPLY_NIL && o->kind == OP_GET) {
+        finish(o, STATE_REDIS_OK, no_version, NULL, 0, NULL); /* none */
+        return;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && o->kind == OP_PUT
+        && (r->integer == 0 || r->integer == 1)) {
+        if (r->integer == 0) {
+            finish(o, STATE_REDIS_CONFLICT, no_version, NULL, 0, NULL);
+        } else if (o->touch) {
+            finish(o, STATE_REDIS_OK, o->expect, NULL, 0, NULL);
+        } else if (s->wait_replicas > 0 && !o->finished && s->ac != NULL) {
+            wait_for_replicas(s, o); /* acknowledged once replicas have it */
+        } else {
+            finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL,
+                   0, NULL);
+        }
+        return;
+    }
+    if (r->type != REDIS_REPLY_STRING
+        || !parse_value(r->str, r->len, &v, &rec, &len)) {
+        redis_fail(o, o->kind == OP_GET
+                    ? "the key holds no state of this tallyd's (a version "
+                      "and a record)"
+                    : "Redis answered the write with something unexpected");
+        return;
+    }
+    finish(o, o->kind == OP_GET ? STATE_REDIS_OK : STATE_REDIS_CONFLICT, v,
+           rec, len, NULL);
+}
+
+/* The written ops queued so far, covered by one WAIT: its timeout is
+ * the latest of their deadlines (an op whose own passes sooner is failed
+ * by the sweep). */
+static void send_wait(state_redis *s)
+{
+    op *batch = s->wait_queue;
+    s->wait_queue = s->wait_tail = NULL;
+    uint64_t now = now_ns(), last = 0;
+    for (op *o = batch; o != NULL; o = o->wnext)
+        last = o->deadline_ns == 0 ? UINT64_MAX
+               : o->deadline_ns > last ? o->deadline_ns
+                                       : last;
+    uint64_t left = last == UINT64_MAX ? s->timeout_ms
+                    : last > now       ? (last - now) / 1000000u
+                                       : 0;
+    char n[16], ms[24];
+    snprintf(n, sizeof n, "%u", s->wait_replicas);
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)(left ? left : 1));
+    const char *argv[] = {"WAIT", n, ms};
+    if (redisAsyncCommandArgv(s->ac, on_wait, batch, 3, argv, NULL)
+        != REDIS_OK) {
+        while (batch != NULL) {
+            op *o = batch;
+            batch = o->wnext;
+            unlink_sent(s, o);
+            o->sent = false;
+            redis_fail(o, "the write's WAIT could not be sent to Redis");
+        }
+        return;
+    }
+    s->wait_inflight = true;
+}
+
+/* The written ops no WAIT was sent for, failed: the connection went. */
+void redis_fail_wait_queue(state_redis *s, const char *why)
+{
+    op *o = s->wait_queue;
+    s->wait_queue = s->wait_tail = NULL;
+    while (o != NULL) {
+        op *next = o->wnext;
+        unlink_sent(s, o);
+        o->sent = false;
+        redis_fail(o, why);
+        o = next;
+    }
+}
+
+/* A written op waits for a WAIT: the next one, or one sent now. It stays
+ * in the sent list, where the sweep sees its deadline. */
+static void wait_for_replicas(state_redis *s, op *o)
+{
+    o->waiting_replicas = true;
+    o->wnext = NULL;
+    link_sent(s, o);
+    if (s->wait_tail != NULL)
+        s->wait_tail->wnext = o;
+    else
+        s->wait_queue = o;
+    s->wait_tail = o;
+    if (!s->wait_inflight)
+        send_wait(s);
+}
+
+static void send_op(state_redis *s, op *o)
+{
+    char expect[VERSION_LEN + 1], ttl[24];
+    const char *argv[8];
+    size_t argl[8];
+    int argc;
+    if (o->kind == OP_GET) {
+        argv[0] = "GET";
+        argv[1] = (const char *)o->key;
+        argl[0] = 3;
+        argl[1] = o->keylen;
+        argc = 2;
+    } else {
+        expect[0] = '\0';
+        if (o->expect.n != 0) {
+            put_version((uint8_t *)expect, o->expect);
+            expect[VERSION_LEN] = '\0';
+        }
+        if (o->ttl_ms == STATE_REDIS_KEEP_TTL)
+            snprintf(ttl, sizeof ttl, "keep");
+        else
+            snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
+        argv[0] = o->eval ? "EVAL" : "EVALSHA";
+        argv[1] = o->eval ? redis_script : s->sha;
+        argv[2] = "1";
+        argv[3] = (const char *)o->key;
+        argv[4] = expect;
+        argv[5] = ttl;
+        argv[6] = o->touch ? "ttl" : o->del ? "del" : "put";
+        argv[7] = o->rec != NULL ? (const char *)o->rec : "";
+        argc = 8;
+        for (int i = 0; i < argc; i++)
+            argl[i] = i == 3 ? o->keylen
+                      : i == 7 ? (o->rec != NULL ? o->len : 0)
+                               : strlen(argv[i]);
+    }
+    o->sent_ns = now_ns();
+    if (redisAsyncCommandArgv(s->ac, on_reply, o, argc, argv, argl)
+        != REDIS_OK) {
+        redis_fail(o, "the command could not be sent to Redis");
+        return;
+    }
+    link_sent(s, o);
+}
+
+void redis_send_waiting(state_redis *s)
+{
+    bool any = false;
+    while (s->up && s->waiting != NULL) {
+        op *o = s->waiting;
+        s->waiting = o->next;
+        if (s->waiting == NULL)
+            s->waiting_tail = NULL;
+        o->next = NULL;
+        send_op(s, o);
+        any = true;
+    }
+    /* written now, not at the socket's next writable event: the socket
+     * almost always takes it, and the poll's write interest, turned on
+     * and off again before the loop polls, costs no epoll_ctl(2) then
+     * (what hiredis cannot write stays, and the poll writes it later) */
+    if (any && s->ac != NULL)
+        redisAsyncHandleWrite(s->ac);
+}
+
+/* Ops past their deadline: failed now; a sent one's reply, when it
+ * comes, is dropped. */
+static void on_sweep(uv_timer_t *t)
+{
+    state_redis *s = t->data;
+    uint64_t now = now_ns();
+    for (op **pp = &s->waiting, *prev = NULL; *pp != NULL;) {
+        op *o = *pp;
+        if (o->deadline_ns != 0 && now >= o->deadline_ns) {
+            *pp = o->next;
+            if (s->waiting_tail == o)
+                s->waiting_tail = prev;
+            o->next = NULL;
+            redis_fail(o, "timed out waiting for a connection to Redis");
+        } else {
+            prev = o;
+            pp = &o->next;
+        }
+    }
+    for (op *o = s->sent; o != NULL; o = o->snext)
+        if (!o->finished && o->deadline_ns != 0 && now >= o->deadline_ns)
+            redis_fail(o, o->waiting_replicas
+                        ? "timed out waiting for Redis's replicas to take "
+                          "the write (WAIT): it is in the primary, and may "
+                          "or may not survive a failover"
+                        : "timed out waiting for Redis's answer");
+    if (s->waiting == NULL && s->sent == NULL)
+        uv_timer_stop(&s->sweep);
+}
+static void on_later(uv_timer_t *t);
+
+/* Arms the timer for the soonest delayed op. */
+static void arm_later(state_redis *s)
+{
+    if (s->delayed == NULL) {
+        uv_timer_stop(&s->later);
+        return;
+    }
+    uint64_t now = now_ns(), at = s->delayed->not_before_ns;
+    uint64_t ms = at > now ? (at - now + 999999) / 1000000 : 0;
+    uv_timer_start(&s->later, on_later, ms, 0);
+}
+
+/* Puts o among the delayed ops, in time order. */
+static void delay(state_redis *s, op *o)
+{
+    op **pp = &s->delayed;
+    while (*pp != NULL && (*pp)->not_before_ns <= o->not_before_ns)
+        pp = &(*pp)->next;
+    o->next = *pp;
+    *pp = o;
+    arm_later(s);
+}
+
+/* The delayed ops whose time has come join the others. */
+static void on_later(uv_timer_t *t)
+{
+    state_redis *s = t->data;
+    uint64_t now = now_ns();
+    while (s->delayed != NULL && s->delayed->not_before_ns <= now) {
+        op *o = s->delayed;
+        s->delayed = o->next;
+        o->next = NULL;
+        if (s->waiting_tail != NULL)
+            s->waiting_tail->next = o;
+        else
+            s->waiting = o;
+        s->waiting_tail = o;
+    }
+    arm_later(s);
+    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
+        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    redis_send_waiting(s);
+}
+
+void redis_on_wake(uv_async_t *a)
+{
+    state_redis *s = a->data;
+    uv_mutex_lock(&s->mu);
+    op *in = s->incoming;
+    s->incoming = s->incoming_tail = NULL;
+    bool closing = s->closing;
+    uv_mutex_unlock(&s->mu);
+    for (op *o = in, *next; o != NULL; o = next) {
+        next = o->next;
+        o->next = NULL;
+        if (closing) {
+            redis_fail(o, "the store is closing");
+            continue;
+        }
+        if (o->not_before_ns > now_ns()) {
+            delay(s, o);
+            continue;
+        }
+        if (s->waiting_tail != NULL)
+            s->waiting_tail->next = o;
+        else
+            s->waiting = o;
+        s->waiting_tail = o;
+    }
+    if (closing) {
+        redis_shut(s);
+        return;
+    }
+    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
+        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    redis_send_waiting(s);
+}
+
+/* The loop's prepare step: what the loop's own thread submitted is taken
+ * in (on_wake's work), and the connection's queued commands go out. */
+void redis_on_flush(uv_prepare_t *h)
+{
+    state_redis *s = h->data;
+    if (!atomic_load_explicit(&s->self.known, memory_order_relaxed))
+        loop_owner_set(&s->self);
+    while (s->self_pending) { /* its callbacks may submit again */
+        s->self_pending = false;
+        redis_on_wake(&s->wake);
+    }
+    if (s->ac != NULL)
+        redis_poll_flush(s->ac);
+}
+
+/* ------------------------------------------------------ the callers */
+
+static bool submit(state_redis *s, op *o)
+{
+    bool own = loop_owner_is_me(&s->self);
+    uv_mutex_lock(&s->mu);
+    bool closing = s->closing;
+    if (!closing) {
+        if (s->incoming_tail != NULL)
+            s->incoming_tail->next = o;
+        else
+            s->incoming = o;
+        s->incoming_tail = o;
+        /* under mu: the loop closes the handle only once closing; its
+         * own thread takes incoming in at its prepare step instead */
+        if (own)
+            s->self_pending = true;
+        else
+            uv_async_send(&s->wake);
+    }
+    uv_mutex_unlock(&s->mu);
+    if (closing) { /* done() only ever runs on the store's loop */
+        op_free(o);
+        return false;
+    }
+    return true;
+}
+
+/* An op, with room after it for its key and vlen bytes of value (o->rec,
+ * left to the caller to fill), in one allocation. */
+static op *new_op(state_redis *s, int kind, const uint8_t *id, size_t idlen,
+                  size_t vlen, uint64_t deadline_ns, state_redis_done done,
+                  void *ctx)
+{
+    size_t klen = s->prefix_len + idlen;
+    if (idlen > MAX_ID || vlen > SIZE_MAX - sizeof(op) - klen - 1)
+        return NULL;
+    op *o = malloc(sizeof *o + klen + 1 + vlen);
+    if (o == NULL)
+        return NULL;
+    memset(o, 0, sizeof *o);
+    o->key = (uint8_t *)(o + 1);
+    memcpy(o->key, s->prefix, s->prefix_len);
+    memcpy(o->key + s->prefix_len, id, idlen);
+    o->key[klen] = '\0';
+    o->keylen = klen;
+    if (vlen > 0) {
+        o->rec = o->key + klen + 1;
+        o->len = vlen;
+    }
+    o->s = s;
+    o->kind = kind;
+    o->deadline_ns = deadline_ns;
+    o->done = done;
+    o->ctx = ctx;
+    return o;
+}
+
+bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
+                     uint64_t deadline_ns, state_redis_done done, void *ctx)
+{
+    op *o = new_op(s, OP_GET, id, idlen, 0, deadline_ns, done, ctx);
+    return o != NULL && submit(s, o);
+}
+
+bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
+                     state_version expect, state_version next,
+                     const uint8_t *record, size_t len, uint64_t ttl_ms,
+                     uint64_t deadline_ns, state_redis_done done, void *ctx)
+{
+    /* counts stay below 10^16: one a chunk, for a sequence that lives no
+     * longer than its idle time between chunks */
+    if (next.n == 0 || next.n > 9999999999999999ull || next.inc == 0)
+        return false;
+    /* the value: the next version, then the record */
+    if (record != NULL && len > SIZE_MAX - VERSION_LEN)
+        return false;
+    op *o = new_op(s, OP_PUT, id, idlen, record != NULL ? VERSION_LEN + len : 0,
+                   deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
+    o->expect = expect;
+    o->to = next;
+    o->ttl_ms = ttl_ms;
+    o->del = record == NULL;
+    if (record != NULL) {
+        put_version(o->rec, next);
+        memcpy(o->rec + VERSION_LEN, record, len);
+    }
+    return submit(s, o);
+}
+
+bool state_redis_touch(state_redis *s, const uint8_t *id, size_t idlen,
+                       state_version expect, uint64_t ttl_ms,
+                       uint64_t deadline_ns, state_redis_done done, void *ctx)
+{
+    if (expect.n == 0 || ttl_ms == 0 || ttl_ms == STATE_REDIS_KEEP_TTL)
+        return false;
+    op *o = new_op(s, OP_PUT, id, idlen, 0, deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
+    o->expect = expect;
+    o->ttl_ms = ttl_ms;
+    o->touch = true;
+    return submit(s, o);
+}
+
+bool state_redis_get_later(state_redis *s, const uint8_t *id, size_t idlen,
+                           uint64_t delay_ms, uint64_t deadline_ns,
+                           state_redis_done done, void *ctx)
+{
+    op *o = new_op(s, OP_GET, id, idlen, 0, deadline_ns, done, ctx);
+    if (o == NULL)
+        return false;
+    o->not_before_ns = now_ns() + delay_ms * 1000000u;
+    return submit(s, o);
+}
+
+void state_redis_get_stats(state_redis *s, state_redis_stats *out)
+{
+    out->up = atomic_load(&s->stat_up);
+    out->answered = atomic_load(&s->answered);
+    out->rtt_ns = atomic_load(&s->rtt_ns);
+    out->failures = atomic_load(&s->failures);
+    out->reconnects = atomic_load(&s->reconnects);
+    out->durability = (state_redis_durability)atomic_load(&s->durability);
+    out->durability_asked = atomic_load(&s->durability_asked);
+}
