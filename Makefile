@@ -36,10 +36,10 @@ INC_core     := -Iserver/core $(INC_engine)
 INC_format   := -Iserver/format $(INC_core)
 INC_protocol := -Iserver/protocol $(INC_format)
 INC_sched    := -Iserver/sched $(INC_core)
-# the Redis client knows nothing of sequences; the sequences reach it
-# through their store interface (seq_kv.h), whose Redis side is theirs
+# the Redis client knows nothing of sequences, nor they of Redis: both
+# meet at core/kv.h (the API layer joins them)
 INC_redis    := -Iserver/redis $(INC_core)
-INC_seq      := -Iserver/seq $(INC_redis)
+INC_seq      := -Iserver/seq $(INC_core)
 INC_http     := -Iserver/http $(INC_core)
 INC_grpc     := -Iserver/grpc $(INC_core)
 INC_telemetry := -Iserver/telemetry $(INC_core)
@@ -56,10 +56,13 @@ CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -fno-exceptions -fno-rtti -MMD -MP
 CXXFLAGS += -DNDEBUG
 
 comma := ,
+# DEBUG and SANITIZE builds assert which thread runs what (core/
+# loop_owner.h's OWNER_ASSERT): the sanitizer legs of CI run with them.
 ifeq ($(DEBUG),1)
-CFLAGS  += -O0 -DTALLY_DEBUG
+CFLAGS  += -O0 -DTALLY_DEBUG -DTALLY_OWNER_ASSERTS
 endif
 ifneq ($(SANITIZE),)
+CFLAGS  += -DTALLY_OWNER_ASSERTS
 CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SANITIZE)
 BUILD   := $(BUILD)-$(subst $(comma),-,$(SANITIZE))
@@ -162,13 +165,14 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
 # ---------------------------------------------------------------- daemon
-# The codecs: the data formats and the protocols, which test_codec, the
-# fuzz targets and bench_numbers link without the rest of the daemon.
+# The codecs: the data formats and the protocols, which test_format,
+# test_protocol, the fuzz targets and bench_numbers link without the rest
+# of the daemon.
 # With them go the status table (core/status.c), whose statuses they name,
 # the checks of shared-memory region names (core/shm_ref.c), which they
 # parse, the trace context (core/trace.c), whose span ids the OTLP encoder
-# draws, content coding (core/content_coding.c), which test_codec
-# tests beside them, and the sequence ids' checks (core/sequence_id.c),
+# draws, content coding (core/content_coding.c), which the HTTP and gRPC
+# doors share with them, and the sequence ids' checks (core/sequence_id.c),
 # which every protocol reads its sequence parameters with.
 CODEC_SRC  := $(wildcard server/format/*.c server/protocol/*.c)
 CODEC_CORE := server/core/status.c server/core/shm_ref.c server/core/trace.c \
@@ -233,13 +237,14 @@ $(EXAMPLE): $(BUILD)/client/examples/cumsum.o $(CLIENT_SO)
 CLIENT_ALL := $(CLIENT_A) $(CLIENT_SO) $(TALLY_CLI) $(EXAMPLE)
 
 # ---------------------------------------------------------------- tests
-TEST_NAMES := test_units test_server test_grpc test_codec test_host test_engine test_accuracy
+TEST_NAMES := test_units test_server test_grpc test_format test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BUILD)/bin/bench_engine
 
 TEST_LIB := $(BUILD)/tests/check.o $(BUILD)/tests/ref.o
 
-$(BUILD)/bin/test_codec: $(BUILD)/tests/test_codec.o $(TEST_LIB) $(CODEC_OBJ) $(ENGINE_LIB)
+# format/ on its own.
+$(BUILD)/bin/test_format: $(BUILD)/tests/server/test_format.o $(TEST_LIB) $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
@@ -291,11 +296,20 @@ $(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(TEST_LIB) \
 
 # The sequences on their own (server/seq/): the table, the rules, the
 # record format, the log, the shared store's logic over a fake store.
-$(BUILD)/bin/test_seq: $(BUILD)/tests/server/test_seq.o $(TEST_LIB) \
-    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+$(BUILD)/bin/test_seq: $(BUILD)/tests/server/test_seq.o $(BUILD)/tests/server/fake_kv.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+
+# The model checker's replicas on a fake store (tests/model/driver.py
+# --setup fake): the shared store's backend under faults Redis cannot give.
+$(BUILD)/bin/model_fake: $(BUILD)/tests/model/fake_replicas.o $(BUILD)/tests/server/fake_kv.o \
+    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+$(BUILD)/tests/model/fake_replicas.o: CPPFLAGS := $(INC_seq) -Itests/server
 
 # The Redis client (server/redis/), against a redis-server the test starts.
 $(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(TEST_LIB) \
@@ -310,9 +324,11 @@ $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
 $(BUILD)/tests/server/test_seq.o: CPPFLAGS := $(INC_seq) -Itests
+$(BUILD)/tests/server/fake_kv.o: CPPFLAGS := $(INC_seq) -Itests
 $(BUILD)/tests/server/test_redis.o: CPPFLAGS := $(INC_redis) -Itests
 $(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests
 $(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests -I$(BUILD)/gen
+$(BUILD)/tests/server/test_format.o: CPPFLAGS := $(INC_format) -Itests
 $(BUILD)/tests/server/test_protocol.o: $(PB_GEN).h
 $(BUILD)/tests/server/test_http.o: CPPFLAGS := $(INC_http) -Itests
 $(BUILD)/bin/test_client: $(BUILD)/tests/test_client.o $(TEST_LIB) $(ENGINE_LIB) $(CLIENT_SO)
@@ -477,7 +493,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config docs-errors
-.PHONY: all run load image test check check-python check-targets test-c check-layers test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-codec test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python check-targets test-c check-layers test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
 
@@ -509,7 +525,8 @@ Develop
   make test-install     install into a scratch prefix and build against it
   make check-layers     the #include lines against the layers, and the threads named
                         in comments against tallyd's list
-  make check-docs       the docs' links, settings, errors and metrics against the tree
+  make check-docs       the docs against the tree: links, paths, settings, errors,
+                        metrics, alerts, targets, the README's ready lines
   make docs-config      docs/configuration.md's table from config.h
   make docs-errors      docs/errors.md's tables from status.h and tally.h
   make soak             a long mixed load (statuses, memory, descriptors), then the
@@ -544,6 +561,7 @@ help:
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency $(BUILD)/bin/store_floor \
+    $(BUILD)/bin/model_fake \
     $(BUILD)/bin/grpc_floor $(CLIENT_ALL) $(BUILD)/bin/test_client
 
 # Every test gets its own PoCL kernel cache: concurrent processes sharing
@@ -569,7 +587,7 @@ TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit \
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-codec test-host test-engine test-accuracy
+C_TESTS := test-units test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-format test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -675,8 +693,8 @@ test-protocol: $(BUILD)/bin/test_protocol
 	$(Q)$(TEST_ENV) $< $(T)
 test-http: $(BUILD)/bin/test_http
 	$(Q)$(TEST_ENV) $< $(T)
-test-codec: $(BUILD)/bin/test_codec
-	$(Q)$(TEST_ENV) $< $(T) $(CODEC_CASES)
+test-format: $(BUILD)/bin/test_format
+	$(Q)$(TEST_ENV) $< $(T) $(FORMAT_CASES)
 test-host: $(BUILD)/bin/test_host
 	$(Q)$(TEST_ENV) $< $(T)
 # The engine's cases, the longest suite, in ENGINE_SHARDS processes at
@@ -740,7 +758,7 @@ else
 	$(Q)rc=0; export TSAN_OPTIONS="log_path=$(TSAN_DIR)/report second_deadlock_stack=1"; \
 	  $(MAKE) --no-print-directory test-c C_TESTS="$(filter-out test-accuracy,$(C_TESTS))" \
 	    ENGINE_CASES="-cl_gpu -_tiny -forced_kernels -strided_tiles_host1 -strided_tiles_inline" \
-	    CODEC_CASES="-round_trip -number_lists" || rc=1; \
+	    FORMAT_CASES="-round_trip -number_lists" || rc=1; \
 	  $(MAKE) --no-print-directory test-integration TEST_DEVICE=host \
 	    PYTEST_SELECT='-m "concurrency and not peer" $(NO_BROWSER)' || rc=1; \
 	  n=$$(ls $(TSAN_DIR) | wc -l); if [ "$$n" -gt 0 ]; then \
@@ -760,7 +778,7 @@ NO_BROWSER  := --ignore=tests/integration/test_browser.py
 # TEST_DEVICE: the device of a test's tallyd when the test names none
 # (conftest.py; empty: tallyd's default)
 TEST_DEVICE ?=
-test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client docs-assets
+test-integration: $(TALLYD) $(CLIENT_ALL) $(BUILD)/bin/test_client $(BUILD)/bin/model_fake docs-assets
 	$(Q)TALLYD=$(abspath $(TALLYD)) POCL_CACHE_SEED=$(POCL_DIR) \
 	  TALLY_CLI=$(abspath $(TALLY_CLI)) TALLY_TEST_CLIENT=$(abspath $(BUILD)/bin/test_client) \
 	  TALLY_EXAMPLE=$(abspath $(EXAMPLE)) TALLY_TEST_DEVICE=$(TEST_DEVICE) $(ASAN_ENV) \
@@ -806,10 +824,11 @@ load: deps-bench $(TALLYD)
 # every answer under faults against the reference model, a new seed each
 # run (printed; TALLY_MODEL_SEED replays one).
 MODEL_SECONDS ?= 60
-soak: deps-bench $(TALLYD)
+soak: deps-bench $(TALLYD) $(BUILD)/bin/model_fake
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
-	$(Q)for s in memory "state-dir --fsync always" "state-dir --fsync everysec" redis; do \
-	  TALLYD=$(abspath $(TALLYD)) $(PYTHON) tests/model/driver.py --setup $$s \
+	$(Q)for s in fake memory "state-dir --fsync always" "state-dir --fsync everysec" redis; do \
+	  TALLYD=$(abspath $(TALLYD)) TALLY_MODEL_FAKE=$(abspath $(BUILD)/bin/model_fake) \
+	    $(PYTHON) tests/model/driver.py --setup $$s \
 	    --seconds $(MODEL_SECONDS) || exit 1; done
 
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).

@@ -90,10 +90,12 @@
 #error "TALLY_ROW_K and TALLY_COL_W must be multiples of 8"
 #endif
 
-/* Mode bits, shared with the host (engine/cl_plan.c). */
-#define MODE_REVERSE 1u
-#define MODE_EXCLUSIVE 2u
-#define MODE_STREAM 4u /* write with non-temporal stores (see STORE8S) */
+/* The mode bits come with the build options, from the host's one
+ * definition (engine/cl_program.h: ENG_CL_MODE_REVERSE, _EXCLUSIVE and
+ * _STREAM, the last to write with non-temporal stores: see STORE8S). */
+#if !defined(MODE_REVERSE) || !defined(MODE_EXCLUSIVE) || !defined(MODE_STREAM)
+#error "build with -DMODE_REVERSE, -DMODE_EXCLUSIVE and -DMODE_STREAM"
+#endif
 
 /* ------------------------------------------------------------------------
  * Element types. ST is the storage type, CT the compute type. LOAD8/STORE8

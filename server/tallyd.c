@@ -1,93 +1,44 @@
 /*
  * tallyd.c - the daemon: startup, the event loop, shutdown.
  *
- * Threading model. Eleven kinds of threads, and the only calls that cross
- * between them. This list names them once: a "Threading:" line anywhere
- * in server/ names only these (tests/check_threads.py, in make check).
+ * Threading model. Twelve kinds of threads, and the only calls that cross
+ * between them. This list names them once: a comment anywhere in server/
+ * names only these (tests/check_threads.py, in make check); what each
+ * does is said in its file, and all together in docs/design.md
+ * ("Threads").
  *
- *   the loop thread (main)  runs the libuv loop: SIGTERM and SIGINT (the
- *                           drain), SIGHUP (the token file read again,
- *                           core/auth.h), and a 5 ms timer that flushes
- *                           the log, every 100 ms shuts down the sockets
- *                           of connections past their deadline (http_sweep,
- *                           safe as http/conns.h explains) and, while
- *                           draining, watches the in-flight count. It
- *                           starts and stops the HTTP daemon and the
- *                           scheduler. It is also the gRPC door's first
- *                           loop (server/grpc/): accepts, nghttp2 sessions,
- *                           the service's handlers (api/grpc_service.c),
- *                           which sum small tensors at once and queue
- *                           the rest; a worker's done hands the call back
- *                           through the transport's uv_async.
- *   gRPC loop threads       grpc/loops.c, with --grpc-threads above 1: each
- *                           the same for the connections the loop
- *                           thread's listener deals out to it in turn
- *                           (the socket through a queue and an async),
- *                           end to end, and their sweep; the loop thread
- *                           asks them to quiesce and stop the same way.
- *   HTTP threads            http/loops.c (--http-threads): each a libuv
- *                           loop driving one libmicrohttpd daemon in its
- *                           external epoll mode (the daemons share the
- *                           listening socket): accept, read bodies, route,
- *                           run the handlers
- *                           (api/), which parse and hand scans to the
- *                           scheduler through api/submit.h, which suspends
- *                           the connection; after a resume, build and queue
- *                           the response. They never wait on a device.
- *   the tick thread         every 5 ms, the scheduler's tick (sched_tick:
- *                           expired jobs fail, queued jobs whose clients
- *                           left are dropped) and the sequences' sweep
- *                           (seq_sweep: idle ones expire), on a thread of its own so
- *                           that the loop's gRPC work (decoding a large
- *                           compressed message, say) never delays a
- *                           deadline: BENCHMARKS.md, "The loop thread and
- *                           the deadlines".
- *   device workers          sched/scheduler.c (--workers), one engine stream
- *                           each: pop batches of jobs, run them, and
- *                           complete each job.
+ *   the loop thread (main)  the libuv loop: signals, the drain, the sweep
+ *                           of slow connections, and the gRPC door's
+ *                           first loop (grpc/, api/grpc_service.c).
+ *   gRPC loop threads       grpc/loops.c (--grpc-threads): a loop each,
+ *                           serving the connections the first one deals.
+ *   HTTP threads            http/loops.c (--http-threads): a libuv loop
+ *                           each, driving one libmicrohttpd daemon; the
+ *                           handlers (api/) run there and never wait on a
+ *                           device.
+ *   the tick thread         tallyd.c's run_ticker: every 5 ms sched_tick()
+ *                           and seq_sweep(), apart from the loops so that
+ *                           no loop's work delays a deadline.
+ *   device workers          sched/scheduler.c (--workers): one engine
+ *                           stream each; run batches and complete jobs.
  *   kernel builders         sched/scheduler.c: one a cold OpenCL device,
- *                           without --warmup, that builds its kernels
- *                           (the backend's prepare) while the host backend
- *                           answers, and lets the device join the pool;
- *                           a drain stops and joins them.
- *   fanout helpers          format/fanout.c: one per CPU (at most 8),
- *                           started on first use, that share the parse and
- *                           the render of a large JSON tensor with the HTTP
- *                           thread that asked; they touch only the parts
- *                           it hands them.
- *   host pool helpers       engine/pool.c: each host-backend stream's own
- *                           (the host backend, the fallback when every
- *                           device has failed, and a CPU device's strided
- *                           layouts that host code does faster, started on
- *                           first use), which split one scan with the
- *                           worker that owns the stream.
- *   the log writer          seq/seq_store.c, with --state-dir: appends
- *                           the sequences' records to their log, one
- *                           flush for all that came meanwhile (group
- *                           commit), and completes each: the chunk ends
- *                           (seq/sequence.c's finish_end) and its request
- *                           is resumed (api/submit.c), as a worker's done
- *                           would; nothing else waits on the disk.
- *   the store's thread      redis/state_redis.c, with --state-store: its
- *                           own libuv loop and a connection to Redis,
- *                           which checks the URL at start and serves the
- *                           chunks of any loop that could not open a
- *                           connection of its own. Each door's loop (the
- *                           loop thread, the gRPC loop threads and the
- *                           HTTP threads) has one for its requests'
- *                           chunks, on that loop: it sends their reads
- *                           and writes, and their callbacks (sched/
- *                           seq_remote.c) decide, write again, or end the
- *                           chunk and resume its request (api/submit.c),
- *                           as the log writer does, on the thread that
- *                           answers it (a worker that ends such a chunk
- *                           hands its write to that loop); nothing
- *                           waits on Redis.
- *   the span exporter       telemetry/exporter.c, with --otlp-endpoint:
- *                           encodes queued records into spans and POSTs
- *                           them; HTTP threads and the loop thread (gRPC)
- *                           copy a sampled request's record into its queue
- *                           under its mutex, and never wait for it.
+ *                           building its kernels while the host answers.
+ *   fanout helpers          format/fanout.c: share a large JSON tensor's
+ *                           parse and render with the thread that asked.
+ *   host pool helpers       engine/pool.c: a host stream's own, splitting
+ *                           one scan with its worker.
+ *   the log writer          seq/seq_log.c (--state-dir): appends records
+ *                           with group commit, then ends their chunks and
+ *                           resumes their requests; nothing else waits on
+ *                           the disk.
+ *   the log rewriter        seq/seq_log.c: writes the live sequences'
+ *                           snapshot while the log is rewritten.
+ *   the store's thread      redis/redis_conn.c (--state-store): a
+ *                           connection for the chunks of no door's loop
+ *                           (each door's loop has its own, whose replies
+ *                           end chunks on the thread that answers them).
+ *   the span exporter       telemetry/exporter.c (--otlp-endpoint):
+ *                           encodes and POSTs the spans the doors queue.
  *
  * A queued job is completed exactly once, by a worker or (when it expires
  * or its client leaves while it waits) by the tick thread, through the
@@ -96,14 +47,28 @@
  * written): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
  * documents as safe from any thread, then wakes the request's HTTP
- * thread (a uv_async_send under its loop's mutex: http/loops.c); a gRPC
- * job's (api/grpc_service.c)
- * calls grpc_call_resume(), a mutex-guarded list and uv_async_send(). Beyond that, threads share only the
- * queue (its own mutex), the per-request suspend/resume mutex, the
- * sequence table (its mutex: seq/sequence.h), the shared-memory
- * registry (its mutex: core/shm.h), the thread pools' own hand-offs, the
- * exporter's queue and atomic counters; no thread calls libuv or
- * libmicrohttpd on another's objects.
+ * thread through its loop's mailbox (core/mailbox.h); a gRPC job's
+ * (api/grpc_service.c) calls grpc_call_resume(), which posts the call to
+ * its loop's mailbox. Beyond that, threads share only what a lock or an
+ * atomic guards, each named where it is declared:
+ *   - the requests: the job queue (sched/queue.h), each request's
+ *     suspend/resume mutex (http/request.h), HTTP's admission and
+ *     connection lists (http/admit.c, http/conns.c), the loops' mailboxes
+ *     (core/mailbox.h), the gRPC health watches and the trace settings
+ *     (api/api.h);
+ *   - the sequences: the memory backend's table (seq/seq_memory.c), the
+ *     log's queue (seq/seq_log.c), the shared store's cache and lines
+ *     (seq/seq_remote_int.h), the Redis store's opening (redis/
+ *     redis_int.h);
+ *   - the engine: the host backend opened on first need (sched/
+ *     backend.c), the thread pools' hand-offs (engine/pool.c,
+ *     format/fanout.c), the kernel programs and the buffer pool
+ *     (engine/cl_program.h, engine/buffer.c);
+ *   - the rest: the shared-memory registry and its SIGBUS guard
+ *     (core/shm.c), the tokens (core/auth.c, a read-write lock), the
+ *     statistics (core/stats.h), the log's lines (core/log.c), the span
+ *     exporter's queue (telemetry/exporter.c), and atomic counters.
+ * No thread calls libuv or libmicrohttpd on another's objects.
  *
  * Shutdown (SIGTERM or SIGINT): readiness turns 503, the listening sockets
  * close (MHD_quiesce_daemon; gRPC's listener, and GOAWAY on its
@@ -258,7 +223,7 @@ static void on_tick(uv_timer_t *t)
         exit_code = 1;
         /* the running sums as they stand: a chunk still running adds to
          * nothing, and its client may send it again */
-        api_sequences_save_now(&app, s);
+        api_sequences_close_now(&app, s);
         log_flush();
         _exit(1); /* suspended connections cannot be stopped cleanly */
     }
@@ -480,17 +445,41 @@ static void on_signal(uv_signal_t *h, int signum)
     begin_drain(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-int main(int argc, char **argv)
+/* What tallyd reads before the devices, which are slow to open: the
+ * tokens, the --cors-origins (http_start parses them again, for itself)
+ * and the --docs-dir, any of which stops tallyd at once. */
+static bool check_files(tallyd_server *s, api_docs *docs, char *msg,
+                        size_t msglen)
 {
-    tallyd_server *s = &server;
-    char msg[1024];
-    s->version = TALLYD_VERSION;
-    if (!tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg)) {
-        fprintf(stderr, "tallyd: %s\n", msg);
-        return 2;
-    }
+    http_cors *origins = NULL;
+    bool ok = load_tokens(s, msg, msglen)
+              && http_cors_parse(s->cfg.cors_origins, &origins, msg, msglen)
+              && api_docs_load(docs, s->cfg.docs_dir, msg, msglen);
+    http_cors_free(origins);
+    return ok;
+}
+
+/* The loop thread's handles: the signals and the 5 ms tick. */
+static void loop_handles(tallyd_server *s)
+{
+    uv_signal_init(loop, &sigterm);
+    uv_signal_init(loop, &sigint);
+    uv_signal_init(loop, &sighup);
+    sigterm.data = sigint.data = sighup.data = s;
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_signal_start(&sighup, on_signal, SIGHUP);
+    uv_timer_init(loop, &tick);
+    tick.data = s;
+    uv_timer_start(&tick, on_tick, TICK_MS, TICK_MS);
+}
+
+/* The flags that answer and stop (--help, --version, --list-devices):
+ * the exit status; -1 for none of them. */
+static int answer_flags(tallyd_server *s, const char *argv0)
+{
     if (s->cfg.help) {
-        tallyd_config_usage(stdout, argv[0]);
+        tallyd_config_usage(stdout, argv0);
         return 0;
     }
     if (s->cfg.version) {
@@ -502,34 +491,18 @@ int main(int argc, char **argv)
         printf("host  the C backend on this machine's cores (--device host)\n");
         return n >= 0 ? 0 : 1;
     }
-    if (!s->cfg.warm_cache && !load_tokens(s, msg, sizeof msg)) {
-        fprintf(stderr, "tallyd: %s\n", msg);
-        return 2;
-    }
-    /* before the devices, which are slow to open: a --docs-dir that
-     * cannot be read, or a --cors-origins that does not parse, stops
-     * tallyd at once (http_start parses the origins again, for itself) */
-    static api_docs docs;
-    http_cors *origins = NULL;
-    if (!s->cfg.warm_cache
-        && (!http_cors_parse(s->cfg.cors_origins, &origins, msg, sizeof msg)
-            || !api_docs_load(&docs, s->cfg.docs_dir, msg, sizeof msg))) {
-        fprintf(stderr, "tallyd: %s\n", msg);
-        return 2;
-    }
-    http_cors_free(origins);
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction early = {.sa_handler = on_early_signal};
-    sigemptyset(&early.sa_mask);
-    sigaction(SIGTERM, &early, NULL);
-    sigaction(SIGINT, &early, NULL);
+    return -1;
+}
 
-    /* the engine: warming up builds every kernel (slow once per CPU model
-     * with PoCL, cached afterwards) so that no request pays for it. With
-     * --warmup it happens here, before the listeners open; without, the
-     * scheduler builds each device's kernels on a thread of its own while
-     * the host backend answers, and the device joins the pool when done
-     * (sched_options.cold) */
+/* The engine: warming up builds every kernel (slow once per CPU model
+ * with PoCL, cached afterwards) so that no request pays for it. With
+ * --warmup it happens here, before the listeners open; without, the
+ * scheduler builds each device's kernels on a thread of its own while
+ * the host backend answers, and the device joins the pool when done
+ * (sched_options.cold). False when no device opens (logged). */
+static bool open_engine(tallyd_server *s)
+{
+    char msg[1024];
     eng_engine_options o;
     eng_engine_options_init(&o);
     o.device = s->cfg.device;
@@ -542,7 +515,7 @@ int main(int argc, char **argv)
     if (!open_devices(s, &pool, &o, msg, sizeof msg)) {
         log_msg("tallyd", "error", "cannot open the compute device: %s", msg);
         close_devices(&pool);
-        return 1;
+        return false;
     }
     bool cold = false;
     for (unsigned d = 0; d < pool.n; d++)
@@ -558,6 +531,95 @@ int main(int argc, char **argv)
                 "joins the pool",
                 pool.n > 1 ? "s" : "", (double)(now_ns() - t0) * 1e-9,
                 s->device);
+    return true;
+}
+
+/* The doors: gRPC first (app.grpc is set before any HTTP thread can
+ * read it, /metrics, and gRPC's connections are served only once the
+ * loop runs), then HTTP, then the ready lines. False when one cannot
+ * start (logged; what started is stopped). */
+static bool start_doors(tallyd_server *s)
+{
+    char msg[1024];
+    if (s->cfg.grpc_listen[0] != '\0') {
+        unsigned loops = s->cfg.grpc_threads ? s->cfg.grpc_threads
+                                             : s->cfg.http_threads;
+        if (!grpc_door_start(&grpc, s, loop, loops, &api_grpc_service,
+                             transport.auth, msg, sizeof msg)) {
+            log_msg("tallyd", "error", "%s", msg);
+            return false;
+        }
+        app.grpc = &grpc;
+    }
+    if (!http_start(&transport, s, &api_routes, msg, sizeof msg)) {
+        log_msg("tallyd", "error", "%s", msg);
+        grpc_door_stop(&grpc);
+        return false;
+    }
+    /* gRPC's line first: "tallyd ... listening" is the last start line,
+     * written once both doors are bound (the tests read the ports from
+     * these lines, and stop reading at that one) */
+    if (grpc.n > 0 && grpc.t[0].started)
+        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s, %u loop%s)",
+                s->cfg.grpc_listen, grpc.t[0].port,
+                grpc.t[0].tls != NULL ? "TLS, ALPN h2" : "h2c", grpc.n,
+                grpc.n > 1 ? "s" : "");
+    log_msg("tallyd", "info",
+            "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
+            "threads, queue depth %u, max body %zu bytes",
+            TALLYD_VERSION, s->cfg.listen, transport.port, transport.tls ? "HTTPS" : "HTTP",
+            s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
+            s->cfg.max_body_bytes);
+
+    return true;
+}
+
+/* Once the loop has ended (the drain is done): everything stops, in
+ * the order that loses nothing. */
+static void stop_all(tallyd_server *s, otlp_exporter *exporter,
+                     api_docs *docs)
+{
+    atomic_store(&ticker_stop, true);
+    uv_thread_join(&ticker);
+    api_stop(&app); /* every queued job runs first */
+    http_stop(&transport);
+    api_sequences_close(&app, s);
+    api_free(&app); /* no request holds a region now */
+    otlp_exporter_stop(exporter); /* the last spans go out */
+    api_docs_free(docs);
+    uv_loop_close(loop);
+    close_devices(&pool);
+    auth_free(transport.auth);
+    tallyd_config_free(&s->cfg);
+    log_msg("tallyd", "info", "stopped");
+    log_flush();
+}
+
+int main(int argc, char **argv)
+{
+    tallyd_server *s = &server;
+    char msg[1024];
+    s->version = TALLYD_VERSION;
+    if (!tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg)) {
+        fprintf(stderr, "tallyd: %s\n", msg);
+        return 2;
+    }
+    int answered = answer_flags(s, argv[0]);
+    if (answered >= 0)
+        return answered;
+    static api_docs docs;
+    if (!s->cfg.warm_cache && !check_files(s, &docs, msg, sizeof msg)) {
+        fprintf(stderr, "tallyd: %s\n", msg);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction early = {.sa_handler = on_early_signal};
+    sigemptyset(&early.sa_mask);
+    sigaction(SIGTERM, &early, NULL);
+    sigaction(SIGINT, &early, NULL);
+
+    if (!open_engine(s))
+        return 1;
     if (s->cfg.warm_cache) { /* --warm-cache: for images and installers */
         close_devices(&pool);
         tallyd_config_free(&s->cfg);
@@ -595,77 +657,21 @@ int main(int argc, char **argv)
         api_trace_start(&app, s, exporter);
 
     loop = uv_default_loop();
-    uv_signal_init(loop, &sigterm);
-    uv_signal_init(loop, &sigint);
-    uv_signal_init(loop, &sighup);
-    sigterm.data = sigint.data = sighup.data = s;
-    uv_signal_start(&sigterm, on_signal, SIGTERM);
-    uv_signal_start(&sigint, on_signal, SIGINT);
-    uv_signal_start(&sighup, on_signal, SIGHUP);
-    uv_timer_init(loop, &tick);
-    tick.data = s;
-    uv_timer_start(&tick, on_tick, TICK_MS, TICK_MS);
+    loop_handles(s);
 
     raise_fd_limit(s);
-    /* gRPC first: app.grpc is set before any HTTP thread can read it
-     * (/metrics), and gRPC's connections are served only once the loop
-     * runs */
-    if (s->cfg.grpc_listen[0] != '\0') {
-        unsigned loops = s->cfg.grpc_threads ? s->cfg.grpc_threads
-                                             : s->cfg.http_threads;
-        if (!grpc_door_start(&grpc, s, loop, loops, &api_grpc_service,
-                             transport.auth, msg, sizeof msg)) {
-            log_msg("tallyd", "error", "%s", msg);
-            api_stop(&app);
-            api_free(&app);
-            otlp_exporter_stop(exporter);
-            return 1;
-        }
-        app.grpc = &grpc;
-    }
-    if (!http_start(&transport, s, &api_routes, msg, sizeof msg)) {
-        log_msg("tallyd", "error", "%s", msg);
-        grpc_door_stop(&grpc);
+    if (!start_doors(s)) {
         api_stop(&app);
         api_free(&app);
         otlp_exporter_stop(exporter);
         return 1;
     }
-    /* gRPC's line first: "tallyd ... listening" is the last start line,
-     * written once both doors are bound (the tests read the ports from
-     * these lines, and stop reading at that one) */
-    if (grpc.n > 0 && grpc.t[0].started)
-        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s, %u loop%s)",
-                s->cfg.grpc_listen, grpc.t[0].port,
-                grpc.t[0].tls != NULL ? "TLS, ALPN h2" : "h2c", grpc.n,
-                grpc.n > 1 ? "s" : "");
-    log_msg("tallyd", "info",
-            "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
-            "threads, queue depth %u, max body %zu bytes",
-            TALLYD_VERSION, s->cfg.listen, transport.port, transport.tls ? "HTTPS" : "HTTP",
-            s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
-            s->cfg.max_body_bytes);
 
     if (uv_thread_create(&ticker, run_ticker, &app) != 0) {
         log_msg("tallyd", "error", "cannot start the scheduler's tick thread");
         return 1;
     }
     uv_run(loop, UV_RUN_DEFAULT);
-    atomic_store(&ticker_stop, true);
-    uv_thread_join(&ticker);
-
-    api_stop(&app); /* every queued job runs first */
-    http_stop(&transport);
-    if (!api_sequences_save(&app, s) && exit_code == 0)
-        exit_code = 1;
-    api_free(&app); /* no request holds a region now */
-    otlp_exporter_stop(exporter); /* the last spans go out */
-    api_docs_free(&docs);
-    uv_loop_close(loop);
-    close_devices(&pool);
-    auth_free(transport.auth);
-    tallyd_config_free(&s->cfg);
-    log_msg("tallyd", "info", "stopped");
-    log_flush();
+    stop_all(s, exporter, &docs);
     return exit_code;
 }

@@ -4,13 +4,15 @@ tallyd has.
 
 server/tallyd.c's header names every kind of thread tallyd runs, once,
 in its "Threading model" list ("Eight kinds of threads, ..."). This checks
-that the list's count word matches its entries, and that every "Threading:"
-paragraph of a comment in server/ names threads only from that list: each
-"<word> thread(s)" there must be a word of a listed kind ("loop thread",
-"HTTP threads", "tick thread", ...) or a word that names no thread of its
-own ("any thread", "one thread", "the door's thread", ...). A name that is
-neither ("the main thread", "the reader thread") fails, with the file and
-the line. Fails (exit 1, one line per problem).
+that the list's count word matches its entries, and that every comment in
+server/ (a "Threading:" paragraph or any other) names threads only from
+that list: each "... thread(s)" must end with a whole listed name ("loop
+thread", "gRPC loop threads", "store's thread", ...; "gRPC thread" is not
+one), or be a role that names no thread of its own: a count or a pronoun
+("any thread", "one thread", "each thread"), or whose thread ("the
+door's thread", "that loop's thread", "the caller's thread"). A name that
+is neither ("the main thread", "the writer thread") fails, with the file
+and the line. Fails (exit 1, one line per problem).
 
     python3 tests/check_threads.py              check the tree
     python3 tests/check_threads.py --self-test  check that the checker
@@ -27,9 +29,10 @@ NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "ei
            "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 # words before "thread" that name no thread of their own: a role or a count
 GENERIC = {"any", "one", "same", "another", "other", "the", "this", "that", "each", "every",
-           "its", "own", "calling", "caller's", "submitter's", "door's", "request's",
-           "whatever", "of", "across", "and", "a", "no", "two", "many", "several", "number",
-           "single", "given", "current", "some", "which", "what", "all"}
+           "its", "own", "calling", "whatever", "of", "across", "and", "a", "no", "two",
+           "many", "several", "number", "single", "given", "current", "some", "which", "what",
+           "all", "on", "between", "different", "whichever", "recorded", "interrupted",
+           "when", "before", "its", "their", "cannot", "owning"}
 
 ENTRY = re.compile(r"^ \*   (\S.*?\S)\s{2,}\S")
 
@@ -49,35 +52,37 @@ def thread_list(text):
     return count, names
 
 
-def thread_words(names):
-    """The words that name a listed kind: each entry's words, singular too
-    ("device workers": device, worker, workers)."""
-    words = set()
+def full_names(names):
+    """The listed names as a comment may end a phrase with them: lower case,
+    without "the" and "(main)", each in the singular and the plural."""
+    out = set()
     for n in names:
-        for w in re.findall(r"[A-Za-z'-]+", n.replace("(main)", "")):
-            words.add(w)
-            words.add(w.rstrip("s"))
-            words.add(w.lower())
-            words.add(w.lower().rstrip("s"))
-    words -= {"the", "a", "of"}
-    return words
+        n = re.sub(r"^the ", "", n.replace("(main)", "").strip().lower())
+        out.add(n)
+        out.add(n[:-1] if n.endswith("s") else n + "s")
+    return out
 
 
-def paragraphs(text):
-    """(line number, text) of each "Threading:" paragraph in a comment: from
-    the word to the next blank comment line or the comment's end."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if "Threading:" not in line:
-            continue
-        out, j = [line[line.index("Threading:"):]], i + 1
-        while j < len(lines):
-            s = lines[j].strip()
-            if s in ("*", "*/", "") or s.startswith("*/") or not s.startswith("*"):
-                break
-            out.append(s.lstrip("* "))
-            j += 1
-        yield i + 1, " ".join(out)
+def comments(text):
+    """(line number, text) of each comment, its lines joined."""
+    for m in re.finditer(r"/\*.*?\*/", text, re.S):
+        flat = re.sub(r"\s*\n\s*\*?\s*", " ", m.group(0))
+        yield text.count("\n", 0, m.start()) + 1, flat
+
+
+# "thread(s)" after a few words; not "thread pool", nor "thread-safe"
+PHRASE = re.compile(r"((?:[A-Za-z_'-]+\s+){1,4})(threads?)\b(?!-| pool)")
+
+
+def named(words, full):
+    """Whether the words before "thread(s)" end in a listed name, or are a
+    role: a count, a pronoun, or a possessive (whose thread)."""
+    phrase = " ".join(words)
+    if any((phrase + " ").endswith(" " + f + " ") or phrase == f for f in full):
+        return True
+    last = words[-2] if len(words) > 1 else ""
+    # a count's variable ("host_threads threads") names none either
+    return last in GENERIC or last.endswith(("'s", "s'")) or "_" in last
 
 
 def problems_in(files, list_text, list_name=LIST_FILE):
@@ -89,15 +94,16 @@ def problems_in(files, list_text, list_name=LIST_FILE):
     if count != len(names):
         out.append("%s: the list says %s kinds of threads and names %d: %s" % (
             list_name, count, len(names), ", ".join(names)))
-    known = thread_words(names)
+    full = full_names(names)
     for path, text in sorted(files.items()):
-        for lineno, para in paragraphs(text):
-            for m in re.finditer(r"\b([A-Za-z'-]+)\s+threads?\b(?!-)", para):
-                w = m.group(1)
-                if w in known or w.lower() in known or w.lower() in GENERIC:
+        for lineno, com in comments(text):
+            for m in PHRASE.finditer(com):
+                words = m.group(1).lower().split() + [m.group(2).lower()]
+                if named(words, full):
                     continue
                 out.append("%s:%d: \"%s\" names a thread tallyd does not have (%s lists "
-                           "them: %s)" % (path, lineno, m.group(0), list_name, ", ".join(names)))
+                           "them: %s)" % (path, lineno, m.group(0).strip(), list_name,
+                                          ", ".join(names)))
     return out
 
 
@@ -116,11 +122,12 @@ def self_test():
            " *   the loop thread (main)  runs the loop\n"
            " *   HTTP threads            serve requests\n */\n")
     good = {"a.h": "/*\n * Threading: any thread; the loop thread frees it. HTTP threads\n"
-                   " * read it.\n */\n"}
-    bad = {"b.h": "/*\n * Threading: the main or the reader thread.\n */\n"}
+                   " * read it, on the door's thread.\n */\n"}
+    bad = {"b.h": "/*\n * Threading: the main or the reader thread.\n */\n",
+           "c.c": "/* the gRPC thread answers it */\n"}
     assert problems_in(good, lst) == [], problems_in(good, lst)
     p = problems_in(bad, lst)
-    assert len(p) == 1 and "reader thread" in p[0], p
+    assert len(p) == 2 and "reader thread" in p[0] and "gRPC thread" in p[1], p
     wrong = lst.replace("Two kinds", "Three kinds")
     p = problems_in(good, wrong)
     assert len(p) == 1 and "says 3 kinds" in p[0], p
@@ -136,8 +143,8 @@ def main():
     for p in problems:
         print(p)
     _, names = thread_list(files[LIST_FILE])
-    print("check_threads: %d kinds of threads, %d Threading paragraphs, %d problems" % (
-        len(names), sum(1 for t in files.values() for _ in paragraphs(t)), len(problems)))
+    print("check_threads: %d kinds of threads, %d comments, %d problems" % (
+        len(names), sum(1 for t in files.values() for _ in comments(t)), len(problems)))
     return 1 if problems else 0
 
 

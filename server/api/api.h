@@ -60,7 +60,7 @@ typedef struct {
  * share/tally/docs beside the binary's bin/. A file missing from a dir
  * that was named is an error (false with msg); missing from the default
  * one it is not: d->loaded stays false and /docs answers 404 saying why.
- * Logs which. The main thread, before the transport starts. */
+ * Logs which. The loop thread, before the transport starts. */
 bool api_docs_load(api_docs *d, const char *dir, char *msg, size_t msglen);
 
 /* Frees the files; after the transport has stopped. */
@@ -74,12 +74,9 @@ typedef struct api_state {
     sched_backend backend; /* over the devices */
     grpc_door *grpc;       /* the gRPC door, for /metrics; NULL when off */
     shm_registry *shm;     /* with --allow-shared-memory; else NULL */
-    struct seq_store *store; /* with --state-dir: their log (seq_store.h) */
-    int state_lock;          /* and the directory's lock; -1: none */
-    struct state_redis *redis;  /* with --state-store: the connection */
-    struct seq_remote *remote;  /* and the sequences there (seq_remote.h) */
-    seq_table *seqs;       /* the live sequences (sequence.h); off with
-                            * --max-sequences 0 */
+    seq_table *seqs;       /* the sequences (sequence.h), over their
+                            * backend: memory, the log, or a store; off
+                            * with --max-sequences 0 */
     struct api_watch *watches; /* gRPC health Watches (health.c), of
                                 * every gRPC loop: under watch_mu */
     uv_mutex_t watch_mu;
@@ -103,12 +100,12 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
  * the transport has stopped taking requests. */
 void api_stop(api_state *a);
 
-/* The sequences at the start: with --state-dir, those a drain saved
- * there (sequence.h's seq_load), logged; with --state-store, the
- * connection to Redis, opened and checked (state_redis.h). False with a
- * message naming the file, or the URL without its password, when it
- * cannot be taken: tallyd does not start. After api_start(), before the
- * transports. */
+/* The sequences at the start, over the backend the settings name: with
+ * --state-store, the connection to Redis, opened and checked
+ * (seq_remote.h); with --state-dir, the log, its lock taken and replayed
+ * (seq_logged.h); else memory. False with a message naming the file, or
+ * the URL without its password, when it cannot be taken: tallyd does not
+ * start. After api_start(), before the transports. */
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen);
 
@@ -120,16 +117,16 @@ void *api_loop_open(tallyd_server *s, uv_loop_t *loop);
 void api_loop_close(tallyd_server *s, void *data);
 
 /* The sequences at the end of a drain, once nothing runs (after
- * api_stop()): written to --state-dir, or, without one, dropped, with a
- * log line either way. False when they could not be written (logged). */
-bool api_sequences_save(api_state *a, tallyd_server *s);
+ * api_stop()): the log (--state-dir), which holds every applied chunk
+ * already, flushed and closed; without a log or a store, how many were
+ * dropped, logged. On the loop thread. */
+void api_sequences_close(api_state *a, tallyd_server *s);
 
 /* The same while requests are still in flight (a drain that timed out,
  * just before tallyd exits without them): freezes the sequences first
  * (seq_freeze: a chunk still running is answered 503 and added to
- * nothing), then saves them. On the loop thread. False when they could
- * not be written (logged). */
-bool api_sequences_save_now(api_state *a, tallyd_server *s);
+ * nothing), then closes them. On the loop thread. */
+void api_sequences_close_now(api_state *a, tallyd_server *s);
 
 /* Frees the rest: the sequences, the shared-memory registry, whose regions requests
  * hold until they are freed. After api_stop() and after the transports
@@ -262,7 +259,9 @@ status_code api_shm_done(api_shm_hold *h, char *msg, size_t msglen);
 void api_shm_free(api_shm_hold *h);
 
 /* The gRPC services: inference.GRPCInferenceService (grpc_service.c),
- * and after it in its chain grpc.health.v1.Health (health.c). */
+ * and after it in its chain grpc.health.v1.Health (health.c), which
+ * answers for the first by its name. */
+#define API_INFERENCE_SERVICE "inference.GRPCInferenceService"
 extern const grpc_service api_grpc_service;
 extern const grpc_service api_health_service;
 

@@ -29,6 +29,7 @@
 #include "api.h"
 #include "grpc_service.pb-c.h"
 #include "kserve_pb.h"
+#include "pb_json.h"
 #include "kserve_json.h"
 #include "submit.h"
 
@@ -115,187 +116,96 @@ static void model_ready(grpc_call *c)
     protobuf_c_message_free_unpacked(&q->base, NULL);
 }
 
-/* The server and the model as kserve_model.h describes them, in
- * protobuf. */
-static void server_metadata(grpc_call *c)
+/* Answers with REST's document for the same question (text, taken:
+ * NULL when memory ran out), as the message d. */
+static void reply_json(grpc_call *c, const ProtobufCMessageDescriptor *d,
+                       char *text)
 {
-    const char *ext[KSERVE_MAX_EXTENSIONS];
-    Inference__ServerMetadataResponse r =
-        INFERENCE__SERVER_METADATA_RESPONSE__INIT;
-    r.name = (char *)kserve_model.server;
-    r.version = (char *)server_of(c)->version;
-    r.n_extensions = kserve_extensions(api_of(c)->shm != NULL,
-                                       seq_enabled(api_of(c)->seqs), ext);
-    r.extensions = (char **)ext;
-    reply_message(c, &r.base);
+    ProtobufCMessage *m =
+        text != NULL ? pb_from_json(d, text, strlen(text)) : NULL;
+    free(text);
+    if (m == NULL) {
+        grpc_call_fail(c, STATUS_NOMEM, "out of memory");
+        return;
+    }
+    reply_message(c, m);
+    protobuf_c_message_free_unpacked(m, NULL);
 }
 
-static void tensor_metadata(Inference__ModelMetadataResponse__TensorMetadata *m,
-                            const kserve_tensor_info *t, int64_t *dim)
+/* The metadata, the configuration and the statistics: REST's documents
+ * (kserve_json.h, core/stats.h) as their protobuf messages. */
+static void server_metadata(grpc_call *c)
 {
-    inference__model_metadata_response__tensor_metadata__init(m);
-    *dim = t->dim;
-    m->name = (char *)t->name;
-    m->datatype = (char *)t->datatype;
-    m->n_shape = 1;
-    m->shape = dim;
+    reply_json(c, &inference__server_metadata_response__descriptor,
+               kserve_server_metadata(server_of(c)->version,
+                                      api_of(c)->shm != NULL,
+                                      seq_enabled(api_of(c)->seqs)));
+}
+
+/* A request of the model's, as d, named by its name and version (or,
+ * for the statistics, any: an empty name); NULL when the call is
+ * answered (failed) already. */
+static ProtobufCMessage *model_request(grpc_call *c,
+                                       const ProtobufCMessageDescriptor *d,
+                                       bool any)
+{
+    ProtobufCMessage *q = request_of(c, d);
+    if (q == NULL)
+        return NULL;
+    /* the three requests begin with name, then version */
+    const char *name = *(char **)((char *)q + d->fields[0].offset);
+    const char *version = *(char **)((char *)q + d->fields[1].offset);
+    if ((any && name[0] == '\0') || is_model(c, name, version))
+        return q;
+    protobuf_c_message_free_unpacked(q, NULL);
+    return NULL;
 }
 
 static void model_metadata(grpc_call *c)
 {
-    Inference__ModelMetadataRequest *q = (Inference__ModelMetadataRequest *)
-        request_of(c, &inference__model_metadata_request__descriptor);
+    ProtobufCMessage *q = model_request(
+        c, &inference__model_metadata_request__descriptor, false);
     if (q == NULL)
         return;
-    if (is_model(c, q->name, q->version)) {
-        const kserve_model_info *k = &kserve_model;
-        char *versions[] = {(char *)k->version};
-        int64_t dims[2];
-        Inference__ModelMetadataResponse__TensorMetadata x, y;
-        Inference__ModelMetadataResponse__TensorMetadata *in[] = {&x},
-                                                         *out[] = {&y};
-        tensor_metadata(&x, &k->input, &dims[0]);
-        tensor_metadata(&y, &k->output, &dims[1]);
-        Inference__ModelMetadataResponse r =
-            INFERENCE__MODEL_METADATA_RESPONSE__INIT;
-        r.name = (char *)k->name;
-        r.n_versions = 1;
-        r.versions = versions;
-        r.platform = (char *)k->platform;
-        r.n_inputs = r.n_outputs = 1;
-        r.inputs = in;
-        r.outputs = out;
-        reply_message(c, &r.base);
-    }
-    protobuf_c_message_free_unpacked(&q->base, NULL);
+    protobuf_c_message_free_unpacked(q, NULL);
+    reply_json(c, &inference__model_metadata_response__descriptor,
+               kserve_model_metadata());
 }
 
-/* "FP32" as the configuration's data type, TYPE_FP32. */
-static Inference__DataType config_type(const char *datatype)
-{
-    char name[32];
-    snprintf(name, sizeof name, "TYPE_%s", datatype);
-    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value_by_name(
-        &inference__data_type__descriptor, name);
-    return v != NULL ? (Inference__DataType)v->value
-                     : INFERENCE__DATA_TYPE__TYPE_INVALID;
-}
-
-/* The same configuration as REST's /v2/models/cumsum/config. */
 static void model_config(grpc_call *c)
 {
-    Inference__ModelConfigRequest *q = (Inference__ModelConfigRequest *)
-        request_of(c, &inference__model_config_request__descriptor);
+    ProtobufCMessage *q = model_request(
+        c, &inference__model_config_request__descriptor, false);
     if (q == NULL)
         return;
-    if (is_model(c, q->name, q->version)) {
-        const kserve_model_info *k = &kserve_model;
-        int64_t xd[] = {k->input.dim}, yd[] = {k->output.dim};
-        Inference__ModelInput x = INFERENCE__MODEL_INPUT__INIT;
-        Inference__ModelOutput y = INFERENCE__MODEL_OUTPUT__INIT;
-        Inference__ModelInput *in[] = {&x};
-        Inference__ModelOutput *out[] = {&y};
-        x.name = (char *)k->input.name;
-        x.data_type = config_type(k->input.datatype);
-        x.n_dims = 1;
-        x.dims = xd;
-        y.name = (char *)k->output.name;
-        y.data_type = config_type(k->output.datatype);
-        y.n_dims = 1;
-        y.dims = yd;
-        Inference__ModelConfig m = INFERENCE__MODEL_CONFIG__INIT;
-        m.name = (char *)k->name;
-        m.platform = (char *)k->platform;
-        m.backend = (char *)k->backend;
-        m.max_batch_size = k->max_batch_size;
-        m.n_input = m.n_output = 1;
-        m.input = in;
-        m.output = out;
-        Inference__ModelSequenceBatching sb =
-            INFERENCE__MODEL_SEQUENCE_BATCHING__INIT;
-        sb.max_sequence_idle_microseconds = api_sequence_idle_us(server_of(c));
-        if (sb.max_sequence_idle_microseconds > 0)
-            m.sequence_batching = &sb;
-        Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
-        r.config = &m;
-        reply_message(c, &r.base);
+    protobuf_c_message_free_unpacked(q, NULL);
+    char *config = kserve_model_config(api_sequence_idle_us(server_of(c)));
+    ProtobufCMessage *m =
+        config != NULL ? pb_from_json(&inference__model_config__descriptor,
+                                      config, strlen(config))
+                       : NULL;
+    free(config);
+    if (m == NULL) {
+        grpc_call_fail(c, STATUS_NOMEM, "out of memory");
+        return;
     }
-    protobuf_c_message_free_unpacked(&q->base, NULL);
+    Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+    r.config = (Inference__ModelConfig *)m;
+    reply_message(c, &r.base);
+    protobuf_c_message_free_unpacked(m, NULL);
 }
 
-static void duration(Inference__StatisticDuration *d, const stats_duration *s)
-{
-    inference__statistic_duration__init(d);
-    d->count = s->count;
-    d->ns = s->ns;
-}
-
-/* Triton's statistics, from the same counters as REST's /stats. */
 static void model_statistics(grpc_call *c)
 {
-    Inference__ModelStatisticsRequest *q = (Inference__ModelStatisticsRequest *)
-        request_of(c, &inference__model_statistics_request__descriptor);
+    ProtobufCMessage *q = model_request(
+        c, &inference__model_statistics_request__descriptor, true);
     if (q == NULL)
         return;
-    /* an empty name asks for every model: the one */
-    if (q->name[0] == '\0' || is_model(c, q->name, q->version)) {
-        stats_view *ms = malloc(sizeof *ms); /* one consistent copy */
-        if (ms == NULL) {
-            protobuf_c_message_free_unpacked(&q->base, NULL);
-            grpc_call_fail(c, STATUS_NOMEM, "out of memory");
-            return;
-        }
-        stats_snapshot(&server_of(c)->stats, ms);
-        Inference__StatisticDuration d[6];
-        Inference__InferStatistics is = INFERENCE__INFER_STATISTICS__INIT;
-        duration(&d[0], &ms->success);
-        duration(&d[1], &ms->fail);
-        duration(&d[2], &ms->queue);
-        duration(&d[3], &ms->compute_input);
-        duration(&d[4], &ms->compute_infer);
-        duration(&d[5], &ms->compute_output);
-        is.success = &d[0];
-        is.fail = &d[1];
-        is.queue = &d[2];
-        is.compute_input = &d[3];
-        is.compute_infer = &d[4];
-        is.compute_output = &d[5];
-        Inference__InferBatchStatistics bs[STATS_MAX_BATCH];
-        Inference__InferBatchStatistics *bp[STATS_MAX_BATCH];
-        Inference__StatisticDuration bd[STATS_MAX_BATCH][3];
-        size_t nb = 0;
-        for (unsigned b = 1; b <= STATS_MAX_BATCH; b++) {
-            if (ms->batch[b].compute_infer.count == 0)
-                continue;
-            inference__infer_batch_statistics__init(&bs[nb]);
-            bs[nb].batch_size = b;
-            duration(&bd[nb][0], &ms->batch[b].compute_input);
-            duration(&bd[nb][1], &ms->batch[b].compute_infer);
-            duration(&bd[nb][2], &ms->batch[b].compute_output);
-            bs[nb].compute_input = &bd[nb][0];
-            bs[nb].compute_infer = &bd[nb][1];
-            bs[nb].compute_output = &bd[nb][2];
-            bp[nb] = &bs[nb];
-            nb++;
-        }
-        Inference__ModelStatistics st = INFERENCE__MODEL_STATISTICS__INIT;
-        Inference__ModelStatistics *stp[] = {&st};
-        st.name = (char *)KSERVE_MODEL;
-        st.version = (char *)KSERVE_VERSION;
-        st.last_inference = ms->last_inference_ms;
-        st.inference_count = ms->inference_count;
-        st.execution_count = ms->execution_count;
-        st.inference_stats = &is;
-        st.n_batch_stats = nb;
-        st.batch_stats = bp;
-        Inference__ModelStatisticsResponse r =
-            INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
-        r.n_model_stats = 1;
-        r.model_stats = stp;
-        reply_message(c, &r.base);
-        free(ms);
-    }
-    protobuf_c_message_free_unpacked(&q->base, NULL);
+    protobuf_c_message_free_unpacked(q, NULL);
+    size_t len;
+    reply_json(c, &inference__model_statistics_response__descriptor,
+               stats_render(&server_of(c)->stats, KSERVE_MODEL,
+                            KSERVE_VERSION, &len));
 }
 
 /* --------------------------------------------------------- inference */
@@ -446,15 +356,19 @@ static void model_infer(grpc_call *c)
                    err);
         return;
     }
-    job *j = &w->w.j;
-    j->desc = w->q.desc;
-    j->in = w->q.data;
-    j->out = w->q.data;
-    j->watch_fd = -1; /* its stream shares the connection's socket */
-    j->trace = grpc_call_trace(c);
-    w->w.seq = w->q.seq;
-    w->w.slot.near = grpc_call_loop_data(c); /* its loop's store */
-    w->w.rec = grpc_call_record(c);
+    submit_req q = {.desc = w->q.desc,
+                     .in = w->q.data,
+                     .out = w->q.data,
+                     .seq = &w->q.seq,
+                     .watch_fd = -1, /* its stream shares the socket */
+                     .trace = grpc_call_trace(c),
+                     .near = grpc_call_loop_data(c),
+                     .rec = grpc_call_record(c),
+                     .transport_ms = grpc_call_timeout_ms(c),
+                     .protocol_ms = submit_protocol_ms(w->q.has_timeout,
+                                                       w->q.timeout_us),
+                     .from = SUBMIT_BYTES,
+                     .handler_ns = t0};
     if (w->q.x_shm.set || w->q.y_shm.set) {
         void *data = w->q.data;
         api_shm_where where = {
@@ -467,7 +381,7 @@ static void model_infer(grpc_call *c)
             .chunk = w->q.seq.has_id,
         };
         status_code st = api_shm_place(&where, &data, &w->q.data_owned,
-                                       &j->in, &j->out, &w->shm, err,
+                                       &q.in, &q.out, &w->shm, err,
                                        sizeof err);
         w->q.data = data;
         if (st != STATUS_OK) {
@@ -476,9 +390,7 @@ static void model_infer(grpc_call *c)
         }
     }
     submit_start(&w->w, &grpc_submit_door, c, s, s->app->sched, s->app->seqs,
-                 grpc_call_timeout_ms(c),
-                 submit_protocol_ms(w->q.has_timeout, w->q.timeout_us),
-                 SUBMIT_BYTES, t0);
+                 &q);
 }
 
 /* ----------------------------------------------------- shared memory */
@@ -671,7 +583,7 @@ static const grpc_method methods[] = {
 };
 
 const grpc_service api_grpc_service = {
-    .service = "inference.GRPCInferenceService",
+    .service = API_INFERENCE_SERVICE,
     .methods = methods,
     .n = sizeof methods / sizeof methods[0],
     .other_label = OTHER,

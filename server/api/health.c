@@ -49,7 +49,7 @@ struct api_watch {
 /* The status of service svc now. */
 static int status_of(tallyd_server *s, const char *svc)
 {
-    if (svc[0] != '\0' && strcmp(svc, "inference.GRPCInferenceService") != 0
+    if (svc[0] != '\0' && strcmp(svc, API_INFERENCE_SERVICE) != 0
         && strcmp(svc, KSERVE_MODEL) != 0)
         return HEALTH_SERVICE_UNKNOWN;
     return atomic_load(&s->draining) ? HEALTH_NOT_SERVING : HEALTH_SERVING;
@@ -89,8 +89,8 @@ static void check(grpc_call *c)
     if (st == HEALTH_SERVICE_UNKNOWN) {
         grpc_call_fail(c, STATUS_NOT_FOUND,
                        "unknown service \"%s\": this server answers for \"\", "
-                       "\"inference.GRPCInferenceService\" and \"%s\"",
-                       svc, KSERVE_MODEL);
+                       "\"%s\" and \"%s\"",
+                       svc, API_INFERENCE_SERVICE, KSERVE_MODEL);
         return;
     }
     answer(c, st);

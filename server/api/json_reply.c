@@ -12,8 +12,8 @@
 #include "reply.h"
 
 /* From here to JSON_PARALLEL_MAX elements the text is rendered at once in
- * one part per core (fanout.h): on two cores a 1M-element float32 KServe
- * round trip went from 166 to 135 ms (BENCHMARKS.md). Smaller answers are
+ * one part per core (fanout.h), which shortens a large KServe round trip
+ * on two cores (BENCHMARKS.md has the figures). Smaller answers are
  * rendered at once by this thread; beyond the maximum, the text could take
  * gigabytes, so it is streamed. */
 #define JSON_PARALLEL_MIN 65536

@@ -37,17 +37,29 @@ static void note_times(submit_work *w)
     rec->compute_ns = compute;
 }
 
+/* The request's one outcome (the job's status and words): a chunk's
+ * end in its sequence that failed (st) takes the place of a job that
+ * succeeded. */
+static void outcome(submit_work *w, status_code st, const char *msg)
+{
+    if (st == STATUS_OK || w->j.status != STATUS_OK)
+        return;
+    w->j.status = st;
+    snprintf(w->j.msg, sizeof w->j.msg, "%s", msg);
+}
+
 /* A chunk's end in its sequence, once: ok adds the carries to its answer
  * and advances them; otherwise they stay as they were. It may hand the
- * turn to the next chunk (seq_ready). Not STATUS_OK (with msg): a
- * numbered chunk that conflicts with its sequence; out is no answer. */
-static status_code seq_end(submit_work *w, bool ok, char *msg, size_t msglen)
+ * turn to the next chunk (seq_ready). A numbered chunk that conflicts
+ * with its sequence becomes the outcome; out is no answer then. */
+static void seq_end(submit_work *w, bool ok)
 {
     seq_table *t = w->seqs;
     if (t == NULL)
-        return STATUS_OK;
+        return;
     w->seqs = NULL;
-    return seq_finish(t, &w->slot, ok, w->j.out, msg, msglen);
+    char msg[512];
+    outcome(w, seq_finish(t, &w->slot, ok, w->j.out, msg, sizeof msg), msg);
 }
 
 /* The job's outcome, told to the door once. A queued job's client may
@@ -62,19 +74,11 @@ static void conclude(submit_work *w, bool queued, bool left)
     const submit_door *d = w->door;
     /* slot.durable: set when its end went through the durable table (the
      * door's record starts zeroed) */
-    bool gone = j->status == STATUS_CANCELLED
-                || (queued && (left || (w->slot.durable == NULL && d->gone(w))));
+    bool gone =
+        j->status == STATUS_CANCELLED
+        || (queued && (left || (w->slot.durable == NULL && d->gone(w))));
+    seq_end(w, j->status == STATUS_OK && !gone);
     char msg[512];
-    status_code sst =
-        seq_end(w, j->status == STATUS_OK && !gone, msg, sizeof msg);
-    if (sst == STATUS_OK && w->seq_status != STATUS_OK) {
-        sst = w->seq_status; /* ended on the job's end (on_job_done) */
-        snprintf(msg, sizeof msg, "%s", w->seq_msg);
-    }
-    if (sst != STATUS_OK && j->status == STATUS_OK && !gone) {
-        d->fail(w->req, sst, msg);
-        return;
-    }
     if (j->status == STATUS_CANCELLED) { /* counted by the scheduler */
         d->cancelled(w->req);
         return;
@@ -103,15 +107,32 @@ static void conclude(submit_work *w, bool queued, bool left)
 }
 
 /* A durable chunk's state is in the log, or could not be written: back
- * to the door's thread. The log's writer thread. */
+ * to the door's thread. The log writer. */
 static void seq_durable_done(seq_slot *slot, status_code st, const char *msg)
 {
     submit_work *w =
         (submit_work *)((char *)slot - offsetof(submit_work, slot));
-    w->seq_status = st;
-    if (st != STATUS_OK)
-        snprintf(w->seq_msg, sizeof w->seq_msg, "%s", msg);
+    outcome(w, st, msg);
     w->door->resume(w->req);
+}
+
+/* A durable table's chunk ended (ok: its job succeeded): true when its
+ * state goes to the log or the store first, and seq_durable_done() comes
+ * later; false when it ended at once (a repeat, a conflict, a failure:
+ * the outcome says). */
+static bool end_durable(submit_work *w, bool ok)
+{
+    seq_table *t = w->seqs;
+    w->seqs = NULL;
+    w->slot.durable = seq_durable_done;
+    w->slot.deadline_ns = w->j.deadline_ns;
+    bool later;
+    char msg[512];
+    status_code st =
+        seq_finish_durable(t, &w->slot, ok, w->j.out, &later, msg, sizeof msg);
+    if (!later)
+        outcome(w, st, msg);
+    return later;
 }
 
 /* The job's done: back to the door's thread; a chunk of a durable
@@ -120,22 +141,9 @@ static void seq_durable_done(seq_slot *slot, status_code st, const char *msg)
 static void on_job_done(job *j)
 {
     submit_work *w = j->ctx;
-    seq_table *t = w->seqs;
-    if (t != NULL && seq_durable(t)) {
-        w->seqs = NULL;
-        w->slot.durable = seq_durable_done;
-        w->slot.deadline_ns = j->deadline_ns;
-        bool ok = j->status == STATUS_OK && !w->door->gone(w);
-        bool later;
-        char msg[512];
-        status_code st = seq_finish_durable(t, &w->slot, ok, j->out, &later,
-                                            msg, sizeof msg);
-        if (later)
-            return; /* seq_durable_done() resumes it */
-        w->seq_status = st;
-        if (st != STATUS_OK)
-            snprintf(w->seq_msg, sizeof w->seq_msg, "%s", msg);
-    }
+    if (w->seqs != NULL && seq_durable(w->seqs)
+        && end_durable(w, j->status == STATUS_OK && !w->door->gone(w)))
+        return; /* seq_durable_done() resumes it */
     w->door->resume(w->req);
 }
 
@@ -147,46 +155,35 @@ static bool probe_gone(void *ctx)
 
 /* A small chunk of a durable sequence, summed at once under the door's
  * handshake (so that the log writer's resume cannot come first) and
- * ended there: true when its record went to the log, and the request
- * waits for it; false when the chunk ended at once (a repeat, a
- * conflict, a failure: w->seq_status says), and the adapter answers it. */
+ * ended there: true when the request waits for its state's write; false
+ * when the chunk ended at once, and the adapter answers it. */
 static bool run_inline_durable(submit_work *w)
 {
     sched_run_inline(w->sched, &w->j);
-    seq_table *t = w->seqs;
-    w->seqs = NULL;
-    w->slot.durable = seq_durable_done;
-    w->slot.deadline_ns = w->j.deadline_ns;
-    bool later;
-    char msg[512];
-    status_code st = seq_finish_durable(t, &w->slot, w->j.status == STATUS_OK,
-                                        w->j.out, &later, msg, sizeof msg);
-    if (later)
-        return true;
-    w->seq_status = st;
-    if (st != STATUS_OK)
-        snprintf(w->seq_msg, sizeof w->seq_msg, "%s", msg);
-    return false;
+    return end_durable(w, w->j.status == STATUS_OK);
+}
+
+/* The outcome of a job the scheduler would not take (st), with words. */
+static void refused(submit_work *w, status_code st)
+{
+    w->j.status = st;
+    if (st == STATUS_DRAINING)
+        snprintf(w->j.msg, sizeof w->j.msg, "the server is shutting down");
+    else if (st == STATUS_QUEUE_FULL)
+        snprintf(w->j.msg, sizeof w->j.msg,
+                 "the queue is full (%u jobs wait); retry after a moment",
+                 w->s->cfg.queue_depth);
+    else
+        snprintf(w->j.msg, sizeof w->j.msg, "%s", status_text(st));
 }
 
 /* Pushes the job, under the door's handshake. */
 static bool push(submit_work *w)
 {
-    w->refused = sched_submit(w->sched, &w->j);
-    return w->refused == STATUS_OK;
-}
-
-/* The words for a job the scheduler would not take. */
-static void refusal_words(const submit_work *w, char *msg, size_t len)
-{
-    if (w->refused == STATUS_DRAINING)
-        snprintf(msg, len, "the server is shutting down");
-    else if (w->refused == STATUS_QUEUE_FULL)
-        snprintf(msg, len,
-                 "the queue is full (%u jobs wait); retry after a moment",
-                 w->s->cfg.queue_depth);
-    else
-        snprintf(msg, len, "%s", status_text(w->refused));
+    status_code st = sched_submit(w->sched, &w->j);
+    if (st != STATUS_OK) /* not queued: the job is still ours */
+        refused(w, st);
+    return st == STATUS_OK;
 }
 
 /* A waiting chunk's turn has come (sequence.h's ready), on the thread
@@ -199,22 +196,18 @@ static void seq_ready(seq_slot *slot)
 {
     submit_work *w =
         (submit_work *)((char *)slot - offsetof(submit_work, slot));
-    if (slot->refused != STATUS_OK) { /* no longer admitted */
+    if (w->j.status != STATUS_OK) { /* refused: no longer admitted */
         w->seqs = NULL;
-        w->j.status = slot->refused;
-        snprintf(w->j.msg, sizeof w->j.msg, "%s", slot->msg);
         w->door->resume(w->req);
         return;
     }
-    /* not w->refused = sched_submit(...): once queued, the job may end
-     * and its request be freed before sched_submit() returns (no
-     * handshake holds it here, as push()'s does) */
+    /* once queued, the job may end and its request be freed before
+     * sched_submit() returns (no handshake holds it here, as push()'s
+     * does): only a refusal touches w after it */
     status_code st = sched_submit(w->sched, &w->j);
     if (st == STATUS_OK)
         return;
-    w->refused = st;
-    w->j.status = st;
-    refusal_words(w, w->j.msg, sizeof w->j.msg);
+    refused(w, st);
     w->door->resume(w->req);
 }
 
@@ -239,6 +232,9 @@ static bool admit(submit_work *w, seq_table *t)
                  "strided layouts cannot be one");
         st = STATUS_INVALID;
     } else {
+        w->slot.refused = &j->status; /* the one outcome */
+        w->slot.why = j->msg;
+        w->slot.whylen = sizeof j->msg;
         st = seq_admit(t, &w->seq, &j->desc, &j->lines, j->in, &w->slot, &wait,
                        msg, sizeof msg);
     }
@@ -253,10 +249,10 @@ static bool admit(submit_work *w, seq_table *t)
     w->slot.ready = seq_ready;
     if (w->door->suspend(w->req, wait_turn, w))
         return false;
-    if (w->slot.refused != STATUS_OK) { /* refused before it was armed */
+    if (j->status != STATUS_OK) { /* refused before it was armed */
         w->seqs = NULL;
         note_times(w);
-        w->door->fail(w->req, w->slot.refused, w->slot.msg);
+        w->door->fail(w->req, j->status, j->msg);
         return false;
     }
     return true; /* its turn came while it was being suspended */
@@ -264,10 +260,22 @@ static bool admit(submit_work *w, seq_table *t)
 
 void submit_start(submit_work *w, const submit_door *door, void *req,
                   tallyd_server *s, sched *sc, seq_table *seqs,
-                  int64_t transport_ms, int64_t protocol_ms, submit_from from,
-                  uint64_t handler_ns)
+                  const submit_req *q)
 {
-    w->parse_ns = handler_ns ? now_ns() - handler_ns : 0;
+    job *j = &w->j;
+    j->desc = q->desc;
+    j->in = q->in;
+    j->out = q->out;
+    j->iv = q->iv;
+    j->ov = q->ov;
+    j->watch_fd = q->watch_fd;
+    j->trace = q->trace;
+    if (q->seq != NULL && q->seq->has_id)
+        w->seq = *q->seq;
+    w->slot.near = q->near;
+    w->rec = q->rec;
+    submit_from from = q->from;
+    w->parse_ns = q->handler_ns ? now_ns() - q->handler_ns : 0;
     w->door = door;
     w->req = req;
     w->s = s;
@@ -277,7 +285,7 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
         door->fail(req, w->j.status, w->j.msg);
         return;
     }
-    int64_t ms = submit_deadline_ms(transport_ms, protocol_ms,
+    int64_t ms = submit_deadline_ms(q->transport_ms, q->protocol_ms,
                                     (int64_t)s->cfg.timeout_ms);
     w->timeout_ms = ms;
     w->from = from;
@@ -307,11 +315,10 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     if (door->suspend(req, push, w))
         return;
     /* refused: done will not run */
-    char msg[160];
-    refusal_words(w, msg, sizeof msg);
-    seq_end(w, false, NULL, 0);
+    status_code st = w->j.status;
+    seq_end(w, false);
     note_times(w);
-    door->fail(req, w->refused, msg);
+    door->fail(req, st, w->j.msg);
 }
 
 void submit_finish(submit_work *w, bool left)

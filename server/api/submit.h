@@ -31,11 +31,11 @@
  * earlier chunk of the same sequence runs, and adds the sequence's
  * carries to its answer before the door sees it. A chunk takes a packed
  * tensor: DirectML's strided layouts are refused in sequences.
- * With a durable table (--state-dir, seq_store.h) the adapter ends a
+ * With a durable table (--state-dir, seq_log.h) the adapter ends a
  * chunk before its request comes back to the door: a queued one when its
  * job ends (on_job_done), a small one summed at once under the door's
  * suspend handshake; an applied chunk's new state goes to the log, and
- * the request comes back (resume, from the log's writer thread) only once
+ * the request comes back (resume, from the log writer) only once
  * the log says it is durable, or that it failed (then nothing moved, and
  * the answer is 503). So an answer waits for the disk without a door's
  * thread waiting, and without suspending a request twice.
@@ -89,10 +89,26 @@ typedef struct {
     void (*cancelled)(void *req);
 } submit_door;
 
+/* What a door hands the adapter: the scan, and where its request
+ * stands. */
+typedef struct {
+    eng_scan_desc desc;
+    const void *in;
+    void *out;
+    const eng_view *iv, *ov; /* DirectML's strided layouts; NULL: packed */
+    const seq_params *seq;   /* NULL, or no id: not a chunk */
+    int watch_fd;            /* the request's own socket; -1: none */
+    const trace_ctx *trace;  /* valid until the outcome */
+    void *near;              /* the door loop's, as seq_loop_open gave it */
+    req_record *rec;         /* the request's record (core/reqlog.h) */
+    /* the request's two deadlines (-1: not given) */
+    int64_t transport_ms, protocol_ms;
+    submit_from from;
+    uint64_t handler_ns; /* when the door began to parse; 0: unknown */
+} submit_req;
+
 /* The adapter's record: the door embeds it, zeroed, in its request's
- * record and fills j's scan (desc, in, out, iv, ov), j.trace and j.watch_fd (-1 when
- * the door has no socket of its own per request), seq (zeroed: not a
- * chunk) and rec before submit_start(). */
+ * record; submit_start() fills it from a submit_req. */
 struct submit_work {
     /* The request's own record (core/reqlog.h), the door's: the adapter
      * writes the job's steps into it (parse_ns, from the door's handler
@@ -110,22 +126,17 @@ struct submit_work {
     sched *sched;
     uint64_t parse_ns;   /* handler_ns to submit_start() */
     int64_t timeout_ms;  /* as chosen, for the deadline's words */
-    status_code refused;
-    /* A chunk that ended before its door's thread saw it (a durable
-     * table's, on the job's end): how, and why when it failed. */
-    status_code seq_status;
-    char seq_msg[512];
+    /* The request's one outcome is its job's status and msg: the
+     * scheduler's, a refusal's (the queue's, the sequence's), or a
+     * chunk's end in its sequence that failed. */
 };
 
-/* Starts w's scan for req through door: see above. sc takes its job and
- * seqs its chunk (both the API layer's, borrowed; seqs may be NULL when
- * w->seq names no sequence). transport_ms and protocol_ms are the two
- * deadlines a request may carry (-1: not given). handler_ns: when the
- * door began to parse (now_ns()), 0 if unknown. Door's thread. */
+/* Starts q's scan for req through door, the one place a job is filled:
+ * see above. sc takes its job and seqs its chunk (both the API layer's,
+ * borrowed; seqs may be NULL when q names no sequence). Door's thread. */
 void submit_start(submit_work *w, const submit_door *door, void *req,
                   tallyd_server *s, sched *sc, seq_table *seqs,
-                  int64_t transport_ms, int64_t protocol_ms, submit_from from,
-                  uint64_t handler_ns);
+                  const submit_req *q);
 
 /* The deadline in milliseconds, 0 for none: the least of the bounds
  * that are set (> 0). transport_ms and protocol_ms are -1 when not given;

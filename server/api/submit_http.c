@@ -109,22 +109,24 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
         return;
     }
     hw->finish = finish;
-    job *j = &hw->w.j;
-    j->desc = *desc;
-    j->in = in;
-    j->out = out;
-    j->iv = iv;
-    j->ov = ov;
-    j->watch_fd = http_client_fd(r);
-    j->trace = &r->trace;
-    if (seq != NULL && seq->has_id)
-        hw->w.seq = *seq;
-    hw->w.slot.near = http_loop_data(r); /* its loop's store */
-    hw->w.rec = &r->rec;
     r->work = hw;
     r->work_free = free;
+    submit_req q = {.desc = *desc,
+                     .in = in,
+                     .out = out,
+                     .iv = iv,
+                     .ov = ov,
+                     .seq = seq,
+                     .watch_fd = http_client_fd(r),
+                     .trace = &r->trace,
+                     .near = http_loop_data(r),
+                     .rec = &r->rec,
+                     .transport_ms = r->timeout_ms,
+                     .protocol_ms = protocol_ms,
+                     .from = from,
+                     .handler_ns = r->rec.handler};
     submit_start(&hw->w, &rest_door, r, r->s, r->s->app->sched,
-                 r->s->app->seqs, r->timeout_ms, protocol_ms, from, r->rec.handler);
+                 r->s->app->seqs, &q);
 }
 
 void submit_scan(request *r, const eng_scan_desc *desc, void *inout,

@@ -219,8 +219,9 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  "max-batch must be at least 1");
         return false;
     }
-    if (c->max_batch > 64) {
-        snprintf(msg, msglen, "max-batch is at most 64, not %u", c->max_batch);
+    if (c->max_batch > TALLYD_MAX_BATCH) {
+        snprintf(msg, msglen, "max-batch is at most %d, not %u",
+                 TALLYD_MAX_BATCH, c->max_batch);
         return false;
     }
     if (strcmp(c->state_fsync, "always") != 0

@@ -55,7 +55,8 @@
     X(sequence_max_bytes, "sequence-max-bytes", "TALLY_SEQUENCE_MAX_BYTES",    \
       SIZE, "64MiB",                                                           \
       "bytes the live sequences' carries may take, in all (8 per line of a "   \
-      "chunk, 16 in a numbered sequence)")                                     \
+      "chunk, 16 in a numbered sequence; twice that with --state-dir, whose "  \
+      "log writer keeps a copy)")                                              \
     X(state_dir, "state-dir", "TALLY_STATE_DIR", STR, "",                      \
       "a directory where every applied chunk's sequence state is logged "      \
       "before its answer leaves, and the next start reads them back; "         \
@@ -225,6 +226,9 @@
 
 /* --grpc-threads' most: the gRPC door's loops (grpc.h) */
 #define TALLYD_GRPC_THREADS_MAX 64
+/* --max-batch's most: the scheduler's batch (SCHED_MAX_BATCH) and the
+ * statistics' sizes (STATS_MAX_BATCH) are this one */
+#define TALLYD_MAX_BATCH 64
 
 /* --access-log, read from its text */
 typedef enum {

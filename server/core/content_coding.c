@@ -219,7 +219,7 @@ bool gzip_stream_run(gzip_stream *g, const uint8_t *in, size_t *in_len,
 bool gzip_whole(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len)
 {
     /* level 1: measured fastest, and the higher levels shrink JSON tensors
-     * by only 2-9% more for 2-4 times the time (BENCHMARKS.md) */
+     * little more for several times the time (BENCHMARKS.md's figures) */
     struct libdeflate_compressor *c = libdeflate_alloc_compressor(1);
     if (c == NULL)
         return false;

@@ -260,59 +260,48 @@ static bool key_ok(const char *key, size_t n, char *msg, size_t msglen)
     return true;
 }
 
-status_code shm_register(shm_registry *r, shm_owner o, const char *name,
-                         size_t nlen, const char *key, size_t klen,
-                         uint64_t offset, uint64_t byte_size, char *msg,
-                         size_t msglen)
+/* Whether [offset, offset + byte_size) can be a region: *end, and *lead
+ * (offset's distance from its page's start). */
+static bool span_ok(uint64_t offset, uint64_t byte_size, uint64_t *end,
+                    uint64_t *lead, char *msg, size_t msglen)
 {
-    if (!shm_name_ok(name, nlen, msg, msglen)
-        || !key_ok(key, klen, msg, msglen))
-        return STATUS_INVALID;
-    uint64_t end;
     if (byte_size == 0) {
         snprintf(msg, msglen, "byte_size must be at least 1");
-        return STATUS_INVALID;
+        return false;
     }
-    if (__builtin_add_overflow(offset, byte_size, &end)
-        || end > (uint64_t)INT64_MAX) {
+    if (__builtin_add_overflow(offset, byte_size, end)
+        || *end > (uint64_t)INT64_MAX) {
         snprintf(msg, msglen,
                  "offset %" PRIu64 " plus byte_size %" PRIu64 " overflows",
                  offset, byte_size);
-        return STATUS_INVALID;
+        return false;
     }
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t lead = offset % (uint64_t)page;
-    if (byte_size > SIZE_MAX - lead) {
+    *lead = offset % (uint64_t)sysconf(_SC_PAGESIZE);
+    if (byte_size > SIZE_MAX - *lead) {
         snprintf(msg, msglen, "byte_size %" PRIu64 " is too large", byte_size);
-        return STATUS_INVALID;
+        return false;
     }
+    return true;
+}
 
-    /* Under the lock throughout: registering is rare, and opening and
-     * mapping take microseconds. */
-    uv_mutex_lock(&r->mu);
-    status_code st = STATUS_OK;
-    shm_region *g = NULL;
-    int fd = -1;
-    void *map = MAP_FAILED;
-    size_t map_len = (size_t)(lead + byte_size);
-    char kz[SHM_KEY_MAX + 1];
-    memcpy(kz, key, klen);
-    kz[klen] = '\0';
+/* Whether r has room for o's region name of byte_size bytes. Under mu. */
+static status_code room_for(shm_registry *r, shm_owner o, const char *name,
+                            size_t nlen, uint64_t byte_size, char *msg,
+                            size_t msglen)
+{
     if (find(r, o, name, nlen, NULL) != NULL) {
         snprintf(msg, msglen,
                  "a shared-memory region named \"%.*s\" is already "
                  "registered; unregister it first",
                  (int)nlen, name);
-        st = STATUS_ALREADY_EXISTS;
-        goto out;
+        return STATUS_ALREADY_EXISTS;
     }
     if (r->n >= r->max) {
         snprintf(msg, msglen,
                  "%u shared-memory regions are registered, as many as this "
                  "server allows (--shm-max-regions); unregister one first",
                  r->max);
-        st = STATUS_TOO_LARGE;
-        goto out;
+        return STATUS_TOO_LARGE;
     }
     if (byte_size > r->max_bytes - r->bytes) {
         snprintf(msg, msglen,
@@ -320,52 +309,94 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
                  "server's budget of %" PRIu64 " bytes of shared memory "
                  "(--shm-max-bytes; %" PRIu64 " in use)",
                  byte_size, r->max_bytes, r->bytes);
-        st = STATUS_TOO_LARGE;
-        goto out;
+        return STATUS_TOO_LARGE;
     }
-    g = calloc(1, sizeof *g);
-    if (g == NULL || (g->owner = malloc(o.n + 1)) == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        st = STATUS_NOMEM;
-        goto out;
-    }
-    fd = object_open(kz);
-    if (fd < 0) {
+    return STATUS_OK;
+}
+
+/* Opens key kz and maps [offset - lead, end) of it into g (its fd, map,
+ * map_len, dev and ino). */
+static status_code map_key(shm_region *g, const char *kz, uint64_t offset,
+                           uint64_t byte_size, uint64_t lead, uint64_t end,
+                           char *msg, size_t msglen)
+{
+    g->fd = object_open(kz);
+    if (g->fd < 0) {
         int e = errno;
         snprintf(msg, msglen, "cannot open shared-memory key \"%s\": %s", kz,
                  strerror(e));
-        st = e == ENOENT ? STATUS_NOT_FOUND : STATUS_INVALID;
-        goto out;
+        return e == ENOENT ? STATUS_NOT_FOUND : STATUS_INVALID;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(g->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(msg, msglen,
                  "shared-memory key \"%s\" is not a regular object", kz);
-        st = STATUS_INVALID;
-        goto out;
+        return STATUS_INVALID;
     }
     if ((uint64_t)sb.st_size < end) {
         snprintf(msg, msglen,
                  "shared-memory key \"%s\" has %" PRIu64 " bytes, fewer than "
                  "offset %" PRIu64 " plus byte_size %" PRIu64,
                  kz, (uint64_t)sb.st_size, offset, byte_size);
-        st = STATUS_INVALID;
-        goto out;
+        return STATUS_INVALID;
     }
-    map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-               (off_t)(offset - lead));
-    if (map == MAP_FAILED) {
+    g->map_len = (size_t)(lead + byte_size);
+    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd,
+                  (off_t)(offset - lead));
+    if (g->map == MAP_FAILED) {
         int e = errno;
         snprintf(msg, msglen, "cannot map shared-memory key \"%s\": %s", kz,
                  strerror(e));
-        st = e == ENOMEM ? STATUS_NOMEM : STATUS_INVALID;
-        goto out;
+        return e == ENOMEM ? STATUS_NOMEM : STATUS_INVALID;
     }
-    g->slot = guard_take(map, map_len);
-    if (g->slot < 0) {
+    g->dev = sb.st_dev;
+    g->ino = sb.st_ino;
+    return STATUS_OK;
+}
+
+status_code shm_register(shm_registry *r, shm_owner o, const char *name,
+                         size_t nlen, const char *key, size_t klen,
+                         uint64_t offset, uint64_t byte_size, char *msg,
+                         size_t msglen)
+{
+    uint64_t end, lead;
+    if (!shm_name_ok(name, nlen, msg, msglen)
+        || !key_ok(key, klen, msg, msglen)
+        || !span_ok(offset, byte_size, &end, &lead, msg, msglen))
+        return STATUS_INVALID;
+    char kz[SHM_KEY_MAX + 1];
+    memcpy(kz, key, klen);
+    kz[klen] = '\0';
+    /* Under the lock throughout: registering is rare, and opening and
+     * mapping take microseconds. */
+    uv_mutex_lock(&r->mu);
+    shm_region *g = NULL;
+    status_code st = room_for(r, o, name, nlen, byte_size, msg, msglen);
+    if (st == STATUS_OK) {
+        g = calloc(1, sizeof *g);
+        if (g == NULL || (g->owner = malloc(o.n + 1)) == NULL) {
+            snprintf(msg, msglen, "out of memory");
+            st = STATUS_NOMEM;
+        } else {
+            g->fd = -1;
+            g->map = MAP_FAILED;
+            st = map_key(g, kz, offset, byte_size, lead, end, msg, msglen);
+        }
+    }
+    if (st == STATUS_OK && (g->slot = guard_take(g->map, g->map_len)) < 0) {
         snprintf(msg, msglen, "too many shared-memory mappings at once");
         st = STATUS_TOO_LARGE;
-        goto out;
+    }
+    if (st != STATUS_OK) {
+        uv_mutex_unlock(&r->mu);
+        if (g != NULL && g->map != MAP_FAILED)
+            munmap(g->map, g->map_len);
+        if (g != NULL && g->fd >= 0)
+            close(g->fd);
+        if (g != NULL)
+            free(g->owner);
+        free(g);
+        return st;
     }
     g->reg = r;
     memcpy(g->name, name, nlen);
@@ -375,28 +406,12 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
     g->owner_len = o.n;
     g->offset = offset;
     g->byte_size = byte_size;
-    g->fd = fd;
-    g->map = map;
-    g->map_len = map_len;
-    g->bytes = (uint8_t *)map + lead;
-    g->dev = sb.st_dev;
-    g->ino = sb.st_ino;
+    g->bytes = (uint8_t *)g->map + lead;
     g->registered = true;
     r->regions[r->n++] = g;
     r->bytes += byte_size;
     uv_mutex_unlock(&r->mu);
     return STATUS_OK;
-
-out:
-    uv_mutex_unlock(&r->mu);
-    if (map != MAP_FAILED)
-        munmap(map, map_len);
-    if (fd >= 0)
-        close(fd);
-    if (g != NULL)
-        free(g->owner);
-    free(g);
-    return st;
 }
 
 /* Takes g out of the table, under r->mu; unmapped now when no job holds

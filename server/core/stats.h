@@ -27,8 +27,10 @@
 #include <stdint.h>
 #include <uv.h>
 
-/* The largest batch counted by size; larger ones count here. */
-#define STATS_MAX_BATCH 64
+#include "config.h"
+
+/* The largest batch counted by size: --max-batch's most. */
+#define STATS_MAX_BATCH TALLYD_MAX_BATCH
 
 typedef struct {
     uint64_t count, ns;

@@ -77,15 +77,15 @@ bool eng_cl_layout_for(const eng_cl_device *dev, const char *spec,
     if (cpu) {
         /* One work-item per work-group streaming big tiles with explicit
          * vectors, one persistent work-group per core. Tiles of 128K
-         * elements: on a Zen 5 core 16K-element tiles held a long line
-         * near 36 GB/s whatever the memory could do (BENCHMARKS.md). */
+         * elements: smaller ones capped a long line below what the memory
+         * could do (BENCHMARKS.md has the measurements). */
         *out = (eng_cl_layout){"cpu", 1, 131072, 4096, 8, dev->compute_units,
                                3,     1, 0};
     } else {
         /* Work-groups of 128 sharing tiles of 4096 elements. groups sets
          * the parallelism the planner aims for (4 * groups tiles): on an
-         * H100, 2 per compute unit ran column scans up to 1.6x faster
-         * than 8 and changed nothing else (BENCHMARKS.md). */
+         * H100, 2 per compute unit ran column scans faster than 8 and
+         * changed nothing else (BENCHMARKS.md has the figures). */
         *out = (eng_cl_layout){"gpu", 128, 32, 8, 8, dev->compute_units * 2,
                                2,     0,   0};
     }
@@ -166,14 +166,16 @@ eng_err eng_cl_program_scan(eng_cl_programs *p, eng_storage st, cl_program *out,
     eng_err e = ENG_E_OK;
     pthread_mutex_lock(&p->mu);
     if (p->scan[st] == NULL) {
-        char options[320], what[32];
+        char options[400], what[32];
         const eng_cl_layout *l = &p->layout;
         snprintf(options, sizeof options,
                  "-w -DTALLY_STORAGE=%d -DTALLY_WG=%u -DTALLY_ROW_K=%u "
                  "-DTALLY_COL_W=%u -DTALLY_BLK=%u -DTALLY_PIPE=%u "
-                 "-DTALLY_NT=%u -DTALLY_LAZY=%u",
+                 "-DTALLY_NT=%u -DTALLY_LAZY=%u -DMODE_REVERSE=%uu "
+                 "-DMODE_EXCLUSIVE=%uu -DMODE_STREAM=%uu",
                  (int)st, l->wg, l->row_k, l->col_w, l->blk, l->pipe,
-                 l->nt ? 1u : 0u, l->lazy ? 1u : 0u);
+                 l->nt ? 1u : 0u, l->lazy ? 1u : 0u, ENG_CL_MODE_REVERSE,
+                 ENG_CL_MODE_EXCLUSIVE, ENG_CL_MODE_STREAM);
         snprintf(what, sizeof what, "scan (storage %d)", (int)st);
         e = build(p->dev, kernels_scan_cl, kernels_scan_cl_len, options, what,
                   &p->scan[st], msg, msglen);

@@ -43,6 +43,12 @@ typedef struct {
 bool eng_cl_layout_for(const eng_cl_device *dev, const char *spec,
                        eng_cl_layout *out);
 
+/* A launch's mode bits, as the scan kernels read them (passed to their
+ * build as MODE_REVERSE, MODE_EXCLUSIVE and MODE_STREAM). */
+#define ENG_CL_MODE_REVERSE 1u
+#define ENG_CL_MODE_EXCLUSIVE 2u
+#define ENG_CL_MODE_STREAM 4u
+
 typedef struct {
     const eng_cl_device *dev;
     eng_cl_layout layout;

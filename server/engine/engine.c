@@ -34,7 +34,7 @@ struct eng_stream {
     eng_engine *e;
     eng_host *host;
     eng_cl_stream *cl;
-    /* the host backend's threads for the scans a CPU device hands to it
+    /* the host pool helpers for the scans a CPU device hands to it
      * (engine's cpu_side), started on first use */
     eng_host *cpu_side;
     void *stage; /* eng_scan_batch()'s stacked lines (eng_buffer_alloc) */
@@ -237,7 +237,7 @@ void eng_stream_close(eng_stream *s)
     free(s);
 }
 
-/* The stream's host-backend threads for the scans its CPU device hands to
+/* The stream's host pool helpers for the scans its CPU device hands to
  * them, one per compute unit, started on first use; NULL where the device
  * keeps every scan, or when threads cannot start (its kernels then run
  * the scan). */
@@ -253,7 +253,7 @@ static eng_host *side_pool(eng_stream *s)
 /* Whether a CPU device hands a packed scan to the host backend's code:
  * float32 tensors whose input and output fit together in the cache its
  * cores count on (eng_cl_cache_share()). There a PoCL launch's fixed cost
- * (50-115 us here) is a large part of the scan, and the host's vector
+ * is a large part of the scan, and the host's vector
  * loops, which start in microseconds, are faster in all three layouts;
  * measured in BENCHMARKS.md, issue 27. */
 static bool side_packed(const eng_engine *e, const eng_lines *l)
@@ -307,7 +307,7 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
         return ENG_E_OK;
     /* A batch a CPU device hands to the host code has no launch to share:
      * each part is scanned where it lies, without the stage and its two
-     * copies (which ran it at 0.5-0.65x of its parts one by one). */
+     * copies (which made it slower than its parts one by one). */
     eng_host *side = s->host == NULL && side_packed(s->e, &l) ? side_pool(s)
                                                               : NULL;
     if (side != NULL) {

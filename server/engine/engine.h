@@ -79,7 +79,7 @@ typedef struct {
     bool fault_build;
 } eng_engine_options;
 
-/* Defaults: device "auto", layout "auto", warm-up on, host threads 0. */
+/* Defaults: device "auto", layout "auto", warm-up on, host_threads 0. */
 void eng_engine_options_init(eng_engine_options *o);
 
 /* Opens the device the options name. The strings in o are copied.
@@ -158,7 +158,7 @@ typedef struct {
  * inner and mode; its outer, elements and bytes are ignored) in a single
  * launch: their lines are stacked in a buffer of the stream's, scanned
  * together, and copied back to each part's out. One launch costs a device
- * a fixed overhead (PoCL: 100-300 us here), so small tensors are served
+ * a fixed overhead (BENCHMARKS.md measures PoCL's), so small tensors are served
  * far faster together; large ones gain nothing over their own launch and
  * lose the two copies, so callers batch small ones only. On failure no
  * out is written. The stream's buffer stays for the next batch.

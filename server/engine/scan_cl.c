@@ -512,11 +512,10 @@ static bool streams(const eng_cl_stream *s, const eng_lines *l,
     size_t size = tx_dtype_size(l->dtype);
     /* The column kernels and the chained rows count on the cache share
      * of the device's own cores (eng_cl_cache_share(): on a CPU at most
-     * 16 MiB a compute unit): measured, they ran 1.1-1.6x faster
-     * streaming above that (BENCHMARKS.md, issue #11). rows_direct keeps
-     * the device's whole figure: there streaming a 256 MiB tensor on that
-     * machine ran at 0.64 of the plain copy, against 0.94 through the
-     * cache. */
+     * 16 MiB a compute unit): measured, they ran faster streaming above
+     * that (BENCHMARKS.md, issue #11). rows_direct keeps the device's
+     * whole cache: there streaming a large tensor ran slower than through
+     * the cache. */
     uint64_t cache = p->kernel == ENG_K_ROWS_DIRECT ? s->dev->cache_bytes
                                                     : eng_cl_cache_share(s->dev);
     if (!L->nt || (size != 4 && size != 8) || l->bytes < cache
@@ -606,8 +605,11 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
     if (e != ENG_E_OK)
         return e;
 
-    cl_uint mode = (l->reverse ? 1u : 0u) | (l->exclusive ? 2u : 0u)
-                   | (geom == NULL && streams(s, l, p, outptr) ? 4u : 0u);
+    cl_uint mode = (l->reverse ? ENG_CL_MODE_REVERSE : 0u)
+                   | (l->exclusive ? ENG_CL_MODE_EXCLUSIVE : 0u)
+                   | (geom == NULL && streams(s, l, p, outptr)
+                          ? ENG_CL_MODE_STREAM
+                          : 0u);
     cl_ulong outer = l->outer, n = l->n, inner = l->inner;
     cl_ulong rpt = p->rpt, nblk = p->nblk, rows = p->rows;
     cl_uint P = p->P, cw = p->cw;

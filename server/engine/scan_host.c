@@ -397,8 +397,8 @@ static void carry_add(eng_storage st, carry *a, carry b)
  * cache. Columns: a walk writes each row's part of a block, 2 KiB, before
  * it jumps to the next row, too short for the prefetcher to fetch the
  * lines it is about to write, so an output that is not in the cache
- * doubled the time of the 1M rows' first axis (261 us against 157
- * streamed; 136 against 160 when it is cached; BENCHMARKS.md, issue 27). */
+ * took far longer on the 1M rows' first axis than streamed (BENCHMARKS.md,
+ * issue 27, has the figures). */
 #define STREAM_MIN_BYTES (4u << 20)
 
 #define DEFINE_COL_SCAN(NAME, T, ACC, WIDEN, NARROW)                           \
@@ -682,8 +682,8 @@ static void run_tasks(eng_pool *pool, size_t n, eng_pool_fn fn, void *arg)
 
 /* Direct column tasks take adjacent blocks: two threads that took single
  * blocks in turn (each sharing its edges' cache lines with the other's)
- * ran 1.5x slower than on ranges of four blocks (BENCHMARKS.md, issue 27,
- * the 1M rows). */
+ * ran slower than on ranges of four blocks (BENCHMARKS.md, issue 27, the
+ * 1M rows). */
 static void task_block_range(void *arg, size_t t)
 {
     job *j = arg;
@@ -794,9 +794,8 @@ static eng_err scan(eng_pool *pool, const eng_lines *l, const void *in,
  * of each of 16 input rows a step, so that a step's pages stay in the
  * TLB; measured best of 64-1024). When the lines are, LINES_IN_BLOCK: one
  * tile wide, so that a block reads 16 lines from start to end, streams
- * the prefetcher follows; 256 (16 tiles a step, 256 streams) ran at 0.65-
- * 0.8 of its speed, on 4 KiB pages as on 2 MiB ones (BENCHMARKS.md,
- * issue 27).
+ * the prefetcher follows; 256 (16 tiles a step, 256 streams) ran slower,
+ * on 4 KiB pages as on 2 MiB ones (BENCHMARKS.md, issue 27).
  */
 #define SCOL_BLOCK 64
 #define TILE_BLOCK 1024

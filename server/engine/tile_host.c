@@ -11,19 +11,18 @@
  *   carries as it comes; the 8 x 8 sums of each half are transposed and
  *   every column gets 16 contiguous results, one whole 64-byte line, its
  *   two halves stored back to back (stored apart, 8 lines at a time half
- *   written, the walk ran at half the speed: BENCHMARKS.md, issue 27).
+ *   written, the walk ran far slower: BENCHMARKS.md, issue 27).
  *
  *   "lines in": ri == 1, co == 1. A tile is 16 columns of 16 rows: each
  *   column's 8 rows are one 32-byte load; transposed, each vector is a row
  *   of 8 columns, summed into the carries in scan order and stored as a
  *   whole 64-byte row segment (two vectors).
  *
- * Measured on a 2-vCPU AMD EPYC (Zen 4), float32 4096 x 4096 (BENCHMARKS.md,
- * issue 27): 30-33 GB/s, 0.6-0.8 of the plain copy, where PoCL's strided
- * kernels ran at 4.7-9.9. A standalone program with the same tiles
- * (tests/bench/probe_transpose.c) runs at its transpose copy's speed;
- * whole 64-byte lines stored non-temporally are what it takes (plain
- * stores: 0.55 of memcpy).
+ * Measured on float32 4096 x 4096 (BENCHMARKS.md, issue 27): near the
+ * plain copy, where PoCL's strided kernels ran several times slower. A
+ * standalone program with the same tiles (tests/bench/probe_transpose.c)
+ * runs at its transpose copy's speed; whole 64-byte lines stored
+ * non-temporally are what it takes (plain stores are far slower).
  *
  * The tiles' carries are float64, as in the rest of the host backend:
  * AVX-512F keeps 8 of them in one register, AVX2 in two. Whole lines carry
@@ -333,7 +332,7 @@ size_t eng_tile_f32(const float *src, float *dst, size_t rows, size_t ri,
  * the OpenCL kernels' scheme (kernels/scan.cl, "Accuracy"), and it meets
  * the same bound. A float64 carry, as the tiles keep, costs two widenings
  * and a narrowing a vector: measured apart (tests/bench/probe_lines.c),
- * lines of 128 ran 2.2 times as fast this way. AVX2.
+ * short lines ran much faster this way. AVX2.
  */
 AVX2 __m256 scan8(__m256 x, int rev)
 {

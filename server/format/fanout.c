@@ -1,5 +1,5 @@
 /*
- * fanout.c - shared helper threads for splitting one piece of work.
+ * fanout.c - the fanout helpers, shared, for splitting one piece of work.
  *
  * Each fanout_run() call is a batch on a list under one mutex. Parts are
  * claimed one at a time, by index, under that mutex: by the caller and by

@@ -2,7 +2,7 @@
  * fanout.h - one piece of work split into parts that the cores share: the
  * parse and the render of a large JSON tensor.
  *
- * A few helper threads (one per CPU the process may run on, at most
+ * A few fanout helpers (threads: one per CPU the process may run on, at most
  * FANOUT_MAX, each pinned to its CPU) are started on first use and kept
  * for the life of the process, so a request pays no thread start-up. fanout_run() offers its
  * parts to them and takes parts itself until none is left, then waits

@@ -46,8 +46,8 @@ template <typename T> size_t prefix(const char *s, const char *end, T *out)
  * notation when the decimal exponent is in [-4, 16), "1e+21" and
  * "-2.5e-07" outside. The digits come from Dragonbox (fmt's
  * dragonbox::to_decimal, its trailing zeros removed); writing them here
- * instead of through format_to takes a float32 from 35 to about 17 ns
- * (BENCHMARKS.md). */
+ * instead of through format_to halves a float32's time (BENCHMARKS.md
+ * has the figures). */
 template <typename T> size_t shortest(T v, char *out)
 {
     char *p = out;

@@ -456,16 +456,7 @@ void grpc_call_suspend(grpc_call *c, grpc_handler on_resume)
 
 void grpc_call_resume(grpc_call *c)
 {
-    grpc_transport *t = c->t;
-    bool own = loop_owner_is_me(&t->self);
-    uv_mutex_lock(&t->mu);
-    c->next_resume = t->resumed;
-    t->resumed = c;
-    uv_mutex_unlock(&t->mu);
-    if (own)
-        grpc_wake_self(t);
-    else
-        uv_async_send(&t->wake);
+    mailbox_post(&c->t->resumed, &c->resume_item);
 }
 
 bool grpc_call_gone(const grpc_call *c)

@@ -39,11 +39,13 @@
  * connection; calls already accepted are answered, and a connection
  * closes once its last stream has.
  *
- * Threading: everything runs on the loop thread that grpc_start() was
- * given, except grpc_call_resume() and grpc_call_gone(), which any thread
- * may call, and grpc_open_connections() and grpc_render_metrics(). A
- * door on several loops (grpc_door, below) is several transports, each
- * on its own loop thread.
+ * Threading: everything of a transport runs on the thread that runs the
+ * loop grpc_start_on() was given (the loop thread, or a gRPC loop
+ * thread), asserted in the debug and sanitizer builds, except
+ * grpc_call_resume() and grpc_call_gone(), which any thread may call,
+ * and grpc_open_connections() and grpc_render_metrics(). A door on
+ * several loops (grpc_door, below) is several transports, each on its
+ * own loop's thread.
  */
 #ifndef TALLY_GRPC_H
 #define TALLY_GRPC_H
@@ -55,7 +57,7 @@
 #include <uv.h>
 
 #include "auth.h"
-#include "loop_owner.h"
+#include "mailbox.h"
 #include "server.h"
 #include "status.h"
 #include "textbuf.h"
@@ -105,20 +107,14 @@ typedef struct {
 
 typedef struct grpc_conn grpc_conn;
 
-/* The transport's state. The daemon owns it; grpc_start() fills it. */
+/* The transport's state. The daemon owns it; grpc_start_on() fills it. */
 typedef struct {
     tallyd_server *s;           /* borrowed */
     const grpc_service *svc;    /* borrowed */
     auth_tokens *auth;          /* borrowed; NULL: no tokens needed */
     uv_loop_t *loop;
     uv_tcp_t listener;
-    uv_async_t wake; /* resumed calls to run on the loop */
-    /* the same, resumed on the loop's own thread: the loop's next
-     * timers run them, with no write to the wake's descriptor */
-    uv_timer_t self_wake;
-    loop_owner self; /* the loop's thread (grpc_start_on's caller) */
-    uv_mutex_t mu;   /* guards resumed */
-    grpc_call *resumed;
+    mailbox resumed; /* resumed calls to run on the loop */
     grpc_conn *conns; /* every open connection */
     struct grpc_tls *tls; /* with --tls-cert: TLS with ALPN h2; else h2c */
     unsigned port;
@@ -134,16 +130,11 @@ typedef struct {
     grpc_counters c;
 } grpc_transport;
 
-/* Listens on s->cfg.grpc_listen (HOST:PORT; fills t->port) on loop.
- * False with msg when it cannot. Loop thread. */
-bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
-                const grpc_service *svc, auth_tokens *auth, char *msg,
-                size_t msglen);
-
-/* As grpc_start(); without `listen`, the transport has no listener and
- * serves the connections grpc_adopt() gives it (a grpc_door's other
- * loops). open_all counts the connections of every transport of a door
- * (NULL: this one's alone). */
+/* With `listen`, listens on s->cfg.grpc_listen (HOST:PORT; fills
+ * t->port) on loop; without, the transport has no listener and serves
+ * the connections grpc_adopt() gives it (a grpc_door's other loops).
+ * open_all counts the connections of every transport of a door (NULL:
+ * this one's alone). False with msg when it cannot. On loop's thread. */
 bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
                    const grpc_service *svc, auth_tokens *auth, bool listen,
                    atomic_llong *open_all, char *msg, size_t msglen);
@@ -278,9 +269,8 @@ void grpc_call_fail(grpc_call *c, status_code st, const char *fmt, ...)
  * when its client goes. */
 void grpc_call_suspend(grpc_call *c, grpc_handler on_resume);
 
-/* Any thread, once per suspend. On the loop's own thread (a reply read
- * there, as a shared store's) the call runs at the loop's next timers,
- * without a wake through the async handle. */
+/* Any thread, once per suspend: the call goes to its loop's mailbox
+ * (core/mailbox.h), and on_resume runs there. */
 void grpc_call_resume(grpc_call *c);
 
 /* Takes back a suspend whose work never started (the scheduler refused

@@ -103,8 +103,8 @@ struct grpc_call {
     req_record rec;
     char route[160]; /* "<service>/<method>" */
     char path[168];  /* "/<service>/<method>" */
-    grpc_call *next;        /* in the stream's FIFO */
-    grpc_call *next_resume; /* in t->resumed */
+    grpc_call *next;          /* in the stream's FIFO */
+    mailbox_item resume_item; /* in t->resumed */
 };
 
 struct gstream {
@@ -207,9 +207,6 @@ void h2_conn_close(grpc_conn *c);
 /* Sends what the session has to send, then closes the connection if
  * neither side has more to say. */
 void h2_conn_pump(grpc_conn *c);
-/* Runs t's resumed calls at its loop's next timers (transport.c): for a
- * resume on the loop's own thread. */
-void grpc_wake_self(grpc_transport *t);
 void h2_on_connection(uv_stream_t *server, int status);
 /* Accepts the listener's waiting connection into t (conn.c). */
 void grpc_accept_here(grpc_transport *t, uv_stream_t *server);

@@ -7,7 +7,9 @@
  * that offers no ALPN at all is served HTTP/2, as gRPC clients expect.
  *
  * Ownership: a grpc_tls (the context) outlives its connections' sessions.
- * Threading: the loop thread.
+ * Threading: each transport has its own context (grpc_start_on), used
+ * only on the thread that runs that transport's loop: the loop thread or
+ * a gRPC loop thread.
  */
 #ifndef TALLY_GRPC_TLS_H
 #define TALLY_GRPC_TLS_H

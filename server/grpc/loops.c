@@ -6,9 +6,9 @@
  *
  * A loop thread owns its loop and everything on it: its transport, the
  * transport's connections and calls, a timer that sweeps them every
- * 100 ms, and an async handle through which other threads reach it: the
- * acceptor hands it sockets (`fds`, under `mu`), and the caller's thread
- * asks it to quiesce or to stop (the flags). Nothing of one loop is
+ * 100 ms, and a mailbox (core/mailbox.h) through which other threads
+ * reach it: the acceptor hands it sockets, and the caller's thread asks
+ * it to quiesce or to stop (the flags). Nothing of one loop is
  * touched by another, but for those and the atomics grpc.h names.
  */
 #define _DEFAULT_SOURCE /* dup3's O_CLOEXEC on some libcs */
@@ -23,18 +23,19 @@
 #define SWEEP_MS 100
 #define HANDOFF_MAX 1024 /* sockets waiting for one loop at most */
 
+typedef struct {
+    mailbox_item it;
+    int fd;
+} handed;
+
 struct grpc_loop {
     grpc_door *d;
     unsigned i; /* its transport: d->t[i] */
     uv_loop_t loop;
     uv_thread_t thread;
     uv_timer_t sweep;
-    uv_async_t ask;
+    mailbox ask; /* sockets the acceptor handed over; the flags' wakes */
     atomic_bool quiesce, stop;
-    /* sockets the acceptor handed over, not yet adopted */
-    uv_mutex_t mu;
-    int fds[HANDOFF_MAX];
-    unsigned nfds;
     /* the start's outcome, for the caller waiting on `started` */
     uv_sem_t started;
     bool ok;
@@ -51,25 +52,34 @@ static void on_sweep(uv_timer_t *h)
     grpc_sweep(&l->d->t[l->i]);
 }
 
-static void on_ask(uv_async_t *h)
+/* Closes the sockets of items (and frees them). */
+static void drop_handed(mailbox_item *items)
 {
-    grpc_loop *l = h->data;
+    while (items != NULL) {
+        mailbox_item *n = items->next;
+        close(((handed *)items)->fd);
+        free(items);
+        items = n;
+    }
+}
+
+static void on_ask(mailbox *m, mailbox_item *items)
+{
+    grpc_loop *l = m->data;
     grpc_transport *t = &l->d->t[l->i];
-    int fds[HANDOFF_MAX];
-    uv_mutex_lock(&l->mu);
-    unsigned n = l->nfds;
-    memcpy(fds, l->fds, n * sizeof fds[0]);
-    l->nfds = 0;
-    uv_mutex_unlock(&l->mu);
-    for (unsigned k = 0; k < n; k++) /* a quiescing transport refuses it */
-        grpc_adopt(t, fds[k]);
+    while (items != NULL) { /* a quiescing transport refuses it */
+        mailbox_item *n = items->next;
+        grpc_adopt(t, ((handed *)items)->fd);
+        free(items);
+        items = n;
+    }
     if (atomic_load(&l->quiesce))
         grpc_quiesce(t);
     if (atomic_load(&l->stop)) {
         grpc_stop(t);
         uv_timer_stop(&l->sweep);
         uv_close((uv_handle_t *)&l->sweep, NULL);
-        uv_close((uv_handle_t *)&l->ask, NULL);
+        drop_handed(mailbox_close(&l->ask));
         /* the loop ends once the closes have run */
     }
 }
@@ -91,8 +101,8 @@ static void loop_main(void *arg)
         uv_timer_init(&l->loop, &l->sweep);
         l->sweep.data = l;
         uv_timer_start(&l->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
-        uv_async_init(&l->loop, &l->ask, on_ask);
-        l->ask.data = l;
+        mailbox_init(&l->ask, &l->loop, HANDOFF_MAX, on_ask, l);
+        mailbox_own(&l->ask);
     }
     uv_sem_post(&l->started);
     if (l->ok)
@@ -108,12 +118,9 @@ static void loop_end(grpc_loop *l)
 {
     if (l->ok) {
         atomic_store(&l->stop, true);
-        uv_async_send(&l->ask);
+        mailbox_post(&l->ask, NULL);
     }
     uv_thread_join(&l->thread);
-    for (unsigned k = 0; k < l->nfds; k++)
-        close(l->fds[k]);
-    uv_mutex_destroy(&l->mu);
     uv_sem_destroy(&l->started);
     free(l);
 }
@@ -152,17 +159,14 @@ void grpc_door_deal(grpc_door *d, uv_stream_t *server)
         atomic_fetch_add_explicit(&d->t[0].c.refused, 1, memory_order_relaxed);
         return;
     }
-    uv_mutex_lock(&l->mu);
-    bool room = l->nfds < HANDOFF_MAX;
-    if (room)
-        l->fds[l->nfds++] = dup_fd;
-    uv_mutex_unlock(&l->mu);
-    if (!room) { /* that loop is far behind: refused */
+    handed *h = malloc(sizeof *h);
+    if (h != NULL)
+        h->fd = dup_fd;
+    if (h == NULL || !mailbox_post(&l->ask, &h->it)) {
+        free(h); /* that loop is far behind: refused */
         close(dup_fd);
         atomic_fetch_add_explicit(&d->t[i].c.refused, 1, memory_order_relaxed);
-        return;
     }
-    uv_async_send(&l->ask);
 }
 
 bool grpc_door_start(grpc_door *d, tallyd_server *s, uv_loop_t *loop,
@@ -194,10 +198,8 @@ bool grpc_door_start(grpc_door *d, tallyd_server *s, uv_loop_t *loop,
         l->auth = auth;
         atomic_init(&l->quiesce, false);
         atomic_init(&l->stop, false);
-        uv_mutex_init(&l->mu);
         uv_sem_init(&l->started, 0);
         if (uv_thread_create(&l->thread, loop_main, l) != 0) {
-            uv_mutex_destroy(&l->mu);
             uv_sem_destroy(&l->started);
             free(l);
             snprintf(msg, msglen, "gRPC: cannot start loop thread %u", i);
@@ -223,7 +225,7 @@ void grpc_door_quiesce(grpc_door *d)
     grpc_quiesce(&d->t[0]); /* the listener closes: no more deals */
     for (unsigned i = 1; i < d->n; i++) {
         atomic_store(&d->loops[i]->quiesce, true);
-        uv_async_send(&d->loops[i]->ask);
+        mailbox_post(&d->loops[i]->ask, NULL);
     }
 }
 

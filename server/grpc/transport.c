@@ -1,6 +1,6 @@
 /*
  * transport.c - the gRPC door's lifecycle (grpc.h): the listener, the resume
- * queue, drain and the sweep.
+ * mailbox, drain and the sweep.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -14,28 +14,18 @@
 #include "grpc_int.h"
 #include "log.h"
 
-static void on_wake(uv_async_t *a)
+/* The resumed calls, oldest first. */
+static void on_resumed(mailbox *m, mailbox_item *items)
 {
-    grpc_transport *t = a->data;
-    uv_mutex_lock(&t->mu);
-    grpc_call *list = t->resumed;
-    t->resumed = NULL;
-    uv_mutex_unlock(&t->mu);
-    /* oldest first */
-    grpc_call *rev = NULL;
-    while (list != NULL) {
-        grpc_call *n = list->next_resume;
-        list->next_resume = rev;
-        rev = list;
-        list = n;
-    }
     /* each connection sent to once, after all its calls have answered:
      * the answers that came back together leave in one write (a closed
      * connection is freed by its close callback, after this one) */
     grpc_conn *pumps = NULL;
-    while (rev != NULL) {
-        grpc_call *call = rev;
-        rev = call->next_resume;
+    (void)m;
+    while (items != NULL) {
+        grpc_call *call =
+            (grpc_call *)((char *)items - offsetof(grpc_call, resume_item));
+        items = items->next;
         call->suspended = false;
         grpc_conn *c = call->st ? call->st->conn : NULL;
         call->busy = true;
@@ -58,34 +48,11 @@ static void on_wake(uv_async_t *a)
     }
 }
 
-static void on_self_wake(uv_timer_t *h)
-{
-    grpc_transport *t = h->data;
-    on_wake(&t->wake);
-}
-
-/* The resume handles, on the loop's thread (the caller's). */
+/* The resume mailbox, on the loop's thread (the caller's). */
 static void init_wakes(grpc_transport *t, uv_loop_t *loop)
 {
-    uv_mutex_init(&t->mu);
-    uv_async_init(loop, &t->wake, on_wake);
-    t->wake.data = t;
-    uv_timer_init(loop, &t->self_wake);
-    t->self_wake.data = t;
-    loop_owner_set(&t->self);
-}
-
-void grpc_wake_self(grpc_transport *t)
-{
-    if (t->started)
-        uv_timer_start(&t->self_wake, on_self_wake, 0, 0);
-}
-
-bool grpc_start(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
-                const grpc_service *svc, auth_tokens *auth, char *msg,
-                size_t msglen)
-{
-    return grpc_start_on(t, s, loop, svc, auth, true, NULL, msg, msglen);
+    mailbox_init(&t->resumed, loop, 0, on_resumed, t);
+    mailbox_own(&t->resumed);
 }
 
 bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
@@ -113,8 +80,7 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
     struct sockaddr_storage addr;
     if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0
         && uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&addr) != 0) {
-        snprintf(msg, msglen, "grpc-listen: \"%s\" is not an IP address",
-                 host);
+        snprintf(msg, msglen, "grpc-listen: \"%s\" is not an IP address", host);
         return false;
     }
     if (s->cfg.tls_cert[0] != '\0' || s->cfg.tls_key[0] != '\0') {
@@ -157,6 +123,7 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
 
 void grpc_quiesce(grpc_transport *t)
 {
+    OWNER_ASSERT(&t->resumed.owner);
     if (!t->started || t->quiescing)
         return;
     t->quiescing = true;
@@ -177,6 +144,7 @@ void grpc_quiesce(grpc_transport *t)
 
 void grpc_sweep(grpc_transport *t)
 {
+    OWNER_ASSERT(&t->resumed.owner);
     if (!t->started)
         return;
     tallyd_server *s = t->s;
@@ -200,10 +168,9 @@ void grpc_sweep(grpc_transport *t)
             bool waiting = !st->m || (!st->m->streaming && !st->got_message);
             uint64_t since = partial ? st->msg_started_ns : st->opened_ns;
             if ((partial || waiting) && now - since > req)
-                h2_stream_fail(
-                    st, STATUS_REQUEST_TIMEOUT,
-                    "the request message did not arrive within "
-                    "--request-timeout");
+                h2_stream_fail(st, STATUS_REQUEST_TIMEOUT,
+                               "the request message did not arrive within "
+                               "--request-timeout");
         }
         if (c->streams == NULL && idle != 0 && now - c->last_active_ns > idle
             && c->writes == 0) {
@@ -216,6 +183,7 @@ void grpc_sweep(grpc_transport *t)
 
 void grpc_stop(grpc_transport *t)
 {
+    OWNER_ASSERT(&t->resumed.owner);
     if (!t->started)
         return;
     /* the service's first: what it still had waiting there ends, and
@@ -223,14 +191,15 @@ void grpc_stop(grpc_transport *t)
     if (t->loop_data != NULL && t->svc->loop_close != NULL)
         t->svc->loop_close(t->s, t->loop_data);
     t->loop_data = NULL;
+    mailbox_drain(&t->resumed);
     if (t->listening) {
         uv_close((uv_handle_t *)&t->listener, NULL);
         t->listening = false;
     }
     for (grpc_conn *c = t->conns; c != NULL; c = c->next)
         h2_conn_close(c);
-    uv_close((uv_handle_t *)&t->wake, NULL);
-    uv_close((uv_handle_t *)&t->self_wake, NULL);
+    /* a call resumed since runs now, its stream gone: it is freed */
+    on_resumed(&t->resumed, mailbox_close(&t->resumed));
     t->started = false;
     /* the sessions go with their connections' handles, before the loop
      * closes; the context is freed by then (OpenSSL counts its users) */

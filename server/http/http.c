@@ -579,6 +579,51 @@ static struct MHD_Daemon *start_daemon(http_transport *t, http_loop *l,
                             MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 }
 
+/* The daemons, one a loop, on one listening socket: the first binds it,
+ * the others take a copy. False with msg. */
+static bool start_daemons(http_transport *t, unsigned n, unsigned flags,
+                          const struct addrinfo *ai, unsigned port,
+                          const char *cert, const char *key, char *msg,
+                          size_t msglen)
+{
+    int listen_fd = -1;
+    for (unsigned i = 0; i < n; i++) {
+        http_loop *l = &t->loops[i];
+        l->t = t;
+        int fd = -1;
+        if (i > 0 && (fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)) < 0)
+            return say(msg, msglen, "cannot share the listening socket: %s",
+                       strerror(errno));
+        l->mhd = start_daemon(t, l, flags, ai, port, cert, key, fd);
+        if (l->mhd == NULL) {
+            if (fd >= 0)
+                close(fd);
+            if (i > 0)
+                return say(msg, msglen,
+                           "cannot start HTTP daemon %u (see the log above)",
+                           i);
+            return say(msg, msglen,
+                       "cannot listen on %s (in use? a bad certificate or "
+                       "key? see the log above)",
+                       t->s->cfg.listen);
+        }
+        t->nloops = i + 1;
+        if (i > 0)
+            continue;
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+        listen_fd = info != NULL ? info->listen_fd : -1;
+        info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        t->port = info != NULL ? info->port : port;
+        /* every daemon waits for the same socket, and only one of them
+         * gets a connection: the others must not block */
+        int fl = listen_fd >= 0 ? fcntl(listen_fd, F_GETFL) : -1;
+        if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) != 0)
+            return say(msg, msglen, "cannot set up the listening socket");
+    }
+    return true;
+}
+
 bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
                 char *msg, size_t msglen)
 {
@@ -612,63 +657,16 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     t->admit = http_admit_new(s->cfg.max_connections,
                               s->cfg.max_client_connections);
     t->loops = calloc(n, sizeof *t->loops);
-    if (t->conns == NULL || t->admit == NULL || t->loops == NULL) {
-        freeaddrinfo(ai);
-        free(cert);
-        free(key);
-        return say(msg, msglen, "out of memory");
-    }
     /* external polling: each daemon runs on a loop of ours (loops.c) */
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME
-                     | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (cert != NULL)
-        flags |= MHD_USE_TLS;
+                     | MHD_USE_ERROR_LOG
+                     | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0)
+                     | (cert != NULL ? MHD_USE_TLS : 0);
     t->tls = flags & MHD_USE_TLS;
-    bool ok = true;
-    int listen_fd = -1;
-    for (unsigned i = 0; i < n && ok; i++) {
-        http_loop *l = &t->loops[i];
-        l->t = t;
-        int fd = -1;
-        if (i > 0 && (fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-            say(msg, msglen, "cannot share the listening socket: %s",
-                strerror(errno));
-            ok = false;
-            break;
-        }
-        l->mhd = start_daemon(t, l, flags, ai, port, cert, key, fd);
-        if (l->mhd == NULL) {
-            if (fd >= 0)
-                close(fd);
-            if (i == 0)
-                say(msg, msglen,
-                    "cannot listen on %s (in use? a bad certificate or key? "
-                    "see the log above)",
-                    s->cfg.listen);
-            else
-                say(msg, msglen, "cannot start HTTP daemon %u (see the log "
-                                 "above)", i);
-            ok = false;
-            break;
-        }
-        t->nloops = i + 1;
-        if (i == 0) {
-            const union MHD_DaemonInfo *info =
-                MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_LISTEN_FD);
-            listen_fd = info != NULL ? info->listen_fd : -1;
-            info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_BIND_PORT);
-            t->port = info != NULL ? info->port : port;
-            /* every daemon waits for the same socket, and only one of
-             * them gets a connection: the others must not block */
-            int fl = listen_fd >= 0 ? fcntl(listen_fd, F_GETFL) : -1;
-            if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-                say(msg, msglen, "cannot set up the listening socket");
-                ok = false;
-            }
-        }
-    }
+    bool ok = t->conns != NULL && t->admit != NULL && t->loops != NULL;
+    if (!ok)
+        say(msg, msglen, "out of memory");
+    ok = ok && start_daemons(t, n, flags, ai, port, cert, key, msg, msglen);
     freeaddrinfo(ai);
     free(cert);
     free(key);

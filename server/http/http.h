@@ -43,7 +43,9 @@
  * before http_start() (NULL: no token required) and reloads the tokens
  * through it (auth.h's own lock); http_start() fills the rest.
  * Threading: the loop thread starts, sweeps, quiesces and stops it;
- * the HTTP threads (libmicrohttpd's) serve through it. */
+ * the HTTP threads (http/loops.c: libuv loops, each driving one
+ * libmicrohttpd daemon, which starts no thread of its own) serve through
+ * it. */
 typedef struct http_loop http_loop;
 
 typedef struct http_transport {

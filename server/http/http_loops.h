@@ -17,7 +17,7 @@
 #include <uv.h>
 
 #include "http.h"
-#include "loop_owner.h"
+#include "mailbox.h"
 
 struct http_loop {
     http_transport *t;
@@ -25,14 +25,9 @@ struct http_loop {
     void *data;             /* the routes' loop_open's */
     uv_loop_t loop;
     uv_thread_t thread;
-    loop_owner self;       /* the loop's thread (set as it starts) */
     uv_poll_t poll;   /* the daemon's epoll descriptor */
     uv_timer_t timer; /* MHD_get_timeout()'s */
-    uv_async_t wake;
-    uv_mutex_t mu; /* guards fds, nfds, closed, and the wake's send */
-    bool closed;   /* wake closed: nothing reaches the loop now */
-    int fds[64];   /* sockets to adopt (http_loop_adopt) */
-    unsigned nfds;
+    mailbox mb;       /* wakes, and sockets to adopt (http_loop_adopt) */
     atomic_bool quiesce, stop;
     bool quiesced;    /* the loop's */
     int quiesced_fd;  /* the listening socket the daemon gave back; -1 */
@@ -44,10 +39,9 @@ struct http_loop {
  * started). */
 bool http_loop_start(http_loop *l, char *msg, size_t msglen);
 
-/* Wakes l's loop to run its daemon (after MHD_resume_connection). Any
- * thread. On l's own thread (a reply to a request read there, as a shared
- * store's) it arms the loop's timer instead, which runs before the loop next waits: no write to
- * the wake's descriptor and no turn spent reading it back. */
+/* Wakes l's loop to run its daemon (after MHD_resume_connection),
+ * through its mailbox (from its own thread, a reply to a request read
+ * there, before the loop next waits). Any thread. */
 void http_loop_wake(http_loop *l);
 
 /* Asks l's loop to take its daemon off the listening socket. */

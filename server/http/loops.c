@@ -6,12 +6,11 @@
  * the daemon to do) and a timer armed from MHD_get_timeout() after each
  * MHD_run(), which is 0 while the daemon has work left without a new
  * event (a resumed connection, data it has read but not yet handled).
- * Other threads reach a loop through its async handle: http_resume()
- * after MHD_resume_connection(), which libmicrohttpd documents as safe
- * from any thread but leaves to the application to act on in its
- * external modes; the quiesce and stop flags; and sockets to adopt.
- * The wake is sent under the loop's mutex, and the handle is closed
- * only under it, so no thread wakes a loop that has gone.
+ * Other threads reach a loop through its mailbox (core/mailbox.h):
+ * http_resume() after MHD_resume_connection(), which libmicrohttpd
+ * documents as safe from any thread but leaves to the application to act
+ * on in its external modes; the quiesce and stop flags; and sockets to
+ * adopt.
  *
  * Everything else of a loop (its daemon, its handles, the routes' state
  * on it) is its thread's, but for the daemon's start and its stop, on
@@ -31,6 +30,11 @@
 
 #define ADOPT_MAX 64 /* sockets waiting for one loop at most */
 
+typedef struct {
+    mailbox_item it;
+    int fd;
+} adopted;
+
 static void drive(http_loop *l);
 
 static void on_timer(uv_timer_t *h)
@@ -42,6 +46,7 @@ static void on_timer(uv_timer_t *h)
  * next. */
 static void drive(http_loop *l)
 {
+    OWNER_ASSERT(&l->mb.owner);
     MHD_run(l->mhd);
     MHD_UNSIGNED_LONG_LONG ms;
     if (MHD_get_timeout(l->mhd, &ms) == MHD_YES)
@@ -72,22 +77,20 @@ static void quiesce(http_loop *l)
         shutdown(l->quiesced_fd, SHUT_RDWR);
 }
 
-static void on_wake(uv_async_t *h)
+/* What came through the mailbox: sockets adopted, the flags, a run. */
+static void on_mail(mailbox *m, mailbox_item *items)
 {
-    http_loop *l = h->data;
-    int fds[ADOPT_MAX];
-    uv_mutex_lock(&l->mu);
-    unsigned n = l->nfds;
-    memcpy(fds, l->fds, n * sizeof fds[0]);
-    l->nfds = 0;
-    uv_mutex_unlock(&l->mu);
-    for (unsigned k = 0; k < n; k++) {
+    http_loop *l = m->data;
+    while (items != NULL) {
+        adopted *a = (adopted *)items;
+        items = items->next;
         struct sockaddr_in sin = {.sin_family = AF_INET,
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (MHD_add_connection(l->mhd, fds[k], (struct sockaddr *)&sin,
+        if (MHD_add_connection(l->mhd, a->fd, (struct sockaddr *)&sin,
                                sizeof sin)
             != MHD_YES)
-            close(fds[k]); /* refused: libmicrohttpd logged why */
+            close(a->fd); /* refused: libmicrohttpd logged why */
+        free(a);
     }
     if (atomic_load(&l->quiesce))
         quiesce(l);
@@ -97,10 +100,11 @@ static void on_wake(uv_async_t *h)
         if (l->data != NULL && l->t->routes->loop_close != NULL)
             l->t->routes->loop_close(l->t->s, l->data);
         l->data = NULL;
-        uv_mutex_lock(&l->mu);
-        l->closed = true;
-        uv_close((uv_handle_t *)&l->wake, NULL);
-        uv_mutex_unlock(&l->mu);
+        for (mailbox_item *i = mailbox_close(&l->mb), *n; i != NULL; i = n) {
+            n = i->next;
+            close(((adopted *)i)->fd);
+            free(i);
+        }
         uv_close((uv_handle_t *)&l->poll, NULL);
         uv_close((uv_handle_t *)&l->timer, NULL);
         return; /* the loop ends once the closes have run */
@@ -111,7 +115,7 @@ static void on_wake(uv_async_t *h)
 static void loop_main(void *arg)
 {
     http_loop *l = arg;
-    loop_owner_set(&l->self);
+    mailbox_own(&l->mb);
     uv_run(&l->loop, UV_RUN_DEFAULT);
 }
 
@@ -127,13 +131,11 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
         snprintf(msg, msglen, "cannot make an HTTP loop");
         return false;
     }
-    uv_mutex_init(&l->mu);
     uv_poll_init(&l->loop, &l->poll, info->epoll_fd);
     l->poll.data = l;
     uv_timer_init(&l->loop, &l->timer);
     l->timer.data = l;
-    uv_async_init(&l->loop, &l->wake, on_wake);
-    l->wake.data = l;
+    mailbox_init(&l->mb, &l->loop, ADOPT_MAX, on_mail, l);
     l->quiesced_fd = -1;
     /* before any request: its handlers may look for it */
     if (l->t->routes->loop_open != NULL)
@@ -146,10 +148,9 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
         l->data = NULL;
         uv_close((uv_handle_t *)&l->poll, NULL);
         uv_close((uv_handle_t *)&l->timer, NULL);
-        uv_close((uv_handle_t *)&l->wake, NULL);
+        mailbox_close(&l->mb);
         uv_run(&l->loop, UV_RUN_DEFAULT);
         uv_loop_close(&l->loop);
-        uv_mutex_destroy(&l->mu);
         snprintf(msg, msglen, "cannot start an HTTP thread");
         return false;
     }
@@ -159,17 +160,7 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
 
 void http_loop_wake(http_loop *l)
 {
-    if (loop_owner_is_me(&l->self)) {
-        /* the timer is this thread's (closed is written only here):
-         * drive() before the loop next waits, which sets it again */
-        if (!l->closed)
-            uv_timer_start(&l->timer, on_timer, 0, 0);
-        return;
-    }
-    uv_mutex_lock(&l->mu);
-    if (!l->closed)
-        uv_async_send(&l->wake);
-    uv_mutex_unlock(&l->mu);
+    mailbox_post(&l->mb, NULL);
 }
 
 void http_loop_quiesce(http_loop *l)
@@ -188,21 +179,16 @@ void http_loop_stop(http_loop *l)
     http_loop_wake(l);
     uv_thread_join(&l->thread);
     uv_loop_close(&l->loop);
-    uv_mutex_destroy(&l->mu);
-    for (unsigned k = 0; k < l->nfds; k++)
-        close(l->fds[k]);
-    l->nfds = 0;
     l->running = false;
 }
 
 bool http_loop_adopt(http_loop *l, int fd)
 {
-    uv_mutex_lock(&l->mu);
-    bool room = !l->closed && l->nfds < ADOPT_MAX;
-    if (room) {
-        l->fds[l->nfds++] = fd;
-        uv_async_send(&l->wake);
-    }
-    uv_mutex_unlock(&l->mu);
-    return room;
+    adopted *a = malloc(sizeof *a);
+    if (a != NULL)
+        a->fd = fd;
+    if (a != NULL && mailbox_post(&l->mb, &a->it))
+        return true;
+    free(a);
+    return false;
 }

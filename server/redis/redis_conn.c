@@ -1,8 +1,8 @@
 /*
  * redis_conn.c - the Redis client's connection and the store's life
- * (state_redis.h): connecting, the handshake (AUTH, SELECT, the script,
+ * (redis_store.h): connecting, the handshake (AUTH, SELECT, the script,
  * PING, and a look at Redis's durability settings), reconnecting with
- * backoff, and the store's thread, open, stop and close. state_redis.c
+ * backoff, and the store's thread, open, stop and close. redis_store.c
  * has the ops that go over the connection.
  */
 #include <hiredis/async.h>
@@ -21,9 +21,9 @@
 
 /* ------------------------------------------------------ the connection */
 
-static void connect_now(state_redis *s);
+static void connect_now(redis_store *s);
 
-static void opened(state_redis *s, int how, const char *why)
+static void opened(redis_store *s, int how, const char *why)
 {
     uv_mutex_lock(&s->mu);
     if (s->opened == 0) {
@@ -44,20 +44,20 @@ static void on_retry(uv_timer_t *t)
     connect_now(t->data);
 }
 
-static void retry_later(state_redis *s)
+static void retry_later(redis_store *s)
 {
     if (s->stopping || s->opened != 1)
         return; /* while opening, a failure is the open's */
     uv_timer_start(&s->retry, on_retry, s->backoff_ms, 0);
-    s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                       : s->backoff_ms * 2;
+    s->backoff_ms =
+        s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
 }
 
 /* The handshake's replies: the first error is kept; the last reply
  * (PING's) decides. */
 static void on_handshake(redisAsyncContext *ac, void *rp, void *priv)
 {
-    state_redis *s = ac->data;
+    redis_store *s = ac->data;
     redisReply *r = rp;
     bool last = priv != NULL;
     if (r == NULL)
@@ -95,7 +95,7 @@ static void on_handshake(redisAsyncContext *ac, void *rp, void *priv)
  * answer, pairs of names and values), logged when it changes. */
 static void on_config(redisAsyncContext *ac, void *rp, void *priv)
 {
-    state_redis *s = ac->data;
+    redis_store *s = ac->data;
     redisReply *r = rp;
     (void)priv;
     if (r == NULL || s->handshake_failed)
@@ -111,12 +111,11 @@ static void on_config(redisAsyncContext *ac, void *rp, void *priv)
             else if (strcmp(k->str, "appendfsync") == 0)
                 fsync = v->str;
         }
-    state_redis_durability d = STATE_REDIS_DURABLE_UNKNOWN;
+    kv_durability d = KV_DURABLE_UNKNOWN;
     if (aof != NULL && strcmp(aof, "no") == 0)
-        d = STATE_REDIS_DURABLE_NONE;
+        d = KV_DURABLE_NONE;
     else if (aof != NULL && fsync != NULL)
-        d = strcmp(fsync, "always") == 0 ? STATE_REDIS_DURABLE_POWER
-                                         : STATE_REDIS_DURABLE_CRASH;
+        d = strcmp(fsync, "always") == 0 ? KV_DURABLE_POWER : KV_DURABLE_CRASH;
     int was = atomic_exchange(&s->durability, (int)d);
     bool known = atomic_exchange(&s->durability_asked, true);
     if (was == (int)d && known)
@@ -124,22 +123,22 @@ static void on_config(redisAsyncContext *ac, void *rp, void *priv)
     char u[400];
     redis_url_text(&s->url, u, sizeof u);
     switch (d) {
-    case STATE_REDIS_DURABLE_NONE:
+    case KV_DURABLE_NONE:
         log_msg("state", "warn",
                 "Redis at %s runs without its append-only file (appendonly "
-                "no): a restart of Redis loses every running sum written "
-                "since its last snapshot, though tallyd answered those "
-                "chunks; set appendonly yes (docs/durability.md)",
+                "no): a restart of Redis loses every write it acknowledged "
+                "since its last snapshot; set appendonly yes "
+                "(docs/durability.md)",
                 u);
         break;
-    case STATE_REDIS_DURABLE_CRASH:
+    case KV_DURABLE_CRASH:
         log_msg("state", "info",
                 "Redis at %s keeps an append-only file (appendfsync %s): "
                 "what it acknowledged survives a restart of Redis, not a "
                 "power loss of its machine (docs/durability.md)",
                 u, fsync);
         break;
-    case STATE_REDIS_DURABLE_POWER:
+    case KV_DURABLE_POWER:
         log_msg("state", "info",
                 "Redis at %s flushes its append-only file at every write "
                 "(appendfsync always): what it acknowledged survives a "
@@ -150,7 +149,7 @@ static void on_config(redisAsyncContext *ac, void *rp, void *priv)
         log_msg("state", "warn",
                 "Redis at %s did not say how it keeps its data (CONFIG GET: "
                 "%.200s): tallyd cannot tell whether a restart of Redis "
-                "keeps the running sums it acknowledged (docs/durability.md)",
+                "keeps what it acknowledged (docs/durability.md)",
                 u,
                 r->type == REDIS_REPLY_ERROR ? r->str
                                              : "an answer without appendonly");
@@ -160,7 +159,7 @@ static void on_config(redisAsyncContext *ac, void *rp, void *priv)
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
-    state_redis *s = ac->data;
+    redis_store *s = ac->data;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this */
         char why[300];
@@ -197,15 +196,16 @@ static void on_connect(const redisAsyncContext *ac, int status)
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
-    state_redis *s = ac->data;
+    redis_store *s = ac->data;
     (void)status;
     bool was_up = s->up;
     s->ac = NULL;
     s->up = false;
     s->wait_inflight = false;
-    redis_fail_wait_queue(s, "the connection to Redis was lost before its "
-                       "replicas took the write (WAIT): it may or may not "
-                       "survive a failover");
+    redis_fail_wait_queue(s,
+                          "the connection to Redis was lost before its "
+                          "replicas took the write (WAIT): it may or may not "
+                          "survive a failover");
     uv_timer_stop(&s->connect_timer);
     atomic_store(&s->stat_up, false);
     if (s->stopping || s->dropping)
@@ -227,7 +227,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
  * host that drops packets): given up, and tried again later. */
 static void on_connect_timeout(uv_timer_t *t)
 {
-    state_redis *s = t->data;
+    redis_store *s = t->data;
     if (s->ac == NULL || s->up)
         return;
     redisAsyncContext *ac = s->ac;
@@ -241,7 +241,7 @@ static void on_connect_timeout(uv_timer_t *t)
     retry_later(s);
 }
 
-static void connect_now(state_redis *s)
+static void connect_now(redis_store *s)
 {
     if (s->stopping || s->ac != NULL)
         return;
@@ -271,7 +271,7 @@ static void connect_now(state_redis *s)
 
 static void on_open_timeout(uv_timer_t *t)
 {
-    state_redis *s = t->data;
+    redis_store *s = t->data;
     opened(s, -1, "no answer in time (is the host reachable?)");
 }
 static void close_handle(uv_handle_t *h, void *arg)
@@ -282,23 +282,23 @@ static void close_handle(uv_handle_t *h, void *arg)
 }
 
 /* The handles a store made on its loop. */
-static uv_handle_t *const *handles(state_redis *s, uv_handle_t *out[7])
+static uv_handle_t *const *handles(redis_store *s, uv_handle_t *out[6])
 {
-    out[0] = (uv_handle_t *)&s->wake;
-    out[1] = (uv_handle_t *)&s->retry;
-    out[2] = (uv_handle_t *)&s->sweep;
-    out[3] = (uv_handle_t *)&s->open_timer;
-    out[4] = (uv_handle_t *)&s->connect_timer;
-    out[5] = (uv_handle_t *)&s->later;
-    out[6] = (uv_handle_t *)&s->flush;
+    out[0] = (uv_handle_t *)&s->retry;
+    out[1] = (uv_handle_t *)&s->sweep;
+    out[2] = (uv_handle_t *)&s->open_timer;
+    out[3] = (uv_handle_t *)&s->connect_timer;
+    out[4] = (uv_handle_t *)&s->later;
+    out[5] = (uv_handle_t *)&s->flush;
     return out;
 }
 
 /* Closing (s->closing set): every op not yet answered fails, the
  * connection goes (its sent ops fail through hiredis), and the handles
  * close; the store's own loop then ends. Its loop's thread. */
-void redis_shut(state_redis *s)
+void redis_shut(redis_store *s)
 {
+    OWNER_ASSERT(&s->in.owner);
     s->stopping = true;
     while (s->delayed != NULL) {
         op *o = s->delayed;
@@ -319,29 +319,33 @@ void redis_shut(state_redis *s)
         redisAsyncFree(ac); /* the sent ops' callbacks: NULL replies */
     }
     redis_fail_wait_queue(s, "the store is closing");
+    for (mailbox_item *i = mailbox_close(&s->in), *n; i != NULL; i = n) {
+        n = i->next;
+        redis_fail((op *)i, "the store is closing");
+    }
     if (!s->attached) {
         uv_walk(s->loop, close_handle, NULL);
         return;
     }
-    uv_handle_t *h[7];
+    uv_handle_t *h[6];
     handles(s, h);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 6; i++)
         close_handle(h[i], NULL);
 }
 
 static void run(void *arg)
 {
-    state_redis *s = arg;
+    redis_store *s = arg;
+    mailbox_own(&s->in);
     connect_now(s);
     uv_run(s->loop, UV_RUN_DEFAULT);
 }
 
 /* The store's handles on s->loop, made by the loop's thread or before
  * the loop runs. */
-static void init_handles(state_redis *s)
+static void init_handles(redis_store *s)
 {
-    uv_async_init(s->loop, &s->wake, redis_on_wake);
-    s->wake.data = s;
+    mailbox_init(&s->in, s->loop, 0, redis_on_mail, s);
     uv_timer_t *timers[] = {&s->retry, &s->sweep, &s->open_timer,
                             &s->connect_timer, &s->later};
     for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
@@ -354,7 +358,7 @@ static void init_handles(state_redis *s)
 }
 
 /* A store not yet on any loop: URL, prefix, the script's SHA-1, locks. */
-static state_redis *new_store(const redis_url *u, const char *prefix,
+static redis_store *new_store(const redis_url *u, const char *prefix,
                               uint64_t timeout_ms, unsigned wait_replicas,
                               char *msg, size_t msglen)
 {
@@ -363,7 +367,7 @@ static state_redis *new_store(const redis_url *u, const char *prefix,
                  MAX_PREFIX);
         return NULL;
     }
-    state_redis *s = calloc(1, sizeof *s);
+    redis_store *s = calloc(1, sizeof *s);
     if (s == NULL) {
         snprintf(msg, msglen, "out of memory");
         return NULL;
@@ -372,7 +376,8 @@ static state_redis *new_store(const redis_url *u, const char *prefix,
     snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
-    if (EVP_Digest(redis_script, redis_script_len, md, &mdlen, EVP_sha1(), NULL) != 1
+    if (EVP_Digest(redis_script, redis_script_len, md, &mdlen, EVP_sha1(), NULL)
+            != 1
         || mdlen != 20) {
         snprintf(msg, msglen, "cannot hash the script (OpenSSL)");
         free(s);
@@ -385,25 +390,26 @@ static state_redis *new_store(const redis_url *u, const char *prefix,
     s->timeout_ms = timeout_ms;
     s->connect_ms = timeout_ms;
     s->wait_replicas = wait_replicas;
-    atomic_init(&s->durability, STATE_REDIS_DURABLE_UNKNOWN);
+    atomic_init(&s->durability, KV_DURABLE_UNKNOWN);
+    s->base.ops = &redis_ops;
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->opened_cv);
     return s;
 }
 
-static void free_store(state_redis *s)
+static void free_store(redis_store *s)
 {
     uv_cond_destroy(&s->opened_cv);
     uv_mutex_destroy(&s->mu);
     free(s);
 }
 
-state_redis *state_redis_open(const redis_url *u, const char *prefix,
-                              uint64_t timeout_ms, unsigned wait_replicas,
-                              char *msg, size_t msglen)
+kv *redis_store_open(const redis_url *u, const char *prefix,
+                     uint64_t timeout_ms, unsigned wait_replicas, char *msg,
+                     size_t msglen)
 {
-    state_redis *s = new_store(u, prefix, timeout_ms, wait_replicas, msg,
-                               msglen);
+    redis_store *s =
+        new_store(u, prefix, timeout_ms, wait_replicas, msg, msglen);
     if (s == NULL)
         return NULL;
     s->loop = &s->own;
@@ -430,18 +436,17 @@ state_redis *state_redis_open(const redis_url *u, const char *prefix,
     uv_mutex_unlock(&s->mu);
     if (how != 1) {
         snprintf(msg, msglen, "%s", s->open_msg);
-        state_redis_close(s);
+        redis_close(&s->base);
         return NULL;
     }
-    return s;
+    return &s->base;
 }
 
-state_redis *state_redis_open_on(const state_redis *like, uv_loop_t *loop,
-                                 char *msg, size_t msglen)
+kv *redis_open_on(kv *k, uv_loop_t *loop, char *msg, size_t msglen)
 {
-    state_redis *s =
-        new_store(&like->url, like->prefix, like->timeout_ms,
-                  like->wait_replicas, msg, msglen);
+    const redis_store *like = (const redis_store *)k;
+    redis_store *s = new_store(&like->url, like->prefix, like->timeout_ms,
+                               like->wait_replicas, msg, msglen);
     if (s == NULL)
         return NULL;
     s->loop = loop;
@@ -451,33 +456,29 @@ state_redis *state_redis_open_on(const state_redis *like, uv_loop_t *loop,
     s->opened = 1;
     init_handles(s);
     connect_now(s);
-    return s;
+    return &s->base;
 }
 
-void state_redis_stop(state_redis *s)
+void redis_stop(kv *k)
 {
+    redis_store *s = (redis_store *)k;
     if (s == NULL || !s->attached)
         return;
-    uv_mutex_lock(&s->mu);
-    bool was = s->closing;
-    s->closing = true;
-    uv_mutex_unlock(&s->mu);
-    if (!was)
-        redis_on_wake(&s->wake); /* fails what came in, then redis_shut() */
+    if (!atomic_exchange(&s->closing, true))
+        mailbox_drain(&s->in); /* fails what came in, then redis_shut() */
 }
 
-void state_redis_close(state_redis *s)
+void redis_close(kv *k)
 {
+    redis_store *s = (redis_store *)k;
     if (s == NULL)
         return;
     if (s->attached) { /* stopped, and its handles' closes have run */
         free_store(s);
         return;
     }
-    uv_mutex_lock(&s->mu);
-    s->closing = true;
-    uv_async_send(&s->wake);
-    uv_mutex_unlock(&s->mu);
+    atomic_store(&s->closing, true);
+    mailbox_post(&s->in, NULL);
     uv_thread_join(&s->thread);
     uv_loop_close(s->loop);
     free_store(s);

@@ -1,10 +1,10 @@
 /*
- * redis_int.h - what the Redis client's two files share (state_redis.c:
+ * redis_int.h - what the Redis client's two files share (redis_store.c:
  * the ops, their replies and the queues; redis_conn.c: the connection and
  * the store's life): the store's and an op's insides, and the functions
  * each calls in the other. Nothing outside server/redis/ includes it.
  *
- * Threading: state_redis.c's header says who owns what.
+ * Threading: redis_store.c's header says who owns what.
  */
 #ifndef TALLY_REDIS_INT_H
 #define TALLY_REDIS_INT_H
@@ -14,8 +14,9 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "loop_owner.h"
-#include "state_redis.h"
+#include "kv.h"
+#include "mailbox.h"
+#include "redis_store.h"
 
 #define MAX_ID 4096
 #define MAX_PREFIX 64
@@ -32,67 +33,66 @@
  * value (the next version, then the record). Answers 1 (done), 0
  * (another version is there: none), or the value there. Two commands a
  * write, where a hash took three (HGET, HSET, PEXPIRE): the script's
- * cost is most of the store's time per chunk (the performance page's
- * sequence table). Counts stay below 10^16. GETRANGE's bounds are Lua
- * strings, not numbers: Redis turns a number argument into text with
+ * cost is most of the store's time per write (BENCHMARKS.md, "Sequences
+ * in Redis: two commands a write"). Counts stay below 10^16. GETRANGE's bounds
+ * are Lua strings, not numbers: Redis turns a number argument into text with
  * sprintf("%.17g") on every call. The '31' is VERSION_LEN - 1
  * (a _Static_assert below ties them). */
 #define VERSION_DIGITS 16
 #define VERSION_LEN (VERSION_DIGITS + 16)
 #define SCRIPT_LAST "31"
 _Static_assert(VERSION_LEN - 1 == 31, "SCRIPT_LAST is VERSION_LEN - 1");
-/* The write script's text (state_redis.c). */
+/* The write script's text (redis_store.c). */
 extern const char redis_script[];
 extern const size_t redis_script_len;
 
 typedef struct op op;
 struct op {
-    op *next;        /* incoming, or waiting */
+    mailbox_item in;   /* first: in the store's mailbox */
+    op *next;          /* waiting, or delayed */
     op *sprev, *snext; /* sent */
-    state_redis *s;
+    redis_store *s;
     int kind;
     bool del, touch, sent, finished;
     bool eval; /* the script by its text: Redis had forgotten its SHA-1 */
     bool waiting_replicas; /* written; waiting for a WAIT to cover it */
     op *wnext;             /* in wait_queue, or in a WAIT's batch */
-    uint8_t *key; /* prefix + id, in the op's own allocation */
+    uint8_t *key;          /* prefix + id, in the op's own allocation */
     size_t keylen;
-    state_version expect, to; /* a write's: the version read, and its own */
+    kv_version expect, to; /* a write's: the version read, and its own */
     uint64_t ttl_ms, deadline_ns, sent_ns;
     uint64_t not_before_ns; /* a read asked for later: sent from then on */
     uint8_t *rec; /* a write's value, after the key; NULL for a read or a
                    * delete */
     size_t len;
-    state_redis_done done;
+    kv_done done;
     void *ctx;
 };
 
-struct state_redis {
+struct redis_store {
+    kv base; /* its ops: redis_store.c's */
     redis_url url;
     char prefix[MAX_PREFIX + 1];
     char sha[41]; /* the script's SHA-1, for EVALSHA */
     size_t prefix_len;
     uv_thread_t thread;
-    uv_loop_t own; /* the loop of the store's own thread */
-    uv_loop_t *loop; /* &own, or the caller's (state_redis_open_on) */
-    bool attached;   /* on the caller's loop: no thread of its own */
-    uint64_t timeout_ms; /* the open's, for stores opened like this one */
+    uv_loop_t own;          /* the loop of the store's own thread */
+    uv_loop_t *loop;        /* &own, or the caller's (redis_store_open_on) */
+    bool attached;          /* on the caller's loop: no thread of its own */
+    uint64_t timeout_ms;    /* the open's, for stores opened like this one */
     unsigned wait_replicas; /* WAIT after each write; 0: none */
-    uv_async_t wake;
+    mailbox in;             /* the ops asked for, and the close's wake */
     uv_timer_t retry, sweep, open_timer, connect_timer, later;
-    uv_prepare_t flush; /* the connection's writes, once a turn */
+    uv_prepare_t flush;  /* the connection's writes, once a turn */
     uint64_t connect_ms; /* a connect's (and its handshake's) time */
 
-    uv_mutex_t mu; /* guards incoming, closing, and the opening handshake */
+    uv_mutex_t mu; /* guards the opening handshake */
     uv_cond_t opened_cv;
-    op *incoming, *incoming_tail;
-    bool closing;
-    loop_owner self; /* the loop's thread: set by its first prepare step */
+    atomic_bool closing;
     int opened; /* 0 while opening, 1 open, -1 failed */
     char open_msg[512];
 
     /* the loop thread's */
-    bool self_pending; /* it appended to incoming without a wake */
     bool stopping; /* it has seen closing */
     bool dropping; /* freeing a connection that took too long */
     redisAsyncContext *ac;
@@ -112,22 +112,31 @@ struct state_redis {
 
     atomic_bool stat_up;
     atomic_ullong answered, rtt_ns, failures, reconnects;
-    atomic_int durability; /* state_redis_durability */
+    atomic_int durability; /* kv_durability */
     atomic_bool durability_asked;
 };
 
-/* state_redis.c: an op's end (failed, with why); the ops waiting for the
+/* redis_store.c: an op's end (failed, with why); the ops waiting for the
  * connection, sent now that it is up; the ops written and waiting for
  * replicas, failed (the connection went); the loop's wake and prepare
  * step. The loop's thread. */
 void redis_fail(op *o, const char *why);
-void redis_send_waiting(state_redis *s);
-void redis_fail_wait_queue(state_redis *s, const char *why);
-void redis_on_wake(uv_async_t *a);
+void redis_send_waiting(redis_store *s);
+void redis_fail_wait_queue(redis_store *s, const char *why);
+void redis_on_mail(mailbox *m, mailbox_item *items);
 void redis_on_flush(uv_prepare_t *h);
 
 /* redis_conn.c: closing (s->closing set): every op fails, the connection
  * goes, the handles close. The loop's thread. */
-void redis_shut(state_redis *s);
+void redis_shut(redis_store *s);
+
+/* redis_conn.c: another connection like `like`, on loop; stopping one
+ * opened so; freeing any (kv.h's open_on, stop and close). */
+kv *redis_open_on(kv *like, uv_loop_t *loop, char *msg, size_t msglen);
+void redis_stop(kv *k);
+void redis_close(kv *k);
+
+/* redis_store.c: the ops every store has (kv.h). */
+extern const kv_ops redis_ops;
 
 #endif

@@ -9,9 +9,9 @@
  * hiredis, which reads the socket's error and fails the connect or drops
  * the connection.
  */
+#include <hiredis/async.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <hiredis/async.h>
 #include <uv.h>
 
 #include "redis_poll.h"
@@ -26,8 +26,8 @@
 typedef struct {
     redisAsyncContext *ac; /* NULL once hiredis let go */
     uv_poll_t h;
-    int events;  /* what hiredis asked for */
-    int armed;   /* what the poll watches */
+    int events;    /* what hiredis asked for */
+    int armed;     /* what the poll watches */
     bool flush;    /* a write waits for the prepare step */
     bool flushing; /* in rpoll_flush: a write asked for is a real one */
 } rpoll;
@@ -82,10 +82,22 @@ static void rpoll_flush(rpoll *p)
     p->flushing = false;
 }
 
-static void rpoll_add_read(void *d) { rpoll_update(d, UV_READABLE, 0); }
-static void rpoll_del_read(void *d) { rpoll_update(d, 0, UV_READABLE); }
-static void rpoll_add_write(void *d) { rpoll_update(d, UV_WRITABLE, 0); }
-static void rpoll_del_write(void *d) { rpoll_update(d, 0, UV_WRITABLE); }
+static void rpoll_add_read(void *d)
+{
+    rpoll_update(d, UV_READABLE, 0);
+}
+static void rpoll_del_read(void *d)
+{
+    rpoll_update(d, 0, UV_READABLE);
+}
+static void rpoll_add_write(void *d)
+{
+    rpoll_update(d, UV_WRITABLE, 0);
+}
+static void rpoll_del_write(void *d)
+{
+    rpoll_update(d, 0, UV_WRITABLE);
+}
 
 static void rpoll_closed(uv_handle_t *h)
 {

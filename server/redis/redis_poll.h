@@ -9,8 +9,8 @@
 #ifndef TALLY_REDIS_POLL_H
 #define TALLY_REDIS_POLL_H
 
-#include <stdbool.h>
 #include <hiredis/async.h>
+#include <stdbool.h>
 #include <uv.h>
 
 /* Watches ac's socket on loop, for as long as hiredis keeps the context

@@ -30,8 +30,9 @@ void redis_url_text(const redis_url *u, char *out, size_t len)
 {
     bool v6 = strchr(u->host, ':') != NULL;
     snprintf(out, len, "redis://%s%s%s%s%s%s:%u/%u", u->user,
-             u->password[0] ? ":***" : "", u->user[0] || u->password[0] ? "@" : "",
-             v6 ? "[" : "", u->host, v6 ? "]" : "", u->port, u->db);
+             u->password[0] ? ":***" : "",
+             u->user[0] || u->password[0] ? "@" : "", v6 ? "[" : "", u->host,
+             v6 ? "]" : "", u->port, u->db);
 }
 
 /* text as a message may quote it: everything before its last '@' that
@@ -54,54 +55,44 @@ void redis_url_shown(const char *text, char *out, size_t len)
              at);
 }
 
-bool redis_url_parse(const char *text, redis_url *out, char *msg,
-                     size_t msglen)
+/* The user and the password before '@' (at; NULL: none) of p, the text
+ * after "redis://". NULL with msg, or where the host begins. */
+static const char *parse_auth(const char *p, const char *at, redis_url *out,
+                              const char *shown, char *msg, size_t msglen)
 {
-    memset(out, 0, sizeof *out);
-    out->port = 6379;
-    /* what a message may quote: the URL with what may be a password cut
-     * out, whatever its shape */
-    char shown[600];
-    redis_url_shown(text, shown, sizeof shown);
-    const char *at = strrchr(text, '@');
-    if (strncmp(text, "redis://", 8) != 0) {
+    if (at == NULL)
+        return p;
+    const char *c = memchr(p, ':', (size_t)(at - p));
+    if (c == NULL) { /* redis://password@host is not a form Redis uses */
         snprintf(msg, msglen,
-                 "\"%s\" is not a Redis URL: it must begin with redis:// "
-                 "(redis://[[user]:password@]host[:port][/db]; Debian's "
-                 "hiredis has no TLS, so rediss:// is not taken)",
+                 "%s: a password goes after a colon "
+                 "(redis://:password@host or redis://user:password@host)",
                  shown);
-        return false;
+        return NULL;
     }
-    const char *p = text + 8;
-    if (at != NULL) {
-        const char *c = memchr(p, ':', (size_t)(at - p));
-        size_t ulen = c != NULL ? (size_t)(c - p) : (size_t)(at - p);
-        size_t plen = c != NULL ? (size_t)(at - c - 1) : 0;
-        if (ulen >= sizeof out->user || plen >= sizeof out->password) {
-            snprintf(msg, msglen, "%s: the user or the password is too long",
-                     shown);
-            return false;
-        }
-        memcpy(out->user, p, ulen);
-        if (c != NULL)
-            memcpy(out->password, c + 1, plen);
-        if (c == NULL) { /* redis://password@host is not a form Redis uses */
-            snprintf(msg, msglen,
-                     "%s: a password goes after a colon "
-                     "(redis://:password@host or redis://user:password@host)",
-                     shown);
-            return false;
-        }
-        p = at + 1;
+    size_t ulen = (size_t)(c - p), plen = (size_t)(at - c - 1);
+    if (ulen >= sizeof out->user || plen >= sizeof out->password) {
+        snprintf(msg, msglen, "%s: the user or the password is too long",
+                 shown);
+        return NULL;
     }
+    memcpy(out->user, p, ulen);
+    memcpy(out->password, c + 1, plen);
+    return at + 1;
+}
+
+/* The host (a name, or an IPv6 address in brackets) at p: NULL with
+ * msg, or what follows it. */
+static const char *parse_host(const char *p, redis_url *out, const char *shown,
+                              char *msg, size_t msglen)
+{
     const char *host = p, *host_end;
     if (*p == '[') {
         host = p + 1;
         host_end = strchr(host, ']');
         if (host_end == NULL) {
-            snprintf(msg, msglen, "%s: an IPv6 address without its ']'",
-                     shown);
-            return false;
+            snprintf(msg, msglen, "%s: an IPv6 address without its ']'", shown);
+            return NULL;
         }
         p = host_end + 1;
     } else {
@@ -112,9 +103,16 @@ bool redis_url_parse(const char *text, redis_url *out, char *msg,
     if (hlen == 0 || hlen >= sizeof out->host) {
         snprintf(msg, msglen, "%s: %s", shown,
                  hlen == 0 ? "no host" : "the host name is too long");
-        return false;
+        return NULL;
     }
     memcpy(out->host, host, hlen);
+    return p;
+}
+
+/* ":port" and "/db", either or both, at p: false with msg. */
+static bool parse_port_db(const char *p, redis_url *out, const char *shown,
+                          char *msg, size_t msglen)
+{
     if (*p == ':') {
         p++;
         size_t n = strcspn(p, "/");
@@ -129,21 +127,41 @@ bool redis_url_parse(const char *text, redis_url *out, char *msg,
     if (*p == '/') {
         p++;
         size_t n = strlen(p);
-        if (n > 0) {
-            unsigned long db = small_number(p, n);
-            if (!all_digits(p, n) || db > 15) {
-                snprintf(msg, msglen,
-                         "%s: the database must be a number, 0 to 15", shown);
-                return false;
-            }
-            out->db = (unsigned)db;
+        unsigned long db = small_number(p, n);
+        if (n > 0 && (!all_digits(p, n) || db > 15)) {
+            snprintf(msg, msglen, "%s: the database must be a number, 0 to 15",
+                     shown);
+            return false;
         }
+        out->db = n > 0 ? (unsigned)db : 0;
         p += n;
     }
     if (*p != '\0') {
-        snprintf(msg, msglen, "%s: unexpected \"%.40s\" after the host",
-                 shown, p);
+        snprintf(msg, msglen, "%s: unexpected \"%.40s\" after the host", shown,
+                 p);
         return false;
     }
     return true;
+}
+
+bool redis_url_parse(const char *text, redis_url *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    out->port = 6379;
+    /* what a message may quote: the URL with what may be a password cut
+     * out, whatever its shape */
+    char shown[600];
+    redis_url_shown(text, shown, sizeof shown);
+    if (strncmp(text, "redis://", 8) != 0) {
+        snprintf(msg, msglen,
+                 "\"%s\" is not a Redis URL: it must begin with redis:// "
+                 "(redis://[[user]:password@]host[:port][/db]; Debian's "
+                 "hiredis has no TLS, so rediss:// is not taken)",
+                 shown);
+        return false;
+    }
+    const char *p =
+        parse_auth(text + 8, strrchr(text, '@'), out, shown, msg, msglen);
+    p = p != NULL ? parse_host(p, out, shown, msg, msglen) : NULL;
+    return p != NULL && parse_port_db(p, out, shown, msg, msglen);
 }

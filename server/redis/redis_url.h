@@ -14,8 +14,8 @@
 /* redis://[[user]:password@]host[:port][/db] */
 typedef struct {
     char host[256];
-    unsigned port; /* 6379 when the URL has none */
-    unsigned db;   /* 0 when the URL has none */
+    unsigned port;      /* 6379 when the URL has none */
+    unsigned db;        /* 0 when the URL has none */
     char user[128];     /* empty: the default user */
     char password[256]; /* empty: no AUTH */
 } redis_url;

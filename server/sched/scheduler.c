@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "loop_owner.h"
 #include "peer.h"
 #include "scheduler.h"
 
@@ -41,6 +42,7 @@ typedef struct {
 
 struct sched {
     sched_options o;
+    loop_owner ticker; /* sched_tick()'s caller: the tick thread */
     sched_backend b;
     const char *names[SCHED_MAX_DEVICES];
     job_queue queue;
@@ -465,8 +467,8 @@ static bool place_on_host(worker *w, size_t bytes, sched_why *why)
     /* exploring's turn: every SCHED_EXPLORE_EVERY launches, times how
      * many times slower the other backend is, so that what exploring
      * costs stays under 1/SCHED_EXPLORE_EVERY of the class's time however
-     * slow the other is (a GPU ten times slower end to end, explored one
-     * launch in 64, took 14% more). The counter restarts at each turn;
+     * slow the other is (without it, a much slower GPU explored one launch
+     * in 64 cost the class a sizeable share). The counter restarts at each turn;
      * two workers that both see it due explore twice, which is harmless. */
     uint64_t best = host_better ? host : dev, other = host_better ? dev : host;
     if (best == 0) /* another worker's first time not yet seen here */
@@ -734,6 +736,7 @@ static void cancel_queued(sched *s, job *j)
 
 void sched_tick(sched *s)
 {
+    OWNER_CLAIM(&s->ticker);
     job *out[TICK_BATCH];
     size_t n;
     do {
@@ -747,8 +750,8 @@ void sched_tick(sched *s)
         }
     } while (n == TICK_BATCH);
     /* every waiting job is asked, however many wait: those with a socket
-     * of their own in one poll(2) for all (one per job cost 5 times as
-     * much: BENCHMARKS.md, make bench-sched), the others through their
+     * of their own in one poll(2) for all (one per job cost several times
+     * as much: BENCHMARKS.md, make bench-sched), the others through their
      * probe */
     n = queue_take_hung_up(&s->queue, s->watch_jobs, s->watch_fds,
                            s->watch_gone, s->watch_max, s->watch_out);
@@ -796,7 +799,8 @@ static unsigned long long load(const atomic_ullong *a)
     return atomic_load_explicit(a, memory_order_relaxed);
 }
 
-void sched_render_metrics(sched *s, textbuf *o)
+/* The queue's, the launches' and the cancellations' metrics. */
+static void render_jobs(sched *s, textbuf *o)
 {
     sched_counters *c = &s->c;
     textbuf_put(o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
@@ -840,9 +844,14 @@ void sched_render_metrics(sched *s, textbuf *o)
                 "tally_cancelled_total{when=\"queued\"} %llu\n"
                 "tally_cancelled_total{when=\"running\"} %llu\n",
                 load(&c->cancelled_queued), load(&c->cancelled_running));
-    char names[SCHED_MAX_DEVICES][512];
-    for (unsigned d = 0; d < s->o.devices; d++)
-        metrics_escape_label(s->names[d], names[d], sizeof names[d]);
+}
+
+/* The devices' metrics, and the placements' (names: the devices'
+ * escaped). */
+static void render_devices(sched *s, textbuf *o,
+                           char names[][512])
+{
+    sched_counters *c = &s->c;
     textbuf_put(
         o, "# HELP tally_device_busy_seconds_total Time each device worker "
            "spent computing.\n# TYPE tally_device_busy_seconds_total "
@@ -906,6 +915,12 @@ void sched_render_metrics(sched *s, textbuf *o)
                 "# TYPE tally_host_fallback gauge\ntally_host_fallback %d\n",
                 load(&c->host_reruns), load(&c->host_jobs),
                 sched_devices(s).on_host ? 1 : 0);
+}
+
+/* Where the device workers ran their jobs, and why. */
+static void render_placements(sched *s, textbuf *o, char names[][512])
+{
+    sched_counters *c = &s->c;
     textbuf_put(o, "# HELP tally_placements_total Jobs device workers ran, "
                    "by backend and why there: device (--placement=device), "
                    "cost (the lower average time for launches of that size), "
@@ -930,4 +945,14 @@ void sched_render_metrics(sched *s, textbuf *o)
                     "%llu\n",
                     sched_why_name(on_host[k]),
                     load(&c->placements[SCHED_MAX_DEVICES][on_host[k]]));
+}
+
+void sched_render_metrics(sched *s, textbuf *o)
+{
+    char names[SCHED_MAX_DEVICES][512];
+    for (unsigned d = 0; d < s->o.devices; d++)
+        metrics_escape_label(s->names[d], names[d], sizeof names[d]);
+    render_jobs(s, o);
+    render_devices(s, o, names);
+    render_placements(s, o, names);
 }

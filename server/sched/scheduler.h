@@ -72,6 +72,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "config.h"
 #include "metrics.h"
 #include "queue.h"
 #include "stats.h"
@@ -83,7 +84,7 @@ typedef struct sched sched;
 /* The most devices, workers and jobs per launch. */
 #define SCHED_MAX_DEVICES 16
 #define SCHED_MAX_WORKERS 64
-#define SCHED_MAX_BATCH 64
+#define SCHED_MAX_BATCH TALLYD_MAX_BATCH /* config.h: --max-batch's most */
 
 /* Jobs larger than this run alone: stacking their lines costs two copies,
  * which pays for a launch's overhead only on small tensors (BENCHMARKS.md,
@@ -95,8 +96,8 @@ typedef struct sched sched;
 
 /*
  * What runs the jobs: the engine (sched_engine_backend), or a fake in the
- * scheduler's tests. Streams are the backend's; each is used by one worker
- * thread at a time.
+ * scheduler's tests. Streams are the backend's; each is used by one device
+ * worker at a time.
  */
 typedef struct {
     /* Opens a stream on device d (SCHED_HOST: the host backend, opened
@@ -215,7 +216,7 @@ typedef struct {
  * b; NULL when memory runs out. No thread runs yet. */
 sched *sched_new(const sched_options *o, const sched_backend *b);
 
-/* Starts the workers, opening a stream each, and a build thread for each
+/* Starts the workers, opening a stream each, and a kernel builder for each
  * cold device. Fails with a message when a stream or a thread cannot be
  * had. */
 eng_err sched_start(sched *s, char *msg, size_t msglen);

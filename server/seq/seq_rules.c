@@ -2,9 +2,9 @@
  * seq_rules.c - what a chunk may do to its sequence (seq_rules.h).
  */
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
-#include <openssl/evp.h>
 
 #include "seq_rules.h"
 #include "tx_dtype.h"
@@ -77,8 +77,8 @@ void seq_rule_not_live(const seq_params *id, uint64_t idle_ms, char *msg,
 
 int seq_rule_admit(const seq_view *v, const seq_params *p,
                    const eng_scan_desc *d, const unsigned char sha[32],
-                   uint64_t linger_ms, uint64_t idle_ms, bool *late,
-                   char *msg, size_t msglen)
+                   uint64_t linger_ms, uint64_t idle_ms, bool *late, char *msg,
+                   size_t msglen)
 {
     char id[SEQ_ID_MAX + 8];
     seq_id_format(p, id, sizeof id);

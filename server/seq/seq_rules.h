@@ -22,14 +22,14 @@
 
 /* A sequence as the rules see it. */
 typedef struct {
-    bool exists;   /* live, or ended and still kept */
-    bool numbered; /* its chunks carry sequence_chunk */
-    bool closed;   /* its end was applied (it lingers, or is kept for a
-                    * repeat of its end) */
-    bool ending;   /* an end chunk of it is admitted (the table's only) */
-    uint64_t applied;            /* numbered: the last applied chunk */
+    bool exists;      /* live, or ended and still kept */
+    bool numbered;    /* its chunks carry sequence_chunk */
+    bool closed;      /* its end was applied (it lingers, or is kept for a
+                       * repeat of its end) */
+    bool ending;      /* an end chunk of it is admitted (the table's only) */
+    uint64_t applied; /* numbered: the last applied chunk */
     const unsigned char *last_sha; /* numbered: that chunk's input */
-    const eng_scan_desc *desc;   /* its attributes; axis in [0, rank) */
+    const eng_scan_desc *desc;     /* its attributes; axis in [0, rank) */
 } seq_view;
 
 /* A chunk's admission against its sequence v (p: the chunk's parameters,
@@ -43,8 +43,8 @@ typedef struct {
 enum { SEQ_RULE_START, SEQ_RULE_TAKE, SEQ_RULE_INVALID, SEQ_RULE_CONFLICT };
 int seq_rule_admit(const seq_view *v, const seq_params *p,
                    const eng_scan_desc *d, const unsigned char sha[32],
-                   uint64_t linger_ms, uint64_t idle_ms, bool *late,
-                   char *msg, size_t msglen);
+                   uint64_t linger_ms, uint64_t idle_ms, bool *late, char *msg,
+                   size_t msglen);
 
 /* What a numbered chunk taken by v does once it may run:
  *   SEQ_OUT_APPLY     the next chunk: added;

@@ -64,14 +64,17 @@
  * turns sequences off), and max_bytes for the carries of all of them,
  * checked before anything is allocated.
  *
- * With a state directory, seq_save() writes every live sequence (once
- * nothing runs: at the end of a drain) and seq_load() takes them back at
- * the next start (sequence_file.h has the format).
+ * Where the states live is the table's backend's (seq_backend.h): in
+ * memory, in memory with the log (--state-dir), or in a store replicas
+ * share (--state-store); the rules above are each one's, word for word.
+ * The table owns its backend, and passes every step on to it.
  *
- * Threading: every function may be called from any thread; the table's
- * mutex guards the map and the entries' bookkeeping. An entry's carries
- * are touched only by the chunk that holds its turn, outside the mutex.
- * ready() is called with no lock held.
+ * Threading: every function may be called from any thread, but for
+ * seq_loop_open() and seq_loop_close() (on the thread of the door's
+ * loop: the loop thread, a gRPC loop thread, an HTTP thread) and
+ * seq_close() and seq_table_free() (the loop thread, once no chunk is
+ * admitted). ready()
+ * and durable() are called with no lock held.
  */
 #ifndef TALLY_SEQUENCE_H
 #define TALLY_SEQUENCE_H
@@ -81,7 +84,6 @@
 #include <stdint.h>
 
 #include "carry.h"
-#include "sequence_file.h"
 #include "sequence_id.h"
 #include "status.h"
 #include "tensor.h"
@@ -89,6 +91,7 @@
 
 typedef struct seq_table seq_table;
 typedef struct seq_entry seq_entry;
+typedef struct seq_backend seq_backend;
 
 typedef struct {
     unsigned max_sequences; /* live sequences at most; 0: sequences off */
@@ -108,7 +111,7 @@ struct seq_slot {
     /* The submitter's: called once, with no lock held, when the turn of
      * an armed slot comes (seq_arm). */
     void (*ready)(seq_slot *s);
-    /* The table's. */
+    /* The backend's: the memory backend's entry and waiting line. */
     seq_entry *e;
     seq_slot *next; /* in the entry's waiting line */
     eng_lines lines;
@@ -121,19 +124,22 @@ struct seq_slot {
     uint64_t chunk;        /* numbered: its number */
     unsigned char sha[32]; /* numbered: its input's SHA-256 */
     uint64_t since_ns;     /* when it began to wait */
-    /* Set by the table when it refuses a waiting slot (before ready(),
-     * or before seq_arm() says the turn came): the slot is no longer
-     * admitted, and seq_finish() must not be called for it. */
-    status_code refused;
-    char msg[512];
-    /* With a store (seq_set_store): the submitter's, called once, on the
-     * log writer or the store's thread (or, for a slot with near, the
-     * thread that runs that loop), when seq_finish_durable() said *later:
+    /* The submitter's, before seq_admit(): where the backend writes its
+     * refusal of a waiting slot (before ready(), or before seq_arm() says
+     * the turn came): the status (STATUS_OK until then; the slot is then
+     * no longer admitted, and seq_finish() must not be called for it)
+     * and the words (why, whylen bytes). The request's one outcome. */
+    status_code *refused;
+    char *why;
+    size_t whylen;
+    /* With a durable backend: the submitter's, called once, on the log
+     * writer or the store's thread (or, for a slot with near, the thread
+     * that runs that loop), when seq_finish_durable() said *later:
      * the chunk has ended (STATUS_OK: its answer may leave; STATUS_STORE
      * with msg: its state could not be written, and nothing moved). */
     void (*durable)(seq_slot *s, status_code st, const char *msg);
-    /* The table's, between seq_finish_durable() and durable(). */
-    seq_table *table;
+    /* The memory backend's, between seq_finish_durable() and durable(). */
+    void *backend;
     eng_carry *scratch; /* the new carries, until they are durable */
     /* The submitter's, before seq_finish_durable(): when the request's
      * own deadline passes (the monotonic clock; 0: none). A shared
@@ -149,10 +155,16 @@ struct seq_slot {
     void *near;
 };
 
-/* A table with o's settings; NULL when memory runs out. Free with
- * seq_table_free() once no chunk is admitted; NULL is a no-op. */
-seq_table *seq_table_new(const seq_options *o);
+/* A table with o's settings over backend b (taken: freed with the
+ * table; NULL when o turns sequences off); NULL when memory runs out (b
+ * is freed). Free with seq_table_free() once no chunk is admitted; NULL
+ * is a no-op. */
+seq_table *seq_table_new(const seq_options *o, seq_backend *b);
 void seq_table_free(seq_table *t);
+
+/* What the backend must finish before the process ends (the log flushed
+ * and closed), once no chunk is admitted; before seq_table_free(). */
+void seq_close(seq_table *t);
 
 /* Whether the table keeps sequences at all (max_sequences > 0). */
 bool seq_enabled(const seq_table *t);
@@ -179,142 +191,48 @@ bool seq_arm(seq_table *t, seq_slot *s);
 /* Ends an admitted slot's chunk (step 4): with ok, out is its scanned
  * answer (l's view), to which the carries are added. STATUS_OK, or with
  * msg (out is not an answer then; nothing moved): STATUS_CHUNK_CONFLICT
- * for a numbered chunk, STATUS_DRAINING once the table is frozen. */
-status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out,
-                       char *msg, size_t msglen);
+ * for a numbered chunk, STATUS_DRAINING once the table is frozen. For a
+ * table whose chunks end at once (!seq_durable()). */
+status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out, char *msg,
+                       size_t msglen);
 
-/* seq_finish() for a table with a store: when the chunk is applied, its
- * sequence's new state is appended to the store first, and the chunk
- * ends (its carries move, the turn passes on) once the store says it is
- * durable: then *later is true, the status is STATUS_OK, out is already
- * the answer, and s->durable() comes later with the outcome. Otherwise
+/* seq_finish() for any table: when the backend keeps the chunk's new
+ * state durably (a log, a store), it is written there first, and the
+ * chunk ends (its carries move, the turn passes on) once that is done:
+ * then *later is true, the status is STATUS_OK, and s->durable() comes
+ * later with the outcome (and out is the answer by then). Otherwise
  * *later is false and it is seq_finish(). */
 status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
                                bool *later, char *msg, size_t msglen);
 
-/* Gives the table a store (seq_store.h): from now on every applied chunk
- * is written to it before its answer (seq_finish_durable). Before any
- * chunk is admitted; the caller closes the store after the last chunk. */
-struct seq_store;
-void seq_set_store(seq_table *t, struct seq_store *store);
-
-/* The sequences' counters, as /metrics shows them (seq_render_metrics). */
-typedef struct {
-    size_t live, bytes;
-    uint64_t started, ended, expired, refused, late, applied, repeats,
-        conflicts, gaps;
-} seq_counts;
-
-/* Another home for the sequences' states than the table's memory: a
- * store that replicas share (seq_remote.h, --state-store). With one
- * (seq_set_backend), the table keeps no state of its own: seq_admit()
- * hands the chunk to admit() once sequences are known to be on (it never
- * waits for a turn), seq_finish_durable() to finish() (true: durable()
- * comes later; false: the chunk ended now, *st and msg say how), and
- * /metrics shows counts() and appends render_metrics(). Each is called
- * from any thread; self is the backend's. */
-typedef struct {
-    status_code (*admit)(void *self, const seq_params *p,
-                         const eng_scan_desc *d, const eng_lines *l,
-                         const void *in, seq_slot *s, char *msg,
-                         size_t msglen);
-    bool (*finish)(void *self, seq_slot *s, bool ok, void *out,
-                   status_code *st, char *msg, size_t msglen);
-    void (*counts)(void *self, seq_counts *out);
-    void (*render_metrics)(void *self, textbuf *o);
-    /* Optional (NULL: none): what the backend keeps on a door's loop
-     * (seq_loop_open), made and let go on that loop's thread. */
-    void *(*loop_open)(void *self, struct uv_loop_s *loop);
-    void (*loop_close)(void *self, void *near);
-} seq_backend;
-
-/* Before any chunk is admitted; b and self outlive the table's last
- * chunk. */
-void seq_set_backend(seq_table *t, const seq_backend *b, void *self);
-
-/* A door's loop, as the table's backend serves it: a shared store's
- * connection on that loop (seq_remote.h), for the slots admitted there
- * (seq_slot's near). NULL: the backend keeps nothing there (the table's
- * own memory and log, or no memory left: the backend's own thread
- * serves those slots). Call on the loop's thread once it is made, and
- * seq_loop_close() there before it ends; the table outlives both. */
-void *seq_loop_open(seq_table *t, struct uv_loop_s *loop);
-void seq_loop_close(seq_table *t, void *near);
-
-/* Whether the table has a store, of either kind: its chunks may end
- * later (seq_finish_durable). */
+/* Whether the table's chunks may end later (seq_finish_durable). */
 bool seq_durable(const seq_table *t);
 
-/* For the backends (sequence.c, seq_remote.c): the part of seq_admit()
- * that reads the chunk into s (its totals, a float16 or bfloat16 input's
- * copy, a numbered chunk's SHA-256), refusing a chunk whose carries
- * alone pass max_bytes (STATUS_TOO_LARGE) and failing when memory runs
- * out (STATUS_NOMEM); and what lets it go again. */
-status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
-                          const eng_lines *l, const void *in, size_t max_bytes,
-                          seq_slot *s, char *msg, size_t msglen);
-void seq_slot_drop(seq_slot *s);
-
-/* Adds carries c (one per line of s's chunk) to out, s's scanned answer:
- * float16 and bfloat16 are scanned again from their copy (carry.h). */
-void seq_slot_add_carries(const seq_slot *s, void *out, const eng_carry *c);
-
-/* Every live sequence, and every ended numbered one still kept for a
- * repeat of its end (`ended`), as the state file holds them: a malloc'd
- * array of *n entries whose carries are borrowed from the table (free
- * the array only). Once nothing runs (at the start). NULL with *n 0 when there is
- * none or memory ran out (*oom then). */
-seq_file_entry *seq_export(seq_table *t, size_t *n, bool *oom);
-
-/* Takes one record of the log (seq_store.h's how) into the table,
- * replacing the sequence of that id: live, it goes on; ended, a numbered
- * one is kept (closed) for a repeat of its end chunk, an unnumbered one
- * removed; gone, or past its idle deadline already, removed (and counted
- * expired). e's carries are taken.
- * At the start, before any chunk. False with a message when the table's
- * limits do not hold it. */
-bool seq_restore(seq_table *t, seq_file_entry *e, int how, char *msg,
-                 size_t msglen);
-
-/* Drops what seq_restore() left that had passed its idle deadline while
- * tallyd was down: how many. */
-size_t seq_expire_loaded(seq_table *t);
+/* A door's loop, as the backend serves it: a shared store's connection
+ * on that loop (seq_remote.h), for the slots admitted there (seq_slot's
+ * near). NULL: the backend keeps nothing there. Call on the loop's
+ * thread once it is made, and seq_loop_close() there before it ends; the
+ * table outlives both. */
+void *seq_loop_open(seq_table *t, struct uv_loop_s *loop);
+void seq_loop_close(seq_table *t, void *near);
 
 /* Drops the sequences idle for idle_ms or more (counted as expired), and
  * refuses the numbered chunks that waited reorder_ms for the chunks
  * before them (calling their ready() with no lock held). */
 void seq_sweep(seq_table *t);
 
-/* Stops every carry where it is, for a save while chunks still run (a
- * drain that timed out): from now on seq_finish() fails every chunk with
- * STATUS_DRAINING, and this waits, up to wait_ms, for the chunks that
- * are adding their carries now. True: none is; the carries are still,
- * and seq_save() may run. Not undone. */
+/* Stops every carry where it is, for a drain that timed out: from now on
+ * seq_finish() fails every chunk with STATUS_DRAINING, and this waits,
+ * up to wait_ms, for the chunks that are adding their carries now. True:
+ * none is. Not undone. */
 bool seq_freeze(seq_table *t, uint64_t wait_ms);
 
 /* Live sequences now. */
 size_t seq_live(seq_table *t);
 
 /* Appends the table's section of /metrics: live sequences, their
- * carries' bytes, and the counters of started, ended, expired and
- * refused ones. */
+ * carries' bytes, the counters of started, ended, expired and refused
+ * ones, and the backend's own (the log's, the store's). */
 void seq_render_metrics(seq_table *t, textbuf *o);
-
-/* Writes every live sequence to DIR/sequences.state, atomically (a
- * temporary file written, fsync'd and renamed over it, and the directory
- * fsync'd); *n: how many. Call once nothing runs, or after seq_freeze(). False with a message
- * naming the file. */
-bool seq_save(seq_table *t, const char *dir, size_t *n, char *msg,
-              size_t msglen);
-
-/* Loads DIR/sequences.state, when there is one, into an empty table,
- * all or nothing; the caller removes the file once what it loaded is
- * safe elsewhere (a later crash must not bring back a stale state). *n: how many went live, *expired: how many
- * had passed their idle deadline while tallyd was down (dropped, and
- * counted). False, with a message naming the file and what is wrong, for
- * a file that is truncated, corrupt, of another version, or more than
- * the table's limits hold; the table is left empty then. */
-bool seq_load(seq_table *t, const char *dir, size_t *n, size_t *expired,
-              char *msg, size_t msglen);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * sequence_file.c - the sequences' state file, encoded and decoded
+ * sequence_file.c - a sequence's record, made, encoded and decoded
  * (sequence_file.h).
  */
 #include <inttypes.h>
@@ -58,21 +58,36 @@ static void put_u(wbuf *w, uint64_t v, int bytes)
     put(w, b, (size_t)bytes);
 }
 
-uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
+void seq_record_init(seq_file_entry *x, const seq_params *id,
+                     const eng_scan_desc *desc, int state,
+                     int64_t idle_deadline_ms, uint64_t count, eng_carry *carry)
 {
-    return seq_file_encode_after(e, n, 0, len);
+    memset(x, 0, sizeof *x);
+    x->id = *id;
+    x->id.start = x->id.end = x->id.has_flags = x->id.has_chunk = false;
+    x->id.chunk = 0;
+    x->desc = *desc;
+    x->desc.axis = desc->axis < 0 ? desc->axis + desc->rank : desc->axis;
+    x->desc.shape[x->desc.axis] = 0;
+    x->state = state;
+    x->idle_deadline_ms = idle_deadline_ms;
+    x->count = count;
+    x->carry = carry;
 }
 
-uint8_t *seq_file_encode_after(const seq_file_entry *e, size_t n, size_t head,
-                               size_t *len)
+void seq_record_numbered(seq_file_entry *x, uint64_t applied, bool last_end,
+                         const unsigned char sha[32], eng_carry *prev)
 {
-    static const uint8_t zeros[16];
+    x->numbered = true;
+    x->applied = applied;
+    x->last_end = last_end;
+    memcpy(x->sha, sha, sizeof x->sha);
+    x->prev = prev;
+}
+
+uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
+{
     wbuf w = {0};
-    for (size_t left = head; left > 0;) {
-        size_t k = left < sizeof zeros ? left : sizeof zeros;
-        put(&w, zeros, k);
-        left -= k;
-    }
     put(&w, magic, sizeof magic);
     put_u(&w, SEQ_FILE_VERSION, 4);
     put_u(&w, 0, 4);
@@ -83,7 +98,8 @@ uint8_t *seq_file_encode_after(const seq_file_entry *e, size_t n, size_t head,
         put_u(&w, (uint64_t)x->desc.dtype, 1);
         put_u(&w,
               (x->desc.exclusive ? 1u : 0u) | (x->desc.reverse ? 2u : 0u)
-                  | (x->numbered ? 4u : 0u),
+                  | (x->numbered ? 4u : 0u) | (x->state == SEQ_ENDED ? 8u : 0u)
+                  | (x->state == SEQ_GONE ? 16u : 0u),
               1);
         put_u(&w, (uint64_t)x->desc.rank, 1);
         if (x->id.is_string) {
@@ -108,7 +124,7 @@ uint8_t *seq_file_encode_after(const seq_file_entry *e, size_t n, size_t head,
         }
     }
     if (!w.failed)
-        put_u(&w, seq_fnv1a(w.b + head, w.len - head), 8);
+        put_u(&w, seq_fnv1a(w.b, w.len), 8);
     if (w.failed) {
         free(w.b);
         return NULL;
@@ -169,81 +185,70 @@ void seq_file_free(seq_file_entry *e, size_t n)
 }
 
 /* One record into x; false (with r's message) when it is not one. */
-static bool get_entry(rbuf *r, uint64_t version, seq_file_entry *x,
-                      size_t *bytes_left)
+/* An entry's id: kind 1 a string, 0 a number. */
+static bool get_id(rbuf *r, uint64_t kind, seq_params *id)
 {
-    uint64_t kind = 0, dtype = 0, flags = 0, rank = 0, v = 0;
-    if (!get_u(r, 1, &kind) || !get_u(r, 1, &dtype) || !get_u(r, 1, &flags)
-        || !get_u(r, 1, &rank))
-        return false;
-    if (kind > 1)
-        return fail(r, "an id kind of %" PRIu64 " (0 or 1)", kind);
-    if (dtype >= TX_NDTYPES)
-        return fail(r, "a dtype of %" PRIu64, dtype);
-    if (flags > (version >= 2 ? 7u : 3u))
-        return fail(r, "mode flags of %" PRIu64, flags);
-    if (rank < 1 || rank > ENG_MAX_RANK)
-        return fail(r, "a rank of %" PRIu64, rank);
     char err[160];
+    uint64_t v = 0;
     if (kind == 1) {
         if (!get_u(r, 2, &v))
             return false;
         if (r->len - r->at < v)
             return fail(r, "the file ends inside an id (truncated)");
-        if (!seq_id_string(&x->id, (const char *)r->b + r->at, (size_t)v, err,
+        if (!seq_id_string(id, (const char *)r->b + r->at, (size_t)v, err,
                            sizeof err))
             return fail(r, "%s", err);
         r->at += (size_t)v;
-    } else {
-        if (!get_u(r, 8, &v))
-            return false;
-        if (!seq_id_number(&x->id, v, err, sizeof err))
-            return fail(r, "%s", err);
+        return true;
     }
-    x->desc.dtype = (tx_dtype)dtype;
-    x->desc.exclusive = flags & 1;
-    x->desc.reverse = flags & 2;
-    x->numbered = flags & 4;
-    x->desc.rank = (int)rank;
+    if (!get_u(r, 8, &v))
+        return false;
+    return seq_id_number(id, v, err, sizeof err) || fail(r, "%s", err);
+}
+
+/* The axis and the shape of a rank-`rank` entry: *lines, the product of
+ * the other dimensions. */
+static bool get_shape(rbuf *r, uint64_t rank, eng_scan_desc *desc,
+                      uint64_t *lines)
+{
+    uint64_t v = 0;
     if (!get_u(r, 8, &v))
         return false;
     if (v >= rank)
         return fail(r, "axis %" PRIu64 " of a rank-%" PRIu64 " tensor", v,
                     rank);
-    x->desc.axis = (int64_t)v;
-    uint64_t count = 1;
+    desc->rank = (int)rank;
+    desc->axis = (int64_t)v;
+    *lines = 1;
     for (uint64_t d = 0; d < rank; d++) {
         if (!get_u(r, 8, &v))
             return false;
-        if (d == (uint64_t)x->desc.axis && v != 0)
+        if (d == (uint64_t)desc->axis && v != 0)
             return fail(r, "the axis's own dimension is %" PRIu64 ", not 0", v);
-        x->desc.shape[d] = v;
-        if (d != (uint64_t)x->desc.axis && !eng_mul_u64(count, v, &count))
+        desc->shape[d] = v;
+        if (d != (uint64_t)desc->axis && !eng_mul_u64(*lines, v, lines))
             return fail(r, "a shape whose size overflows");
     }
-    if (!get_u(r, 8, &v))
-        return false;
-    x->idle_deadline_ms = (int64_t)v;
-    if (!get_u(r, 8, &v))
-        return false;
-    if (v != count)
-        return fail(
-            r, "%" PRIu64 " carries for a shape that has %" PRIu64 " lines", v,
-            count);
-    uint64_t per = x->numbered ? 16 : 8;
-    if (count > *bytes_left / per)
-        return fail(r, "more carries than the server's limits hold");
+    return true;
+}
+
+/* count carries, malloc'd into *out. */
+static bool get_carries(rbuf *r, uint64_t count, eng_carry **out)
+{
     if ((r->len - r->at) / 8 < count)
         return fail(r, "the file ends inside the carries (truncated)");
-    *bytes_left -= count * per;
-    x->count = count;
-    x->carry = malloc(count ? count * sizeof *x->carry : 1);
-    if (x->carry == NULL)
+    *out = malloc(count ? count * sizeof **out : 1);
+    if (*out == NULL)
         return fail(r, "out of memory");
     for (uint64_t k = 0; k < count; k++)
-        get_u(r, 8, &x->carry[k].u);
-    if (!x->numbered)
-        return true;
+        get_u(r, 8, &(*out)[k].u);
+    return true;
+}
+
+/* A numbered entry's last chunk: its number, end flag, input hash and
+ * the carries before it. */
+static bool get_numbers(rbuf *r, seq_file_entry *x)
+{
     uint64_t end = 0;
     if (!get_u(r, 8, &x->applied) || !get_u(r, 1, &end))
         return false;
@@ -256,14 +261,50 @@ static bool get_entry(rbuf *r, uint64_t version, seq_file_entry *x,
         return fail(r, "the file ends inside a hash (truncated)");
     memcpy(x->sha, r->b + r->at, sizeof x->sha);
     r->at += sizeof x->sha;
-    if ((r->len - r->at) / 8 < count)
-        return fail(r, "the file ends inside the carries (truncated)");
-    x->prev = malloc(count ? count * sizeof *x->prev : 1);
-    if (x->prev == NULL)
-        return fail(r, "out of memory");
-    for (uint64_t k = 0; k < count; k++)
-        get_u(r, 8, &x->prev[k].u);
-    return true;
+    return get_carries(r, x->count, &x->prev);
+}
+
+static bool get_entry(rbuf *r, uint64_t version, seq_file_entry *x,
+                      size_t *bytes_left)
+{
+    uint64_t kind = 0, dtype = 0, flags = 0, rank = 0, v = 0, count = 0;
+    if (!get_u(r, 1, &kind) || !get_u(r, 1, &dtype) || !get_u(r, 1, &flags)
+        || !get_u(r, 1, &rank))
+        return false;
+    if (kind > 1)
+        return fail(r, "an id kind of %" PRIu64 " (0 or 1)", kind);
+    if (dtype >= TX_NDTYPES)
+        return fail(r, "a dtype of %" PRIu64, dtype);
+    if (flags > (version >= 3   ? 31u
+                 : version >= 2 ? 7u
+                                : 3u)
+        || (flags & 24) == 24)
+        return fail(r, "mode flags of %" PRIu64, flags);
+    if (rank < 1 || rank > ENG_MAX_RANK)
+        return fail(r, "a rank of %" PRIu64, rank);
+    if (!get_id(r, kind, &x->id) || !get_shape(r, rank, &x->desc, &count))
+        return false;
+    x->desc.dtype = (tx_dtype)dtype;
+    x->desc.exclusive = flags & 1;
+    x->desc.reverse = flags & 2;
+    x->numbered = flags & 4;
+    x->state = flags & 8 ? SEQ_ENDED : flags & 16 ? SEQ_GONE : SEQ_LIVE;
+    if (!get_u(r, 8, &v))
+        return false;
+    x->idle_deadline_ms = (int64_t)v;
+    if (!get_u(r, 8, &v))
+        return false;
+    if (v != count)
+        return fail(
+            r, "%" PRIu64 " carries for a shape that has %" PRIu64 " lines", v,
+            count);
+    uint64_t per = x->numbered ? 16 : 8;
+    if (count > *bytes_left / per)
+        return fail(r, "more carries than the server's limits hold");
+    *bytes_left -= count * per;
+    x->count = count;
+    return get_carries(r, count, &x->carry)
+           && (!x->numbered || get_numbers(r, x));
 }
 
 bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
@@ -278,10 +319,10 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
     uint64_t version = 0, zero = 0, count = 0;
     get_u(&r, 4, &version);
     get_u(&r, 4, &zero);
-    if (version != 1 && version != SEQ_FILE_VERSION)
+    if (version < 1 || version > SEQ_FILE_VERSION)
         return fail(&r,
                     "format version %" PRIu64 "; this tallyd reads "
-                    "versions 1 and %u",
+                    "versions 1 to %u",
                     version, SEQ_FILE_VERSION);
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)

@@ -1,13 +1,16 @@
 /*
- * sequence_file.h - the state file that carries live sequences across a
- * restart (sequence.h's seq_save and seq_load): its format, written and
- * read from memory, so that a fuzzer can feed the reader any bytes.
+ * sequence_file.h - a sequence's record, the one form its state takes
+ * wherever it is kept (the log's records, seq_log.h; a key in the shared
+ * store, seq_remote.h), written and read from memory, so that a fuzzer
+ * can feed the reader any bytes; and the one place such a record is made
+ * from a sequence's fields (seq_record_init).
  *
  * Little-endian throughout:
- *   "TALLYSEQ"  u32 version (2; 1 is read too)  u32 0  u64 count
+ *   "TALLYSEQ"  u32 version (3; 1 and 2 are read too)  u32 0  u64 count
  *   count records:
  *     u8 kind (0: number id, 1: string id)  u8 dtype  u8 flags (1:
- *     exclusive, 2: reverse, 4: numbered, version 2 only)  u8 rank
+ *     exclusive, 2: reverse, 4: numbered, version 2 on; 8: ended, 16:
+ *     gone, version 3 on)  u8 rank
  *     kind 0: u64 id;  kind 1: u16 length, then the id's bytes
  *     i64 axis  u64 shape[rank] (the axis's own entry is 0)
  *     i64 idle deadline (wall clock, ms since 1970)
@@ -18,8 +21,7 @@
  *   u64 FNV-1a of every byte before it
  * The reader checks everything it is given (the checksum first, then
  * every field against its range, the carries against the shape and the
- * limits, nothing left over) and gives back all of it or nothing; an id
- * written twice is seq_load()'s to find, with its map.
+ * limits, nothing left over) and gives back all of it or nothing.
  *
  * Threading: pure functions of their arguments; any thread.
  */
@@ -34,7 +36,11 @@
 #include "sequence_id.h"
 #include "tensor.h"
 
-#define SEQ_FILE_VERSION 2u
+#define SEQ_FILE_VERSION 3u
+
+/* What a record says of its sequence: the one encoding of "live or
+ * ended" (ended: its end was applied; gone: dropped, expired). */
+enum { SEQ_LIVE, SEQ_ENDED, SEQ_GONE };
 
 /* One sequence as the file holds it. */
 typedef struct {
@@ -48,23 +54,30 @@ typedef struct {
     uint64_t applied;
     unsigned char sha[32];
     eng_carry *prev; /* count of them, owned as carry is */
-    bool ended;      /* not in the file: an ended numbered sequence (the
-                      * log's, seq_store.h) */
+    int state;       /* SEQ_LIVE, SEQ_ENDED, SEQ_GONE */
 } seq_file_entry;
+
+/* The one builder of a record, from a sequence's fields (borrowed: the
+ * record points at carry): the id without a chunk's flags and number, the
+ * attributes with the axis in [0, rank) and its own dimension 0. Then,
+ * for a numbered sequence, seq_record_numbered() with its last applied
+ * chunk. */
+void seq_record_init(seq_file_entry *x, const seq_params *id,
+                     const eng_scan_desc *desc, int state,
+                     int64_t idle_deadline_ms, uint64_t count,
+                     eng_carry *carry);
+void seq_record_numbered(seq_file_entry *x, uint64_t applied, bool last_end,
+                         const unsigned char sha[32], eng_carry *prev);
 
 /* The file for entries e[0..n) (borrowed): a malloc'd buffer, its length
  * in *len; NULL when out of memory. */
 uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len);
 
-/* The same after head bytes (zeros) left for the caller's own use: *len
- * counts them. */
-uint8_t *seq_file_encode_after(const seq_file_entry *e, size_t n, size_t head,
-                               size_t *len);
-
 /* Reads len bytes at b. At most max_entries sequences, whose carries take
- * at most max_bytes (8 a carry, 16 for a numbered one) in all. True: *out is a malloc'd array of
- * *n entries, each carry malloc'd; free them with seq_file_free(). False
- * with a message (the byte offset where it went wrong); nothing to free. */
+ * at most max_bytes (8 a carry, 16 for a numbered one) in all. True: *out is a
+ * malloc'd array of *n entries, each carry malloc'd; free them with
+ * seq_file_free(). False with a message (the byte offset where it went wrong);
+ * nothing to free. */
 bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
                      size_t max_bytes, seq_file_entry **out, size_t *n,
                      char *msg, size_t msglen);

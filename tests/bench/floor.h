@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 /* A write's record, after its 32-byte version: as long as a float32
- * chunk's of one line (server/redis/state_redis.c's store keeps the
+ * chunk's of one line (server/redis/redis_store.c's store keeps the
  * same), 'r' after the carry. */
 #define FLOOR_RECORD 131
 #define FLOOR_TTL_MS "600000"

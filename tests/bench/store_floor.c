@@ -8,7 +8,7 @@
  * BYTES bytes; the answer is BYTES bytes. In the "plain" rounds the server
  * answers as soon as the request is in. In the "store" rounds it first sends
  * tally's write script (EVALSHA SHA, the compare-and-set of
- * server/redis/state_redis.c, on one key whose version advances by one a
+ * server/redis/redis_store.c, on one key whose version advances by one a
  * request, a 131-byte record) on the same loop, and answers once Redis's reply
  * is in: no thread hop, no copy beyond the socket's, so the difference between
  * the two is the script's round trip plus whatever a loop that sleeps through

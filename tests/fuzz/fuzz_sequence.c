@@ -5,7 +5,7 @@
  *
  * The first byte picks: 0 the state file (the rest is the file), 1 a
  * query string's sequence_id, 2 a JSON object of parameters, 3 the
- * sequences' log (seq/seq_store.h's reader: every record it takes is a
+ * sequences' log (seq/seq_log.h's reader: every record it takes is a
  * state file's entry within the limits; a torn tail is at most what was
  * left).
  * Properties: a refusal comes with a message (UTF-8 from the sequence
@@ -20,7 +20,7 @@
 
 #include "fuzzd.h"
 #include "scan_params.h"
-#include "seq_store.h"
+#include "seq_log.h"
 #include "sequence_file.h"
 #include "tx_utf8.h"
 
@@ -78,9 +78,10 @@ static void state_file(const uint8_t *b, size_t n)
     seq_file_free(e, k);
 }
 
-static bool log_record(void *user, seq_file_entry *e, int how)
+static bool log_record(void *user, seq_file_entry *e)
 {
-    FUZZ_CHECK(how >= SEQ_REC_LIVE && how <= SEQ_REC_GONE, "how %d", how);
+    FUZZ_CHECK(e->state >= SEQ_LIVE && e->state <= SEQ_GONE, "state %d",
+               e->state);
     size_t *records = user;
     check_id(&e->id);
     FUZZ_CHECK(e->count * (e->numbered ? 16u : 8u) <= (1u << 16),

@@ -1,7 +1,9 @@
 """The model checker (tests/model/driver.py, docs/durability.md): random
 operations from many clients through every door, each answer checked
-against the reference model of the sequence rules, on the three setups:
-tallyd in memory; tallyd with --state-dir killed with SIGKILL and started
+against the reference model of the sequence rules, on four setups: the
+shared store's backend itself, three replicas on a fake store whose
+answers come in a drawn order and whose writes are lost before or after
+they apply (build/bin/model_fake); tallyd in memory; tallyd with --state-dir killed with SIGKILL and started
 again (always, then everysec); three replicas on one Redis, with replicas
 and Redis killed, and Redis paused. A short fixed budget each (about 60 s
 in all, TALLY_MODEL_SECONDS scales it), a new seed each run, printed;
@@ -17,6 +19,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "model"))
 import driver  # noqa: E402
 
+os.environ.setdefault("TALLY_MODEL_FAKE", os.path.join(os.path.dirname(os.environ.get(
+    "TALLYD", os.path.join(driver.ROOT, "build", "bin", "tallyd"))), "model_fake"))
+
 SEED = int(os.environ.get("TALLY_MODEL_SEED", random.randrange(1 << 31)))
 SCALE = float(os.environ.get("TALLY_MODEL_SECONDS", "1"))
 
@@ -29,6 +34,11 @@ def check(setup, seconds, **kw):
     # it ran, and checked: answers came and were compared
     assert figures["operations"] > 50 * SCALE, figures
     return figures
+
+
+def test_model_fake_store():
+    f = check("fake", 10)
+    assert f["faults"] >= 4, f
 
 
 def test_model_memory():

@@ -6,6 +6,10 @@ checked against the reference model (model.py).
         [--seconds 20] [--seed N] [--fsync always|everysec]
 
 Setups (docs/durability.md, "Checking it yourself"):
+  fake       three replicas of the shared store's backend on a fake store
+             (build/bin/model_fake): no tallyd and no Redis, the store's
+             answers interleaved at random, writes lost before or after
+             they are applied, replicas killed;
   memory     one tallyd, its sequences in memory;
   state-dir  one tallyd with --state-dir (--fsync), killed with SIGKILL at
              random and started again;
@@ -39,6 +43,7 @@ import random
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +51,7 @@ import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
@@ -74,6 +80,10 @@ class Setup:
 
     name = "?"
     kills_lose_lingering = False  # --state-dir: an ended unnumbered one
+    # the doors a chunk goes through, and an early chunk's
+    chunk_kinds = ["rest", "native", "grpc", "shm_rest", "shm_grpc"]
+    early_kinds = ["rest", "native", "grpc"]
+    own_doors = False  # True: send() and stream() are the setup's
 
     def __init__(self, seed):
         self.lock = threading.Lock()
@@ -232,6 +242,113 @@ class RedisReplicas(Setup):
         except OSError:
             pass
         self.redis.cleanup()
+
+
+class FakeStore(Setup):
+    """The shared store's backend itself, three replicas of it on a fake
+    store, in one process (tests/model/fake_replicas.c): chunks go in as
+    lines, answers come back as lines."""
+
+    name = "fake"
+    chunk_kinds = early_kinds = ["fake"]
+    own_doors = True
+    REPLICAS = 3
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        binary = os.environ.get("TALLY_MODEL_FAKE",
+                                os.path.join(ROOT, "build", "bin", "model_fake"))
+        self.proc = subprocess.Popen(
+            [binary, "--seed", str(seed), "--replicas", str(self.REPLICAS),
+             "--idle-ms", str(IDLE_MS), "--linger-ms", str(LINGER_MS),
+             "--reorder-ms", str(REORDER_MS)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.answers = {}
+        self.cv = threading.Condition()
+        self.next_id = 0
+        self.counts = None
+        self.reader = threading.Thread(target=self.read_answers, daemon=True)
+        self.reader.start()
+
+    def read_answers(self):
+        for line in self.proc.stdout:
+            parts = line.rstrip("\n").split(" ", 3)
+            with self.cv:
+                if parts[0] == "S":
+                    self.counts = dict(kv.split("=") for kv in line.split()[1:])
+                elif parts[0] == "A":
+                    self.answers[int(parts[1])] = (int(parts[2]), parts[3] if len(parts) > 3 else "")
+                self.cv.notify_all()
+
+    def write(self, text):
+        with self.lock:
+            self.proc.stdin.write(text)
+            self.proc.stdin.flush()
+
+    def line(self, replica, seq, c):
+        with self.cv:
+            self.next_id += 1
+            rid = self.next_id
+        flags = ("s" if c.start else "") + ("e" if c.end else "") or "-"
+        return rid, "C %d %d %s %s %d %s %d %s\n" % (
+            rid, replica, seq, flags, c.number or 0, c.dtype, len(c.data),
+            " ".join(str(v) for v in c.data))
+
+    def wait(self, rid, c):
+        with self.cv:
+            if not self.cv.wait_for(lambda: rid in self.answers, timeout=20):
+                raise Failure("model_fake never answered a chunk (%r)" % c)
+            status, rest = self.answers.pop(rid)
+        if status == 200:
+            return OK, tuple(int(v) for v in rest.split()), ""
+        return classify(status, rest), None, rest
+
+    def doors(self):
+        return [(i, None, 0) for i in range(self.REPLICAS)]
+
+    def send(self, door, seq, c):
+        rid, text = self.line(door[0], seq, c)
+        self.write(text)
+        return self.wait(rid, c)
+
+    def stream(self, door, seq, chunks):
+        """The chunks sent at once to one replica, as a gRPC stream's."""
+        lines = [self.line(door[0], seq, c) for c in chunks]
+        self.write("".join(t for _, t in lines))
+        return [self.wait(rid, c) for (rid, _), c in zip(lines, chunks)]
+
+    def max_sequences(self):
+        return 1024
+
+    def full_possible(self):
+        return False
+
+    def fault_loop(self):
+        while not self.stopping.wait(self.rng.uniform(0.3, 1.5)):
+            self.write("K %d\n" % self.rng.randrange(self.REPLICAS))
+            self.count("replica killed")
+
+    def finish(self):
+        """The store's own counts, into the faults."""
+        self.write("Q\n")
+        self.proc.wait(30)
+        self.reader.join(5)
+        c = self.counts or {}
+        for name, key in (("a write lost before it was applied", "lost_before"),
+                          ("an answer lost after its write", "lost_after")):
+            n = int(c.get(key, 0))
+            self.faults += n
+            self.faults_by_kind[name] = n
+        self.faults_by_kind["writes that found another version"] = int(c.get("conflicts", 0))
+
+    def logs(self):
+        return ""
+
+    def cleanup(self):
+        super().cleanup()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 # ---------------------------------------------------------------- the doors
@@ -664,7 +781,7 @@ class Client(threading.Thread):
         self.rng = random.Random(seed * 1000 + k)
         self.stop_at = stop_at
         self.errors = errors
-        self.doors = Doors("%d-%d" % (seed % 100000, k))
+        self.doors = None if setup.own_doors else Doors("%d-%d" % (seed % 100000, k))
         tag = seed % 100000
         # a string id and a number id of its own, used again and again
         self.seqs = ["s:m%d-%d-a" % (tag, k), "n:%d" % (tag * 100 + k + 1),
@@ -682,7 +799,8 @@ class Client(threading.Thread):
             import traceback
             self.errors.append("client %d: %s\n%s" % (self.k, e, traceback.format_exc()))
         finally:
-            self.doors.close()
+            if self.doors is not None:
+                self.doors.close()
 
     def door(self):
         up = self.setup.doors()
@@ -771,12 +889,18 @@ class Client(threading.Thread):
             return [(UNKNOWN, None, w)] + [(UNKNOWN, None, n) for _, _, n in exp]
         return exp
 
+    def send(self, kind, door, seq, c):
+        """(kind, answer, words, region) through the door kind."""
+        if self.setup.own_doors:
+            return self.setup.send(door, seq, c) + (None,)
+        return self.doors.send(kind, door, seq, c)
+
     def chunk(self, seq, c):
-        kind_door = self.rng.choice(Doors.KINDS[:2] + Doors.KINDS[2:3] + Doors.KINDS[4:])
+        kind_door = self.rng.choice(self.setup.chunk_kinds)
         door = self.door()
         self.ids.begin(seq)
         s = time.monotonic()
-        kind, answer, words, region = self.doors.send(kind_door, door, seq, c)
+        kind, answer, words, region = self.send(kind_door, door, seq, c)
         r = time.monotonic()
         self.ops += 1
         what = self.record(seq, kind_door, c, kind, answer, words, s, r)
@@ -792,7 +916,8 @@ class Client(threading.Thread):
         door = self.door()
         self.ids.begin(seq)
         s = time.monotonic()
-        outs = self.doors.stream(door, seq, chunks)
+        outs = (self.setup.stream if self.setup.own_doors else self.doors.stream)(
+            door, seq, chunks)
         r = time.monotonic()
         self.ops += n
         what = ("stream", "%.3f-%.3f" % (s, r), repr(chunks), "->",
@@ -819,12 +944,12 @@ class Client(threading.Thread):
         pause = self.rng.choice([0.0, 0.03, 0.1, (REORDER_MS + 200) / 1000.0])
         res = {}
         door_a, door_b = self.door(), self.door()
-        kind_a = self.rng.choice(["rest", "native", "grpc"])
-        kind_b = self.rng.choice(["rest", "native", "grpc"])
+        kind_a = self.rng.choice(self.setup.early_kinds)
+        kind_b = self.rng.choice(self.setup.early_kinds)
         self.ids.begin(seq)
 
         def send_a():
-            res["a"] = self.doors.send(kind_a, door_a, seq, a)
+            res["a"] = self.send(kind_a, door_a, seq, a)
             res["ra"] = time.monotonic()
 
         s = time.monotonic()
@@ -832,7 +957,7 @@ class Client(threading.Thread):
         t.start()
         if b is not None:
             time.sleep(pause)
-            res["b"] = self.doors.send(kind_b, door_b, seq, b)
+            res["b"] = self.send(kind_b, door_b, seq, b)
             res["rb"] = time.monotonic()
         t.join()
         r = time.monotonic()
@@ -864,7 +989,8 @@ class Client(threading.Thread):
 
 # ---------------------------------------------------------------- a run
 
-SETUPS = {"memory": Memory, "state-dir": StateDir, "redis": RedisReplicas}
+SETUPS = {"fake": FakeStore, "memory": Memory, "state-dir": StateDir,
+          "redis": RedisReplicas}
 
 
 def run(setup_name, seconds, seed, clients=6, fsync="always", out=sys.stdout):
@@ -889,6 +1015,8 @@ def run(setup_name, seconds, seed, clients=6, fsync="always", out=sys.stdout):
             c.join(seconds + 120)
         setup.stopping.set()
         faults.join(30)
+        if hasattr(setup, "finish"):
+            setup.finish()
         if errors:
             raise Failure("seed %d (replay with TALLY_MODEL_SEED=%d), setup %s:\n%s"
                           % (seed, seed, setup_name, errors[0]))

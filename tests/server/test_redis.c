@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "clock.h"
-#include "state_redis.h"
+#include "redis_store.h"
 
 #define REDIS_SERVER "/usr/bin/redis-server"
 
@@ -135,9 +135,9 @@ typedef struct {
     uv_mutex_t mu;
     uv_cond_t cv;
     int calls;
-    state_redis_result r;
+    kv_result r;
     uint64_t version; /* the count of ver */
-    state_version ver;
+    kv_version ver;
     char rec[2048];
     size_t len;
     bool has_rec;
@@ -157,7 +157,7 @@ static void waiter_free(waiter *w)
     uv_mutex_destroy(&w->mu);
 }
 
-static void on_done(void *ctx, state_redis_result r, state_version version,
+static void on_done(void *ctx, kv_result r, kv_version version,
                     const uint8_t *rec, size_t len, const char *why)
 {
     waiter *w = ctx;
@@ -188,38 +188,37 @@ static bool wait_calls(waiter *w, int want)
     return ok;
 }
 
-static state_redis_result get(state_redis *s, waiter *w, const char *id,
+static kv_result get(kv *s, waiter *w, const char *id,
                               uint64_t deadline_ns)
 {
     int want = w->calls + 1;
-    if (!state_redis_get(s, (const uint8_t *)id, strlen(id), deadline_ns,
+    if (!s->ops->get(s, (const uint8_t *)id, strlen(id), 0, deadline_ns,
                          on_done, w))
-        return (state_redis_result)-1;
-    return wait_calls(w, want) ? w->r : (state_redis_result)-1;
+        return (kv_result)-1;
+    return wait_calls(w, want) ? w->r : (kv_result)-1;
 }
 
 /* The version with count n in the incarnation w saw last (n 0: none). */
-static state_version seen(const waiter *w, uint64_t n)
+static kv_version seen(const waiter *w, uint64_t n)
 {
-    return (state_version){n, n ? w->ver.inc : 0};
+    return (kv_version){n, n ? w->ver.inc : 0};
 }
 
 /* A write at count `expect` of the incarnation w saw last (0: a key that
  * is not there, begun in a new incarnation). */
-static state_redis_result put(state_redis *s, waiter *w, const char *id,
+static kv_result put(kv *s, waiter *w, const char *id,
                               uint64_t expect, const void *rec, size_t len,
                               uint64_t ttl_ms)
 {
     int want = w->calls + 1;
-    state_version e = seen(w, expect);
-    if (!state_redis_put(s, (const uint8_t *)id, strlen(id), e,
-                         state_version_next(e, expect == 0), rec, len,
+    kv_version e = seen(w, expect);
+    if (!s->ops->put(s, (const uint8_t *)id, strlen(id), e, expect == 0, rec, len,
                          ttl_ms, now_ns() + 5000000000ull, on_done, w))
-        return (state_redis_result)-1;
-    return wait_calls(w, want) ? w->r : (state_redis_result)-1;
+        return (kv_result)-1;
+    return wait_calls(w, want) ? w->r : (kv_result)-1;
 }
 
-static state_redis *open_at(unsigned port, const char *userpass, char *msg,
+static kv *open_at(unsigned port, const char *userpass, char *msg,
                             size_t msglen, uint64_t timeout_ms)
 {
     char url[300];
@@ -228,14 +227,21 @@ static state_redis *open_at(unsigned port, const char *userpass, char *msg,
     redis_url u;
     if (!redis_url_parse(url, &u, msg, msglen))
         return NULL;
-    return state_redis_open(&u, "tally:test:", timeout_ms, 0, msg, msglen);
+    return redis_store_open(&u, "tally:test:", timeout_ms, 0, msg, msglen);
+}
+
+/* Closes a store; NULL is a no-op. */
+static void store_close(kv *s)
+{
+    if (s != NULL)
+        s->ops->close(s);
 }
 
 /* A redis-server on a free port, a store on it and a connection of the
  * test's own. */
 typedef struct {
     pid_t pid;
-    state_redis *s;
+    kv *s;
     redisContext *c;
 } served;
 
@@ -253,7 +259,7 @@ static bool serve_up(served *v)
         return true;
     if (v->c != NULL)
         redisFree(v->c);
-    state_redis_close(v->s);
+    store_close(v->s);
     stop_redis(v->pid, SIGTERM);
     return false;
 }
@@ -261,7 +267,7 @@ static bool serve_up(served *v)
 static void serve_down(served *v)
 {
     redisFree(v->c);
-    state_redis_close(v->s);
+    store_close(v->s);
     stop_redis(v->pid, SIGTERM);
 }
 
@@ -313,23 +319,23 @@ static void reads_and_writes(void)
     served v;
     if (!serve_up(&v))
         return;
-    state_redis *s = v.s;
+    kv *s = v.s;
     redisContext *c = v.c;
     waiter w;
     waiter_init(&w);
-    CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 0 && !w.has_rec,
+    CHECK(get(s, &w, "a", 0) == KV_OK && w.version == 0 && !w.has_rec,
           "a missing key: %d v%llu", w.r, (unsigned long long)w.version);
-    CHECK(put(s, &w, "a", 0, "one", 3, 60000) == STATE_REDIS_OK && w.version == 1,
+    CHECK(put(s, &w, "a", 0, "one", 3, 60000) == KV_OK && w.version == 1,
           "the first write: %d v%llu %s", w.r, (unsigned long long)w.version,
           w.why);
-    CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 1
+    CHECK(get(s, &w, "a", 0) == KV_OK && w.version == 1
               && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
           "read back: %d v%llu", w.r, (unsigned long long)w.version);
     /* a writer that read nothing, late: refused, told what is there */
-    CHECK(put(s, &w, "a", 0, "zzz", 3, 60000) == STATE_REDIS_CONFLICT
+    CHECK(put(s, &w, "a", 0, "zzz", 3, 60000) == KV_CONFLICT
               && w.version == 1 && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
           "a stale write: %d v%llu", w.r, (unsigned long long)w.version);
-    CHECK(put(s, &w, "a", 1, "two", 3, 60000) == STATE_REDIS_OK && w.version == 2,
+    CHECK(put(s, &w, "a", 1, "two", 3, 60000) == KV_OK && w.version == 2,
           "the second write: %d", w.r);
     redisReply *r = redisCommand(c, "PTTL tally:test:a");
     CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 0
@@ -337,7 +343,7 @@ static void reads_and_writes(void)
           "the key's time to live: %lld", r ? r->integer : -9);
     if (r != NULL)
         freeReplyObject(r);
-    CHECK(put(s, &w, "a", 2, "three", 5, 0) == STATE_REDIS_OK && w.version == 3,
+    CHECK(put(s, &w, "a", 2, "three", 5, 0) == KV_OK && w.version == 3,
           "a write with no time to live: %d", w.r);
     r = redisCommand(c, "PTTL tally:test:a");
     CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == -1,
@@ -350,23 +356,23 @@ static void reads_and_writes(void)
         bin[i] = (uint8_t)check_rand();
     bin[0] = 0;
     bin[700] = 0;
-    CHECK(put(s, &w, "a", 3, bin, sizeof bin, 60000) == STATE_REDIS_OK
-              && get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 4
+    CHECK(put(s, &w, "a", 3, bin, sizeof bin, 60000) == KV_OK
+              && get(s, &w, "a", 0) == KV_OK && w.version == 4
               && w.len == sizeof bin && memcmp(w.rec, bin, sizeof bin) == 0,
           "binary record: %d len %zu", w.r, w.len);
     /* an id is bytes too */
     const char id2[] = "seq\001{x}";
-    CHECK(put(s, &w, id2, 0, "x", 1, 1000) == STATE_REDIS_OK, "odd id: %d",
+    CHECK(put(s, &w, id2, 0, "x", 1, 1000) == KV_OK, "odd id: %d",
           w.r);
     /* delete: only at the version read */
-    CHECK(put(s, &w, "a", 3, NULL, 0, 0) == STATE_REDIS_CONFLICT
+    CHECK(put(s, &w, "a", 3, NULL, 0, 0) == KV_CONFLICT
               && w.version == 4,
           "a stale delete: %d", w.r);
-    CHECK(put(s, &w, "a", 4, NULL, 0, 0) == STATE_REDIS_OK && w.version == 0,
+    CHECK(put(s, &w, "a", 4, NULL, 0, 0) == KV_OK && w.version == 0,
           "delete: %d", w.r);
-    CHECK(get(s, &w, "a", 0) == STATE_REDIS_OK && w.version == 0 && !w.has_rec,
+    CHECK(get(s, &w, "a", 0) == KV_OK && w.version == 0 && !w.has_rec,
           "gone: v%llu", (unsigned long long)w.version);
-    CHECK(put(s, &w, "a", 4, "x", 1, 0) == STATE_REDIS_CONFLICT
+    CHECK(put(s, &w, "a", 4, "x", 1, 0) == KV_CONFLICT
               && w.version == 0 && !w.has_rec,
           "a write to a deleted key: %d v%llu", w.r,
           (unsigned long long)w.version);
@@ -382,15 +388,15 @@ static void reads_and_writes(void)
         r = redisCommand(c, foreign[i].set);
         if (r != NULL)
             freeReplyObject(r);
-        CHECK(get(s, &w, foreign[i].id, 0) == STATE_REDIS_FAILED
+        CHECK(get(s, &w, foreign[i].id, 0) == KV_FAILED
                   && strstr(w.why, foreign[i].read_says) != NULL,
               "a foreign key %s: %d %s", foreign[i].id, w.r, w.why);
     }
-    CHECK(put(s, &w, "b", 1, "x", 1, 0) == STATE_REDIS_FAILED
+    CHECK(put(s, &w, "b", 1, "x", 1, 0) == KV_FAILED
               && strstr(w.why, "unexpected") != NULL,
           "a write over a foreign key: %d %s", w.r, w.why);
-    state_redis_stats st;
-    state_redis_get_stats(s, &st);
+    kv_stats st;
+    s->ops->stats(s, &st);
     CHECK(st.up && st.answered >= 14 && st.rtt_ns > 0 && st.reconnects == 0,
           "stats: up %d, %llu answered", st.up,
           (unsigned long long)st.answered);
@@ -401,7 +407,7 @@ static void reads_and_writes(void)
 /* Two stores, two threads, one counter: read, add one, write at the
  * version read, again on a conflict. Every increment lands once. */
 typedef struct {
-    state_redis *s;
+    kv *s;
     int n, conflicts, failures;
 } racer;
 
@@ -412,18 +418,18 @@ static void race(void *arg)
     waiter_init(&w);
     for (int i = 0; i < r->n; i++) {
         for (;;) {
-            if (get(r->s, &w, "counter", 0) != STATE_REDIS_OK) {
+            if (get(r->s, &w, "counter", 0) != KV_OK) {
                 r->failures++;
                 break;
             }
             char buf[32];
             long v = w.has_rec ? strtol(w.rec, NULL, 10) : 0;
             int len = snprintf(buf, sizeof buf, "%ld", v + 1);
-            state_redis_result res =
+            kv_result res =
                 put(r->s, &w, "counter", w.version, buf, (size_t)len + 1, 0);
-            if (res == STATE_REDIS_OK)
+            if (res == KV_OK)
                 break;
-            if (res != STATE_REDIS_CONFLICT) {
+            if (res != KV_CONFLICT) {
                 r->failures++;
                 break;
             }
@@ -438,7 +444,7 @@ static void two_writers(void)
     unsigned port = free_port();
     pid_t pid = start_redis(port, NULL);
     char msg[512];
-    state_redis *a = open_at(port, NULL, msg, sizeof msg, 5000),
+    kv *a = open_at(port, NULL, msg, sizeof msg, 5000),
                 *b = open_at(port, NULL, msg, sizeof msg, 5000);
     CHECK(a != NULL && b != NULL, "open: %s", msg);
     if (a != NULL && b != NULL) {
@@ -450,7 +456,7 @@ static void two_writers(void)
         uv_thread_join(&tb);
         waiter w;
         waiter_init(&w);
-        CHECK(get(a, &w, "counter", 0) == STATE_REDIS_OK && w.version == 600
+        CHECK(get(a, &w, "counter", 0) == KV_OK && w.version == 600
                   && strcmp(w.rec, "600") == 0,
               "600 increments: version %llu, count %s (%d and %d conflicts)",
               (unsigned long long)w.version, w.rec, ra.conflicts,
@@ -460,8 +466,8 @@ static void two_writers(void)
         printf("    %d and %d conflicts\n", ra.conflicts, rb.conflicts);
         waiter_free(&w);
     }
-    state_redis_close(a);
-    state_redis_close(b);
+    store_close(a);
+    store_close(b);
     stop_redis(pid, SIGTERM);
 }
 
@@ -470,25 +476,25 @@ static void passwords(void)
     unsigned port = free_port();
     pid_t pid = start_redis(port, "s3cret");
     char msg[512];
-    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+    kv *s = open_at(port, NULL, msg, sizeof msg, 5000);
     CHECK(s == NULL && strstr(msg, "NOAUTH") != NULL
               && strstr(msg, "redis://127.0.0.1:") != NULL,
           "no password: %s", msg);
-    state_redis_close(s);
+    store_close(s);
     s = open_at(port, ":wrong", msg, sizeof msg, 5000);
     CHECK(s == NULL && strstr(msg, "wrong") == NULL
               && strstr(msg, "redis://:***@127.0.0.1:") != NULL
               && strstr(msg, "refused") != NULL,
           "a wrong password: %s", msg);
-    state_redis_close(s);
+    store_close(s);
     s = open_at(port, "default:s3cret", msg, sizeof msg, 5000);
     CHECK(s != NULL, "the right password, user default: %s", msg);
     waiter w;
     waiter_init(&w);
     if (s != NULL)
-        CHECK(put(s, &w, "p", 0, "x", 1, 1000) == STATE_REDIS_OK,
+        CHECK(put(s, &w, "p", 0, "x", 1, 1000) == KV_OK,
               "a write after AUTH: %d %s", w.r, w.why);
-    state_redis_close(s);
+    store_close(s);
     waiter_free(&w);
     stop_redis(pid, SIGTERM);
 }
@@ -498,7 +504,7 @@ static void nobody_there(void)
     unsigned port = free_port();
     char msg[512];
     uint64_t t0 = now_ns();
-    state_redis *s = open_at(port, NULL, msg, sizeof msg, 3000);
+    kv *s = open_at(port, NULL, msg, sizeof msg, 3000);
     char want[64];
     snprintf(want, sizeof want, "redis://127.0.0.1:%u/0", port);
     CHECK(s == NULL && strstr(msg, want) != NULL
@@ -506,7 +512,7 @@ static void nobody_there(void)
           "nothing listening: %s", msg);
     CHECK(now_ns() - t0 < 2000000000ull, "took %.1f s",
           (double)(now_ns() - t0) / 1e9);
-    state_redis_close(s);
+    store_close(s);
     /* a server that takes the connection and never answers */
     pid_t pid = start_redis(port, NULL);
     kill(pid, SIGSTOP);
@@ -516,7 +522,7 @@ static void nobody_there(void)
           "a stopped server: %s", msg);
     CHECK(now_ns() - t0 < 2000000000ull, "its timeout took %.1f s",
           (double)(now_ns() - t0) / 1e9);
-    state_redis_close(s);
+    store_close(s);
     stop_redis(pid, SIGTERM);
 }
 
@@ -525,7 +531,7 @@ static void stops_and_restarts(void)
     unsigned port = free_port();
     pid_t pid = start_redis(port, NULL);
     char msg[512];
-    state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+    kv *s = open_at(port, NULL, msg, sizeof msg, 5000);
     CHECK(s != NULL, "open: %s", msg);
     if (s == NULL) {
         stop_redis(pid, SIGTERM);
@@ -533,19 +539,19 @@ static void stops_and_restarts(void)
     }
     waiter w;
     waiter_init(&w);
-    CHECK(put(s, &w, "k", 0, "x", 1, 0) == STATE_REDIS_OK, "write: %d", w.r);
+    CHECK(put(s, &w, "k", 0, "x", 1, 0) == KV_OK, "write: %d", w.r);
 
     /* it stops answering: a deadline ends the wait, once */
     kill(pid, SIGSTOP);
     uint64_t t0 = now_ns();
-    CHECK(get(s, &w, "k", now_ns() + 200000000ull) == STATE_REDIS_FAILED
+    CHECK(get(s, &w, "k", now_ns() + 200000000ull) == KV_FAILED
               && strstr(w.why, "timed out") != NULL,
           "a stopped server: %d %s", w.r, w.why);
     CHECK(now_ns() - t0 < 1000000000ull, "the deadline took %.2f s",
           (double)(now_ns() - t0) / 1e9);
     int calls = w.calls;
     kill(pid, SIGCONT);
-    CHECK(get(s, &w, "k", 0) == STATE_REDIS_OK && w.version == 1,
+    CHECK(get(s, &w, "k", 0) == KV_OK && w.version == 1,
           "answering again: %d", w.r);
     CHECK(w.calls == calls + 1, "the late reply was not dropped: %d calls",
           w.calls - calls);
@@ -553,20 +559,20 @@ static void stops_and_restarts(void)
     /* it dies: what is asked for fails, then it comes back (empty: no
      * persistence here), and the store connects again by itself */
     stop_redis(pid, SIGKILL);
-    CHECK(get(s, &w, "k", now_ns() + 300000000ull) == STATE_REDIS_FAILED,
+    CHECK(get(s, &w, "k", now_ns() + 300000000ull) == KV_FAILED,
           "a dead server: %d", w.r);
     pid = start_redis(port, NULL);
-    state_redis_result r = (state_redis_result)-1;
-    for (int i = 0; i < 100 && r != STATE_REDIS_OK; i++) {
+    kv_result r = (kv_result)-1;
+    for (int i = 0; i < 100 && r != KV_OK; i++) {
         r = get(s, &w, "k", now_ns() + 200000000ull);
-        if (r != STATE_REDIS_OK)
+        if (r != KV_OK)
             uv_sleep(50);
     }
-    CHECK(r == STATE_REDIS_OK && w.version == 0,
+    CHECK(r == KV_OK && w.version == 0,
           "after the restart: %d v%llu %s", r, (unsigned long long)w.version,
           w.why);
-    state_redis_stats st;
-    state_redis_get_stats(s, &st);
+    kv_stats st;
+    s->ops->stats(s, &st);
     CHECK(st.up && st.reconnects >= 1 && st.failures >= 2,
           "stats: up %d, %llu reconnects, %llu failures", st.up,
           (unsigned long long)st.reconnects, (unsigned long long)st.failures);
@@ -574,23 +580,22 @@ static void stops_and_restarts(void)
      * the store has seen the connection go: what was sent before fails) */
     stop_redis(pid, SIGKILL);
     for (int i = 0; i < 200; i++) {
-        state_redis_get_stats(s, &st);
+        s->ops->stats(s, &st);
         if (!st.up)
             break;
         uv_sleep(10);
     }
     CHECK(!st.up, "the store did not see Redis go");
     int want = w.calls + 1;
-    state_version none = {0, 0};
-    CHECK(state_redis_put(s, (const uint8_t *)"k", 1, none,
-                          state_version_next(none, true), (const uint8_t *)"y",
+    kv_version none = {0, 0};
+    CHECK(s->ops->put(s, (const uint8_t *)"k", 1, none, true, (const uint8_t *)"y",
                           1, 0, now_ns() + 8000000000ull, on_done, &w),
           "a write while it is down");
     uv_sleep(200);
     pid = start_redis(port, NULL);
-    CHECK(wait_calls(&w, want) && w.r == STATE_REDIS_OK && w.version == 1,
+    CHECK(wait_calls(&w, want) && w.r == KV_OK && w.version == 1,
           "a write that waited for the connection: %d %s", w.r, w.why);
-    state_redis_close(s);
+    store_close(s);
     waiter_free(&w);
     stop_redis(pid, SIGTERM);
 }
@@ -604,7 +609,7 @@ static void big_writes(void)
     served v;
     if (!serve_up(&v))
         return;
-    state_redis *s = v.s;
+    kv *s = v.s;
     redisContext *c = v.c;
     uint8_t *rec = malloc((size_t)KEYS * BIG);
     waiter *w = calloc(KEYS, sizeof *w);
@@ -627,15 +632,14 @@ static void big_writes(void)
     for (int k = 0; k < KEYS; k++) {
         waiter_init(&w[k]);
         snprintf(id[k], sizeof id[k], "big%d", k);
-        state_version none = {0, 0};
-        CHECK(state_redis_put(s, (const uint8_t *)id[k], strlen(id[k]), none,
-                              state_version_next(none, true),
+        kv_version none = {0, 0};
+        CHECK(s->ops->put(s, (const uint8_t *)id[k], strlen(id[k]), none, true,
                               rec + (size_t)k * BIG, BIG, 60000,
                               now_ns() + 30000000000ull, on_done, &w[k]),
               "put %d refused", k);
     }
     for (int k = 0; k < KEYS; k++) {
-        CHECK(wait_calls(&w[k], 1) && w[k].r == STATE_REDIS_OK,
+        CHECK(wait_calls(&w[k], 1) && w[k].r == KV_OK,
               "put %d: %d (%s)", k, (int)w[k].r, w[k].why);
         redisReply *r = redisCommand(c, "GET tally:test:%s", id[k]);
         CHECK(r != NULL && r->type == REDIS_REPLY_STRING
@@ -660,14 +664,14 @@ typedef struct {
     uv_loop_t loop;
     uv_async_t ask; /* stops the store, then closes itself */
     uv_thread_t thread;
-    state_redis *near;
+    kv *near;
 } door_loop;
 
 static void on_ask(uv_async_t *a)
 {
     door_loop *d = a->data;
-    state_redis_stop(d->near);
-    state_redis_stop(d->near); /* a second stop: nothing */
+    d->near->ops->stop(d->near);
+    d->near->ops->stop(d->near); /* a second stop: nothing */
     uv_close((uv_handle_t *)a, NULL);
 }
 
@@ -682,8 +686,8 @@ typedef struct {
     uv_thread_t on; /* the thread the last callback ran on */
 } tracked;
 
-static void on_done_where(void *ctx, state_redis_result r,
-                          state_version version,
+static void on_done_where(void *ctx, kv_result r,
+                          kv_version version,
                           const uint8_t *rec, size_t len, const char *why)
 {
     tracked *t = ctx;
@@ -691,7 +695,7 @@ static void on_done_where(void *ctx, state_redis_result r,
     on_done(&t->w, r, version, rec, len, why);
 }
 
-/* state_redis_open_on(): a second connection on a loop of the caller's
+/* ->ops->open_on(,): a second connection on a loop of the caller's
  * (a door's), whose thread runs its callbacks; the same keys as the
  * store it copies; stopped before its loop ends, which then closes with
  * nothing of the store's left on it. */
@@ -704,7 +708,7 @@ static void on_a_loop(void)
     memset(&d, 0, sizeof d);
     char msg[512];
     CHECK(uv_loop_init(&d.loop) == 0, "loop");
-    d.near = state_redis_open_on(v.s, &d.loop, msg, sizeof msg);
+    d.near = v.s->ops->open_on(v.s, &d.loop, msg, sizeof msg);
     CHECK(d.near != NULL, "open_on: %s", msg);
     if (d.near == NULL) {
         uv_loop_close(&d.loop);
@@ -718,46 +722,45 @@ static void on_a_loop(void)
     waiter_init(&t.w);
     /* asked for at once: it waits for the connection it is making */
     int want = t.w.calls + 1;
-    state_version none = {0, 0};
-    CHECK(state_redis_put(d.near, (const uint8_t *)"L", 1, none,
-                          state_version_next(none, true),
+    kv_version none = {0, 0};
+    CHECK(d.near->ops->put(d.near, (const uint8_t *)"L", 1, none, true,
                           (const uint8_t *)"one", 3, 60000,
                           now_ns() + 5000000000ull, on_done_where, &t)
-              && wait_calls(&t.w, want) && t.w.r == STATE_REDIS_OK
+              && wait_calls(&t.w, want) && t.w.r == KV_OK
               && t.w.version == 1,
           "a write on the loop's connection: %d v%llu %s", t.w.r,
           (unsigned long long)t.w.version, t.w.why);
     CHECK(uv_thread_equal(&t.on, &d.thread), "its callback on another thread");
     waiter w;
     waiter_init(&w);
-    CHECK(get(v.s, &w, "L", 0) == STATE_REDIS_OK && w.version == 1
+    CHECK(get(v.s, &w, "L", 0) == KV_OK && w.version == 1
               && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
           "the other store reads it: %d v%llu", w.r,
           (unsigned long long)w.version);
-    CHECK(put(v.s, &w, "L", 1, "two", 3, 60000) == STATE_REDIS_OK, "write: %d",
+    CHECK(put(v.s, &w, "L", 1, "two", 3, 60000) == KV_OK, "write: %d",
           w.r);
     want = t.w.calls + 1;
-    CHECK(state_redis_get(d.near, (const uint8_t *)"L", 1, 0, on_done_where, &t)
-              && wait_calls(&t.w, want) && t.w.r == STATE_REDIS_OK
+    CHECK(d.near->ops->get(d.near, (const uint8_t *)"L", 1, 0, 0, on_done_where, &t)
+              && wait_calls(&t.w, want) && t.w.r == KV_OK
               && t.w.version == 2 && memcmp(t.w.rec, "two", 3) == 0,
           "and the loop's reads the other's: %d v%llu", t.w.r,
           (unsigned long long)t.w.version);
     /* a read asked for a minute from now, when the store stops */
     want = t.w.calls + 1;
-    CHECK(state_redis_get_later(d.near, (const uint8_t *)"L", 1, 60000, 0,
+    CHECK(d.near->ops->get(d.near, (const uint8_t *)"L", 1, 60000, 0,
                                 on_done_where, &t),
           "a later read");
     uv_async_send(&d.ask);
-    CHECK(wait_calls(&t.w, want) && t.w.r == STATE_REDIS_FAILED
+    CHECK(wait_calls(&t.w, want) && t.w.r == KV_FAILED
               && strstr(t.w.why, "closing") != NULL,
           "the later read when it stopped: %d %s", t.w.r, t.w.why);
     uv_thread_join(&d.thread); /* the loop ended: nothing of the store's */
-    CHECK(!state_redis_get(d.near, (const uint8_t *)"L", 1, 0, on_done_where,
+    CHECK(!d.near->ops->get(d.near, (const uint8_t *)"L", 1, 0, 0, on_done_where,
                            &t),
           "a read after the stop was taken");
     CHECK(uv_loop_close(&d.loop) == 0, "a handle of the store's still open");
-    state_redis_close(d.near);
-    CHECK(get(v.s, &w, "L", 0) == STATE_REDIS_OK && w.version == 2,
+    store_close(d.near);
+    CHECK(get(v.s, &w, "L", 0) == KV_OK && w.version == 2,
           "the first store goes on: %d %s", w.r, w.why);
     waiter_free(&t.w);
     waiter_free(&w);
@@ -773,44 +776,42 @@ static void incarnations(void)
     served v;
     if (!serve_up(&v))
         return;
-    state_redis *s = v.s;
+    kv *s = v.s;
     waiter w;
     waiter_init(&w);
-    CHECK(put(s, &w, "i", 0, "a", 1, 60000) == STATE_REDIS_OK
-              && put(s, &w, "i", 1, "b", 1, 60000) == STATE_REDIS_OK
+    CHECK(put(s, &w, "i", 0, "a", 1, 60000) == KV_OK
+              && put(s, &w, "i", 1, "b", 1, 60000) == KV_OK
               && w.version == 2,
           "two writes: %d v%llu", w.r, (unsigned long long)w.version);
-    state_version old = w.ver;
-    CHECK(put(s, &w, "i", 2, NULL, 0, 0) == STATE_REDIS_OK, "delete: %d", w.r);
-    CHECK(put(s, &w, "i", 0, "c", 1, 60000) == STATE_REDIS_OK
-              && put(s, &w, "i", 1, "d", 1, 60000) == STATE_REDIS_OK
+    kv_version old = w.ver;
+    CHECK(put(s, &w, "i", 2, NULL, 0, 0) == KV_OK, "delete: %d", w.r);
+    CHECK(put(s, &w, "i", 0, "c", 1, 60000) == KV_OK
+              && put(s, &w, "i", 1, "d", 1, 60000) == KV_OK
               && w.version == 2 && w.ver.inc != old.inc,
           "made again: %d v%llu, incarnation %llx (was %llx)", w.r,
           (unsigned long long)w.version, (unsigned long long)w.ver.inc,
           (unsigned long long)old.inc);
-    state_version cur = w.ver;
+    kv_version cur = w.ver;
     int want = w.calls + 1;
-    CHECK(state_redis_put(s, (const uint8_t *)"i", 1, old,
-                          state_version_next(old, false), (const uint8_t *)"x",
+    CHECK(s->ops->put(s, (const uint8_t *)"i", 1, old, false, (const uint8_t *)"x",
                           1, 60000, now_ns() + 5000000000ull, on_done, &w)
-              && wait_calls(&w, want) && w.r == STATE_REDIS_CONFLICT
-              && state_version_equal(w.ver, cur) && w.len == 1
+              && wait_calls(&w, want) && w.r == KV_CONFLICT
+              && kv_version_equal(w.ver, cur) && w.len == 1
               && w.rec[0] == 'd',
           "a write at the old incarnation's version: %d", w.r);
     /* the same through an expiry */
-    CHECK(put(s, &w, "e", 0, "a", 1, 50) == STATE_REDIS_OK, "write: %d", w.r);
+    CHECK(put(s, &w, "e", 0, "a", 1, 50) == KV_OK, "write: %d", w.r);
     old = w.ver;
     uv_sleep(150);
-    CHECK(get(s, &w, "e", 0) == STATE_REDIS_OK && w.version == 0,
+    CHECK(get(s, &w, "e", 0) == KV_OK && w.version == 0,
           "expired: v%llu", (unsigned long long)w.version);
-    CHECK(put(s, &w, "e", 0, "b", 1, 60000) == STATE_REDIS_OK
+    CHECK(put(s, &w, "e", 0, "b", 1, 60000) == KV_OK
               && w.version == 1 && w.ver.inc != old.inc,
           "made again after its expiry: %d", w.r);
     want = w.calls + 1;
-    CHECK(state_redis_put(s, (const uint8_t *)"e", 1, old,
-                          state_version_next(old, false), (const uint8_t *)"x",
+    CHECK(s->ops->put(s, (const uint8_t *)"e", 1, old, false, (const uint8_t *)"x",
                           1, 60000, now_ns() + 5000000000ull, on_done, &w)
-              && wait_calls(&w, want) && w.r == STATE_REDIS_CONFLICT
+              && wait_calls(&w, want) && w.r == KV_CONFLICT
               && w.rec[0] == 'b',
           "a write at the expired key's version: %d", w.r);
     waiter_free(&w);
@@ -827,35 +828,35 @@ static long long pttl(redisContext *c, const char *key)
 }
 
 /* A touch renews a key's time to live at its version only; a write with
- * STATE_REDIS_KEEP_TTL keeps the deadline an earlier write set. */
+ * KV_KEEP_TTL keeps the deadline an earlier write set. */
 static void touch_and_keep(void)
 {
     served v;
     if (!serve_up(&v))
         return;
-    state_redis *s = v.s;
+    kv *s = v.s;
     waiter w;
     waiter_init(&w);
-    CHECK(put(s, &w, "t", 0, "a", 1, 10000) == STATE_REDIS_OK, "write: %d",
+    CHECK(put(s, &w, "t", 0, "a", 1, 10000) == KV_OK, "write: %d",
           w.r);
-    state_version at = w.ver;
+    kv_version at = w.ver;
     int want = w.calls + 1;
-    CHECK(state_redis_touch(s, (const uint8_t *)"t", 1, at, 300000,
+    CHECK(s->ops->touch(s, (const uint8_t *)"t", 1, at, 300000,
                             now_ns() + 5000000000ull, on_done, &w)
-              && wait_calls(&w, want) && w.r == STATE_REDIS_OK
-              && state_version_equal(w.ver, at),
+              && wait_calls(&w, want) && w.r == KV_OK
+              && kv_version_equal(w.ver, at),
           "a touch: %d", w.r);
     long long t = pttl(v.c, "tally:test:t");
     CHECK(t > 10000 && t <= 300000, "renewed: %lld ms", t);
-    CHECK(put(s, &w, "t", 1, "b", 1, STATE_REDIS_KEEP_TTL) == STATE_REDIS_OK
+    CHECK(put(s, &w, "t", 1, "b", 1, KV_KEEP_TTL) == KV_OK
               && w.version == 2,
           "a write that keeps the deadline: %d", w.r);
     t = pttl(v.c, "tally:test:t");
     CHECK(t > 10000 && t <= 300000, "kept: %lld ms", t);
     want = w.calls + 1;
-    CHECK(state_redis_touch(s, (const uint8_t *)"t", 1, at, 1000,
+    CHECK(s->ops->touch(s, (const uint8_t *)"t", 1, at, 1000,
                             now_ns() + 5000000000ull, on_done, &w)
-              && wait_calls(&w, want) && w.r == STATE_REDIS_CONFLICT
+              && wait_calls(&w, want) && w.r == KV_CONFLICT
               && w.version == 2 && w.rec[0] == 'b',
           "a touch at an old version: %d", w.r);
     t = pttl(v.c, "tally:test:t");
@@ -867,11 +868,11 @@ static void touch_and_keep(void)
 /* What Redis's configuration says of its durability, in the store's
  * stats: none without an append-only file, unknown when CONFIG is
  * refused (as managed services refuse it). */
-static state_redis_durability durability_of(state_redis *s)
+static kv_durability durability_of(kv *s)
 {
-    state_redis_stats st;
+    kv_stats st;
     for (int i = 0; i < 200; i++) {
-        state_redis_get_stats(s, &st);
+        s->ops->stats(s, &st);
         if (st.durability_asked)
             break;
         uv_sleep(10);
@@ -883,14 +884,14 @@ static void durability(void)
 {
     static const struct {
         const char *const args[8];
-        state_redis_durability want;
+        kv_durability want;
     } cases[] = {
-        {{NULL}, STATE_REDIS_DURABLE_NONE},
+        {{NULL}, KV_DURABLE_NONE},
         {{"--appendonly", "yes", "--appendfsync", "everysec", NULL},
-         STATE_REDIS_DURABLE_CRASH},
+         KV_DURABLE_CRASH},
         {{"--appendonly", "yes", "--appendfsync", "always", NULL},
-         STATE_REDIS_DURABLE_POWER},
-        {{"--rename-command", "CONFIG", "", NULL}, STATE_REDIS_DURABLE_UNKNOWN},
+         KV_DURABLE_POWER},
+        {{"--rename-command", "CONFIG", "", NULL}, KV_DURABLE_UNKNOWN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[64], msg[512];
@@ -905,12 +906,12 @@ static void durability(void)
         args[n] = NULL;
         unsigned port = free_port();
         pid_t pid = start_redis_with(port, NULL, args);
-        state_redis *s = open_at(port, NULL, msg, sizeof msg, 5000);
+        kv *s = open_at(port, NULL, msg, sizeof msg, 5000);
         CHECK(s != NULL, "open: %s", msg);
         if (s != NULL)
             CHECK(durability_of(s) == cases[i].want, "case %zu: %d, not %d", i,
                   (int)durability_of(s), (int)cases[i].want);
-        state_redis_close(s);
+        store_close(s);
         stop_redis(pid, SIGTERM);
         char rm[128];
         snprintf(rm, sizeof rm, "rm -rf %s", dir);

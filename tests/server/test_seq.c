@@ -15,6 +15,11 @@
 #include "carry.h"
 #include "check.h"
 #include "clock.h"
+#include "fake_kv.h"
+#include "seq_log.h"
+#include "seq_logged.h"
+#include "seq_memory.h"
+#include "seq_remote.h"
 #include "sequence.h"
 #include "sequence_file.h"
 #include "status.h"
@@ -132,6 +137,27 @@ static seq_params seq_num(uint64_t v, bool start, bool end)
     return p;
 }
 
+/* Each slot's refusal, where its submitter keeps it (seq_slot's
+ * refused and why): a few slots, each with its own. */
+static struct {
+    seq_slot *s;
+    status_code st;
+    char why[512];
+} refusals[16];
+
+static void keep_refusal(seq_slot *s)
+{
+    size_t i = 0;
+    while (i < 15 && refusals[i].s != NULL && refusals[i].s != s)
+        i++;
+    refusals[i].s = s;
+    refusals[i].st = STATUS_OK;
+    refusals[i].why[0] = '\0';
+    s->refused = &refusals[i].st;
+    s->why = refusals[i].why;
+    s->whylen = sizeof refusals[i].why;
+}
+
 /* Admits a float32 [n] chunk of sequence p: the status. */
 static status_code seq_try(seq_table *t, seq_params p, float *x, uint64_t n,
                            seq_slot *s, bool *wait, char *msg)
@@ -141,6 +167,7 @@ static status_code seq_try(seq_table *t, seq_params p, float *x, uint64_t n,
     CHECK(eng_lines_from_desc(&d, &l, msg, 256) == ENG_E_OK, "%s", msg);
     memset(s, 0, sizeof *s);
     s->ready = seq_ready;
+    keep_refusal(s);
     return seq_admit(t, &p, &d, &l, x, s, wait, msg, 256);
 }
 
@@ -151,7 +178,7 @@ static void seq_turns_and_refusals(void)
                      .idle_ms = 100,
                      .max_bytes = 1024,
                      .clock = fake_clock};
-    seq_table *t = seq_table_new(&o);
+    seq_table *t = seq_table_new(&o, seq_memory_new(&o));
     float x[4] = {1, 2, 3, 4}, y[4];
     char msg[256];
     seq_slot a, b, c, d;
@@ -205,7 +232,8 @@ static void seq_turns_and_refusals(void)
     CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &a, false, y, msg, sizeof msg); /* a failed start: never started */
+    seq_finish(t, &a, false, y, msg,
+               sizeof msg); /* a failed start: never started */
     CHECK(seq_live(t) == 0, "a failed start leaves nothing");
     CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
               == STATUS_OK,
@@ -236,7 +264,7 @@ static void seq_turns_and_refusals(void)
 
     /* the bytes: 200 lines of 8 bytes pass 1024 alone */
     seq_options small = {.max_sequences = 8, .idle_ms = 100, .max_bytes = 1024};
-    t = seq_table_new(&small);
+    t = seq_table_new(&small, seq_memory_new(&small));
     float big[200];
     memset(big, 0, sizeof big);
     eng_scan_desc bd = {.dtype = TX_FLOAT32, .rank = 2, .shape = {1, 200}};
@@ -244,6 +272,7 @@ static void seq_turns_and_refusals(void)
     eng_lines_from_desc(&bd, &bl, msg, sizeof msg);
     seq_params p9 = seq_num(9, true, false);
     memset(&a, 0, sizeof a);
+    keep_refusal(&a);
     CHECK(seq_admit(t, &p9, &bd, &bl, big, &a, &wait, msg, sizeof msg)
               == STATUS_TOO_LARGE,
           "%s", msg);
@@ -260,7 +289,7 @@ static void seq_linger(void)
                      .linger_ms = 50,
                      .max_bytes = 1024,
                      .clock = fake_clock};
-    seq_table *t = seq_table_new(&o);
+    seq_table *t = seq_table_new(&o, seq_memory_new(&o));
     float x[2] = {1, 2}, y[2];
     char msg[256];
     seq_slot a;
@@ -299,8 +328,7 @@ static void seq_linger(void)
     seq_table_free(t);
 }
 
-static seq_params seq_numbered(uint64_t v, uint64_t chunk, bool start,
-                               bool end)
+static seq_params seq_numbered(uint64_t v, uint64_t chunk, bool start, bool end)
 {
     seq_params p = seq_num(v, start, end);
     char msg[128];
@@ -330,7 +358,7 @@ static void seq_numbered_chunks(void)
                      .reorder_ms = 100,
                      .max_bytes = 4096,
                      .clock = fake_clock};
-    seq_table *t = seq_table_new(&o);
+    seq_table *t = seq_table_new(&o, seq_memory_new(&o));
     float x1[3] = {1, 2, 3}, x2[2] = {4, 5}, x3[1] = {6}, x4[2] = {7, 8};
     float y[3];
     char msg[256];
@@ -355,10 +383,10 @@ static void seq_numbered_chunks(void)
               && !wait,
           "chunk 2 goes first: %s", msg);
     scanned(x2, y, 2);
-    CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK
-              && y[0] == 10 && y[1] == 15,
+    CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK && y[0] == 10
+              && y[1] == 15,
           "chunk 2: %g %g", y[0], y[1]);
-    CHECK(seq_readies == 1 && c.refused == STATUS_OK, "chunk 3's turn");
+    CHECK(seq_readies == 1 && *c.refused == STATUS_OK, "chunk 3's turn");
     scanned(x3, y, 1);
     CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_OK
               && y[0] == 21,
@@ -406,9 +434,9 @@ static void seq_numbered_chunks(void)
     CHECK(seq_readies == 0, "not yet");
     atomic_fetch_add(&fake_now, 2000000u);
     seq_sweep(t);
-    CHECK(seq_readies == 1 && d.refused == STATUS_CHUNK_GAP
-              && strstr(d.msg, "chunk 4"),
-          "gap: %d %s", seq_readies, d.msg);
+    CHECK(seq_readies == 1 && *d.refused == STATUS_CHUNK_GAP
+              && strstr(d.why, "chunk 4"),
+          "gap: %d %s", seq_readies, d.why);
     /* refused before it was armed: seq_arm says so */
     CHECK(seq_try(t, seq_numbered(8, 6, false, false), x3, 1, &d, &wait, msg)
                   == STATUS_OK
@@ -416,22 +444,22 @@ static void seq_numbered_chunks(void)
           "early: %s", msg);
     atomic_fetch_add(&fake_now, 101000000u);
     seq_sweep(t);
-    CHECK(!seq_arm(t, &d) && d.refused == STATUS_CHUNK_GAP, "refused first");
+    CHECK(!seq_arm(t, &d) && *d.refused == STATUS_CHUNK_GAP, "refused first");
     /* the end, chunk 4; then its repeat, and nothing after it */
     CHECK(seq_try(t, seq_numbered(8, 4, false, true), x4, 2, &d, &wait, msg)
                   == STATUS_OK
               && !wait,
           "end: %s", msg);
     scanned(x4, y, 2);
-    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK
-              && y[0] == 28 && y[1] == 36,
+    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK && y[0] == 28
+              && y[1] == 36,
           "end: %g %g", y[0], y[1]);
     CHECK(seq_try(t, seq_numbered(8, 4, false, true), x4, 2, &d, &wait, msg)
               == STATUS_OK,
           "end again: %s", msg);
     scanned(x4, y, 2);
-    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK
-              && y[0] == 28 && y[1] == 36,
+    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK && y[0] == 28
+              && y[1] == 36,
           "end repeated: %g %g", y[0], y[1]);
     CHECK(seq_try(t, seq_numbered(8, 5, false, false), x3, 1, &d, &wait, msg)
                   == STATUS_CHUNK_CONFLICT
@@ -447,8 +475,7 @@ static void seq_numbered_chunks(void)
               == STATUS_OK,
           "%s", msg);
     scanned(x1, y, 3);
-    CHECK(seq_finish(t, &a, true, y, msg, sizeof msg) == STATUS_OK
-              && y[2] == 6,
+    CHECK(seq_finish(t, &a, true, y, msg, sizeof msg) == STATUS_OK && y[2] == 6,
           "start repeated: %g", y[2]);
     CHECK(seq_try(t, seq_numbered(10, 2, false, false), x2, 2, &b, &wait, msg)
               == STATUS_OK,
@@ -471,11 +498,16 @@ static void seq_numbered_chunks(void)
     seq_render_metrics(t, &o2);
     size_t len;
     char *m = textbuf_take(&o2, &len);
-    CHECK(m != NULL
-              && strstr(m, "tally_sequence_numbered_chunks_total{outcome=\"repeat\"} 3")
-              && strstr(m, "tally_sequence_numbered_chunks_total{outcome=\"gap\"} 2")
-              && strstr(m, "tally_sequence_numbered_chunks_total{outcome=\"conflict\"} 3"),
-          "%s", m ? m : "");
+    CHECK(
+        m != NULL
+            && strstr(
+                m, "tally_sequence_numbered_chunks_total{outcome=\"repeat\"} 3")
+            && strstr(m,
+                      "tally_sequence_numbered_chunks_total{outcome=\"gap\"} 2")
+            && strstr(
+                m,
+                "tally_sequence_numbered_chunks_total{outcome=\"conflict\"} 3"),
+        "%s", m ? m : "");
     free(m);
     seq_table_free(t);
 }
@@ -538,93 +570,583 @@ static void seq_state_file(void)
           "limit: %s", msg);
     CHECK(!seq_file_decode(b, len, 8, 16, &got, &n, msg, sizeof msg),
           "bytes limit");
-    /* the same file after room of the caller's (--state-store's record
-     * keeps its first byte), the checksum over the file alone */
-    for (size_t head = 0; head <= 17; head += 17) {
-        size_t alen;
-        uint8_t *a = seq_file_encode_after(e, 2, head, &alen);
-        CHECK(a != NULL && alen == len + head
-                  && memcmp(a + head, b, len) == 0,
-              "after %zu bytes: the same file", head);
-        for (size_t k = 0; k < head; k++)
-            CHECK(a[k] == 0, "after %zu bytes: byte %zu is %u", head, k, a[k]);
-        free(a);
-    }
+    /* the state each record carries */
+    e[0].state = SEQ_ENDED;
+    e[1].state = SEQ_GONE;
     free(b);
+    b = seq_file_encode(e, 2, &len);
+    CHECK(
+        b != NULL && seq_file_decode(b, len, 8, 1024, &got, &n, msg, sizeof msg)
+            && n == 2 && got[0].state == SEQ_ENDED && got[1].state == SEQ_GONE,
+        "states: %s", msg);
+    seq_file_free(got, n);
+    free(b);
+}
 
-    /* saved and loaded through a directory */
-    char dir[] = "/tmp/tally-seq-XXXXXX";
+/* A chunk through a durable table: its state written first, then its
+ * durable() (the log's writer's thread), whose outcome this returns. */
+static atomic_int durable_st;
+
+static void on_durable(seq_slot *s, status_code st, const char *msg)
+{
+    (void)s;
+    (void)msg;
+    atomic_store(&durable_st, (int)st);
+}
+
+static status_code finish_logged(seq_table *t, seq_slot *s, void *out,
+                                 char *msg)
+{
+    atomic_store(&durable_st, -1);
+    s->durable = on_durable;
+    bool later;
+    status_code st = seq_finish_durable(t, s, true, out, &later, msg, 256);
+    if (st != STATUS_OK || !later)
+        return st;
+    for (int i = 0; i < 5000 && atomic_load(&durable_st) < 0; i++)
+        uv_sleep(1);
+    return (status_code)atomic_load(&durable_st);
+}
+
+/* The log (--state-dir): a table over it goes on after a restart where
+ * it stopped, numbers and all; one tallyd a directory. */
+static void seq_log_restart(void)
+{
+    char dir[] = "/tmp/tally-seq-XXXXXX", msg[256];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     seq_options o = {.max_sequences = 4, .idle_ms = 60000, .max_bytes = 4096};
-    seq_table *t = seq_table_new(&o);
+    seq_backend *b =
+        seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg);
+    CHECK(b != NULL, "%s", msg);
+    seq_table *t = seq_table_new(&o, b);
+    CHECK(t != NULL && seq_durable(t), "a durable table");
+    CHECK(seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg)
+                  == NULL
+              && strstr(msg, "pid") != NULL,
+          "a second tallyd on the directory: %s", msg);
     float x[3] = {1, 2, 3}, y[3] = {1, 3, 6};
     seq_slot s;
     bool wait;
     CHECK(seq_try(t, seq_num(77, true, false), x, 3, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
-    seq_finish(t, &s, true, y, msg, sizeof msg);
-    size_t saved, loaded, expired;
-    CHECK(seq_save(t, dir, &saved, msg, sizeof msg) && saved == 1, "%s", msg);
-    seq_table_free(t);
-    t = seq_table_new(&o);
-    CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 1
-              && expired == 0,
-          "load: %s", msg);
-    y[0] = 4;
-    CHECK(seq_try(t, seq_num(77, false, true), x, 1, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    seq_finish(t, &s, true, y, msg, sizeof msg);
-    CHECK(y[0] == 10, "went on: %g", y[0]);
-    /* the caller removes the file once its sequences are safe elsewhere */
-    char path[64];
-    snprintf(path, sizeof path, "%s/sequences.state", dir);
-    CHECK(unlink(path) == 0, "the file was left for the caller");
-    CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 0,
-          "no file, nothing loaded: %s", msg);
+    CHECK(finish_logged(t, &s, y, msg) == STATUS_OK, "%s", msg);
     /* a numbered one keeps its numbers: its last chunk is a repeat */
     float x2[2] = {4, 5}, x3[1] = {6}, y2[2];
     CHECK(seq_try(t, seq_numbered(78, 1, true, false), x, 3, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
     scanned(x, y, 3);
-    seq_finish(t, &s, true, y, msg, sizeof msg);
+    CHECK(finish_logged(t, &s, y, msg) == STATUS_OK, "%s", msg);
     CHECK(seq_try(t, seq_numbered(78, 2, false, false), x2, 2, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
     scanned(x2, y2, 2);
-    seq_finish(t, &s, true, y2, msg, sizeof msg);
-    CHECK(seq_save(t, dir, &saved, msg, sizeof msg) && saved == 1, "%s", msg);
+    CHECK(finish_logged(t, &s, y2, msg) == STATUS_OK, "%s", msg);
+    seq_close(t);
     seq_table_free(t);
-    t = seq_table_new(&o);
-    CHECK(seq_load(t, dir, &loaded, &expired, msg, sizeof msg) && loaded == 1,
-          "load: %s", msg);
-    unlink(path);
+
+    b = seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg);
+    CHECK(b != NULL, "reopened: %s", msg);
+    t = seq_table_new(&o, b);
+    y[0] = 4;
+    CHECK(seq_try(t, seq_num(77, false, true), x, 1, &s, &wait, msg)
+              == STATUS_OK,
+          "%s", msg);
+    CHECK(finish_logged(t, &s, y, msg) == STATUS_OK && y[0] == 10,
+          "went on: %g (%s)", y[0], msg);
     CHECK(seq_try(t, seq_numbered(78, 2, false, false), x2, 2, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
     scanned(x2, y2, 2);
-    CHECK(seq_finish(t, &s, true, y2, msg, sizeof msg) == STATUS_OK
-              && y2[1] == 15,
+    CHECK(finish_logged(t, &s, y2, msg) == STATUS_OK && y2[1] == 15,
           "repeat after a restart: %g", y2[1]);
     CHECK(seq_try(t, seq_numbered(78, 3, false, false), x3, 1, &s, &wait, msg)
               == STATUS_OK,
           "%s", msg);
     scanned(x3, y2, 1);
-    CHECK(seq_finish(t, &s, true, y2, msg, sizeof msg) == STATUS_OK
-              && y2[0] == 21,
+    CHECK(finish_logged(t, &s, y2, msg) == STATUS_OK && y2[0] == 21,
           "went on: %g", y2[0]);
+    seq_close(t);
     seq_table_free(t);
-    rmdir(dir);
+    /* sequence 77 ended: a restart does not bring it back */
+    b = seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg);
+    CHECK(b != NULL, "reopened: %s", msg);
+    t = seq_table_new(&o, b);
+    CHECK(seq_try(t, seq_num(77, false, false), x, 1, &s, &wait, msg)
+              == STATUS_INVALID,
+          "an ended sequence stays ended: %s", msg);
+    seq_close(t);
+    seq_table_free(t);
+    char path[64];
+    snprintf(path, sizeof path, "%s/sequences.log", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/tallyd.lock", dir);
+    unlink(path);
+    CHECK(rmdir(dir) == 0, "the directory held only the log and the lock");
+}
+
+/* The log's rewrite runs beside the appends: held before its snapshot's
+ * write, it keeps no append waiting; let go, it replaces the log with
+ * the snapshot and what was appended meanwhile, and a replay gives each
+ * sequence's last state. */
+static atomic_int log_dones, log_fails;
+
+static void on_logged(void *ctx, bool ok, const char *why)
+{
+    (void)ctx, (void)why;
+    atomic_fetch_add(ok ? &log_dones : &log_fails, 1);
+}
+
+/* Appends sequence id's state, its one carry v. */
+static void log_state(seq_log *log, uint64_t id, uint64_t v)
+{
+    seq_params p;
+    char msg[128];
+    CHECK(seq_id_number(&p, id, msg, sizeof msg), "%s", msg);
+    eng_scan_desc d = {.dtype = TX_INT64, .rank = 1, .shape = {0}};
+    eng_carry c = {.u = v};
+    seq_file_entry x;
+    seq_record_init(&x, &p, &d, SEQ_LIVE, INT64_MAX, 1, &c);
+    CHECK(seq_log_append(log, &x, on_logged, NULL), "appended");
+}
+
+static bool until_logged(int n)
+{
+    for (int i = 0; i < 5000 && atomic_load(&log_dones) < n; i++)
+        uv_sleep(1);
+    return atomic_load(&log_dones) == n && atomic_load(&log_fails) == 0;
+}
+
+static uint64_t replayed[6];
+static int replayed_records;
+
+static bool replay_one(void *user, seq_file_entry *e)
+{
+    (void)user;
+    replayed_records++;
+    if (!e->id.is_string && e->id.num >= 1 && e->id.num <= 5)
+        replayed[e->id.num] = e->carry[0].u;
+    return true;
+}
+
+static void seq_log_rewrite(void)
+{
+    char dir[] = "/tmp/tally-seq-XXXXXX", msg[512], path[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    seq_log *log =
+        seq_log_open(dir, SEQ_FSYNC_EVERYSEC, NULL, 0, msg, sizeof msg);
+    CHECK(log != NULL, "%s", msg);
+    seq_log_test_rewrites(log, 4096, true);
+    int n = 0;
+    seq_log_stats st = {0};
+    uint64_t v = 0;
+    while (!st.rewriting && n < 2000) {
+        log_state(log, 1 + (uint64_t)n % 5, ++v);
+        CHECK(until_logged(++n), "record %d", n);
+        seq_log_get_stats(log, &st);
+    }
+    CHECK(st.rewriting && st.rewrites == 0, "a rewrite began, held");
+    int before = n; /* the snapshot has at most 5 records for these */
+    for (int k = 0; k < 100; k++)
+        log_state(log, 1 + (uint64_t)k % 5, ++v);
+    n += 100;
+    CHECK(until_logged(n), "the appends went on beside it: %d of %d",
+          atomic_load(&log_dones), n);
+    seq_log_get_stats(log, &st);
+    CHECK(st.rewriting && st.rewrites == 0, "still held");
+    seq_log_test_rewrites(log, UINT64_MAX, false);
+    for (int i = 0; i < 5000 && st.rewrites == 0; i++) {
+        uv_sleep(1);
+        log_state(log, 1, ++v); /* the writer ends it at its next batch */
+        CHECK(until_logged(++n), "record %d", n);
+        seq_log_get_stats(log, &st);
+    }
+    CHECK(st.rewrites == 1 && !st.rewriting, "rewritten");
+    log_state(log, 2, ++v);
+    CHECK(until_logged(++n), "after it");
+    seq_log_close(log);
+    snprintf(path, sizeof path, "%s/sequences.log", dir);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "the log");
+    static uint8_t buf[1 << 20];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    size_t torn;
+    CHECK(seq_log_decode(buf, len, 1, 1 << 16, replay_one, NULL, &torn, msg,
+                         sizeof msg)
+              && torn == 0,
+          "replayed: %s", msg);
+    /* each id's last append; the snapshot in place of the appends
+     * before it */
+    CHECK(replayed[1] == v - 1 && replayed[2] == v, "1: %llu, 2: %llu of %llu",
+          (unsigned long long)replayed[1], (unsigned long long)replayed[2],
+          (unsigned long long)v);
+    CHECK(replayed_records <= 5 + n - before && replayed_records < n,
+          "%d records for %d appends, %d of them after the snapshot",
+          replayed_records, n, n - before);
+    unlink(path);
+    CHECK(rmdir(dir) == 0, "nothing else left in the directory");
+}
+
+/* ------------------------------------------------------------------------
+ * The shared store's backend (seq_remote.h), over the fake store: its
+ * decisions, with the store's answers in the order the case chooses.
+ */
+
+/* A chunk's end through a durable table: what durable() said. */
+typedef struct {
+    int calls;
+    status_code st;
+    char msg[512];
+} heard;
+
+/* Which heard each slot tells (a slot is the submitter's, embedded in
+ * its own record; here, a few of them). */
+static struct {
+    seq_slot *s;
+    heard *h;
+} hearers[8];
+
+static void on_heard(seq_slot *s, status_code st, const char *msg)
+{
+    heard *h = NULL;
+    for (size_t i = 0; i < 8 && h == NULL; i++)
+        if (hearers[i].s == s)
+            h = hearers[i].h;
+    CHECK(h != NULL, "a slot nobody listens to");
+    h->calls++;
+    h->st = st;
+    snprintf(h->msg, sizeof h->msg, "%s", msg != NULL ? msg : "");
+}
+
+/* s's end is told to h (durable()). */
+static void listen_to(seq_slot *s, heard *h)
+{
+    size_t i = 0;
+    while (i < 7 && hearers[i].s != NULL && hearers[i].s != s)
+        i++;
+    hearers[i].s = s;
+    hearers[i].h = h;
+    s->durable = on_heard;
+}
+
+/* A replica: a table over its own connection to f. */
+static seq_table *replica(fake_kv *f, const seq_options *o)
+{
+    seq_table *t =
+        seq_table_new(o, seq_remote_new(fake_kv_connect(f), o, 2000));
+    CHECK(t != NULL && seq_durable(t), "a replica");
+    return t;
+}
+
+/* A chunk of x[0..n) admitted on t as p, and finished with its scanned
+ * answer in y: its end is told to h, once the store has answered (or at
+ * once, when it ends without the store: the status, with msg). */
+static status_code send_chunk(seq_table *t, seq_params p, float *x, float *y,
+                              int n, seq_slot *s, heard *h)
+{
+    char msg[256];
+    bool wait, later;
+    memset(h, 0, sizeof *h);
+    status_code st = seq_try(t, p, x, (uint64_t)n, s, &wait, msg);
+    if (st != STATUS_OK) {
+        snprintf(h->msg, sizeof h->msg, "%s", msg);
+        return st;
+    }
+    listen_to(s, h);
+    scanned(x, y, n);
+    st = seq_finish_durable(t, s, true, y, &later, msg, sizeof msg);
+    if (!later) {
+        h->calls++;
+        h->st = st;
+        snprintf(h->msg, sizeof h->msg, "%s", msg);
+    }
+    return STATUS_OK;
+}
+
+/* Delivers the store's answers until every chunk named has ended (the
+ * reads an early chunk asks for later, too): false after 2 s. */
+static bool until_heard(fake_kv *f, heard *a, heard *b)
+{
+    for (int i = 0; i < 2000; i++) {
+        fake_kv_settle(f);
+        if (a->calls > 0 && (b == NULL || b->calls > 0))
+            return true;
+        uv_sleep(1);
+    }
+    return false;
+}
+
+static seq_params numbered(uint64_t id, uint64_t n, bool start, bool end)
+{
+    seq_params p = seq_num(id, start, end);
+    char msg[128];
+    CHECK(seq_chunk_number(&p, n, msg, sizeof msg), "%s", msg);
+    return p;
+}
+
+/* The key a number id has in the store (seq_remote.h). */
+static size_t key_of(uint64_t id, uint8_t *key)
+{
+    return (size_t)snprintf((char *)key, 64, "{n:%llu}",
+                            (unsigned long long)id);
+}
+
+/* Applied chunks, a repeat answered again without moving the version, a
+ * conflict refused, a chunk after the end refused, and a numbered chunk
+ * that comes early waiting for the one before it, then applied. */
+static void remote_decisions(void)
+{
+    fake_kv *f = fake_kv_new(1, NULL, NULL);
+    seq_options o = {.max_sequences = 8,
+                     .idle_ms = 60000,
+                     .reorder_ms = 500,
+                     .max_bytes = 1 << 16};
+    seq_table *t = replica(f, &o);
+    float x[3] = {1, 2, 3}, y[3], x2[2] = {4, 5}, y2[2], x9[2] = {9, 9};
+    seq_slot s, s2;
+    heard h, h2;
+    CHECK(send_chunk(t, numbered(7, 1, true, false), x, y, 3, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y[2] == 6,
+          "a start: %d %s, %g", h.st, h.msg, y[2]);
+    CHECK(send_chunk(t, numbered(7, 2, false, false), x2, y2, 2, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[0] == 10
+              && y2[1] == 15,
+          "chunk 2: %d %s, %g %g", h.st, h.msg, y2[0], y2[1]);
+    uint8_t key[64];
+    size_t klen = key_of(7, key), len;
+    kv_version v0, v1;
+    CHECK(fake_kv_peek(f, key, klen, &len, &v0) != NULL && v0.n == 2,
+          "two writes: version %llu", (unsigned long long)v0.n);
+    /* chunk 2 again: the same answer, nothing written */
+    CHECK(send_chunk(t, numbered(7, 2, false, false), x2, y2, 2, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[1] == 15,
+          "a repeat: %d %s, %g", h.st, h.msg, y2[1]);
+    CHECK(fake_kv_peek(f, key, klen, &len, &v1) != NULL
+              && kv_version_equal(v0, v1),
+          "a repeat writes nothing");
+    /* chunk 2 with another input, and chunk 1 again: conflicts */
+    CHECK(send_chunk(t, numbered(7, 2, false, false), x9, y2, 2, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_CONFLICT,
+          "another input: %d %s", h.st, h.msg);
+    CHECK(send_chunk(t, numbered(7, 1, false, false), x, y, 3, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_CONFLICT,
+          "an older chunk: %d %s", h.st, h.msg);
+    /* chunk 4 early: it reads again until chunk 3 lands */
+    CHECK(send_chunk(t, numbered(7, 4, false, true), x2, y2, 2, &s2, &h2)
+              == STATUS_OK,
+          "chunk 4 admitted");
+    for (int i = 0; i < 5; i++) {
+        fake_kv_settle(f);
+        uv_sleep(2);
+    }
+    CHECK(h2.calls == 0, "chunk 4 waits: %d %s", h2.st, h2.msg);
+    CHECK(send_chunk(t, numbered(7, 3, false, false), x, y, 3, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, &h2) && h.st == STATUS_OK && y[2] == 21
+              && h2.st == STATUS_OK && y2[1] == 30,
+          "chunk 3, then 4: %d %d %s, %g %g", h.st, h2.st, h2.msg, y[2], y2[1]);
+    /* ended: chunk 5 is a conflict, chunk 4 again a repeat */
+    CHECK(send_chunk(t, numbered(7, 5, false, false), x2, y2, 2, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_CONFLICT,
+          "after the end: %d %s", h.st, h.msg);
+    CHECK(send_chunk(t, numbered(7, 4, false, true), x2, y2, 2, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[1] == 30,
+          "the end again: %d %s %g", h.st, h.msg, y2[1]);
+    /* an early chunk whose chunk before it never comes: a gap */
+    CHECK(send_chunk(t, numbered(8, 1, true, false), x, y, 3, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK,
+          "sequence 8");
+    CHECK(send_chunk(t, numbered(8, 3, false, false), x, y, 3, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_GAP
+              && strstr(h.msg, "chunk 2") != NULL,
+          "a gap: %d %s", h.st, h.msg);
+    seq_table_free(t);
+    fake_kv_free(f);
+}
+
+/* Two replicas on one store: writes that race (the second finds another
+ * version and decides again on it), a stale cache corrected by its
+ * write's conflict, and an id used again after its key expired, whose
+ * new sequence the old one's cached version never matches, though the
+ * counts are the same (the incarnations differ). */
+static void remote_races(void)
+{
+    fake_kv *f = fake_kv_new(2, NULL, NULL);
+    seq_options o = {.max_sequences = 8,
+                     .idle_ms = 60000,
+                     .reorder_ms = 200,
+                     .max_bytes = 1 << 16};
+    seq_table *a = replica(f, &o), *b = replica(f, &o);
+    float one[1] = {1}, ten[1] = {10}, ya[1], yb[1];
+    seq_slot sa, sb;
+    heard ha, hb;
+    CHECK(send_chunk(a, seq_num(9, true, false), one, ya, 1, &sa, &ha)
+                  == STATUS_OK
+              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK,
+          "started on a");
+    /* both replicas' chunks read the same version; b's write lands first */
+    CHECK(send_chunk(b, seq_num(9, false, false), ten, yb, 1, &sb, &hb)
+              == STATUS_OK,
+          "b's chunk");
+    fake_kv_settle(f); /* b: read, then its write */
+    CHECK(hb.calls == 1 && hb.st == STATUS_OK && yb[0] == 11,
+          "b applied: %d %s %g", hb.st, hb.msg, yb[0]);
+    /* a's cache still holds the state before b's chunk */
+    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
+                  == STATUS_OK
+              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK && ya[0] == 12,
+          "a's stale cache, corrected: %d %s %g", ha.st, ha.msg, ya[0]);
+    uint64_t delivered, conflicts;
+    fake_kv_counts(f, &delivered, &conflicts);
+    CHECK(conflicts >= 1, "a's first write found another version");
+    /* two writes in flight at once, from both replicas */
+    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
+                  == STATUS_OK
+              && send_chunk(b, seq_num(9, false, false), ten, yb, 1, &sb, &hb)
+                     == STATUS_OK
+              && until_heard(f, &ha, &hb) && ha.st == STATUS_OK
+              && hb.st == STATUS_OK,
+          "both: %d %s / %d %s", ha.st, ha.msg, hb.st, hb.msg);
+    CHECK((ya[0] == 13 && yb[0] == 23) || (yb[0] == 22 && ya[0] == 23),
+          "one after the other: %g and %g", ya[0], yb[0]);
+    /* a caches version n of sequence 9; the key expires; b starts a new
+     * sequence 9 and brings it to the same count n */
+    uint8_t key[64];
+    size_t klen = key_of(9, key), len;
+    kv_version old, now;
+    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
+                  == STATUS_OK
+              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK,
+          "a's last chunk of the old sequence");
+    fake_kv_peek(f, key, klen, &len, &old);
+    fake_kv_expire(f, key, klen);
+    CHECK(send_chunk(b, seq_num(9, true, false), ten, yb, 1, &sb, &hb)
+                  == STATUS_OK
+              && until_heard(f, &hb, NULL) && hb.st == STATUS_OK,
+          "a new sequence 9 on b");
+    while (fake_kv_peek(f, key, klen, &len, &now) != NULL && now.n < old.n) {
+        CHECK(send_chunk(b, seq_num(9, false, false), ten, yb, 1, &sb, &hb)
+                      == STATUS_OK
+                  && until_heard(f, &hb, NULL) && hb.st == STATUS_OK,
+              "b's chunks");
+    }
+    CHECK(now.n == old.n && now.inc != old.inc,
+          "the same count %llu, another incarnation",
+          (unsigned long long)now.n);
+    float want = yb[0] + 1;
+    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
+                  == STATUS_OK
+              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK
+              && ya[0] == want,
+          "a's chunk goes on the new sequence: %g, not %g", ya[0], want);
+    seq_table_free(a);
+    seq_table_free(b);
+    fake_kv_free(f);
+}
+
+/* A write whose answer is lost may have been applied: 503, and the
+ * chunk sent again is answered once (a repeat when it was applied, so
+ * the sum is not counted twice); one lost before it was applied is
+ * applied when sent again. Unnumbered chunks of one sequence admitted
+ * on one replica are decided in their admission order, whichever
+ * scan ends first. */
+static void remote_faults_and_order(void)
+{
+    fake_kv *f = fake_kv_new(3, NULL, NULL);
+    seq_options o = {.max_sequences = 8,
+                     .idle_ms = 60000,
+                     .reorder_ms = 200,
+                     .max_bytes = 1 << 16};
+    seq_table *t = replica(f, &o);
+    float x[2] = {1, 2}, y[2], x2[1] = {5}, y2[1];
+    seq_slot s, s2;
+    heard h, h2;
+    CHECK(send_chunk(t, numbered(4, 1, true, false), x, y, 2, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK,
+          "started");
+    CHECK(send_chunk(t, numbered(4, 2, false, false), x2, y2, 1, &s, &h)
+              == STATUS_OK,
+          "chunk 2");
+    /* decided on the cache: its write is the one request */
+    CHECK(fake_kv_pending(f) == 1 && fake_kv_deliver(f, 0, FAKE_LOST_AFTER),
+          "its write, applied");
+    CHECK(h.calls == 1 && h.st == STATUS_STORE
+              && strstr(h.msg, "may or may not") != NULL,
+          "a lost answer: %d %s", h.st, h.msg);
+    CHECK(send_chunk(t, numbered(4, 2, false, false), x2, y2, 1, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[0] == 8,
+          "sent again: a repeat, %d %s %g", h.st, h.msg, y2[0]);
+    CHECK(send_chunk(t, numbered(4, 3, false, false), x2, y2, 1, &s, &h)
+              == STATUS_OK,
+          "chunk 3");
+    CHECK(fake_kv_pending(f) == 1 && fake_kv_deliver(f, 0, FAKE_LOST_BEFORE)
+              && h.st == STATUS_STORE,
+          "lost on its way: %d %s", h.st, h.msg);
+    CHECK(send_chunk(t, numbered(4, 3, false, false), x2, y2, 1, &s, &h)
+                  == STATUS_OK
+              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[0] == 13,
+          "sent again: applied once, %d %s %g", h.st, h.msg, y2[0]);
+    /* unnumbered: b admitted after a, finished first; a goes first */
+    float xa[1] = {1}, xb[1] = {100}, ya[1], yb[1];
+    seq_slot sa, sb;
+    heard ha, hb;
+    char msg[256];
+    bool wait, later;
+    CHECK(send_chunk(t, seq_num(5, true, false), xa, ya, 1, &sa, &ha)
+                  == STATUS_OK
+              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK,
+          "sequence 5");
+    memset(&ha, 0, sizeof ha);
+    memset(&hb, 0, sizeof hb);
+    CHECK(seq_try(t, seq_num(5, false, false), xa, 1, &sa, &wait, msg)
+                  == STATUS_OK
+              && seq_try(t, seq_num(5, false, false), xb, 1, &sb, &wait, msg)
+                     == STATUS_OK,
+          "two admitted: %s", msg);
+    listen_to(&sa, &ha);
+    listen_to(&sb, &hb);
+    scanned(xb, yb, 1);
+    CHECK(seq_finish_durable(t, &sb, true, yb, &later, msg, sizeof msg)
+                  == STATUS_OK
+              && later,
+          "b, finished first, waits");
+    scanned(xa, ya, 1);
+    CHECK(seq_finish_durable(t, &sa, true, ya, &later, msg, sizeof msg)
+                  == STATUS_OK
+              && later,
+          "a");
+    CHECK(until_heard(f, &ha, &hb) && ha.st == STATUS_OK && hb.st == STATUS_OK
+              && ya[0] == 2 && yb[0] == 102,
+          "in admission order: %g then %g", ya[0], yb[0]);
+    (void)s2, (void)h2;
+    seq_table_free(t);
+    fake_kv_free(f);
 }
 
 static const check_case cases[] = {
     {"seq_carries", seq_carries},
     {"seq_turns_and_refusals", seq_turns_and_refusals},
     {"seq_state_file", seq_state_file},
+    {"seq_log_restart", seq_log_restart},
+    {"seq_log_rewrite", seq_log_rewrite},
     {"seq_linger", seq_linger},
     {"seq_numbered_chunks", seq_numbered_chunks},
+    {"remote_decisions", remote_decisions},
+    {"remote_races", remote_races},
+    {"remote_faults_and_order", remote_faults_and_order},
 };
 
 int main(int argc, char **argv)

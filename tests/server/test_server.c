@@ -2,7 +2,8 @@
  * test_server.c - the daemon's modules above the scheduler, without a
  * socket: the settings (core/config), the metrics text and the one
  * access-log path (core/metrics, core/reqlog), admission and the route
- * table (http/, api/routes) and the bearer tokens (core/auth). The
+ * table (http/, api/routes), the bearer tokens (core/auth), content
+ * coding (core/content_coding) and the loops' mailbox (core/mailbox). The
  * scheduler and its queue are test_sched.c's, the gRPC door's insides
  * test_grpc.c's.
  */
@@ -10,7 +11,9 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,9 @@
 #include "auth.h"
 #include "check.h"
 #include "config.h"
+#include "content_coding.h"
 #include "counters.h"
+#include "mailbox.h"
 #include "metrics.h"
 #include "router.h"
 #include "stats.h"
@@ -752,6 +757,174 @@ static void stats_snapshots_agree(void)
     free(v);
 }
 
+/* ------------------------------------------------------------------------
+ * Content coding (core/content_coding.h), both doors'.
+ */
+
+static void encodings(void)
+{
+    CHECK(encoding_parse(NULL) == 0 && encoding_parse("GZIP") == 1
+              && encoding_parse("deflate") == 2 && encoding_parse("br") == -1,
+          "coding names");
+    CHECK(encoding_accepts_gzip("gzip, deflate"), "gzip, deflate");
+    CHECK(encoding_accepts_gzip("br;q=1.0, gzip;q=0.5"), "q=0.5");
+    CHECK(!encoding_accepts_gzip("gzip;q=0"), "q=0");
+    CHECK(!encoding_accepts_gzip("identity"), "identity");
+    CHECK(encoding_accepts_gzip("*"), "*");
+    CHECK(!encoding_accepts_gzip(NULL), "none");
+    /* RFC 9110: an explicit gzip;q=0 wins over "*"; a tab is whitespace */
+    CHECK(!encoding_accepts_gzip("gzip;q=0, *"), "gzip;q=0, *");
+    CHECK(!encoding_accepts_gzip("*, gzip;q=0"), "*, gzip;q=0");
+    CHECK(!encoding_accepts_gzip("*;q=0"), "*;q=0");
+    CHECK(encoding_accepts_gzip("identity,\t\t*"), "identity, tab tab *");
+    CHECK(encoding_accepts_gzip("deflate,\tgzip"), "deflate, tab gzip");
+    CHECK(encoding_accepts_gzip("gzip\t;\tq=0.5"), "tabs around the weight");
+    CHECK(!encoding_accepts_gzip("gzipx, xgzip"), "not gzip");
+    CHECK(encoding_accepts_gzip("br, *;q=0.1"), "* alone");
+
+    /* compress with the stream, then decode with a cap */
+    size_t n = 300000;
+    uint8_t *in = malloc(n), *z = malloc(n + 1024);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (uint8_t)(i % 251 < 200 ? 7 : i);
+    gzip_stream *g = gzip_stream_new();
+    size_t zlen = 0, off = 0;
+    bool done = false;
+    while (!done) {
+        size_t take = n - off < 7000 ? n - off : 7000, room = 4096;
+        done = gzip_stream_run(g, in + off, &take, off + take == n, z + zlen,
+                               &room);
+        off += take;
+        zlen += room;
+    }
+    gzip_stream_free(g);
+    uint8_t *plain;
+    size_t plen;
+    char err[300];
+    CHECK(encoding_decode(1, z, zlen, n, &plain, &plen, err, sizeof err)
+                  == STATUS_OK
+              && plen == n && memcmp(plain, in, n) == 0,
+          "gzip round trip: %s", err);
+    free(plain);
+    CHECK(encoding_decode(1, z, zlen, n - 1, &plain, &plen, err, sizeof err)
+              == STATUS_TOO_LARGE,
+          "capped: %s", err);
+    CHECK(encoding_decode(1, z, zlen / 2, n, &plain, &plen, err, sizeof err)
+              == STATUS_ENCODING,
+          "truncated: %s", err);
+    CHECK(encoding_decode(2, in, 100, n, &plain, &plen, err, sizeof err)
+              == STATUS_ENCODING,
+          "not deflate: %s", err);
+    /* the whole-buffer encoder (libdeflate): one gzip member, decoded by
+     * zlib to the same bytes, and smaller */
+    uint8_t *whole;
+    size_t wlen;
+    CHECK(gzip_whole(in, n, &whole, &wlen), "gzip_whole");
+    CHECK(wlen < n / 2, "gzip_whole: %zu bytes from %zu", wlen, n);
+    CHECK(encoding_decode(1, whole, wlen, n, &plain, &plen, err, sizeof err)
+                  == STATUS_OK
+              && plen == n && memcmp(plain, in, n) == 0,
+          "gzip_whole round trip: %s", err);
+    free(plain);
+    free(whole);
+    CHECK(gzip_whole(in, 0, &whole, &wlen)
+              && encoding_decode(1, whole, wlen, n, &plain, &plen, err,
+                                 sizeof err)
+                     == STATUS_OK
+              && plen == 0,
+          "gzip_whole of nothing: %s", err);
+    free(plain);
+    free(whole);
+    free(in);
+    free(z);
+}
+
+/* ------------------------------------------------------------------------
+ * The loops' mailbox (core/mailbox.h) and who owns what (loop_owner.h).
+ */
+
+static int mail_calls, mail_items;
+
+static void on_test_mail(mailbox *m, mailbox_item *items)
+{
+    (void)m;
+    mail_calls++;
+    for (; items != NULL; items = items->next)
+        mail_items++;
+}
+
+typedef struct {
+    mailbox *m;
+    mailbox_item *items;
+    int n;
+    bool drain; /* drain instead of posting: the owner's work */
+} poster;
+
+static void post_from(void *arg)
+{
+    poster *p = arg;
+    if (p->drain) {
+        mailbox_drain(p->m);
+        return;
+    }
+    for (int i = 0; i < p->n; i++)
+        CHECK(mailbox_post(p->m, &p->items[i]), "posted %d", i);
+}
+
+/* Posts from another thread wake the loop; the loop's own thread's post
+ * runs before the loop next waits; every item comes once, in order of
+ * posting; a full mailbox and a closed one refuse; and, in builds with
+ * the owner asserts (DEBUG, the sanitizers), another thread that drains
+ * the mailbox aborts the process. */
+static void mailbox_and_owner(void)
+{
+    uv_loop_t loop;
+    CHECK(uv_loop_init(&loop) == 0, "a loop");
+    mailbox m;
+    mailbox_init(&m, &loop, 64, on_test_mail, NULL);
+    mailbox_own(&m);
+    CHECK(mailbox_on_loop(&m), "the owner");
+    mailbox_item items[65];
+    poster p = {&m, items, 64, false};
+    uv_thread_t t;
+    uv_thread_create(&t, post_from, &p);
+    uv_thread_join(&t);
+    CHECK(!mailbox_post(&m, &items[64]), "a 65th item refused");
+    CHECK(mailbox_post(&m, NULL), "a wake alone, past the limit");
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(mail_items == 64 && mail_calls >= 1, "%d items in %d calls",
+          mail_items, mail_calls);
+    int calls = mail_calls;
+    CHECK(mailbox_post(&m, &items[0]), "from the loop's own thread");
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(mail_items == 65 && mail_calls == calls + 1, "its own: %d, %d",
+          mail_items, mail_calls);
+
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        poster q = {&m, NULL, 0, true};
+        uv_thread_t u;
+        uv_thread_create(&u, post_from, &q);
+        uv_thread_join(&u);
+        _exit(0);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "the child");
+    if (OWNER_ASSERTS)
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+              "another thread's drain aborts: status %d", st);
+    else
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "without the asserts, it runs: status %d", st);
+
+    CHECK(mailbox_close(&m) == NULL, "nothing left");
+    CHECK(!mailbox_post(&m, &items[1]) && !mailbox_post(&m, NULL),
+          "closed: refused");
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&loop) == 0, "every handle closed");
+}
+
 static const check_case cases[] = {
     {"config_every_setting", config_every_setting},
     {"config_bad_values", config_bad_values},
@@ -764,6 +937,8 @@ static const check_case cases[] = {
     {"auth_reload_races", auth_reload_races},
     {"reqlog_one_cap", reqlog_one_cap},
     {"stats_snapshots_agree", stats_snapshots_agree},
+    {"mailbox_and_owner", mailbox_and_owner},
+    {"encodings", encodings},
 };
 
 int main(int argc, char **argv)

@@ -12,7 +12,6 @@
  * with one queued, its answer waiting for its record (the wait step),
  * or failing with nothing moved when the record cannot be written.
  */
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,7 @@
 #include <uv.h>
 
 #include "check.h"
-#include "seq_store.h"
+#include "seq_memory.h"
 #include "status.h"
 #include "submit.h"
 
@@ -228,8 +227,17 @@ static seq_table *seqs;
 static void start(door_req *r, sched *sc, int64_t transport_ms,
                   int64_t protocol_ms, submit_from from)
 {
-    submit_start(&r->w, &door, r, &server, sc, seqs, transport_ms, protocol_ms,
-                 from, 0);
+    seq_params seq = r->w.seq;
+    submit_req q = {.desc = r->w.j.desc,
+                     .in = r->w.j.in,
+                     .out = r->w.j.out,
+                     .seq = &seq,
+                     .watch_fd = r->w.j.watch_fd,
+                     .rec = r->w.rec,
+                     .transport_ms = transport_ms,
+                     .protocol_ms = protocol_ms,
+                     .from = from};
+    submit_start(&r->w, &door, r, &server, sc, seqs, &q);
 }
 
 /* Until r has been resumed (a few seconds at most), then its end. */
@@ -504,73 +512,95 @@ static void make_chunk(door_req *r, const float *x, uint64_t len, uint64_t n)
     r->w.seq.start = n == 1;
 }
 
-/* The wait step: without a log a small chunk is summed and answered at
- * once; with one it is summed at once too, but its request is suspended,
- * and comes back (from the log's writer) only once its record is in the
- * log; a record that cannot be written fails
- * the chunk (503, the reason), and nothing moved. (The fake backend's
- * scan leaves the input as it is: a chunk's answer is its input plus the
- * carry, the total of the chunks before it.) */
+/* A journal the case holds back: append() keeps the record's done, and
+ * journal_settle() says the record is durable (or failed) when the case
+ * chooses, as the log's writer would from its thread. */
+static struct {
+    seq_journal_done done;
+    void *ctx;
+    uint64_t records;
+} held;
+
+static bool hold_append(void *self, const seq_file_entry *x,
+                        seq_journal_done done, void *ctx)
+{
+    (void)self;
+    (void)x;
+    CHECK(held.done == NULL, "one record at a time");
+    held.done = done;
+    held.ctx = ctx;
+    held.records++;
+    return true;
+}
+
+static void journal_settle(bool ok, const char *why)
+{
+    CHECK(held.done != NULL, "a record is held");
+    seq_journal_done done = held.done;
+    held.done = NULL;
+    done(held.ctx, ok, why);
+}
+
+/* The wait step: without a journal a small chunk is summed and answered
+ * at once; with one it is summed at once too, but its request is
+ * suspended, and comes back (from the journal's thread) only once its
+ * record is durable; a record that fails fails the chunk (503, the
+ * reason), and nothing moved. (The fake backend's scan leaves the input
+ * as it is: a chunk's answer is its input plus the carry, the total of
+ * the chunks before it.) */
 static void sequence_wait_step(void)
 {
     settings(0, 64, 64, 8);
     sched *sc = new_sched(8);
     seq_options so = {.max_sequences = 4, .idle_ms = 60000,
                       .reorder_ms = 1000, .max_bytes = 1024};
-    seqs = seq_table_new(&so);
+    seqs = seq_table_new(&so, seq_memory_new(&so));
+    CHECK(seqs != NULL, "a table");
     float x[4] = {1, 2, 3, 4}, ones[2] = {1, 1};
     door_req r;
-    /* no log: at once */
+    /* no journal: at once */
     make_chunk(&r, x, 4, 1);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
     CHECK(!r.suspended && r.answers == 1, "in memory: at once");
     check_one(&r, "in memory");
     seq_table_free(seqs);
 
-    /* a log: queued, answered once the record is written */
-    char dir[] = "/tmp/tally-submit-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    char msg[512];
-    seq_store *store = seq_store_open(dir, SEQ_FSYNC_ALWAYS, NULL, 0, msg,
-                                      sizeof msg);
-    CHECK(store != NULL, "%s", msg);
-    seqs = seq_table_new(&so);
-    seq_set_store(seqs, store);
+    /* a journal: suspended, answered once the record is durable */
+    seq_backend *mem = seq_memory_new(&so);
+    CHECK(mem != NULL, "a backend");
+    seq_journal j = {.append = hold_append, .self = NULL};
+    seq_memory_set_journal(mem, &j);
+    seqs = seq_table_new(&so, mem);
     make_chunk(&r, x, 4, 1);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
-    CHECK(r.suspended && r.answers == 0, "durable: suspended for its record");
+    CHECK(r.suspended && r.answers == 0 && held.records == 1,
+          "durable: suspended for its record");
+    journal_settle(true, NULL);
     finish(&r, "durable start");
     check_one(&r, "durable start");
     CHECK(r.answers == 1 && r.data[3] == 4, "answered: %g", r.data[3]);
-    seq_store_stats st;
-    seq_store_get_stats(store, &st);
-    CHECK(st.records == 1 && st.flushes >= 1, "%llu records, %llu flushes",
-          (unsigned long long)st.records, (unsigned long long)st.flushes);
     /* the disk is full: 503 with the reason, and the carry as it was */
-    seq_store_fail_writes(store, ENOSPC, 0, 0);
     make_chunk(&r, ones, 2, 2);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
+    CHECK(r.suspended && r.answers == 0, "suspended for its record");
+    journal_settle(false, "writing the sequence log: No space left on device");
     finish(&r, "a full disk");
     check_one(&r, "a full disk");
     CHECK(r.fails == 1 && r.st == STATUS_STORE
               && strstr(r.msg, "No space left") != NULL,
           "%d: %s", r.st, r.msg);
-    seq_store_fail_writes(store, 0, 0, 0);
     make_chunk(&r, ones, 2, 2);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
+    journal_settle(true, NULL);
     finish(&r, "written");
     check_one(&r, "written");
     CHECK(r.answers == 1 && r.data[0] == 11 && r.data[1] == 11,
           "nothing had moved: %g %g", r.data[0], r.data[1]);
+    CHECK(held.records == 3, "%llu records", (unsigned long long)held.records);
     sched_stop(sc);
     sched_free(sc);
-    seq_store_close(store);
     seq_table_free(seqs);
     seqs = NULL;
-    char path[64];
-    snprintf(path, sizeof path, "%s/sequences.log", dir);
-    unlink(path);
-    rmdir(dir);
 }
 
 static const check_case cases[] = {

@@ -1,7 +1,8 @@
 /*
- * test_codec.c - the wire formats, without a server: number text, the
- * JSON scanner and tensor arrays, .npy headers, KServe requests and the
- * content codings.
+ * test_format.c - server/format/ on its own: number text, the JSON
+ * scanner and tensor arrays, .npy headers, and the fanout helpers that
+ * share a large tensor's parse and render. No server; the protocols that
+ * use them are test_protocol.c's.
  */
 #include <math.h>
 #include <pthread.h>
@@ -12,11 +13,8 @@
 
 #include "buffer.h"
 #include "check.h"
-#include "content_coding.h"
 #include "fanout.h"
 #include "json.h"
-#include "kserve_json.h"
-#include "native.h"
 #include "npy.h"
 #include "numtext.h"
 #include "tx_half.h"
@@ -824,116 +822,6 @@ static void json_tensors(void)
     CHECK(!jcur_skip(&c) && strstr(err, "nested"), "deep: %s", err);
 }
 
-static eng_err native(const char *text, native_request *out, char *err)
-{
-    return native_parse_json(text, strlen(text), 1 << 20, out, err, 300);
-}
-
-static void native_requests(void)
-{
-    char err[300];
-    native_request q;
-    eng_err e = native("{\"shape\":[2,2],\"data\":[[1,2],[3,4]],\"dtype\":"
-                       "\"INT16\",\"axis\":-1,"
-                       "\"direction\":\"decreasing\",\"exclusive\":true}",
-                       &q, err);
-    CHECK(e == ENG_E_OK && q.desc.dtype == TX_INT16 && q.desc.axis == -1
-              && q.desc.reverse && q.desc.exclusive
-              && ((int16_t *)q.data)[3] == 4,
-          "full request: %s", err);
-    eng_buffer_free(q.data);
-    /* dtype and shape read off the data, as numpy.array reads it */
-    struct {
-        const char *text;
-        tx_dtype dtype;
-        int rank;
-        uint64_t shape[3];
-    } inferred[] = {
-        {"{\"data\":[[1,2,3],[4,5,6]]}", TX_INT64, 2, {2, 3}},
-        {"{\"data\":[[[1],[2]]]}", TX_INT64, 3, {1, 2, 1}},
-        {"{\"data\":[1,2.5]}", TX_FLOAT64, 1, {2}},
-        {"{\"data\":[1,2E3]}", TX_FLOAT64, 1, {2}},
-        {"{\"data\":[\"Infinity\",1]}", TX_FLOAT64, 1, {2}},
-        {"{\"data\":[]}", TX_FLOAT64, 1, {0}},
-        {"{\"data\":[[],[]]}", TX_FLOAT64, 2, {2, 0}},
-        {"{\"data\":[[1,2]],\"dtype\":\"uint8\"}", TX_UINT8, 2, {1, 2}},
-        {"{\"shape\":[2,2],\"data\":[1,2,3,4]}", TX_INT64, 2, {2, 2}},
-    };
-    for (size_t i = 0; i < sizeof inferred / sizeof inferred[0]; i++) {
-        memset(err, 0, sizeof err);
-        e = native(inferred[i].text, &q, err);
-        bool same = e == ENG_E_OK && q.desc.dtype == inferred[i].dtype
-                    && q.desc.rank == inferred[i].rank;
-        for (int d = 0; same && d < inferred[i].rank; d++)
-            same = q.desc.shape[d] == inferred[i].shape[d];
-        CHECK(same, "%s: %s (dtype %d, rank %d)", inferred[i].text, err,
-              (int)q.desc.dtype, q.desc.rank);
-        if (e == ENG_E_OK)
-            eng_buffer_free(q.data);
-    }
-
-    struct {
-        const char *text;
-        eng_err want;
-        const char *says;
-    } bad[] = {
-        {"", ENG_E_INVALID, "empty"},
-        {"[1]", ENG_E_INVALID, "expected an object"},
-        {"{\"dtype\":\"float32\",\"shape\":[1]}", ENG_E_INVALID, "\"data\""},
-        {"{\"dtype\":\"float32\",\"shape\":[1],\"data\":[1],\"axes\":0}",
-         ENG_E_INVALID, "unknown member \"axes\""},
-        {"{\"dtype\":\"float32\",\"dtype\":\"int8\",\"shape\":[1],\"data\":[1]"
-         "}",
-         ENG_E_INVALID, "twice"},
-        {"{\"dtype\":\"float33\",\"shape\":[1],\"data\":[1]}", ENG_E_DTYPE,
-         "float33"},
-        {"{\"dtype\":32,\"shape\":[1],\"data\":[1]}", ENG_E_DTYPE, "string"},
-        {"{\"dtype\":\"int8\",\"shape\":[],\"data\":[]}", ENG_E_RANK, "rank 0"},
-        {"{\"dtype\":\"int8\",\"shape\":[-1],\"data\":[]}", ENG_E_INVALID,
-         "negative"},
-        {"{\"dtype\":\"int8\",\"shape\":[\"2\"],\"data\":[1,2]}", ENG_E_INVALID,
-         "shape[0] must be an integer"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":\"0\"}",
-         ENG_E_INVALID, "axis must be an integer"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":1.0}",
-         ENG_E_INVALID, "axis must be an integer"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"axis\":1}",
-         ENG_E_AXIS, "rank 1"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"exclusive\":1}",
-         ENG_E_INVALID, "true or false"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"reverse\":true,"
-         "\"direction\":\"increasing\"}",
-         ENG_E_INVALID, "disagrees"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2],\"direction\":"
-         "\"up\"}",
-         ENG_E_INVALID, "increasing"},
-        {"{\"dtype\":\"int8\",\"shape\":[4294967296,4294967296,4],\"data\":[]}",
-         ENG_E_TOO_LARGE, "overflows"},
-        {"{\"dtype\":\"int64\",\"shape\":[1048576],\"data\":[]}",
-         ENG_E_TOO_LARGE, "more than the"},
-        {"{\"dtype\":\"int8\",\"shape\":[2],\"data\":[1,2]} x", ENG_E_INVALID,
-         "after the object"},
-        /* without a shape, the nesting must be regular */
-        {"{\"data\":[[1,2],[3]]}", ENG_E_INVALID, "data[1] has 1 element "},
-        {"{\"data\":[[1,2],3]}", ENG_E_INVALID, "data[1] is a number"},
-        {"{\"data\":[1,[2]]}", ENG_E_INVALID, "data[1] is an array"},
-        {"{\"data\":[[1],[]]}", ENG_E_INVALID, "data[1] has 0 elements"},
-        {"{\"data\":[[[]],[]]}", ENG_E_INVALID, "data[1] is an empty array"},
-        {"{\"data\":7}", ENG_E_INVALID, "must be an array"},
-        {"{\"dtype\":\"int8\",\"data\":[[1],[2,3]]}", ENG_E_INVALID,
-         "data[1] has 2 elements"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        memset(err, 0, sizeof err);
-        e = native(bad[i].text, &q, err);
-        CHECK(e == bad[i].want && strstr(err, bad[i].says) != NULL,
-              "%s: got %s \"%s\", want %s mentioning \"%s\"", bad[i].text,
-              eng_err_name(e), err, eng_err_name(bad[i].want), bad[i].says);
-        if (e == ENG_E_OK)
-            eng_buffer_free(q.data);
-    }
-}
-
 static void npy(void)
 {
     char err[300];
@@ -1050,211 +938,6 @@ static void npy(void)
     CHECK(sw[0] == 0x0201 && sw[1] == 0x0403, "byteswap");
 }
 
-static eng_err kparse(const char *json, const uint8_t *bin, size_t binlen,
-                      bool binary, kserve_request *r, uint8_t *body, char *err)
-{
-    size_t jl = strlen(json);
-    memcpy(body, json, jl);
-    if (binlen)
-        memcpy(body + jl, bin, binlen);
-    return kserve_parse(body, jl + binlen, binary ? jl : SIZE_MAX, 1 << 20, r,
-                        err, 300);
-}
-
-static void kserve(void)
-{
-    char err[300];
-    _Alignas(128) uint8_t body[4096];
-    kserve_request r;
-    eng_err e =
-        kparse("{\"id\":\"a\\\"b\",\"inputs\":[{\"name\":\"x\",\"shape\":[2,2],"
-               "\"datatype\":\"INT32\",\"data\":[1,2,3,4]}],\"parameters\":{"
-               "\"axis\":1,"
-               "\"timeout\":5000,\"unknown\":[1]}}",
-               NULL, 0, false, &r, body, err);
-    CHECK(e == ENG_E_OK && r.desc.axis == 1 && r.data_owned && r.has_timeout
-              && r.timeout_us == 5000 && r.id_len == 4,
-          "json request: %s", err);
-    json_writer w;
-    CHECK(kserve_json_writer(&w, &r, r.data), "writer");
-    char out[512];
-    size_t n = json_writer_read(&w, out, sizeof out);
-    out[n] = '\0';
-    CHECK(strstr(out, "\"id\":\"a\\\"b\"") && strstr(out, "\"data\":[1,2,3,4]"),
-          "response: %s", out);
-    json_writer_free(&w);
-    kserve_request_free(&r);
-
-    /* binary input and the axis input */
-    float x[3] = {1, 2, 3};
-    int64_t axis = 0;
-    uint8_t bin[32];
-    memcpy(bin, x, 12);
-    memcpy(bin + 12, &axis, 8);
-    e = kparse(
-        "{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
-        "\"parameters\":{\"binary_data_size\":12}},{\"name\":\"axis\","
-        "\"shape\":[1],\"datatype\":\"INT64\",\"parameters\":"
-        "{\"binary_data_size\":8}}],\"outputs\":[{\"name\":\"y\","
-        "\"parameters\":{\"binary_data\":true}}]}",
-        bin, 20, true, &r, body, err);
-    CHECK(e == ENG_E_OK && !r.data_owned && r.binary_output && r.bytes == 12
-              && (uintptr_t)r.data % 128 == 0 && ((float *)r.data)[2] == 3,
-          "binary request (aligned in place): %s", err);
-    size_t hl;
-    char *head = kserve_binary_header(&r, &hl);
-    CHECK(head != NULL && strstr(head, "\"binary_data_size\":12"), "header %s",
-          head);
-    free(head);
-    kserve_request_free(&r);
-
-    struct {
-        const char *json;
-        size_t binlen;
-        bool binary;
-        const char *says;
-    } bad[] = {
-        {"", 0, false, "empty"},
-        {"{}", 0, false, "no \"inputs\""},
-        {"{\"inputs\":[]}", 0, false, "no input \"x\""},
-        {"{\"inputs\":[{\"name\":\"z\",\"shape\":[1],\"datatype\":\"FP32\","
-         "\"data\":[1]}]}",
-         0, false, "unknown input \"z\""},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"BYTES\","
-         "\"data\":[1]}]}",
-         0, false, "BYTES"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\"}]}",
-         0, false, "neither data"},
-        {"{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"data\":[1]}]}",
-         0, false, "no shape"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[2],\"datatype\":\"FP32\","
-         "\"data\":[1]}]}",
-         0, false, "1 elements"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
-         "\"parameters\":{\"binary_data_size\":8}}]}",
-         8, true, "need 12 bytes"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
-         "\"parameters\":{\"binary_data_size\":12}}]}",
-         16, true, "4 bytes"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[3],\"datatype\":\"FP32\","
-         "\"parameters\":{\"binary_data_size\":12}}]}",
-         0, false, "no Inference-Header-Content-Length"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
-         "\"data\":[1]},{\"name\":\"axis\",\"shape\":[1],\"datatype\":"
-         "\"INT64\","
-         "\"data\":[0]}],\"parameters\":{\"axis\":-1}}",
-         0, false, "disagrees"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
-         "\"data\":[1]},{\"name\":\"axis\",\"shape\":[2],\"datatype\":"
-         "\"INT64\","
-         "\"data\":[0,0]}]}",
-         0, false, "one element"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
-         "\"data\":[1]}],\"outputs\":[{\"name\":\"z\"}]}",
-         0, false, "unknown output"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[],\"datatype\":\"FP32\","
-         "\"data\":[]}]}",
-         0, false, "rank 0"},
-        {"{\"id\":5,\"inputs\":[]}", 0, false, "id must be a string"},
-        {"{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"FP32\","
-         "\"data\":[1]}],\"parameters\":{\"timeout\":-1}}",
-         0, false, "negative"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        uint8_t zeros[32] = {0};
-        memset(err, 0, sizeof err);
-        e = kparse(bad[i].json, zeros, bad[i].binlen, bad[i].binary, &r, body,
-                   err);
-        CHECK(e != ENG_E_OK && strstr(err, bad[i].says) != NULL,
-              "%s: got %s \"%s\"", bad[i].json, eng_err_name(e), err);
-        if (e == ENG_E_OK)
-            kserve_request_free(&r);
-    }
-    /* a header length longer than the body */
-    memcpy(body, "{}", 2);
-    e = kserve_parse(body, 2, 10, 1 << 20, &r, err, sizeof err);
-    CHECK(e == ENG_E_INVALID && strstr(err, "only 2"), "header length: %s",
-          err);
-}
-
-static void encodings(void)
-{
-    CHECK(encoding_parse(NULL) == 0 && encoding_parse("GZIP") == 1
-              && encoding_parse("deflate") == 2 && encoding_parse("br") == -1,
-          "coding names");
-    CHECK(encoding_accepts_gzip("gzip, deflate"), "gzip, deflate");
-    CHECK(encoding_accepts_gzip("br;q=1.0, gzip;q=0.5"), "q=0.5");
-    CHECK(!encoding_accepts_gzip("gzip;q=0"), "q=0");
-    CHECK(!encoding_accepts_gzip("identity"), "identity");
-    CHECK(encoding_accepts_gzip("*"), "*");
-    CHECK(!encoding_accepts_gzip(NULL), "none");
-    /* RFC 9110: an explicit gzip;q=0 wins over "*"; a tab is whitespace */
-    CHECK(!encoding_accepts_gzip("gzip;q=0, *"), "gzip;q=0, *");
-    CHECK(!encoding_accepts_gzip("*, gzip;q=0"), "*, gzip;q=0");
-    CHECK(!encoding_accepts_gzip("*;q=0"), "*;q=0");
-    CHECK(encoding_accepts_gzip("identity,\t\t*"), "identity, tab tab *");
-    CHECK(encoding_accepts_gzip("deflate,\tgzip"), "deflate, tab gzip");
-    CHECK(encoding_accepts_gzip("gzip\t;\tq=0.5"), "tabs around the weight");
-    CHECK(!encoding_accepts_gzip("gzipx, xgzip"), "not gzip");
-    CHECK(encoding_accepts_gzip("br, *;q=0.1"), "* alone");
-
-    /* compress with the stream, then decode with a cap */
-    size_t n = 300000;
-    uint8_t *in = malloc(n), *z = malloc(n + 1024);
-    for (size_t i = 0; i < n; i++)
-        in[i] = (uint8_t)(i % 251 < 200 ? 7 : i);
-    gzip_stream *g = gzip_stream_new();
-    size_t zlen = 0, off = 0;
-    bool done = false;
-    while (!done) {
-        size_t take = n - off < 7000 ? n - off : 7000, room = 4096;
-        done = gzip_stream_run(g, in + off, &take, off + take == n, z + zlen,
-                               &room);
-        off += take;
-        zlen += room;
-    }
-    gzip_stream_free(g);
-    uint8_t *plain;
-    size_t plen;
-    char err[300];
-    CHECK(encoding_decode(1, z, zlen, n, &plain, &plen, err, sizeof err)
-                  == STATUS_OK
-              && plen == n && memcmp(plain, in, n) == 0,
-          "gzip round trip: %s", err);
-    free(plain);
-    CHECK(encoding_decode(1, z, zlen, n - 1, &plain, &plen, err, sizeof err)
-              == STATUS_TOO_LARGE,
-          "capped: %s", err);
-    CHECK(encoding_decode(1, z, zlen / 2, n, &plain, &plen, err, sizeof err)
-              == STATUS_ENCODING,
-          "truncated: %s", err);
-    CHECK(encoding_decode(2, in, 100, n, &plain, &plen, err, sizeof err)
-              == STATUS_ENCODING,
-          "not deflate: %s", err);
-    /* the whole-buffer encoder (libdeflate): one gzip member, decoded by
-     * zlib to the same bytes, and smaller */
-    uint8_t *whole;
-    size_t wlen;
-    CHECK(gzip_whole(in, n, &whole, &wlen), "gzip_whole");
-    CHECK(wlen < n / 2, "gzip_whole: %zu bytes from %zu", wlen, n);
-    CHECK(encoding_decode(1, whole, wlen, n, &plain, &plen, err, sizeof err)
-                  == STATUS_OK
-              && plen == n && memcmp(plain, in, n) == 0,
-          "gzip_whole round trip: %s", err);
-    free(plain);
-    free(whole);
-    CHECK(gzip_whole(in, 0, &whole, &wlen)
-              && encoding_decode(1, whole, wlen, n, &plain, &plen, err,
-                                 sizeof err)
-                     == STATUS_OK
-              && plen == 0,
-          "gzip_whole of nothing: %s", err);
-    free(plain);
-    free(whole);
-    free(in);
-    free(z);
-}
-
 /* fanout_run(): every part runs once, whoever runs it, with several
  * callers at once; the caller's stack holds the parts. */
 typedef struct {
@@ -1313,10 +996,7 @@ static const check_case cases[] = {
     {"number_lists", number_lists},
     {"fanout", fanout},
     {"json_tensors", json_tensors},
-    {"native_requests", native_requests},
     {"npy", npy},
-    {"kserve", kserve},
-    {"encodings", encodings},
 };
 
 int main(int argc, char **argv)

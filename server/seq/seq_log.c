@@ -1,5 +1,5 @@
 /*
- * seq_store.c - the sequences' append-only log (seq_store.h).
+ * seq_log.c - the sequences' append-only log (seq_log.h).
  *
  * The writer keeps, per live sequence, a copy of its latest record (a
  * map from the id), which is all a rewrite needs: it never reads the
@@ -10,10 +10,10 @@
  * records are written into that room: an append that grew the file would
  * change its size, and every fdatasync would then wait for the
  * filesystem's journal as well as the data. PostgreSQL allocates its WAL
- * segments ahead for the same reason. Measured here (ext4, 64-byte
- * records, tests/bench/fsync_latency.c): fdatasync's median 178-242 us
- * after an append, 144-162 us into allocated room, the lower with two
- * busy cores beside it. The room reads as zeros, and a reader takes the
+ * segments ahead for the same reason; fdatasync into allocated room is
+ * the quicker (BENCHMARKS.md, "Durable running sums", measured with
+ * tests/bench/fsync_latency.c). The room reads as zeros, and a reader
+ * takes the
  * first record boundary with nothing but zeros after it for the log's
  * end; a clean close cuts the room off again.
  */
@@ -31,7 +31,9 @@
 
 #include "clock.h"
 #include "log.h"
-#include "seq_store.h"
+#include "loop_owner.h"
+#include "seq_log.h"
+#include "seq_map.h"
 
 #define REC_MAGIC 0x524c5354u /* "TSLR" */
 #define REC_HEAD 16
@@ -72,7 +74,7 @@ static uint32_t get32(const uint8_t *p)
 }
 
 /* A whole record, header and payload, malloc'd; NULL when out of memory. */
-static uint8_t *encode(const seq_file_entry *x, int how, size_t *len)
+static uint8_t *encode(const seq_file_entry *x, size_t *len)
 {
     size_t plen;
     uint8_t *p = seq_file_encode(x, 1, &plen);
@@ -87,7 +89,7 @@ static uint8_t *encode(const seq_file_entry *x, int how, size_t *len)
     }
     put32(b, REC_MAGIC);
     put32(b + 4, (uint32_t)plen);
-    put32(b + 8, (uint32_t)how);
+    put32(b + 8, 0); /* the state is the payload's */
     put32(b + 12, fnv32(b, 12));
     memcpy(b + REC_HEAD, p, plen);
     free(p);
@@ -117,8 +119,8 @@ static size_t used(const uint8_t *b, size_t len)
 
 bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
                     size_t max_bytes,
-                    bool (*each)(void *user, seq_file_entry *e, int how),
-                    void *user, size_t *torn, char *msg, size_t msglen)
+                    bool (*each)(void *user, seq_file_entry *e), void *user,
+                    size_t *torn, char *msg, size_t msglen)
 {
     size_t at = 0;
     *torn = 0;
@@ -127,13 +129,13 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
         size_t left = len - at;
         const uint8_t *h = b + at;
         if (h[0] == 0 && zeros(b, at, len))
-            return true; /* the room allocated ahead: the end */
+            return true;       /* the room allocated ahead: the end */
         if (left < REC_HEAD) { /* a header cut short: torn */
             *torn = used(b, len) - at;
             return true;
         }
         if (get32(h) != REC_MAGIC || get32(h + 12) != fnv32(h, 12)
-            || get32(h + 8) > SEQ_REC_GONE) {
+            || get32(h + 8) > SEQ_GONE) {
             if (zeros(b, at + REC_HEAD, len)) { /* a header written in part */
                 *torn = used(b, len) - at;
                 return true;
@@ -161,15 +163,15 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
                 *torn = used(b, len) - at;
                 return true;
             }
-            snprintf(msg, msglen, "a damaged record at byte %zu: %s", at,
-                     err);
+            snprintf(msg, msglen, "a damaged record at byte %zu: %s", at, err);
             return false;
         }
-        bool ok = each(user, e, how);
+        if (e->state == SEQ_LIVE) /* an older log's: its header says */
+            e->state = how;
+        bool ok = each(user, e);
         seq_file_free(e, n);
         if (!ok) {
-            snprintf(msg, msglen, "the record at byte %zu cannot be taken",
-                     at);
+            snprintf(msg, msglen, "the record at byte %zu cannot be taken", at);
             return false;
         }
         at += REC_HEAD + plen;
@@ -179,124 +181,72 @@ bool seq_log_decode(const uint8_t *b, size_t len, size_t max_entries,
 
 /* ------------------------------------------------------------ the map */
 
-typedef struct latest latest;
-struct latest {
-    latest *next;
-    uint8_t *key; /* kind byte, then the id's bytes */
-    size_t key_len;
+/* The latest record of a sequence, in the writer's map (seq_map.h). */
+typedef struct {
+    seq_map_node node;
     uint8_t *rec;
     size_t rec_len;
-};
+} latest;
 
 typedef struct {
-    latest **b;
-    size_t nb, n, bytes;
+    seq_map m;
+    size_t bytes; /* the records' */
 } latest_map;
 
-static size_t id_key(const seq_params *id, uint8_t *key)
+static latest *latest_of(seq_map_node *n)
 {
-    key[0] = id->is_string;
-    if (id->is_string) {
-        memcpy(key + 1, id->str, id->len);
-        return 1 + id->len;
-    }
-    memcpy(key + 1, &id->num, sizeof id->num);
-    return 1 + sizeof id->num;
+    return (latest *)((char *)n - offsetof(latest, node));
 }
 
-static size_t key_hash(const uint8_t *k, size_t n)
-{
-    uint32_t h = fnv32(k, n);
-    return (size_t)h;
-}
-
-static latest **map_find(latest_map *m, const uint8_t *k, size_t n)
-{
-    latest **p = &m->b[key_hash(k, n) & (m->nb - 1)];
-    while (*p != NULL
-           && ((*p)->key_len != n || memcmp((*p)->key, k, n) != 0))
-        p = &(*p)->next;
-    return p;
-}
-
-static void latest_free(latest *l)
-{
-    free(l->key);
-    free(l->rec);
-    free(l);
-}
-
-/* Sets (rec: taken) or removes (rec NULL) the id's latest record. False
- * when out of memory (the map is unchanged; rec is freed). */
-static bool map_set(latest_map *m, const uint8_t *k, size_t n, uint8_t *rec,
+/* Sets (rec: taken) or removes (rec NULL) the latest record of key's
+ * sequence. False when out of memory (the map is unchanged; rec is
+ * freed). */
+static bool map_set(latest_map *m, const seq_map_node *key, uint8_t *rec,
                     size_t rec_len)
 {
-    if (m->nb == 0 || m->n >= m->nb) {
-        size_t nb = m->nb ? 2 * m->nb : 64;
-        latest **b = calloc(nb, sizeof *b);
-        if (b == NULL) {
-            free(rec);
-            return false;
+    seq_map_node *n = seq_map_find_key(&m->m, key);
+    latest *l = n != NULL ? latest_of(n) : NULL;
+    if (l != NULL) {
+        m->bytes -= l->rec_len;
+        free(l->rec);
+        if (rec == NULL) {
+            seq_map_remove(&m->m, &l->node);
+            free(l);
+            return true;
         }
-        for (size_t i = 0; i < m->nb; i++)
-            for (latest *l = m->b[i], *next; l != NULL; l = next) {
-                next = l->next;
-                latest **at = &b[key_hash(l->key, l->key_len) & (nb - 1)];
-                l->next = *at;
-                *at = l;
-            }
-        free(m->b);
-        m->b = b;
-        m->nb = nb;
-    }
-    latest **p = map_find(m, k, n);
-    if (rec == NULL) {
-        if (*p != NULL) {
-            latest *l = *p;
-            *p = l->next;
-            m->bytes -= l->rec_len;
-            m->n--;
-            latest_free(l);
-        }
-        return true;
-    }
-    if (*p != NULL) {
-        m->bytes -= (*p)->rec_len;
-        free((*p)->rec);
-        (*p)->rec = rec;
-        (*p)->rec_len = rec_len;
+        l->rec = rec;
+        l->rec_len = rec_len;
         m->bytes += rec_len;
         return true;
     }
-    latest *l = calloc(1, sizeof *l);
-    uint8_t *key = malloc(n);
-    if (l == NULL || key == NULL) {
-        free(l);
-        free(key);
+    if (rec == NULL)
+        return true;
+    l = malloc(sizeof *l);
+    if (l == NULL) {
         free(rec);
         return false;
     }
-    memcpy(key, k, n);
-    l->key = key;
-    l->key_len = n;
+    l->node = *key;
     l->rec = rec;
     l->rec_len = rec_len;
-    l->next = *p;
-    *p = l;
-    m->n++;
+    seq_map_add(&m->m, &l->node);
     m->bytes += rec_len;
     return true;
 }
 
+static void latest_free(seq_map_node *n, void *user)
+{
+    (void)user;
+    latest *l = latest_of(n);
+    free(l->rec);
+    free(l);
+}
+
 static void map_free(latest_map *m)
 {
-    for (size_t i = 0; i < m->nb; i++)
-        for (latest *l = m->b[i], *next; l != NULL; l = next) {
-            next = l->next;
-            latest_free(l);
-        }
-    free(m->b);
-    memset(m, 0, sizeof *m);
+    seq_map_each(&m->m, latest_free, NULL);
+    seq_map_free(&m->m);
+    m->bytes = 0;
 }
 
 /* ------------------------------------------------------------ writing */
@@ -306,14 +256,13 @@ struct item {
     item *next;
     uint8_t *rec;
     size_t len;
-    bool keep; /* the rewrite keeps it: live, or ended and numbered */
-    uint8_t key[1 + SEQ_ID_MAX];
-    size_t key_len;
-    seq_store_done done;
+    bool keep;        /* the rewrite keeps it: live, or ended and numbered */
+    seq_map_node key; /* its sequence's */
+    seq_log_done done;
     void *ctx;
 };
 
-struct seq_store {
+struct seq_log {
     char path[4096], tmp[4096], dir[4096];
     seq_fsync mode;
     int fd;
@@ -326,7 +275,7 @@ struct seq_store {
     bool stop;
     int fail_errno, fail_sync_errno; /* testing */
     uint64_t fail_after;
-    bool broken;    /* a failed write could not be undone */
+    bool broken; /* a failed write could not be undone */
     /* everysec: the last once-a-second flush failed, and the records
      * written before it may not be on disk: every batch is flushed before
      * its answers (as with always) until a flush succeeds again, and one
@@ -334,14 +283,36 @@ struct seq_store {
      * fsync fails. The writer's. */
     bool sync_failed;
     char sync_why[300];
-    latest_map map;     /* the writer's */
-    seq_store_stats ws; /* the writer's counters */
-    seq_store_stats stats; /* a copy of them, under mu */
+    latest_map map;      /* the writer's */
+    seq_log_stats ws;    /* the writer's counters */
+    seq_log_stats stats; /* a copy of them, under mu */
+    /* A rewrite in flight (NULL: none): the log rewriter writes the
+     * snapshot to the temporary file while the writer goes on appending
+     * to the log, and keeps a copy of what it appends (tail), which goes
+     * after the snapshot before the file takes the log's place, as
+     * Redis's rewrite buffer does. */
+    struct rewriting *rw;
+    uint64_t rewrite_min;    /* REWRITE_MIN; testing: less */
+    loop_owner writer_owner; /* the log writer, once it runs */
+    bool hold_rewrite;       /* testing: the rewriter waits; under mu */
 };
 
+typedef struct rewriting {
+    seq_log *s;
+    uv_thread_t thread;
+    uint8_t *snap; /* the live sequences' records, one after another */
+    size_t snap_len;
+    int fd; /* the temporary file: the snapshot, flushed */
+    uint64_t size, alloc;
+    int fail;
+    bool ok, done; /* done: under mu */
+    char msg[512];
+    uint8_t *tail; /* the writer's: records appended since the snapshot */
+    size_t tail_len, tail_cap;
+} rewriting;
+
 /* Writes b[0..n) at offset at; fail: the errno a test asked for. */
-static bool write_all(int fd, const uint8_t *b, size_t n, uint64_t at,
-                      int fail)
+static bool write_all(int fd, const uint8_t *b, size_t n, uint64_t at, int fail)
 {
     if (fail) {
         errno = fail;
@@ -435,33 +406,43 @@ static bool fsync_dir(const char *dir)
     return ok;
 }
 
-/* Writes the records to path's temporary file, syncs it and renames it
- * over path. The writer's thread (or the opener's, before it runs). */
-static bool write_fresh(seq_store *s, uint8_t *const *recs,
-                        const size_t *lens, size_t n, int fail, char *msg,
-                        size_t msglen)
+/* Writes the n records to the log's temporary file, with room after
+ * them, and flushes it: its descriptor, or -1 with msg. */
+static int write_tmp(seq_log *s, uint8_t *const *recs, const size_t *lens,
+                     size_t n, int fail, uint64_t *size, uint64_t *alloc,
+                     char *msg, size_t msglen)
 {
     int fd = open(s->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        snprintf(msg, msglen, "cannot create %.300s: %s", s->tmp, strerror(errno));
-        return false;
+        snprintf(msg, msglen, "cannot create %.300s: %s", s->tmp,
+                 strerror(errno));
+        return -1;
     }
-    uint64_t size = 0;
     bool ok = true;
+    *size = 0;
     for (size_t i = 0; ok && i < n; i++) {
-        ok = write_all(fd, recs[i], lens[i], size, fail);
-        size += lens[i];
+        ok = write_all(fd, recs[i], lens[i], *size, fail);
+        *size += lens[i];
     }
-    uint64_t alloc = size; /* the room starts after the records */
-    if (!ok || !make_room(fd, size, 1, &alloc) || fdatasync(fd) != 0) {
-        snprintf(msg, msglen, "cannot write %.300s: %s", s->tmp, strerror(errno));
+    *alloc = *size; /* the room starts after the records */
+    if (!ok || !make_room(fd, *size, 1, alloc) || fdatasync(fd) != 0) {
+        snprintf(msg, msglen, "cannot write %.300s: %s", s->tmp,
+                 strerror(errno));
         close(fd);
         unlink(s->tmp);
-        return false;
+        return -1;
     }
+    return fd;
+}
+
+/* The temporary file (fd, its records' size and its room) renamed over
+ * the log, which it replaces. */
+static bool install(seq_log *s, int fd, uint64_t size, uint64_t alloc,
+                    char *msg, size_t msglen)
+{
     if (rename(s->tmp, s->path) != 0 || !fsync_dir(s->dir)) {
-        snprintf(msg, msglen, "cannot rename %.300s to %.300s: %s", s->tmp, s->path,
-                 strerror(errno));
+        snprintf(msg, msglen, "cannot rename %.300s to %.300s: %s", s->tmp,
+                 s->path, strerror(errno));
         close(fd);
         unlink(s->tmp);
         return false;
@@ -474,39 +455,124 @@ static bool write_fresh(seq_store *s, uint8_t *const *recs,
     return true;
 }
 
-/* One record per live sequence, in place of the log. Writer's thread. */
-static void rewrite(seq_store *s, int fail)
+/* ------------------------------------------------------------ rewriting */
+
+/* The log rewriter: the snapshot into the temporary file. */
+static void run_rewriter(void *arg)
 {
-    size_t n = s->map.n, k = 0;
-    uint8_t **recs = calloc(n ? n : 1, sizeof *recs);
-    size_t *lens = calloc(n ? n : 1, sizeof *lens);
-    char msg[512];
-    if (recs != NULL && lens != NULL) {
-        for (size_t i = 0; i < s->map.nb; i++)
-            for (latest *l = s->map.b[i]; l != NULL; l = l->next) {
-                recs[k] = l->rec;
-                lens[k++] = l->rec_len;
-            }
-        if (write_fresh(s, recs, lens, k, fail, msg, sizeof msg))
-            s->ws.rewrites++;
-        else
-            log_msg("sequences", "error",
-                    "the sequence log was not rewritten (it goes on "
-                    "growing): %s",
-                    msg);
+    rewriting *rw = arg;
+    seq_log *s = rw->s;
+    uv_mutex_lock(&s->mu);
+    while (s->hold_rewrite)
+        uv_cond_wait(&s->cv, &s->mu);
+    uv_mutex_unlock(&s->mu);
+    uint8_t *recs[1] = {rw->snap};
+    rw->fd = write_tmp(s, recs, &rw->snap_len, 1, rw->fail, &rw->size,
+                       &rw->alloc, rw->msg, sizeof rw->msg);
+    uv_mutex_lock(&s->mu);
+    rw->done = true;
+    uv_cond_broadcast(&s->cv);
+    uv_mutex_unlock(&s->mu);
+}
+
+/* Starts a rewrite with one record per live sequence. The log writer. */
+static void rewrite_start(seq_log *s, int fail)
+{
+    OWNER_ASSERT(&s->writer_owner);
+    rewriting *rw = calloc(1, sizeof *rw);
+    uint8_t *snap = malloc(s->map.bytes ? s->map.bytes : 1);
+    if (rw == NULL || snap == NULL) {
+        free(rw);
+        free(snap);
+        return; /* the log goes on growing; the next batch tries again */
     }
-    free(recs);
-    free(lens);
+    for (size_t i = 0; i < s->map.m.nb; i++)
+        for (seq_map_node *x = s->map.m.b[i]; x != NULL; x = x->next) {
+            memcpy(snap + rw->snap_len, latest_of(x)->rec,
+                   latest_of(x)->rec_len);
+            rw->snap_len += latest_of(x)->rec_len;
+        }
+    rw->s = s;
+    rw->snap = snap;
+    rw->fail = fail;
+    if (uv_thread_create(&rw->thread, run_rewriter, rw) != 0) {
+        free(snap);
+        free(rw);
+        return;
+    }
+    s->rw = rw;
+}
+
+/* Keeps a copy of a batch's records for the rewrite in flight. False
+ * when memory runs out (the rewrite is then dropped). The log writer. */
+static bool rewrite_keep(rewriting *rw, const item *batch)
+{
+    for (const item *i = batch; i != NULL; i = i->next) {
+        if (rw->tail_len + i->len > rw->tail_cap) {
+            size_t cap = 2 * (rw->tail_len + i->len);
+            uint8_t *t = realloc(rw->tail, cap);
+            if (t == NULL)
+                return false;
+            rw->tail = t;
+            rw->tail_cap = cap;
+        }
+        memcpy(rw->tail + rw->tail_len, i->rec, i->len);
+        rw->tail_len += i->len;
+    }
+    return true;
+}
+
+/* Ends the rewrite in flight, once its thread is done: the records
+ * appended meanwhile go after the snapshot, and the file replaces the log
+ * (or, when anything failed, the log goes on as it was). Writer's
+ * thread. */
+static void rewrite_end(seq_log *s, bool keep)
+{
+    OWNER_ASSERT(&s->writer_owner);
+    rewriting *rw = s->rw;
+    s->rw = NULL;
+    uv_thread_join(&rw->thread);
+    bool ok = keep && rw->fd >= 0;
+    uint64_t size = rw->size;
+    if (ok) {
+        ok = make_room(rw->fd, size, rw->tail_len, &rw->alloc)
+             && write_all(rw->fd, rw->tail, rw->tail_len, size, 0)
+             && fdatasync(rw->fd) == 0;
+        if (!ok)
+            snprintf(rw->msg, sizeof rw->msg, "cannot write %.300s: %s", s->tmp,
+                     strerror(errno));
+        size += rw->tail_len;
+    }
+    if (ok && install(s, rw->fd, size, rw->alloc, rw->msg, sizeof rw->msg))
+        s->ws.rewrites++;
+    else if (keep) {
+        if (ok == false && rw->fd >= 0) {
+            close(rw->fd);
+            unlink(s->tmp);
+        }
+        log_msg("sequences", "error",
+                "the sequence log was not rewritten (it goes on growing): "
+                "%s",
+                rw->msg[0] ? rw->msg : "out of memory");
+    } else if (rw->fd >= 0) {
+        close(rw->fd);
+        unlink(s->tmp);
+    }
+    free(rw->snap);
+    free(rw->tail);
+    free(rw);
 }
 
 /* Writes a batch and flushes it as the mode says: true when every
- * record in it is durable. Writer's thread, no lock held. */
-static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
+ * record in it is durable. The log writer, no lock held. */
+static bool write_batch(seq_log *s, item *batch, int fail, int fail_sync,
                         char *why, size_t whylen)
 {
+    OWNER_ASSERT(&s->writer_owner);
     if (s->broken) {
-        snprintf(why, whylen, "the log %.300s is damaged by an earlier failed "
-                              "write; restart tallyd",
+        snprintf(why, whylen,
+                 "the log %.300s is damaged by an earlier failed "
+                 "write; restart tallyd",
                  s->path);
         return false;
     }
@@ -536,8 +602,9 @@ static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
                          "chunks are refused until a flush succeeds (%.100s)",
                          s->path, strerror(e), s->sync_why);
             else
-                snprintf(why, whylen, "cannot flush the sequence log %.300s: %s",
-                         s->path, strerror(e));
+                snprintf(why, whylen,
+                         "cannot flush the sequence log %.300s: %s", s->path,
+                         strerror(e));
             s->ws.flush_failures++;
             if (ftruncate(s->fd, (off_t)start) != 0)
                 s->broken = true;
@@ -560,9 +627,10 @@ static bool write_batch(seq_store *s, item *batch, int fail, int fail_sync,
 /* everysec's flush of the second's records. A failure is logged and
  * counted, and the chunks after it are refused until a flush succeeds
  * (write_batch): the records written before it are on the OS's page
- * cache only, and may be lost with the machine. Writer's thread. */
-static void sync_second(seq_store *s, int fail_sync)
+ * cache only, and may be lost with the machine. The log writer. */
+static void sync_second(seq_log *s, int fail_sync)
 {
+    OWNER_ASSERT(&s->writer_owner);
     uint64_t t0 = now_ns();
     if (!fail_sync && fdatasync(s->fd) == 0) {
         s->ws.flushes++;
@@ -591,12 +659,13 @@ static void sync_second(seq_store *s, int fail_sync)
 
 static void run_writer(void *arg)
 {
-    seq_store *s = arg;
+    seq_log *s = arg;
+    loop_owner_set(&s->writer_owner);
     uint64_t last_sync = now_ns();
     bool dirty = false;
     uv_mutex_lock(&s->mu);
     for (;;) {
-        while (s->head == NULL && !s->stop) {
+        while (s->head == NULL && !s->stop && !(s->rw && s->rw->done)) {
             if (dirty) {
                 uint64_t since = now_ns() - last_sync;
                 if (since >= 1000000000u)
@@ -608,7 +677,7 @@ static void run_writer(void *arg)
         }
         item *batch = s->head;
         s->head = s->tail = NULL;
-        bool stop = s->stop;
+        bool stop = s->stop, rewritten = s->rw != NULL && s->rw->done;
         int fail = s->fail_errno, fail_sync = s->fail_sync_errno;
         if (s->ws.records < s->fail_after)
             fail = fail_sync = 0;
@@ -619,6 +688,8 @@ static void run_writer(void *arg)
         if (batch != NULL) {
             ok = write_batch(s, batch, fail, fail_sync, why, sizeof why);
             dirty = dirty || (ok && s->mode == SEQ_FSYNC_EVERYSEC);
+            if (ok && s->rw != NULL && !rewrite_keep(s->rw, batch))
+                rewrite_end(s, false);
         }
         if (dirty && (stop || now_ns() - last_sync >= 1000000000u)) {
             sync_second(s, fail_sync);
@@ -629,9 +700,9 @@ static void run_writer(void *arg)
             s->ws.records++;
             if (ok && !i->keep) {
                 free(i->rec);
-                map_set(&s->map, i->key, i->key_len, NULL, 0);
+                map_set(&s->map, &i->key, NULL, 0);
             } else if (ok) {
-                map_set(&s->map, i->key, i->key_len, i->rec, i->len);
+                map_set(&s->map, &i->key, i->rec, i->len);
             } else {
                 free(i->rec);
                 s->ws.failures++;
@@ -649,18 +720,22 @@ static void run_writer(void *arg)
             i->done(i->ctx, ok, why);
             free(i);
         }
-        if (s->size > REWRITE_MIN && s->size > 2 * (uint64_t)s->map.bytes)
-            rewrite(s, fail);
+        if (s->rw != NULL && (rewritten || stop)) /* stop: it ends first */
+            rewrite_end(s, true);
+        else if (s->rw == NULL && s->size > s->rewrite_min
+                 && s->size > 2 * (uint64_t)s->map.bytes)
+            rewrite_start(s, fail);
         uv_mutex_lock(&s->mu);
         s->ws.bytes = s->size;
+        s->ws.rewriting = s->rw != NULL;
         s->stats = s->ws;
-        if (stop && s->head == NULL)
+        if (stop && s->head == NULL && s->rw == NULL)
             break;
     }
     uv_mutex_unlock(&s->mu);
 }
 
-int seq_store_lock(const char *dir, char *msg, size_t msglen)
+int seq_log_lock(const char *dir, char *msg, size_t msglen)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/tallyd.lock", dir);
@@ -689,52 +764,56 @@ int seq_store_lock(const char *dir, char *msg, size_t msglen)
     char pid[24];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
-        log_msg("sequences", "warn", "%s: cannot write tallyd's pid: %s",
-                path, strerror(errno));
+        log_msg("sequences", "warn", "%s: cannot write tallyd's pid: %s", path,
+                strerror(errno));
     return fd;
 }
 
-void seq_store_unlock(int fd)
+void seq_log_unlock(int fd)
 {
     if (fd >= 0)
         close(fd); /* the file stays: its pid is stale, its lock gone */
 }
 
-seq_store *seq_store_open(const char *dir, seq_fsync mode,
-                          const seq_file_entry *e, size_t n, char *msg,
-                          size_t msglen)
+seq_log *seq_log_open(const char *dir, seq_fsync mode, const seq_file_entry *e,
+                      size_t n, char *msg, size_t msglen)
 {
-    seq_store *s = calloc(1, sizeof *s);
+    seq_log *s = calloc(1, sizeof *s);
     if (s == NULL) {
         snprintf(msg, msglen, "out of memory");
         return NULL;
     }
     s->fd = -1;
     s->mode = mode;
+    s->rewrite_min = REWRITE_MIN;
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->path, sizeof s->path, "%s/sequences.log", dir);
     snprintf(s->tmp, sizeof s->tmp, "%s/sequences.log.tmp", dir);
     uint8_t **recs = calloc(n ? n : 1, sizeof *recs);
     size_t *lens = calloc(n ? n : 1, sizeof *lens);
     bool ok = recs != NULL && lens != NULL;
-    uint8_t key[1 + SEQ_ID_MAX];
+    seq_map_node key;
+    ok = ok && seq_map_init(&s->map.m);
     for (size_t i = 0; ok && i < n; i++) {
-        recs[i] = encode(&e[i], e[i].ended ? SEQ_REC_ENDED : SEQ_REC_LIVE,
-                         &lens[i]);
+        recs[i] = encode(&e[i], &lens[i]);
         ok = recs[i] != NULL;
         if (ok) { /* the map keeps its own copy */
             uint8_t *c = malloc(lens[i]);
             ok = c != NULL;
             if (ok) {
                 memcpy(c, recs[i], lens[i]);
-                ok = map_set(&s->map, key, id_key(&e[i].id, key), c, lens[i]);
+                seq_key_of(&e[i].id, &key);
+                ok = map_set(&s->map, &key, c, lens[i]);
             }
         }
     }
     if (!ok)
         snprintf(msg, msglen, "out of memory writing %.300s", s->path);
-    else
-        ok = write_fresh(s, recs, lens, n, 0, msg, msglen);
+    else {
+        uint64_t size, alloc;
+        int fd = write_tmp(s, recs, lens, n, 0, &size, &alloc, msg, msglen);
+        ok = fd >= 0 && install(s, fd, size, alloc, msg, msglen);
+    }
     for (size_t i = 0; recs != NULL && i < n; i++)
         free(recs[i]);
     free(recs);
@@ -759,19 +838,19 @@ seq_store *seq_store_open(const char *dir, seq_fsync mode,
     return s;
 }
 
-bool seq_store_append(seq_store *s, const seq_file_entry *x, int how,
-                      seq_store_done done, void *ctx)
+bool seq_log_append(seq_log *s, const seq_file_entry *x, seq_log_done done,
+                    void *ctx)
 {
     item *i = calloc(1, sizeof *i);
     if (i == NULL)
         return false;
-    i->rec = encode(x, how, &i->len);
+    i->rec = encode(x, &i->len);
     if (i->rec == NULL) {
         free(i);
         return false;
     }
-    i->keep = how == SEQ_REC_LIVE || (how == SEQ_REC_ENDED && x->numbered);
-    i->key_len = id_key(&x->id, i->key);
+    i->keep = x->state == SEQ_LIVE || (x->state == SEQ_ENDED && x->numbered);
+    seq_key_of(&x->id, &i->key);
     i->done = done;
     i->ctx = ctx;
     uv_mutex_lock(&s->mu);
@@ -780,13 +859,12 @@ bool seq_store_append(seq_store *s, const seq_file_entry *x, int how,
     else
         s->head = i;
     s->tail = i;
-    uv_cond_signal(&s->cv);
+    uv_cond_broadcast(&s->cv); /* the writer, not the held rewriter */
     uv_mutex_unlock(&s->mu);
     return true;
 }
 
-void seq_store_fail_writes(seq_store *s, int err, int sync_err,
-                           uint64_t after)
+void seq_log_fail_writes(seq_log *s, int err, int sync_err, uint64_t after)
 {
     uv_mutex_lock(&s->mu);
     s->fail_errno = err;
@@ -795,20 +873,29 @@ void seq_store_fail_writes(seq_store *s, int err, int sync_err,
     uv_mutex_unlock(&s->mu);
 }
 
-void seq_store_get_stats(seq_store *s, seq_store_stats *out)
+void seq_log_test_rewrites(seq_log *s, uint64_t min_bytes, bool hold)
+{
+    uv_mutex_lock(&s->mu);
+    s->rewrite_min = min_bytes;
+    s->hold_rewrite = hold;
+    uv_cond_broadcast(&s->cv);
+    uv_mutex_unlock(&s->mu);
+}
+
+void seq_log_get_stats(seq_log *s, seq_log_stats *out)
 {
     uv_mutex_lock(&s->mu);
     *out = s->stats;
     uv_mutex_unlock(&s->mu);
 }
 
-void seq_store_close(seq_store *s)
+void seq_log_close(seq_log *s)
 {
     if (s == NULL)
         return;
     uv_mutex_lock(&s->mu);
     s->stop = true;
-    uv_cond_signal(&s->cv);
+    uv_cond_broadcast(&s->cv); /* the writer, not the held rewriter */
     uv_mutex_unlock(&s->mu);
     uv_thread_join(&s->writer);
     if (s->fd >= 0) {

@@ -1,17 +1,17 @@
 /*
- * state_redis.c - a store of versioned records in Redis (state_redis.h):
+ * redis_store.c - a store of versioned records in Redis (redis_store.h):
  * the ops, their replies, and the queues they wait in (redis_conn.c has
  * the connection and the store's life).
  *
  * The store's loop owns everything below the mutex line of its struct
  * (redis_int.h): the hiredis context, the ops waiting for a connection,
  * the ops sent, and the timers. That loop is the store's own, on a
- * thread of its own (state_redis_open), or a caller's
- * (state_redis_open_on: a door's loop). Other threads only append to
+ * thread of its own (redis_store_open), or a caller's
+ * (redis_store_open_on: a door's loop). Other threads only append to
  * `incoming` (under mu) and wake the loop, under mu too, so that the wake
  * handle is never used once the loop has closed it. The loop's own
  * thread appends the same way but does not wake itself: its prepare step
- * takes `incoming` in before the loop next waits (a chunk read on a
+ * takes `incoming` in before the loop next waits (a request read on a
  * door's loop writes to Redis on the same turn, without a write to the
  * wake's descriptor and a turn to read it back).
  */
@@ -53,11 +53,14 @@ const size_t redis_script_len = sizeof redis_script - 1;
 
 /* ------------------------------------------------------------ the ops */
 
-state_version state_version_next(state_version cur, bool anew)
+/* The version a write after cur takes: the next count in cur's
+ * incarnation, or, with anew (or when there is no key), 1 in a new
+ * incarnation drawn at random. */
+static kv_version version_next(kv_version cur, bool anew)
 {
     if (!anew && cur.n != 0)
-        return (state_version){cur.n + 1, cur.inc};
-    state_version v = {1, 0};
+        return (kv_version){cur.n + 1, cur.inc};
+    kv_version v = {1, 0};
     while (v.inc == 0) {
         unsigned char b[8];
         if (RAND_bytes(b, sizeof b) != 1) { /* not seeded: a weaker draw */
@@ -76,16 +79,16 @@ static void op_free(op *o)
     free(o); /* its key and value with it */
 }
 
-static const state_version no_version;
+static const kv_version no_version;
 
 /* The op's end, once: its callback, then (unless it is still sent, and
  * its reply will come) its memory. */
-static void finish(op *o, state_redis_result r, state_version version,
-                   const uint8_t *rec, size_t len, const char *why)
+static void finish(op *o, kv_result r, kv_version version, const uint8_t *rec,
+                   size_t len, const char *why)
 {
     if (!o->finished) {
         o->finished = true;
-        if (r == STATE_REDIS_FAILED)
+        if (r == KV_FAILED)
             atomic_fetch_add(&o->s->failures, 1);
         o->done(o->ctx, r, version, rec, len, why);
     }
@@ -95,10 +98,10 @@ static void finish(op *o, state_redis_result r, state_version version,
 
 void redis_fail(op *o, const char *why)
 {
-    finish(o, STATE_REDIS_FAILED, no_version, NULL, 0, why);
+    finish(o, KV_FAILED, no_version, NULL, 0, why);
 }
 
-static void unlink_sent(state_redis *s, op *o)
+static void unlink_sent(redis_store *s, op *o)
 {
     if (o->sprev != NULL)
         o->sprev->snext = o->snext;
@@ -109,7 +112,7 @@ static void unlink_sent(state_redis *s, op *o)
     o->sprev = o->snext = NULL;
 }
 
-static void link_sent(state_redis *s, op *o)
+static void link_sent(redis_store *s, op *o)
 {
     o->sent = true;
     o->snext = s->sent;
@@ -119,7 +122,7 @@ static void link_sent(state_redis *s, op *o)
 }
 
 /* v as a value's first VERSION_LEN bytes. */
-static void put_version(uint8_t *out, state_version v)
+static void put_version(uint8_t *out, kv_version v)
 {
     uint64_t n = v.n;
     for (int i = VERSION_DIGITS - 1; i >= 0; i--) {
@@ -134,12 +137,12 @@ static void put_version(uint8_t *out, state_version v)
 /* A value as the store holds it (a version, then the record): its
  * version and record. False: not a value of tally's (of this version's
  * format: an older tallyd's 16-digit versions are not taken). */
-static bool parse_value(const char *p, size_t n, state_version *version,
+static bool parse_value(const char *p, size_t n, kv_version *version,
                         const uint8_t **rec, size_t *len)
 {
     if (n < VERSION_LEN)
         return false;
-    state_version v = {0, 0};
+    kv_version v = {0, 0};
     for (size_t i = 0; i < VERSION_DIGITS; i++) {
         if (p[i] < '0' || p[i] > '9')
             return false;
@@ -162,10 +165,10 @@ static bool parse_value(const char *p, size_t n, state_version *version,
     return true;
 }
 
-static void send_op(state_redis *s, op *o);
-static void wait_for_replicas(state_redis *s, op *o);
+static void send_op(redis_store *s, op *o);
+static void wait_for_replicas(redis_store *s, op *o);
 
-static void send_wait(state_redis *s);
+static void send_wait(redis_store *s);
 
 /* A WAIT's answer: how many replicas have every write sent before it,
  * which is the end of each op in its batch. */
@@ -173,7 +176,7 @@ static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
 {
     op *batch = priv;
     redisReply *r = rp;
-    state_redis *s = ac->data;
+    redis_store *s = ac->data;
     s->wait_inflight = false;
     char why[300] = "";
     if (r == NULL)
@@ -183,10 +186,10 @@ static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
                                "replicas took the write (WAIT): it may or "
                                "may not survive a failover");
     else if (r->type != REDIS_REPLY_INTEGER)
-        snprintf(why, sizeof why, "Redis answered WAIT with %.*s",
-                 (int)(r->type == REDIS_REPLY_ERROR && r->len < 200 ? r->len
-                                                                     : 0),
-                 r->type == REDIS_REPLY_ERROR ? r->str : "");
+        snprintf(
+            why, sizeof why, "Redis answered WAIT with %.*s",
+            (int)(r->type == REDIS_REPLY_ERROR && r->len < 200 ? r->len : 0),
+            r->type == REDIS_REPLY_ERROR ? r->str : "");
     else if (r->integer < (long long)s->wait_replicas)
         snprintf(why, sizeof why,
                  "written to the primary, but %lld of the %u replicas "
@@ -203,31 +206,31 @@ static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
         if (why[0])
             redis_fail(o, why);
         else
-            finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL, 0,
-                   NULL);
+            finish(o, KV_OK, o->del ? no_version : o->to, NULL, 0, NULL);
     }
     if (s->wait_queue != NULL && s->ac != NULL && !s->stopping)
         send_wait(s);
     else if (s->wait_queue != NULL)
-        redis_fail_wait_queue(s, s->stopping ? "the store is closing"
-                                       : "the connection to Redis was lost "
-                                         "before its replicas took the write "
-                                         "(WAIT): it may or may not survive "
-                                         "a failover");
+        redis_fail_wait_queue(s, s->stopping
+                                     ? "the store is closing"
+                                     : "the connection to Redis was lost "
+                                       "before its replicas took the write "
+                                       "(WAIT): it may or may not survive "
+                                       "a failover");
 }
 
 /* A command's reply (NULL: the connection went, or the store closes). */
 static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
 {
     op *o = priv;
-    state_redis *s = o->s;
+    redis_store *s = o->s;
     redisReply *r = rp;
     (void)ac;
     unlink_sent(s, o);
     o->sent = false;
     if (r == NULL) {
         redis_fail(o, s->stopping ? "the store is closing"
-                            : "the connection to Redis was lost");
+                                  : "the connection to Redis was lost");
         return;
     }
     atomic_fetch_add(&s->answered, 1);
@@ -245,49 +248,48 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
         redis_fail(o, why);
         return;
     }
-    state_version v = no_version;
+    kv_version v = no_version;
     const uint8_t *rec = NULL;
     size_t len = 0;
     if (r->type == REDIS_REPLY_NIL && o->kind == OP_GET) {
-        finish(o, STATE_REDIS_OK, no_version, NULL, 0, NULL); /* none */
+        finish(o, KV_OK, no_version, NULL, 0, NULL); /* none */
         return;
     }
     if (r->type == REDIS_REPLY_INTEGER && o->kind == OP_PUT
         && (r->integer == 0 || r->integer == 1)) {
         if (r->integer == 0) {
-            finish(o, STATE_REDIS_CONFLICT, no_version, NULL, 0, NULL);
+            finish(o, KV_CONFLICT, no_version, NULL, 0, NULL);
         } else if (o->touch) {
-            finish(o, STATE_REDIS_OK, o->expect, NULL, 0, NULL);
+            finish(o, KV_OK, o->expect, NULL, 0, NULL);
         } else if (s->wait_replicas > 0 && !o->finished && s->ac != NULL) {
             wait_for_replicas(s, o); /* acknowledged once replicas have it */
         } else {
-            finish(o, STATE_REDIS_OK, o->del ? no_version : o->to, NULL,
-                   0, NULL);
+            finish(o, KV_OK, o->del ? no_version : o->to, NULL, 0, NULL);
         }
         return;
     }
     if (r->type != REDIS_REPLY_STRING
         || !parse_value(r->str, r->len, &v, &rec, &len)) {
-        redis_fail(o, o->kind == OP_GET
-                    ? "the key holds no state of this tallyd's (a version "
-                      "and a record)"
-                    : "Redis answered the write with something unexpected");
+        redis_fail(o,
+                   o->kind == OP_GET
+                       ? "the key holds no state of this tallyd's (a version "
+                         "and a record)"
+                       : "Redis answered the write with something unexpected");
         return;
     }
-    finish(o, o->kind == OP_GET ? STATE_REDIS_OK : STATE_REDIS_CONFLICT, v,
-           rec, len, NULL);
+    finish(o, o->kind == OP_GET ? KV_OK : KV_CONFLICT, v, rec, len, NULL);
 }
 
 /* The written ops queued so far, covered by one WAIT: its timeout is
  * the latest of their deadlines (an op whose own passes sooner is failed
  * by the sweep). */
-static void send_wait(state_redis *s)
+static void send_wait(redis_store *s)
 {
     op *batch = s->wait_queue;
     s->wait_queue = s->wait_tail = NULL;
     uint64_t now = now_ns(), last = 0;
     for (op *o = batch; o != NULL; o = o->wnext)
-        last = o->deadline_ns == 0 ? UINT64_MAX
+        last = o->deadline_ns == 0     ? UINT64_MAX
                : o->deadline_ns > last ? o->deadline_ns
                                        : last;
     uint64_t left = last == UINT64_MAX ? s->timeout_ms
@@ -312,7 +314,7 @@ static void send_wait(state_redis *s)
 }
 
 /* The written ops no WAIT was sent for, failed: the connection went. */
-void redis_fail_wait_queue(state_redis *s, const char *why)
+void redis_fail_wait_queue(redis_store *s, const char *why)
 {
     op *o = s->wait_queue;
     s->wait_queue = s->wait_tail = NULL;
@@ -327,7 +329,7 @@ void redis_fail_wait_queue(state_redis *s, const char *why)
 
 /* A written op waits for a WAIT: the next one, or one sent now. It stays
  * in the sent list, where the sweep sees its deadline. */
-static void wait_for_replicas(state_redis *s, op *o)
+static void wait_for_replicas(redis_store *s, op *o)
 {
     o->waiting_replicas = true;
     o->wnext = NULL;
@@ -341,7 +343,7 @@ static void wait_for_replicas(state_redis *s, op *o)
         send_wait(s);
 }
 
-static void send_op(state_redis *s, op *o)
+static void send_op(redis_store *s, op *o)
 {
     char expect[VERSION_LEN + 1], ttl[24];
     const char *argv[8];
@@ -359,7 +361,7 @@ static void send_op(state_redis *s, op *o)
             put_version((uint8_t *)expect, o->expect);
             expect[VERSION_LEN] = '\0';
         }
-        if (o->ttl_ms == STATE_REDIS_KEEP_TTL)
+        if (o->ttl_ms == KV_KEEP_TTL)
             snprintf(ttl, sizeof ttl, "keep");
         else
             snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)o->ttl_ms);
@@ -373,7 +375,7 @@ static void send_op(state_redis *s, op *o)
         argv[7] = o->rec != NULL ? (const char *)o->rec : "";
         argc = 8;
         for (int i = 0; i < argc; i++)
-            argl[i] = i == 3 ? o->keylen
+            argl[i] = i == 3   ? o->keylen
                       : i == 7 ? (o->rec != NULL ? o->len : 0)
                                : strlen(argv[i]);
     }
@@ -386,8 +388,9 @@ static void send_op(state_redis *s, op *o)
     link_sent(s, o);
 }
 
-void redis_send_waiting(state_redis *s)
+void redis_send_waiting(redis_store *s)
 {
+    OWNER_ASSERT(&s->in.owner);
     bool any = false;
     while (s->up && s->waiting != NULL) {
         op *o = s->waiting;
@@ -410,7 +413,7 @@ void redis_send_waiting(state_redis *s)
  * comes, is dropped. */
 static void on_sweep(uv_timer_t *t)
 {
-    state_redis *s = t->data;
+    redis_store *s = t->data;
     uint64_t now = now_ns();
     for (op **pp = &s->waiting, *prev = NULL; *pp != NULL;) {
         op *o = *pp;
@@ -427,18 +430,38 @@ static void on_sweep(uv_timer_t *t)
     }
     for (op *o = s->sent; o != NULL; o = o->snext)
         if (!o->finished && o->deadline_ns != 0 && now >= o->deadline_ns)
-            redis_fail(o, o->waiting_replicas
-                        ? "timed out waiting for Redis's replicas to take "
-                          "the write (WAIT): it is in the primary, and may "
-                          "or may not survive a failover"
-                        : "timed out waiting for Redis's answer");
+            redis_fail(o,
+                       o->waiting_replicas
+                           ? "timed out waiting for Redis's replicas to take "
+                             "the write (WAIT): it is in the primary, and may "
+                             "or may not survive a failover"
+                           : "timed out waiting for Redis's answer");
     if (s->waiting == NULL && s->sent == NULL)
         uv_timer_stop(&s->sweep);
 }
+/* o, at the end of the ops waiting for the connection. */
+static void wait_for_connection(redis_store *s, op *o)
+{
+    o->next = NULL;
+    if (s->waiting_tail != NULL)
+        s->waiting_tail->next = o;
+    else
+        s->waiting = o;
+    s->waiting_tail = o;
+}
+
+/* The waiting ops sent, if the connection is up; swept meanwhile. */
+static void send_now(redis_store *s)
+{
+    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
+        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    redis_send_waiting(s);
+}
+
 static void on_later(uv_timer_t *t);
 
 /* Arms the timer for the soonest delayed op. */
-static void arm_later(state_redis *s)
+static void arm_later(redis_store *s)
 {
     if (s->delayed == NULL) {
         uv_timer_stop(&s->later);
@@ -450,7 +473,7 @@ static void arm_later(state_redis *s)
 }
 
 /* Puts o among the delayed ops, in time order. */
-static void delay(state_redis *s, op *o)
+static void delay(redis_store *s, op *o)
 {
     op **pp = &s->delayed;
     while (*pp != NULL && (*pp)->not_before_ns <= o->not_before_ns)
@@ -463,106 +486,67 @@ static void delay(state_redis *s, op *o)
 /* The delayed ops whose time has come join the others. */
 static void on_later(uv_timer_t *t)
 {
-    state_redis *s = t->data;
+    redis_store *s = t->data;
     uint64_t now = now_ns();
     while (s->delayed != NULL && s->delayed->not_before_ns <= now) {
         op *o = s->delayed;
         s->delayed = o->next;
-        o->next = NULL;
-        if (s->waiting_tail != NULL)
-            s->waiting_tail->next = o;
-        else
-            s->waiting = o;
-        s->waiting_tail = o;
+        wait_for_connection(s, o);
     }
     arm_later(s);
-    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
-        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
-    redis_send_waiting(s);
+    send_now(s);
 }
 
-void redis_on_wake(uv_async_t *a)
+void redis_on_mail(mailbox *m, mailbox_item *items)
 {
-    state_redis *s = a->data;
-    uv_mutex_lock(&s->mu);
-    op *in = s->incoming;
-    s->incoming = s->incoming_tail = NULL;
-    bool closing = s->closing;
-    uv_mutex_unlock(&s->mu);
-    for (op *o = in, *next; o != NULL; o = next) {
-        next = o->next;
-        o->next = NULL;
+    redis_store *s = m->data;
+    bool closing = atomic_load(&s->closing);
+    while (items != NULL) {
+        op *o = (op *)items;
+        items = items->next;
         if (closing) {
             redis_fail(o, "the store is closing");
             continue;
         }
-        if (o->not_before_ns > now_ns()) {
+        if (o->not_before_ns > now_ns())
             delay(s, o);
-            continue;
-        }
-        if (s->waiting_tail != NULL)
-            s->waiting_tail->next = o;
         else
-            s->waiting = o;
-        s->waiting_tail = o;
+            wait_for_connection(s, o);
     }
-    if (closing) {
+    if (closing)
         redis_shut(s);
-        return;
-    }
-    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
-        uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
-    redis_send_waiting(s);
+    else
+        send_now(s);
 }
 
-/* The loop's prepare step: what the loop's own thread submitted is taken
- * in (on_wake's work), and the connection's queued commands go out. */
+/* The loop's prepare step: the connection's queued commands go out. The
+ * first names the loop's thread (a door's loop is opened on before it
+ * runs). */
 void redis_on_flush(uv_prepare_t *h)
 {
-    state_redis *s = h->data;
-    if (!atomic_load_explicit(&s->self.known, memory_order_relaxed))
-        loop_owner_set(&s->self);
-    while (s->self_pending) { /* its callbacks may submit again */
-        s->self_pending = false;
-        redis_on_wake(&s->wake);
-    }
+    redis_store *s = h->data;
+    if (!atomic_load_explicit(&s->in.owner.known, memory_order_relaxed))
+        mailbox_own(&s->in);
     if (s->ac != NULL)
         redis_poll_flush(s->ac);
 }
 
 /* ------------------------------------------------------ the callers */
 
-static bool submit(state_redis *s, op *o)
+/* done() only ever runs on the store's loop: a closed store's op is
+ * freed here, and the caller told. */
+static bool submit(redis_store *s, op *o)
 {
-    bool own = loop_owner_is_me(&s->self);
-    uv_mutex_lock(&s->mu);
-    bool closing = s->closing;
-    if (!closing) {
-        if (s->incoming_tail != NULL)
-            s->incoming_tail->next = o;
-        else
-            s->incoming = o;
-        s->incoming_tail = o;
-        /* under mu: the loop closes the handle only once closing; its
-         * own thread takes incoming in at its prepare step instead */
-        if (own)
-            s->self_pending = true;
-        else
-            uv_async_send(&s->wake);
-    }
-    uv_mutex_unlock(&s->mu);
-    if (closing) { /* done() only ever runs on the store's loop */
-        op_free(o);
-        return false;
-    }
-    return true;
+    if (mailbox_post(&s->in, &o->in))
+        return true;
+    op_free(o);
+    return false;
 }
 
 /* An op, with room after it for its key and vlen bytes of value (o->rec,
  * left to the caller to fill), in one allocation. */
-static op *new_op(state_redis *s, int kind, const uint8_t *id, size_t idlen,
-                  size_t vlen, uint64_t deadline_ns, state_redis_done done,
-                  void *ctx)
+static op *new_op(redis_store *s, int kind, const uint8_t *id, size_t idlen,
+                  size_t vlen, uint64_t deadline_ns, kv_done done, void *ctx)
 {
     size_t klen = s->prefix_len + idlen;
     if (idlen > MAX_ID || vlen > SIZE_MAX - sizeof(op) - klen - 1)
@@ -588,21 +572,28 @@ static op *new_op(state_redis *s, int kind, const uint8_t *id, size_t idlen,
     return o;
 }
 
-bool state_redis_get(state_redis *s, const uint8_t *id, size_t idlen,
-                     uint64_t deadline_ns, state_redis_done done, void *ctx)
+static bool kv_get(kv *k, const uint8_t *id, size_t idlen, uint64_t delay_ms,
+                   uint64_t deadline_ns, kv_done done, void *ctx)
 {
+    redis_store *s = (redis_store *)k;
     op *o = new_op(s, OP_GET, id, idlen, 0, deadline_ns, done, ctx);
-    return o != NULL && submit(s, o);
+    if (o == NULL)
+        return false;
+    if (delay_ms > 0)
+        o->not_before_ns = now_ns() + delay_ms * 1000000u;
+    return submit(s, o);
 }
 
-bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
-                     state_version expect, state_version next,
-                     const uint8_t *record, size_t len, uint64_t ttl_ms,
-                     uint64_t deadline_ns, state_redis_done done, void *ctx)
+static bool kv_put(kv *k, const uint8_t *id, size_t idlen, kv_version expect,
+                   bool anew, const uint8_t *record, size_t len,
+                   uint64_t ttl_ms, uint64_t deadline_ns, kv_done done,
+                   void *ctx)
 {
-    /* counts stay below 10^16: one a chunk, for a sequence that lives no
-     * longer than its idle time between chunks */
-    if (next.n == 0 || next.n > 9999999999999999ull || next.inc == 0)
+    redis_store *s = (redis_store *)k;
+    kv_version next = version_next(expect, anew);
+    /* counts stay below 10^16 (VERSION_DIGITS): the caller's keys live
+     * no longer than their time to live between writes */
+    if (next.n > 9999999999999999ull)
         return false;
     /* the value: the next version, then the record */
     if (record != NULL && len > SIZE_MAX - VERSION_LEN)
@@ -622,11 +613,12 @@ bool state_redis_put(state_redis *s, const uint8_t *id, size_t idlen,
     return submit(s, o);
 }
 
-bool state_redis_touch(state_redis *s, const uint8_t *id, size_t idlen,
-                       state_version expect, uint64_t ttl_ms,
-                       uint64_t deadline_ns, state_redis_done done, void *ctx)
+static bool kv_touch(kv *k, const uint8_t *id, size_t idlen, kv_version expect,
+                     uint64_t ttl_ms, uint64_t deadline_ns, kv_done done,
+                     void *ctx)
 {
-    if (expect.n == 0 || ttl_ms == 0 || ttl_ms == STATE_REDIS_KEEP_TTL)
+    redis_store *s = (redis_store *)k;
+    if (expect.n == 0 || ttl_ms == 0 || ttl_ms == KV_KEEP_TTL)
         return false;
     op *o = new_op(s, OP_PUT, id, idlen, 0, deadline_ns, done, ctx);
     if (o == NULL)
@@ -637,24 +629,24 @@ bool state_redis_touch(state_redis *s, const uint8_t *id, size_t idlen,
     return submit(s, o);
 }
 
-bool state_redis_get_later(state_redis *s, const uint8_t *id, size_t idlen,
-                           uint64_t delay_ms, uint64_t deadline_ns,
-                           state_redis_done done, void *ctx)
+static void kv_get_stats(kv *k, kv_stats *out)
 {
-    op *o = new_op(s, OP_GET, id, idlen, 0, deadline_ns, done, ctx);
-    if (o == NULL)
-        return false;
-    o->not_before_ns = now_ns() + delay_ms * 1000000u;
-    return submit(s, o);
-}
-
-void state_redis_get_stats(state_redis *s, state_redis_stats *out)
-{
+    redis_store *s = (redis_store *)k;
     out->up = atomic_load(&s->stat_up);
     out->answered = atomic_load(&s->answered);
     out->rtt_ns = atomic_load(&s->rtt_ns);
     out->failures = atomic_load(&s->failures);
     out->reconnects = atomic_load(&s->reconnects);
-    out->durability = (state_redis_durability)atomic_load(&s->durability);
+    out->durability = (kv_durability)atomic_load(&s->durability);
     out->durability_asked = atomic_load(&s->durability_asked);
 }
+
+const kv_ops redis_ops = {
+    .get = kv_get,
+    .put = kv_put,
+    .touch = kv_touch,
+    .stats = kv_get_stats,
+    .open_on = redis_open_on,
+    .stop = redis_stop,
+    .close = redis_close,
+};
