@@ -9,7 +9,18 @@ line per problem) when:
   rewrites it);
 - the daemon can show a metric that docs/observability.md's table does not
   list, or the table lists one the daemon cannot show;
-- README.md is longer than 250 lines.
+- README.md is longer than 250 lines;
+- a code span in a Markdown file names a path in the repository (one that
+  begins with a folder of the tree, or a file at its top) that is not
+  there;
+- a ready line README.md quotes is not what tallyd prints: each must fit
+  the format string of its log_msg() in server/tallyd.c ("..." standing
+  for the rest);
+- an alert in deploy/prometheus-alerts.yml is not named in
+  docs/observability.md;
+- a page names `make X` where the Makefile has no target X;
+- docs/design.md counts the kinds of threads otherwise than server/tallyd.c
+  lists them.
 
     python3 tests/check_docs.py              check the tree
     python3 tests/check_docs.py --self-test  check that each check catches
@@ -169,6 +180,110 @@ def readme_problems(text):
         if n > README_MAX_LINES else []
 
 
+# The tree's own folders, and the files at its top, as a code span names
+# them; a span with a placeholder in it (DIR, NAME, *, ...) names none.
+TREE_DIRS = ("server/", "tests/", "docs/", "deploy/", "client/", "common/", "kernels/",
+             "tools/", "proto/", "python/", ".ci/", "examples/")
+PLACEHOLDER = re.compile(r'[*<>{}$|]|\.\.\.|\b[A-Z]{2,}\b(?!\.)|\s')
+
+
+# The journal and the changelog name the files of their day (the tree has
+# moved on; BENCHMARKS.md says so at its top).
+HISTORY = {"BENCHMARKS.md", "CHANGELOG.md"}
+
+
+def path_problems(texts):
+    """Code spans that name a path of the tree that is not there, but in
+    the history's pages."""
+    top = set(os.listdir(TOP))
+    dirs = tuple(d for d in TREE_DIRS if os.path.isdir(os.path.join(TOP, d)))
+    out = []
+    for path, text in sorted(texts.items()):
+        if path in HISTORY:
+            continue
+        prose = FENCE.sub("", text)
+        for m in CODE.finditer(prose):
+            span = m.group(0).strip("`").rstrip(":,.;")
+            span = re.sub(r':\d+(-\d+)?$', "", span)  # a line number
+            named = span.startswith(dirs) or ("/" not in span and span in top)
+            if not named or PLACEHOLDER.search(span.replace("/", " / ").strip()
+                                               .replace(" / ", "/")):
+                continue
+            if not os.path.exists(os.path.join(TOP, span)):
+                out.append("%s: `%s` is not in the tree" % (path, span))
+    return out
+
+
+READY = re.compile(r'log_msg\("tallyd", "info",\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', re.S)
+CONVERSION = re.compile(r'%[-+ #0-9.]*(?:ll|l|z)?[a-z]')
+
+
+def ready_formats(source):
+    """The format strings of tallyd.c's log lines, each as its literal
+    parts (a conversion between each two)."""
+    out = []
+    for m in READY.finditer(source):
+        fmt = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1)))
+        out.append(CONVERSION.split(fmt.replace('\\"', '"')))
+    return out
+
+
+def prints(parts, msg, prefix):
+    """Whether the format (its literal parts) prints msg; with prefix,
+    msg's beginning."""
+    def go(i, pos):
+        lit, rest = parts[i], msg[pos:]
+        if prefix and len(rest) <= len(lit):
+            return lit.startswith(rest)
+        if not rest.startswith(lit):
+            return False
+        pos += len(lit)
+        if i + 1 == len(parts):
+            return pos == len(msg)
+        return any(go(i + 1, j) for j in range(pos, len(msg) + 1))
+    return go(0, 0)
+
+
+def ready_problems(readme, source):
+    """README's quoted log lines of tallyd's that no format of it prints
+    ("..." at the end: the rest of the line)."""
+    formats = ready_formats(source)
+    out = []
+    for m in re.finditer(r'"module":"tallyd","level":"info","msg":"(.*?)"\}', readme):
+        msg = m.group(1)
+        cut = msg.endswith("...")
+        text = msg[:-3] if cut else msg
+        if not any(prints(f, text, cut) for f in formats):
+            out.append("README.md quotes \"%s\", which tallyd does not print" % msg)
+    return out
+
+
+def alert_problems(rules, page):
+    """Alerts the rules file has and the page does not name."""
+    return ["%s does not name the alert %s (deploy/prometheus-alerts.yml)" % (METRICS_PAGE, a)
+            for a in re.findall(r'^\s*-\s*alert:\s*(\S+)', rules, re.M) if a not in page]
+
+
+def target_problems(texts, makefile):
+    """`make X` in a page (but the history's) where the Makefile has no
+    target X."""
+    targets = set(re.findall(r'^([a-z][a-z0-9-]*):', makefile, re.M))
+    return ["%s: `make %s` is no target of the Makefile" % (path, t)
+            for path, text in sorted(texts.items()) if path not in HISTORY
+            for t in sorted(set(re.findall(r'`make ([a-z][a-z0-9-]*)', text)))
+            if t not in targets]
+
+
+def thread_count_problems(design, tallyd):
+    """design.md's count of the kinds of threads against tallyd.c's."""
+    want = re.search(r'Threading model\. (\w+) kinds of threads', tallyd)
+    said = re.search(r'^(\w+) kinds, written down', design, re.M)
+    if want and said and said.group(1).lower() != want.group(1).lower():
+        return ["docs/design.md says %s kinds of threads; server/tallyd.c lists %s" % (
+            said.group(1), want.group(1).lower())]
+    return []
+
+
 def read(path):
     with open(os.path.join(TOP, path), encoding="utf-8") as f:
         return f.read()
@@ -180,7 +295,11 @@ def check():
             limits_problems(read("docs/limits.md"),
                             config_doc.settings(read("server/core/config.h"))) +
             metric_problems(daemon_metrics(), read(METRICS_PAGE)) +
-            readme_problems(read("README.md")))
+            readme_problems(read("README.md")) + path_problems(texts) +
+            ready_problems(read("README.md"), read("server/tallyd.c")) +
+            alert_problems(read("deploy/prometheus-alerts.yml"), read(METRICS_PAGE)) +
+            target_problems(texts, read("Makefile")) +
+            thread_count_problems(read("docs/design.md"), read("server/tallyd.c")))
 
 
 def self_test():
@@ -224,6 +343,27 @@ def self_test():
     if not any("defaults to 1024" in p for p in found) or \
             not any("--no-such is no setting" in p for p in found):
         print("self-test: a wrong default or an unknown setting in limits.md was not caught")
+        ok = False
+    if not path_problems({"x.md": "see `server/no/such.c` and `server/tallyd.c`"}) or \
+            path_problems({"x.md": "`server/tallyd.c` `DIR/sequences.log` `deploy/...`"}):
+        print("self-test: a code span naming a missing path was not caught (or a real one was)")
+        ok = False
+    src = read("server/tallyd.c")
+    readme = read("README.md")
+    if ready_problems(readme, src) or not ready_problems(
+            readme.replace("(port 8001, h2c, 2 loops)", "(port 8001, h2c)"), src):
+        print("self-test: the README's ready line without its loops was not caught")
+        ok = False
+    rules = read("deploy/prometheus-alerts.yml")
+    if not alert_problems(rules, read(METRICS_PAGE).replace("TallyStateStoreDown", "")):
+        print("self-test: an alert the page does not name was not caught")
+        ok = False
+    if not target_problems({"x.md": "`make no-such-target`"}, read("Makefile")):
+        print("self-test: a `make` of no target was not caught")
+        ok = False
+    if not thread_count_problems(read("docs/design.md").replace("Twelve kinds", "Ten kinds"),
+                                 read("server/tallyd.c")):
+        print("self-test: design.md's count of the threads was not caught")
         ok = False
     if slug("The service: `make load`") != "the-service-make-load":
         print("self-test: headings' anchors are not GitHub's")
