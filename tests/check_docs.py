@@ -284,6 +284,30 @@ def thread_count_problems(design, tallyd):
     return []
 
 
+PERF_PAGE = "docs/performance.md"
+PERF_MAX_LINES = 350
+
+
+def perf_page_problems(page):
+    """docs/performance.md: at most PERF_MAX_LINES lines, and every table
+    row between `perf:` markers, where the bench that measures it remakes
+    it (tools/perf_page.py)."""
+    problems = []
+    lines = page.split("\n")
+    if len(lines) > PERF_MAX_LINES:
+        problems.append("%s has %d lines, over %d" % (PERF_PAGE, len(lines), PERF_MAX_LINES))
+    inside = None
+    for n, line in enumerate(lines, 1):
+        m = re.match(r'<!-- (/?)perf:([a-z-]+) -->', line)
+        if m:
+            if m.group(1) and inside != m.group(2):
+                problems.append("%s:%d: closes perf:%s, which is not open" % (PERF_PAGE, n, m.group(2)))
+            inside = None if m.group(1) else m.group(2)
+        elif line.startswith("|") and inside is None:
+            problems.append("%s:%d: a table row outside the perf: markers" % (PERF_PAGE, n))
+    return problems
+
+
 def read(path):
     with open(os.path.join(TOP, path), encoding="utf-8") as f:
         return f.read()
@@ -299,7 +323,8 @@ def check():
             ready_problems(read("README.md"), read("server/tallyd.c")) +
             alert_problems(read("deploy/prometheus-alerts.yml"), read(METRICS_PAGE)) +
             target_problems(texts, read("Makefile")) +
-            thread_count_problems(read("docs/design.md"), read("server/tallyd.c")))
+            thread_count_problems(read("docs/design.md"), read("server/tallyd.c")) +
+            perf_page_problems(read(PERF_PAGE)))
 
 
 def self_test():
@@ -364,6 +389,11 @@ def self_test():
     if not thread_count_problems(read("docs/design.md").replace("Twelve kinds", "Ten kinds"),
                                  read("server/tallyd.c")):
         print("self-test: design.md's count of the threads was not caught")
+        ok = False
+    page = read(PERF_PAGE)
+    if not perf_page_problems(page + "\n| a | row |\n") or \
+            not perf_page_problems(page + "\n" * PERF_MAX_LINES):
+        print("self-test: a table outside the markers, or a long performance page, was not caught")
         ok = False
     if slug("The service: `make load`") != "the-service-make-load":
         print("self-test: headings' anchors are not GitHub's")
