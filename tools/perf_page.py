@@ -8,9 +8,11 @@ The page is written by hand but for its generated blocks, each between
 whole; a block whose measurement is not in build/bench/ is left as it
 was. Pictures go to docs/perf/NAME.png, drawn with matplotlib (Agg).
 
-usage: python3 tools/perf_page.py [--check]
+usage: python3 tools/perf_page.py [--check | --only sequence]
   --check: change nothing; exit 1 when a block names a picture that is
   not there (tests/check_docs.py checks the links too)
+  --only sequence: the sequence, durable and store blocks alone, from
+  build/bench/sequence.json (bench_serve.py --only sequence runs this)
 """
 import json
 import os
@@ -441,16 +443,22 @@ def cores(cpus):
     return ", ".join(out)
 
 
-def node_block(d):
+def node_block(d, brief=True):
     """docs/perf/node.json, what `make bench-node` wrote on a lent node
-    (kept in the tree: no machine here can make it again)."""
+    (kept in the tree: no machine here can make it again). brief, for the
+    page: the correctness, the service and the scaling; the calls' notes,
+    the rounds, the engine and the layout sweep are the journal's."""
     m = d["machine"]
     lines = ["Measured on %d cores (%s, %s GiB) beside %s; commit `%s`, %s; "
              "`python3 tests/bench/bench_node.py` (`make bench-node`). OpenCL devices: %s." % (
                  m["cores"], m["cpu"], m.get("memory_gib", "?"), m.get("gpu") or "no GPU",
                  m["commit"], m["date"],
                  "; ".join(x.split("  ")[1] for x in m["opencl_devices"] if "  " in x)), ""]
-    if d.get("runs"):  # parts measured in more than one call of the script
+    if d.get("runs") and brief:
+        lines += ["Parts measured in %d calls of the script on lent machines of this kind "
+                  "(BENCHMARKS.md has each call's notes, the rounds one by one, the engine "
+                  "and the layout sweep)." % len(d["runs"]), ""]
+    elif d.get("runs"):  # parts measured in more than one call of the script
         lines += ["In %d calls of the script on lent machines of this kind: %s." % (
             len(d["runs"]), "; ".join("%s at `%s` (%s): %s" % (
                 ", ".join(r["parts"]), r["commit"], r["date"], r["note"]) for r in d["runs"])),
@@ -500,7 +508,7 @@ def node_block(d):
                 row.append("%.2f" % (rates[2] / max(rates[:2])) if all(rates) else "-")
             lines.append("| %s | %s |" % (cell, " | ".join(row)))
         again = d.get("service_again")
-        if pool and rounds > 1:
+        if pool and rounds > 1 and not brief:
             # the pool against the better of the other two in each round
             # (the three measured back to back), here and on another call
             def by_round(rr):
@@ -542,7 +550,7 @@ def node_block(d):
                       + "."]
         lines.append("")
     eng = d.get("engine")
-    if eng and eng["rows"]:
+    if eng and eng["rows"] and not brief:
         lines += ["The engine (%s; host: %s), GB/s read + written:" % (eng["device"], eng["host"]),
                   "", "| size | shape | axis | mode | device, end to end | copy through it "
                   "| on the device: scan | its copy | host |", "|---|---|---|---|---|---|---|---|---|"]
@@ -596,7 +604,7 @@ def node_block(d):
         if sc.get("grpc_note"):
             lines += ["", "gRPC: " + sc["grpc_note"] + "."]
     lays = {k: v for k, v in d.get("layouts", {}).items() if v.get("rows")}
-    if lays:
+    if lays and not brief:
         shapes = [(r["shape"], r["axis"]) for r in next(iter(lays.values()))["rows"]]
         lines += ["", "GPU layouts on the 16M rows: the scan on the device over the device's "
                   "own copy (ratio; the target is 0.5):", "",
@@ -640,6 +648,82 @@ def floors_block(d):
     return lines
 
 
+def seq_cells(d):
+    for c in d["cells"]:
+        yield c, ("REST" if c["proto"] == "http" else "gRPC"), size(c["n"]), c["c"]
+
+
+def rate(r):
+    return "-" if r is None else "%.0f" % r["rps"]
+
+
+def ratio(a, b):
+    return "-" if a is None or b is None else "%.2f" % (a["rps"] / b["rps"])
+
+
+def sequence_block(d):
+    """A chunk of a sequence beside the same request alone."""
+    lines = ["Measured on %s; perf_analyzer `--async`, %d s windows." % (
+        provenance(d), d["seconds"]), "",
+             "float32 [N], binary tensors. plain: tallyd's defaults (perf_analyzer sends "
+             "plain requests); sequence: perf_analyzer's sequence mode, 20 chunks a sequence, "
+             "against `--model-sequence-batching`. Target: sequence / plain at least 0.9.", "",
+             "| door | N | c | plain req/s | p50 ms | sequence req/s | p50 ms | sequence / plain |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c, door, n, conc in seq_cells(d):
+        a, b = c["plain"], c["sequence"]
+        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (
+            door, n, conc, rate(a), num(a and a["p50_ms"]), rate(b), num(b and b["p50_ms"]),
+            ratio(b, a)))
+    return lines
+
+
+def durable_block(d):
+    """The sequences made durable (--state-dir), beside the disk's floor."""
+    lines = ["Measured on %s. The floor: `fdatasync` of 64 bytes on the same disk, "
+             "p50 %.0f us (tests/bench/fsync_latency.c). Targets: everysec / sequence at "
+             "least 0.9; always / sequence at least 0.7 at c=16, and at c=1 a p50 within "
+             "the sequence's plus 1.5 fdatasyncs." % (provenance(d), d["fsync_p50_us"]), "",
+             "| door | N | c | sequence req/s | everysec req/s | / sequence | always req/s "
+             "| / sequence | always p50 ms | sequence p50 + 1.5 fdatasync |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c, door, n, conc in seq_cells(d):
+        b, e, w = c["sequence"], c["everysec"], c["always"]
+        bound = "-" if b is None else num(b["p50_ms"] + 1.5 * d["fsync_p50_us"] / 1e3)
+        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            door, n, conc, rate(b), rate(e), ratio(e, b), rate(w), ratio(w, b),
+            num(w and w["p50_ms"]), bound if conc == 1 else "-"))
+    return lines
+
+
+def store_block(d):
+    """The sequences in Redis (--state-store), beside the smallest server
+    doing the same work."""
+    lines = ["Measured on %s; Redis on the same machine (appendonly yes, appendfsync "
+             "everysec), with one replica. The floor: the smallest server that does a chunk's "
+             "work (tests/bench/store_floor.c over REST, grpc_floor.c over gRPC), in memory "
+             "and through Redis; Redis's PING p50 %s ms. redis: `--state-store`; wait: the "
+             "same with `--state-store-wait 1`, its ratio to redis. Targets: redis / sequence "
+             "at least 0.7 at c=16; at c=1 a p50 within the sequence's plus 1.5 PINGs." % (
+                 provenance(d), num(d["ping_p50_ms"])), "",
+             "| door | N | c | sequence req/s | redis req/s | / sequence | wait req/s "
+             "| / redis | floor: Redis / memory | redis p50 ms | sequence p50 + 1.5 PING |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c, door, n, conc in seq_cells(d):
+        b, r, w = c["sequence"], c["redis"], c["wait"]
+        bound = "-" if b is None else num(b["p50_ms"] + 1.5 * d["ping_p50_ms"])
+        lines.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            door, n, conc, rate(b), rate(r), ratio(r, b), rate(w), ratio(w, r),
+            ratio(c.get("floor-store"), c.get("floor-mem")), num(r and r["p50_ms"]),
+            bound if conc == 1 else "-"))
+    return lines
+
+
+# Blocks of a part that bench-serve writes on its own (not bench-report's:
+# the targets and headlines do not wait for them).
+SEQUENCE_BLOCKS = {"sequence": sequence_block, "durable": durable_block, "store": store_block}
+
+
 BLOCKS = {"service": service_block, "breakdown": breakdown_block, "engine": engine_block,
           "accuracy": accuracy_block, "peers": peers_block, "floors": floors_block}
 
@@ -656,6 +740,15 @@ def main():
     if os.path.exists(NODE):  # from a lent node, kept in the tree
         text = fill(text, "node", node_block(json.load(open(NODE))), PAGE)
         print("perf_page: node: from docs/perf/node.json")
+    seq = load("sequence")
+    if seq is not None:
+        for name, fn in SEQUENCE_BLOCKS.items():
+            text = fill(text, name, fn(seq), PAGE)
+        print("perf_page: sequence, durable, store: from build/bench/sequence.json")
+    if "--only" in sys.argv[1:]:  # that part's blocks, no others
+        with open(PAGE, "w") as f:
+            f.write(text)
+        return
     all_ = {name: load(name) for name in BLOCKS}
     all_ = {k: v for k, v in all_.items() if v is not None}
     for name, fn in BLOCKS.items():
