@@ -74,8 +74,14 @@ Each perf_analyzer call gets about three times what its windows take; a
 call that has not finished by then is named on stderr, and its cell says
 "no measurement" (the table goes on).
 
+With --only sequence --compare TALLYD, the sequence table's cells are
+run against another tallyd (the one before a change) and this one in
+turn, three rounds each, and each cell's median is given as a ratio to
+the other's (target: within 10 %).
+
 usage: python3 tests/bench/bench_serve.py [--seconds S]
            [--only binary|json|grpc|shm|sequence|placement] [--sync]
+           [--compare TALLYD]
 """
 import argparse
 import contextlib
@@ -421,13 +427,14 @@ def redis_floor(port, clients=1, n=20000, command=()):
 
 
 def tally_script():
-    """state_redis.c's SCRIPT, the write tally's script does, read from the
+    """redis_store.c's SCRIPT, the write tally's script does, read from the
     C source (one text for both)."""
-    src = open(os.path.join(ROOT, "server", "sched", "state_redis.c")).read()
-    body = src[src.index("static const char SCRIPT[] ="):]
+    src = open(os.path.join(ROOT, "server", "redis", "redis_store.c")).read()
+    macros = open(os.path.join(ROOT, "server", "redis", "redis_int.h")).read() + src
+    body = src[src.index("const char redis_script[] ="):]
     body = body[:body.index(";\n")]
     # the string macros it splices in (SCRIPT_LAST)
-    for name, value in re.findall(r'#define (\w+) "([^"]*)"', src):
+    for name, value in re.findall(r'#define (\w+) "([^"]*)"', macros):
         body = body.replace('" %s "' % name, value)
     return "".join(bytes(m, "ascii").decode("unicode_escape")
                    for m in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
@@ -521,7 +528,7 @@ def hop_floor(where):
     return json.loads(out.stdout)
 
 
-def seq_table(pa, seconds):
+def seq_table(pa, seconds, before=None):
     """perf_analyzer in its sequence mode beside its plain mode, over REST
     binary and gRPC, and the sequences made durable: four tallyds, one with
     the defaults (the model config has no sequence_batching, so
@@ -570,16 +577,24 @@ def seq_table(pa, seconds):
                 extra += ["--state-store", "redis://127.0.0.1:%d" % rport]
             if mode == "wait":
                 extra += ["--state-store-wait", "1"]
-            log = open(os.path.join(tempfile.gettempdir(),
-                                    "bench_serve_%s_tallyd.log" % mode), "wb")
-            gport = free_port()
-            # a PoCL cache each: they run at once
-            proc, url = start_tallyd("bench-serve-" + mode, log,
-                                     ["--access-log=off", "--grpc-listen",
-                                      "127.0.0.1:%d" % gport] + extra)
-            procs.append(proc)
-            addr[(mode, "http")] = url.replace("http://", "")
-            addr[(mode, "grpc")] = "127.0.0.1:%d" % gport
+            for tag, binary in (("", None),) + ((("before-", before),) if before else ()):
+                if tag and mode in ("everysec", "always"):
+                    d = os.path.join(state, tag + mode)
+                    os.makedirs(d)
+                    extra = extra[:-4] + ["--state-dir", d, "--state-fsync", mode]
+                if tag and mode in ("redis", "wait"):
+                    # its own keys: the two tallyds' versions differ
+                    extra = extra + ["--state-store-prefix", "before:"]
+                log = open(os.path.join(tempfile.gettempdir(),
+                                        "bench_serve_%s%s_tallyd.log" % (tag, mode)), "wb")
+                gport = free_port()
+                # a PoCL cache each: they run at once
+                proc, url = start_tallyd("bench-serve-" + tag + mode, log,
+                                         ["--access-log=off", "--grpc-listen",
+                                          "127.0.0.1:%d" % gport] + extra, binary=binary)
+                procs.append(proc)
+                addr[(tag + mode, "http")] = url.replace("http://", "")
+                addr[(tag + mode, "grpc")] = "127.0.0.1:%d" % gport
         results = {}
         for proto in ("http", "grpc"):
             for n in SEQ_SIZES:
@@ -589,19 +604,23 @@ def seq_table(pa, seconds):
                     # every mode in turn, then again: the rounds see the
                     # same drift of the machine
                     targets = [(mode, addr[(mode, proto)]) for mode in SEQ_MODES]
+                    if before:  # each mode's two tallyds in turn
+                        targets = [t for mode in SEQ_MODES for t in (
+                            ("before-" + mode, addr[("before-" + mode, proto)]),
+                            (mode, addr[(mode, proto)]))]
                     # the same chunks against the smallest server that does
                     # their work, in memory and through Redis; over REST at
                     # c=16 also through Redis with libmicrohttpd's suspend
-                    kinds = ("mem", "store") + (
+                    kinds = () if before else ("mem", "store") + (
                         ("suspend",) if proto == "http" and c >= 16 else ())
                     targets += [("floor-" + k, floors[FLOOR_PREFIX[proto] + k][1])
                                 for k in kinds]
                     rounds = []
-                    for _ in range(SEQ_FAST_ROUNDS if fast else 1):
+                    for _ in range(SEQ_FAST_ROUNDS if fast or before else 1):
                         got = {}
                         for mode, address in targets:
                             extra = (("--sequence-length", "20", "--sequence-id-range",
-                                      "1:100000") if mode != "plain" else ())
+                                      "1:100000") if not mode.endswith("plain") else ())
                             r = perf_binary(pa, address, proto, n, c, win, extra=extra)
                             got[mode] = r
                             if r is not None:
@@ -626,7 +645,13 @@ def seq_table(pa, seconds):
         # so that none of them reports it gone
         for proc in reversed(procs):
             proc.terminate()
-            proc.wait()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if before:
+        return compare_table(results, before)
     print("redis-benchmark against the bench's Redis (appendonly yes, appendfsync everysec): "
           "PING from 1 client p50 %.3f ms (%.0f/s); tally's write script (a 131-byte "
           "record, random keys) from 16 clients %.0f/s (p50 %.3f ms), from 1 client "
@@ -653,6 +678,8 @@ def seq_table(pa, seconds):
     fsync_ms = max(floor["p50_us"], after["p50_us"]) / 1000.0
     paced_ms = max(floor["paced_p50_us"], after["paced_p50_us"]) / 1000.0
     hop_ms = max(hop["p50_us"], hop_after["p50_us"]) / 1000.0
+    write_sequence_json(seconds, results, floor, after, hop, hop_after, paced, ping, script,
+                        script1, loop_floor)
     print("float32 [N], binary tensors, perf_analyzer --async; plain: tallyd's defaults; "
           "sequence: perf_analyzer's sequence mode (20 chunks a sequence) against a tallyd "
           "with --model-sequence-batching; everysec, always: the same with --state-dir "
@@ -761,6 +788,68 @@ def seq_table(pa, seconds):
     return fails
 
 
+def write_sequence_json(seconds, results, floor, after, hop, hop_after, paced, ping, script,
+                        script1, loop_floor):
+    """The sequence table's figures, for docs/performance.md's sequence,
+    durable and store tables (tools/perf_page.py): build/bench/sequence.json."""
+    import json
+    from bench_peers import commit, cpu
+    cells = []
+    for proto in ("http", "grpc"):
+        for n in SEQ_SIZES:
+            for c in SEQ_CONCURRENCY:
+                row = {"proto": proto, "n": n, "c": c}
+                for mode in SEQ_MODES + ("floor-mem", "floor-store"):
+                    r = results.get((mode, proto, n, c))
+                    row[mode] = None if r is None else {"rps": r[0], "p50_ms": r[1]}
+                cells.append(row)
+    data = {"part": "sequence", "machine": cpu(), "commit": commit(),
+            "date": time.strftime("%Y-%m-%d"),
+            "command": "make bench-serve BENCH_ARGS=\"--only sequence\"",
+            "seconds": seconds, "cells": cells,
+            "fsync_p50_us": max(floor["p50_us"], after["p50_us"]),
+            "hop_p50_us": max(hop["p50_us"], hop_after["p50_us"]),
+            "paced_fsync_ms": {"%s %d" % k: v for k, v in paced.items()},
+            "ping_p50_ms": ping[1], "script_rps_16": script[0], "script_p50_ms_1": script1[1],
+            "store_floor_added_us": {str(n): loop_floor[n]["added_us"] for n in SEQ_SIZES}}
+    out = os.path.join(ROOT, "build", "bench")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "sequence.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    print("bench-serve: wrote build/bench/sequence.json", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "perf_page.py"), "--only",
+                    "sequence"], check=True)
+
+
+def compare_table(results, before):
+    """The sequence table's cells, the tallyd before a change (binary
+    `before`) and this one, each the median of three rounds run in turn:
+    this one's throughput and p50 as ratios to the other's. Target: within
+    10 % in every cell."""
+    print("sequence table, two tallyds in turn: before %s, after %s; the median of "
+          "three rounds each; ratio: after / before" % (before, os.path.join(BIN, "tallyd")))
+    print("%-4s %-6s %-4s %-9s %11s %11s %6s %9s %9s %6s" % (
+        "", "N", "c", "mode", "before/s", "after/s", "ratio", "p50 ms", "p50 ms", "ratio"))
+    fails = []
+    for proto in ("http", "grpc"):
+        for n in SEQ_SIZES:
+            for c in SEQ_CONCURRENCY:
+                for mode in SEQ_MODES:
+                    a, b = results[("before-" + mode, proto, n, c)], results[(mode, proto, n, c)]
+                    if a is None or b is None:
+                        print("%-4s %-6d %-4d %-9s (no measurement)" % (proto, n, c, mode))
+                        fails.append("compare %s %s N=%d c=%d: no measurement" % (
+                            mode, proto, n, c))
+                        continue
+                    r = b[0] / a[0]
+                    print("%-4s %-6d %-4d %-9s %11.1f %11.1f %6.2f %9.3f %9.3f %6.2f" % (
+                        proto, n, c, mode, a[0], b[0], r, a[1], b[1], b[1] / a[1]))
+                    if abs(r - 1) > 0.10:
+                        fails.append("compare %s %s N=%d c=%d: after %.0f/s, %.2f x before "
+                                     "%.0f/s" % (mode, proto, n, c, b[0], r, a[0]))
+    return fails
+
+
 def placements(url):
     """{"backend reason": jobs} from tally_placements_total, non-zero only."""
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
@@ -816,6 +905,9 @@ def main():
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--only", choices=("binary", "json", "grpc", "shm", "sequence",
                                        "placement"))
+    ap.add_argument("--compare", metavar="TALLYD",
+                    help="with --only sequence: another tallyd binary (the one before "
+                         "a change) run in turn with this one, three rounds a cell")
     ap.add_argument("--sync", action="store_true",
                     help="the gRPC table with perf_analyzer's synchronous mode")
     args = ap.parse_args()
@@ -824,7 +916,8 @@ def main():
                  else grpc_table(perf_analyzer(), args.seconds,
                                  "--sync" if args.sync else "--async")
                  if args.only == "grpc"
-                 else seq_table(perf_analyzer(), args.seconds) if args.only == "sequence"
+                 else seq_table(perf_analyzer(), args.seconds, args.compare)
+                 if args.only == "sequence"
                  else shm_table(perf_analyzer(), args.seconds))
         print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
         for f in fails:
