@@ -493,12 +493,12 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config docs-errors
-.PHONY: all run load image test check check-python check-targets test-c check-layers test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-accuracy \
+.PHONY: all run load image test check check-python check-targets warm-kernels test-c check-layers test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-kernels test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
 
 # `make help`: the targets a person uses, one line each. Internal steps
-# (fuzz-run, fuzz-build, fuzz-deps, docs-assets, check-python, check-targets, the single
+# (fuzz-run, fuzz-build, fuzz-deps, docs-assets, check-python, check-targets, warm-kernels, the single
 # C suites that test-c runs) are left out; the comments above each target
 # say more.
 define HELP
@@ -515,7 +515,9 @@ Develop
   make check            the everyday loop: layers, C suites, fast integration tests,
                         every target here started
   make test             everything: installs test packages, every test, the container
+                        (less the kernel layouts: test-kernels, CI's asan)
   make test-c           the C test programs (T=name picks cases)
+  make test-kernels     the engine's kernel-layout cases, which make test leaves out
   make test-integration the integration suite in parallel (T= PYTEST_JOBS=)
   make test-asan        C suites and integration tests under ASan and UBSan
   make test-tsan        C suites and concurrent integration tests under TSan
@@ -591,23 +593,35 @@ C_TESTS := test-units test-server test-grpc test-sched test-seq test-submit test
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
-# the layer check, the C suites, `make install` checked, the whole
-# integration suite with its browser tests, and the container image.
+# the layer check, the C suites (less the engine's kernel layouts, below),
+# `make install` checked, the whole integration suite with its browser
+# tests, and the container image.
 # The integration suite, the container test and the bare-Debian test run
 # at once (their output is kept apart): the first waits on sockets, the
 # others on podman and apt; the integration suite and the container test
 # together took 300 s here against 360 one after the other.
 test: deps-test
-	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c test-install bench-node-tiny
+	$(Q)$(MAKE) --no-print-directory check-layers check-docs
+	$(Q)$(MAKE) --no-print-directory test-c ENGINE_CASES="$(addprefix -,$(ENGINE_LAYOUTS))"
+	$(Q)$(MAKE) --no-print-directory warm-kernels test-install bench-node-tiny
 	$(Q)$(MAKE) --no-print-directory -j3 --output-sync=target test-integration test-container test-bare \
 	  TALLY_IMAGE_TESTS=0
+
+# The kernels a daemon builds at its start (tallyd --warm-cache), built
+# once into POCL_DIR, which every daemon of the integration suite copies:
+# the engine's cases build the same kernels but not every launch shape
+# the warm-up runs, and each daemon that missed one spent 7 s of CPU on
+# two cores compiling it.
+warm-kernels: $(TALLYD)
+	$(Q)mkdir -p $(POCL_DIR) && POCL_CACHE_DIR=$(POCL_DIR) $(TALLYD) --warm-cache --access-log=off \
+	  >$(BUILD)/warm-kernels.log 2>&1 || { cat $(BUILD)/warm-kernels.log; exit 1; }
 
 # `make check`, the everyday loop: the layer check, every C suite and the
 # integration tests not marked slow (tests/integration/conftest.py says
 # which are), on a build made if needed; no package install, no browser,
 # no container. A few minutes on a warm build and kernel cache.
 check: check-python
-	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c bench-node-tiny
+	$(Q)$(MAKE) --no-print-directory check-layers check-docs test-c warm-kernels bench-node-tiny
 	$(Q)$(MAKE) --no-print-directory test-integration \
 	  PYTEST_SELECT='-m "not slow" $(NO_BROWSER)'
 	$(Q)$(MAKE) --no-print-directory check-targets
@@ -704,6 +718,16 @@ test-host: $(BUILD)/bin/test_host
 # ENGINE_CASES selects cases for every shard (check.h's patterns).
 ENGINE_SHARDS ?= 2
 ENGINE_CASES  ?=
+# The engine's kernel-layout cases: the GPU layouts (work-group sizes,
+# tile widths) and the tiny tiles, on PoCL's CPU device; every kernel
+# forced onto them; the strided kernels on the tiny layouts. Each builds
+# kernels that no other case and no daemon uses, and on an empty kernel
+# cache they were 400 of the C suites' 470 s on two cores (BENCHMARKS.md,
+# "`make test` on a fresh machine"). `make test` leaves them out; `make
+# check`, `make test-kernels` and CI's ASan leg (`make test-asan`) run them.
+ENGINE_LAYOUTS := cl_gpu _tiny forced_kernels strided_kernels
+test-kernels: $(BUILD)/bin/test_engine
+	$(Q)$(MAKE) --no-print-directory test-engine ENGINE_CASES="$(ENGINE_LAYOUTS)"
 test-engine: $(BUILD)/bin/test_engine
 	$(Q)if [ -n "$(T)" ] || [ "$(ENGINE_SHARDS)" -le 1 ]; then $(TEST_ENV) $< $(T); else \
 	  d=$(abspath $(BUILD))/engine-shards; rm -rf $$d; mkdir -p $$d $(POCL_DIR); \

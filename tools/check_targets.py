@@ -61,6 +61,7 @@ TABLE = {
     "check": ("self", [], "this is one of its steps"),
     "test": ("dry", [], "CI (.ci/run, stage test)"),
     "test-c": ("self", [], "make check runs it"),
+    "test-kernels": ("start", [], "make check (test-c) and CI (.ci/run, stage asan)"),
     "test-integration": ("self", [], "make check runs it (less the slow tests)"),
     "test-asan": ("start", [], "CI (.ci/run, stage asan)"),
     "test-tsan": ("start", [], "CI (.ci/run, stage tsan)"),
