@@ -844,16 +844,24 @@ load: deps-bench $(TALLYD)
 
 # A long mixed load at high concurrency: no slow request, no socket error
 # (SOAK_SECONDS, default 600).
-# The model checker's setups for MODEL_SECONDS each (tests/model/driver.py):
-# every answer under faults against the reference model, a new seed each
-# run (printed; TALLY_MODEL_SEED replays one).
+# The model checker's setups for MODEL_SECONDS each (tests/model/driver.py),
+# two at a time (each waits on its daemons and their faults more than it
+# computes; the integration suite runs them beside other tests too): every
+# answer under faults against the reference model, a new seed each run
+# (printed; TALLY_MODEL_SEED replays one). Each setup's output is printed
+# whole, in order.
 MODEL_SECONDS ?= 60
+MODEL_SETUPS  := fake memory "state-dir --fsync always" "state-dir --fsync everysec" redis
 soak: deps-bench $(TALLYD) $(BUILD)/bin/model_fake
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
-	$(Q)for s in fake memory "state-dir --fsync always" "state-dir --fsync everysec" redis; do \
-	  TALLYD=$(abspath $(TALLYD)) TALLY_MODEL_FAKE=$(abspath $(BUILD)/bin/model_fake) \
-	    $(PYTHON) tests/model/driver.py --setup $$s \
-	    --seconds $(MODEL_SECONDS) || exit 1; done
+	$(Q)d=$(abspath $(BUILD))/model-soak; rm -rf $$d; mkdir -p $$d; \
+	  printf '%s\n' $(MODEL_SETUPS) | TALLYD=$(abspath $(TALLYD)) \
+	  TALLY_MODEL_FAKE=$(abspath $(BUILD)/bin/model_fake) xargs -P 2 -I{} sh -c \
+	    'log="$$0/$$(echo "{}" | tr -c "a-z0-9\n" _).log"; \
+	     $(PYTHON) tests/model/driver.py --setup {} --seconds $(MODEL_SECONDS) >"$$log" 2>&1 \
+	     || echo "{}" >>"$$0/failed"' $$d; \
+	  for f in $$d/*.log; do echo "== $$f"; cat "$$f"; done; \
+	  if [ -e $$d/failed ]; then echo "soak: the model checker failed on: $$(cat $$d/failed | tr '\n' ';')"; exit 1; fi
 
 # What splitting a tensor across requests and servers costs (BENCHMARKS.md).
 bench-client: deps-bench $(TALLYD) $(TALLY_CLI)
