@@ -712,7 +712,9 @@ test-format: $(BUILD)/bin/test_format
 test-host: $(BUILD)/bin/test_host
 	$(Q)$(TEST_ENV) $< $(T)
 # The engine's cases, the longest suite, in ENGINE_SHARDS processes at
-# once (TALLY_SHARD=k/n; 2, one a core), each with its own copy of the
+# once (TALLY_SHARD=k/n; 2, one a core), which take the cases from one
+# queue as each finishes one (TALLY_SHARD_QUEUE: by index, every cl_gpu
+# case fell to one process), each with its own copy of the
 # kernel cache, whose new kernels go back into POCL_DIR when all are done;
 # with T, one process. Each shard's output is printed whole, in order.
 # ENGINE_CASES selects cases for every shard (check.h's patterns).
@@ -730,10 +732,10 @@ test-kernels: $(BUILD)/bin/test_engine
 	$(Q)$(MAKE) --no-print-directory test-engine ENGINE_CASES="$(ENGINE_LAYOUTS)"
 test-engine: $(BUILD)/bin/test_engine
 	$(Q)if [ -n "$(T)" ] || [ "$(ENGINE_SHARDS)" -le 1 ]; then $(TEST_ENV) $< $(T); else \
-	  d=$(abspath $(BUILD))/engine-shards; rm -rf $$d; mkdir -p $$d $(POCL_DIR); \
+	  d=$(abspath $(BUILD))/engine-shards; rm -rf $$d; mkdir -p $$d $(POCL_DIR); : > $$d/queue; \
 	  for k in $$(seq 0 $$(($(ENGINE_SHARDS) - 1))); do \
 	    cp -r $(POCL_DIR) $$d/pocl-$$k; \
-	    ( $(TEST_ENV) POCL_CACHE_DIR=$$d/pocl-$$k TALLY_SHARD=$$k/$(ENGINE_SHARDS) \
+	    ( $(TEST_ENV) POCL_CACHE_DIR=$$d/pocl-$$k TALLY_SHARD=$$k/$(ENGINE_SHARDS) TALLY_SHARD_QUEUE=$$d/queue \
 	      $< $(ENGINE_CASES) > $$d/log-$$k 2>&1; echo $$? > $$d/rc-$$k ) & \
 	  done; wait; rc=0; \
 	  for k in $$(seq 0 $$(($(ENGINE_SHARDS) - 1))); do \

@@ -1,11 +1,15 @@
 /*
  * check.c - the test runner behind check.h.
  */
+#define _DEFAULT_SOURCE /* flock */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -86,6 +90,24 @@ static int selected(const char *name, int argc, char **argv)
     return !plain || hit;
 }
 
+/* TALLY_SHARD_QUEUE=FILE: the ordinal of the next selected case nobody
+ * has taken, from FILE (the count taken so far, as text; an empty file
+ * is 0), under flock, so that the processes of TALLY_SHARD deal the cases
+ * out as each finishes one rather than by index; -1 on an error. */
+static long take_next(int fd)
+{
+    if (flock(fd, LOCK_EX) != 0)
+        return -1;
+    char buf[32] = {0};
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    long next = got > 0 ? strtol(buf, NULL, 10) : 0;
+    int len = snprintf(buf, sizeof buf, "%ld\n", next + 1);
+    if (got < 0 || pwrite(fd, buf, (size_t)len, 0) != len)
+        next = -1;
+    flock(fd, LOCK_UN);
+    return next;
+}
+
 int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
 {
     /* a line as each case ends, also into a pipe: a run stopped by a
@@ -115,14 +137,34 @@ int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
                 printf("%s\n", cases[i].name);
         return 0;
     }
+    /* with TALLY_SHARD_QUEUE, the processes take cases from one queue
+     * (take_next) instead of by index: a few long cases no longer fall
+     * to one of them */
+    int queue = -1;
+    const char *queue_env = getenv("TALLY_SHARD_QUEUE");
+    if (queue_env != NULL && queue_env[0] != '\0') {
+        queue = open(queue_env, O_RDWR | O_CREAT, 0644);
+        if (queue < 0) {
+            fprintf(stderr, "TALLY_SHARD_QUEUE=%s: cannot open it\n", queue_env);
+            return 2;
+        }
+    }
     const char *seed_env = getenv("TALLY_SEED");
     uint64_t seed = seed_env != NULL ? strtoull(seed_env, NULL, 0)
                                      : (uint64_t)time(NULL) ^ (uint64_t)clock();
     printf("%s: seed %llu (replay with TALLY_SEED=%llu)\n", argv[0],
            (unsigned long long)seed, (unsigned long long)seed);
     int failed = 0, ran = 0;
+    long ordinal = -1, mine = queue >= 0 ? take_next(queue) : 0;
+    if (mine < 0) {
+        fprintf(stderr, "TALLY_SHARD_QUEUE=%s: cannot take a case\n", queue_env);
+        return 2;
+    }
     for (size_t i = 0; i < ncases; i++) {
-        if (!selected(cases[i].name, argc, argv) || i % shards != shard)
+        if (!selected(cases[i].name, argc, argv))
+            continue;
+        ordinal++;
+        if (queue >= 0 ? ordinal != mine : i % shards != shard)
             continue;
         /* each case draws from its own stream, so that running one case
          * alone reproduces exactly what it did in the full run */
@@ -140,8 +182,14 @@ int check_main(int argc, char **argv, const check_case *cases, size_t ncases)
             printf("  ok   %s (%.0f ms)\n", cases[i].name, ms);
         }
         fflush(stdout);
+        if (queue >= 0 && (mine = take_next(queue)) < 0) {
+            fprintf(stderr, "TALLY_SHARD_QUEUE=%s: cannot take the next case\n", queue_env);
+            return 2;
+        }
     }
-    if (ran == 0) {
+    if (queue >= 0)
+        close(queue);
+    if (ran == 0 && !(queue >= 0 && ordinal >= 0)) {
         printf("no case matches the patterns given\n");
         return 2;
     }

@@ -9,7 +9,11 @@
  * those on the cl_gpu backends); one with a leading '=' names a case
  * exactly. "--list" prints the selected cases' names and runs none.
  * TALLY_SHARD=k/n runs only the cases whose index is k modulo n, for n
- * processes that share a program's cases. Random inputs come from check_rand(),
+ * processes that share a program's cases; with TALLY_SHARD_QUEUE=FILE as
+ * well, the n processes take the selected cases from one queue in FILE
+ * instead, each the next one as it finishes one (make test-engine).
+ * Each case's random stream follows from the seed and its index, so that
+ * either way a case replays alone. Random inputs come from check_rand(),
  * seeded by TALLY_SEED or the clock; the seed is printed so that a failure
  * can be replayed: TALLY_SEED=<seed> build/bin/test_x <case>.
  */
