@@ -663,8 +663,8 @@ def ratio(a, b):
 
 def sequence_block(d):
     """A chunk of a sequence beside the same request alone."""
-    lines = ["Measured on %s; perf_analyzer `--async`, %d s windows." % (
-        provenance(d), d["seconds"]), "",
+    lines = ["Measured on %s; perf_analyzer `--async`, %d s windows (0.5 s at N=16 c=16, "
+             "the median of three rounds)." % (provenance(d), d["seconds"]), "",
              "float32 [N], binary tensors. plain: tallyd's defaults (perf_analyzer sends "
              "plain requests); sequence: perf_analyzer's sequence mode, 20 chunks a sequence, "
              "against `--model-sequence-batching`. Target: sequence / plain at least 0.9.", "",
