@@ -278,12 +278,16 @@ static bool repeat(rchunk *c, kv_version version, const seq_file_entry *cur,
 /* An early chunk: reads again a little later, until reorder_ms from its
  * arrival; then refused as the table refuses it: chunk `next` never came
  * (absent: its sequence, whose start was admitted here before it, never
- * appeared: chunk 1). */
+ * appeared: chunk 1). While this replica holds every chunk it waits for
+ * (admitted, on their way to the store), it waits on, as memory's line
+ * does: their writes may land after reorder_ms (a slow scan, or a store
+ * that came back with its reads queued before their writes). */
 static bool early(rchunk *c, bool absent, uint64_t next, bool sync)
 {
     seq_remote *r = c->r;
     uint64_t now = now_ns(), until = c->since_ns + r->o.reorder_ms * 1000000u;
-    if (now >= until) {
+    bool past = now >= until;
+    if (past && !seq_remote_line_holds(r, c, absent ? 1 : next)) {
         char msg[512];
         /* absent: its start never landed; it waited for chunk 1, as it
          * waits in memory behind a start that failed */
@@ -296,7 +300,7 @@ static bool early(rchunk *c, bool absent, uint64_t next, bool sync)
     uint64_t ms = (uint64_t)1 << (c->polls < 4 ? c->polls : 4);
     if (ms > POLL_MAX_MS)
         ms = POLL_MAX_MS;
-    uint64_t left = (until - now + 999999) / 1000000;
+    uint64_t left = past ? ms : (until - now + 999999) / 1000000;
     if (ms > left)
         ms = left;
     c->polls++;

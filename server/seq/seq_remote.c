@@ -159,7 +159,10 @@ static bool line_join(seq_remote *r, rchunk *c, bool start)
         l->starts++;
         c->counted_start = true;
     }
-    if (!c->id.has_chunk) {
+    if (c->id.has_chunk) {
+        c->qnext = l->numbered;
+        l->numbered = c;
+    } else {
         if (l->tail != NULL)
             l->tail->qnext = c;
         else
@@ -182,6 +185,12 @@ static rchunk *line_leave(seq_remote *r, rchunk *c)
     l->n--;
     if (c->counted_start)
         l->starts--;
+    if (c->id.has_chunk) {
+        rchunk **pp = &l->numbered;
+        while (*pp != c)
+            pp = &(*pp)->qnext;
+        *pp = c->qnext;
+    }
     if (c->queued) {
         rchunk **pp = &l->head, *prev = NULL;
         while (*pp != c) {
@@ -203,6 +212,23 @@ static rchunk *line_leave(seq_remote *r, rchunk *c)
         free(l);
     }
     return next;
+}
+
+bool seq_remote_line_holds(seq_remote *r, const rchunk *c, uint64_t from)
+{
+    uv_mutex_lock(&r->mu);
+    const lentry *l = c->line;
+    /* c is one of the line's n */
+    bool holds =
+        l != NULL && from < c->id.chunk && c->id.chunk - from < l->n;
+    for (uint64_t k = from; holds && k < c->id.chunk; k++) {
+        const rchunk *o = l->numbered;
+        while (o != NULL && o->id.chunk != k)
+            o = o->qnext;
+        holds = o != NULL;
+    }
+    uv_mutex_unlock(&r->mu);
+    return holds;
 }
 
 /* -------------------------------------------------------- a chunk's end */

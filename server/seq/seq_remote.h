@@ -21,7 +21,10 @@
  *      a state just read. An early numbered chunk (the chunk before it
  *      not yet applied, or its sequence not yet there) reads again, 1 ms
  *      later, then 2, 4, up to 16 ms apart, for --sequence-reorder-ms
- *      from its arrival; then it is refused as the table refuses it.
+ *      from its arrival; then it is refused as the table refuses it,
+ *      unless every chunk it waits for is in flight here (admitted,
+ *      not ended): then it reads on, as the table's line waits for the
+ *      chunks it holds.
  *      The carries are added to the answer only once Redis has
  *      acknowledged the write; a write that failed or timed out may
  *      have been applied, so the chunk gets STATUS_STORE (503) and the

@@ -38,13 +38,15 @@ struct centry {
 };
 
 /* The chunks of one sequence in flight on this replica (admitted, not
- * ended): how many, how many of them start it, and the unnumbered ones
- * in the order they were admitted, which is the order they are decided
- * in, as the memory backend gives their turns. */
+ * ended): how many, how many of them start it, the unnumbered ones in
+ * the order they were admitted, which is the order they are decided in,
+ * as the memory backend gives their turns, and the numbered ones, which
+ * an early chunk waits for as memory's line waits for those it holds. */
 typedef struct {
     seq_map_node node;
     unsigned n, starts;
     rchunk *head, *tail; /* unnumbered, by admission */
+    rchunk *numbered;    /* numbered, newest first */
 } lentry;
 
 struct seq_remote {
@@ -70,7 +72,9 @@ struct rchunk {
     seq_remote *r;
     kv *store;          /* its door loop's, or r's own */
     lentry *line;       /* its sequence's chunks on this replica */
-    rchunk *qnext;      /* unnumbered: the next admitted after it */
+    rchunk *qnext;      /* the next in its line's list: unnumbered, the
+                         * next admitted after it; numbered, the one
+                         * admitted before it */
     bool queued;        /* unnumbered: in line->head's list */
     bool parked;        /* finished scanning, waiting for its turn */
     bool counted_start; /* one of line->starts */
@@ -115,6 +119,11 @@ void seq_remote_cache_copy(seq_remote *r, const seq_map_node *k,
                            kv_version version, const uint8_t *rec, size_t len);
 void seq_remote_count(seq_remote *r, uint64_t *counter);
 rchunk *seq_remote_release(rchunk *c);
+
+/* Whether numbered chunks `from` to c's number less one are all in
+ * flight on this replica (its line holds each, admitted before c or
+ * after it): c's wait for them is not a gap yet. */
+bool seq_remote_line_holds(seq_remote *r, const rchunk *c, uint64_t from);
 
 /* seq_decide.c: a chunk's steps. decide() decides what the chunk does to
  * its sequence's state (version and record; NULL: none), either just

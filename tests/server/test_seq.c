@@ -1136,6 +1136,67 @@ static void remote_faults_and_order(void)
     fake_kv_free(f);
 }
 
+/* A numbered chunk that comes early waits past --sequence-reorder-ms
+ * while the chunks before it are admitted on its replica (as memory's
+ * line holds them): their writes may land late (a slow scan, or a store
+ * that came back with the early chunk's reads queued before their
+ * writes). It is refused as a gap once one of them ends unapplied. */
+static void remote_early_waits_for_its_line(void)
+{
+    fake_kv *f = fake_kv_new(4, NULL, NULL);
+    seq_options o = {.max_sequences = 8,
+                     .idle_ms = 60000,
+                     .reorder_ms = 40,
+                     .max_bytes = 1 << 16};
+    seq_table *t = replica(f, &o);
+    float x[2] = {1, 2}, y[2], x2[1] = {10}, y2[1], x3[1] = {100}, y3[1];
+    seq_slot s, s2, s3;
+    heard h, h2, h3;
+    char msg[256];
+    bool wait, later;
+    for (uint64_t id = 21; id <= 22; id++) {
+        CHECK(send_chunk(t, numbered(id, 1, true, false), x, y, 2, &s, &h)
+                      == STATUS_OK
+                  && until_heard(f, &h, NULL) && h.st == STATUS_OK,
+              "sequence %llu started", (unsigned long long)id);
+        /* chunk 2 admitted, its scan not done; chunk 3 admitted and
+         * done: it reads, finds chunk 1 the last, and reads again */
+        memset(&h2, 0, sizeof h2);
+        CHECK(seq_try(t, numbered(id, 2, false, false), x2, 1, &s2, &wait,
+                      msg)
+                  == STATUS_OK,
+              "chunk 2 admitted: %s", msg);
+        listen_to(&s2, &h2);
+        CHECK(send_chunk(t, numbered(id, 3, false, false), x3, y3, 1, &s3,
+                         &h3)
+                  == STATUS_OK,
+              "chunk 3 admitted");
+        for (int i = 0; i < 60; i++) { /* 3 x reorder_ms and more */
+            fake_kv_settle(f);
+            uv_sleep(2);
+        }
+        CHECK(h3.calls == 0, "chunk 3 waits for chunk 2, held here: %d %s",
+              h3.st, h3.msg);
+        bool done = id == 21; /* 22: chunk 2's scan fails */
+        scanned(x2, y2, 1);
+        CHECK(seq_finish_durable(t, &s2, done, y2, &later, msg, sizeof msg)
+                  == STATUS_OK,
+              "chunk 2 finished: %s", msg);
+        if (done) {
+            CHECK(later && until_heard(f, &h2, &h3) && h2.st == STATUS_OK
+                      && y2[0] == 13 && h3.st == STATUS_OK && y3[0] == 113,
+                  "chunk 2, then 3: %d %d %s, %g %g", h2.st, h3.st, h3.msg,
+                  y2[0], y3[0]);
+        } else {
+            CHECK(until_heard(f, &h3, NULL) && h3.st == STATUS_CHUNK_GAP
+                      && strstr(h3.msg, "chunk 2") != NULL,
+                  "chunk 2 gone: chunk 3 a gap: %d %s", h3.st, h3.msg);
+        }
+    }
+    seq_table_free(t);
+    fake_kv_free(f);
+}
+
 static const check_case cases[] = {
     {"seq_carries", seq_carries},
     {"seq_turns_and_refusals", seq_turns_and_refusals},
@@ -1147,6 +1208,7 @@ static const check_case cases[] = {
     {"remote_decisions", remote_decisions},
     {"remote_races", remote_races},
     {"remote_faults_and_order", remote_faults_and_order},
+    {"remote_early_waits_for_its_line", remote_early_waits_for_its_line},
 };
 
 int main(int argc, char **argv)
