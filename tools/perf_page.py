@@ -663,8 +663,13 @@ def ratio(a, b):
 
 def sequence_block(d):
     """A chunk of a sequence beside the same request alone."""
-    lines = ["Measured on %s; perf_analyzer `--async`, %d s windows (0.5 s at N=16 c=16, "
-             "the median of three rounds)." % (provenance(d), d["seconds"]), "",
+    fast = ""
+    if d.get("fast_cells"):  # the bench's own windows and rounds for those cells
+        fast = " (%g s at %s, the median of %d rounds)" % (
+            d["fast_window_s"], ", ".join("N=%d c=%d" % tuple(k) for k in d["fast_cells"]),
+            d["fast_rounds"])
+    lines = ["Measured on %s; perf_analyzer `--async`, %d s windows%s." % (
+        provenance(d), d["seconds"], fast), "",
              "float32 [N], binary tensors. plain: tallyd's defaults (perf_analyzer sends "
              "plain requests); sequence: perf_analyzer's sequence mode, 20 chunks a sequence, "
              "against `--model-sequence-batching`. Target: sequence / plain at least 0.9.", "",

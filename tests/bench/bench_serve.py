@@ -807,6 +807,8 @@ def write_sequence_json(seconds, results, floor, after, hop, hop_after, paced, p
             "date": time.strftime("%Y-%m-%d"),
             "command": "make bench-serve BENCH_ARGS=\"--only sequence\"",
             "seconds": seconds, "cells": cells,
+            "fast_cells": sorted(list(k) for k in SEQ_FAST_CELLS),
+            "fast_window_s": SEQ_FAST_WINDOW_S, "fast_rounds": SEQ_FAST_ROUNDS,
             "fsync_p50_us": max(floor["p50_us"], after["p50_us"]),
             "hop_p50_us": max(hop["p50_us"], hop_after["p50_us"]),
             "paced_fsync_ms": {"%s %d" % k: v for k, v in paced.items()},
