@@ -236,35 +236,45 @@ def test_an_early_chunk_waits_the_whole_reorder_window(state, spawn):
 
 # ------------------------------------------------------------------ the doors
 
+def stream_answers(d, sends, timeout=30):
+    """Each of sends, (request id, an INT64 array, async_stream_infer's
+    keywords), on one gRPC stream to d, in order: each answer's y by
+    request id (an error fails the test)."""
+    results = queue.Queue()
+    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
+    c.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        for rid, x, kw in sends:
+            inp = grpcclient.InferInput("x", list(x.shape), "INT64")
+            inp.set_data_from_numpy(x)
+            c.async_stream_infer("cumsum", [inp], request_id=rid, **kw)
+        got = {}
+        for _ in sends:
+            result, error = results.get(timeout=timeout)
+            assert error is None, error
+            got[result.get_response().id] = result.as_numpy("y")
+        return got
+    finally:
+        c.stop_stream()
+        c.close()
+
+
 def test_the_grpc_stream_keeps_a_sequences_order(state, spawn):
     """tritonclient's async_stream_infer, as kserve.md shows it: 20
     sequences of 6 chunks interleaved on one stream; every answer is the
     running sum in the order sent."""
     (d,) = setups(spawn, state, 1)
-    results = queue.Queue()
-    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
-    c.start_stream(callback=lambda result, error: results.put((result, error)))
-    try:
-        want = {}
-        for k in range(6):
-            for s in range(20):
-                sid = "stream-%d-%d" % (SEED % 10000, s)
-                x = np.array([10 ** k], dtype=np.int64)
-                inp = grpcclient.InferInput("x", [1], "INT64")
-                inp.set_data_from_numpy(x)
-                c.async_stream_infer("cumsum", [inp], request_id="%d:%d" % (s, k),
-                                     sequence_id=sid, sequence_start=k == 0,
-                                     sequence_end=k == 5)
-                want["%d:%d" % (s, k)] = int("1" * (k + 1))
-        for _ in range(120):
-            result, error = results.get(timeout=30)
-            assert error is None, error
-            rid = result.get_response().id
-            assert int(result.as_numpy("y")[0]) == want.pop(rid), rid
-        assert not want
-    finally:
-        c.stop_stream()
-        c.close()
+    sends, want = [], {}
+    for k in range(6):
+        for s in range(20):
+            sid = "stream-%d-%d" % (SEED % 10000, s)
+            rid = "%d:%d" % (s, k)
+            sends.append((rid, np.array([10 ** k], dtype=np.int64),
+                          dict(sequence_id=sid, sequence_start=k == 0,
+                               sequence_end=k == 5)))
+            want[rid] = int("1" * (k + 1))
+    got = stream_answers(d, sends)
+    assert {rid: int(y[0]) for rid, y in got.items()} == want
 
 
 def test_numbered_chunks_on_the_stream_wait_for_those_before_them(state, spawn):
@@ -277,33 +287,22 @@ def test_numbered_chunks_on_the_stream_wait_for_those_before_them(state, spawn):
     (d,) = setups(spawn, state, 1, "--sequence-reorder-ms", "1")
     rng = np.random.default_rng(SEED)
     print("seed %d (replay with TALLY_EXACT_SEED=%d)" % (SEED, SEED))
-    results = queue.Queue()
-    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
-    c.start_stream(callback=lambda result, error: results.put((result, error)))
-    try:
-        want = {}
-        for s in range(4):
-            sid = "wait-%d-%d" % (SEED % 10000, s)
-            total = 0
-            for k, n in enumerate([1, 1 << 19, 1, 1, 1]):
-                x = rng.integers(-9, 10, size=n, dtype=np.int64)
-                inp = grpcclient.InferInput("x", [n], "INT64")
-                inp.set_data_from_numpy(x)
-                c.async_stream_infer("cumsum", [inp], request_id="%d:%d" % (s, k),
-                                     sequence_id=sid, sequence_start=k == 0,
-                                     sequence_end=k == 4,
-                                     parameters={"sequence_chunk": k + 1})
-                want["%d:%d" % (s, k)] = total + np.cumsum(x)
-                total += int(x.sum())
-        for _ in range(len(want)):
-            result, error = results.get(timeout=60)
-            assert error is None, error
-            rid = result.get_response().id
-            assert np.array_equal(result.as_numpy("y"), want.pop(rid)), rid
-        assert not want
-    finally:
-        c.stop_stream()
-        c.close()
+    sends, want = [], {}
+    for s in range(4):
+        sid = "wait-%d-%d" % (SEED % 10000, s)
+        total = 0
+        for k, n in enumerate([1, 1 << 19, 1, 1, 1]):
+            x = rng.integers(-9, 10, size=n, dtype=np.int64)
+            rid = "%d:%d" % (s, k)
+            sends.append((rid, x, dict(sequence_id=sid, sequence_start=k == 0,
+                                       sequence_end=k == 4,
+                                       parameters={"sequence_chunk": k + 1})))
+            want[rid] = total + np.cumsum(x)
+            total += int(x.sum())
+    got = stream_answers(d, sends, timeout=60)
+    assert sorted(got) == sorted(want)
+    for rid, y in got.items():
+        assert np.array_equal(y, want[rid]), rid
 
 
 @pytest.mark.parametrize("numbered", [False, True])
