@@ -311,6 +311,17 @@ $(BUILD)/bin/model_fake: $(BUILD)/tests/model/fake_replicas.o $(BUILD)/tests/ser
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 $(BUILD)/tests/model/fake_replicas.o: CPPFLAGS := $(INC_seq) -Itests/server
 
+# The deterministic simulation of the sequences (tests/sim/): the engine
+# over its stores, a fake clock and one seeded scheduler, every answer
+# checked against the reference model.
+SIM_OBJ := $(BUILD)/tests/sim/sim_seq.o $(BUILD)/tests/sim/sim_model.o
+$(BUILD)/bin/sim_seq: $(SIM_OBJ) $(BUILD)/tests/sim/sim_sut_landed.o $(BUILD)/tests/server/fake_kv.o \
+    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+$(BUILD)/tests/sim/%.o: CPPFLAGS := $(INC_seq) -Itests/server -Itests/sim
+
 # The Redis client (server/redis/), against a redis-server the test starts.
 $(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(TEST_LIB) \
     $(filter $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \

@@ -44,7 +44,11 @@ struct fake_kv {
     request *q;
     size_t nq, capq;
     uint64_t delivered, conflicts;
+    record *snap; /* fake_kv_snapshot's copy */
+    size_t nsnap;
 };
+
+static void free_records(record *v, size_t n);
 
 struct conn {
     kv base;
@@ -261,6 +265,7 @@ void fake_kv_free(fake_kv *f)
         free(f->q[i].val);
     }
     free(f->recs);
+    free_records(f->snap, f->nsnap);
     free(f->q);
     uv_mutex_destroy(&f->mu);
     free(f);
@@ -435,6 +440,45 @@ size_t fake_kv_queued(fake_kv *f, const kv *c)
         n += c == NULL || &f->q[i].c->base == c;
     uv_mutex_unlock(&f->mu);
     return n;
+}
+
+static record *copy_records(const record *from, size_t n)
+{
+    record *v = calloc(n ? n : 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        v[i] = from[i];
+        v[i].key = copy(from[i].key, from[i].keylen);
+        v[i].val = copy(from[i].val, from[i].len);
+    }
+    return v;
+}
+
+static void free_records(record *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        free(v[i].key);
+        free(v[i].val);
+    }
+    free(v);
+}
+
+void fake_kv_snapshot(fake_kv *f)
+{
+    uv_mutex_lock(&f->mu);
+    free_records(f->snap, f->nsnap);
+    f->snap = copy_records(f->recs, f->nrecs);
+    f->nsnap = f->nrecs;
+    uv_mutex_unlock(&f->mu);
+}
+
+void fake_kv_rollback(fake_kv *f)
+{
+    uv_mutex_lock(&f->mu);
+    free_records(f->recs, f->nrecs);
+    f->recs = copy_records(f->snap, f->nsnap);
+    f->nrecs = f->caprecs = f->nsnap ? f->nsnap : 1;
+    f->nrecs = f->nsnap;
+    uv_mutex_unlock(&f->mu);
 }
 
 void fake_kv_counts(fake_kv *f, uint64_t *delivered, uint64_t *conflicts)

@@ -72,6 +72,13 @@ const uint8_t *fake_kv_peek(fake_kv *f, const uint8_t *key, size_t keylen,
 /* Drops a key now, as its time to live would. */
 void fake_kv_expire(fake_kv *f, const uint8_t *key, size_t keylen);
 
+/* Keeps a copy of every record now (one snapshot: a new one replaces
+ * it), and puts it back: the records written since are lost, as when
+ * Redis restarts from an older snapshot, or fails over to a replica
+ * that had not taken them. Requests in the queue stay. */
+void fake_kv_snapshot(fake_kv *f);
+void fake_kv_rollback(fake_kv *f);
+
 /* Counts: requests delivered, writes refused for their version. */
 void fake_kv_counts(fake_kv *f, uint64_t *delivered, uint64_t *conflicts);
 
