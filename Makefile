@@ -40,10 +40,13 @@ INC_sched    := -Iserver/sched $(INC_core)
 # meet at core/kv.h (the API layer joins them)
 INC_redis    := -Iserver/redis $(INC_core)
 INC_seq      := -Iserver/seq $(INC_core)
+# the stores the sequences keep their states in, in this tallyd (memory,
+# the log): versioned records, knowing nothing of sequences (core/kv.h)
+INC_store    := -Iserver/store $(INC_core)
 INC_http     := -Iserver/http $(INC_core)
 INC_grpc     := -Iserver/grpc $(INC_core)
 INC_telemetry := -Iserver/telemetry $(INC_core)
-INC_api      := -Iserver/api -Iserver/sched -Iserver/seq -Iserver/redis -Iserver/http \
+INC_api      := -Iserver/api -Iserver/sched -Iserver/seq -Iserver/store -Iserver/redis -Iserver/http \
                 -Iserver/grpc -Iserver/telemetry $(INC_protocol)
 # tallyd.c, the tests and the benchmark stand above everything
 CPPFLAGS += $(INC_api)
@@ -110,6 +113,7 @@ $(BUILD)/server/http/%.o: CPPFLAGS := $(INC_http)
 $(BUILD)/server/grpc/%.o: CPPFLAGS := $(INC_grpc)
 $(BUILD)/server/sched/%.o: CPPFLAGS := $(INC_sched)
 $(BUILD)/server/seq/%.o: CPPFLAGS := $(INC_seq)
+$(BUILD)/server/store/%.o: CPPFLAGS := $(INC_store)
 $(BUILD)/server/redis/%.o: CPPFLAGS := $(INC_redis)
 $(BUILD)/server/api/%.o: CPPFLAGS := $(INC_api) -I$(BUILD)/gen
 $(BUILD)/server/telemetry/%.o: CPPFLAGS := $(INC_telemetry) -I$(BUILD)/gen
@@ -181,7 +185,7 @@ CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/format/numtext_conv.
               $(CODEC_CORE:%.c=$(BUILD)/%.o) \
               $(PB_GEN).o $(OTLP_GEN).o
 DAEMON_SRC := $(filter-out $(CODEC_CORE),$(wildcard server/*.c \
-              server/core/*.c server/sched/*.c server/seq/*.c server/redis/*.c \
+              server/core/*.c server/sched/*.c server/seq/*.c server/store/*.c server/redis/*.c \
               server/http/*.c server/grpc/*.c \
               server/api/*.c server/telemetry/*.c))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/web.o
@@ -288,16 +292,18 @@ $(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
 # over a fake backend and clock.
 $(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(TEST_LIB) \
     $(BUILD)/server/api/submit.o \
-    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/seq/%.o $(BUILD)/server/redis/%.o \
-      $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/seq/%.o $(BUILD)/server/store/%.o \
+      $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
 # The sequences on their own (server/seq/): the table, the rules, the
 # record format, the log, the shared store's logic over a fake store.
-$(BUILD)/bin/test_seq: $(BUILD)/tests/server/test_seq.o $(BUILD)/tests/server/fake_kv.o $(TEST_LIB) \
-    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+$(BUILD)/bin/test_seq: $(BUILD)/tests/server/test_seq.o $(BUILD)/tests/server/fake_kv.o \
+    $(BUILD)/tests/server/redis_server.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/store/%.o $(BUILD)/server/redis/%.o \
+      $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
@@ -315,15 +321,15 @@ $(BUILD)/tests/model/fake_replicas.o: CPPFLAGS := $(INC_seq) -Itests/server
 # over its stores, a fake clock and one seeded scheduler, every answer
 # checked against the reference model.
 SIM_OBJ := $(BUILD)/tests/sim/sim_seq.o $(BUILD)/tests/sim/sim_model.o
-$(BUILD)/bin/sim_seq: $(SIM_OBJ) $(BUILD)/tests/sim/sim_sut_landed.o $(BUILD)/tests/server/fake_kv.o \
-    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+$(BUILD)/bin/sim_seq: $(SIM_OBJ) $(BUILD)/tests/sim/sim_sut.o $(BUILD)/tests/server/fake_kv.o \
+    $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/store/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
-$(BUILD)/tests/sim/%.o: CPPFLAGS := $(INC_seq) -Itests/server -Itests/sim
+$(BUILD)/tests/sim/%.o: CPPFLAGS := $(INC_seq) -Iserver/store -Itests/server -Itests/sim
 
 # The Redis client (server/redis/), against a redis-server the test starts.
-$(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(TEST_LIB) \
+$(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(BUILD)/tests/server/redis_server.o $(TEST_LIB) \
     $(filter $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
@@ -334,9 +340,10 @@ $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
 $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
-$(BUILD)/tests/server/test_seq.o: CPPFLAGS := $(INC_seq) -Itests
-$(BUILD)/tests/server/fake_kv.o: CPPFLAGS := $(INC_seq) -Itests
+$(BUILD)/tests/server/test_seq.o: CPPFLAGS := $(INC_seq) -Iserver/store -Iserver/redis -Itests
+$(BUILD)/tests/server/fake_kv.o: CPPFLAGS := $(INC_core) -Itests
 $(BUILD)/tests/server/test_redis.o: CPPFLAGS := $(INC_redis) -Itests
+$(BUILD)/tests/server/redis_server.o: CPPFLAGS := -Itests
 $(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests
 $(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests -I$(BUILD)/gen
 $(BUILD)/tests/server/test_format.o: CPPFLAGS := $(INC_format) -Itests

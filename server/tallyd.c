@@ -27,11 +27,11 @@
  *                           parse and render with the thread that asked.
  *   host pool helpers       engine/pool.c: a host stream's own, splitting
  *                           one scan with its worker.
- *   the log writer          seq/seq_log.c (--state-dir): appends records
+ *   the log writer          store/kv_log.c (--state-dir): appends records
  *                           with group commit, then ends their chunks and
  *                           resumes their requests; nothing else waits on
  *                           the disk.
- *   the log rewriter        seq/seq_log.c: writes the live sequences'
+ *   the log rewriter        store/kv_log.c: writes the live sequences'
  *                           snapshot while the log is rewritten.
  *   the store's thread      redis/redis_conn.c (--state-store): a
  *                           connection for the chunks of no door's loop
@@ -42,9 +42,9 @@
  *
  * A queued job is completed exactly once, by a worker or (when it expires
  * or its client leaves while it waits) by the tick thread, through the
- * job's done callback (api/submit.c's on_job_done; a durable chunk's
- * request is resumed by the log writer instead, once its record is
- * written): that calls
+ * job's done callback (api/submit.c's on_job_done; a chunk's request is
+ * resumed by whatever thread ends it in its sequence instead: the log
+ * writer once its record is written, a store's loop): that calls
  * http_resume() and so MHD_resume_connection(), which libmicrohttpd
  * documents as safe from any thread, then wakes the request's HTTP
  * thread through its loop's mailbox (core/mailbox.h); a gRPC job's
@@ -56,9 +56,9 @@
  *     connection lists (http/admit.c, http/conns.c), the loops' mailboxes
  *     (core/mailbox.h), the gRPC health watches and the trace settings
  *     (api/api.h);
- *   - the sequences: the memory backend's table (seq/seq_memory.c), the
- *     log's queue (seq/seq_log.c), the shared store's cache and lines
- *     (seq/seq_remote_int.h), the Redis store's opening (redis/
+ *   - the sequences: the engine's lines, cache and counts (seq/
+ *     seq_int.h), the memory store's records (store/kv_mem.c), the log's
+ *     queue (store/kv_log.c), the Redis store's opening (redis/
  *     redis_int.h);
  *   - the engine: the host backend opened on first need (sched/
  *     backend.c), the thread pools' hand-offs (engine/pool.c,
@@ -542,8 +542,8 @@ static bool start_doors(tallyd_server *s)
 {
     char msg[1024];
     if (s->cfg.grpc_listen[0] != '\0') {
-        unsigned loops = s->cfg.grpc_threads ? s->cfg.grpc_threads
-                                             : s->cfg.http_threads;
+        unsigned loops =
+            s->cfg.grpc_threads ? s->cfg.grpc_threads : s->cfg.http_threads;
         if (!grpc_door_start(&grpc, s, loop, loops, &api_grpc_service,
                              transport.auth, msg, sizeof msg)) {
             log_msg("tallyd", "error", "%s", msg);
@@ -560,31 +560,31 @@ static bool start_doors(tallyd_server *s)
      * written once both doors are bound (the tests read the ports from
      * these lines, and stop reading at that one) */
     if (grpc.n > 0 && grpc.t[0].started)
-        log_msg("tallyd", "info", "gRPC listening on %s (port %u, %s, %u loop%s)",
+        log_msg("tallyd", "info",
+                "gRPC listening on %s (port %u, %s, %u loop%s)",
                 s->cfg.grpc_listen, grpc.t[0].port,
                 grpc.t[0].tls != NULL ? "TLS, ALPN h2" : "h2c", grpc.n,
                 grpc.n > 1 ? "s" : "");
     log_msg("tallyd", "info",
             "tallyd %s listening on %s (port %u, %s): %u workers, %u HTTP "
             "threads, queue depth %u, max body %zu bytes",
-            TALLYD_VERSION, s->cfg.listen, transport.port, transport.tls ? "HTTPS" : "HTTP",
-            s->cfg.workers, s->cfg.http_threads, s->cfg.queue_depth,
-            s->cfg.max_body_bytes);
+            TALLYD_VERSION, s->cfg.listen, transport.port,
+            transport.tls ? "HTTPS" : "HTTP", s->cfg.workers,
+            s->cfg.http_threads, s->cfg.queue_depth, s->cfg.max_body_bytes);
 
     return true;
 }
 
 /* Once the loop has ended (the drain is done): everything stops, in
  * the order that loses nothing. */
-static void stop_all(tallyd_server *s, otlp_exporter *exporter,
-                     api_docs *docs)
+static void stop_all(tallyd_server *s, otlp_exporter *exporter, api_docs *docs)
 {
     atomic_store(&ticker_stop, true);
     uv_thread_join(&ticker);
     api_stop(&app); /* every queued job runs first */
     http_stop(&transport);
     api_sequences_close(&app, s);
-    api_free(&app); /* no request holds a region now */
+    api_free(&app);               /* no request holds a region now */
     otlp_exporter_stop(exporter); /* the last spans go out */
     api_docs_free(docs);
     uv_loop_close(loop);
@@ -633,8 +633,7 @@ int main(int argc, char **argv)
     metrics_init(&s->metrics, api_routes.labels, api_routes.nlabels);
     reqlog_init(&s->reqlog, &s->cfg);
     stats_init(&s->stats);
-    if (!api_start(&app, s, pool.engine, pool.names, pool.n, msg,
-                   sizeof msg)) {
+    if (!api_start(&app, s, pool.engine, pool.names, pool.n, msg, sizeof msg)) {
         log_msg("tallyd", "error", "cannot start workers: %s", msg);
         return 1;
     }

@@ -38,21 +38,22 @@ LAYERS = [
     ("format", "server/format", ["core", "engine", "common"]),
     ("protocol", "server/protocol", ["format", "core", "engine", "common"]),
     ("sched", "server/sched", ["core", "engine", "common"]),
-    # the Redis client knows nothing of sequences; the sequences (their
-    # table, rules, record, log and shared store) know no Redis either:
-    # both meet at core/kv.h, and api/ joins them. Neither sees the
-    # scheduler (nor it them)
+    # the stores know nothing of sequences (the Redis client, and this
+    # tallyd's own: memory and the log); the sequences' engine (its lines,
+    # rules and record) knows no store but core/kv.h: they meet there, and
+    # api/ joins them. None sees the scheduler (nor it them)
     ("redis", "server/redis", ["core", "engine", "common"]),
+    ("store", "server/store", ["core", "engine", "common"]),
     ("seq", "server/seq", ["core", "engine", "common"]),
     ("http", "server/http", ["core", "engine", "common"]),
     ("grpc", "server/grpc", ["core", "engine", "common"]),
     ("telemetry", "server/telemetry", ["core", "engine", "common"]),
     ("api", "server/api",
-     ["telemetry", "sched", "seq", "redis", "http", "grpc", "protocol", "format", "core",
-      "engine", "common"]),
-    ("tallyd", "server/tallyd.c",
-     ["api", "telemetry", "sched", "seq", "redis", "http", "grpc", "protocol", "format",
+     ["telemetry", "sched", "seq", "store", "redis", "http", "grpc", "protocol", "format",
       "core", "engine", "common"]),
+    ("tallyd", "server/tallyd.c",
+     ["api", "telemetry", "sched", "seq", "store", "redis", "http", "grpc", "protocol",
+      "format", "core", "engine", "common"]),
     ("public", "client/include", []),
     ("libtally", "client/lib", ["public", "common"]),
     ("cli", "client/cli", ["public", "common"]),

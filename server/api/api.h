@@ -1,19 +1,17 @@
 /*
  * api.h - the handlers, and the route table that names them.
  *
- *   GET  /                                    the landing page (or a JSON index)
- *   GET  /openapi.yaml, /openapi.json         the API's description
- *   GET  /docs, /docs/swagger-ui*             the interactive API docs
- *   POST /v1/cumsum                           native: JSON, .npy or raw
- *   GET  /v2                                  KServe server metadata
- *   GET  /v2/health/live, /v2/health/ready    KServe health
- *   GET  /v2/models/cumsum[/versions/1]       model metadata
- *   GET  /v2/models/cumsum[/versions/1]/ready model readiness
- *   GET  /v2/models/cumsum/config             Triton-style model config
- *   GET  /v2/models[/cumsum[/versions/1]]/stats  Triton-style statistics
- *   POST /v2/models/cumsum[/versions/1]/infer inference
- *   GET  /metrics                             Prometheus metrics
- *   GET, POST /v2[/models/cumsum]/trace/setting  Triton's trace settings
+ *   GET  /                                    the landing page (or a JSON
+ * index) GET  /openapi.yaml, /openapi.json         the API's description GET
+ * /docs, /docs/swagger-ui*             the interactive API docs POST /v1/cumsum
+ * native: JSON, .npy or raw GET  /v2                                  KServe
+ * server metadata GET  /v2/health/live, /v2/health/ready    KServe health GET
+ * /v2/models/cumsum[/versions/1]       model metadata GET
+ * /v2/models/cumsum[/versions/1]/ready model readiness GET
+ * /v2/models/cumsum/config             Triton-style model config GET
+ * /v2/models[/cumsum[/versions/1]]/stats  Triton-style statistics POST
+ * /v2/models/cumsum[/versions/1]/infer inference GET  /metrics Prometheus
+ * metrics GET, POST /v2[/models/cumsum]/trace/setting  Triton's trace settings
  *   GET  /v2/systemsharedmemory[/region/{name}]/status    Triton's system
  *   POST /v2/systemsharedmemory/region/{name}/register    shared-memory
  *   POST /v2/systemsharedmemory[/region/{name}]/unregister extension
@@ -50,8 +48,8 @@ enum { NATIVE, INFER, METADATA, HEALTH, METRICS, SHM, PAGE, OTHER, NLABELS };
  * Read-only afterwards, so any thread may serve them. */
 #define API_DOCS_FILES 2
 typedef struct {
-    bool loaded;               /* every file was read */
-    char *dir;                 /* where they were looked for */
+    bool loaded;                /* every file was read */
+    char *dir;                  /* where they were looked for */
     char *data[API_DOCS_FILES]; /* malloc'd */
     size_t len[API_DOCS_FILES];
 } api_docs;
@@ -71,12 +69,12 @@ void api_docs_free(api_docs *d);
  * layers below see only the name (server.h). */
 typedef struct api_state {
     sched *sched;
-    sched_backend backend; /* over the devices */
-    grpc_door *grpc;       /* the gRPC door, for /metrics; NULL when off */
-    shm_registry *shm;     /* with --allow-shared-memory; else NULL */
-    seq_table *seqs;       /* the sequences (sequence.h), over their
-                            * backend: memory, the log, or a store; off
-                            * with --max-sequences 0 */
+    sched_backend backend;     /* over the devices */
+    grpc_door *grpc;           /* the gRPC door, for /metrics; NULL when off */
+    shm_registry *shm;         /* with --allow-shared-memory; else NULL */
+    seq_table *seqs;           /* the sequences (sequence.h), over their
+                                * store: memory, the log, or Redis; off with
+                                * --max-sequences 0 */
     struct api_watch *watches; /* gRPC health Watches (health.c), of
                                 * every gRPC loop: under watch_mu */
     uv_mutex_t watch_mu;
@@ -93,19 +91,19 @@ typedef struct api_state {
  * s->app. False with msg when it cannot. The loop thread, before the
  * transport starts. */
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
-               const char *const *names, unsigned n, char *msg,
-               size_t msglen);
+               const char *const *names, unsigned n, char *msg, size_t msglen);
 
 /* Stops the scheduler (every queued job runs first) and frees it. After
  * the transport has stopped taking requests. */
 void api_stop(api_state *a);
 
-/* The sequences at the start, over the backend the settings name: with
+/* The sequences at the start, over the store the settings name: with
  * --state-store, the connection to Redis, opened and checked
- * (seq_remote.h); with --state-dir, the log, its lock taken and replayed
- * (seq_logged.h); else memory. False with a message naming the file, or
- * the URL without its password, when it cannot be taken: tallyd does not
- * start. After api_start(), before the transports. */
+ * (redis/redis_store.h); with --state-dir, the log, its lock taken and
+ * read back (store/kv_log.h); else memory (store/kv_mem.h). False with a
+ * message naming the file, or the URL without its password, when it
+ * cannot be taken: tallyd does not start. After api_start(), before the
+ * transports. */
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen);
 
@@ -124,12 +122,12 @@ void api_sequences_close(api_state *a, tallyd_server *s);
 
 /* The same while requests are still in flight (a drain that timed out,
  * just before tallyd exits without them): freezes the sequences first
- * (seq_freeze: a chunk still running is answered 503 and added to
+ * (seq_freeze: a chunk that would write is answered 503 and added to
  * nothing), then closes them. On the loop thread. */
 void api_sequences_close_now(api_state *a, tallyd_server *s);
 
-/* Frees the rest: the sequences, the shared-memory registry, whose regions requests
- * hold until they are freed. After api_stop() and after the transports
+/* Frees the rest: the sequences, the shared-memory registry, whose regions
+ * requests hold until they are freed. After api_stop() and after the transports
  * have stopped (and freed every request and call). */
 void api_free(api_state *a);
 
@@ -170,8 +168,8 @@ extern const http_routes api_routes;
 void api_inference_ended(tallyd_server *s, const req_record *rec,
                          uint64_t total_ns);
 
-void api_native(request *r);          /* native.c */
-void api_dml_json(request *r);        /* dml.c, from api_native */
+void api_native(request *r);   /* native.c */
+void api_dml_json(request *r); /* dml.c, from api_native */
 void api_dml_binary(request *r, const char *header);
 void api_infer(request *r);           /* kserve.c */
 void api_server_metadata(request *r); /* ops.c */
@@ -182,9 +180,9 @@ void api_model_ready(request *r);
 void api_model_config(request *r);
 void api_model_stats(request *r);
 void api_metrics(request *r);
-void api_landing(request *r);    /* landing.c */
+void api_landing(request *r); /* landing.c */
 void api_openapi(request *r);
-void api_docs_page(request *r);  /* docs.c */
+void api_docs_page(request *r); /* docs.c */
 void api_docs_file(request *r);
 void api_openapi_json(request *r);
 void api_shm_status(request *r); /* shm.c */
@@ -210,8 +208,8 @@ extern const char api_shm_off[];
  * memory off (reg NULL), that no named region can exist. STATUS_OK: go on
  * to the registry, or, with reg NULL, answer that there is none;
  * otherwise INVALID or NOT_FOUND with a message. */
-status_code api_shm_check(const shm_registry *reg, const char *name,
-                          size_t n, char *msg, size_t msglen);
+status_code api_shm_check(const shm_registry *reg, const char *name, size_t n,
+                          char *msg, size_t msglen);
 
 /* The regions a job holds, and a chunk's scratch output (below). */
 typedef struct {
@@ -244,9 +242,9 @@ typedef struct {
  * holding the regions until api_shm_done() or api_shm_free(); otherwise
  * FORBIDDEN (shared memory is off), NOT_FOUND, INVALID, TOO_LARGE or
  * NOMEM with a message, and nothing held. */
-status_code api_shm_place(const api_shm_where *w, void **data,
-                          bool *data_owned, const void **in, void **out,
-                          api_shm_hold *h, char *msg, size_t msglen);
+status_code api_shm_place(const api_shm_where *w, void **data, bool *data_owned,
+                          const void **in, void **out, api_shm_hold *h,
+                          char *msg, size_t msglen);
 
 /* After the job, as its answer goes: copies a chunk's scratch output
  * into its region, checks that no region was disturbed (shm_release)

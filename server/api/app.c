@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "kv_log.h"
+#include "kv_mem.h"
 #include "log.h"
 #include "redis_store.h"
-#include "seq_logged.h"
-#include "seq_memory.h"
-#include "seq_remote.h"
+#include "sequence_file.h"
 
-/* The sequences' settings, for the table and for the shared store. */
+/* The sequences' settings, for the engine. */
 static seq_options seq_settings(const tallyd_config *c)
 {
     seq_options so = {
@@ -26,6 +26,7 @@ static seq_options seq_settings(const tallyd_config *c)
         .linger_ms = c->sequence_linger_ms,
         .reorder_ms = c->sequence_reorder_ms,
         .max_bytes = c->sequence_max_bytes,
+        .store_timeout_ms = c->state_store_timeout_ms,
     };
     return so;
 }
@@ -80,10 +81,8 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
     return sched_start(a->sched, msg, msglen) == ENG_E_OK;
 }
 
-/* --state-store's backend: the connection, checked, and the sequences
- * over it. */
-static seq_backend *remote_backend(tallyd_server *s, const seq_options *so,
-                                   char *msg, size_t msglen)
+/* --state-store's store: the connection, checked. */
+static kv *redis_kv(tallyd_server *s, char *msg, size_t msglen)
 {
     redis_url u;
     if (!redis_url_parse(s->cfg.state_store, &u, msg, msglen))
@@ -91,55 +90,87 @@ static seq_backend *remote_backend(tallyd_server *s, const seq_options *so,
     kv *redis = redis_store_open(&u, s->cfg.state_store_prefix,
                                  s->cfg.state_store_timeout_ms,
                                  s->cfg.state_store_wait, msg, msglen);
-    seq_backend *b =
-        redis != NULL
-            ? seq_remote_new(redis, so, s->cfg.state_store_timeout_ms)
-            : NULL;
-    if (b == NULL) {
-        if (redis != NULL)
-            snprintf(msg, msglen, "out of memory");
+    if (redis == NULL)
         return NULL;
-    }
     char shown[600];
     redis_url_text(&u, shown, sizeof shown);
     log_msg("sequences", "info",
             "sequences' states live in %s, under keys %s{...}", shown,
             s->cfg.state_store_prefix);
-    return b;
+    return redis;
+}
+
+/* An older tallyd's log record (a whole sequence's state) as a write of
+ * the store (kv_log.h's upgrade hook). */
+static bool upgrade_record(void *user, const uint8_t *payload, size_t len,
+                           kv_write *w)
+{
+    (void)user;
+    int state;
+    bool numbered;
+    uint64_t count;
+    if (!seq_record_info(payload, len, w->key, &w->keylen, &state, &numbered,
+                         &count, &w->deadline_ms))
+        return false;
+    w->weight = (size_t)count * sizeof(eng_carry) * (numbered ? 2 : 1);
+    bool gone = state == SEQ_GONE || (state == SEQ_ENDED && !numbered);
+    w->op = gone ? KV_W_DEL : KV_W_PUT;
+    w->flags = state == SEQ_LIVE ? KV_COUNTED : 0;
+    return true;
+}
+
+/* --state-dir's store: the directory's lock, its log read back. */
+static kv *logged_kv(tallyd_server *s, const kv_mem_options *mo, char *msg,
+                     size_t msglen)
+{
+    kv_log_options lo = {
+        .dir = s->cfg.state_dir,
+        .fsync = KV_FSYNC_ALWAYS,
+        .mem = *mo,
+        .faults =
+            {
+                .err = strcmp(s->cfg.fault_state, "eio") == 0      ? EIO
+                       : strcmp(s->cfg.fault_state, "enospc") == 0 ? ENOSPC
+                                                                   : 0,
+                .sync = strcmp(s->cfg.fault_state, "fsync") == 0,
+                .after = s->cfg.fault_state_after,
+            },
+        .upgrade = upgrade_record,
+    };
+    kv_fsync_parse(s->cfg.state_fsync, &lo.fsync);
+    kv *k = kv_log_open(&lo, msg, msglen);
+    if (k == NULL)
+        return NULL;
+    size_t expired, torn;
+    kv_log_loaded(k, &expired, &torn);
+    kv_stats st;
+    k->ops->stats(k, &st);
+    if (expired > 0 || st.records > 0)
+        log_msg("sequences", "info",
+                "%zu sequences loaded from %s; %zu more had been idle past "
+                "--sequence-idle-ms and were dropped",
+                st.records, s->cfg.state_dir, expired);
+    return k;
 }
 
 bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
                         size_t msglen)
 {
     seq_options so = seq_settings(&s->cfg);
-    seq_backend *b = NULL;
-    if (so.max_sequences == 0) {
-        b = NULL; /* sequences off */
-    } else if (s->cfg.state_store[0] != '\0') {
-        b = remote_backend(s, &so, msg, msglen);
-        if (b == NULL)
-            return false;
-    } else if (s->cfg.state_dir[0] != '\0') {
-        seq_fsync mode = SEQ_FSYNC_ALWAYS;
-        seq_fsync_parse(s->cfg.state_fsync, &mode);
-        seq_log_faults f = {
-            .err = strcmp(s->cfg.fault_state, "eio") == 0      ? EIO
-                   : strcmp(s->cfg.fault_state, "enospc") == 0 ? ENOSPC
-                                                               : 0,
-            .sync = strcmp(s->cfg.fault_state, "fsync") == 0,
-            .after = s->cfg.fault_state_after,
-        };
-        b = seq_logged_open(s->cfg.state_dir, mode, &so, &f, msg, msglen);
-        if (b == NULL)
-            return false;
-    } else {
-        b = seq_memory_new(&so);
-        if (b == NULL) {
-            snprintf(msg, msglen, "out of memory");
-            return false;
-        }
-    }
-    a->seqs = seq_table_new(&so, b);
+    kv_mem_options mo = {.max_records = so.max_sequences,
+                         .max_bytes = so.max_bytes};
+    kv *store = NULL;
+    if (so.max_sequences == 0)
+        store = NULL; /* sequences off */
+    else if (s->cfg.state_store[0] != '\0')
+        store = redis_kv(s, msg, msglen);
+    else if (s->cfg.state_dir[0] != '\0')
+        store = logged_kv(s, &mo, msg, msglen);
+    else if ((store = kv_mem_new(&mo)) == NULL)
+        snprintf(msg, msglen, "out of memory");
+    if (so.max_sequences > 0 && store == NULL)
+        return false;
+    a->seqs = seq_table_new(&so, store);
     if (a->seqs == NULL) {
         snprintf(msg, msglen, "out of memory");
         return false;
@@ -162,13 +193,16 @@ void api_sequences_close(api_state *a, tallyd_server *s)
     if (!seq_enabled(a->seqs))
         return;
     size_t live = seq_live(a->seqs);
-    if (!seq_durable(a->seqs) && live > 0)
+    bool kept = s->cfg.state_dir[0] != '\0' || s->cfg.state_store[0] != '\0';
+    if (!kept && live > 0)
         log_msg("sequences", "warn",
                 "%zu live sequences dropped: tallyd runs without "
                 "--state-dir or --state-store",
                 live);
+    else if (s->cfg.state_dir[0] != '\0')
+        log_msg("sequences", "info", "%zu live sequences kept in %s", live,
+                s->cfg.state_dir);
     seq_close(a->seqs); /* the log: every applied chunk in it, flushed */
-    (void)s;
 }
 
 void api_sequences_close_now(api_state *a, tallyd_server *s)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "list.h"
 #include "submit.h"
 
 /* The job's steps, into the door's record. */
@@ -45,39 +46,54 @@ static void outcome(submit_work *w, status_code st, const char *msg)
     if (st == STATUS_OK || w->j.status != STATUS_OK)
         return;
     w->j.status = st;
+    w->seq_failed = true;
     snprintf(w->j.msg, sizeof w->j.msg, "%s", msg);
 }
 
-/* A chunk's end in its sequence, once: ok adds the carries to its answer
- * and advances them; otherwise they stay as they were. It may hand the
- * turn to the next chunk (seq_ready). A numbered chunk that conflicts
- * with its sequence becomes the outcome; out is no answer then. */
-static void seq_end(submit_work *w, bool ok)
+/* Where a chunk's end in its sequence stands (seq_end, seq_done). */
+enum { SEQ_NONE, SEQ_SYNC, SEQ_LATER, SEQ_DONE };
+
+/* The chunk's end in its sequence (sequence.h's done): its outcome
+ * kept, and its request resumed, unless it ended inside seq_end(), whose
+ * caller goes on with it. Any thread. */
+static void seq_done(seq_slot *slot, status_code st, const char *msg)
+{
+    submit_work *w = container_of(slot, submit_work, slot);
+    outcome(w, st, msg);
+    int sync = SEQ_SYNC;
+    if (atomic_compare_exchange_strong(&w->seq_state, &sync, SEQ_DONE))
+        return;
+    w->door->resume(w->req);
+}
+
+/* Ends the chunk's scan in its sequence (ok: it ran), once: true when
+ * its end comes later (seq_done() resumes the request then); false when
+ * it ended here, its outcome kept. */
+static bool seq_end(submit_work *w, bool ok)
 {
     seq_table *t = w->seqs;
-    if (t == NULL)
-        return;
     w->seqs = NULL;
-    char msg[512];
-    outcome(w, seq_finish(t, &w->slot, ok, w->j.out, msg, sizeof msg), msg);
+    atomic_store(&w->seq_state, SEQ_SYNC);
+    seq_finish(t, &w->slot, ok);
+    int sync = SEQ_SYNC;
+    return atomic_compare_exchange_strong(&w->seq_state, &sync, SEQ_LATER);
 }
 
 /* The job's outcome, told to the door once. A queued job's client may
  * have gone while it waited (a summed-at-once one is answered, and the
  * transport drops the answer if nobody reads it: probing costs a poll(2)
- * on the REST door). So may a chunk's whose end went through a durable
- * table, but that chunk was applied (or refused) already, before its
- * resume: it is answered without a probe, as a summed-at-once one. */
+ * on the REST door). A chunk's was asked at its job's end, before its
+ * sequence took it (chunk_left): after that it is answered without a
+ * probe, as it was decided. */
 static void conclude(submit_work *w, bool queued, bool left)
 {
     const job *j = &w->j;
     const submit_door *d = w->door;
-    /* slot.durable: set when its end went through the durable table (the
-     * door's record starts zeroed) */
-    bool gone =
-        j->status == STATUS_CANCELLED
-        || (queued && (left || (w->slot.durable == NULL && d->gone(w))));
-    seq_end(w, j->status == STATUS_OK && !gone);
+    bool chunk = w->slot.done != NULL;
+    bool gone = j->status == STATUS_CANCELLED || w->chunk_left
+                || (queued && !chunk && (left || d->gone(w)));
+    if (chunk) /* the carries into the answer, on the door's thread */
+        seq_answer(&w->slot, j->status == STATUS_OK && !gone ? j->out : NULL);
     char msg[512];
     if (j->status == STATUS_CANCELLED) { /* counted by the scheduler */
         d->cancelled(w->req);
@@ -88,62 +104,34 @@ static void conclude(submit_work *w, bool queued, bool left)
         d->cancelled(w->req);
         return;
     }
-    switch (j->status) {
-    case STATUS_OK: d->answer(w->req); return;
-    case STATUS_DEADLINE:
+    if (j->status == STATUS_OK) {
+        d->answer(w->req);
+        return;
+    }
+    if (j->status == STATUS_DEADLINE && !w->seq_failed)
         snprintf(msg, sizeof msg,
                  "the deadline of %" PRId64 " ms expired after %" PRIu64
                  " ms %s",
                  w->timeout_ms, (j->finished_ns - j->enqueued_ns) / 1000000u,
                  j->started_ns ? "(during the computation)"
                                : "in the queue; the work was dropped");
-        break;
-    default:
+    else
         snprintf(msg, sizeof msg, "%s",
                  j->msg[0] ? j->msg : status_text(j->status));
-        break;
-    }
     d->fail(w->req, j->status, msg);
 }
 
-/* A durable chunk's state is in the log, or could not be written: back
- * to the door's thread. The log writer. */
-static void seq_durable_done(seq_slot *slot, status_code st, const char *msg)
-{
-    submit_work *w =
-        (submit_work *)((char *)slot - offsetof(submit_work, slot));
-    outcome(w, st, msg);
-    w->door->resume(w->req);
-}
-
-/* A durable table's chunk ended (ok: its job succeeded): true when its
- * state goes to the log or the store first, and seq_durable_done() comes
- * later; false when it ended at once (a repeat, a conflict, a failure:
- * the outcome says). */
-static bool end_durable(submit_work *w, bool ok)
-{
-    seq_table *t = w->seqs;
-    w->seqs = NULL;
-    w->slot.durable = seq_durable_done;
-    w->slot.deadline_ns = w->j.deadline_ns;
-    bool later;
-    char msg[512];
-    status_code st =
-        seq_finish_durable(t, &w->slot, ok, w->j.out, &later, msg, sizeof msg);
-    if (!later)
-        outcome(w, st, msg);
-    return later;
-}
-
-/* The job's done: back to the door's thread; a chunk of a durable
- * sequence ends first, and comes back once its state is written. A
- * worker or the tick. */
+/* The job's done: a chunk ends in its sequence first (the client asked
+ * once more: a chunk whose client has gone is not added), and its
+ * request comes back when that has ended. A worker or the tick. */
 static void on_job_done(job *j)
 {
     submit_work *w = j->ctx;
-    if (w->seqs != NULL && seq_durable(w->seqs)
-        && end_durable(w, j->status == STATUS_OK && !w->door->gone(w)))
-        return; /* seq_durable_done() resumes it */
+    if (w->seqs != NULL) {
+        w->chunk_left = j->status == STATUS_OK && w->door->gone(w);
+        if (seq_end(w, j->status == STATUS_OK && !w->chunk_left))
+            return; /* seq_done() resumes it */
+    }
     w->door->resume(w->req);
 }
 
@@ -153,14 +141,14 @@ static bool probe_gone(void *ctx)
     return w->door->gone(w);
 }
 
-/* A small chunk of a durable sequence, summed at once under the door's
- * handshake (so that the log writer's resume cannot come first) and
- * ended there: true when the request waits for its state's write; false
- * when the chunk ended at once, and the adapter answers it. */
-static bool run_inline_durable(submit_work *w)
+/* A small chunk, summed at once under the door's handshake (so that a
+ * resume from another thread cannot come before the suspend) and ended
+ * in its sequence there: true when the request waits for its end; false
+ * when it ended at once, and the adapter answers it. */
+static bool run_inline_chunk(submit_work *w)
 {
     sched_run_inline(w->sched, &w->j);
-    return end_durable(w, w->j.status == STATUS_OK);
+    return seq_end(w, w->j.status == STATUS_OK);
 }
 
 /* The outcome of a job the scheduler would not take (st), with words. */
@@ -186,76 +174,31 @@ static bool push(submit_work *w)
     return st == STATUS_OK;
 }
 
-/* A waiting chunk's turn has come (sequence.h's ready), on the thread
- * that finished the chunk before it; or the table refused it (a numbered
- * chunk that waited too long for the ones before it: slot->refused), on
- * the tick thread. Its request is suspended. Queued (never summed here:
- * this may be another door's thread); a refusal comes back to its door
- * as the job's end. */
-static void seq_ready(seq_slot *slot)
-{
-    submit_work *w =
-        (submit_work *)((char *)slot - offsetof(submit_work, slot));
-    if (w->j.status != STATUS_OK) { /* refused: no longer admitted */
-        w->seqs = NULL;
-        w->door->resume(w->req);
-        return;
-    }
-    /* once queued, the job may end and its request be freed before
-     * sched_submit() returns (no handshake holds it here, as push()'s
-     * does): only a refusal touches w after it */
-    status_code st = sched_submit(w->sched, &w->j);
-    if (st == STATUS_OK)
-        return;
-    refused(w, st);
-    w->door->resume(w->req);
-}
-
-/* Suspends a chunk until its turn, under the door's handshake: false
- * when the turn came first (the request goes on at once, unsuspended). */
-static bool wait_turn(submit_work *w)
-{
-    return seq_arm(w->seqs, &w->slot);
-}
-
-/* Admits a chunk into its sequence. False: answered (refused), or
- * suspended until its turn. */
+/* Admits a chunk into its sequence. False: answered (refused). */
 static bool admit(submit_work *w, seq_table *t)
 {
     job *j = &w->j;
     char msg[512];
     status_code st = STATUS_OK;
-    bool wait = false;
     if (j->iv != NULL || j->ov != NULL) {
         snprintf(msg, sizeof msg,
                  "a sequence's chunks are packed tensors; DirectML's "
                  "strided layouts cannot be one");
         st = STATUS_INVALID;
     } else {
-        w->slot.refused = &j->status; /* the one outcome */
-        w->slot.why = j->msg;
-        w->slot.whylen = sizeof j->msg;
-        st = seq_admit(t, &w->seq, &j->desc, &j->lines, j->in, &w->slot, &wait,
-                       msg, sizeof msg);
+        w->slot.done = seq_done;
+        w->slot.deadline_ns = j->deadline_ns;
+        st = seq_admit(t, &w->seq, &j->desc, &j->lines, j->in, &w->slot, msg,
+                       sizeof msg);
     }
     if (st != STATUS_OK) {
+        w->slot.done = NULL;
         note_times(w);
         w->door->fail(w->req, st, msg);
         return false;
     }
     w->seqs = t;
-    if (!wait)
-        return true;
-    w->slot.ready = seq_ready;
-    if (w->door->suspend(w->req, wait_turn, w))
-        return false;
-    if (j->status != STATUS_OK) { /* refused before it was armed */
-        w->seqs = NULL;
-        note_times(w);
-        w->door->fail(w->req, j->status, j->msg);
-        return false;
-    }
-    return true; /* its turn came while it was being suspended */
+    return true;
 }
 
 void submit_start(submit_work *w, const submit_door *door, void *req,
@@ -302,10 +245,10 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     if (from == SUBMIT_TEXT && s->cfg.json_inline_max > inline_max)
         inline_max = s->cfg.json_inline_max;
     if (sched_elements(&w->j) <= inline_max) {
-        bool durable = w->seqs != NULL && seq_durable(w->seqs);
-        if (durable && door->suspend(req, run_inline_durable, w))
-            return; /* its answer waits for its record */
-        if (!durable)
+        bool chunk = w->seqs != NULL;
+        if (chunk && door->suspend(req, run_inline_chunk, w))
+            return; /* its answer waits for its sequence */
+        if (!chunk)
             sched_run_inline(sc, &w->j);
         note_times(w);
         conclude(w, false, false);
@@ -315,10 +258,10 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
     if (door->suspend(req, push, w))
         return;
     /* refused: done will not run */
-    status_code st = w->j.status;
-    seq_end(w, false);
+    if (w->seqs != NULL)
+        seq_end(w, false); /* it did not run: it ends at once */
     note_times(w);
-    door->fail(req, st, w->j.msg);
+    conclude(w, false, false);
 }
 
 void submit_finish(submit_work *w, bool left)

@@ -27,18 +27,18 @@
  *     words, or "the client has gone" (nothing is sent).
  * A request that names a sequence (w->seq, sequence_id.h) is a chunk of
  * it (seq/sequence.h): the adapter admits it into its sequence before
- * anything else (a refusal is answered at once), suspends it while an
- * earlier chunk of the same sequence runs, and adds the sequence's
- * carries to its answer before the door sees it. A chunk takes a packed
- * tensor: DirectML's strided layouts are refused in sequences.
- * With a durable table (--state-dir, seq_log.h) the adapter ends a
- * chunk before its request comes back to the door: a queued one when its
- * job ends (on_job_done), a small one summed at once under the door's
- * suspend handshake; an applied chunk's new state goes to the log, and
- * the request comes back (resume, from the log writer) only once
- * the log says it is durable, or that it failed (then nothing moved, and
- * the answer is 503). So an answer waits for the disk without a door's
- * thread waiting, and without suspending a request twice.
+ * anything else (a refusal is answered at once), scans it as any
+ * request, then ends its scan in its sequence, where it takes its turn:
+ * a queued one when its job ends (on_job_done), a small one summed at
+ * once under the door's suspend handshake. Its end in its sequence
+ * comes once, through the slot's done(): at once (the request goes on
+ * unsuspended), or later, from whatever thread ended it (the log
+ * writer, a store's loop, the tick), which resumes the request. Then,
+ * on the door's thread, the sequence's carries are added to its answer.
+ * So an answer waits for its turn and its state's write without a
+ * door's thread waiting, and without suspending a request twice. A chunk
+ * takes a packed tensor: DirectML's strided layouts are refused in
+ * sequences.
  * Refusals and failures read the same through every door; the status
  * table (status.h) maps them to an HTTP status or a gRPC code.
  *
@@ -52,6 +52,7 @@
 #ifndef TALLY_API_SUBMIT_H
 #define TALLY_API_SUBMIT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -117,15 +118,18 @@ struct submit_work {
     req_record *rec;
     job j;
     seq_params seq;
-    seq_slot slot;  /* the chunk's, once admitted */
-    seq_table *seqs; /* NULL: not admitted, or already finished */
+    seq_slot slot;         /* the chunk's, once admitted (its done() set) */
+    seq_table *seqs;       /* NULL: not admitted, or its scan already ended */
+    _Atomic int seq_state; /* where its end stands (submit.c) */
+    bool seq_failed;       /* the outcome is its sequence's refusal */
+    bool chunk_left;       /* its client had gone when its job ended */
     submit_from from;
     const submit_door *door;
     void *req;
     tallyd_server *s;
     sched *sched;
-    uint64_t parse_ns;   /* handler_ns to submit_start() */
-    int64_t timeout_ms;  /* as chosen, for the deadline's words */
+    uint64_t parse_ns;  /* handler_ns to submit_start() */
+    int64_t timeout_ms; /* as chosen, for the deadline's words */
     /* The request's one outcome is its job's status and msg: the
      * scheduler's, a refusal's (the queue's, the sequence's), or a
      * chunk's end in its sequence that failed. */
@@ -142,8 +146,7 @@ void submit_start(submit_work *w, const submit_door *door, void *req,
  * that are set (> 0). transport_ms and protocol_ms are -1 when not given;
  * server_ms is --timeout-ms. */
 static inline int64_t submit_deadline_ms(int64_t transport_ms,
-                                         int64_t protocol_ms,
-                                         int64_t server_ms)
+                                         int64_t protocol_ms, int64_t server_ms)
 {
     int64_t b[3] = {transport_ms, protocol_ms, server_ms}, ms = 0;
     for (int i = 0; i < 3; i++)

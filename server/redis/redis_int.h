@@ -24,22 +24,21 @@
 #define BACKOFF_MAX_MS 5000
 #define SWEEP_MS 10
 
-/* A key holds a string: its version, VERSION_LEN bytes (the count,
- * VERSION_DIGITS decimal digits, then the incarnation, 16 hex digits),
- * then the record. The write: compare the version, then replace, delete
- * or renew the time to live. KEYS[1] the key; ARGV: the version read
+/* A key holds a string: its version, VERSION_LEN bytes (32 hex digits:
+ * a 128-bit value drawn for the write that made it), then the record. The
+ * write: compare the version, then replace, delete or renew the time to live.
+ * KEYS[1] the key; ARGV: the version read
  * ("" for none: GETRANGE's answer for a missing key), the time to live
  * in ms (0: none; "keep": the key's own), "put", "del" or "ttl", the new
  * value (the next version, then the record). Answers 1 (done), 0
  * (another version is there: none), or the value there. Two commands a
  * write, where a hash took three (HGET, HSET, PEXPIRE): the script's
  * cost is most of the store's time per write (BENCHMARKS.md, "Sequences
- * in Redis: two commands a write"). Counts stay below 10^16. GETRANGE's bounds
+ * in Redis: two commands a write"). GETRANGE's bounds
  * are Lua strings, not numbers: Redis turns a number argument into text with
  * sprintf("%.17g") on every call. The '31' is VERSION_LEN - 1
  * (a _Static_assert below ties them). */
-#define VERSION_DIGITS 16
-#define VERSION_LEN (VERSION_DIGITS + 16)
+#define VERSION_LEN 32
 #define SCRIPT_LAST "31"
 _Static_assert(VERSION_LEN - 1 == 31, "SCRIPT_LAST is VERSION_LEN - 1");
 /* The write script's text (redis_store.c). */

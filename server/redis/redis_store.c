@@ -17,7 +17,6 @@
  */
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <openssl/rand.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,27 +51,6 @@ enum { OP_GET, OP_PUT };
 const size_t redis_script_len = sizeof redis_script - 1;
 
 /* ------------------------------------------------------------ the ops */
-
-/* The version a write after cur takes: the next count in cur's
- * incarnation, or, with anew (or when there is no key), 1 in a new
- * incarnation drawn at random. */
-static kv_version version_next(kv_version cur, bool anew)
-{
-    if (!anew && cur.n != 0)
-        return (kv_version){cur.n + 1, cur.inc};
-    kv_version v = {1, 0};
-    while (v.inc == 0) {
-        unsigned char b[8];
-        if (RAND_bytes(b, sizeof b) != 1) { /* not seeded: a weaker draw */
-            uint64_t z = now_ns() ^ (uint64_t)(uintptr_t)&v;
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            memcpy(b, &z, sizeof b);
-        }
-        for (int i = 0; i < 8; i++)
-            v.inc = v.inc << 8 | b[i];
-    }
-    return v;
-}
 
 static void op_free(op *o)
 {
@@ -121,43 +99,39 @@ static void link_sent(redis_store *s, op *o)
     s->sent = o;
 }
 
-/* v as a value's first VERSION_LEN bytes. */
+/* v as a value's first VERSION_LEN bytes: 32 hex digits. */
 static void put_version(uint8_t *out, kv_version v)
 {
-    uint64_t n = v.n;
-    for (int i = VERSION_DIGITS - 1; i >= 0; i--) {
-        out[i] = (uint8_t)('0' + n % 10);
-        n /= 10;
-    }
     static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++)
-        out[VERSION_DIGITS + i] = (uint8_t)hex[(v.inc >> (60 - 4 * i)) & 15];
+    for (int i = 0; i < 16; i++) {
+        out[i] = (uint8_t)hex[(v.hi >> (60 - 4 * i)) & 15];
+        out[16 + i] = (uint8_t)hex[(v.lo >> (60 - 4 * i)) & 15];
+    }
 }
 
 /* A value as the store holds it (a version, then the record): its
- * version and record. False: not a value of tally's (of this version's
- * format: an older tallyd's 16-digit versions are not taken). */
+ * version and record. False: not a value of tally's. (An older tallyd's
+ * version, a count in 16 decimal digits and 16 hex ones, reads as hex
+ * too, and is written back the same: its keys go on.) */
 static bool parse_value(const char *p, size_t n, kv_version *version,
                         const uint8_t **rec, size_t *len)
 {
     if (n < VERSION_LEN)
         return false;
     kv_version v = {0, 0};
-    for (size_t i = 0; i < VERSION_DIGITS; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-        v.n = v.n * 10 + (uint64_t)(p[i] - '0');
-    }
-    for (size_t i = VERSION_DIGITS; i < VERSION_LEN; i++) {
+    for (size_t i = 0; i < VERSION_LEN; i++) {
         char c = p[i];
         unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
                      : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
                                             : 16;
         if (d == 16)
             return false;
-        v.inc = v.inc << 4 | d;
+        if (i < 16)
+            v.hi = v.hi << 4 | d;
+        else
+            v.lo = v.lo << 4 | d;
     }
-    if (v.n == 0 || v.inc == 0)
+    if (kv_version_none(v))
         return false;
     *version = v;
     *rec = (const uint8_t *)p + VERSION_LEN;
@@ -357,7 +331,7 @@ static void send_op(redis_store *s, op *o)
         argc = 2;
     } else {
         expect[0] = '\0';
-        if (o->expect.n != 0) {
+        if (!kv_version_none(o->expect)) {
             put_version((uint8_t *)expect, o->expect);
             expect[VERSION_LEN] = '\0';
         }
@@ -585,16 +559,13 @@ static bool kv_get(kv *k, const uint8_t *id, size_t idlen, uint64_t delay_ms,
 }
 
 static bool kv_put(kv *k, const uint8_t *id, size_t idlen, kv_version expect,
-                   bool anew, const uint8_t *record, size_t len,
-                   uint64_t ttl_ms, uint64_t deadline_ns, kv_done done,
-                   void *ctx)
+                   const uint8_t *record, size_t len, uint64_t ttl_ms,
+                   unsigned flags, size_t weight, uint64_t deadline_ns,
+                   kv_done done, void *ctx)
 {
     redis_store *s = (redis_store *)k;
-    kv_version next = version_next(expect, anew);
-    /* counts stay below 10^16 (VERSION_DIGITS): the caller's keys live
-     * no longer than their time to live between writes */
-    if (next.n > 9999999999999999ull)
-        return false;
+    (void)flags, (void)weight; /* Redis's maxmemory bounds what it holds */
+    kv_version next = kv_version_new();
     /* the value: the next version, then the record */
     if (record != NULL && len > SIZE_MAX - VERSION_LEN)
         return false;
@@ -618,7 +589,7 @@ static bool kv_touch(kv *k, const uint8_t *id, size_t idlen, kv_version expect,
                      void *ctx)
 {
     redis_store *s = (redis_store *)k;
-    if (expect.n == 0 || ttl_ms == 0 || ttl_ms == KV_KEEP_TTL)
+    if (kv_version_none(expect) || ttl_ms == 0 || ttl_ms == KV_KEEP_TTL)
         return false;
     op *o = new_op(s, OP_PUT, id, idlen, 0, deadline_ns, done, ctx);
     if (o == NULL)

@@ -2,15 +2,15 @@
  * redis_store.h - versioned records in Redis, shared by every client
  * that names the same keys: read, replaced by compare-and-set on the
  * version, given more time to live. It knows nothing of what the records
- * say (the sequences' store, seq/seq_kv_redis.h, is its one user).
+ * say (the sequences' engine, seq/sequence.h, is its one user).
  *
  * Each record is one Redis string under PREFIX + its key: a version
- * (VERSION_LEN bytes), then the caller's bytes. A version never repeats
- * for a key, whatever the key's lives: it is an incarnation, a random
- * 64-bit number drawn when a writer begins the key anew, and a count of
- * the writes within that incarnation. A key that expired and was made
- * again has another incarnation, so that a version a client cached for
- * the old one never matches the new one's (an ABA). A read is one GET.
+ * (VERSION_LEN bytes), then the caller's bytes. A version is a 128-bit
+ * value drawn for each write, so it never repeats for a key, whatever
+ * Redis lost: after a restart from an older snapshot, or a failover to a
+ * replica that lagged, the key is back at an older version, and a client
+ * that cached a lost write's version can never match it (an ABA). A read
+ * is one GET.
  * A write is one script (EVALSHA, with EVAL when Redis has forgotten it,
  * after a restart): it replaces the value, deletes it, or renews the
  * key's time to live, only when the version is still the one the writer

@@ -1,13 +1,15 @@
 /*
- * seq_decide.c - a chunk's steps in the shared store's backend
- * (seq_remote_int.h): decided on its sequence's state with the rules of
- * seq_rules.h (the memory backend's, word for word), then read again, or
- * written by compare-and-set, or its sequence's idle time renewed, until
- * it ends and its submitter hears.
+ * seq_decide.c - a chunk's decision at its turn (seq_int.h): its
+ * sequence's state read, the rules of seq_rules.h applied to it, and the
+ * new state written by compare-and-set, or its sequence's idle time
+ * renewed, until the chunk ends (seq_line_end) or waits early
+ * (seq_line_park).
  *
- * A decision taken on the cache is only a guess: a write's compare-and-
- * set confirms it (a version never repeats for a key: kv.h), and
- * anything but a write is decided again on a state just read.
+ * A local store's state is the truth, read at once. A shared store's is
+ * read only when this tallyd's cache has none: a decision taken on the
+ * cache is a guess, which a write's compare-and-set confirms (a version
+ * never repeats: kv.h), and anything but a write is decided again on a
+ * state just read.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,166 +17,204 @@
 #include <string.h>
 
 #include "clock.h"
-#include "seq_remote_int.h"
+#include "seq_int.h"
 #include "seq_rules.h"
 #include "sequence_file.h"
 
-#define MAX_ROUNDS 64  /* writes that found another version, at most */
-#define POLL_MAX_MS 16 /* an early chunk's reads, this far apart at most */
+#define MAX_ROUNDS 64 /* writes that found another version, at most */
 
-/* The chunk's end: told to its submitter (sync: still on the caller's
- * thread, where seq_remote_finish() returns it). */
-static void end(rchunk *c, status_code st, const char *msg, bool sync)
+static void decide(seq_chunk *c, kv_version version, const uint8_t *rec,
+                   size_t len, bool fresh);
+
+/* The chunk's end: the carries it was given go with a success only. */
+static void end(seq_chunk *c, status_code st, const char *msg)
 {
-    free(c->base);
-    c->base = NULL;
-    free(c->rec);
-    c->rec = NULL;
-    if (sync) {
-        c->st = st;
-        snprintf(c->sync_msg, c->sync_msglen, "%s", msg != NULL ? msg : "");
-        return;
+    if (st != STATUS_OK) {
+        free(c->base);
+        c->base = NULL;
     }
-    seq_slot *s = c->s;
-    char m[512];
-    snprintf(m, sizeof m, "%s", msg != NULL ? msg : "");
-    rchunk *next = seq_remote_release(c);
-    s->durable(s, st, m);
-    seq_decide_run_next(next);
+    seq_line_end(c, st, msg);
 }
 
 /* The chunk's end on a failure of the store's: 503 STORE, "sequence ID:
  * WHAT (WHY); THEN". */
-static void end_store(rchunk *c, const char *what, const char *why,
-                      const char *then, bool sync)
+static void end_store(seq_chunk *c, const char *what, const char *why,
+                      const char *then)
 {
     char id[SEQ_ID_MAX + 8], msg[512];
     seq_id_format(&c->id, id, sizeof id);
-    snprintf(msg, sizeof msg, "sequence %s: %s (%s); %s", id, what, why, then);
-    end(c, STATUS_STORE, msg, sync);
+    snprintf(msg, sizeof msg, "sequence %s: %s (%s); %s", id, what,
+             why != NULL ? why : "no reason given", then);
+    end(c, STATUS_STORE, msg);
 }
-
-/* ---------------------------------------------------------- the steps */
 
 /* An op's deadline, sent delay_ms from now: the store's time from then,
  * or the request's own deadline when that comes first. */
-static uint64_t op_deadline(const rchunk *c, uint64_t delay_ms)
+static uint64_t op_deadline(const seq_chunk *c, uint64_t delay_ms)
 {
     uint64_t now = now_ns();
-    uint64_t d = now + (delay_ms + c->r->timeout_ms) * 1000000u;
-    if (c->req_deadline_ns != 0 && c->req_deadline_ns < d)
-        d = c->req_deadline_ns > now ? c->req_deadline_ns : now + 1;
+    uint64_t d = now + (delay_ms + c->t->o.store_timeout_ms) * 1000000u;
+    uint64_t req = c->s->deadline_ns;
+    if (req != 0 && req < d)
+        d = req > now ? req : now + 1;
     return d;
 }
+
+/* ------------------------------------------------------------ reading */
 
 static void on_get(void *ctx, kv_result res, kv_version version,
                    const uint8_t *rec, size_t len, const char *why)
 {
-    rchunk *c = ctx;
+    seq_chunk *c = ctx;
     if (res != KV_OK) {
-        end_store(c, "its state could not be read from Redis", why,
-                  "nothing was added: send the chunk again", false);
+        end_store(c, "its state could not be read from the store", why,
+                  "nothing was added: send the chunk again");
         return;
     }
-    seq_remote_cache_copy(c->r, &c->idkey, version, rec, len);
-    seq_decide(c, version, rec, len, true, false);
+    if (!c->store->local)
+        seq_cache_copy(c->t, &c->key, version, rec, len);
+    decide(c, version, rec, len, true);
 }
 
-/* Submits a read of the sequence's state (after delay_ms), which then
- * decides again; false when the store would not take it. */
-static bool submit_read(rchunk *c, uint64_t delay_ms)
+/* Reads the sequence's state, then decides on it. */
+static void read_state(seq_chunk *c)
 {
-    return c->store->ops->get(c->store, c->key, c->keylen, delay_ms,
-                              op_deadline(c, delay_ms), on_get, c);
+    if (!c->store->ops->get(c->store, c->key.key, c->key.keylen, 0,
+                            op_deadline(c, 0), on_get, c))
+        end(c, STATUS_STORE,
+            "the sequence's state could not be read: the store is closing "
+            "or memory ran out");
 }
 
-static const char not_read[] =
-    "the sequence's state could not be read: the store is closing or "
-    "memory ran out";
-
-/* Reads the sequence's state (after delay_ms), then decides again. */
-bool seq_decide_read(rchunk *c, uint64_t delay_ms, bool sync)
+void seq_decide_begin(seq_chunk *c)
 {
-    bool sent = submit_read(c, delay_ms);
-    if (!sent)
-        end(c, STATUS_STORE, not_read, sync);
-    return sent;
-}
-
-/* Starts chunks whose turn came while they waited (parked): each reads
- * its sequence's state afresh (the chunk before it may have changed it
- * on another loop), on its own store. */
-void seq_decide_run_next(rchunk *c)
-{
-    while (c != NULL) {
-        if (submit_read(c, 0))
-            return;
-        seq_slot *s = c->s;
-        rchunk *next = seq_remote_release(c);
-        s->durable(s, STATUS_STORE, not_read);
-        c = next;
+    kv_version version = {0, 0};
+    uint8_t *rec;
+    size_t len;
+    /* an early chunk's next look reads the truth: the cache is this
+     * tallyd's own last word, which it has decided on already */
+    if (c->store->local || c->polls > 0
+        || !seq_cache_get(c->t, &c->key, &version, &rec, &len)) {
+        read_state(c);
+        return;
     }
+    decide(c, version, rec, len, false);
+    free(rec);
+}
+
+/* ------------------------------------------------------------ writing */
+
+/* The words of a local store's refusal for room. */
+static void full_words(seq_chunk *c, char *msg, size_t len)
+{
+    seq_table *t = c->t;
+    kv_stats st;
+    t->store->ops->stats(t->store, &st);
+    char id[SEQ_ID_MAX + 8];
+    seq_id_format(&c->id, id, sizeof id);
+    if (st.records >= t->o.max_sequences)
+        snprintf(msg, len,
+                 "sequence %s: %zu sequences are live, as many as the "
+                 "server keeps (--max-sequences); end one, or retry once "
+                 "one has ended or expired",
+                 id, st.records);
+    else
+        snprintf(msg, len,
+                 "sequence %s: the live sequences' carries take %zu of the "
+                 "%zu bytes the server allows (--sequence-max-bytes), and "
+                 "this one needs %zu more; retry once one has ended or "
+                 "expired",
+                 id, st.bytes, t->o.max_bytes,
+                 (size_t)c->count * sizeof(eng_carry)
+                     * (c->id.has_chunk ? 2 : 1));
+}
+
+static void write_done(seq_chunk *c)
+{
+    seq_table *t = c->t;
+    uv_mutex_lock(&t->mu);
+    t->writing--;
+    uv_mutex_unlock(&t->mu);
 }
 
 static void on_put(void *ctx, kv_result res, kv_version version,
                    const uint8_t *rec, size_t len, const char *why)
 {
-    rchunk *c = ctx;
-    seq_remote *r = c->r;
+    seq_chunk *c = ctx;
+    seq_table *t = c->t;
+    write_done(c);
     if (res == KV_OK) {
-        seq_slot_add_carries(c->s, c->out, c->base);
-        uint8_t *kept = c->del ? NULL : c->rec; /* the cache's now */
-        if (!c->del)
-            c->rec = NULL;
-        seq_remote_cache_put(r, &c->idkey, version, kept, c->reclen, false);
-        uv_mutex_lock(&r->mu);
-        if (c->starts)
-            r->c.started++;
-        if (c->s->end && (c->starts || !c->was_closed))
-            r->c.ended++;
-        if (c->late)
-            r->c.late++;
-        if (c->id.has_chunk)
-            r->c.applied++;
-        uv_mutex_unlock(&r->mu);
-        end(c, STATUS_OK, NULL, false);
+        if (!c->store->local) {
+            uint8_t *kept = c->del ? NULL : c->rec; /* the cache's now */
+            if (!c->del)
+                c->rec = NULL;
+            seq_cache_put(t, &c->key, version, kept, c->reclen, false);
+        }
+        uv_mutex_lock(&t->mu);
+        t->c.started += c->starts;
+        t->c.ended += c->s->end && (c->starts || !c->was_closed);
+        t->c.late += c->late;
+        t->c.applied += c->id.has_chunk;
+        uv_mutex_unlock(&t->mu);
+        c->started = c->starts || c->started;
+        end(c, STATUS_OK, NULL);
         return;
     }
-    if (res == KV_FAILED) {
-        /* it may have been applied: what this replica knows is no more */
-        seq_remote_cache_put(r, &c->idkey, (kv_version){0, 0}, NULL, 0, true);
-        end_store(c, "its new state could not be written to Redis", why,
-                  "the chunk may or may not have been added: send it again "
-                  "(a numbered chunk sent again is answered once)",
-                  false);
-        return;
-    }
-    /* another version is there: another chunk came first */
-    seq_remote_count(r, &r->races);
-    seq_remote_cache_copy(r, &c->idkey, version, rec, len);
     free(c->base);
     c->base = NULL;
     free(c->rec);
     c->rec = NULL;
-    if (++c->rounds > MAX_ROUNDS) {
+    if (res == KV_FULL) {
+        char msg[512];
+        full_words(c, msg, sizeof msg);
+        seq_count(t, &t->c.refused);
+        end(c, STATUS_SEQUENCES_FULL, msg);
+    } else if (res == KV_FAILED && c->store->local) {
+        end_store(c, "its new state could not be written to the log", why,
+                  "nothing was added: send the chunk again");
+    } else if (res == KV_FAILED) {
+        /* it may have been applied: what this tallyd knows is no more */
+        seq_cache_put(t, &c->key, (kv_version){0, 0}, NULL, 0, true);
+        end_store(c, "its new state could not be written to Redis", why,
+                  "the chunk may or may not have been added: send it again "
+                  "(a numbered chunk sent again is answered once)");
+    } else if (++c->rounds > MAX_ROUNDS) {
         char first[64];
         snprintf(first, sizeof first, "%d writes of other chunks came first",
                  MAX_ROUNDS);
         end_store(c, "its state kept changing under its write", first,
-                  "nothing was added: send the chunk again", false);
-        return;
+                  "nothing was added: send the chunk again");
+    } else { /* another version is there: another chunk came first */
+        seq_count(t, &t->c.races);
+        if (!c->store->local)
+            seq_cache_copy(t, &c->key, version, rec, len);
+        decide(c, version, rec, len, true);
     }
-    seq_decide(c, version, rec, len, true, false);
+}
+
+/* Whether the table still takes writes (a drain that timed out stops
+ * them), counting this one; else the chunk ends. */
+static bool start_write(seq_chunk *c)
+{
+    seq_table *t = c->t;
+    uv_mutex_lock(&t->mu);
+    bool frozen = t->frozen;
+    if (!frozen)
+        t->writing++;
+    uv_mutex_unlock(&t->mu);
+    if (frozen)
+        end(c, STATUS_DRAINING,
+            "the server is shutting down (its drain timed out); the chunk "
+            "was not added: send it again");
+    return !frozen;
 }
 
 /* The sequence's new state after the chunk, on cur (NULL: a start),
- * written if its version is still `version`: a start begins a new
- * incarnation of the key, so that no version of an older sequence of
- * the same id can ever match its own. */
-static bool write_state(rchunk *c, kv_version version,
-                        const seq_file_entry *cur, bool sync)
+ * written if its version is still `version`. */
+static void write_state(seq_chunk *c, kv_version version,
+                        const seq_file_entry *cur)
 {
-    seq_remote *r = c->r;
+    seq_table *t = c->t;
     seq_slot *s = c->s;
     size_t n = c->count ? c->count : 1;
     eng_carry few[16]; /* the new carries, until they are encoded */
@@ -184,8 +224,8 @@ static bool write_state(rchunk *c, kv_version version,
         free(base);
         if (next != few)
             free(next);
-        end(c, STATUS_NOMEM, "out of memory for a chunk's carries", sync);
-        return false;
+        end(c, STATUS_NOMEM, "out of memory for a chunk's carries");
+        return;
     }
     if (cur != NULL)
         memcpy(base, cur->carry, c->count * sizeof *base);
@@ -196,7 +236,7 @@ static bool write_state(rchunk *c, kv_version version,
     bool closed = s->end || late;
     seq_file_entry x;
     seq_record_init(&x, &c->id, &c->desc, closed ? SEQ_ENDED : SEQ_LIVE,
-                    wall_ms() + (int64_t)r->o.idle_ms, c->count, next);
+                    wall_ms() + (int64_t)t->o.idle_ms, c->count, next);
     if (c->id.has_chunk)
         seq_record_numbered(&x, c->id.chunk, s->end, s->sha, base);
     size_t reclen = 0;
@@ -205,123 +245,127 @@ static bool write_state(rchunk *c, kv_version version,
         free(next);
     if (rec == NULL) {
         free(base);
-        end(c, STATUS_NOMEM, "out of memory writing a sequence's state", sync);
-        return false;
+        end(c, STATUS_NOMEM, "out of memory writing a sequence's state");
+        return;
     }
+    free(c->base);
+    free(c->rec);
     c->base = base;
     c->rec = rec;
     c->reclen = reclen;
-    c->del = closed && !c->id.has_chunk && r->o.linger_ms == 0;
+    c->del = closed && !c->id.has_chunk && t->o.linger_ms == 0;
     /* a live sequence lives idle_ms from its last applied chunk; an ended
      * one from its end: linger_ms (unnumbered) or idle_ms (numbered, for
      * a repeat of its end), which a late chunk does not renew */
     uint64_t ttl = late                         ? KV_KEEP_TTL
-                   : closed && !c->id.has_chunk ? r->o.linger_ms
-                                                : r->o.idle_ms;
-    if (!c->store->ops->put(c->store, c->key, c->keylen, version, cur == NULL,
-                            c->del ? NULL : rec, c->reclen, ttl,
-                            op_deadline(c, 0), on_put, c)) {
+                   : closed && !c->id.has_chunk ? t->o.linger_ms
+                                                : t->o.idle_ms;
+    if (!start_write(c))
+        return;
+    /* the bound of bytes counts the carries: 8 a line, 16 numbered */
+    size_t weight = (size_t)n * sizeof(eng_carry) * (c->id.has_chunk ? 2 : 1);
+    if (!c->store->ops->put(c->store, c->key.key, c->key.keylen, version,
+                            c->del ? NULL : rec, reclen, ttl,
+                            closed ? 0 : KV_COUNTED, weight, op_deadline(c, 0),
+                            on_put, c)) {
+        write_done(c);
         end(c, STATUS_STORE,
             "the sequence's state could not be written: the store is "
-            "closing or memory ran out",
-            sync);
-        return false;
+            "closing or memory ran out");
     }
-    return true;
+    /* c may have ended already: not touched */
 }
 
-/* A repeat's answer goes once its sequence's idle time is renewed, as an
- * answered chunk renews it in memory; whatever Redis says (a newer
- * version, written meanwhile, renewed it too; a failure only shortens
- * its life), the repeat was decided on the state just read. */
+/* A repeat's answer goes once its sequence's idle time is renewed, as
+ * an answered chunk renews it. A renewal that found another version (a
+ * chunk written meanwhile, or the sequence gone) decides again on it. A
+ * renewal that failed (the log's disk full, Redis gone) leaves the idle
+ * time as it was, and the repeat is answered all the same: it was
+ * decided on the state just read, and its answer is what its client
+ * lost. */
 static void on_touch(void *ctx, kv_result res, kv_version version,
                      const uint8_t *rec, size_t len, const char *why)
 {
-    rchunk *c = ctx;
-    (void)res, (void)version, (void)rec, (void)len, (void)why;
-    seq_slot_add_carries(c->s, c->out, c->base);
-    seq_remote_count(c->r, &c->r->c.repeats);
-    end(c, STATUS_OK, NULL, false);
+    seq_chunk *c = ctx;
+    seq_table *t = c->t;
+    (void)why;
+    if (res == KV_CONFLICT && ++c->rounds > MAX_ROUNDS) {
+        end_store(c, "its state kept changing under its renewal",
+                  "other chunks came first", "send the chunk again");
+    } else if (res == KV_CONFLICT) {
+        seq_count(t, &t->c.races);
+        if (!c->store->local)
+            seq_cache_copy(t, &c->key, version, rec, len);
+        free(c->base);
+        c->base = NULL;
+        decide(c, version, rec, len, true);
+    } else {
+        seq_count(t, &t->c.repeats);
+        end(c, STATUS_OK, NULL);
+    }
 }
 
 /* A numbered chunk that is the last applied one again (cur: its state,
  * just read at version): answered from the carries before it. A live
  * sequence's idle time is renewed first; an ended one keeps its own. */
-static bool repeat(rchunk *c, kv_version version, const seq_file_entry *cur,
-                   bool closed, bool sync)
+static void repeat(seq_chunk *c, kv_version version, const seq_file_entry *cur,
+                   bool closed)
 {
-    seq_remote *r = c->r;
-    if (closed) {
-        seq_slot_add_carries(c->s, c->out, cur->prev);
-        seq_remote_count(r, &r->c.repeats);
-        end(c, STATUS_OK, NULL, sync);
-        return false;
-    }
+    seq_table *t = c->t;
     size_t n = c->count ? c->count : 1;
+    free(c->base);
     c->base = malloc(n * sizeof *c->base);
     if (c->base == NULL) {
-        end(c, STATUS_NOMEM, "out of memory for a chunk's carries", sync);
-        return false;
+        end(c, STATUS_NOMEM, "out of memory for a chunk's carries");
+        return;
     }
     memcpy(c->base, cur->prev, c->count * sizeof *c->base);
-    if (!c->store->ops->touch(c->store, c->key, c->keylen, version,
-                              r->o.idle_ms, op_deadline(c, 0), on_touch, c)) {
+    if (closed) {
+        seq_count(t, &t->c.repeats);
+        end(c, STATUS_OK, NULL);
+        return;
+    }
+    if (!c->store->ops->touch(c->store, c->key.key, c->key.keylen, version,
+                              t->o.idle_ms, op_deadline(c, 0), on_touch, c))
         end(c, STATUS_STORE,
             "the sequence's state could not be renewed: the store is "
-            "closing or memory ran out",
-            sync);
-        return false;
-    }
-    return true;
+            "closing or memory ran out");
 }
 
-/* An early chunk: reads again a little later, until reorder_ms from its
- * arrival; then refused as the table refuses it: chunk `next` never came
- * (absent: its sequence, whose start was admitted here before it, never
- * appeared: chunk 1). While this replica holds every chunk it waits for
- * (admitted, on their way to the store), it waits on, as memory's line
- * does: their writes may land after reorder_ms (a slow scan, or a store
- * that came back with its reads queued before their writes). */
-static bool early(rchunk *c, bool absent, uint64_t next, bool sync)
+/* ------------------------------------------------------------ deciding */
+
+/* A chunk that waits for chunk `next`: refused once it has waited
+ * reorder_ms from its arrival and its line lacks a chunk it waits for;
+ * else parked until its line moves, its wait runs out, or (a shared
+ * store) its next read. */
+static void early(seq_chunk *c, uint64_t next)
 {
-    seq_remote *r = c->r;
-    uint64_t now = now_ns(), until = c->since_ns + r->o.reorder_ms * 1000000u;
-    bool past = now >= until;
-    if (past && !seq_remote_line_holds(r, c, absent ? 1 : next)) {
+    seq_table *t = c->t;
+    bool past = seq_now(t) - c->since_ns >= t->o.reorder_ms * 1000000u;
+    if (past && !seq_line_holds(c, next)) {
         char msg[512];
-        /* absent: its start never landed; it waited for chunk 1, as it
-         * waits in memory behind a start that failed */
-        seq_rule_gap(&c->id, c->id.chunk, absent ? 1 : next, r->o.reorder_ms,
-                     msg, sizeof msg);
-        seq_remote_count(r, &r->c.gaps);
-        end(c, STATUS_CHUNK_GAP, msg, sync);
-        return false;
+        seq_rule_gap(&c->id, c->id.chunk, next, t->o.reorder_ms, msg,
+                     sizeof msg);
+        seq_count(t, &t->c.gaps);
+        end(c, STATUS_CHUNK_GAP, msg);
+        return;
     }
-    uint64_t ms = (uint64_t)1 << (c->polls < 4 ? c->polls : 4);
-    if (ms > POLL_MAX_MS)
-        ms = POLL_MAX_MS;
-    uint64_t left = past ? ms : (until - now + 999999) / 1000000;
-    if (ms > left)
-        ms = left;
-    c->polls++;
-    return seq_decide_read(c, ms, sync);
+    seq_line_park(c, past);
 }
 
 /* The state a decision is taken on: rec decoded into *cur (NULL: none)
  * and seen as the rules see it (*v). False when rec holds no state of
- * this sequence: a guess is read again, a fresh one ends the chunk (503);
- * *sent then says whether a read went out. */
-static bool state_of(rchunk *c, const uint8_t *rec, size_t len, bool fresh,
-                     bool sync, seq_file_entry **cur, size_t *n, seq_view *v,
-                     bool *sent)
+ * this sequence: a guess is read again, a fresh one ends the chunk (503). */
+static bool state_of(seq_chunk *c, const uint8_t *rec, size_t len, bool fresh,
+                     seq_file_entry **cur, size_t *n, seq_view *v)
 {
-    seq_remote *r = c->r;
+    seq_table *t = c->t;
     *cur = NULL;
     *n = 0;
     if (rec != NULL) {
         char err[256];
         size_t most =
-            r->o.max_bytes > SIZE_MAX / 2 ? SIZE_MAX : r->o.max_bytes * 2;
+            t->o.max_bytes > SIZE_MAX / 2 ? SIZE_MAX : t->o.max_bytes * 2;
         bool ok = seq_file_decode(rec, len, 1, most, cur, n, err, sizeof err);
         if (ok
             && (*n != 1 || !seq_id_equal(&(*cur)->id, &c->id)
@@ -331,13 +375,13 @@ static bool state_of(rchunk *c, const uint8_t *rec, size_t len, bool fresh,
         }
         if (!ok) {
             seq_file_free(*cur, *n);
-            if (!fresh) {
-                *sent = seq_decide_read(c, 0, sync);
-                return false;
-            }
-            end_store(c, "its state in Redis cannot be read", err,
-                      "nothing was added", sync);
-            *sent = false;
+            *cur = NULL;
+            *n = 0;
+            if (!fresh)
+                read_state(c);
+            else
+                end_store(c, "its state in the store cannot be read", err,
+                          "nothing was added");
             return false;
         }
     }
@@ -346,6 +390,7 @@ static bool state_of(rchunk *c, const uint8_t *rec, size_t len, bool fresh,
         .exists = e != NULL,
         .numbered = e != NULL && e->numbered,
         .closed = e != NULL && e->state == SEQ_ENDED,
+        .last_end = e != NULL && e->last_end,
         .applied = e != NULL ? e->applied : 0,
         .last_sha = e != NULL ? e->sha : NULL,
         .desc = e != NULL ? &e->desc : NULL,
@@ -354,88 +399,105 @@ static bool state_of(rchunk *c, const uint8_t *rec, size_t len, bool fresh,
 }
 
 /* A refusal of the rules (STATUS_INVALID, or a conflict), counted. */
-static void refuse(rchunk *c, int rule, const char *msg, bool sync)
+static void refuse(seq_chunk *c, int rule, const char *msg)
 {
-    seq_remote *r = c->r;
-    uv_mutex_lock(&r->mu);
-    r->c.refused++;
-    if (rule == SEQ_RULE_CONFLICT)
-        r->c.conflicts++;
-    uv_mutex_unlock(&r->mu);
+    seq_table *t = c->t;
+    uv_mutex_lock(&t->mu);
+    t->c.refused++;
+    t->c.conflicts += rule == SEQ_RULE_CONFLICT;
+    uv_mutex_unlock(&t->mu);
     end(c, rule == SEQ_RULE_CONFLICT ? STATUS_CHUNK_CONFLICT : STATUS_INVALID,
-        msg, sync);
+        msg);
 }
 
 /* A numbered chunk the rules take, decided on a state just read: applied,
  * a repeat, early, or a conflict. */
-static bool numbered_step(rchunk *c, kv_version version, seq_file_entry *cur,
-                          const seq_view *v, bool sync)
+static void numbered_step(seq_chunk *c, kv_version version,
+                          const seq_file_entry *cur, const seq_view *v)
 {
     char msg[512];
-    switch (
-        seq_rule_outcome(v, &c->id, c->id.chunk, c->s->sha, msg, sizeof msg)) {
-    case SEQ_OUT_APPLY:
-        c->starts = false;
-        c->late = false;
-        return write_state(c, version, cur, sync);
-    case SEQ_OUT_REPEAT: return repeat(c, version, cur, v->closed, sync);
-    case SEQ_OUT_EARLY: return early(c, false, cur->applied + 1, sync);
+    switch (seq_rule_outcome(v, &c->id, c->s->sha, msg, sizeof msg)) {
+    case SEQ_OUT_APPLY: write_state(c, version, cur); return;
+    case SEQ_OUT_REPEAT: repeat(c, version, cur, v->closed); return;
+    case SEQ_OUT_EARLY: early(c, cur->applied + 1); return;
     default:
-        seq_remote_count(c->r, &c->r->c.conflicts);
-        end(c, STATUS_CHUNK_CONFLICT, msg, sync);
-        return false;
+        seq_count(c->t, &c->t->c.conflicts);
+        end(c, STATUS_CHUNK_CONFLICT, msg);
+        return;
     }
 }
 
-/* Decides what the chunk does to its sequence's state (version and
- * record; NULL: none), which is either just read (fresh) or this
- * replica's cached guess. True: a read or a write was submitted, and c
- * is the store's thread's now; false: the chunk ended (end()). */
-bool seq_decide(rchunk *c, kv_version version, const uint8_t *rec, size_t len,
-                bool fresh, bool sync)
+/* An orphan (behind a start that did not start its sequence): an
+ * unnumbered one is refused; a numbered one goes on only where the
+ * state it finds takes it (a retry of chunk 1 came), and else waits for
+ * chunk 1. True when it was dealt with here. */
+static bool orphan(seq_chunk *c, int rule, const seq_view *v)
 {
-    seq_remote *r = c->r;
+    if (!c->orphan || c->id.start)
+        return false;
+    char msg[512];
+    if (!c->id.has_chunk) {
+        char id[SEQ_ID_MAX + 8];
+        seq_id_format(&c->id, id, sizeof id);
+        snprintf(msg, sizeof msg,
+                 "sequence %s: the sequence_start sent before this chunk "
+                 "did not start the sequence, so there is none to add it "
+                 "to; nothing changed: start it again",
+                 id);
+        refuse(c, SEQ_RULE_INVALID, msg);
+        return true;
+    }
+    int x = rule == SEQ_RULE_TAKE
+                ? seq_rule_outcome(v, &c->id, c->s->sha, msg, sizeof msg)
+                : SEQ_OUT_CONFLICT;
+    if (x == SEQ_OUT_APPLY || x == SEQ_OUT_REPEAT)
+        return false;
+    early(c, 1);
+    return true;
+}
+
+/* Decides what the chunk does to its sequence's state (version and
+ * record; NULL: none), either just read (fresh) or this tallyd's cached
+ * guess. c may have ended, or be another thread's, when this returns. */
+static void decide(seq_chunk *c, kv_version version, const uint8_t *rec,
+                   size_t len, bool fresh)
+{
+    seq_table *t = c->t;
     char msg[512];
     seq_file_entry *cur;
     size_t n;
     seq_view v;
-    bool late = false, sent = false;
-    if (!state_of(c, rec, len, fresh, sync, &cur, &n, &v, &sent))
-        return sent;
+    bool late = false;
+    if (!state_of(c, rec, len, fresh, &cur, &n, &v))
+        return;
     c->was_closed = v.closed;
-    int rule = seq_rule_admit(&v, &c->id, &c->desc, c->s->sha, r->o.linger_ms,
-                              r->o.idle_ms, &late, msg, sizeof msg);
+    int rule = seq_rule_admit(&v, &c->id, &c->desc, c->s->sha, t->o.idle_ms,
+                              &late, msg, sizeof msg);
+    c->starts = rule == SEQ_RULE_START;
+    c->late = late;
     if (rule == SEQ_RULE_START) {
-        c->starts = true;
-        c->late = false;
-        sent = write_state(c, version, NULL, sync);
+        write_state(c, version, NULL);
     } else if (!fresh) {
         /* anything but a write is decided on the truth */
-        if (rule == SEQ_RULE_TAKE
+        if (rule == SEQ_RULE_TAKE && !c->orphan
             && (!c->id.has_chunk
-                || seq_rule_outcome(&v, &c->id, c->id.chunk, c->s->sha, msg,
-                                    sizeof msg)
-                       == SEQ_OUT_APPLY)) {
-            c->starts = false;
-            c->late = late;
-            sent = write_state(c, version, cur, sync);
-        } else {
-            sent = seq_decide_read(c, 0, sync);
-        }
-    } else if (rule == SEQ_RULE_INVALID && !v.exists && c->id.has_chunk
-               && c->after_start) {
-        /* its start, admitted here before it, is on its way to Redis: it
-         * waits for it, as it waits in memory behind its start's turn */
-        sent = early(c, true, 1, sync);
-    } else if (rule != SEQ_RULE_TAKE) {
-        refuse(c, rule, msg, sync);
-    } else if (!c->id.has_chunk) {
-        c->starts = false;
-        c->late = late;
-        sent = write_state(c, version, cur, sync);
+                || seq_rule_outcome(&v, &c->id, c->s->sha, msg, sizeof msg)
+                       == SEQ_OUT_APPLY))
+            write_state(c, version, cur);
+        else
+            read_state(c);
     } else {
-        sent = numbered_step(c, version, cur, &v, sync);
+        /* a start the rules take as a retry of chunk 1 starts nothing,
+         * and orphans nothing */
+        c->started = c->id.start && rule != SEQ_RULE_INVALID;
+        if (orphan(c, rule, &v)) {
+        } else if (rule != SEQ_RULE_TAKE) {
+            refuse(c, rule, msg);
+        } else if (!c->id.has_chunk) {
+            write_state(c, version, cur);
+        } else {
+            numbered_step(c, version, cur, &v);
+        }
     }
     seq_file_free(cur, n);
-    return sent;
 }

@@ -75,24 +75,54 @@ void seq_rule_not_live(const seq_params *id, uint64_t idle_ms, char *msg,
              s, idle_ms);
 }
 
+/* Whether p carries the flag of the chunk v applied last: a chunk sent
+ * again keeps its first send's sequence_end. */
+static bool same_flags(const seq_view *v, const seq_params *p)
+{
+    return p->end == v->last_end;
+}
+
+/* "sequence ID: chunk N was applied with another input ...", or with
+ * other flags. */
+static void applied_otherwise(const seq_view *v, const seq_params *p,
+                              const unsigned char sha[32], char *msg,
+                              size_t msglen)
+{
+    char id[SEQ_ID_MAX + 8];
+    seq_id_format(p, id, sizeof id);
+    if (memcmp(v->last_sha, sha, 32) != 0)
+        snprintf(msg, msglen,
+                 "sequence %s: chunk %" PRIu64 " was applied with another "
+                 "input (dtype, shape or bytes); nothing changed",
+                 id, p->chunk);
+    else
+        snprintf(msg, msglen,
+                 "sequence %s: chunk %" PRIu64 " was applied %s "
+                 "sequence_end, and this one has %s: a chunk sent again "
+                 "keeps its flags; nothing changed",
+                 id, p->chunk, v->last_end ? "with" : "without",
+                 p->end ? "it" : "none");
+}
+
 int seq_rule_admit(const seq_view *v, const seq_params *p,
                    const eng_scan_desc *d, const unsigned char sha[32],
-                   uint64_t linger_ms, uint64_t idle_ms, bool *late, char *msg,
-                   size_t msglen)
+                   uint64_t idle_ms, bool *late, char *msg, size_t msglen)
 {
     char id[SEQ_ID_MAX + 8];
     seq_id_format(p, id, sizeof id);
     *late = false;
     /* a numbered start on a live numbered sequence is a retry of its
-     * chunk 1 (so is one on an ended one-chunk sequence, same input) */
+     * chunk 1 (so is one on an ended one-chunk sequence, with the same
+     * input and flags: that chunk sent again) */
     bool restart = p->start;
     if (restart && p->has_chunk && v->exists && v->numbered
         && (!v->closed
-            || (v->applied == 1 && memcmp(v->last_sha, sha, 32) == 0)))
+            || (v->applied == 1 && memcmp(v->last_sha, sha, 32) == 0
+                && same_flags(v, p))))
         restart = false;
     if (restart)
         return SEQ_RULE_START;
-    if (!v->exists || (!v->numbered && v->ending && linger_ms == 0)) {
+    if (!v->exists) {
         seq_rule_not_live(p, idle_ms, msg, msglen);
         return SEQ_RULE_INVALID;
     }
@@ -132,34 +162,29 @@ int seq_rule_admit(const seq_view *v, const seq_params *p,
         return SEQ_RULE_CONFLICT;
     }
     if (v->numbered && p->chunk == v->applied
-        && memcmp(v->last_sha, sha, 32) != 0) {
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " was applied with another "
-                 "input (dtype, shape or bytes); nothing changed",
-                 id, p->chunk);
+        && (memcmp(v->last_sha, sha, 32) != 0 || !same_flags(v, p))) {
+        applied_otherwise(v, p, sha, msg, msglen);
         return SEQ_RULE_CONFLICT;
     }
-    *late = !v->numbered && !p->start && (v->closed || v->ending);
+    *late = !v->numbered && !p->start && v->closed;
     return SEQ_RULE_TAKE;
 }
 
-int seq_rule_outcome(const seq_view *v, const seq_params *idp, uint64_t chunk,
+int seq_rule_outcome(const seq_view *v, const seq_params *p,
                      const unsigned char sha[32], char *msg, size_t msglen)
 {
+    uint64_t chunk = p->chunk;
     if (chunk == v->applied + 1 && !v->closed)
         return SEQ_OUT_APPLY;
     if (chunk == v->applied && v->applied > 0
-        && memcmp(sha, v->last_sha, 32) == 0)
+        && memcmp(sha, v->last_sha, 32) == 0 && same_flags(v, p))
         return SEQ_OUT_REPEAT;
     if (chunk > v->applied + 1 && !v->closed)
         return SEQ_OUT_EARLY;
     char id[SEQ_ID_MAX + 8];
-    seq_id_format(idp, id, sizeof id);
+    seq_id_format(p, id, sizeof id);
     if (chunk == v->applied)
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " was applied with another "
-                 "input (dtype, shape or bytes); nothing changed",
-                 id, chunk);
+        applied_otherwise(v, p, sha, msg, msglen);
     else if (v->closed && chunk > v->applied)
         snprintf(msg, msglen,
                  "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64

@@ -1,9 +1,7 @@
 /*
- * seq_rules.h - what a chunk may do to its sequence: the rules that both
- * of the sequences' backends apply, the table in memory (sequence.c) and
- * the store that replicas share (seq_remote.c), so that the same chunk
- * gets the same answer, word for word, from either (sequence.h has the
- * rules in prose).
+ * seq_rules.h - what a chunk may do to its sequence: the rules the
+ * engine (seq_decide.c) applies to a sequence's state at a chunk's turn,
+ * whatever store keeps it (docs/sequences.md has them in prose).
  *
  * A sequence is seen through a seq_view: whether it exists, its
  * attributes, and for a numbered one its last applied chunk.
@@ -26,7 +24,7 @@ typedef struct {
     bool numbered;    /* its chunks carry sequence_chunk */
     bool closed;      /* its end was applied (it lingers, or is kept for a
                        * repeat of its end) */
-    bool ending;      /* an end chunk of it is admitted (the table's only) */
+    bool last_end;    /* numbered: the last applied chunk was the end */
     uint64_t applied; /* numbered: the last applied chunk */
     const unsigned char *last_sha; /* numbered: that chunk's input */
     const eng_scan_desc *desc;     /* its attributes; axis in [0, rank) */
@@ -39,21 +37,21 @@ typedef struct {
  *                      that came after v's end, within its linger);
  *   SEQ_RULE_INVALID   refused, with msg (STATUS_INVALID);
  *   SEQ_RULE_CONFLICT  refused, with msg (STATUS_CHUNK_CONFLICT).
- * linger_ms and idle_ms: the table's, for the words. */
+ * idle_ms: the table's, for the words. */
 enum { SEQ_RULE_START, SEQ_RULE_TAKE, SEQ_RULE_INVALID, SEQ_RULE_CONFLICT };
 int seq_rule_admit(const seq_view *v, const seq_params *p,
                    const eng_scan_desc *d, const unsigned char sha[32],
-                   uint64_t linger_ms, uint64_t idle_ms, bool *late, char *msg,
-                   size_t msglen);
+                   uint64_t idle_ms, bool *late, char *msg, size_t msglen);
 
-/* What a numbered chunk taken by v does once it may run:
+/* What numbered chunk p (its input's SHA-256: sha), taken by v, does:
  *   SEQ_OUT_APPLY     the next chunk: added;
- *   SEQ_OUT_REPEAT    the last applied one again, same input: answered
- *                     from the carries before it, nothing moves;
+ *   SEQ_OUT_REPEAT    the last applied one again, with the same input and
+ *                     sequence_end as it was: answered from the carries
+ *                     before it, nothing moves;
  *   SEQ_OUT_EARLY     a chunk before it has not been applied yet;
  *   SEQ_OUT_CONFLICT  anything else, with msg. */
 enum { SEQ_OUT_APPLY, SEQ_OUT_REPEAT, SEQ_OUT_EARLY, SEQ_OUT_CONFLICT };
-int seq_rule_outcome(const seq_view *v, const seq_params *id, uint64_t chunk,
+int seq_rule_outcome(const seq_view *v, const seq_params *p,
                      const unsigned char sha[32], char *msg, size_t msglen);
 
 /* The refusal of a numbered chunk that waited reorder_ms for chunk

@@ -1,60 +1,113 @@
 /*
- * sequence.c - the sequence table (sequence.h): the one front of the
- * sequences, over one backend (seq_backend.h), and what every backend
- * shares: a chunk's slot, read and let go, and the carries added to an
- * answer.
+ * sequence.c - the sequences' engine (sequence.h): the table over its
+ * store, a chunk's admission and its slot, the limits of a shared store,
+ * the cache of its states, and /metrics. A chunk's line is seq_line.c's,
+ * its decision seq_decide.c's.
+ *
+ * The cache: a shared store's last word on each sequence this tallyd
+ * served (its version and record), in a map from key and a list from
+ * the least recently used, under the mutex. A decision taken on it is
+ * only a guess (seq_decide.c). A local store needs none: its answer is
+ * the truth, and comes at once.
  */
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
-#include "seq_backend.h"
+#include "clock.h"
+#include "log.h"
+#include "seq_int.h"
 #include "seq_rules.h"
-#include "sequence.h"
+#include "sequence_file.h"
 #include "tx_dtype.h"
 
-struct seq_table {
-    seq_options o;
-    seq_backend *b;            /* NULL: sequences off */
-    atomic_ullong refused_off; /* chunks refused: sequences off */
-};
+uint64_t seq_now(const seq_table *t)
+{
+    return t->o.clock != NULL ? t->o.clock(t->o.clock_user) : now_ns();
+}
 
-seq_table *seq_table_new(const seq_options *o, seq_backend *b)
+void seq_count(seq_table *t, uint64_t *counter)
+{
+    uv_mutex_lock(&t->mu);
+    (*counter)++;
+    uv_mutex_unlock(&t->mu);
+}
+
+/* ------------------------------------------------------------ the table */
+
+seq_table *seq_table_new(const seq_options *o, kv *store)
 {
     seq_table *t = calloc(1, sizeof *t);
     if (t == NULL) {
-        if (b != NULL)
-            b->ops->free(b);
+        if (store != NULL)
+            store->ops->close(store);
         return NULL;
     }
     t->o = *o;
-    t->b = o->max_sequences > 0 ? b : NULL;
-    if (t->b == NULL && b != NULL)
-        b->ops->free(b);
+    t->store = o->max_sequences > 0 ? store : NULL;
+    if (t->store == NULL && store != NULL)
+        store->ops->close(store);
+    list_init(&t->lru);
+    if (!keymap_init(&t->lines) || !keymap_init(&t->cache)
+        || uv_mutex_init(&t->mu) != 0) {
+        keymap_free(&t->lines);
+        keymap_free(&t->cache);
+        if (t->store != NULL)
+            t->store->ops->close(t->store);
+        free(t);
+        return NULL;
+    }
     return t;
 }
 
 void seq_close(seq_table *t)
 {
-    if (t != NULL && t->b != NULL && t->b->ops->close != NULL)
-        t->b->ops->close(t->b);
+    if (t != NULL && t->store != NULL && t->store->ops->flush != NULL)
+        t->store->ops->flush(t->store);
+}
+
+static void uncache(seq_table *t, seq_cached *e)
+{
+    keymap_remove(&t->cache, &e->node);
+    list_remove(&e->lru);
+    t->cached_bytes -= e->len;
+    free(e->rec);
+    free(e);
+}
+
+void seq_table_drop(seq_table *t)
+{
+    if (t == NULL)
+        return;
+    seq_line_drop_all(t);
+    while (!list_empty(&t->lru))
+        uncache(t, container_of(list_first(&t->lru), seq_cached, lru));
+    keymap_free(&t->lines);
+    keymap_free(&t->cache);
+    free(t->near);
+    uv_mutex_destroy(&t->mu);
+    free(t);
 }
 
 void seq_table_free(seq_table *t)
 {
     if (t == NULL)
         return;
-    if (t->b != NULL)
-        t->b->ops->free(t->b);
-    free(t);
+    for (size_t i = 0; i < t->nnear; i++)
+        if (t->near[i] != NULL)
+            t->near[i]->ops->close(t->near[i]);
+    /* the store last: a chunk still waiting for it (a drain that timed
+     * out) fails with "the store is closing" */
+    if (t->store != NULL)
+        t->store->ops->close(t->store);
+    seq_table_drop(t);
 }
 
 bool seq_enabled(const seq_table *t)
 {
-    return t != NULL && t->b != NULL;
+    return t != NULL && t->store != NULL;
 }
 
 uint64_t seq_idle_ms(const seq_table *t)
@@ -62,39 +115,40 @@ uint64_t seq_idle_ms(const seq_table *t)
     return t->o.idle_ms;
 }
 
-bool seq_durable(const seq_table *t)
-{
-    return seq_enabled(t) && t->b->durable;
-}
-
 /* ------------------------------------------------------------ the slot */
 
 /* What a slot holds, let go. */
-void seq_slot_drop(seq_slot *s)
+static void slot_drop(seq_slot *s)
 {
     if (s->totals != &s->one)
         free(s->totals);
     s->totals = NULL;
     free(s->copy);
     s->copy = NULL;
+    free(s->base);
+    s->base = NULL;
 }
 
-status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
-                          const eng_lines *l, const void *in, size_t max_bytes,
-                          unsigned copies, seq_slot *s, char *msg,
-                          size_t msglen)
+/* Reads the chunk into s: its totals, a float16 or bfloat16 input's
+ * copy, a numbered chunk's SHA-256; refuses a chunk whose carries alone
+ * pass max_bytes (STATUS_TOO_LARGE: 8 bytes a line, 16 in a numbered
+ * sequence), and fails when memory runs out (STATUS_NOMEM). */
+static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
+                             const eng_lines *l, const void *in,
+                             size_t max_bytes, seq_slot *s, char *msg,
+                             size_t msglen)
 {
     char id[SEQ_ID_MAX + 8];
     seq_id_format(p, id, sizeof id);
     uint64_t count;
-    size_t per = sizeof(eng_carry) * (p->has_chunk ? 2 : 1) * copies;
+    size_t per = sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
     if (!eng_mul_u64(l->outer, l->inner, &count) || count > max_bytes / per) {
         snprintf(msg, msglen,
                  "sequence %s: a chunk of this shape keeps a carry for each "
-                 "of its lines, %zu bytes each%s%s, and they would take "
-                 "more than --sequence-max-bytes (%zu) alone",
+                 "of its lines, %zu bytes each%s, and they would take more "
+                 "than --sequence-max-bytes (%zu) alone",
                  id, per, p->has_chunk ? " in a numbered sequence" : "",
-                 copies > 1 ? " with the log's copy" : "", max_bytes);
+                 max_bytes);
         return STATUS_TOO_LARGE;
     }
     s->lines = *l;
@@ -102,6 +156,7 @@ status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
     s->end = p->end;
     s->totals = &s->one;
     s->copy = NULL;
+    s->base = NULL;
     if (count > 1) {
         s->totals = malloc(count * sizeof *s->totals);
         if (s->totals == NULL) {
@@ -115,7 +170,7 @@ status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
     if (eng_carry_rescans(l->dtype) && l->bytes > 0) {
         s->copy = malloc(l->bytes);
         if (s->copy == NULL) {
-            seq_slot_drop(s);
+            slot_drop(s);
             snprintf(msg, msglen, "out of memory keeping a chunk's input");
             return STATUS_NOMEM;
         }
@@ -124,28 +179,65 @@ status_code seq_slot_fill(const seq_params *p, const eng_scan_desc *d,
     s->numbered = p->has_chunk;
     s->chunk = p->chunk;
     if (p->has_chunk && !seq_rule_sha(d, in, l->bytes, s->sha)) {
-        seq_slot_drop(s);
+        slot_drop(s);
         snprintf(msg, msglen, "out of memory hashing a chunk's input");
         return STATUS_NOMEM;
     }
     return STATUS_OK;
 }
 
-void seq_slot_add_carries(const seq_slot *s, void *out, const eng_carry *c)
+void seq_answer(seq_slot *s, void *out)
 {
-    if (s->copy != NULL)
-        eng_carry_scan(&s->lines, s->copy, out, c);
-    else if (!eng_carry_zero(c, eng_carry_count(&s->lines)))
-        eng_carry_apply(&s->lines, out, c);
+    if (out != NULL && s->base != NULL) {
+        if (s->copy != NULL)
+            eng_carry_scan(&s->lines, s->copy, out, s->base);
+        else if (!eng_carry_zero(s->base, eng_carry_count(&s->lines)))
+            eng_carry_apply(&s->lines, out, s->base);
+    }
+    slot_drop(s);
+}
+
+/* The store's key of sequence p. */
+static void key_of(const seq_params *p, keymap_node *k)
+{
+    uint8_t b[SEQ_KEY_MAX];
+    keymap_key(k, b, seq_record_key(p, b));
 }
 
 /* ------------------------------------------------------------ the steps */
 
+/* A shared store's limits on this tallyd's chunks in flight: STATUS_OK,
+ * or a refusal with msg. Under the mutex. */
+static status_code inflight_room(seq_table *t, const seq_params *p, size_t need,
+                                 char *msg, size_t msglen)
+{
+    char id[SEQ_ID_MAX + 8];
+    if (t->inflight >= t->o.max_sequences) {
+        seq_id_format(p, id, sizeof id);
+        snprintf(msg, msglen,
+                 "sequence %s: %zu chunks of sequences are in flight on this "
+                 "replica, as many as --max-sequences allows with "
+                 "--state-store; retry after a moment",
+                 id, t->inflight);
+        return STATUS_SEQUENCES_FULL;
+    }
+    if (need > t->o.max_bytes - t->inflight_bytes) {
+        seq_id_format(p, id, sizeof id);
+        snprintf(msg, msglen,
+                 "sequence %s: the carries of the chunks in flight on this "
+                 "replica take %zu of the %zu bytes it allows "
+                 "(--sequence-max-bytes), and this one needs %zu more; "
+                 "retry after a moment",
+                 id, t->inflight_bytes, t->o.max_bytes, need);
+        return STATUS_SEQUENCES_FULL;
+    }
+    return STATUS_OK;
+}
+
 status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
                       const eng_lines *l, const void *in, seq_slot *s,
-                      bool *wait, char *msg, size_t msglen)
+                      char *msg, size_t msglen)
 {
-    *wait = false;
     if (!seq_enabled(t)) {
         char id[SEQ_ID_MAX + 8];
         seq_id_format(p, id, sizeof id);
@@ -157,72 +249,292 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
             atomic_fetch_add(&t->refused_off, 1);
         return STATUS_INVALID;
     }
-    return t->b->ops->admit(t->b, p, d, l, in, s, wait, msg, msglen);
+    status_code st = slot_fill(p, d, l, in, t->o.max_bytes, s, msg, msglen);
+    if (st != STATUS_OK)
+        return st;
+    seq_chunk *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        slot_drop(s);
+        snprintf(msg, msglen, "out of memory for a chunk");
+        return STATUS_NOMEM;
+    }
+    c->t = t;
+    c->store = s->near != NULL ? s->near : t->store;
+    c->s = s;
+    c->id = *p;
+    c->desc = *d;
+    c->count = eng_carry_count(l);
+    c->need = (size_t)c->count * sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
+    c->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
+    c->since_ns = seq_now(t);
+    key_of(p, &c->key);
+    uv_mutex_lock(&t->mu);
+    if (!t->store->local)
+        st = inflight_room(t, p, c->need, msg, msglen);
+    if (st == STATUS_OK && !seq_line_join(t, c)) {
+        snprintf(msg, msglen, "out of memory for a chunk");
+        st = STATUS_NOMEM;
+    }
+    if (st == STATUS_OK && !t->store->local) {
+        t->inflight++;
+        t->inflight_bytes += c->need;
+    }
+    if (st != STATUS_OK)
+        t->c.refused++;
+    uv_mutex_unlock(&t->mu);
+    if (st != STATUS_OK) {
+        free(c);
+        slot_drop(s);
+        return st;
+    }
+    s->c = c;
+    return STATUS_OK;
 }
 
-bool seq_arm(seq_table *t, seq_slot *s)
+void seq_finish(seq_table *t, seq_slot *s, bool ok)
 {
-    return t->b->ops->arm(t->b, s);
-}
-
-status_code seq_finish(seq_table *t, seq_slot *s, bool ok, void *out, char *msg,
-                       size_t msglen)
-{
-    bool later;
-    return seq_finish_durable(t, s, ok, out, &later, msg, msglen);
-}
-
-status_code seq_finish_durable(seq_table *t, seq_slot *s, bool ok, void *out,
-                               bool *later, char *msg, size_t msglen)
-{
-    return t->b->ops->finish(t->b, s, ok, out, later, msg, msglen);
+    (void)t;
+    seq_chunk *c = s->c;
+    if (ok)
+        seq_line_ready(c);
+    else
+        seq_line_end(c, STATUS_OK, NULL); /* it did not run: no change */
 }
 
 void seq_sweep(seq_table *t)
 {
-    if (seq_enabled(t))
-        t->b->ops->sweep(t->b);
+    if (!seq_enabled(t))
+        return;
+    if (t->store->ops->sweep != NULL)
+        t->store->ops->sweep(t->store);
+    seq_line_sweep(t);
 }
 
 bool seq_freeze(seq_table *t, uint64_t wait_ms)
 {
-    return !seq_enabled(t) || t->b->ops->freeze(t->b, wait_ms);
+    if (!seq_enabled(t))
+        return true;
+    uv_mutex_lock(&t->mu);
+    t->frozen = true;
+    for (uint64_t waited = 0; t->writing > 0 && waited < wait_ms; waited++) {
+        uv_mutex_unlock(&t->mu);
+        uv_sleep(1);
+        uv_mutex_lock(&t->mu);
+    }
+    bool still = t->writing == 0;
+    uv_mutex_unlock(&t->mu);
+    return still;
 }
+
+/* ------------------------------------------------------------ the cache */
+
+bool seq_cache_get(seq_table *t, const keymap_node *k, kv_version *version,
+                   uint8_t **rec, size_t *len)
+{
+    *rec = NULL;
+    *len = 0;
+    uv_mutex_lock(&t->mu);
+    keymap_node *n = keymap_find(&t->cache, k);
+    seq_cached *e = n != NULL ? container_of(n, seq_cached, node) : NULL;
+    bool hit = e != NULL;
+    if (hit && e->rec != NULL) {
+        *rec = malloc(e->len);
+        if (*rec == NULL)
+            hit = false;
+        else
+            memcpy(*rec, e->rec, e->len);
+        *len = e->len;
+    }
+    if (hit) {
+        *version = e->version;
+        list_remove(&e->lru);
+        list_push_back(&t->lru, &e->lru);
+    }
+    uv_mutex_unlock(&t->mu);
+    return hit;
+}
+
+void seq_cache_put(seq_table *t, const keymap_node *k, kv_version version,
+                   uint8_t *rec, size_t len, bool forget)
+{
+    bool keep = !forget && len <= t->o.max_bytes;
+    uv_mutex_lock(&t->mu);
+    keymap_node *n = keymap_find(&t->cache, k);
+    seq_cached *e = n != NULL ? container_of(n, seq_cached, node) : NULL;
+    if (e != NULL && !keep) {
+        uncache(t, e);
+        e = NULL;
+    } else if (e != NULL) {
+        list_remove(&e->lru);
+        t->cached_bytes -= e->len;
+        free(e->rec);
+        e->rec = NULL;
+        e->len = 0;
+    } else if (keep && (e = calloc(1, sizeof *e)) != NULL) {
+        e->node = *k;
+        keymap_add(&t->cache, &e->node);
+    }
+    if (e != NULL) {
+        e->version = version;
+        e->rec = rec;
+        e->len = rec != NULL ? len : 0;
+        list_push_back(&t->lru, &e->lru);
+        t->cached_bytes += e->len;
+        rec = NULL;
+        while (t->cache.n > t->o.max_sequences
+               || t->cached_bytes > t->o.max_bytes)
+            uncache(t, container_of(list_first(&t->lru), seq_cached, lru));
+    }
+    uv_mutex_unlock(&t->mu);
+    free(rec);
+}
+
+void seq_cache_copy(seq_table *t, const keymap_node *k, kv_version version,
+                    const uint8_t *rec, size_t len)
+{
+    uint8_t *copy = NULL;
+    if (rec != NULL && (copy = malloc(len ? len : 1)) != NULL)
+        memcpy(copy, rec, len);
+    seq_cache_put(t, k, version, copy, len, rec != NULL && copy == NULL);
+}
+
+/* ------------------------------------------------------------ the loops */
+
+void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
+{
+    if (!seq_enabled(t) || t->store->ops->open_on == NULL)
+        return NULL;
+    char msg[256];
+    uv_mutex_lock(&t->mu);
+    if (t->nnear == t->near_cap) {
+        size_t cap = t->near_cap ? t->near_cap * 2 : 8;
+        kv **v = realloc(t->near, cap * sizeof *v);
+        if (v != NULL) {
+            t->near = v;
+            t->near_cap = cap;
+        }
+    }
+    size_t i = t->nnear; /* its place, kept: NULL until it is open */
+    bool room = i < t->near_cap;
+    if (room)
+        t->near[t->nnear++] = NULL;
+    uv_mutex_unlock(&t->mu);
+    kv *st =
+        room ? t->store->ops->open_on(t->store, loop, msg, sizeof msg) : NULL;
+    if (st == NULL) {
+        log_msg("sequences", "warn",
+                "no connection to the state store on a door's loop (%s): "
+                "the store's own thread serves its chunks",
+                room ? msg : "out of memory");
+        return NULL;
+    }
+    uv_mutex_lock(&t->mu);
+    t->near[i] = st;
+    uv_mutex_unlock(&t->mu);
+    return st;
+}
+
+void seq_loop_close(seq_table *t, void *near)
+{
+    (void)t;
+    kv *k = near;
+    if (k != NULL && k->ops->stop != NULL)
+        k->ops->stop(k); /* closed with the table, once no thread uses it */
+}
+
+/* ------------------------------------------------------------ /metrics */
 
 size_t seq_live(seq_table *t)
 {
     if (!seq_enabled(t))
         return 0;
-    seq_counts c;
-    t->b->ops->counts(t->b, &c);
-    return c.live;
+    if (t->store->local) {
+        kv_stats st;
+        t->store->ops->stats(t->store, &st);
+        return st.records;
+    }
+    uv_mutex_lock(&t->mu);
+    size_t n = t->cache.n;
+    uv_mutex_unlock(&t->mu);
+    return n;
 }
 
-void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
+/* The shared store's lines: its connections' stats, summed. */
+static void render_store(seq_table *t, textbuf *o, uint64_t races)
 {
-    if (!seq_enabled(t) || t->b->ops->loop_open == NULL)
-        return NULL;
-    return t->b->ops->loop_open(t->b, loop);
+    kv_stats st;
+    t->store->ops->stats(t->store, &st);
+    uv_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->nnear; i++) {
+        if (t->near[i] == NULL)
+            continue;
+        kv_stats n;
+        t->near[i]->ops->stats(t->near[i], &n);
+        st.up = st.up && n.up;
+        st.answered += n.answered;
+        st.rtt_ns += n.rtt_ns;
+        st.failures += n.failures;
+        st.reconnects += n.reconnects;
+    }
+    uv_mutex_unlock(&t->mu);
+    textbuf_put(o,
+                "# HELP tally_state_store_up Whether the connection to the "
+                "sequences' shared store (--state-store) is up.\n"
+                "# TYPE tally_state_store_up gauge\n"
+                "tally_state_store_up %d\n"
+                "# HELP tally_state_store_commands_total Reads and writes "
+                "the store answered.\n"
+                "# TYPE tally_state_store_commands_total counter\n"
+                "tally_state_store_commands_total %" PRIu64 "\n"
+                "# HELP tally_state_store_round_trip_seconds_total Time "
+                "from sending those commands to their answers.\n"
+                "# TYPE tally_state_store_round_trip_seconds_total counter\n"
+                "tally_state_store_round_trip_seconds_total %.9f\n"
+                "# HELP tally_state_store_failures_total Reads and writes "
+                "that failed: the connection lost, no answer within the "
+                "chunk's time, or an error from Redis (their chunks "
+                "answered 503).\n"
+                "# TYPE tally_state_store_failures_total counter\n"
+                "tally_state_store_failures_total %" PRIu64 "\n"
+                "# HELP tally_state_store_reconnects_total Connections to "
+                "the store made again after one was lost.\n"
+                "# TYPE tally_state_store_reconnects_total counter\n"
+                "tally_state_store_reconnects_total %" PRIu64 "\n"
+                "# HELP tally_state_store_races_total Writes that found "
+                "another version of their sequence (another replica's chunk "
+                "came first), decided again.\n"
+                "# TYPE tally_state_store_races_total counter\n"
+                "tally_state_store_races_total %" PRIu64 "\n"
+                "# HELP tally_state_store_durability What Redis's "
+                "configuration says its acknowledged writes survive: 2 a "
+                "power loss (appendfsync always), 1 a restart of Redis (an "
+                "append-only file), 0 nothing since its last snapshot "
+                "(appendonly no), -1 unknown (CONFIG refused, or not asked "
+                "yet).\n"
+                "# TYPE tally_state_store_durability gauge\n"
+                "tally_state_store_durability %d\n",
+                st.up ? 1 : 0, st.answered, (double)st.rtt_ns / 1e9,
+                st.failures, st.reconnects, races, st.durability);
 }
-
-void seq_loop_close(seq_table *t, void *near)
-{
-    if (near != NULL && seq_enabled(t) && t->b->ops->loop_close != NULL)
-        t->b->ops->loop_close(t->b, near);
-}
-
-/* ------------------------------------------------------------ /metrics */
 
 void seq_render_metrics(seq_table *t, textbuf *o)
 {
     seq_counts c = {0};
-    if (seq_enabled(t))
-        t->b->ops->counts(t->b, &c);
-    size_t live = c.live, bytes = c.bytes;
-    uint64_t started = c.started, ended = c.ended, expired = c.expired,
-             refused = c.refused + atomic_load(&t->refused_off), late = c.late,
-             applied = c.applied, repeats = c.repeats, conflicts = c.conflicts,
-             gaps = c.gaps;
+    size_t live = 0, bytes = 0;
+    uint64_t expired = 0;
+    if (seq_enabled(t)) {
+        kv_stats st;
+        t->store->ops->stats(t->store, &st);
+        uv_mutex_lock(&t->mu);
+        c = t->c;
+        live = t->store->local ? st.records : t->cache.n;
+        bytes =
+            t->store->local ? st.bytes : t->cached_bytes + t->inflight_bytes;
+        uv_mutex_unlock(&t->mu);
+        expired = st.expired;
+    }
+    uint64_t refused =
+        c.refused + (t != NULL ? atomic_load(&t->refused_off) : 0);
     textbuf_put(o,
                 "# HELP tally_sequences_live Sequences live now (Triton's "
                 "sequence extension).\n"
@@ -262,8 +574,12 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "%" PRIu64 "\n"
                 "tally_sequence_numbered_chunks_total{outcome=\"gap\"} "
                 "%" PRIu64 "\n",
-                live, bytes, started, ended, expired, refused, late, applied,
-                repeats, conflicts, gaps);
-    if (seq_enabled(t) && t->b->ops->render_metrics != NULL)
-        t->b->ops->render_metrics(t->b, o);
+                live, bytes, c.started, c.ended, expired, refused, c.late,
+                c.applied, c.repeats, c.conflicts, c.gaps);
+    if (!seq_enabled(t))
+        return;
+    if (!t->store->local)
+        render_store(t, o, c.races);
+    else if (t->store->ops->render_metrics != NULL)
+        t->store->ops->render_metrics(t->store, o);
 }

@@ -8,18 +8,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv.h"
 #include "sequence_file.h"
 
 static const char magic[8] = {'T', 'A', 'L', 'L', 'Y', 'S', 'E', 'Q'};
 
-uint64_t seq_fnv1a(const uint8_t *b, size_t n)
+size_t seq_record_key(const seq_params *id, uint8_t *key)
 {
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3u;
+    char b[SEQ_KEY_MAX + 1];
+    int n = id->is_string ? snprintf(b, sizeof b, "{s:%s}", id->str)
+                          : snprintf(b, sizeof b, "{n:%" PRIu64 "}", id->num);
+    memcpy(key, b, (size_t)n);
+    return (size_t)n;
+}
+
+bool seq_record_info(const uint8_t *b, size_t len, uint8_t *key, size_t *keylen,
+                     int *state, bool *numbered, uint64_t *count,
+                     int64_t *deadline_ms)
+{
+    seq_file_entry *e;
+    size_t n;
+    char msg[200];
+    if (!seq_file_decode(b, len, 1, SIZE_MAX / 4, &e, &n, msg, sizeof msg))
+        return false;
+    bool one = n == 1;
+    if (one) {
+        *keylen = seq_record_key(&e[0].id, key);
+        *state = e[0].state;
+        *numbered = e[0].numbered;
+        *count = e[0].count;
+        *deadline_ms = e[0].idle_deadline_ms;
     }
-    return h;
+    seq_file_free(e, n);
+    return one;
 }
 
 /* ------------------------------------------------------------ writing */
@@ -124,7 +145,7 @@ uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
         }
     }
     if (!w.failed)
-        put_u(&w, seq_fnv1a(w.b, w.len), 8);
+        put_u(&w, fnv1a64(w.b, w.len), 8);
     if (w.failed) {
         free(w.b);
         return NULL;
@@ -327,7 +348,7 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)
         sum |= (uint64_t)b[len - 8 + (size_t)i] << (8 * i);
-    if (sum != seq_fnv1a(b, len - 8))
+    if (sum != fnv1a64(b, len - 8))
         return fail(&r, "the checksum does not match (the file is corrupt "
                         "or truncated)");
     r.len = len - 8;

@@ -1,9 +1,9 @@
 /*
  * sequence_file.h - a sequence's record, the one form its state takes
- * wherever it is kept (the log's records, seq_log.h; a key in the shared
- * store, seq_remote.h), written and read from memory, so that a fuzzer
- * can feed the reader any bytes; and the one place such a record is made
- * from a sequence's fields (seq_record_init).
+ * in whatever store keeps it (core/kv.h: memory, the log, Redis), written
+ * and read from memory, so that a fuzzer can feed the reader any bytes;
+ * the one place such a record is made from a sequence's fields
+ * (seq_record_init), and the key it is kept under (seq_record_key).
  *
  * Little-endian throughout:
  *   "TALLYSEQ"  u32 version (3; 1 and 2 are read too)  u32 0  u64 count
@@ -82,9 +82,20 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
                      size_t max_bytes, seq_file_entry **out, size_t *n,
                      char *msg, size_t msglen);
 
-/* FNV-1a (64 bit) of b[0..n): the file's checksum, and a hash for maps
- * keyed by bytes. */
-uint64_t seq_fnv1a(const uint8_t *b, size_t n);
+/* A sequence's key in its store: "{s:ID}" or "{n:NUM}" (the braces:
+ * Redis Cluster's hash tag), into key (SEQ_KEY_MAX bytes at most): its
+ * length. */
+#define SEQ_KEY_MAX (SEQ_ID_MAX + 8)
+size_t seq_record_key(const seq_params *id, uint8_t *key);
+
+/* What a record says (b[0..len): one sequence's, in this format): its
+ * store key (key, SEQ_KEY_MAX bytes), whether it is live, ended or gone,
+ * numbered, its carries, and its idle deadline. False when it is not such a
+ * record: the upgrade of an older tallyd's log, whose records were whole
+ * states. */
+bool seq_record_info(const uint8_t *b, size_t len, uint8_t *key, size_t *keylen,
+                     int *state, bool *numbered, uint64_t *count,
+                     int64_t *deadline_ms);
 
 /* Frees a decoded array and the carries still in it (an entry whose
  * carry or prev was taken has it NULL); NULL is a no-op. */

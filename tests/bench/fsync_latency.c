@@ -3,7 +3,7 @@
  * nothing of tally's in the way: write 64 bytes to a file in DIR and
  * fdatasync it, N times, the way tally's sequence log does (into room
  * allocated ahead with fallocate, so that the file's size does not
- * change: server/seq/seq_log.c), and then N more times as plain
+ * change: server/store/kv_log.c), and then N more times as plain
  * appends that grow the file; print the median and the 90th and 99th
  * percentiles in microseconds of each, one JSON object on stdout (the
  * top-level figures are the first way: the floor under `--state-fsync

@@ -4,7 +4,7 @@
  * hands a 64-byte record to a writer thread through a mutex and a
  * condition variable, the writer writes it to a file in DIR (pwrite, no
  * flush) and wakes the loop with uv_async_send, as tally's sequence log
- * does (server/seq/seq_log.c). N round trips, each after GAP
+ * does (server/store/kv_log.c). N round trips, each after GAP
  * microseconds of sleep on the loop thread (not timed), as a client at
  * concurrency 1 paces them; the median and the 90th and 99th
  * percentiles in microseconds, one JSON object on stdout.

@@ -5,22 +5,23 @@
  *
  * The first byte picks: 0 the state file (the rest is the file), 1 a
  * query string's sequence_id, 2 a JSON object of parameters, 3 the
- * sequences' log (seq/seq_log.h's reader: every record it takes is a
- * state file's entry within the limits; a torn tail is at most what was
- * left).
+ * sequences' log (store/kv_log.h's reader: every record it takes is a
+ * write of a known kind, its key within the limit, a value on a put
+ * only; a torn tail is at most what was left).
  * Properties: a refusal comes with a message (UTF-8 from the sequence
  * code; JSON's, which may quote the bytes it stopped at, valid in the
- * error body the server would send) and leaves nothing allocated; a file that decodes has entries within the limits (rank, axis,
- * carries that match the shape), and encodes again to the same bytes; an
- * id that is taken is 1 to SEQ_ID_MAX bytes of UTF-8 without control
- * characters (or a number other than 0), and formats as UTF-8.
+ * error body the server would send) and leaves nothing allocated; a file that
+ * decodes has entries within the limits (rank, axis, carries that match the
+ * shape), and encodes again to the same bytes; an id that is taken is 1 to
+ * SEQ_ID_MAX bytes of UTF-8 without control characters (or a number other than
+ * 0), and formats as UTF-8.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzzd.h"
+#include "kv_log.h"
 #include "scan_params.h"
-#include "seq_log.h"
 #include "sequence_file.h"
 #include "tx_utf8.h"
 
@@ -78,30 +79,30 @@ static void state_file(const uint8_t *b, size_t n)
     seq_file_free(e, k);
 }
 
-static bool log_record(void *user, seq_file_entry *e)
+static bool log_record(void *user, kv_write *w, bool legacy)
 {
-    FUZZ_CHECK(e->state >= SEQ_LIVE && e->state <= SEQ_GONE, "state %d",
-               e->state);
     size_t *records = user;
-    check_id(&e->id);
-    FUZZ_CHECK(e->count * (e->numbered ? 16u : 8u) <= (1u << 16),
-               "a record past the limits");
-    FUZZ_CHECK(!e->numbered || (e->prev != NULL && e->applied > 0),
-               "a numbered record without its numbers");
+    FUZZ_CHECK(legacy || (w->op >= KV_W_PUT && w->op <= KV_W_TOUCH), "op %d",
+               w->op);
+    FUZZ_CHECK(w->keylen <= KEYMAP_KEY_MAX, "a key of %zu bytes", w->keylen);
+    FUZZ_CHECK(legacy || (w->op == KV_W_PUT) == (w->val != NULL),
+               "a value on a record that has none, or none on a put");
+    kv_write_free(w);
     (*records)++;
     return true;
 }
 
 static void sequence_log(const uint8_t *b, size_t n)
 {
-    size_t records = 0, torn = 0;
+    size_t records = 0, torn = 0, end = 0;
     char msg[256];
-    if (!seq_log_decode(b, n, 1, 1 << 16, log_record, &records, &torn, msg,
-                        sizeof msg)) {
-        fuzz_message("seq_log_decode's message", msg, sizeof msg);
+    if (!kv_log_decode(b, n, log_record, &records, &end, &torn, msg,
+                       sizeof msg)) {
+        fuzz_message("kv_log_decode's message", msg, sizeof msg);
         return;
     }
-    FUZZ_CHECK(torn <= n, "torn %zu of %zu bytes", torn, n);
+    FUZZ_CHECK(torn <= n && end <= n, "torn %zu, end %zu of %zu bytes", torn,
+               end, n);
     FUZZ_CHECK(records * 16 <= n, "%zu records in %zu bytes", records, n);
 }
 

@@ -1,6 +1,6 @@
 /*
- * fake_replicas.c - replicas of the sequences' shared-store backend
- * (server/seq/seq_remote.h) on one fake store (tests/server/fake_kv.h),
+ * fake_replicas.c - replicas of the sequences' engine
+ * (server/seq/sequence.h) on one fake store (tests/server/fake_kv.h),
  * for the model checker (driver.py --setup fake): the backend's own
  * decisions, under faults that a real Redis gives rarely or never on
  * demand. The store's answers come in an order this program draws
@@ -37,28 +37,27 @@
 #include <uv.h>
 
 #include "fake_kv.h"
-#include "seq_remote.h"
+#include "list.h"
 #include "sequence.h"
 
 #define MAX_REPLICAS 8
 #define MAX_N 64
 
 typedef struct {
-    seq_slot s; /* first: the slot's durable() finds its chunk */
+    seq_slot s;
+    list_node live; /* in its replica's chunks in flight */
     uint64_t id;
     int replica;
     tx_dtype dtype;
     size_t n;
     int64_t x[MAX_N], y[MAX_N];
-    status_code refused; /* the slot's refusal, were it to wait */
-    char why[512];
 } chunk;
 
 static fake_kv *store;
 static seq_options opts;
 static seq_table *replicas[MAX_REPLICAS];
 static kv *conns[MAX_REPLICAS]; /* each replica's, owned by its backend */
-static unsigned inflight[MAX_REPLICAS];
+static list_node inflight[MAX_REPLICAS]; /* chunk's */
 static uint64_t rng;
 static unsigned lost_permille = 20;
 static uint64_t lost_before, lost_after, kills;
@@ -85,19 +84,22 @@ static void answer(chunk *c, status_code st, const char *msg)
                msg != NULL && msg[0] ? msg : status_name(st));
     }
     fflush(stdout);
-    inflight[c->replica]--;
+    if (list_linked(&c->live))
+        list_remove(&c->live);
     free(c);
 }
 
-static void on_durable(seq_slot *s, status_code st, const char *msg)
+static void on_done(seq_slot *s, status_code st, const char *msg)
 {
-    answer((chunk *)s, st, msg);
+    chunk *c = container_of(s, chunk, s);
+    seq_answer(s, st == STATUS_OK ? c->y : NULL);
+    answer(c, st, msg);
 }
 
 static void new_replica(int i)
 {
     conns[i] = fake_kv_connect(store);
-    replicas[i] = seq_table_new(&opts, seq_remote_new(conns[i], &opts, 1000));
+    replicas[i] = seq_table_new(&opts, conns[i]);
     if (replicas[i] == NULL) {
         fprintf(stderr, "model_fake: out of memory\n");
         exit(2);
@@ -150,7 +152,7 @@ static void on_chunk(char *line)
             c->y[i] = acc;
         }
     }
-    inflight[replica]++;
+    list_push_back(&inflight[replica], &c->live);
     seq_params p;
     if (!params(seq, flags, number, &p)) {
         answer(c, STATUS_INVALID, "bad sequence parameters");
@@ -164,20 +166,13 @@ static void on_chunk(char *line)
         return;
     }
     seq_table *t = replicas[replica];
-    bool wait, later;
-    c->s.durable = on_durable;
-    c->s.refused = &c->refused;
-    c->s.why = c->why;
-    c->s.whylen = sizeof c->why;
-    status_code st =
-        seq_admit(t, &p, &d, &l, c->x, &c->s, &wait, msg, sizeof msg);
+    c->s.done = on_done;
+    status_code st = seq_admit(t, &p, &d, &l, c->x, &c->s, msg, sizeof msg);
     if (st != STATUS_OK) {
         answer(c, st, msg);
         return;
     }
-    st = seq_finish_durable(t, &c->s, true, c->y, &later, msg, sizeof msg);
-    if (!later)
-        answer(c, st, msg);
+    seq_finish(t, &c->s, true);
 }
 
 /* A delivery's fate, as drawn. */
@@ -208,12 +203,15 @@ static void deliver_some(void)
 static void kill_replica(int i)
 {
     kills++;
-    while (inflight[i] > 0)
+    while (fake_kv_queued(store, conns[i]) > 0)
         if (!fake_kv_deliver_from(store, conns[i],
                                   draw() % 2 ? FAKE_LOST_BEFORE
                                              : FAKE_LOST_AFTER))
-            uv_sleep(1); /* an early chunk's later read, not yet due */
-    seq_table_free(replicas[i]);
+            break;               /* an early chunk's later read, not yet due */
+    seq_table_free(replicas[i]); /* what still waited: no word from it */
+    while (!list_empty(&inflight[i]))
+        answer(container_of(list_first(&inflight[i]), chunk, live),
+               STATUS_STORE, "the replica was killed");
     new_replica(i);
 }
 
@@ -225,7 +223,8 @@ int main(int argc, char **argv)
                          .max_bytes = 1 << 24,
                          .idle_ms = 900,
                          .linger_ms = 400,
-                         .reorder_ms = 250};
+                         .reorder_ms = 250,
+                         .store_timeout_ms = 1000};
     for (int i = 1; i + 1 < argc; i += 2) {
         uint64_t v = strtoull(argv[i + 1], NULL, 10);
         if (strcmp(argv[i], "--seed") == 0)
@@ -247,6 +246,8 @@ int main(int argc, char **argv)
     }
     rng = seed;
     store = fake_kv_new(seed, NULL, NULL);
+    for (int i = 0; i < MAX_REPLICAS; i++)
+        list_init(&inflight[i]);
     for (int i = 0; i < nrep; i++)
         new_replica(i);
     char buf[8192];
@@ -284,8 +285,15 @@ int main(int argc, char **argv)
         }
     }
 done:
-    while (fake_kv_queued(store, NULL) > 0) { /* every chunk answered */
+    for (;;) { /* every chunk answered */
+        bool any = false;
+        for (int i = 0; i < nrep; i++)
+            any = any || !list_empty(&inflight[i]);
+        if (!any)
+            break;
         fake_kv_settle(store);
+        for (int i = 0; i < nrep; i++)
+            seq_sweep(replicas[i]);
         uv_sleep(1);
     }
     uint64_t delivered, conflicts;

@@ -1,7 +1,7 @@
 """A reference model of tally's sequence rules (docs/sequences.md), for the
 model checker (driver.py): what a sequence is, and what each chunk does to
 it and answers, in Python, apart from the server's C (server/sched/
-seq_rules.c, sequence.c, seq_remote.c).
+seq_rules.c, seq_line.c, seq_decide.c).
 
 A sequence id's state is a World. Where the checker cannot know which
 of several states the server is in (a chunk whose answer never came, a

@@ -2,6 +2,7 @@
  * fake_kv.c - the store of fake_kv.h: records in an array, requests in
  * a queue until the test delivers them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -28,7 +29,6 @@ typedef struct {
     uint8_t *key, *val; /* copies; val NULL: a delete (or not a put) */
     size_t keylen, len;
     kv_version expect;
-    bool anew;
     uint64_t ttl_ms, due_ms;
     kv_done done;
     void *ctx;
@@ -59,14 +59,6 @@ struct conn {
 static uint64_t now_ms(fake_kv *f)
 {
     return f->clock_ms != NULL ? f->clock_ms(f->user) : now_ns() / 1000000u;
-}
-
-static uint64_t draw(fake_kv *f)
-{
-    uint64_t z = (f->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* The live record of key, expired ones dropped on the way. */
@@ -145,14 +137,14 @@ static bool f_get(kv *k, const uint8_t *key, size_t keylen, uint64_t delay_ms,
 }
 
 static bool f_put(kv *k, const uint8_t *key, size_t keylen, kv_version expect,
-                  bool anew, const uint8_t *rec, size_t len, uint64_t ttl_ms,
-                  uint64_t deadline_ns, kv_done done, void *ctx)
+                  const uint8_t *rec, size_t len, uint64_t ttl_ms,
+                  unsigned flags, size_t weight, uint64_t deadline_ns,
+                  kv_done done, void *ctx)
 {
-    (void)deadline_ns;
+    (void)deadline_ns, (void)flags, (void)weight;
     conn *c = (conn *)k;
     request r = {.kind = PUT,
                  .expect = expect,
-                 .anew = anew,
                  .ttl_ms = ttl_ms,
                  .done = done,
                  .ctx = ctx};
@@ -165,7 +157,7 @@ static bool f_touch(kv *k, const uint8_t *key, size_t keylen, kv_version expect,
 {
     (void)deadline_ns;
     conn *c = (conn *)k;
-    if (expect.n == 0 || ttl_ms == 0 || ttl_ms == KV_KEEP_TTL)
+    if (kv_version_none(expect) || ttl_ms == 0 || ttl_ms == KV_KEEP_TTL)
         return false;
     request r = {.kind = TOUCH,
                  .expect = expect,
@@ -323,11 +315,14 @@ static void apply(fake_kv *f, const request *r, kv_result *res, kv_version *v,
     }
     uint64_t now = now_ms(f);
     if (r->kind == TOUCH) {
+        if (x == NULL) { /* a touch of no key: refused as a conflict */
+            *res = KV_CONFLICT;
+            return;
+        }
         x->expire_ms = now + r->ttl_ms;
         return;
     }
-    kv_version next = !r->anew && cur.n != 0 ? (kv_version){cur.n + 1, cur.inc}
-                                             : (kv_version){1, draw(f) | 1};
+    kv_version next = kv_version_draw(&f->rng);
     *val = NULL;
     *len = 0;
     if (r->val == NULL) { /* a delete */
@@ -382,6 +377,16 @@ static bool deliver(fake_kv *f, const kv *only, size_t i, fake_fate fate)
         seen_val = val != NULL ? copy(val, len) : NULL; /* past the lock */
     }
     uv_mutex_unlock(&f->mu);
+    if (getenv("FAKE_KV_TRACE") != NULL)
+        fprintf(
+            stderr,
+            "fake_kv: conn %p %s %.*s expect %016llx -> %d v %016llx fate %d\n",
+            (void *)r.c,
+            r.kind == GET   ? "get"
+            : r.kind == PUT ? (r.val ? "put" : "del")
+                            : "touch",
+            (int)r.keylen, (const char *)r.key, (unsigned long long)r.expect.lo,
+            (int)res, (unsigned long long)v.lo, (int)fate);
     if (fate == FAKE_APPLY)
         r.done(r.ctx, res, v, seen_val, seen_val != NULL ? len : 0, NULL);
     else

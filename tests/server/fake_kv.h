@@ -1,9 +1,9 @@
 /*
  * fake_kv.h - a store of versioned records (server/core/kv.h) in the
  * test's memory, for the sequences' shared-store backend
- * (server/seq/seq_remote.h) without a Redis: the unit tests of its
- * decisions (tests/server/test_seq_remote.c) and the model's replicas
- * (tests/model/fake_replicas.c).
+ * (server/seq/sequence.h) without a Redis: the engine's contract suite
+ * (tests/server/test_seq.c), the simulation (tests/sim/) and the model's
+ * replicas (tests/model/fake_replicas.c).
  *
  * Every request waits in the store's queue until the test delivers it
  * (fake_kv_deliver): only then is it applied to the records and its
@@ -29,7 +29,7 @@
 
 typedef struct fake_kv fake_kv;
 
-/* A store whose incarnations are drawn from seed, whose clock is clock
+/* A store whose versions are drawn from seed, whose clock is clock
  * (ms; NULL: the monotonic clock). */
 fake_kv *fake_kv_new(uint64_t seed, uint64_t (*clock_ms)(void *user),
                      void *user);

@@ -20,123 +20,80 @@
 
 #include "check.h"
 #include "clock.h"
+#include "redis_server.h"
 #include "redis_store.h"
 
-#define REDIS_SERVER "/usr/bin/redis-server"
-
-/* ------------------------------------------------------- redis-server */
-
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0
-        || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* A sync connection of the test's own, for what the store does not say
- * (a key's time to live); NULL until the server answers PING. */
-static redisContext *sync_conn(unsigned port, const char *password)
-{
-    redisContext *c = redisConnect("127.0.0.1", (int)port);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    if (password != NULL) {
-        redisReply *r = redisCommand(c, "AUTH %s", password);
-        if (r != NULL)
-            freeReplyObject(r);
-    }
-    redisReply *r = redisCommand(c, "PING");
-    bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL)
-        freeReplyObject(r);
-    if (!ok) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
-}
-
-/* Starts redis-server on port (nothing kept on disk), with `extra`
- * arguments (NULL-terminated; NULL: none); its pid, once it answers, or
- * 0. */
-static pid_t start_redis_with(unsigned port, const char *password,
-                              const char *const *extra)
-{
-    if (access(REDIS_SERVER, X_OK) != 0) {
-        CHECK(0, "no %s: `make deps-test` installs Debian's redis-server",
-              REDIS_SERVER);
-        return 0;
-    }
-    char portarg[16];
-    snprintf(portarg, sizeof portarg, "%u", port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        const char *argv[24] = {REDIS_SERVER, "--port",      portarg,
-                                "--bind",     "127.0.0.1",  "--save",
-                                "",           "--appendonly", "no",
-                                "--dir",      "/tmp"};
-        int n = 11;
-        if (password != NULL) {
-            argv[n++] = "--requirepass";
-            argv[n++] = password;
-        }
-        for (int i = 0; extra != NULL && extra[i] != NULL && n < 23; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        execv(REDIS_SERVER, (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) {
-        redisContext *c = sync_conn(port, password);
-        if (c != NULL) {
-            redisFree(c);
-            return pid;
-        }
-        uv_sleep(25);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    CHECK(0, "redis-server did not answer on port %u in 5 s", port);
-    return 0;
-}
-
-static pid_t start_redis(unsigned port, const char *password)
-{
-    return start_redis_with(port, password, NULL);
-}
-
-static void stop_redis(pid_t pid, int sig)
-{
-    if (pid <= 0)
-        return;
-    kill(pid, SIGCONT);
-    kill(pid, sig);
-    waitpid(pid, NULL, 0);
-}
-
 /* ------------------------------------------------------- a call's end */
+
+/* The versions the test's writes made, by key, each with its count: the
+ * writes since the key was made (versions are drawn, not counted: the
+ * test counts them to say which one it means). */
+static struct {
+    char key[64];
+    kv_version v;
+    uint64_t count;
+} made[4096];
+static size_t nmade;
+static uv_mutex_t made_mu;
+static uv_once_t made_once = UV_ONCE_INIT;
+
+static void made_init(void)
+{
+    uv_mutex_init(&made_mu);
+}
+
+static void made_add(const char *key, kv_version v, uint64_t count)
+{
+    uv_once(&made_once, made_init);
+    uv_mutex_lock(&made_mu);
+    if (nmade < sizeof made / sizeof made[0]) {
+        snprintf(made[nmade].key, sizeof made[nmade].key, "%s", key);
+        made[nmade].v = v;
+        made[nmade++].count = count;
+    }
+    uv_mutex_unlock(&made_mu);
+}
+
+/* The count of key's version v (0: none; UINT64_MAX: not the test's). */
+static uint64_t made_count(const char *key, kv_version v)
+{
+    if (kv_version_none(v))
+        return 0;
+    uv_once(&made_once, made_init);
+    uv_mutex_lock(&made_mu);
+    uint64_t n = UINT64_MAX;
+    for (size_t i = nmade; i-- > 0 && n == UINT64_MAX;)
+        if (strcmp(made[i].key, key) == 0 && kv_version_equal(made[i].v, v))
+            n = made[i].count;
+    uv_mutex_unlock(&made_mu);
+    return n;
+}
+
+/* The latest version of key with count n (n 0: none). */
+static kv_version made_version(const char *key, uint64_t n)
+{
+    kv_version v = {0, 0};
+    if (n == 0)
+        return v;
+    uv_once(&made_once, made_init);
+    uv_mutex_lock(&made_mu);
+    for (size_t i = nmade; i-- > 0;)
+        if (strcmp(made[i].key, key) == 0 && made[i].count == n) {
+            v = made[i].v;
+            break;
+        }
+    uv_mutex_unlock(&made_mu);
+    return v;
+}
 
 typedef struct {
     uv_mutex_t mu;
     uv_cond_t cv;
     int calls;
     kv_result r;
-    uint64_t version; /* the count of ver */
+    const char *key;  /* the call's, for the counts */
+    int64_t writing;  /* a write's expected count (-1: not a write) */
+    uint64_t version; /* the count of the version the call saw or made */
     kv_version ver;
     char rec[2048];
     size_t len;
@@ -147,6 +104,7 @@ typedef struct {
 static void waiter_init(waiter *w)
 {
     memset(w, 0, sizeof *w);
+    w->writing = -1;
     uv_mutex_init(&w->mu);
     uv_cond_init(&w->cv);
 }
@@ -164,8 +122,13 @@ static void on_done(void *ctx, kv_result r, kv_version version,
     uv_mutex_lock(&w->mu);
     w->calls++;
     w->r = r;
-    w->version = version.n;
-    if (version.n != 0)
+    if (r == KV_OK && w->writing >= 0 && !kv_version_none(version)) {
+        bool touch = made_count(w->key, version) != UINT64_MAX;
+        if (!touch)
+            made_add(w->key, version, (uint64_t)w->writing + 1);
+    }
+    w->version = w->key != NULL ? made_count(w->key, version) : 0;
+    if (!kv_version_none(version))
         w->ver = version;
     w->has_rec = rec != NULL;
     w->len = len < sizeof w->rec ? len : sizeof w->rec;
@@ -188,42 +151,38 @@ static bool wait_calls(waiter *w, int want)
     return ok;
 }
 
-static kv_result get(kv *s, waiter *w, const char *id,
-                              uint64_t deadline_ns)
+static kv_result get(kv *s, waiter *w, const char *id, uint64_t deadline_ns)
 {
     int want = w->calls + 1;
+    w->key = id;
+    w->writing = -1;
     if (!s->ops->get(s, (const uint8_t *)id, strlen(id), 0, deadline_ns,
-                         on_done, w))
+                     on_done, w))
         return (kv_result)-1;
     return wait_calls(w, want) ? w->r : (kv_result)-1;
 }
 
-/* The version with count n in the incarnation w saw last (n 0: none). */
-static kv_version seen(const waiter *w, uint64_t n)
-{
-    return (kv_version){n, n ? w->ver.inc : 0};
-}
-
-/* A write at count `expect` of the incarnation w saw last (0: a key that
- * is not there, begun in a new incarnation). */
-static kv_result put(kv *s, waiter *w, const char *id,
-                              uint64_t expect, const void *rec, size_t len,
-                              uint64_t ttl_ms)
+/* A write at the version of id with count `expect` (0: a key that is
+ * not there). */
+static kv_result put(kv *s, waiter *w, const char *id, uint64_t expect,
+                     const void *rec, size_t len, uint64_t ttl_ms)
 {
     int want = w->calls + 1;
-    kv_version e = seen(w, expect);
-    if (!s->ops->put(s, (const uint8_t *)id, strlen(id), e, expect == 0, rec, len,
-                         ttl_ms, now_ns() + 5000000000ull, on_done, w))
+    kv_version e = made_version(id, expect);
+    w->key = id;
+    w->writing = (int64_t)expect;
+    if (!s->ops->put(s, (const uint8_t *)id, strlen(id), e, rec, len, ttl_ms, 0,
+                     0, now_ns() + 5000000000ull, on_done, w))
         return (kv_result)-1;
     return wait_calls(w, want) ? w->r : (kv_result)-1;
 }
 
 static kv *open_at(unsigned port, const char *userpass, char *msg,
-                            size_t msglen, uint64_t timeout_ms)
+                   size_t msglen, uint64_t timeout_ms)
 {
     char url[300];
-    snprintf(url, sizeof url, "redis://%s%s127.0.0.1:%u", userpass ? userpass : "",
-             userpass ? "@" : "", port);
+    snprintf(url, sizeof url, "redis://%s%s127.0.0.1:%u",
+             userpass ? userpass : "", userpass ? "@" : "", port);
     redis_url u;
     if (!redis_url_parse(url, &u, msg, msglen))
         return NULL;
@@ -278,8 +237,8 @@ static void url_forms(void)
     redis_url u;
     char msg[512], text[600];
     CHECK(redis_url_parse("redis://localhost", &u, msg, sizeof msg)
-              && strcmp(u.host, "localhost") == 0 && u.port == 6379
-              && u.db == 0 && u.user[0] == '\0' && u.password[0] == '\0',
+              && strcmp(u.host, "localhost") == 0 && u.port == 6379 && u.db == 0
+              && u.user[0] == '\0' && u.password[0] == '\0',
           "plain: %s", msg);
     CHECK(redis_url_parse("redis://h:7000/3", &u, msg, sizeof msg)
               && u.port == 7000 && u.db == 3,
@@ -295,15 +254,13 @@ static void url_forms(void)
     redis_url_text(&u, text, sizeof text);
     CHECK(strcmp(text, "redis://me:***@[::1]:6380/0") == 0, "text: %s", text);
     static const char *bad[] = {
-        "http://h",          "redis://",         "redis://h:0",
-        "redis://h:70000",   "redis://h:x",      "redis://h/16",
-        "redis://h/x",       "redis://pw@h",     "redis://[::1",
-        "rediss://h",        "redis://h:1/2/3",  "redis://u:s3cret@h:0",
+        "http://h", "redis://", "redis://h:0", "redis://h:70000", "redis://h:x",
+        "redis://h/16", "redis://h/x", "redis://pw@h", "redis://[::1",
+        "rediss://h", "redis://h:1/2/3", "redis://u:s3cret@h:0",
         /* a password in every shape a first try may take */
         "rediss://:s3cret@h", "REDIS://:s3cret@h", " redis://:s3cret@h",
-        "redis://s3cret@h",   "redis://:s3cret@",  "redis://u:s3cret@",
-        "s3cret@h",           "redis://:s3c@ret@h:x",
-        "redis://u:s3cret@h/99"};
+        "redis://s3cret@h", "redis://:s3cret@", "redis://u:s3cret@", "s3cret@h",
+        "redis://:s3c@ret@h:x", "redis://u:s3cret@h/99"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         msg[0] = '\0';
         CHECK(!redis_url_parse(bad[i], &u, msg, sizeof msg) && msg[0] != '\0',
@@ -328,12 +285,12 @@ static void reads_and_writes(void)
     CHECK(put(s, &w, "a", 0, "one", 3, 60000) == KV_OK && w.version == 1,
           "the first write: %d v%llu %s", w.r, (unsigned long long)w.version,
           w.why);
-    CHECK(get(s, &w, "a", 0) == KV_OK && w.version == 1
-              && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
+    CHECK(get(s, &w, "a", 0) == KV_OK && w.version == 1 && w.len == 3
+              && memcmp(w.rec, "one", 3) == 0,
           "read back: %d v%llu", w.r, (unsigned long long)w.version);
     /* a writer that read nothing, late: refused, told what is there */
-    CHECK(put(s, &w, "a", 0, "zzz", 3, 60000) == KV_CONFLICT
-              && w.version == 1 && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
+    CHECK(put(s, &w, "a", 0, "zzz", 3, 60000) == KV_CONFLICT && w.version == 1
+              && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
           "a stale write: %d v%llu", w.r, (unsigned long long)w.version);
     CHECK(put(s, &w, "a", 1, "two", 3, 60000) == KV_OK && w.version == 2,
           "the second write: %d", w.r);
@@ -362,18 +319,16 @@ static void reads_and_writes(void)
           "binary record: %d len %zu", w.r, w.len);
     /* an id is bytes too */
     const char id2[] = "seq\001{x}";
-    CHECK(put(s, &w, id2, 0, "x", 1, 1000) == KV_OK, "odd id: %d",
-          w.r);
+    CHECK(put(s, &w, id2, 0, "x", 1, 1000) == KV_OK, "odd id: %d", w.r);
     /* delete: only at the version read */
-    CHECK(put(s, &w, "a", 3, NULL, 0, 0) == KV_CONFLICT
-              && w.version == 4,
+    CHECK(put(s, &w, "a", 3, NULL, 0, 0) == KV_CONFLICT && w.version == 4,
           "a stale delete: %d", w.r);
     CHECK(put(s, &w, "a", 4, NULL, 0, 0) == KV_OK && w.version == 0,
           "delete: %d", w.r);
     CHECK(get(s, &w, "a", 0) == KV_OK && w.version == 0 && !w.has_rec,
           "gone: v%llu", (unsigned long long)w.version);
-    CHECK(put(s, &w, "a", 4, "x", 1, 0) == KV_CONFLICT
-              && w.version == 0 && !w.has_rec,
+    CHECK(put(s, &w, "a", 4, "x", 1, 0) == KV_CONFLICT && w.version == 0
+              && !w.has_rec,
           "a write to a deleted key: %d v%llu", w.r,
           (unsigned long long)w.version);
     /* a key that holds something else is named as such: a string not of
@@ -445,7 +400,7 @@ static void two_writers(void)
     pid_t pid = start_redis(port, NULL);
     char msg[512];
     kv *a = open_at(port, NULL, msg, sizeof msg, 5000),
-                *b = open_at(port, NULL, msg, sizeof msg, 5000);
+       *b = open_at(port, NULL, msg, sizeof msg, 5000);
     CHECK(a != NULL && b != NULL, "open: %s", msg);
     if (a != NULL && b != NULL) {
         racer ra = {a, 300, 0, 0}, rb = {b, 300, 0, 0};
@@ -459,8 +414,7 @@ static void two_writers(void)
         CHECK(get(a, &w, "counter", 0) == KV_OK && w.version == 600
                   && strcmp(w.rec, "600") == 0,
               "600 increments: version %llu, count %s (%d and %d conflicts)",
-              (unsigned long long)w.version, w.rec, ra.conflicts,
-              rb.conflicts);
+              (unsigned long long)w.version, w.rec, ra.conflicts, rb.conflicts);
         CHECK(ra.failures == 0 && rb.failures == 0, "failures: %d %d",
               ra.failures, rb.failures);
         printf("    %d and %d conflicts\n", ra.conflicts, rb.conflicts);
@@ -551,8 +505,8 @@ static void stops_and_restarts(void)
           (double)(now_ns() - t0) / 1e9);
     int calls = w.calls;
     kill(pid, SIGCONT);
-    CHECK(get(s, &w, "k", 0) == KV_OK && w.version == 1,
-          "answering again: %d", w.r);
+    CHECK(get(s, &w, "k", 0) == KV_OK && w.version == 1, "answering again: %d",
+          w.r);
     CHECK(w.calls == calls + 1, "the late reply was not dropped: %d calls",
           w.calls - calls);
 
@@ -568,9 +522,8 @@ static void stops_and_restarts(void)
         if (r != KV_OK)
             uv_sleep(50);
     }
-    CHECK(r == KV_OK && w.version == 0,
-          "after the restart: %d v%llu %s", r, (unsigned long long)w.version,
-          w.why);
+    CHECK(r == KV_OK && w.version == 0, "after the restart: %d v%llu %s", r,
+          (unsigned long long)w.version, w.why);
     kv_stats st;
     s->ops->stats(s, &st);
     CHECK(st.up && st.reconnects >= 1 && st.failures >= 2,
@@ -588,8 +541,10 @@ static void stops_and_restarts(void)
     CHECK(!st.up, "the store did not see Redis go");
     int want = w.calls + 1;
     kv_version none = {0, 0};
-    CHECK(s->ops->put(s, (const uint8_t *)"k", 1, none, true, (const uint8_t *)"y",
-                          1, 0, now_ns() + 8000000000ull, on_done, &w),
+    w.key = "k";
+    w.writing = 0;
+    CHECK(s->ops->put(s, (const uint8_t *)"k", 1, none, (const uint8_t *)"y", 1,
+                      0, 0, 0, now_ns() + 8000000000ull, on_done, &w),
           "a write while it is down");
     uv_sleep(200);
     pid = start_redis(port, NULL);
@@ -633,18 +588,23 @@ static void big_writes(void)
         waiter_init(&w[k]);
         snprintf(id[k], sizeof id[k], "big%d", k);
         kv_version none = {0, 0};
-        CHECK(s->ops->put(s, (const uint8_t *)id[k], strlen(id[k]), none, true,
-                              rec + (size_t)k * BIG, BIG, 60000,
-                              now_ns() + 30000000000ull, on_done, &w[k]),
+        w[k].key = id[k];
+        w[k].writing = 0;
+        CHECK(s->ops->put(s, (const uint8_t *)id[k], strlen(id[k]), none,
+                          rec + (size_t)k * BIG, BIG, 60000, 0, 0,
+                          now_ns() + 30000000000ull, on_done, &w[k]),
               "put %d refused", k);
     }
     for (int k = 0; k < KEYS; k++) {
-        CHECK(wait_calls(&w[k], 1) && w[k].r == KV_OK,
-              "put %d: %d (%s)", k, (int)w[k].r, w[k].why);
+        CHECK(wait_calls(&w[k], 1) && w[k].r == KV_OK, "put %d: %d (%s)", k,
+              (int)w[k].r, w[k].why);
         redisReply *r = redisCommand(c, "GET tally:test:%s", id[k]);
-        CHECK(r != NULL && r->type == REDIS_REPLY_STRING
-                  && r->len == 32 + BIG
-                  && memcmp(r->str, "0000000000000001", 16) == 0
+        char ver[33];
+        snprintf(ver, sizeof ver, "%016llx%016llx",
+                 (unsigned long long)w[k].ver.hi,
+                 (unsigned long long)w[k].ver.lo);
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING && r->len == 32 + BIG
+                  && memcmp(r->str, ver, 32) == 0
                   && memcmp(r->str + 32, rec + (size_t)k * BIG, BIG) == 0,
               "key %d holds another value (%zu bytes)", k,
               r != NULL && r->type == REDIS_REPLY_STRING ? (size_t)r->len : 0);
@@ -656,7 +616,6 @@ static void big_writes(void)
     free(rec);
     serve_down(&v);
 }
-
 
 /* ---------------------------------------------- a store on a caller's loop */
 
@@ -686,8 +645,7 @@ typedef struct {
     uv_thread_t on; /* the thread the last callback ran on */
 } tracked;
 
-static void on_done_where(void *ctx, kv_result r,
-                          kv_version version,
+static void on_done_where(void *ctx, kv_result r, kv_version version,
                           const uint8_t *rec, size_t len, const char *why)
 {
     tracked *t = ctx;
@@ -723,40 +681,41 @@ static void on_a_loop(void)
     /* asked for at once: it waits for the connection it is making */
     int want = t.w.calls + 1;
     kv_version none = {0, 0};
-    CHECK(d.near->ops->put(d.near, (const uint8_t *)"L", 1, none, true,
-                          (const uint8_t *)"one", 3, 60000,
-                          now_ns() + 5000000000ull, on_done_where, &t)
-              && wait_calls(&t.w, want) && t.w.r == KV_OK
-              && t.w.version == 1,
+    t.w.key = "L";
+    t.w.writing = 0;
+    CHECK(d.near->ops->put(d.near, (const uint8_t *)"L", 1, none,
+                           (const uint8_t *)"one", 3, 60000, 0, 0,
+                           now_ns() + 5000000000ull, on_done_where, &t)
+              && wait_calls(&t.w, want) && t.w.r == KV_OK && t.w.version == 1,
           "a write on the loop's connection: %d v%llu %s", t.w.r,
           (unsigned long long)t.w.version, t.w.why);
     CHECK(uv_thread_equal(&t.on, &d.thread), "its callback on another thread");
     waiter w;
     waiter_init(&w);
-    CHECK(get(v.s, &w, "L", 0) == KV_OK && w.version == 1
-              && w.len == 3 && memcmp(w.rec, "one", 3) == 0,
+    CHECK(get(v.s, &w, "L", 0) == KV_OK && w.version == 1 && w.len == 3
+              && memcmp(w.rec, "one", 3) == 0,
           "the other store reads it: %d v%llu", w.r,
           (unsigned long long)w.version);
-    CHECK(put(v.s, &w, "L", 1, "two", 3, 60000) == KV_OK, "write: %d",
-          w.r);
+    CHECK(put(v.s, &w, "L", 1, "two", 3, 60000) == KV_OK, "write: %d", w.r);
     want = t.w.calls + 1;
-    CHECK(d.near->ops->get(d.near, (const uint8_t *)"L", 1, 0, 0, on_done_where, &t)
-              && wait_calls(&t.w, want) && t.w.r == KV_OK
-              && t.w.version == 2 && memcmp(t.w.rec, "two", 3) == 0,
+    CHECK(d.near->ops->get(d.near, (const uint8_t *)"L", 1, 0, 0, on_done_where,
+                           &t)
+              && wait_calls(&t.w, want) && t.w.r == KV_OK && t.w.version == 2
+              && memcmp(t.w.rec, "two", 3) == 0,
           "and the loop's reads the other's: %d v%llu", t.w.r,
           (unsigned long long)t.w.version);
     /* a read asked for a minute from now, when the store stops */
     want = t.w.calls + 1;
     CHECK(d.near->ops->get(d.near, (const uint8_t *)"L", 1, 60000, 0,
-                                on_done_where, &t),
+                           on_done_where, &t),
           "a later read");
     uv_async_send(&d.ask);
     CHECK(wait_calls(&t.w, want) && t.w.r == KV_FAILED
               && strstr(t.w.why, "closing") != NULL,
           "the later read when it stopped: %d %s", t.w.r, t.w.why);
     uv_thread_join(&d.thread); /* the loop ended: nothing of the store's */
-    CHECK(!d.near->ops->get(d.near, (const uint8_t *)"L", 1, 0, 0, on_done_where,
-                           &t),
+    CHECK(!d.near->ops->get(d.near, (const uint8_t *)"L", 1, 0, 0,
+                            on_done_where, &t),
           "a read after the stop was taken");
     CHECK(uv_loop_close(&d.loop) == 0, "a handle of the store's still open");
     store_close(d.near);
@@ -768,9 +727,9 @@ static void on_a_loop(void)
 }
 
 /* A key's versions never repeat across its lives: a key deleted, or
- * expired, and made again is a new incarnation, and a write at a version
- * of the old one is refused, though its count matches (the ABA a
- * sequence id used again would otherwise meet). */
+ * expired, and made again has a version of its own, and a write at a
+ * version of the old one is refused (the ABA a sequence id used again
+ * would otherwise meet). */
 static void incarnations(void)
 {
     served v;
@@ -780,39 +739,38 @@ static void incarnations(void)
     waiter w;
     waiter_init(&w);
     CHECK(put(s, &w, "i", 0, "a", 1, 60000) == KV_OK
-              && put(s, &w, "i", 1, "b", 1, 60000) == KV_OK
-              && w.version == 2,
+              && put(s, &w, "i", 1, "b", 1, 60000) == KV_OK && w.version == 2,
           "two writes: %d v%llu", w.r, (unsigned long long)w.version);
     kv_version old = w.ver;
     CHECK(put(s, &w, "i", 2, NULL, 0, 0) == KV_OK, "delete: %d", w.r);
     CHECK(put(s, &w, "i", 0, "c", 1, 60000) == KV_OK
-              && put(s, &w, "i", 1, "d", 1, 60000) == KV_OK
-              && w.version == 2 && w.ver.inc != old.inc,
-          "made again: %d v%llu, incarnation %llx (was %llx)", w.r,
-          (unsigned long long)w.version, (unsigned long long)w.ver.inc,
-          (unsigned long long)old.inc);
+              && put(s, &w, "i", 1, "d", 1, 60000) == KV_OK && w.version == 2
+              && !kv_version_equal(w.ver, old),
+          "made again: %d v%llu, version %llx (was %llx)", w.r,
+          (unsigned long long)w.version, (unsigned long long)w.ver.lo,
+          (unsigned long long)old.lo);
     kv_version cur = w.ver;
     int want = w.calls + 1;
-    CHECK(s->ops->put(s, (const uint8_t *)"i", 1, old, false, (const uint8_t *)"x",
-                          1, 60000, now_ns() + 5000000000ull, on_done, &w)
+    w.writing = -1;
+    CHECK(s->ops->put(s, (const uint8_t *)"i", 1, old, (const uint8_t *)"x", 1,
+                      60000, 0, 0, now_ns() + 5000000000ull, on_done, &w)
               && wait_calls(&w, want) && w.r == KV_CONFLICT
-              && kv_version_equal(w.ver, cur) && w.len == 1
-              && w.rec[0] == 'd',
+              && kv_version_equal(w.ver, cur) && w.len == 1 && w.rec[0] == 'd',
           "a write at the old incarnation's version: %d", w.r);
     /* the same through an expiry */
     CHECK(put(s, &w, "e", 0, "a", 1, 50) == KV_OK, "write: %d", w.r);
     old = w.ver;
     uv_sleep(150);
-    CHECK(get(s, &w, "e", 0) == KV_OK && w.version == 0,
-          "expired: v%llu", (unsigned long long)w.version);
-    CHECK(put(s, &w, "e", 0, "b", 1, 60000) == KV_OK
-              && w.version == 1 && w.ver.inc != old.inc,
+    CHECK(get(s, &w, "e", 0) == KV_OK && w.version == 0, "expired: v%llu",
+          (unsigned long long)w.version);
+    CHECK(put(s, &w, "e", 0, "b", 1, 60000) == KV_OK && w.version == 1
+              && !kv_version_equal(w.ver, old),
           "made again after its expiry: %d", w.r);
     want = w.calls + 1;
-    CHECK(s->ops->put(s, (const uint8_t *)"e", 1, old, false, (const uint8_t *)"x",
-                          1, 60000, now_ns() + 5000000000ull, on_done, &w)
-              && wait_calls(&w, want) && w.r == KV_CONFLICT
-              && w.rec[0] == 'b',
+    w.writing = -1;
+    CHECK(s->ops->put(s, (const uint8_t *)"e", 1, old, (const uint8_t *)"x", 1,
+                      60000, 0, 0, now_ns() + 5000000000ull, on_done, &w)
+              && wait_calls(&w, want) && w.r == KV_CONFLICT && w.rec[0] == 'b',
           "a write at the expired key's version: %d", w.r);
     waiter_free(&w);
     serve_down(&v);
@@ -837,27 +795,25 @@ static void touch_and_keep(void)
     kv *s = v.s;
     waiter w;
     waiter_init(&w);
-    CHECK(put(s, &w, "t", 0, "a", 1, 10000) == KV_OK, "write: %d",
-          w.r);
+    CHECK(put(s, &w, "t", 0, "a", 1, 10000) == KV_OK, "write: %d", w.r);
     kv_version at = w.ver;
     int want = w.calls + 1;
     CHECK(s->ops->touch(s, (const uint8_t *)"t", 1, at, 300000,
-                            now_ns() + 5000000000ull, on_done, &w)
+                        now_ns() + 5000000000ull, on_done, &w)
               && wait_calls(&w, want) && w.r == KV_OK
               && kv_version_equal(w.ver, at),
           "a touch: %d", w.r);
     long long t = pttl(v.c, "tally:test:t");
     CHECK(t > 10000 && t <= 300000, "renewed: %lld ms", t);
-    CHECK(put(s, &w, "t", 1, "b", 1, KV_KEEP_TTL) == KV_OK
-              && w.version == 2,
+    CHECK(put(s, &w, "t", 1, "b", 1, KV_KEEP_TTL) == KV_OK && w.version == 2,
           "a write that keeps the deadline: %d", w.r);
     t = pttl(v.c, "tally:test:t");
     CHECK(t > 10000 && t <= 300000, "kept: %lld ms", t);
     want = w.calls + 1;
     CHECK(s->ops->touch(s, (const uint8_t *)"t", 1, at, 1000,
-                            now_ns() + 5000000000ull, on_done, &w)
-              && wait_calls(&w, want) && w.r == KV_CONFLICT
-              && w.version == 2 && w.rec[0] == 'b',
+                        now_ns() + 5000000000ull, on_done, &w)
+              && wait_calls(&w, want) && w.r == KV_CONFLICT && w.version == 2
+              && w.rec[0] == 'b',
           "a touch at an old version: %d", w.r);
     t = pttl(v.c, "tally:test:t");
     CHECK(t > 10000, "an old touch changed it: %lld ms", t);

@@ -1,10 +1,24 @@
 /*
- * test_seq.c - the sequences (server/seq/) on their own: the carries
- * against a whole-tensor reference (engine/carry.h), the table's turns,
- * refusals and limits, the linger and idle expiry on a fake clock,
- * numbered chunks, and the record format through every truncation and a
- * flipped byte.
+ * test_seq.c - the sequences' engine (server/seq/) and its one contract
+ * over every store it keeps states in: each rule of docs/sequences.md is
+ * a case, run once per store, through the engine's own API:
+ *   - memory (store/kv_mem.h);
+ *   - the log (store/kv_log.h) in a directory of its own, its writer run
+ *     batch by batch (manual), restarted by reading it back;
+ *   - the fake store (tests/server/fake_kv.h), two replicas on it, its
+ *     answers delivered when the case says, lost, or rolled back;
+ *   - Redis (redis/redis_store.h), Debian's redis-server started here,
+ *     two replicas on it.
+ * A case's name is its store's, then its rule's: "log/failed_start_
+ * leaves_the_old". The memory, log and fake stores run on a fake clock;
+ * Redis's time to live is its own, so its cases wait the (short) timers
+ * out. And apart from the stores: the carries against a whole-tensor
+ * reference (engine/carry.h), and the record format through every
+ * truncation and a flipped byte.
  */
+#define _GNU_SOURCE /* mkdtemp */
+#include <dirent.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,26 +30,19 @@
 #include "check.h"
 #include "clock.h"
 #include "fake_kv.h"
-#include "seq_log.h"
-#include "seq_logged.h"
-#include "seq_memory.h"
-#include "seq_remote.h"
+#include "kv_log.h"
+#include "kv_mem.h"
+#include "list.h"
+#include "redis_server.h"
+#include "redis_store.h"
+#include "seq_rules.h"
 #include "sequence.h"
 #include "sequence_file.h"
 #include "status.h"
 #include "tx_half.h"
 
-/* The monotonic clock the table reads, moved by the test. */
-static atomic_ullong fake_now;
-
-static uint64_t fake_clock(void *user)
-{
-    (void)user;
-    return atomic_load(&fake_now);
-}
-
 /* ------------------------------------------------------------------------
- * Sequences.
+ * Apart from the stores.
  */
 
 /* An int32 tensor [rows, n] cut along axis 1 into chunks, each "scanned"
@@ -118,400 +125,6 @@ static void seq_carries(void)
           "float16 rescan: %g %g", tx_f16_to_f32(y[0]), tx_f16_to_f32(y[2]));
 }
 
-static int seq_readies;
-static void seq_ready(seq_slot *s)
-{
-    (void)s;
-    seq_readies++;
-}
-
-static seq_params seq_num(uint64_t v, bool start, bool end)
-{
-    seq_params p;
-    memset(&p, 0, sizeof p);
-    char msg[128];
-    CHECK(seq_id_number(&p, v, msg, sizeof msg), "id %llu",
-          (unsigned long long)v);
-    p.start = start;
-    p.end = end;
-    return p;
-}
-
-/* Each slot's refusal, where its submitter keeps it (seq_slot's
- * refused and why): a few slots, each with its own. */
-static struct {
-    seq_slot *s;
-    status_code st;
-    char why[512];
-} refusals[16];
-
-static void keep_refusal(seq_slot *s)
-{
-    size_t i = 0;
-    while (i < 15 && refusals[i].s != NULL && refusals[i].s != s)
-        i++;
-    refusals[i].s = s;
-    refusals[i].st = STATUS_OK;
-    refusals[i].why[0] = '\0';
-    s->refused = &refusals[i].st;
-    s->why = refusals[i].why;
-    s->whylen = sizeof refusals[i].why;
-}
-
-/* Admits a float32 [n] chunk of sequence p: the status. */
-static status_code seq_try(seq_table *t, seq_params p, float *x, uint64_t n,
-                           seq_slot *s, bool *wait, char *msg)
-{
-    eng_scan_desc d = {.dtype = TX_FLOAT32, .rank = 1, .shape = {n}};
-    eng_lines l;
-    CHECK(eng_lines_from_desc(&d, &l, msg, 256) == ENG_E_OK, "%s", msg);
-    memset(s, 0, sizeof *s);
-    s->ready = seq_ready;
-    keep_refusal(s);
-    return seq_admit(t, &p, &d, &l, x, s, wait, msg, 256);
-}
-
-static void seq_turns_and_refusals(void)
-{
-    atomic_store(&fake_now, 1000000000u);
-    seq_options o = {.max_sequences = 2,
-                     .idle_ms = 100,
-                     .max_bytes = 1024,
-                     .clock = fake_clock};
-    seq_table *t = seq_table_new(&o, seq_memory_new(&o));
-    float x[4] = {1, 2, 3, 4}, y[4];
-    char msg[256];
-    seq_slot a, b, c, d;
-    bool wait;
-    /* not live */
-    CHECK(seq_try(t, seq_num(5, false, false), x, 4, &a, &wait, msg)
-                  == STATUS_INVALID
-              && strstr(msg, "sequence_start"),
-          "%s", msg);
-    CHECK(seq_try(t, seq_num(5, true, false), x, 4, &a, &wait, msg) == STATUS_OK
-              && !wait,
-          "start: %s", msg);
-    /* a second chunk waits for the first's turn; armed, it is called */
-    CHECK(seq_try(t, seq_num(5, false, false), x, 2, &b, &wait, msg)
-                  == STATUS_OK
-              && wait,
-          "second: %s", msg);
-    CHECK(seq_arm(t, &b), "armed");
-    /* a differing chunk is refused and changes nothing */
-    double dx[1] = {1};
-    eng_scan_desc dd = {.dtype = TX_FLOAT64, .rank = 1, .shape = {1}};
-    eng_lines dl;
-    eng_lines_from_desc(&dd, &dl, msg, sizeof msg);
-    seq_params p5x = seq_num(5, false, false);
-    CHECK(seq_admit(t, &p5x, &dd, &dl, dx, &d, &wait, msg, sizeof msg)
-                  == STATUS_INVALID
-              && strstr(msg, "float64"),
-          "%s", msg);
-    /* a third waits too, but its turn comes before it is armed */
-    CHECK(seq_try(t, seq_num(5, false, true), x, 1, &c, &wait, msg) == STATUS_OK
-              && wait,
-          "third: %s", msg);
-    memcpy(y, (float[]){1, 3, 6, 10}, sizeof y);
-    seq_readies = 0;
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(seq_readies == 1, "b's turn: %d", seq_readies);
-    memcpy(y, (float[]){1, 3}, 2 * sizeof *y);
-    seq_finish(t, &b, true, y, msg, sizeof msg);
-    CHECK(y[0] == 11 && y[1] == 13, "carried: %g %g", y[0], y[1]);
-    CHECK(seq_readies == 1 && !seq_arm(t, &c), "c's turn came first");
-    /* after the end was admitted, a chunk finds no live sequence */
-    seq_params p5 = seq_num(5, false, false);
-    CHECK(seq_try(t, p5, x, 1, &d, &wait, msg) == STATUS_INVALID
-              && strstr(msg, "not live"),
-          "%s", msg);
-    y[0] = 1;
-    seq_finish(t, &c, true, y, msg, sizeof msg); /* the end: 1 + 13 */
-    CHECK(y[0] == 14, "end: %g", y[0]);
-    CHECK(seq_live(t) == 0, "ended");
-    /* the limits */
-    CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    seq_finish(t, &a, false, y, msg,
-               sizeof msg); /* a failed start: never started */
-    CHECK(seq_live(t) == 0, "a failed start leaves nothing");
-    CHECK(seq_try(t, seq_num(1, true, false), x, 4, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(seq_try(t, seq_num(2, true, false), x, 4, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(seq_try(t, seq_num(3, true, false), x, 4, &a, &wait, msg)
-              == STATUS_SEQUENCES_FULL,
-          "%s", msg);
-    /* starting a live one again is no new sequence */
-    CHECK(seq_try(t, seq_num(2, true, false), x, 4, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    memcpy(y, x, sizeof y);
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(y[3] == 4, "from zero: %g", y[3]);
-    /* idle: both expire on the fake clock */
-    atomic_fetch_add(&fake_now, 99000000u);
-    seq_sweep(t);
-    CHECK(seq_live(t) == 2, "not yet");
-    atomic_fetch_add(&fake_now, 2000000u);
-    seq_sweep(t);
-    CHECK(seq_live(t) == 0, "expired");
-    seq_table_free(t);
-
-    /* the bytes: 200 lines of 8 bytes pass 1024 alone */
-    seq_options small = {.max_sequences = 8, .idle_ms = 100, .max_bytes = 1024};
-    t = seq_table_new(&small, seq_memory_new(&small));
-    float big[200];
-    memset(big, 0, sizeof big);
-    eng_scan_desc bd = {.dtype = TX_FLOAT32, .rank = 2, .shape = {1, 200}};
-    eng_lines bl;
-    eng_lines_from_desc(&bd, &bl, msg, sizeof msg);
-    seq_params p9 = seq_num(9, true, false);
-    memset(&a, 0, sizeof a);
-    keep_refusal(&a);
-    CHECK(seq_admit(t, &p9, &bd, &bl, big, &a, &wait, msg, sizeof msg)
-              == STATUS_TOO_LARGE,
-          "%s", msg);
-    seq_table_free(t);
-}
-
-/* An ended sequence lingers: a late chunk is taken after the end, a start
- * takes the id, and after linger_ms the id is gone. */
-static void seq_linger(void)
-{
-    atomic_store(&fake_now, 5000000000u);
-    seq_options o = {.max_sequences = 1,
-                     .idle_ms = 1000,
-                     .linger_ms = 50,
-                     .max_bytes = 1024,
-                     .clock = fake_clock};
-    seq_table *t = seq_table_new(&o, seq_memory_new(&o));
-    float x[2] = {1, 2}, y[2];
-    char msg[256];
-    seq_slot a;
-    bool wait;
-    CHECK(seq_try(t, seq_num(3, true, true), x, 2, &a, &wait, msg) == STATUS_OK,
-          "%s", msg);
-    memcpy(y, (float[]){1, 3}, sizeof y);
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(seq_live(t) == 0, "ended: not live");
-    /* room for another at once, though 3 lingers */
-    CHECK(seq_try(t, seq_num(4, true, false), x, 2, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(seq_try(t, seq_num(3, false, false), x, 1, &a, &wait, msg)
-                  == STATUS_OK
-              && !wait,
-          "late: %s", msg);
-    y[0] = 1;
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(y[0] == 4, "late chunk after the end: %g", y[0]);
-    CHECK(seq_live(t) == 1, "the late chunk revived nothing");
-    atomic_fetch_add(&fake_now, 51000000u);
-    seq_sweep(t);
-    CHECK(seq_try(t, seq_num(3, false, false), x, 1, &a, &wait, msg)
-              == STATUS_INVALID,
-          "gone: %s", msg);
-    textbuf o2;
-    textbuf_init(&o2, 1024);
-    seq_render_metrics(t, &o2);
-    size_t len;
-    char *m = textbuf_take(&o2, &len);
-    CHECK(m != NULL && strstr(m, "tally_sequence_late_chunks_total 1"), "%s",
-          m ? m : "");
-    free(m);
-    seq_table_free(t);
-}
-
-static seq_params seq_numbered(uint64_t v, uint64_t chunk, bool start, bool end)
-{
-    seq_params p = seq_num(v, start, end);
-    char msg[128];
-    CHECK(seq_chunk_number(&p, chunk, msg, sizeof msg), "chunk %llu",
-          (unsigned long long)chunk);
-    return p;
-}
-
-/* A chunk's scanned answer, as the engine would give it: the inclusive
- * prefix sums of x[0..n), into y. */
-static void scanned(const float *x, float *y, int n)
-{
-    float s = 0;
-    for (int i = 0; i < n; i++)
-        y[i] = s += x[i];
-}
-
-/* Numbered chunks: in order whatever the arrival, a repeat answered again
- * and not added, conflicts refused, an early chunk refused after
- * reorder_ms, numbered and unnumbered kept apart, the end repeated. */
-static void seq_numbered_chunks(void)
-{
-    atomic_store(&fake_now, 7000000000u);
-    seq_options o = {.max_sequences = 4,
-                     .idle_ms = 1000,
-                     .linger_ms = 0,
-                     .reorder_ms = 100,
-                     .max_bytes = 4096,
-                     .clock = fake_clock};
-    seq_table *t = seq_table_new(&o, seq_memory_new(&o));
-    float x1[3] = {1, 2, 3}, x2[2] = {4, 5}, x3[1] = {6}, x4[2] = {7, 8};
-    float y[3];
-    char msg[256];
-    seq_slot a, b, c, d;
-    bool wait;
-    CHECK(seq_try(t, seq_numbered(8, 1, true, false), x1, 3, &a, &wait, msg)
-                  == STATUS_OK
-              && !wait,
-          "start: %s", msg);
-    scanned(x1, y, 3);
-    CHECK(seq_finish(t, &a, true, y, msg, sizeof msg) == STATUS_OK && y[2] == 6,
-          "chunk 1: %g", y[2]);
-    /* chunk 3 comes before chunk 2: it waits, though nothing runs */
-    CHECK(seq_try(t, seq_numbered(8, 3, false, false), x3, 1, &c, &wait, msg)
-                  == STATUS_OK
-              && wait,
-          "early: %s", msg);
-    CHECK(seq_arm(t, &c), "armed");
-    seq_readies = 0;
-    CHECK(seq_try(t, seq_numbered(8, 2, false, false), x2, 2, &b, &wait, msg)
-                  == STATUS_OK
-              && !wait,
-          "chunk 2 goes first: %s", msg);
-    scanned(x2, y, 2);
-    CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK && y[0] == 10
-              && y[1] == 15,
-          "chunk 2: %g %g", y[0], y[1]);
-    CHECK(seq_readies == 1 && *c.refused == STATUS_OK, "chunk 3's turn");
-    scanned(x3, y, 1);
-    CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_OK
-              && y[0] == 21,
-          "chunk 3: %g", y[0]);
-    /* chunk 3 again, same input: the first answer, not added again */
-    CHECK(seq_try(t, seq_numbered(8, 3, false, false), x3, 1, &c, &wait, msg)
-              == STATUS_OK,
-          "repeat: %s", msg);
-    scanned(x3, y, 1);
-    CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_OK
-              && y[0] == 21,
-          "repeat answered: %g", y[0]);
-    /* chunk 3 with another input, and chunk 2: conflicts */
-    CHECK(seq_try(t, seq_numbered(8, 3, false, false), x4, 1, &c, &wait, msg)
-                  == STATUS_CHUNK_CONFLICT
-              && strstr(msg, "another input"),
-          "conflict: %s", msg);
-    CHECK(seq_try(t, seq_numbered(8, 2, false, false), x2, 2, &c, &wait, msg)
-                  == STATUS_CHUNK_CONFLICT
-              && strstr(msg, "older"),
-          "older: %s", msg);
-    /* unnumbered chunks of a numbered sequence, and the other way */
-    CHECK(seq_try(t, seq_num(8, false, false), x2, 2, &c, &wait, msg)
-                  == STATUS_INVALID
-              && strstr(msg, "no number"),
-          "unnumbered: %s", msg);
-    CHECK(seq_try(t, seq_num(9, true, false), x2, 2, &d, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x2, y, 2);
-    seq_finish(t, &d, true, y, msg, sizeof msg);
-    CHECK(seq_try(t, seq_numbered(9, 2, false, false), x2, 2, &d, &wait, msg)
-                  == STATUS_INVALID
-              && strstr(msg, "has one"),
-          "numbered: %s", msg);
-    /* chunk 5 waits for chunk 4, which never comes: refused after 100 ms */
-    CHECK(seq_try(t, seq_numbered(8, 5, false, false), x3, 1, &d, &wait, msg)
-                  == STATUS_OK
-              && wait,
-          "early: %s", msg);
-    CHECK(seq_arm(t, &d), "armed");
-    seq_readies = 0;
-    atomic_fetch_add(&fake_now, 99000000u);
-    seq_sweep(t);
-    CHECK(seq_readies == 0, "not yet");
-    atomic_fetch_add(&fake_now, 2000000u);
-    seq_sweep(t);
-    CHECK(seq_readies == 1 && *d.refused == STATUS_CHUNK_GAP
-              && strstr(d.why, "chunk 4"),
-          "gap: %d %s", seq_readies, d.why);
-    /* refused before it was armed: seq_arm says so */
-    CHECK(seq_try(t, seq_numbered(8, 6, false, false), x3, 1, &d, &wait, msg)
-                  == STATUS_OK
-              && wait,
-          "early: %s", msg);
-    atomic_fetch_add(&fake_now, 101000000u);
-    seq_sweep(t);
-    CHECK(!seq_arm(t, &d) && *d.refused == STATUS_CHUNK_GAP, "refused first");
-    /* the end, chunk 4; then its repeat, and nothing after it */
-    CHECK(seq_try(t, seq_numbered(8, 4, false, true), x4, 2, &d, &wait, msg)
-                  == STATUS_OK
-              && !wait,
-          "end: %s", msg);
-    scanned(x4, y, 2);
-    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK && y[0] == 28
-              && y[1] == 36,
-          "end: %g %g", y[0], y[1]);
-    CHECK(seq_try(t, seq_numbered(8, 4, false, true), x4, 2, &d, &wait, msg)
-              == STATUS_OK,
-          "end again: %s", msg);
-    scanned(x4, y, 2);
-    CHECK(seq_finish(t, &d, true, y, msg, sizeof msg) == STATUS_OK && y[0] == 28
-              && y[1] == 36,
-          "end repeated: %g %g", y[0], y[1]);
-    CHECK(seq_try(t, seq_numbered(8, 5, false, false), x3, 1, &d, &wait, msg)
-                  == STATUS_CHUNK_CONFLICT
-              && strstr(msg, "ended at chunk 4"),
-          "after the end: %s", msg);
-    /* a retried start of a live numbered sequence is its chunk 1 */
-    CHECK(seq_try(t, seq_numbered(10, 1, true, false), x1, 3, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x1, y, 3);
-    seq_finish(t, &a, true, y, msg, sizeof msg);
-    CHECK(seq_try(t, seq_numbered(10, 1, true, false), x1, 3, &a, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x1, y, 3);
-    CHECK(seq_finish(t, &a, true, y, msg, sizeof msg) == STATUS_OK && y[2] == 6,
-          "start repeated: %g", y[2]);
-    CHECK(seq_try(t, seq_numbered(10, 2, false, false), x2, 2, &b, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x2, y, 2);
-    CHECK(seq_finish(t, &b, true, y, msg, sizeof msg) == STATUS_OK
-              && y[1] == 15,
-          "after the repeat, counted once: %g", y[1]);
-    /* frozen: a chunk that finishes now adds nothing, and says why */
-    CHECK(seq_try(t, seq_numbered(10, 3, false, false), x3, 1, &c, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    CHECK(seq_freeze(t, 100), "frozen");
-    scanned(x3, y, 1);
-    CHECK(seq_finish(t, &c, true, y, msg, sizeof msg) == STATUS_DRAINING
-              && strstr(msg, "shutting down"),
-          "frozen: %s", msg);
-    textbuf o2;
-    textbuf_init(&o2, 2048);
-    seq_render_metrics(t, &o2);
-    size_t len;
-    char *m = textbuf_take(&o2, &len);
-    CHECK(
-        m != NULL
-            && strstr(
-                m, "tally_sequence_numbered_chunks_total{outcome=\"repeat\"} 3")
-            && strstr(m,
-                      "tally_sequence_numbered_chunks_total{outcome=\"gap\"} 2")
-            && strstr(
-                m,
-                "tally_sequence_numbered_chunks_total{outcome=\"conflict\"} 3"),
-        "%s", m ? m : "");
-    free(m);
-    seq_table_free(t);
-}
-
 /* The state file: a round trip, and every truncation and a flipped byte
  * refused whole. */
 static void seq_state_file(void)
@@ -583,632 +196,752 @@ static void seq_state_file(void)
     free(b);
 }
 
-/* A chunk through a durable table: its state written first, then its
- * durable() (the log's writer's thread), whose outcome this returns. */
-static atomic_int durable_st;
+/* ------------------------------------------------------------------------
+ * The stores.
+ */
 
-static void on_durable(seq_slot *s, status_code st, const char *msg)
-{
-    (void)s;
-    (void)msg;
-    atomic_store(&durable_st, (int)st);
-}
+enum { ST_MEMORY, ST_LOG, ST_FAKE, ST_REDIS };
 
-static status_code finish_logged(seq_table *t, seq_slot *s, void *out,
-                                 char *msg)
-{
-    atomic_store(&durable_st, -1);
-    s->durable = on_durable;
-    bool later;
-    status_code st = seq_finish_durable(t, s, true, out, &later, msg, 256);
-    if (st != STATUS_OK || !later)
-        return st;
-    for (int i = 0; i < 5000 && atomic_load(&durable_st) < 0; i++)
-        uv_sleep(1);
-    return (status_code)atomic_load(&durable_st);
-}
+/* The fake clock (ns) the engine and the local and fake stores read. */
+static atomic_ullong fake_now;
 
-/* The log (--state-dir): a table over it goes on after a restart where
- * it stopped, numbers and all; one tallyd a directory. */
-static void seq_log_restart(void)
-{
-    char dir[] = "/tmp/tally-seq-XXXXXX", msg[256];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    seq_options o = {.max_sequences = 4, .idle_ms = 60000, .max_bytes = 4096};
-    seq_backend *b =
-        seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg);
-    CHECK(b != NULL, "%s", msg);
-    seq_table *t = seq_table_new(&o, b);
-    CHECK(t != NULL && seq_durable(t), "a durable table");
-    CHECK(seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg)
-                  == NULL
-              && strstr(msg, "pid") != NULL,
-          "a second tallyd on the directory: %s", msg);
-    float x[3] = {1, 2, 3}, y[3] = {1, 3, 6};
-    seq_slot s;
-    bool wait;
-    CHECK(seq_try(t, seq_num(77, true, false), x, 3, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    CHECK(finish_logged(t, &s, y, msg) == STATUS_OK, "%s", msg);
-    /* a numbered one keeps its numbers: its last chunk is a repeat */
-    float x2[2] = {4, 5}, x3[1] = {6}, y2[2];
-    CHECK(seq_try(t, seq_numbered(78, 1, true, false), x, 3, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x, y, 3);
-    CHECK(finish_logged(t, &s, y, msg) == STATUS_OK, "%s", msg);
-    CHECK(seq_try(t, seq_numbered(78, 2, false, false), x2, 2, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x2, y2, 2);
-    CHECK(finish_logged(t, &s, y2, msg) == STATUS_OK, "%s", msg);
-    seq_close(t);
-    seq_table_free(t);
-
-    b = seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg);
-    CHECK(b != NULL, "reopened: %s", msg);
-    t = seq_table_new(&o, b);
-    y[0] = 4;
-    CHECK(seq_try(t, seq_num(77, false, true), x, 1, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    CHECK(finish_logged(t, &s, y, msg) == STATUS_OK && y[0] == 10,
-          "went on: %g (%s)", y[0], msg);
-    CHECK(seq_try(t, seq_numbered(78, 2, false, false), x2, 2, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x2, y2, 2);
-    CHECK(finish_logged(t, &s, y2, msg) == STATUS_OK && y2[1] == 15,
-          "repeat after a restart: %g", y2[1]);
-    CHECK(seq_try(t, seq_numbered(78, 3, false, false), x3, 1, &s, &wait, msg)
-              == STATUS_OK,
-          "%s", msg);
-    scanned(x3, y2, 1);
-    CHECK(finish_logged(t, &s, y2, msg) == STATUS_OK && y2[0] == 21,
-          "went on: %g", y2[0]);
-    seq_close(t);
-    seq_table_free(t);
-    /* sequence 77 ended: a restart does not bring it back */
-    b = seq_logged_open(dir, SEQ_FSYNC_ALWAYS, &o, NULL, msg, sizeof msg);
-    CHECK(b != NULL, "reopened: %s", msg);
-    t = seq_table_new(&o, b);
-    CHECK(seq_try(t, seq_num(77, false, false), x, 1, &s, &wait, msg)
-              == STATUS_INVALID,
-          "an ended sequence stays ended: %s", msg);
-    seq_close(t);
-    seq_table_free(t);
-    char path[64];
-    snprintf(path, sizeof path, "%s/sequences.log", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/tallyd.lock", dir);
-    unlink(path);
-    CHECK(rmdir(dir) == 0, "the directory held only the log and the lock");
-}
-
-/* The log's rewrite runs beside the appends: held before its snapshot's
- * write, it keeps no append waiting; let go, it replaces the log with
- * the snapshot and what was appended meanwhile, and a replay gives each
- * sequence's last state. */
-static atomic_int log_dones, log_fails;
-
-static void on_logged(void *ctx, bool ok, const char *why)
-{
-    (void)ctx, (void)why;
-    atomic_fetch_add(ok ? &log_dones : &log_fails, 1);
-}
-
-/* Appends sequence id's state, its one carry v. */
-static void log_state(seq_log *log, uint64_t id, uint64_t v)
-{
-    seq_params p;
-    char msg[128];
-    CHECK(seq_id_number(&p, id, msg, sizeof msg), "%s", msg);
-    eng_scan_desc d = {.dtype = TX_INT64, .rank = 1, .shape = {0}};
-    eng_carry c = {.u = v};
-    seq_file_entry x;
-    seq_record_init(&x, &p, &d, SEQ_LIVE, INT64_MAX, 1, &c);
-    CHECK(seq_log_append(log, &x, on_logged, NULL), "appended");
-}
-
-static bool until_logged(int n)
-{
-    for (int i = 0; i < 5000 && atomic_load(&log_dones) < n; i++)
-        uv_sleep(1);
-    return atomic_load(&log_dones) == n && atomic_load(&log_fails) == 0;
-}
-
-static uint64_t replayed[6];
-static int replayed_records;
-
-static bool replay_one(void *user, seq_file_entry *e)
+static uint64_t clock_ns(void *user)
 {
     (void)user;
-    replayed_records++;
-    if (!e->id.is_string && e->id.num >= 1 && e->id.num <= 5)
-        replayed[e->id.num] = e->carry[0].u;
-    return true;
+    return atomic_load(&fake_now);
 }
 
-static void seq_log_rewrite(void)
+static int64_t clock_wall(void *user)
 {
-    char dir[] = "/tmp/tally-seq-XXXXXX", msg[512], path[64];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    seq_log *log =
-        seq_log_open(dir, SEQ_FSYNC_EVERYSEC, NULL, 0, msg, sizeof msg);
-    CHECK(log != NULL, "%s", msg);
-    seq_log_test_rewrites(log, 4096, true);
-    int n = 0;
-    seq_log_stats st = {0};
-    uint64_t v = 0;
-    while (!st.rewriting && n < 2000) {
-        log_state(log, 1 + (uint64_t)n % 5, ++v);
-        CHECK(until_logged(++n), "record %d", n);
-        seq_log_get_stats(log, &st);
+    (void)user;
+    return 1700000000000 + (int64_t)(atomic_load(&fake_now) / 1000000u);
+}
+
+static uint64_t clock_ms(void *user)
+{
+    (void)user;
+    return atomic_load(&fake_now) / 1000000u;
+}
+
+#define IDLE_MS 400
+#define LINGER_MS 150
+#define REORDER_MS 150
+
+/* A store under one table (a local one), or two replicas (shared). */
+typedef struct {
+    int kind;
+    seq_options o;
+    kv_mem_options mo;
+    int replicas;
+    seq_table *t[2];
+    kv *local; /* memory, the log: t[0]'s store */
+    fake_kv *f;
+    char dir[128];
+    pid_t redis;
+    unsigned port;
+    bool manual_clock;
+} env;
+
+static seq_table *replica(env *e)
+{
+    char msg[512];
+    kv *k = NULL;
+    if (e->kind == ST_FAKE) {
+        k = fake_kv_connect(e->f);
+    } else {
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%u", e->port);
+        redis_url u;
+        CHECK(redis_url_parse(url, &u, msg, sizeof msg), "%s", msg);
+        k = redis_store_open(&u, "tally:test:", 2000, 0, msg, sizeof msg);
+        CHECK(k != NULL, "redis: %s", msg);
     }
-    CHECK(st.rewriting && st.rewrites == 0, "a rewrite began, held");
-    int before = n; /* the snapshot has at most 5 records for these */
-    for (int k = 0; k < 100; k++)
-        log_state(log, 1 + (uint64_t)k % 5, ++v);
-    n += 100;
-    CHECK(until_logged(n), "the appends went on beside it: %d of %d",
-          atomic_load(&log_dones), n);
-    seq_log_get_stats(log, &st);
-    CHECK(st.rewriting && st.rewrites == 0, "still held");
-    seq_log_test_rewrites(log, UINT64_MAX, false);
-    for (int i = 0; i < 5000 && st.rewrites == 0; i++) {
-        uv_sleep(1);
-        log_state(log, 1, ++v); /* the writer ends it at its next batch */
-        CHECK(until_logged(++n), "record %d", n);
-        seq_log_get_stats(log, &st);
+    return seq_table_new(&e->o, k);
+}
+
+static void local_open(env *e)
+{
+    char msg[512];
+    if (e->kind == ST_MEMORY) {
+        e->local = kv_mem_new(&e->mo);
+    } else {
+        kv_log_options lo = {.dir = e->dir,
+                             .fsync = KV_FSYNC_ALWAYS,
+                             .mem = e->mo,
+                             .manual = true,
+                             .prealloc = 4096};
+        e->local = kv_log_open(&lo, msg, sizeof msg);
+        CHECK(e->local != NULL, "the log: %s", msg);
     }
-    CHECK(st.rewrites == 1 && !st.rewriting, "rewritten");
-    log_state(log, 2, ++v);
-    CHECK(until_logged(++n), "after it");
-    seq_log_close(log);
-    snprintf(path, sizeof path, "%s/sequences.log", dir);
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL, "the log");
-    static uint8_t buf[1 << 20];
-    size_t len = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    size_t torn;
-    CHECK(seq_log_decode(buf, len, 1, 1 << 16, replay_one, NULL, &torn, msg,
-                         sizeof msg)
-              && torn == 0,
-          "replayed: %s", msg);
-    /* each id's last append; the snapshot in place of the appends
-     * before it */
-    CHECK(replayed[1] == v - 1 && replayed[2] == v, "1: %llu, 2: %llu of %llu",
-          (unsigned long long)replayed[1], (unsigned long long)replayed[2],
-          (unsigned long long)v);
-    CHECK(replayed_records <= 5 + n - before && replayed_records < n,
-          "%d records for %d appends, %d of them after the snapshot",
-          replayed_records, n, n - before);
-    unlink(path);
-    CHECK(rmdir(dir) == 0, "nothing else left in the directory");
+    e->t[0] = seq_table_new(&e->o, e->local);
+    e->replicas = 1;
+}
+
+static void env_open(env *e, int kind, unsigned max_sequences)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->manual_clock = kind != ST_REDIS;
+    atomic_store(&fake_now, 5000000000ull);
+    e->o = (seq_options){.max_sequences = max_sequences,
+                         .idle_ms = IDLE_MS,
+                         .linger_ms = LINGER_MS,
+                         .reorder_ms = REORDER_MS,
+                         .max_bytes = 1 << 20,
+                         .store_timeout_ms = 2000,
+                         .clock = e->manual_clock ? clock_ns : NULL};
+    e->mo = (kv_mem_options){.max_records = max_sequences,
+                             .max_bytes = 1 << 20,
+                             .mono_ns = clock_ns,
+                             .wall_ms = clock_wall,
+                             .seed = check_rand() | 1};
+    if (kind == ST_LOG) {
+        snprintf(e->dir, sizeof e->dir, "/tmp/tally-test-seq-XXXXXX");
+        CHECK(mkdtemp(e->dir) != NULL, "mkdtemp");
+    }
+    if (kind == ST_MEMORY || kind == ST_LOG) {
+        local_open(e);
+        return;
+    }
+    if (kind == ST_FAKE) {
+        e->f = fake_kv_new(check_rand(), clock_ms, NULL);
+    } else {
+        e->port = free_port();
+        static const char *const extra[] = {"--appendonly", "no", NULL};
+        e->redis = start_redis_with(e->port, NULL, extra);
+    }
+    e->replicas = 2;
+    for (int i = 0; i < 2; i++)
+        e->t[i] = replica(e);
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *x;
+    while (d != NULL && (x = readdir(d)) != NULL) {
+        if (x->d_name[0] == '.')
+            continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, x->d_name);
+        unlink(p);
+    }
+    if (d != NULL)
+        closedir(d);
+    rmdir(dir);
+}
+
+static void tables_free(env *e)
+{
+    for (int i = 0; i < 2; i++) {
+        seq_close(e->t[i]);
+        seq_table_free(e->t[i]);
+        e->t[i] = NULL;
+    }
+}
+
+static void env_close(env *e)
+{
+    tables_free(e);
+    fake_kv_free(e->f);
+    stop_redis(e->redis, SIGKILL);
+    if (e->dir[0])
+        rm_dir(e->dir);
+}
+
+/* The tallyds stop and start again: a local store keeps what the log
+ * has (memory: nothing); a shared one all of it. */
+static void env_restart(env *e)
+{
+    tables_free(e);
+    if (e->kind == ST_MEMORY || e->kind == ST_LOG)
+        local_open(e);
+    else
+        for (int i = 0; i < 2; i++)
+            e->t[i] = replica(e);
+}
+
+/* The stores' work that waits: the fake store's answers, the log's
+ * writer. */
+static void env_step(env *e)
+{
+    if (e->kind == ST_FAKE)
+        fake_kv_settle(e->f);
+    else if (e->kind == ST_LOG)
+        while (kv_log_waiting(e->local))
+            kv_log_step(e->local);
+}
+
+static void env_sweep(env *e)
+{
+    for (int i = 0; i < 2; i++)
+        seq_sweep(e->t[i]);
+}
+
+/* The clock moves ms (Redis's: waited out), and the tick sweeps. */
+static void env_advance(env *e, uint64_t ms)
+{
+    env_step(e);
+    if (e->manual_clock)
+        atomic_fetch_add(&fake_now, ms * 1000000u);
+    else
+        uv_sleep((unsigned)ms);
+    env_sweep(e);
+    env_step(e);
 }
 
 /* ------------------------------------------------------------------------
- * The shared store's backend (seq_remote.h), over the fake store: its
- * decisions, with the store's answers in the order the case chooses.
+ * Chunks.
  */
 
-/* A chunk's end through a durable table: what durable() said. */
+/* A chunk of int64 values, through the engine as a door sends one. */
 typedef struct {
-    int calls;
+    seq_slot slot;
+    seq_params p;
+    eng_scan_desc d;
+    eng_lines l;
+    int64_t x[8], y[8];
+    int n;
+    seq_table *t;
+    atomic_bool done;
     status_code st;
     char msg[512];
-} heard;
+} chunk;
 
-/* Which heard each slot tells (a slot is the submitter's, embedded in
- * its own record; here, a few of them). */
-static struct {
-    seq_slot *s;
-    heard *h;
-} hearers[8];
-
-static void on_heard(seq_slot *s, status_code st, const char *msg)
+static void on_done(seq_slot *s, status_code st, const char *msg)
 {
-    heard *h = NULL;
-    for (size_t i = 0; i < 8 && h == NULL; i++)
-        if (hearers[i].s == s)
-            h = hearers[i].h;
-    CHECK(h != NULL, "a slot nobody listens to");
-    h->calls++;
-    h->st = st;
-    snprintf(h->msg, sizeof h->msg, "%s", msg != NULL ? msg : "");
+    chunk *c = container_of(s, chunk, slot);
+    seq_answer(s, st == STATUS_OK ? c->y : NULL);
+    c->st = st;
+    snprintf(c->msg, sizeof c->msg, "%s", msg != NULL ? msg : "");
+    atomic_store(&c->done, true);
 }
 
-/* s's end is told to h (durable()). */
-static void listen_to(seq_slot *s, heard *h)
-{
-    size_t i = 0;
-    while (i < 7 && hearers[i].s != NULL && hearers[i].s != s)
-        i++;
-    hearers[i].s = s;
-    hearers[i].h = h;
-    s->durable = on_heard;
-}
+/* Flags of a chunk: S start, E end; number 0: unnumbered. */
+enum { NONE = 0, S = 1, E = 2 };
 
-/* A replica: a table over its own connection to f. */
-static seq_table *replica(fake_kv *f, const seq_options *o)
+/* Admits chunk c of sequence `id` (a number) on replica rep: false when
+ * it was refused at once (c->st). */
+static bool chunk_begin(env *e, int rep, chunk *c, uint64_t id, int flags,
+                        uint64_t number, int n, const int64_t *x)
 {
-    seq_table *t =
-        seq_table_new(o, seq_remote_new(fake_kv_connect(f), o, 2000));
-    CHECK(t != NULL && seq_durable(t), "a replica");
-    return t;
-}
-
-/* A chunk of x[0..n) admitted on t as p, and finished with its scanned
- * answer in y: its end is told to h, once the store has answered (or at
- * once, when it ends without the store: the status, with msg). */
-static status_code send_chunk(seq_table *t, seq_params p, float *x, float *y,
-                              int n, seq_slot *s, heard *h)
-{
+    memset(c, 0, sizeof *c);
     char msg[256];
-    bool wait, later;
-    memset(h, 0, sizeof *h);
-    status_code st = seq_try(t, p, x, (uint64_t)n, s, &wait, msg);
-    if (st != STATUS_OK) {
-        snprintf(h->msg, sizeof h->msg, "%s", msg);
-        return st;
+    CHECK(seq_id_number(&c->p, id, msg, sizeof msg), "%s", msg);
+    c->p.start = flags & S;
+    c->p.end = (flags & E) != 0;
+    c->p.has_flags = flags != NONE;
+    if (number)
+        CHECK(seq_chunk_number(&c->p, number, msg, sizeof msg), "%s", msg);
+    c->n = n;
+    memcpy(c->x, x, (size_t)n * sizeof *x);
+    c->d =
+        (eng_scan_desc){.dtype = TX_INT64, .rank = 1, .shape = {(uint64_t)n}};
+    CHECK(eng_lines_from_desc(&c->d, &c->l, msg, sizeof msg) == ENG_E_OK, "%s",
+          msg);
+    c->t = e->t[rep];
+    c->slot.done = on_done;
+    c->st = seq_admit(c->t, &c->p, &c->d, &c->l, c->x, &c->slot, c->msg,
+                      sizeof c->msg);
+    if (c->st != STATUS_OK) {
+        atomic_store(&c->done, true);
+        return false;
     }
-    listen_to(s, h);
-    scanned(x, y, n);
-    st = seq_finish_durable(t, s, true, y, &later, msg, sizeof msg);
-    if (!later) {
-        h->calls++;
-        h->st = st;
-        snprintf(h->msg, sizeof h->msg, "%s", msg);
-    }
-    return STATUS_OK;
+    return true;
 }
 
-/* Delivers the store's answers until every chunk named has ended (the
- * reads an early chunk asks for later, too): false after 2 s. */
-static bool until_heard(fake_kv *f, heard *a, heard *b)
+/* Its scan ends (ok: its prefix sums; else it failed). */
+static void chunk_scan(chunk *c, bool ok)
 {
-    for (int i = 0; i < 2000; i++) {
-        fake_kv_settle(f);
-        if (a->calls > 0 && (b == NULL || b->calls > 0))
-            return true;
-        uv_sleep(1);
-    }
-    return false;
+    int64_t a = 0;
+    for (int i = 0; i < c->n; i++)
+        c->y[i] = a += c->x[i];
+    seq_finish(c->t, &c->slot, ok);
 }
 
-static seq_params numbered(uint64_t id, uint64_t n, bool start, bool end)
+/* Until c has ended (5 s at most of the stores' work and the sweep). */
+static void chunk_wait(env *e, chunk *c)
 {
-    seq_params p = seq_num(id, start, end);
-    char msg[128];
-    CHECK(seq_chunk_number(&p, n, msg, sizeof msg), "%s", msg);
-    return p;
-}
-
-/* The key a number id has in the store (seq_remote.h). */
-static size_t key_of(uint64_t id, uint8_t *key)
-{
-    return (size_t)snprintf((char *)key, 64, "{n:%llu}",
-                            (unsigned long long)id);
-}
-
-/* Applied chunks, a repeat answered again without moving the version, a
- * conflict refused, a chunk after the end refused, and a numbered chunk
- * that comes early waiting for the one before it, then applied. */
-static void remote_decisions(void)
-{
-    fake_kv *f = fake_kv_new(1, NULL, NULL);
-    seq_options o = {.max_sequences = 8,
-                     .idle_ms = 60000,
-                     .reorder_ms = 500,
-                     .max_bytes = 1 << 16};
-    seq_table *t = replica(f, &o);
-    float x[3] = {1, 2, 3}, y[3], x2[2] = {4, 5}, y2[2], x9[2] = {9, 9};
-    seq_slot s, s2;
-    heard h, h2;
-    CHECK(send_chunk(t, numbered(7, 1, true, false), x, y, 3, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y[2] == 6,
-          "a start: %d %s, %g", h.st, h.msg, y[2]);
-    CHECK(send_chunk(t, numbered(7, 2, false, false), x2, y2, 2, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[0] == 10
-              && y2[1] == 15,
-          "chunk 2: %d %s, %g %g", h.st, h.msg, y2[0], y2[1]);
-    uint8_t key[64];
-    size_t klen = key_of(7, key), len;
-    kv_version v0, v1;
-    CHECK(fake_kv_peek(f, key, klen, &len, &v0) != NULL && v0.n == 2,
-          "two writes: version %llu", (unsigned long long)v0.n);
-    /* chunk 2 again: the same answer, nothing written */
-    CHECK(send_chunk(t, numbered(7, 2, false, false), x2, y2, 2, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[1] == 15,
-          "a repeat: %d %s, %g", h.st, h.msg, y2[1]);
-    CHECK(fake_kv_peek(f, key, klen, &len, &v1) != NULL
-              && kv_version_equal(v0, v1),
-          "a repeat writes nothing");
-    /* chunk 2 with another input, and chunk 1 again: conflicts */
-    CHECK(send_chunk(t, numbered(7, 2, false, false), x9, y2, 2, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_CONFLICT,
-          "another input: %d %s", h.st, h.msg);
-    CHECK(send_chunk(t, numbered(7, 1, false, false), x, y, 3, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_CONFLICT,
-          "an older chunk: %d %s", h.st, h.msg);
-    /* chunk 4 early: it reads again until chunk 3 lands */
-    CHECK(send_chunk(t, numbered(7, 4, false, true), x2, y2, 2, &s2, &h2)
-              == STATUS_OK,
-          "chunk 4 admitted");
-    for (int i = 0; i < 5; i++) {
-        fake_kv_settle(f);
-        uv_sleep(2);
-    }
-    CHECK(h2.calls == 0, "chunk 4 waits: %d %s", h2.st, h2.msg);
-    CHECK(send_chunk(t, numbered(7, 3, false, false), x, y, 3, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, &h2) && h.st == STATUS_OK && y[2] == 21
-              && h2.st == STATUS_OK && y2[1] == 30,
-          "chunk 3, then 4: %d %d %s, %g %g", h.st, h2.st, h2.msg, y[2], y2[1]);
-    /* ended: chunk 5 is a conflict, chunk 4 again a repeat */
-    CHECK(send_chunk(t, numbered(7, 5, false, false), x2, y2, 2, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_CONFLICT,
-          "after the end: %d %s", h.st, h.msg);
-    CHECK(send_chunk(t, numbered(7, 4, false, true), x2, y2, 2, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[1] == 30,
-          "the end again: %d %s %g", h.st, h.msg, y2[1]);
-    /* an early chunk whose chunk before it never comes: a gap */
-    CHECK(send_chunk(t, numbered(8, 1, true, false), x, y, 3, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK,
-          "sequence 8");
-    CHECK(send_chunk(t, numbered(8, 3, false, false), x, y, 3, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_CHUNK_GAP
-              && strstr(h.msg, "chunk 2") != NULL,
-          "a gap: %d %s", h.st, h.msg);
-    seq_table_free(t);
-    fake_kv_free(f);
-}
-
-/* Two replicas on one store: writes that race (the second finds another
- * version and decides again on it), a stale cache corrected by its
- * write's conflict, and an id used again after its key expired, whose
- * new sequence the old one's cached version never matches, though the
- * counts are the same (the incarnations differ). */
-static void remote_races(void)
-{
-    fake_kv *f = fake_kv_new(2, NULL, NULL);
-    seq_options o = {.max_sequences = 8,
-                     .idle_ms = 60000,
-                     .reorder_ms = 200,
-                     .max_bytes = 1 << 16};
-    seq_table *a = replica(f, &o), *b = replica(f, &o);
-    float one[1] = {1}, ten[1] = {10}, ya[1], yb[1];
-    seq_slot sa, sb;
-    heard ha, hb;
-    CHECK(send_chunk(a, seq_num(9, true, false), one, ya, 1, &sa, &ha)
-                  == STATUS_OK
-              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK,
-          "started on a");
-    /* both replicas' chunks read the same version; b's write lands first */
-    CHECK(send_chunk(b, seq_num(9, false, false), ten, yb, 1, &sb, &hb)
-              == STATUS_OK,
-          "b's chunk");
-    fake_kv_settle(f); /* b: read, then its write */
-    CHECK(hb.calls == 1 && hb.st == STATUS_OK && yb[0] == 11,
-          "b applied: %d %s %g", hb.st, hb.msg, yb[0]);
-    /* a's cache still holds the state before b's chunk */
-    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
-                  == STATUS_OK
-              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK && ya[0] == 12,
-          "a's stale cache, corrected: %d %s %g", ha.st, ha.msg, ya[0]);
-    uint64_t delivered, conflicts;
-    fake_kv_counts(f, &delivered, &conflicts);
-    CHECK(conflicts >= 1, "a's first write found another version");
-    /* two writes in flight at once, from both replicas */
-    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
-                  == STATUS_OK
-              && send_chunk(b, seq_num(9, false, false), ten, yb, 1, &sb, &hb)
-                     == STATUS_OK
-              && until_heard(f, &ha, &hb) && ha.st == STATUS_OK
-              && hb.st == STATUS_OK,
-          "both: %d %s / %d %s", ha.st, ha.msg, hb.st, hb.msg);
-    CHECK((ya[0] == 13 && yb[0] == 23) || (yb[0] == 22 && ya[0] == 23),
-          "one after the other: %g and %g", ya[0], yb[0]);
-    /* a caches version n of sequence 9; the key expires; b starts a new
-     * sequence 9 and brings it to the same count n */
-    uint8_t key[64];
-    size_t klen = key_of(9, key), len;
-    kv_version old, now;
-    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
-                  == STATUS_OK
-              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK,
-          "a's last chunk of the old sequence");
-    fake_kv_peek(f, key, klen, &len, &old);
-    fake_kv_expire(f, key, klen);
-    CHECK(send_chunk(b, seq_num(9, true, false), ten, yb, 1, &sb, &hb)
-                  == STATUS_OK
-              && until_heard(f, &hb, NULL) && hb.st == STATUS_OK,
-          "a new sequence 9 on b");
-    while (fake_kv_peek(f, key, klen, &len, &now) != NULL && now.n < old.n) {
-        CHECK(send_chunk(b, seq_num(9, false, false), ten, yb, 1, &sb, &hb)
-                      == STATUS_OK
-                  && until_heard(f, &hb, NULL) && hb.st == STATUS_OK,
-              "b's chunks");
-    }
-    CHECK(now.n == old.n && now.inc != old.inc,
-          "the same count %llu, another incarnation",
-          (unsigned long long)now.n);
-    float want = yb[0] + 1;
-    CHECK(send_chunk(a, seq_num(9, false, false), one, ya, 1, &sa, &ha)
-                  == STATUS_OK
-              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK
-              && ya[0] == want,
-          "a's chunk goes on the new sequence: %g, not %g", ya[0], want);
-    seq_table_free(a);
-    seq_table_free(b);
-    fake_kv_free(f);
-}
-
-/* A write whose answer is lost may have been applied: 503, and the
- * chunk sent again is answered once (a repeat when it was applied, so
- * the sum is not counted twice); one lost before it was applied is
- * applied when sent again. Unnumbered chunks of one sequence admitted
- * on one replica are decided in their admission order, whichever
- * scan ends first. */
-static void remote_faults_and_order(void)
-{
-    fake_kv *f = fake_kv_new(3, NULL, NULL);
-    seq_options o = {.max_sequences = 8,
-                     .idle_ms = 60000,
-                     .reorder_ms = 200,
-                     .max_bytes = 1 << 16};
-    seq_table *t = replica(f, &o);
-    float x[2] = {1, 2}, y[2], x2[1] = {5}, y2[1];
-    seq_slot s, s2;
-    heard h, h2;
-    CHECK(send_chunk(t, numbered(4, 1, true, false), x, y, 2, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK,
-          "started");
-    CHECK(send_chunk(t, numbered(4, 2, false, false), x2, y2, 1, &s, &h)
-              == STATUS_OK,
-          "chunk 2");
-    /* decided on the cache: its write is the one request */
-    CHECK(fake_kv_pending(f) == 1 && fake_kv_deliver(f, 0, FAKE_LOST_AFTER),
-          "its write, applied");
-    CHECK(h.calls == 1 && h.st == STATUS_STORE
-              && strstr(h.msg, "may or may not") != NULL,
-          "a lost answer: %d %s", h.st, h.msg);
-    CHECK(send_chunk(t, numbered(4, 2, false, false), x2, y2, 1, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[0] == 8,
-          "sent again: a repeat, %d %s %g", h.st, h.msg, y2[0]);
-    CHECK(send_chunk(t, numbered(4, 3, false, false), x2, y2, 1, &s, &h)
-              == STATUS_OK,
-          "chunk 3");
-    CHECK(fake_kv_pending(f) == 1 && fake_kv_deliver(f, 0, FAKE_LOST_BEFORE)
-              && h.st == STATUS_STORE,
-          "lost on its way: %d %s", h.st, h.msg);
-    CHECK(send_chunk(t, numbered(4, 3, false, false), x2, y2, 1, &s, &h)
-                  == STATUS_OK
-              && until_heard(f, &h, NULL) && h.st == STATUS_OK && y2[0] == 13,
-          "sent again: applied once, %d %s %g", h.st, h.msg, y2[0]);
-    /* unnumbered: b admitted after a, finished first; a goes first */
-    float xa[1] = {1}, xb[1] = {100}, ya[1], yb[1];
-    seq_slot sa, sb;
-    heard ha, hb;
-    char msg[256];
-    bool wait, later;
-    CHECK(send_chunk(t, seq_num(5, true, false), xa, ya, 1, &sa, &ha)
-                  == STATUS_OK
-              && until_heard(f, &ha, NULL) && ha.st == STATUS_OK,
-          "sequence 5");
-    memset(&ha, 0, sizeof ha);
-    memset(&hb, 0, sizeof hb);
-    CHECK(seq_try(t, seq_num(5, false, false), xa, 1, &sa, &wait, msg)
-                  == STATUS_OK
-              && seq_try(t, seq_num(5, false, false), xb, 1, &sb, &wait, msg)
-                     == STATUS_OK,
-          "two admitted: %s", msg);
-    listen_to(&sa, &ha);
-    listen_to(&sb, &hb);
-    scanned(xb, yb, 1);
-    CHECK(seq_finish_durable(t, &sb, true, yb, &later, msg, sizeof msg)
-                  == STATUS_OK
-              && later,
-          "b, finished first, waits");
-    scanned(xa, ya, 1);
-    CHECK(seq_finish_durable(t, &sa, true, ya, &later, msg, sizeof msg)
-                  == STATUS_OK
-              && later,
-          "a");
-    CHECK(until_heard(f, &ha, &hb) && ha.st == STATUS_OK && hb.st == STATUS_OK
-              && ya[0] == 2 && yb[0] == 102,
-          "in admission order: %g then %g", ya[0], yb[0]);
-    (void)s2, (void)h2;
-    seq_table_free(t);
-    fake_kv_free(f);
-}
-
-/* A numbered chunk that comes early waits past --sequence-reorder-ms
- * while the chunks before it are admitted on its replica (as memory's
- * line holds them): their writes may land late (a slow scan, or a store
- * that came back with the early chunk's reads queued before their
- * writes). It is refused as a gap once one of them ends unapplied. */
-static void remote_early_waits_for_its_line(void)
-{
-    fake_kv *f = fake_kv_new(4, NULL, NULL);
-    seq_options o = {.max_sequences = 8,
-                     .idle_ms = 60000,
-                     .reorder_ms = 40,
-                     .max_bytes = 1 << 16};
-    seq_table *t = replica(f, &o);
-    float x[2] = {1, 2}, y[2], x2[1] = {10}, y2[1], x3[1] = {100}, y3[1];
-    seq_slot s, s2, s3;
-    heard h, h2, h3;
-    char msg[256];
-    bool wait, later;
-    for (uint64_t id = 21; id <= 22; id++) {
-        CHECK(send_chunk(t, numbered(id, 1, true, false), x, y, 2, &s, &h)
-                      == STATUS_OK
-                  && until_heard(f, &h, NULL) && h.st == STATUS_OK,
-              "sequence %llu started", (unsigned long long)id);
-        /* chunk 2 admitted, its scan not done; chunk 3 admitted and
-         * done: it reads, finds chunk 1 the last, and reads again */
-        memset(&h2, 0, sizeof h2);
-        CHECK(seq_try(t, numbered(id, 2, false, false), x2, 1, &s2, &wait,
-                      msg)
-                  == STATUS_OK,
-              "chunk 2 admitted: %s", msg);
-        listen_to(&s2, &h2);
-        CHECK(send_chunk(t, numbered(id, 3, false, false), x3, y3, 1, &s3,
-                         &h3)
-                  == STATUS_OK,
-              "chunk 3 admitted");
-        for (int i = 0; i < 60; i++) { /* 3 x reorder_ms and more */
-            fake_kv_settle(f);
-            uv_sleep(2);
+    for (int i = 0; i < 5000 && !atomic_load(&c->done); i++) {
+        env_step(e);
+        if (!atomic_load(&c->done) && e->kind == ST_REDIS) {
+            uv_sleep(1);
+            env_sweep(e);
         }
-        CHECK(h3.calls == 0, "chunk 3 waits for chunk 2, held here: %d %s",
-              h3.st, h3.msg);
-        bool done = id == 21; /* 22: chunk 2's scan fails */
-        scanned(x2, y2, 1);
-        CHECK(seq_finish_durable(t, &s2, done, y2, &later, msg, sizeof msg)
-                  == STATUS_OK,
-              "chunk 2 finished: %s", msg);
-        if (done) {
-            CHECK(later && until_heard(f, &h2, &h3) && h2.st == STATUS_OK
-                      && y2[0] == 13 && h3.st == STATUS_OK && y3[0] == 113,
-                  "chunk 2, then 3: %d %d %s, %g %g", h2.st, h3.st, h3.msg,
-                  y2[0], y3[0]);
+    }
+    CHECK(atomic_load(&c->done), "a chunk never ended");
+}
+
+/* A chunk sent and answered: its status; its answer in c->y. */
+static status_code send_chunk(env *e, int rep, chunk *c, uint64_t id, int flags,
+                              uint64_t number, int n, const int64_t *x)
+{
+    if (chunk_begin(e, rep, c, id, flags, number, n, x)) {
+        chunk_scan(c, true);
+        chunk_wait(e, c);
+    }
+    return c->st;
+}
+
+/* Whether c was answered with the values want[0..c->n). */
+static bool answered(const chunk *c, const int64_t *want)
+{
+    return c->st == STATUS_OK && memcmp(c->y, want, (size_t)c->n * 8) == 0;
+}
+
+#define X(...) ((const int64_t[]){__VA_ARGS__})
+#define N(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / 8)
+#define SEND(e, rep, c, id, flags, number, ...)                                \
+    send_chunk(e, rep, c, id, flags, number, N(__VA_ARGS__), X(__VA_ARGS__))
+#define BEGIN(e, rep, c, id, flags, number, ...)                               \
+    chunk_begin(e, rep, c, id, flags, number, N(__VA_ARGS__), X(__VA_ARGS__))
+#define ANSWERED(c, ...) answered(c, X(__VA_ARGS__))
+
+/* The other replica of a shared store (the one of a local one). */
+static int other(const env *e)
+{
+    return e->replicas > 1 ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The rules, each once per store.
+ */
+
+/* Chunks join their sequence's running sum; the end answers and ends
+ * it; a chunk after the end, within the linger, is taken late; after
+ * it, the sequence is gone. */
+static void chunks_join_and_end(env *e)
+{
+    chunk c;
+    CHECK(SEND(e, 0, &c, 1, S, 0, 1, 2, 3) == STATUS_OK
+              && ANSWERED(&c, 1, 3, 6),
+          "start: %d %s", c.st, c.msg);
+    CHECK(SEND(e, other(e), &c, 1, NONE, 0, 4, 5) == STATUS_OK
+              && ANSWERED(&c, 10, 15),
+          "a chunk: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 1, E, 0, 6) == STATUS_OK && ANSWERED(&c, 21),
+          "the end: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 1, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 22),
+          "late, within the linger: %d %s", c.st, c.msg);
+    env_advance(e, LINGER_MS + 50);
+    CHECK(SEND(e, 0, &c, 1, NONE, 0, 1) == STATUS_INVALID
+              && strstr(c.msg, "not live"),
+          "after the linger: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 2, NONE, 0, 1) == STATUS_INVALID
+              && strstr(c.msg, "the first request of a sequence must carry "
+                               "sequence_start"),
+          "never started: %d %s", c.st, c.msg);
+}
+
+/* A chunk unlike its sequence's first (dtype, shape off the axis,
+ * numbered or not) is refused, and changes nothing. */
+static void kinds_kept(env *e)
+{
+    chunk c, d;
+    CHECK(SEND(e, 0, &c, 3, S, 0, 5) == STATUS_OK, "start: %s", c.msg);
+    /* [1, 2] along axis 1: another rank */
+    memset(&d, 0, sizeof d);
+    char msg[256];
+    seq_id_number(&d.p, 3, msg, sizeof msg);
+    d.n = 2;
+    d.x[0] = d.x[1] = 1;
+    d.d = (eng_scan_desc){
+        .dtype = TX_INT64, .rank = 2, .shape = {1, 2}, .axis = 1};
+    eng_lines_from_desc(&d.d, &d.l, msg, sizeof msg);
+    d.t = e->t[0];
+    d.slot.done = on_done;
+    CHECK(seq_admit(d.t, &d.p, &d.d, &d.l, d.x, &d.slot, d.msg, sizeof d.msg)
+              == STATUS_OK,
+          "admitted: %s", d.msg);
+    chunk_scan(&d, true);
+    chunk_wait(e, &d);
+    CHECK(d.st == STATUS_INVALID && strstr(d.msg, "keeps its first chunk"),
+          "another rank: %d %s", d.st, d.msg);
+    CHECK(SEND(e, 0, &c, 3, NONE, 2, 1) == STATUS_INVALID
+              && strstr(c.msg, "does not number its chunks"),
+          "numbered: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 3, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 6),
+          "nothing changed: %d %s", c.st, c.msg);
+}
+
+/* Numbered chunks: applied once each, in their numbers' order; a repeat
+ * answered again; another input, or an older number, a conflict. */
+static void numbered_exactly_once(env *e)
+{
+    chunk c, a, b;
+    CHECK(SEND(e, 0, &c, 4, S, 1, 1, 1) == STATUS_OK && ANSWERED(&c, 1, 2),
+          "chunk 1: %d %s", c.st, c.msg);
+    CHECK(SEND(e, other(e), &c, 4, NONE, 2, 3) == STATUS_OK && ANSWERED(&c, 5),
+          "chunk 2: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 4, NONE, 2, 3) == STATUS_OK && ANSWERED(&c, 5),
+          "chunk 2 again: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 4, NONE, 2, 9) == STATUS_CHUNK_CONFLICT
+              && strstr(c.msg, "another input"),
+          "chunk 2, another input: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 4, S, 1, 1, 1) == STATUS_CHUNK_CONFLICT
+              && strstr(c.msg, "older than its last applied chunk, 2"),
+          "chunk 1 again: %d %s", c.st, c.msg);
+    /* 4 comes first and waits for 3, on the same replica */
+    CHECK(BEGIN(e, 0, &a, 4, NONE, 4, 10) && BEGIN(e, 0, &b, 4, NONE, 3, 20),
+          "admitted");
+    chunk_scan(&a, true);
+    env_step(e);
+    CHECK(!atomic_load(&a.done), "chunk 4 waits for chunk 3");
+    chunk_scan(&b, true);
+    chunk_wait(e, &b);
+    chunk_wait(e, &a);
+    CHECK(ANSWERED(&b, 25) && ANSWERED(&a, 35), "in order: %d %s; %d %s", b.st,
+          b.msg, a.st, a.msg);
+    /* 6 waits for 5, which never comes: a gap, nothing changed */
+    CHECK(BEGIN(e, 0, &a, 4, NONE, 6, 1), "admitted");
+    chunk_scan(&a, true);
+    env_advance(e, REORDER_MS / 2);
+    CHECK(!atomic_load(&a.done), "chunk 6 waits for chunk 5");
+    env_advance(e, REORDER_MS);
+    chunk_wait(e, &a);
+    CHECK(a.st == STATUS_CHUNK_GAP && strstr(a.msg, "for chunk 5"),
+          "the gap: %d %s", a.st, a.msg);
+    CHECK(SEND(e, 0, &c, 4, NONE, 5, 1) == STATUS_OK && ANSWERED(&c, 36),
+          "then 5: %d %s", c.st, c.msg);
+}
+
+/* Rule: a start that fails leaves the old sequence as it was (issue 70's
+ * item 4): its scan missed its deadline, its client left. */
+static void failed_start_leaves_the_old(env *e)
+{
+    chunk c, s;
+    CHECK(SEND(e, 0, &c, 5, S, 0, 100) == STATUS_OK, "start: %s", c.msg);
+    CHECK(BEGIN(e, 0, &s, 5, S, 0, 1), "a start again, admitted");
+    chunk_scan(&s, false); /* it failed before its decision */
+    chunk_wait(e, &s);
+    CHECK(SEND(e, 0, &c, 5, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 101),
+          "the old sequence goes on: %d %s", c.st, c.msg);
+    env_restart(e);
+    if (e->kind != ST_MEMORY)
+        CHECK(SEND(e, 0, &c, 5, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 102),
+              "and after a restart: %d %s", c.st, c.msg);
+}
+
+/* Rule: a chunk of the old sequence that is scanned while a new start
+ * arrives is decided first, on the old one (it arrived first), and the
+ * start then replaces it; a restart keeps the new one (item 1). */
+static void old_chunk_before_a_new_start(env *e)
+{
+    chunk c, x, s;
+    CHECK(SEND(e, 0, &c, 6, S, 0, 100) == STATUS_OK, "start: %s", c.msg);
+    CHECK(BEGIN(e, 0, &x, 6, NONE, 0, 5000), "a large chunk, admitted");
+    CHECK(BEGIN(e, 0, &s, 6, S, 0, 1), "a start, admitted after it");
+    chunk_scan(&s, true);
+    env_step(e);
+    CHECK(!atomic_load(&s.done), "the start waits for the chunk ahead");
+    chunk_scan(&x, true);
+    chunk_wait(e, &x);
+    chunk_wait(e, &s);
+    CHECK(ANSWERED(&x, 5100) && ANSWERED(&s, 1), "%d %s; %d %s", x.st, x.msg,
+          s.st, s.msg);
+    env_restart(e);
+    if (e->kind != ST_MEMORY)
+        CHECK(SEND(e, 0, &c, 6, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 2),
+              "after a restart, the new one: %d %s", c.st, c.msg);
+}
+
+/* Rule: the next numbered chunk behind a start in flight waits for it,
+ * whatever the id held before (an ended numbered sequence kept for a
+ * repeat, or a live unnumbered one): item 5. */
+static void start_in_flight_and_the_next_chunk(env *e)
+{
+    chunk c, s, n2;
+    for (int kept = 0; kept < 2; kept++) {
+        uint64_t id = 7 + (uint64_t)kept;
+        if (kept == 0) { /* ended numbered, kept for a repeat */
+            CHECK(SEND(e, 0, &c, id, S, 1, 1) == STATUS_OK
+                      && SEND(e, 0, &c, id, NONE, 2, 1) == STATUS_OK
+                      && SEND(e, 0, &c, id, E, 3, 1) == STATUS_OK,
+                  "an ended numbered sequence: %s", c.msg);
         } else {
-            CHECK(until_heard(f, &h3, NULL) && h3.st == STATUS_CHUNK_GAP
-                      && strstr(h3.msg, "chunk 2") != NULL,
-                  "chunk 2 gone: chunk 3 a gap: %d %s", h3.st, h3.msg);
+            CHECK(SEND(e, 0, &c, id, S, 0, 1) == STATUS_OK,
+                  "a live unnumbered sequence: %s", c.msg);
         }
+        CHECK(BEGIN(e, 0, &s, id, S, 1, 10) && BEGIN(e, 0, &n2, id, NONE, 2, 5),
+              "a start and chunk 2, admitted");
+        chunk_scan(&n2, true); /* 2's scan ends first */
+        env_advance(e, 100);
+        CHECK(!atomic_load(&n2.done), "chunk 2 waits for its start");
+        chunk_scan(&s, true);
+        chunk_wait(e, &s);
+        chunk_wait(e, &n2);
+        CHECK(ANSWERED(&s, 10) && ANSWERED(&n2, 15), "kept %d: %d %s; %d %s",
+              kept, s.st, s.msg, n2.st, n2.msg);
     }
-    seq_table_free(t);
-    fake_kv_free(f);
 }
+
+/* Rule: a chunk pending across its sequence's idle deadline finds it
+ * gone (idle counts from the last answered chunk, whatever is in
+ * flight). */
+static void pending_across_the_idle_deadline(env *e)
+{
+    chunk c, x;
+    CHECK(SEND(e, 0, &c, 9, S, 0, 1) == STATUS_OK, "start: %s", c.msg);
+    CHECK(BEGIN(e, 0, &x, 9, NONE, 0, 1), "admitted within the idle time");
+    env_advance(e, IDLE_MS + 100);
+    chunk_scan(&x, true);
+    chunk_wait(e, &x);
+    CHECK(x.st == STATUS_INVALID && strstr(x.msg, "not live"),
+          "decided after it: %d %s", x.st, x.msg);
+}
+
+/* Rule: a repeat keeps its first send's flags: chunk n sent again with
+ * sequence_end added is a conflict, and the sequence goes on. */
+static void a_repeat_keeps_its_flags(env *e)
+{
+    chunk c;
+    CHECK(SEND(e, 0, &c, 10, S, 1, 1) == STATUS_OK
+              && SEND(e, 0, &c, 10, NONE, 2, 2) == STATUS_OK,
+          "two chunks: %s", c.msg);
+    CHECK(SEND(e, 0, &c, 10, E, 2, 2) == STATUS_CHUNK_CONFLICT
+              && strstr(c.msg, "keeps its flags"),
+          "2 again with its end: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 10, E, 3, 3) == STATUS_OK && ANSWERED(&c, 6),
+          "not ended: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 10, NONE, 3, 3) == STATUS_CHUNK_CONFLICT
+              && strstr(c.msg, "keeps its flags"),
+          "the end again without it: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 10, E, 3, 3) == STATUS_OK && ANSWERED(&c, 6),
+          "the end again: %d %s", c.st, c.msg);
+}
+
+/* Rule: a new start on an ended one-chunk numbered sequence is that
+ * chunk again only with the same input and flags; else a new sequence. */
+static void a_start_on_an_ended_one_chunk_sequence(env *e)
+{
+    chunk c;
+    CHECK(SEND(e, 0, &c, 11, S | E, 1, 7) == STATUS_OK && ANSWERED(&c, 7),
+          "a one-chunk sequence: %s", c.msg);
+    CHECK(SEND(e, 0, &c, 11, S | E, 1, 7) == STATUS_OK && ANSWERED(&c, 7),
+          "the same again: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 11, S, 1, 7) == STATUS_OK && ANSWERED(&c, 7),
+          "a new start, the same input: %d %s", c.st, c.msg);
+    CHECK(SEND(e, 0, &c, 11, NONE, 2, 1) == STATUS_OK && ANSWERED(&c, 8),
+          "its chunk 2: %d %s", c.st, c.msg);
+}
+
+/* Rule: a start as its id expires, then a restart: the start is kept
+ * (item 2). */
+static void a_start_as_its_id_expires(env *e)
+{
+    chunk c;
+    CHECK(SEND(e, 0, &c, 12, S, 0, 1) == STATUS_OK, "start: %s", c.msg);
+    env_advance(e, IDLE_MS + 20); /* expired, swept */
+    CHECK(SEND(e, 0, &c, 12, S, 0, 5) == STATUS_OK && ANSWERED(&c, 5),
+          "started again: %d %s", c.st, c.msg);
+    env_restart(e);
+    if (e->kind != ST_MEMORY)
+        CHECK(SEND(e, 0, &c, 12, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 6),
+              "after a restart: %d %s", c.st, c.msg);
+}
+
+/* Rule: a chunk waiting for its turn past its request's deadline fails
+ * (504), and changes nothing. */
+static void a_deadline_while_waiting(env *e)
+{
+    chunk c, x, y;
+    CHECK(SEND(e, 0, &c, 13, S, 0, 1) == STATUS_OK, "start: %s", c.msg);
+    CHECK(BEGIN(e, 0, &x, 13, NONE, 0, 10) && BEGIN(e, 0, &y, 13, NONE, 0, 100),
+          "two chunks");
+    y.slot.deadline_ns =
+        (e->manual_clock ? atomic_load(&fake_now) : now_ns()) + 50 * 1000000ull;
+    chunk_scan(&y, true);
+    env_advance(e, 100);
+    chunk_wait(e, &y);
+    CHECK(y.st == STATUS_DEADLINE, "past its deadline: %d %s", y.st, y.msg);
+    chunk_scan(&x, true);
+    chunk_wait(e, &x);
+    CHECK(ANSWERED(&x, 11), "the one before it: %d %s", x.st, x.msg);
+    CHECK(SEND(e, 0, &c, 13, NONE, 0, 1) == STATUS_OK && ANSWERED(&c, 12),
+          "nothing of it added: %d %s", c.st, c.msg);
+}
+
+/* Rule: chunks behind a start that failed: an unnumbered one is refused,
+ * a numbered one waits for chunk 1 (sent again: then it goes on). */
+static void chunks_behind_a_failed_start(env *e)
+{
+    chunk s, u, n2, again;
+    CHECK(BEGIN(e, 0, &s, 14, S, 1, 1) && BEGIN(e, 0, &n2, 14, NONE, 2, 2),
+          "a start and chunk 2");
+    chunk_scan(&n2, true);
+    chunk_scan(&s, false);
+    chunk_wait(e, &s);
+    env_advance(e, REORDER_MS / 3);
+    CHECK(!atomic_load(&n2.done), "chunk 2 waits for chunk 1");
+    CHECK(SEND(e, 0, &again, 14, S, 1, 1) == STATUS_OK && ANSWERED(&again, 1),
+          "chunk 1 again: %d %s", again.st, again.msg);
+    chunk_wait(e, &n2);
+    CHECK(ANSWERED(&n2, 3), "then chunk 2: %d %s", n2.st, n2.msg);
+    CHECK(BEGIN(e, 0, &s, 15, S, 0, 1) && BEGIN(e, 0, &u, 15, NONE, 0, 2),
+          "an unnumbered start and a chunk");
+    chunk_scan(&u, true);
+    chunk_scan(&s, false);
+    chunk_wait(e, &s);
+    chunk_wait(e, &u);
+    CHECK(u.st == STATUS_INVALID && strstr(u.msg, "did not start"),
+          "refused: %d %s", u.st, u.msg);
+}
+
+/* A drain that timed out: nothing moves any more (503). */
+static void frozen(env *e)
+{
+    chunk c;
+    CHECK(SEND(e, 0, &c, 16, S, 0, 1) == STATUS_OK, "start: %s", c.msg);
+    CHECK(seq_freeze(e->t[0], 100), "nothing in flight");
+    CHECK(SEND(e, 0, &c, 16, NONE, 0, 1) == STATUS_DRAINING,
+          "after the freeze: %d %s", c.st, c.msg);
+}
+
+/* Limits: a local store holds max_sequences live ones (503 beyond, the
+ * ended ones aside); a chunk whose carries alone pass max_bytes is
+ * refused at once (413). */
+static void limits(env *e)
+{
+    chunk c;
+    for (uint64_t id = 20; id < 22; id++)
+        CHECK(SEND(e, 0, &c, id, S, 0, 1) == STATUS_OK, "start %llu: %s",
+              (unsigned long long)id, c.msg);
+    if (e->kind == ST_MEMORY || e->kind == ST_LOG) {
+        CHECK(SEND(e, 0, &c, 22, S, 0, 1) == STATUS_SEQUENCES_FULL
+                  && strstr(c.msg, "as many as the server keeps"),
+              "a third: %d %s", c.st, c.msg);
+        CHECK(SEND(e, 0, &c, 20, E, 0, 1) == STATUS_OK
+                  && SEND(e, 0, &c, 22, S, 0, 1) == STATUS_OK,
+              "one ended: room again: %d %s", c.st, c.msg);
+    }
+    chunk big;
+    memset(&big, 0, sizeof big);
+    char msg[256];
+    seq_id_number(&big.p, 30, msg, sizeof msg);
+    big.p.start = true;
+    big.d = (eng_scan_desc){
+        .dtype = TX_INT64, .rank = 2, .shape = {1 << 20, 1}, .axis = 1};
+    eng_lines_from_desc(&big.d, &big.l, msg, sizeof msg);
+    big.slot.done = on_done;
+    CHECK(seq_admit(e->t[0], &big.p, &big.d, &big.l, NULL, &big.slot, msg,
+                    sizeof msg)
+                  == STATUS_TOO_LARGE
+              && strstr(msg, "--sequence-max-bytes"),
+          "too large: %s", msg);
+}
+
+/* Rule (shared stores): versions never repeat, whatever the store lost:
+ * B's cache of a write that a rollback lost can never pass a
+ * compare-and-set again (item 3). */
+static void a_rollback_of_the_store(env *e)
+{
+    if (e->kind != ST_FAKE && e->kind != ST_REDIS)
+        return;
+    chunk c;
+    redisContext *rc = e->kind == ST_REDIS ? sync_conn(e->port, NULL) : NULL;
+    CHECK(SEND(e, 0, &c, 40, S, 0, 1) == STATUS_OK, "A starts: %s", c.msg);
+    if (rc != NULL) { /* the snapshot, Redis's own */
+        redisReply *r = redisCommand(rc, "SAVE");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STATUS, "SAVE");
+        if (r != NULL)
+            freeReplyObject(r);
+    } else {
+        fake_kv_snapshot(e->f);
+    }
+    CHECK(SEND(e, 1, &c, 40, NONE, 0, 10) == STATUS_OK && ANSWERED(&c, 11),
+          "B adds 10: %d %s", c.st, c.msg);
+    if (rc != NULL) { /* Redis restarted from the snapshot */
+        redisFree(rc);
+        stop_redis(e->redis, SIGKILL);
+        static const char *const extra[] = {"--appendonly", "no", NULL};
+        e->redis = start_redis_with(e->port, NULL, extra);
+    } else {
+        fake_kv_rollback(e->f);
+    }
+    CHECK(SEND(e, 0, &c, 40, NONE, 0, 100) == STATUS_OK && ANSWERED(&c, 101),
+          "A adds 100 (the 10 lost): %d %s", c.st, c.msg);
+    status_code st = SEND(e, 1, &c, 40, NONE, 0, 1000);
+    CHECK(st == STATUS_STORE || (st == STATUS_OK && ANSWERED(&c, 1101)),
+          "B adds 1000 on the truth, not its cache: %d %s", c.st, c.msg);
+    if (st == STATUS_STORE) /* its connection saw Redis go: once more */
+        CHECK(SEND(e, 1, &c, 40, NONE, 0, 1000) == STATUS_OK
+                  && ANSWERED(&c, 1101),
+              "B adds 1000: %d %s", c.st, c.msg);
+}
+
+typedef void (*rule_fn)(env *e);
+
+static void run(int kind, rule_fn fn, unsigned max_sequences)
+{
+    if (kind == ST_REDIS && access(REDIS_SERVER, X_OK) != 0) {
+        CHECK(0, "no %s: `make deps-test` installs Debian's redis-server",
+              REDIS_SERVER);
+        return;
+    }
+    env e;
+    env_open(&e, kind, max_sequences);
+    fn(&e);
+    env_close(&e);
+}
+
+#define RULE(name, max)                                                        \
+    static void memory_##name(void)                                            \
+    {                                                                          \
+        run(ST_MEMORY, name, max);                                             \
+    }                                                                          \
+    static void log_##name(void)                                               \
+    {                                                                          \
+        run(ST_LOG, name, max);                                                \
+    }                                                                          \
+    static void fake_##name(void)                                              \
+    {                                                                          \
+        run(ST_FAKE, name, max);                                               \
+    }                                                                          \
+    static void redis_##name(void)                                             \
+    {                                                                          \
+        run(ST_REDIS, name, max);                                              \
+    }
+#define CASES(name)                                                            \
+    {"memory/" #name, memory_##name}, {"log/" #name, log_##name},              \
+        {"fake/" #name, fake_##name},                                          \
+    {                                                                          \
+        "redis/" #name, redis_##name                                           \
+    }
+
+RULE(chunks_join_and_end, 64)
+RULE(kinds_kept, 64)
+RULE(numbered_exactly_once, 64)
+RULE(failed_start_leaves_the_old, 64)
+RULE(old_chunk_before_a_new_start, 64)
+RULE(start_in_flight_and_the_next_chunk, 64)
+RULE(pending_across_the_idle_deadline, 64)
+RULE(a_repeat_keeps_its_flags, 64)
+RULE(a_start_on_an_ended_one_chunk_sequence, 64)
+RULE(a_start_as_its_id_expires, 64)
+RULE(a_deadline_while_waiting, 64)
+RULE(chunks_behind_a_failed_start, 64)
+RULE(frozen, 64)
+RULE(limits, 2)
+RULE(a_rollback_of_the_store, 64)
 
 static const check_case cases[] = {
     {"seq_carries", seq_carries},
-    {"seq_turns_and_refusals", seq_turns_and_refusals},
     {"seq_state_file", seq_state_file},
-    {"seq_log_restart", seq_log_restart},
-    {"seq_log_rewrite", seq_log_rewrite},
-    {"seq_linger", seq_linger},
-    {"seq_numbered_chunks", seq_numbered_chunks},
-    {"remote_decisions", remote_decisions},
-    {"remote_races", remote_races},
-    {"remote_faults_and_order", remote_faults_and_order},
-    {"remote_early_waits_for_its_line", remote_early_waits_for_its_line},
+    CASES(chunks_join_and_end),
+    CASES(kinds_kept),
+    CASES(numbered_exactly_once),
+    CASES(failed_start_leaves_the_old),
+    CASES(old_chunk_before_a_new_start),
+    CASES(start_in_flight_and_the_next_chunk),
+    CASES(pending_across_the_idle_deadline),
+    CASES(a_repeat_keeps_its_flags),
+    CASES(a_start_on_an_ended_one_chunk_sequence),
+    CASES(a_start_as_its_id_expires),
+    CASES(a_deadline_while_waiting),
+    CASES(chunks_behind_a_failed_start),
+    CASES(frozen),
+    CASES(limits),
+    CASES(a_rollback_of_the_store),
 };
 
 int main(int argc, char **argv)

@@ -20,7 +20,8 @@
 #include <uv.h>
 
 #include "check.h"
-#include "seq_memory.h"
+#include "kv_mem.h"
+#include "sequence.h"
 #include "status.h"
 #include "submit.h"
 
@@ -229,14 +230,14 @@ static void start(door_req *r, sched *sc, int64_t transport_ms,
 {
     seq_params seq = r->w.seq;
     submit_req q = {.desc = r->w.j.desc,
-                     .in = r->w.j.in,
-                     .out = r->w.j.out,
-                     .seq = &seq,
-                     .watch_fd = r->w.j.watch_fd,
-                     .rec = r->w.rec,
-                     .transport_ms = transport_ms,
-                     .protocol_ms = protocol_ms,
-                     .from = from};
+                    .in = r->w.j.in,
+                    .out = r->w.j.out,
+                    .seq = &seq,
+                    .watch_fd = r->w.j.watch_fd,
+                    .rec = r->w.rec,
+                    .transport_ms = transport_ms,
+                    .protocol_ms = protocol_ms,
+                    .from = from};
     submit_start(&r->w, &door, r, &server, sc, seqs, &q);
 }
 
@@ -512,33 +513,29 @@ static void make_chunk(door_req *r, const float *x, uint64_t len, uint64_t n)
     r->w.seq.start = n == 1;
 }
 
-/* A journal the case holds back: append() keeps the record's done, and
- * journal_settle() says the record is durable (or failed) when the case
- * chooses, as the log's writer would from its thread. */
+/* A journal the case holds back: append() keeps the write, and
+ * journal_settle() says it is durable (or failed) when the case chooses,
+ * as the log's writer would from its thread. */
 static struct {
-    seq_journal_done done;
-    void *ctx;
+    kv *store;
+    kv_write *w;
     uint64_t records;
 } held;
 
-static bool hold_append(void *self, const seq_file_entry *x,
-                        seq_journal_done done, void *ctx)
+static void hold_append(void *self, kv_write *w)
 {
     (void)self;
-    (void)x;
-    CHECK(held.done == NULL, "one record at a time");
-    held.done = done;
-    held.ctx = ctx;
+    CHECK(held.w == NULL, "one record at a time");
+    held.w = w;
     held.records++;
-    return true;
 }
 
 static void journal_settle(bool ok, const char *why)
 {
-    CHECK(held.done != NULL, "a record is held");
-    seq_journal_done done = held.done;
-    held.done = NULL;
-    done(held.ctx, ok, why);
+    CHECK(held.w != NULL, "a record is held");
+    kv_write *w = held.w;
+    held.w = NULL;
+    kv_mem_commit(held.store, w, ok, why);
 }
 
 /* The wait step: without a journal a small chunk is summed and answered
@@ -552,9 +549,12 @@ static void sequence_wait_step(void)
 {
     settings(0, 64, 64, 8);
     sched *sc = new_sched(8);
-    seq_options so = {.max_sequences = 4, .idle_ms = 60000,
-                      .reorder_ms = 1000, .max_bytes = 1024};
-    seqs = seq_table_new(&so, seq_memory_new(&so));
+    seq_options so = {.max_sequences = 4,
+                      .idle_ms = 60000,
+                      .reorder_ms = 1000,
+                      .max_bytes = 1024};
+    kv_mem_options mo = {.max_records = 4, .max_bytes = 1024};
+    seqs = seq_table_new(&so, kv_mem_new(&mo));
     CHECK(seqs != NULL, "a table");
     float x[4] = {1, 2, 3, 4}, ones[2] = {1, 1};
     door_req r;
@@ -566,11 +566,11 @@ static void sequence_wait_step(void)
     seq_table_free(seqs);
 
     /* a journal: suspended, answered once the record is durable */
-    seq_backend *mem = seq_memory_new(&so);
-    CHECK(mem != NULL, "a backend");
-    seq_journal j = {.append = hold_append, .self = NULL};
-    seq_memory_set_journal(mem, &j);
-    seqs = seq_table_new(&so, mem);
+    held.store = kv_mem_new(&mo);
+    CHECK(held.store != NULL, "a store");
+    kv_journal j = {.append = hold_append, .self = NULL};
+    kv_mem_set_journal(held.store, &j);
+    seqs = seq_table_new(&so, held.store);
     make_chunk(&r, x, 4, 1);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
     CHECK(r.suspended && r.answers == 0 && held.records == 1,

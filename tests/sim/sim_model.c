@@ -85,12 +85,11 @@ void sim_sums(const sim_chunk *c, int64_t from, int64_t *out)
 enum { R_START, R_TAKE, R_INVALID, R_CONFLICT };
 enum { X_APPLY, X_REPEAT, X_EARLY, X_CONFLICT };
 
-/* Whether c has the flags of the chunk w applied last (a repeat's must
- * be the first send's: sequence_start on chunk 1, sequence_end as it
- * was). */
+/* Whether c has the flag of the chunk w applied last (a repeat keeps its
+ * first send's sequence_end). */
 static bool flags_match(const world *w, const sim_chunk *c)
 {
-    return c->end == w->last_end && c->start == (c->number == 1);
+    return c->end == w->last_end;
 }
 
 static int admit(const world *w, const sim_chunk *c)
@@ -153,6 +152,7 @@ typedef struct {
     int kind;
     bool has_values;
     int64_t values[SIM_MAX_DATA];
+    world from; /* the world it was decided in (expired, or not) */
     world next;
 } result;
 
@@ -228,6 +228,7 @@ static int step(const sim_timers *t, const world *w0, const sim_op *o,
         result *r = &out[n++];
         memset(r, 0, sizeof *r);
         r->next = *w;
+        r->from = *w;
         int a = admit(w, c);
         if (orphan && a != R_START) {
             r->kind = SIM_INVALID;
@@ -265,6 +266,10 @@ static int step(const sim_timers *t, const world *w0, const sim_op *o,
         if (x == X_REPEAT) {
             sim_sums(c, w->prev, r->values);
             if (w->status == LIVE) {
+                if (t->renew_may_fail) { /* or its renewal failed */
+                    out[n] = *r;
+                    n++;
+                }
                 r->next.renew_lo = o->admit_ms;
                 r->next.renew_hi = o->end_ms;
             }
@@ -299,7 +304,7 @@ static void worlds_add(worlds *s, const world *w)
 
 /* The (placed chunks, world) pairs seen: open addressing. */
 typedef struct {
-    uint64_t *mask;
+    uint64_t *mask, *waited;
     world *w;
     bool *used;
     size_t cap, n;
@@ -307,32 +312,36 @@ typedef struct {
 
 #define SEARCH_MAX 400000 /* pairs a segment may visit: then it gives up */
 
-static bool seen_insert(seen_set *s, uint64_t mask, const world *w)
+static bool seen_insert(seen_set *s, uint64_t mask, uint64_t waited,
+                        const world *w)
 {
     if (2 * (s->n + 1) > s->cap) {
         seen_set g = {0};
         g.cap = s->cap ? 2 * s->cap : 1024;
         g.mask = calloc(g.cap, sizeof *g.mask);
+        g.waited = calloc(g.cap, sizeof *g.waited);
         g.w = calloc(g.cap, sizeof *g.w);
         g.used = calloc(g.cap, sizeof *g.used);
-        if (g.mask == NULL || g.w == NULL || g.used == NULL)
+        if (g.mask == NULL || g.waited == NULL || g.w == NULL || g.used == NULL)
             abort();
         for (size_t i = 0; i < s->cap; i++)
             if (s->used[i])
-                seen_insert(&g, s->mask[i], &s->w[i]);
+                seen_insert(&g, s->mask[i], s->waited[i], &s->w[i]);
         free(s->mask);
+        free(s->waited);
         free(s->w);
         free(s->used);
         *s = g;
     }
-    size_t i = mix(world_hash(w), mask) & (s->cap - 1);
+    size_t i = mix(mix(world_hash(w), mask), waited) & (s->cap - 1);
     while (s->used[i]) {
-        if (s->mask[i] == mask && same(&s->w[i], w))
+        if (s->mask[i] == mask && s->waited[i] == waited && same(&s->w[i], w))
             return false;
         i = (i + 1) & (s->cap - 1);
     }
     s->used[i] = true;
     s->mask[i] = mask;
+    s->waited[i] = waited;
     s->w[i] = *w;
     s->n++;
     return true;
@@ -353,6 +362,18 @@ typedef struct {
     uint8_t path[SIM_MAX_OPS], best_path[SIM_MAX_OPS];
 } search;
 
+/* Whether q waits when o is decided: in w, or in w expired by then. */
+static bool waits_by(const sim_timers *t, const world *w, const sim_op *q,
+                     int orphan, const sim_op *o)
+{
+    world ws[2];
+    int k = settle(t, w, o->admit_ms, o->end_ms, ws);
+    for (int i = 0; i < k; i++)
+        if (waits(&ws[i], &q->c, orphan))
+            return true;
+    return false;
+}
+
 static bool refusal(const sim_op *o)
 {
     return o->outcome == SIM_INVALID || o->outcome == SIM_CONFLICT
@@ -360,19 +381,23 @@ static bool refusal(const sim_op *o)
 }
 
 /* Whether op i may be decided now (mask placed, world w). */
-static bool may_go(const search *s, uint64_t mask, const world *w, size_t i)
+static bool may_go(const search *s, uint64_t mask, uint64_t waited,
+                   const world *w, size_t i)
 {
     const sim_op *o = &s->ops[i];
     for (size_t p = 0; p < s->n; p++) {
         if (p == i || (mask >> p & 1))
             continue;
         const sim_op *q = &s->ops[p];
+        if (q->outcome == SIM_NOT_RUN)
+            continue; /* it left without a decision: it held no turn */
         if (q->end_ev < o->admit_ev)
             return false; /* answered before o arrived */
         if (s->t->lenient_order && (refusal(o) || refusal(q)))
             continue;
         if (q->replica == o->replica && q->admit_ev < o->admit_ev
-            && !waits(w, &q->c, s->orphan[p])
+            && !waits_by(s->t, w, q, s->orphan[p], o)
+            && !(s->t->shared && (waited >> p & 1))
             && !(o->c.number && q->c.number > o->c.number))
             return false; /* arrived before o, on o's replica, and o
                            * does not go ahead of it */
@@ -380,9 +405,9 @@ static bool may_go(const search *s, uint64_t mask, const world *w, size_t i)
     return true;
 }
 
-static bool fits(const search *s, const sim_op *o, const result *r,
-                 const world *from, int orphan)
+static bool fits(const search *s, const sim_op *o, const result *r, int orphan)
 {
+    const world *from = &r->from;
     if (r->kind != o->outcome)
         return false;
     if (r->kind == SIM_OK)
@@ -395,9 +420,26 @@ static bool fits(const search *s, const sim_op *o, const result *r,
 
 static void world_text(const world *w, char *buf, size_t len);
 static const char *kind_name(int k);
-static void dfs(search *s, uint64_t mask, const world *w)
+
+/* On a shared store, each replica decides on the state as it last read
+ * it: a numbered chunk that waited in any world since it arrived may
+ * have been passed. w lasted until `by`'s effect, at its answer at the
+ * latest: the chunks that arrived by then and wait in w, added to
+ * waited. */
+static uint64_t waited_after(const search *s, uint64_t mask, uint64_t waited,
+                             const world *w, const sim_op *by)
 {
-    if (s->gave_up || !seen_insert(&s->seen, mask, w))
+    if (!s->t->shared)
+        return 0;
+    for (size_t p = 0; p < s->n; p++)
+        if (!(mask >> p & 1) && s->ops[p].admit_ev <= by->end_ev
+            && waits(w, &s->ops[p].c, s->orphan[p]))
+            waited |= (uint64_t)1 << p;
+    return waited;
+}
+static void dfs(search *s, uint64_t mask, uint64_t waited, const world *w)
+{
+    if (s->gave_up || !seen_insert(&s->seen, mask, waited, w))
         return;
     if (s->seen.n > SEARCH_MAX) {
         s->gave_up = true;
@@ -412,17 +454,17 @@ static void dfs(search *s, uint64_t mask, const world *w)
         for (size_t i = 0; i < s->n; i++) {
             const sim_op *o = &s->ops[i];
             if ((mask >> i & 1) || o->outcome == SIM_OK
-                || o->outcome == SIM_UNKNOWN || !may_go(s, mask, w, i))
+                || o->outcome == SIM_UNKNOWN || !may_go(s, mask, waited, w, i))
                 continue;
             bool keep = o->outcome == SIM_NOT_RUN;
-            result rs[8];
+            result rs[12];
             int k = keep ? 0 : step(s->t, w, o, s->orphan[i], rs);
             for (int j = 0; j < k && !keep; j++)
-                keep =
-                    fits(s, o, &rs[j], w, s->orphan[i]) && same(&rs[j].next, w);
+                keep = fits(s, o, &rs[j], s->orphan[i]) && same(&rs[j].next, w);
             if (keep) {
                 s->path[__builtin_popcountll(mask)] = (uint8_t)i;
                 mask |= (uint64_t)1 << i;
+                waited = waited_after(s, mask, waited, w, o);
                 again = true;
             }
         }
@@ -433,16 +475,16 @@ static void dfs(search *s, uint64_t mask, const world *w)
         return;
     }
     for (size_t i = 0; i < s->n; i++) {
-        if ((mask >> i & 1) || !may_go(s, mask, w, i))
+        if ((mask >> i & 1) || !may_go(s, mask, waited, w, i))
             continue;
         const sim_op *o = &s->ops[i];
         uint64_t m = mask | (uint64_t)1 << i;
         s->path[placed] = (uint8_t)i;
         if (o->outcome == SIM_NOT_RUN) { /* no effect */
-            dfs(s, m, w);
+            dfs(s, m, waited_after(s, m, waited, w, o), w);
             continue;
         }
-        result rs[8];
+        result rs[12];
         int k = step(s->t, w, o, s->orphan[i], rs);
         if (getenv("SIM_DEBUG")) {
             char wt[300];
@@ -455,15 +497,15 @@ static void dfs(search *s, uint64_t mask, const world *w)
         bool any = false;
         for (int j = 0; j < k; j++) {
             if (o->outcome == SIM_UNKNOWN) { /* its effect, or none */
-                dfs(s, m, &rs[j].next);
+                dfs(s, m, waited_after(s, m, waited, w, o), &rs[j].next);
                 any = true;
-            } else if (fits(s, o, &rs[j], w, s->orphan[i])) {
-                dfs(s, m, &rs[j].next);
+            } else if (fits(s, o, &rs[j], s->orphan[i])) {
+                dfs(s, m, waited_after(s, m, waited, w, o), &rs[j].next);
                 any = true;
             }
         }
         if (o->outcome == SIM_UNKNOWN)
-            dfs(s, m, w);
+            dfs(s, m, waited_after(s, m, waited, w, o), w);
         if (!any && placed >= s->best_placed) {
             s->best_placed = placed;
             s->best_world = *w;
@@ -600,13 +642,14 @@ bool sim_check(const sim_timers *t, const sim_op *ops, size_t n,
             find_orphans(s.ops, s.n, orphan);
             s.orphan = orphan;
             for (size_t i = 0; i < cur.n; i++)
-                dfs(&s, 0, &cur.v[i]);
+                dfs(&s, 0, 0, &cur.v[i]);
             if (s.out.n == 0 && !s.gave_up) {
                 report_failure(&s, ops, n, first, report, len);
                 *stuck = first + s.best_stuck;
                 ok = false;
             }
             free(s.seen.mask);
+            free(s.seen.waited);
             free(s.seen.w);
             free(s.seen.used);
             if (s.gave_up) /* too many orders: nothing is known after it */

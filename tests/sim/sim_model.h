@@ -79,6 +79,11 @@ typedef struct {
     /* A refusal may be decided as its chunk arrives, ahead of the chunks
      * before it (the landed tree's memory backend refused at admission). */
     bool lenient_order;
+    /* Replicas share the store: each decides on the state it read last. */
+    bool shared;
+    /* A repeat's renewal of the idle time may fail (the log's disk, a
+     * store's lost write), and the repeat is answered all the same. */
+    bool renew_may_fail;
 } sim_timers;
 
 enum {

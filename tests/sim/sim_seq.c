@@ -175,7 +175,7 @@ static sim_chunk draw_chunk(const belief *b)
 
 static void submit(int id, int replica, const sim_chunk *c)
 {
-    if (h.nreqs == MAX_REQS || h.nops[id] == MAX_REQS)
+    if (h.nreqs == MAX_REQS || h.nops[id] == SIM_MAX_OPS) /* checkable */
         return;
     sim_req *q = &h.reqs[h.nreqs++];
     memset(q, 0, sizeof *q);
@@ -252,8 +252,9 @@ static void lose_inflight(int r)
         sim_req *q = &h.reqs[i];
         if (q->state == SIM_REQ_DONE || (r >= 0 && q->replica != r))
             continue;
-        sut_forget(h.sut, q);
-        sim_answer(q, SIM_UNKNOWN, "no answer: the server went", NULL);
+        bool maybe = sut_forget(h.sut, q);
+        sim_answer(q, maybe ? SIM_UNKNOWN : SIM_NOT_RUN,
+                   "no answer: the server went", NULL);
     }
 }
 
@@ -422,8 +423,13 @@ static bool quiet; /* --keep-going: a line a failure */
 
 static bool check_all(uint64_t seed, char *report, size_t len)
 {
-    sim_timers t = {(int64_t)h.cfg.idle_ms, (int64_t)h.cfg.linger_ms,
-                    (int64_t)h.cfg.reorder_ms, sut_landed, sut_landed};
+    sim_timers t = {(int64_t)h.cfg.idle_ms,
+                    (int64_t)h.cfg.linger_ms,
+                    (int64_t)h.cfg.reorder_ms,
+                    sut_landed,
+                    sut_landed,
+                    h.cfg.store == SIM_STORE_FAKE,
+                    h.cfg.store != SIM_STORE_MEMORY};
     for (int id = 0; id < h.cfg.ids; id++) {
         size_t stuck;
         if (!sim_check(&t, h.ops[id], h.nops[id], h.bars, h.nbars, report, len,

@@ -98,8 +98,10 @@ void sut_rollback(sim_sut *s);
  * flight are never answered. */
 void sut_kill(sim_sut *s, int replica);
 
-/* Drops a request the simulation gave up on (a crash, a kill): the
- * adapter frees what it holds for it. */
-void sut_forget(sim_sut *s, sim_req *q);
+/* Drops a request the simulation gave up on (a crash, a kill), before
+ * its replica goes: whether it may have had its effect (it was deciding,
+ * its write on its way to the store or the log); the adapter frees what
+ * it holds for it. */
+bool sut_forget(sim_sut *s, sim_req *q);
 
 #endif
