@@ -308,6 +308,14 @@ $(BUILD)/bin/test_seq: $(BUILD)/tests/server/test_seq.o $(BUILD)/tests/server/fa
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
+# This tallyd's own stores (server/store/): memory, and the log.
+$(BUILD)/bin/test_store: $(BUILD)/tests/server/test_store.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/store/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
+    $(CODEC_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
+$(BUILD)/tests/server/test_store.o: CPPFLAGS := $(INC_store) -Itests
+
 # The model checker's replicas on a fake store (tests/model/driver.py
 # --setup fake): the shared store's backend under faults Redis cannot give.
 $(BUILD)/bin/model_fake: $(BUILD)/tests/model/fake_replicas.o $(BUILD)/tests/server/fake_kv.o \
@@ -511,7 +519,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config docs-errors
-.PHONY: all run load image test check check-python check-targets warm-kernels test-c check-layers test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-kernels test-accuracy \
+.PHONY: all run load image test check check-python check-targets warm-kernels test-c check-layers test-server test-grpc test-sched test-seq test-store test-sim test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-kernels test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
 
@@ -537,6 +545,8 @@ Develop
   make test-c           the C test programs (T=name picks cases)
   make test-kernels     the engine's kernel-layout cases, which make test leaves out
   make test-integration the integration suite in parallel (T= PYTEST_JOBS=)
+  make test-sim         the sequences' simulation for SIM_SECONDS (TALLY_SIM_SEED=N
+                        replays one seed)
   make test-asan        C suites and integration tests under ASan and UBSan
   make test-tsan        C suites and concurrent integration tests under TSan
   make fuzz             every libFuzzer target, FUZZ_SECONDS each, two at a time
@@ -550,7 +560,8 @@ Develop
   make docs-config      docs/configuration.md's table from config.h
   make docs-errors      docs/errors.md's tables from status.h and tally.h
   make soak             a long mixed load (statuses, memory, descriptors), then the
-                        model checker on each setup (MODEL_SECONDS)
+                        simulation and the model checker on each setup
+                        (MODEL_SECONDS)
   make deps-test        the tests' packages (Python's into build/venv)
   make format           clang-format every C file
   make openapi-json     proto/openapi.json from the YAML
@@ -600,14 +611,14 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
 # What the tests run: the C suites, tallyd, libtally, the CLI and the
 # example (the sanitizer legs build these, not the benchmarks).
 TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit \
-                $(BUILD)/bin/test_seq $(BUILD)/bin/test_redis \
+                $(BUILD)/bin/test_seq $(BUILD)/bin/test_store $(BUILD)/bin/test_redis $(BUILD)/bin/sim_seq \
                 $(BUILD)/bin/test_protocol $(BUILD)/bin/test_http $(TALLYD) $(CLIENT_ALL) \
                 $(BUILD)/bin/test_client docs-assets
 
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-grpc test-sched test-seq test-submit test-redis test-protocol test-http test-format test-host test-engine test-accuracy
+C_TESTS := test-units test-server test-grpc test-sched test-seq test-store test-sim test-submit test-redis test-protocol test-http test-format test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -719,6 +730,14 @@ test-submit: $(BUILD)/bin/test_submit
 	$(Q)$(TEST_ENV) $< $(T)
 test-seq: $(BUILD)/bin/test_seq
 	$(Q)$(TEST_ENV) $< $(T)
+# The simulation for SIM_SECONDS (a seed printed: TALLY_SIM_SEED=N
+# build/bin/sim_seq --histories 1 replays a history); the soak runs it
+# longer.
+SIM_SECONDS ?= 10
+test-store: $(BUILD)/bin/test_store
+	$(Q)$(TEST_ENV) $< $(T)
+test-sim: $(BUILD)/bin/sim_seq
+	$(Q)$(TEST_ENV) $< --seconds $(SIM_SECONDS)
 test-redis: $(BUILD)/bin/test_redis
 	$(Q)$(TEST_ENV) $< $(T)
 test-protocol: $(BUILD)/bin/test_protocol
@@ -872,8 +891,9 @@ load: deps-bench $(TALLYD)
 # whole, in order.
 MODEL_SECONDS ?= 60
 MODEL_SETUPS  := fake memory "state-dir --fsync always" "state-dir --fsync everysec" redis
-soak: deps-bench $(TALLYD) $(BUILD)/bin/model_fake
+soak: deps-bench $(TALLYD) $(BUILD)/bin/model_fake $(BUILD)/bin/sim_seq
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
+	$(Q)$(BUILD)/bin/sim_seq --seconds $(MODEL_SECONDS)
 	$(Q)d=$(abspath $(BUILD))/model-soak; rm -rf $$d; mkdir -p $$d; \
 	  printf '%s\n' $(MODEL_SETUPS) | TALLYD=$(abspath $(TALLYD)) \
 	  TALLY_MODEL_FAKE=$(abspath $(BUILD)/bin/model_fake) xargs -P 2 -I{} sh -c \

@@ -1,7 +1,8 @@
 /*
  * kv_log.c - the memory store made durable by a log (kv_log.h): the
  * journal the store writes through, its writer, the rewrite, and the
- * start that reads the log back.
+ * start that reads the log back (the records and the file's own calls:
+ * kv_log_file.c).
  *
  * The file is allocated ahead of its records, PREALLOC bytes at a time
  * (fallocate, or zeros where the filesystem has none), and the records
@@ -29,352 +30,12 @@
 #include "clock.h"
 #include "fnv.h"
 #include "kv_log.h"
+#include "kv_log_int.h"
 #include "log.h"
 #include "loop_owner.h"
 
-#define REC_MAGIC 0x57564b54u    /* "TKVW" */
-#define LEGACY_MAGIC 0x524c5354u /* "TSLR": an older tallyd's record */
-#define REC_HEAD 16
-#define REC_FIELDS 60
 #define REWRITE_MIN ((uint64_t)64 << 20)
 #define PREALLOC ((uint64_t)4 << 20)
-#define WRITE_IOVS 64
-
-bool kv_fsync_parse(const char *text, kv_fsync *out)
-{
-    if (strcmp(text, "always") == 0)
-        *out = KV_FSYNC_ALWAYS;
-    else if (strcmp(text, "everysec") == 0)
-        *out = KV_FSYNC_EVERYSEC;
-    else
-        return false;
-    return true;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
-           | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-/* ------------------------------------------------------------ records */
-
-/* w as a whole record, malloc'd; NULL when out of memory. */
-static uint8_t *encode(const kv_write *w, size_t *len)
-{
-    size_t vlen = 0;
-    const uint8_t *v = w->op == KV_W_PUT ? kv_val_bytes(w->val, &vlen) : NULL;
-    size_t plen = REC_FIELDS + w->keylen + vlen;
-    if (plen > UINT32_MAX - REC_HEAD)
-        return NULL;
-    uint8_t *b = malloc(REC_HEAD + plen);
-    if (b == NULL)
-        return NULL;
-    uint8_t *p = b + REC_HEAD;
-    p[0] = w->op;
-    p[1] = w->flags;
-    p[2] = (uint8_t)w->keylen;
-    p[3] = (uint8_t)(w->keylen >> 8);
-    put64(p + 4, w->expect.hi);
-    put64(p + 12, w->expect.lo);
-    put64(p + 20, w->version.hi);
-    put64(p + 28, w->version.lo);
-    put64(p + 36, (uint64_t)w->deadline_ms);
-    put64(p + 44, (uint64_t)w->at_ms);
-    put64(p + 52, (uint64_t)w->weight);
-    memcpy(p + REC_FIELDS, w->key, w->keylen);
-    if (vlen > 0)
-        memcpy(p + REC_FIELDS + w->keylen, v, vlen);
-    put32(b, REC_MAGIC);
-    put32(b + 4, (uint32_t)plen);
-    put32(b + 8, fnv1a32(p, plen));
-    put32(b + 12, fnv1a32(b, 12));
-    *len = REC_HEAD + plen;
-    return b;
-}
-
-/* A record's payload as a write; NULL with why. */
-static kv_write *decode(const uint8_t *p, size_t plen, char *why, size_t len)
-{
-    if (plen < REC_FIELDS) {
-        snprintf(why, len, "a record of %zu bytes, fewer than its fields", plen);
-        return NULL;
-    }
-    uint8_t op = p[0];
-    size_t keylen = (size_t)p[2] | (size_t)p[3] << 8;
-    if (op < KV_W_PUT || op > KV_W_TOUCH || keylen > plen - REC_FIELDS) {
-        snprintf(why, len, "a record of no kind this tallyd knows (op %u)", op);
-        return NULL;
-    }
-    size_t vlen = plen - REC_FIELDS - keylen;
-    kv_write *w = kv_write_new(op, p + REC_FIELDS, keylen);
-    if (w != NULL && op == KV_W_PUT
-        && (w->val = kv_val_new(p + REC_FIELDS + keylen, vlen)) == NULL) {
-        kv_write_free(w);
-        w = NULL;
-    }
-    if (w == NULL) {
-        snprintf(why, len, "out of memory, or a key too long");
-        return NULL;
-    }
-    w->flags = p[1];
-    w->expect = (kv_version){get64(p + 4), get64(p + 12)};
-    w->version = (kv_version){get64(p + 20), get64(p + 28)};
-    w->deadline_ms = (int64_t)get64(p + 36);
-    w->at_ms = (int64_t)get64(p + 44);
-    w->weight = (size_t)get64(p + 52);
-    return w;
-}
-
-/* Whether b[at..len) is all zeros: the room allocated ahead. */
-static bool zeros(const uint8_t *b, size_t at, size_t len)
-{
-    for (; at < len; at++)
-        if (b[at] != 0)
-            return false;
-    return true;
-}
-
-/* The bytes of b[0..len) up to the last one that is not zero. */
-static size_t used(const uint8_t *b, size_t len)
-{
-    while (len > 0 && b[len - 1] == 0)
-        len--;
-    return len;
-}
-
-/* One record at b[at..len) (a header checked): its write (*w; *legacy
- * for an older tallyd's), and its length; 0 with *w NULL when it is cut
- * short, or damaged (why). */
-static size_t record_at(const uint8_t *b, size_t at, size_t len, kv_write **w,
-                        bool *legacy, char *why, size_t whylen)
-{
-    const uint8_t *h = b + at;
-    uint32_t plen = get32(h + 4);
-    *w = NULL;
-    *legacy = get32(h) == LEGACY_MAGIC;
-    if ((size_t)plen > len - at - REC_HEAD) {
-        snprintf(why, whylen, "a record cut short");
-        return 0;
-    }
-    const uint8_t *p = h + REC_HEAD;
-    if (*legacy) { /* its payload carries its own checksum */
-        *w = kv_write_new(0, NULL, 0);
-        if (*w == NULL || ((*w)->val = kv_val_new(p, plen)) == NULL) {
-            kv_write_free(*w);
-            *w = NULL;
-            snprintf(why, whylen, "out of memory");
-            return 0;
-        }
-        return REC_HEAD + plen;
-    }
-    if (get32(h + 8) != fnv1a32(p, plen)) {
-        snprintf(why, whylen, "a record whose checksum is wrong");
-        return 0;
-    }
-    *w = decode(p, plen, why, whylen);
-    return *w != NULL ? REC_HEAD + plen : 0;
-}
-
-bool kv_log_decode(const uint8_t *b, size_t len,
-                   bool (*each)(void *user, kv_write *w, bool legacy),
-                   void *user, size_t *end, size_t *torn, char *msg,
-                   size_t msglen)
-{
-    size_t at = 0;
-    *torn = 0;
-    *end = 0;
-    while ((*end = at) < len) {
-        size_t left = len - at;
-        const uint8_t *h = b + at;
-        if (h[0] == 0 && zeros(b, at, len))
-            return true;       /* the room allocated ahead: the end */
-        if (left < REC_HEAD) { /* a header cut short: torn */
-            *torn = used(b, len) - at;
-            return true;
-        }
-        uint32_t magic = get32(h);
-        if ((magic != REC_MAGIC && magic != LEGACY_MAGIC)
-            || get32(h + 12) != fnv1a32(h, 12)) {
-            if (zeros(b, at + REC_HEAD, len)) { /* a header written in part */
-                *torn = used(b, len) - at;
-                return true;
-            }
-            snprintf(msg, msglen,
-                     "a damaged record header at byte %zu (%zu bytes follow)",
-                     at, left);
-            return false;
-        }
-        kv_write *w;
-        bool legacy;
-        char why[200];
-        size_t n = record_at(b, at, len, &w, &legacy, why, sizeof why);
-        size_t next = at + REC_HEAD + (size_t)get32(h + 4);
-        if (n == 0 && (next > len || zeros(b, next, len))) {
-            *torn = used(b, len) - at; /* the last, cut short or torn */
-            return true;
-        }
-        if (n == 0) {
-            snprintf(msg, msglen, "%s at byte %zu", why, at);
-            return false;
-        }
-        if (!each(user, w, legacy)) {
-            if (zeros(b, at + n, len)) { /* an older log's last: torn */
-                *torn = used(b, len) - at;
-                return true;
-            }
-            snprintf(msg, msglen, "the record at byte %zu cannot be taken", at);
-            return false;
-        }
-        at += n;
-    }
-    return true;
-}
-
-/* ------------------------------------------------------------ the file */
-
-/* Writes b[0..n) at offset at; fail: the errno a test asked for. */
-static bool write_all(int fd, const uint8_t *b, size_t n, uint64_t at, int fail)
-{
-    if (fail) {
-        errno = fail;
-        return false;
-    }
-    while (n > 0) {
-        ssize_t w = pwrite(fd, b, n, (off_t)at);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        b += w;
-        n -= (size_t)w;
-        at += (uint64_t)w;
-    }
-    return true;
-}
-
-/* Encoded records, to write. */
-typedef struct {
-    uint8_t **b;
-    size_t *len, n, bytes;
-} encoded;
-
-static void encoded_free(encoded *e)
-{
-    for (size_t i = 0; i < e->n; i++)
-        free(e->b[i]);
-    free(e->b);
-    free(e->len);
-    memset(e, 0, sizeof *e);
-}
-
-/* The writes of list w, encoded; false when memory runs out. */
-static bool encode_all(const kv_write *w, encoded *e)
-{
-    size_t n = 0;
-    for (const kv_write *x = w; x != NULL; x = x->next)
-        n++;
-    e->b = calloc(n ? n : 1, sizeof *e->b);
-    e->len = calloc(n ? n : 1, sizeof *e->len);
-    e->n = e->bytes = 0;
-    if (e->b == NULL || e->len == NULL)
-        return false;
-    for (const kv_write *x = w; x != NULL; x = x->next) {
-        e->b[e->n] = encode(x, &e->len[e->n]);
-        if (e->b[e->n] == NULL)
-            return false;
-        e->bytes += e->len[e->n++];
-    }
-    return true;
-}
-
-/* Writes e's records one after another from offset at, WRITE_IOVS a
- * call. fail: as write_all's. */
-static bool write_encoded(int fd, const encoded *e, uint64_t at, int fail)
-{
-    if (fail) {
-        errno = fail;
-        return false;
-    }
-    for (size_t i = 0; i < e->n;) {
-        struct iovec v[WRITE_IOVS];
-        int n = 0;
-        for (; i < e->n && n < WRITE_IOVS; i++)
-            v[n++] = (struct iovec){.iov_base = e->b[i], .iov_len = e->len[i]};
-        struct iovec *p = v;
-        while (n > 0) {
-            ssize_t w = pwritev(fd, p, n, (off_t)at);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return false;
-            at += (uint64_t)w;
-            while (n > 0 && (size_t)w >= p->iov_len) {
-                w -= (ssize_t)p->iov_len;
-                p++;
-                n--;
-            }
-            if (n > 0) {
-                p->iov_base = (uint8_t *)p->iov_base + w;
-                p->iov_len -= (size_t)w;
-            }
-        }
-    }
-    return true;
-}
-
-/* Room for `need` more bytes after the records, up to the next PREALLOC
- * step (fallocate; zeros where the filesystem has none): *alloc becomes
- * the file's new size. False when the disk has no room: the records are
- * then written as they are. */
-static bool make_room(int fd, uint64_t size, uint64_t need, uint64_t *alloc,
-                      uint64_t step)
-{
-    if (size + need <= *alloc)
-        return true;
-    uint64_t to = (size + need + step - 1) / step * step;
-    if (fallocate(fd, 0, (off_t)*alloc, (off_t)(to - *alloc)) == 0) {
-        *alloc = to;
-        return true;
-    }
-    if (errno != EOPNOTSUPP && errno != ENOSYS)
-        return false;
-    static const uint8_t zero[65536];
-    for (uint64_t at = *alloc; at < to; at += sizeof zero) {
-        size_t n = to - at < sizeof zero ? (size_t)(to - at) : sizeof zero;
-        if (!write_all(fd, zero, n, at, 0))
-            return false;
-    }
-    *alloc = to;
-    return true;
-}
-
-static bool fsync_dir(const char *dir)
-{
-    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (d < 0)
-        return false;
-    bool ok = fsync(d) == 0;
-    close(d);
-    return ok;
-}
 
 /* ------------------------------------------------------------ the log */
 
@@ -391,8 +52,8 @@ typedef struct {
     kv_fsync mode;
     char dir[4096], path[4200], tmp[4200];
     int lock;
-    int fd; /* -1: no log open (the disk refused): a batch tries again */
-    uint64_t size;  /* the records' bytes: where the next one goes */
+    int fd;        /* -1: no log open (the disk refused): a batch tries again */
+    uint64_t size; /* the records' bytes: where the next one goes */
     uint64_t alloc; /* the file's bytes: the records and the room after */
     bool manual;
     uv_thread_t writer;
@@ -452,9 +113,10 @@ static int write_tmp(kv_log *s, const encoded *e, int fail, uint64_t *size,
     }
     *size = e->bytes;
     *alloc = *size;
-    bool ok = write_encoded(fd, e, 0, fail);
+    bool ok = kvl_write_encoded(fd, e, 0, fail);
     if (ok)
-        make_room(fd, *size, 1, alloc, s->prealloc); /* when the disk has it */
+        kvl_make_room(fd, *size, 1, alloc,
+                      s->prealloc); /* when the disk has it */
     if (!ok || fdatasync(fd) != 0) {
         snprintf(msg, msglen, "cannot write %.300s: %s", s->tmp,
                  strerror(errno));
@@ -467,10 +129,10 @@ static int write_tmp(kv_log *s, const encoded *e, int fail, uint64_t *size,
 
 /* The temporary file (fd, its records' size and its room) renamed over
  * the log, which it replaces. */
-static bool install(kv_log *s, int fd, uint64_t size, uint64_t alloc,
-                    char *msg, size_t msglen)
+static bool install(kv_log *s, int fd, uint64_t size, uint64_t alloc, char *msg,
+                    size_t msglen)
 {
-    if (rename(s->tmp, s->path) != 0 || !fsync_dir(s->dir)) {
+    if (rename(s->tmp, s->path) != 0 || !kvl_fsync_dir(s->dir)) {
         snprintf(msg, msglen, "cannot rename %.200s to %.200s: %s", s->tmp,
                  s->path, strerror(errno));
         close(fd);
@@ -514,7 +176,7 @@ static void rewrite_start(kv_log *s, int fail)
     bool oom;
     kv_write *snap = kv_mem_snapshot(s->mem, &n, &bytes, &oom);
     rewriting *rw = calloc(1, sizeof *rw);
-    bool ok = rw != NULL && !oom && encode_all(snap, &rw->snap);
+    bool ok = rw != NULL && !oom && kvl_encode_all(snap, &rw->snap);
     while (snap != NULL) {
         kv_write *w = snap;
         snap = w->next;
@@ -527,7 +189,7 @@ static void rewrite_start(kv_log *s, int fail)
     }
     if (!ok) { /* the log goes on growing; the next batch tries again */
         if (rw != NULL)
-            encoded_free(&rw->snap);
+            kvl_encoded_free(&rw->snap);
         free(rw);
         return;
     }
@@ -565,8 +227,8 @@ static void rewrite_end(kv_log *s, bool keep)
     bool ok = keep && rw->fd >= 0;
     uint64_t size = rw->size;
     if (ok) {
-        make_room(rw->fd, size, rw->tail_len, &rw->alloc, s->prealloc);
-        ok = write_all(rw->fd, rw->tail, rw->tail_len, size, 0)
+        kvl_make_room(rw->fd, size, rw->tail_len, &rw->alloc, s->prealloc);
+        ok = kvl_write_all(rw->fd, rw->tail, rw->tail_len, size, 0)
              && fdatasync(rw->fd) == 0;
         if (!ok)
             snprintf(rw->msg, sizeof rw->msg, "cannot write %.300s: %s", s->tmp,
@@ -589,7 +251,7 @@ static void rewrite_end(kv_log *s, bool keep)
         close(rw->fd);
         unlink(s->tmp);
     }
-    encoded_free(&rw->snap);
+    kvl_encoded_free(&rw->snap);
     free(rw->tail);
     free(rw);
 }
@@ -645,8 +307,9 @@ static bool write_batch(kv_log *s, const encoded *e, int fail, int fail_sync,
         return false;
     }
     uint64_t start = s->size, t0 = now_ns();
-    make_room(s->fd, s->size, e->bytes, &s->alloc, s->prealloc); /* when there is room */
-    if (!write_encoded(s->fd, e, s->size, fail)) {
+    kvl_make_room(s->fd, s->size, e->bytes, &s->alloc,
+                  s->prealloc); /* when there is room */
+    if (!kvl_write_encoded(s->fd, e, s->size, fail)) {
         snprintf(why, whylen, "cannot write the sequence log %.300s: %s",
                  s->path, strerror(errno));
         undo_batch(s, start);
@@ -729,7 +392,7 @@ static void run_batch(kv_log *s, kv_write *batch, bool stop, bool rewritten,
     bool ok = true;
     encoded e = {0};
     if (batch != NULL) {
-        ok = encode_all(batch, &e);
+        ok = kvl_encode_all(batch, &e);
         if (!ok)
             snprintf(why, sizeof why, "out of memory writing the sequence log");
         ok = ok && write_batch(s, &e, fail, fail_sync, why, sizeof why);
@@ -738,7 +401,7 @@ static void run_batch(kv_log *s, kv_write *batch, bool stop, bool rewritten,
     }
     if (s->dirty && (stop || now_ns() - s->last_sync >= 1000000000u))
         sync_second(s, fail_sync);
-    encoded_free(&e);
+    kvl_encoded_free(&e);
     for (kv_write *w = batch; w != NULL; w = w->next) {
         s->ws.records++;
         s->ws.failures += !ok;
@@ -779,7 +442,6 @@ static void run_writer(void *arg)
 {
     kv_log *s = arg;
     loop_owner_set(&s->writer_owner);
-    s->last_sync = now_ns();
     uv_mutex_lock(&s->mu);
     for (;;) {
         while (s->head == NULL && !s->stop && !(s->rw && s->rw->done)) {
@@ -820,42 +482,6 @@ static void journal_append(void *self, kv_write *w)
     uv_mutex_unlock(&s->mu);
 }
 
-/* ------------------------------------------------------------ the lock */
-
-static int lock_dir(const char *dir, char *msg, size_t msglen)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/tallyd.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(msg, msglen, "cannot open %.300s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char pid[24] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        close(fd);
-        if (e == EWOULDBLOCK)
-            snprintf(msg, msglen,
-                     "--state-dir %.300s is in use by another tallyd (pid "
-                     "%s, holding %.300s): one tallyd per directory, or the "
-                     "two would write over each other's log",
-                     dir, pid[0] ? pid : "unknown", path);
-        else
-            snprintf(msg, msglen, "cannot lock %.300s: %s", path, strerror(e));
-        return -1;
-    }
-    char pid[24];
-    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
-        log_msg("sequences", "warn", "%s: cannot write tallyd's pid: %s", path,
-                strerror(errno));
-    return fd;
-}
-
 /* ------------------------------------------------------------ the ops */
 
 static bool l_get(kv *k, const uint8_t *key, size_t keylen, uint64_t delay_ms,
@@ -871,13 +497,13 @@ static bool l_put(kv *k, const uint8_t *key, size_t keylen, kv_version expect,
                   kv_done done, void *ctx)
 {
     kv *m = log_of(k)->mem;
-    return m->ops->put(m, key, keylen, expect, rec, len, ttl_ms, flags,
-                       weight, deadline_ns, done, ctx);
+    return m->ops->put(m, key, keylen, expect, rec, len, ttl_ms, flags, weight,
+                       deadline_ns, done, ctx);
 }
 
-static bool l_touch(kv *k, const uint8_t *key, size_t keylen,
-                    kv_version expect, uint64_t ttl_ms, uint64_t deadline_ns,
-                    kv_done done, void *ctx)
+static bool l_touch(kv *k, const uint8_t *key, size_t keylen, kv_version expect,
+                    uint64_t ttl_ms, uint64_t deadline_ns, kv_done done,
+                    void *ctx)
 {
     kv *m = log_of(k)->mem;
     return m->ops->touch(m, key, keylen, expect, ttl_ms, deadline_ns, done,
@@ -992,46 +618,6 @@ static void l_close(kv *k)
 
 /* ------------------------------------------------------------ the start */
 
-/* DIR/sequences.log, whole, into *buf (malloc'd; NULL and *len 0 when
- * there is no log yet); false with a message. */
-static bool read_log(const char *path, uint8_t **buf, size_t *len, char *msg,
-                     size_t msglen)
-{
-    *buf = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return true;
-        snprintf(msg, msglen, "cannot read %.300s: %s", path, strerror(errno));
-        return false;
-    }
-    struct stat st;
-    size_t got = 0;
-    if (fstat(fd, &st) == 0) {
-        *len = (size_t)st.st_size;
-        *buf = malloc(*len ? *len : 1);
-    }
-    while (*buf != NULL && got < *len) {
-        ssize_t r = read(fd, *buf + got, *len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    int e = errno;
-    close(fd);
-    if (*buf == NULL || got < *len) {
-        snprintf(msg, msglen, "cannot read %.300s: %s", path,
-                 *buf == NULL ? "out of memory" : strerror(e));
-        free(*buf);
-        *buf = NULL;
-        return false;
-    }
-    return true;
-}
-
 typedef struct {
     kv_log *s;
     kv_log_upgrade upgrade;
@@ -1089,7 +675,7 @@ static bool replay(kv_log *s, const kv_log_options *o, uint64_t *end,
     }
     uint8_t *buf;
     size_t len;
-    if (!read_log(s->path, &buf, &len, msg, msglen))
+    if (!kvl_read_log(s->path, &buf, &len, msg, msglen))
         return false;
     replaying r = {s, o->upgrade, o->upgrade_user, false, ""};
     char err[256];
@@ -1119,22 +705,22 @@ static bool replay(kv_log *s, const kv_log_options *o, uint64_t *end,
  * has no room for it, the log there goes on (its torn end zeroed, its
  * room kept), and a log that cannot even be opened is tried again by
  * each batch. */
-static void fresh_log(kv_log *s, uint64_t end)
+static void fresh_log(kv_log *s, uint64_t end, int fail)
 {
     char msg[512] = "";
     size_t n, bytes;
     bool oom;
     kv_write *snap = kv_mem_snapshot(s->mem, &n, &bytes, &oom);
     encoded e = {0};
-    bool ok = !oom && encode_all(snap, &e);
+    bool ok = !oom && kvl_encode_all(snap, &e);
     while (snap != NULL) {
         kv_write *w = snap;
         snap = w->next;
         kv_write_free(w);
     }
     uint64_t size, alloc;
-    int fd = ok ? write_tmp(s, &e, 0, &size, &alloc, msg, sizeof msg) : -1;
-    encoded_free(&e);
+    int fd = ok ? write_tmp(s, &e, fail, &size, &alloc, msg, sizeof msg) : -1;
+    kvl_encoded_free(&e);
     if (fd >= 0 && install(s, fd, size, alloc, msg, sizeof msg))
         return;
     log_msg("sequences", "warn",
@@ -1152,8 +738,9 @@ static void fresh_log(kv_log *s, uint64_t end)
     uint64_t at = end, filelen = (uint64_t)st.st_size;
     static const uint8_t zero[4096];
     for (uint64_t z = at; z < at + s->torn && z < filelen; z += sizeof zero) {
-        size_t k = filelen - z < sizeof zero ? (size_t)(filelen - z) : sizeof zero;
-        if (!write_all(lfd, zero, k, z, 0))
+        size_t k =
+            filelen - z < sizeof zero ? (size_t)(filelen - z) : sizeof zero;
+        if (!kvl_write_all(lfd, zero, k, z, 0))
             break; /* the torn bytes stay: a later record follows them */
     }
     s->fd = lfd;
@@ -1192,6 +779,7 @@ kv *kv_log_open(const kv_log_options *o, char *msg, size_t msglen)
     s->manual = o->manual;
     s->rewrite_min = REWRITE_MIN;
     s->prealloc = o->prealloc ? o->prealloc : PREALLOC;
+    s->last_sync = now_ns();
     snprintf(s->dir, sizeof s->dir, "%s", o->dir);
     snprintf(s->path, sizeof s->path, "%s/sequences.log", o->dir);
     snprintf(s->tmp, sizeof s->tmp, "%s/sequences.log.tmp", o->dir);
@@ -1200,7 +788,7 @@ kv *kv_log_open(const kv_log_options *o, char *msg, size_t msglen)
         free(s);
         return NULL;
     }
-    s->lock = lock_dir(o->dir, msg, msglen);
+    s->lock = kvl_lock_dir(o->dir, msg, msglen);
     s->mem = s->lock >= 0 ? kv_mem_new(&o->mem) : NULL;
     if (s->lock >= 0 && s->mem == NULL)
         snprintf(msg, msglen, "out of memory");
@@ -1214,7 +802,7 @@ kv *kv_log_open(const kv_log_options *o, char *msg, size_t msglen)
     }
     s->loaded_expired = kv_mem_expire_now(s->mem);
     (void)filelen;
-    fresh_log(s, end);
+    fresh_log(s, end, o->faults.at_start);
     kv_journal j = {journal_append, s};
     kv_mem_set_journal(s->mem, &j);
     if (o->faults.err != 0 || o->faults.sync) {
@@ -1269,8 +857,8 @@ void kv_log_crash(kv *k, size_t keep)
     kv_write *w = s->head;
     for (; w != NULL && keep > 0 && s->fd >= 0; w = w->next, keep--) {
         size_t len;
-        uint8_t *b = encode(w, &len);
-        if (b != NULL && write_all(s->fd, b, len, s->size, 0))
+        uint8_t *b = kv_log_encode(w, &len);
+        if (b != NULL && kvl_write_all(s->fd, b, len, s->size, 0))
             s->size += len;
         free(b);
     }
@@ -1283,7 +871,7 @@ void kv_log_crash(kv *k, size_t keep)
         uv_thread_join(&s->rw->thread);
         if (s->rw->fd >= 0)
             close(s->rw->fd);
-        encoded_free(&s->rw->snap);
+        kvl_encoded_free(&s->rw->snap);
         free(s->rw->tail);
         free(s->rw);
     }

@@ -71,11 +71,13 @@ bool kv_fsync_parse(const char *text, kv_fsync *out);
 
 /* Testing: once `after` records have been written, every write of a
  * record fails with errno `err` (ENOSPC, EIO), or every flush (`sync`);
+ * at_start: the fresh log's write at the start fails with that errno;
  * 0 for none. */
 typedef struct {
     int err;
     bool sync;
     uint64_t after;
+    int at_start;
 } kv_log_faults;
 
 /* An older log's record (its payload, a whole state in the caller's
@@ -92,7 +94,7 @@ typedef struct {
     /* Testing (the simulation): the caller runs each batch itself, as the
      * log writer would (kv_log_step). */
     bool manual;
-    uint64_t prealloc; /* testing: the room's step (0: 4 MiB) */
+    uint64_t prealloc;      /* testing: the room's step (0: 4 MiB) */
     kv_log_upgrade upgrade; /* NULL: an older log stops the start */
     void *upgrade_user;
 } kv_log_options;
@@ -117,6 +119,10 @@ void kv_log_step(kv *k);
 void kv_log_crash(kv *k, size_t keep);
 void kv_log_fail_writes(kv *k, int err, int sync_err, uint64_t after);
 void kv_log_test_rewrites(kv *k, uint64_t min_bytes, bool hold);
+
+/* w as one whole record of the log, malloc'd (its length in *len); NULL
+ * when out of memory. */
+uint8_t *kv_log_encode(const kv_write *w, size_t *len);
 
 /* Reads a log at b[0..len): each(user, w, legacy) for each record in
  * order (w is the callee's to free with kv_write_free(); a legacy one's
