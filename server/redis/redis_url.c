@@ -3,6 +3,7 @@
  * the password, and quoted in messages with whatever may be a password
  * cut out.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,18 +36,45 @@ void redis_url_text(const redis_url *u, char *out, size_t len)
              v6 ? "]" : "", u->port, u->db);
 }
 
+/* Whether a URL's text after "://" (with no '@') reads as only a host,
+ * a port and a database: letters, digits, '.', '-', '_', a bracketed
+ * IPv6 address, ':' and '/' before digits. */
+static bool plain_authority(const char *p)
+{
+    if (*p == '[') {
+        const char *end = strchr(p, ']');
+        if (end == NULL)
+            return false;
+        p = end + 1;
+    }
+    for (; *p != '\0' && *p != ':' && *p != '/'; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
+            return false;
+    for (; *p != '\0'; p++)
+        if (!isdigit((unsigned char)*p) && *p != ':' && *p != '/')
+            return false;
+    return true;
+}
+
 /* text as a message may quote it: everything before its last '@' that
  * may be a password (after the user and its ':', or, with no ':', the
  * whole part between the scheme and the '@') is "***", whatever the
- * scheme's spelling or the spaces around it; a long text is cut. */
+ * scheme's spelling or the spaces around it; with no '@', anything but
+ * a plain host, port and database ("redis://:PASS127.0.0.1", its '@'
+ * forgotten) is "***" whole; a long text is cut. */
 void redis_url_shown(const char *text, char *out, size_t len)
 {
     const char *at = strrchr(text, '@');
+    const char *from = strstr(text, "://");
     if (at == NULL) {
-        snprintf(out, len, "%.200s", text);
+        const char *auth = from != NULL ? from + 3 : text;
+        if (plain_authority(auth))
+            snprintf(out, len, "%.200s", text);
+        else
+            snprintf(out, len, "%.*s***",
+                     (int)(auth - text < 40 ? auth - text : 40), text);
         return;
     }
-    const char *from = strstr(text, "://");
     from = from != NULL && from < at ? from + 3 : text;
     const char *colon = memchr(from, ':', (size_t)(at - from));
     const char *keep = colon != NULL ? colon + 1 : from;

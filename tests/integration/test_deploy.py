@@ -212,7 +212,7 @@ def test_compose_prometheus_and_grafana(tallyd, tmp_path):
     try:
         body += traced.request("GET", "/metrics")[2]
         if shutil.which("redis-server"):  # the store's, with --state-store
-            from test_state_store import Redis
+            from seqlib import Redis
             r = Redis()
             try:
                 shared = Daemon("--device", "host", "--state-store", r.url())
@@ -370,7 +370,7 @@ def test_the_load_balancer_spreads_sequences_over_replicas(tmp_path):
     over gRPC, come back right, and every replica answered some."""
     import numpy as np
     import tritonclient.grpc as grpcclient
-    from test_state_store import Redis
+    from seqlib import Redis
     r = Redis()
     reps = []
     nginx = None

@@ -285,3 +285,52 @@ def test_sequence_stays_on_one_replica(spawn):
     assert started == 6
     assert a.metric("tally_sequence_refusals_total") == 0
     assert b.metric("tally_sequence_refusals_total") == 0
+
+
+def test_one_home_replica_for_every_client(spawn, tmp_path):
+    """Without a shared store, Python, libtally and the tally CLI send a
+    sequence's chunks to the same replica (FNV-1a of the id's text,
+    tally.client.home_replica): on three replicas, a sequence Python
+    starts goes on and ends through the CLI (libtally), and one the CLI
+    starts lands on the replica Python's function names; no refusal."""
+    cli = os.environ.get("TALLY_CLI", os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "build", "bin", "tally"))
+    ds = [spawn(), spawn(), spawn()]
+    urls = [url(d) for d in ds]
+    c = tally.Client(urls, shm=False)
+    x = tmp_path / "x.npy"
+    np.save(x, np.array([10, 20], np.int64))
+
+    def started():
+        return [d.metric("tally_sequences_total", event="started") for d in ds]
+
+    def cli_chunk(sid, out, *flags):
+        r = subprocess.run([cli, "cumsum"] + [w for u in urls for w in ("--url", u)] +
+                           ["--sequence-id", sid] + list(flags) + [str(x), str(out)],
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, (sid, flags, r.stderr)
+        return np.load(out).tolist()
+
+    homes = set()
+    for i in range(12):
+        sid = "home-%d" % i
+        home = tally.client.home_replica(sid, len(urls))
+        homes.add(home)
+        want = [1 if k == home else 0 for k in range(3)]
+        before = started()
+        s = c.sequence(sequence_id=sid)
+        assert s.cumsum(np.array([1, 2], np.int64)).tolist() == [1, 3]
+        assert [a - b for a, b in zip(started(), before)] == want, (sid, home)
+        y = tmp_path / ("y%d.npy" % i)
+        assert cli_chunk(sid, y, "--sequence-chunk", "2") == [13, 33], sid
+        assert cli_chunk(sid, y, "--sequence-chunk", "3", "--sequence-end") == [43, 63], sid
+        s.abandon()
+        sid = "cli-home-%d" % i
+        home = tally.client.home_replica(sid, len(urls))
+        before = started()
+        assert cli_chunk(sid, y, "--sequence-start", "--sequence-end") == [10, 30], sid
+        assert [a - b for a, b in zip(started(), before)] == \
+            [1 if k == home else 0 for k in range(3)], (sid, home)
+    assert homes == {0, 1, 2}  # the ids reach every replica
+    for d in ds:
+        assert d.metric("tally_sequence_refusals_total") == 0

@@ -17,6 +17,7 @@ from tritonclient.utils import InferenceServerException
 
 from conftest import eventually
 from reference import cumsum, random_tensor
+from seqlib import answer, send
 
 SEED = int(os.environ.get("TALLY_SEQ_SEED", "20261125"))
 
@@ -24,33 +25,16 @@ CHUNKS = [[1, 2, 3], [4, 5], [6], [7, 8]]
 SUMS = [[1, 3, 6], [10, 15], [21], [28, 36]]
 
 
-def kserve_chunk(d, seq, n, data, start=False, end=False, dtype="INT64"):
-    """One chunk as KServe v2 JSON: (status, body)."""
-    params = {"sequence_id": seq, "sequence_chunk": n}
-    if start:
-        params["sequence_start"] = True
-    if end:
-        params["sequence_end"] = True
-    body = {"parameters": params,
-            "inputs": [{"name": "x", "datatype": dtype, "shape": [len(data)],
-                        "data": list(data)}]}
-    return d.post_json("/v2/models/cumsum/infer", body)[0::2]
-
-
-def answer(body):
-    return body["outputs"][0]["data"]
-
-
 def test_a_retried_chunk_is_answered_again_not_added(tallyd):
     d = tallyd
-    st, b = kserve_chunk(d, "retry-1", 1, CHUNKS[0], start=True)
+    st, b = send(d, "retry-1", CHUNKS[0], number=1, start=True)
     assert st == 200 and answer(b) == SUMS[0], b
     assert b["parameters"] == {"sequence_chunk": 1}, b
     repeats = d.metric("tally_sequence_numbered_chunks_total", outcome="repeat")
     for _ in range(3):  # the retry gets the first answer, every time
-        st, b = kserve_chunk(d, "retry-1", 2, CHUNKS[1])
+        st, b = send(d, "retry-1", CHUNKS[1], number=2)
         assert st == 200 and answer(b) == SUMS[1], b
-    st, b = kserve_chunk(d, "retry-1", 3, CHUNKS[2])
+    st, b = send(d, "retry-1", CHUNKS[2], number=3)
     assert st == 200 and answer(b) == SUMS[2], b
     assert eventually(lambda: d.metric("tally_sequence_numbered_chunks_total",
                                        outcome="repeat") - repeats, 2) == 2
@@ -59,17 +43,17 @@ def test_a_retried_chunk_is_answered_again_not_added(tallyd):
 def test_conflicts_and_older_chunks_are_refused_and_change_nothing(tallyd):
     d = tallyd
     for n in range(3):
-        st, b = kserve_chunk(d, "conflict-1", n + 1, CHUNKS[n], start=n == 0)
+        st, b = send(d, "conflict-1", CHUNKS[n], number=n + 1, start=n == 0)
         assert st == 200 and answer(b) == SUMS[n], b
     # chunk 3 again with another input
-    st, b = kserve_chunk(d, "conflict-1", 3, [9])
+    st, b = send(d, "conflict-1", [9], number=3)
     assert st == 409, b
     assert '"conflict-1"' in b["error"] and "chunk 3" in b["error"], b
     # chunk 2, overtaken: the message names the last chunk
-    st, b = kserve_chunk(d, "conflict-1", 2, CHUNKS[1])
+    st, b = send(d, "conflict-1", CHUNKS[1], number=2)
     assert st == 409 and "chunk 2" in b["error"] and ", 3" in b["error"], b
     # nothing moved
-    st, b = kserve_chunk(d, "conflict-1", 4, CHUNKS[3], end=True)
+    st, b = send(d, "conflict-1", CHUNKS[3], number=4, end=True)
     assert st == 200 and answer(b) == SUMS[3], b
 
 
@@ -78,14 +62,14 @@ def test_chunks_that_cross_are_applied_in_their_numbers_order(tallyd):
     for chunk 3, and both answers are right."""
     d = tallyd
     for n in range(2):
-        st, b = kserve_chunk(d, "cross-1", n + 1, CHUNKS[n], start=n == 0)
+        st, b = send(d, "cross-1", CHUNKS[n], number=n + 1, start=n == 0)
         assert st == 200, b
     got = queue.Queue()
     t = threading.Thread(target=lambda: got.put(
-        kserve_chunk(d, "cross-1", 4, CHUNKS[3], end=True)))
+        send(d, "cross-1", CHUNKS[3], number=4, end=True)))
     t.start()
     time.sleep(0.2)
-    st, b = kserve_chunk(d, "cross-1", 3, CHUNKS[2])
+    st, b = send(d, "cross-1", CHUNKS[2], number=3)
     assert st == 200 and answer(b) == SUMS[2], b
     t.join(30)
     st, b = got.get_nowait()
@@ -94,17 +78,17 @@ def test_chunks_that_cross_are_applied_in_their_numbers_order(tallyd):
 
 def test_an_early_chunk_is_refused_after_the_reorder_window(spawn):
     d = spawn("--sequence-reorder-ms", "300")
-    st, b = kserve_chunk(d, "gap-1", 1, CHUNKS[0], start=True)
+    st, b = send(d, "gap-1", CHUNKS[0], number=1, start=True)
     assert st == 200, b
     t0 = time.time()
-    st, b = kserve_chunk(d, "gap-1", 3, CHUNKS[2])
+    st, b = send(d, "gap-1", CHUNKS[2], number=3)
     waited = time.time() - t0
     assert st == 409, b
     assert "chunk 2" in b["error"] and "--sequence-reorder-ms" in b["error"], b
     assert waited >= 0.3, waited
     # nothing moved: chunk 2, then 3, go on from chunk 1
     for n in (1, 2):
-        st, b = kserve_chunk(d, "gap-1", n + 1, CHUNKS[n])
+        st, b = send(d, "gap-1", CHUNKS[n], number=n + 1)
         assert st == 200 and answer(b) == SUMS[n], b
     assert d.metric("tally_sequence_numbered_chunks_total", outcome="gap") == 1
     # over gRPC: FAILED_PRECONDITION
@@ -120,7 +104,7 @@ def test_an_early_chunk_is_refused_after_the_reorder_window(spawn):
 
 def test_numbered_and_unnumbered_chunks_do_not_mix(tallyd):
     d = tallyd
-    st, b = kserve_chunk(d, "mix-1", 1, [1], start=True)
+    st, b = send(d, "mix-1", [1], number=1, start=True)
     assert st == 200, b
     st, _, b = d.post_json("/v2/models/cumsum/infer", {
         "parameters": {"sequence_id": "mix-1"},
@@ -130,12 +114,12 @@ def test_numbered_and_unnumbered_chunks_do_not_mix(tallyd):
         "parameters": {"sequence_id": "mix-2", "sequence_start": True},
         "inputs": [{"name": "x", "datatype": "INT64", "shape": [1], "data": [1]}]})
     assert st == 200, b
-    st, b = kserve_chunk(d, "mix-2", 2, [1])
+    st, b = send(d, "mix-2", [1], number=2)
     assert st == 400 and "has one" in b["error"], b
     # bad numbers
-    st, b = kserve_chunk(d, "mix-3", 0, [1], start=True)
+    st, b = send(d, "mix-3", [1], number=0, start=True)
     assert st == 400 and "counts from 1" in b["error"], b
-    st, b = kserve_chunk(d, "mix-3", 2, [1], start=True)
+    st, b = send(d, "mix-3", [1], number=2, start=True)
     assert st == 400 and "numbered from 1" in b["error"], b
     st, _, b = d.post_json("/v2/models/cumsum/infer", {
         "parameters": {"sequence_chunk": 1},
@@ -145,19 +129,19 @@ def test_numbered_and_unnumbered_chunks_do_not_mix(tallyd):
 
 def test_the_end_chunk_may_be_repeated_and_nothing_follows_it(tallyd):
     d = tallyd
-    st, b = kserve_chunk(d, "end-1", 1, CHUNKS[0], start=True)
+    st, b = send(d, "end-1", CHUNKS[0], number=1, start=True)
     assert st == 200, b
-    st, b = kserve_chunk(d, "end-1", 2, CHUNKS[1], end=True)
+    st, b = send(d, "end-1", CHUNKS[1], number=2, end=True)
     assert st == 200 and answer(b) == SUMS[1], b
-    st, b = kserve_chunk(d, "end-1", 2, CHUNKS[1], end=True)
+    st, b = send(d, "end-1", CHUNKS[1], number=2, end=True)
     assert st == 200 and answer(b) == SUMS[1], b
-    st, b = kserve_chunk(d, "end-1", 3, CHUNKS[2])
+    st, b = send(d, "end-1", CHUNKS[2], number=3)
     assert st == 409 and "ended at chunk 2" in b["error"], b
     # a retried start of a live numbered sequence is its chunk 1 again
-    st, b = kserve_chunk(d, "end-2", 1, CHUNKS[0], start=True)
-    st, b = kserve_chunk(d, "end-2", 1, CHUNKS[0], start=True)
+    st, b = send(d, "end-2", CHUNKS[0], number=1, start=True)
+    st, b = send(d, "end-2", CHUNKS[0], number=1, start=True)
     assert st == 200 and answer(b) == SUMS[0], b
-    st, b = kserve_chunk(d, "end-2", 2, CHUNKS[1], end=True)
+    st, b = send(d, "end-2", CHUNKS[1], number=2, end=True)
     assert st == 200 and answer(b) == SUMS[1], b
 
 
@@ -257,16 +241,15 @@ def test_many_clients_retrying_out_of_order_get_numpy_exactly(tallyd):
     # the starts go first (a sequence must exist before its chunk 2 waits)
     for s in range(nseq):
         lo, hi = cuts[s][0], cuts[s][1]
-        st, b = kserve_chunk(d, "many-%d" % s, 1, xs[s][lo:hi].tolist(), start=True)
+        st, b = send(d, "many-%d" % s, xs[s][lo:hi].tolist(), number=1, start=True)
         assert st == 200, b
     shares = [sorted(sends[t::8], key=lambda x: x[1]) for t in range(8)]
     answers, errors, older = {}, [], []
 
-    def send(t):
+    def sender(t):
         for s, k in shares[t]:
             lo, hi = cuts[s][k], cuts[s][k + 1]
-            st, b = kserve_chunk(d, "many-%d" % s, k + 1, xs[s][lo:hi].tolist(),
-                                 end=k == nchunk - 1)
+            st, b = send(d, "many-%d" % s, xs[s][lo:hi].tolist(), number=k + 1, end=k == nchunk - 1)
             if st == 409 and "older" in b.get("error", ""):
                 older.append((s, k))
             elif st != 200:
@@ -274,7 +257,7 @@ def test_many_clients_retrying_out_of_order_get_numpy_exactly(tallyd):
             else:
                 answers.setdefault((s, k), []).append(answer(b))
 
-    threads = [threading.Thread(target=send, args=(t,)) for t in range(8)]
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -302,13 +285,13 @@ def test_a_drain_that_times_out_keeps_the_sums(spawn, tmp_path):
             "--inline-max-elements", "0", "--json-inline-max-elements", "0"]
     d = spawn(*slow)
     for n in range(2):
-        st, b = kserve_chunk(d, "drained", n + 1, CHUNKS[n], start=n == 0)
+        st, b = send(d, "drained", CHUNKS[n], number=n + 1, start=n == 0)
         assert st == 200 and answer(b) == SUMS[n], b
     got = queue.Queue()
 
     def third():
         try:
-            got.put(kserve_chunk(d, "drained", 3, CHUNKS[2]))
+            got.put(send(d, "drained", CHUNKS[2], number=3))
         except Exception as e:  # the connection closes unanswered
             got.put(e)
 
@@ -321,13 +304,13 @@ def test_a_drain_that_times_out_keeps_the_sums(spawn, tmp_path):
     assert isinstance(r, Exception) or r[0] != 200, r  # never answered 200
     assert "drain timeout" in d.log() and "live sequences kept in" in d.log(), d.log()
     d2 = spawn("--state-dir", state)
-    st, b = kserve_chunk(d2, "drained", 3, CHUNKS[2])
+    st, b = send(d2, "drained", CHUNKS[2], number=3)
     assert st == 200 and answer(b) == SUMS[2], b
-    st, b = kserve_chunk(d2, "drained", 2, CHUNKS[1])
+    st, b = send(d2, "drained", CHUNKS[1], number=2)
     assert st == 409 and "older" in b["error"], b
-    st, b = kserve_chunk(d2, "drained", 3, CHUNKS[2])
+    st, b = send(d2, "drained", CHUNKS[2], number=3)
     assert st == 200 and answer(b) == SUMS[2], b
-    st, b = kserve_chunk(d2, "drained", 4, CHUNKS[3], end=True)
+    st, b = send(d2, "drained", CHUNKS[3], number=4, end=True)
     assert st == 200 and answer(b) == SUMS[3], b
 
 
@@ -337,12 +320,12 @@ def test_the_end_chunk_is_answered_again_after_a_restart(spawn, tmp_path):
     state = str(tmp_path)
     d = spawn("--state-dir", state)
     for n in range(2):
-        st, b = kserve_chunk(d, "ended-kept", n + 1, CHUNKS[n], start=n == 0, end=n == 1)
+        st, b = send(d, "ended-kept", CHUNKS[n], number=n + 1, start=n == 0, end=n == 1)
         assert st == 200 and answer(b) == SUMS[n], b
     d.proc.kill()
     d.proc.wait()
     d2 = spawn("--state-dir", state)
-    st, b = kserve_chunk(d2, "ended-kept", 2, CHUNKS[1], end=True)
+    st, b = send(d2, "ended-kept", CHUNKS[1], number=2, end=True)
     assert st == 200 and answer(b) == SUMS[1], b
-    st, b = kserve_chunk(d2, "ended-kept", 3, CHUNKS[2])
+    st, b = send(d2, "ended-kept", CHUNKS[2], number=3)
     assert st == 409 and "ended at chunk 2" in b["error"], b

@@ -11,6 +11,8 @@ import http.client
 import json
 import os
 import random
+import signal
+import subprocess
 import threading
 import time
 
@@ -19,6 +21,7 @@ import pytest
 
 from conftest import Daemon
 from reference import random_tensor
+from seqlib import send
 
 SEED = int(os.environ.get("TALLY_CRASH_SEED", random.randrange(1 << 32)))
 
@@ -163,17 +166,6 @@ def test_kill_9_loses_no_answered_chunk_and_counts_none_twice(tmp_path, fsync):
     assert restarts == 8, restarts
 
 
-def post_chunk(d, seq, n, data, start=False, end=False):
-    params = {"sequence_id": seq, "sequence_chunk": n}
-    if start:
-        params["sequence_start"] = True
-    if end:
-        params["sequence_end"] = True
-    st, _, b = d.post_json("/v2/models/cumsum/infer", {"parameters": params, "inputs": [
-        {"name": "x", "datatype": "INT64", "shape": [len(data)], "data": data}]})
-    return st, b
-
-
 @pytest.mark.parametrize("fault", ["enospc", "eio", "fsync"])
 def test_a_failed_write_answers_503_and_moves_nothing(spawn, tmp_path, fault):
     """Two records go in; the third chunk's write fails: 503 with the
@@ -182,20 +174,85 @@ def test_a_failed_write_answers_503_and_moves_nothing(spawn, tmp_path, fault):
     state = str(tmp_path)
     d = spawn("--device", "host", "--state-dir", state, "--fault-state", fault,
               "--fault-state-after", "2")
-    assert post_chunk(d, "full", 1, [1, 2, 3], start=True)[0] == 200
-    assert post_chunk(d, "full", 2, [4, 5])[0] == 200
-    st, b = post_chunk(d, "full", 3, [6])
+    assert send(d, "full", [1, 2, 3], number=1, start=True)[0] == 200
+    assert send(d, "full", [4, 5], number=2)[0] == 200
+    st, b = send(d, "full", [6], number=3)
     assert st == 503, b
     words = {"enospc": "No space left", "eio": "Input/output error",
              "fsync": "cannot flush"}[fault]
     assert words in b["error"] and "sequences.log" in b["error"], b
     assert d.metric("tally_sequence_log_failures_total") == 1
     # nothing moved: chunk 2 again is a repeat (answered from memory)
-    st, b = post_chunk(d, "full", 2, [4, 5])
+    st, b = send(d, "full", [4, 5], number=2)
     assert st == 200 and b["outputs"][0]["data"] == [10, 15], b
     assert d.stop() == 0
     d2 = spawn("--device", "host", "--state-dir", state)
-    st, b = post_chunk(d2, "full", 3, [6])
+    st, b = send(d2, "full", [6], number=3)
     assert st == 200 and b["outputs"][0]["data"] == [21], b
-    st, b = post_chunk(d2, "full", 4, [7, 8], end=True)
+    st, b = send(d2, "full", [7, 8], number=4, end=True)
     assert st == 200 and b["outputs"][0]["data"] == [28, 36], b
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_tallyd_starts_on_a_full_disk(spawn, tmp_path, how):
+    """tallyd stopped (a clean stop cuts the log's room ahead off; kill -9
+    leaves it), then the disk of --state-dir fills up: tallyd starts all
+    the same, reads its log back and serves plain requests; durable
+    chunks are answered while their records find room, then 503 ("No
+    space left") with nothing moved; once there is room, the sequence goes on from where it
+    was, after a restart too. The disk is a small tmpfs (root only)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(disk)],
+                       capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % r.stderr.decode(errors="replace"))
+    try:
+        state = str(disk / "state")
+        os.mkdir(state)
+        d = spawn("--device", "host", "--state-dir", state)
+        assert send(d, "disk", [1, 2, 3], number=1, start=True)[0] == 200
+        assert send(d, "disk", [4, 5], number=2)[0] == 200
+        d.stop(getattr(signal, how))
+        filler = disk / "filler"
+        with open(filler, "wb", buffering=0) as f:  # every byte the disk has left
+            for size in (65536, 4096, 1):
+                try:
+                    while True:
+                        f.write(b"\0" * size)
+                except OSError:
+                    pass
+        d2 = spawn("--device", "host", "--state-dir", state)
+        st, _, b = d2.post_json("/v1/cumsum", {"dtype": "int64", "shape": [3],
+                                               "data": [1, 1, 1]})
+        assert st == 200 and b["data"] == [1, 2, 3], b
+        st, b = send(d2, "disk", [4, 5], number=2)  # a repeat: nothing to write
+        assert st == 200 and b["outputs"][0]["data"] == [10, 15], b
+        # chunks go on while the log's last page (or its room ahead) holds
+        # their records, then 503 with nothing moved
+        total, n, refused = 15, 3, None
+        while n < 100:
+            st, b = send(d2, "disk", [n], number=n)
+            if st != 200:
+                refused = (st, b)
+                break
+            total += n
+            assert b["outputs"][0]["data"] == [total], (n, b)
+            n += 1
+        if how == "SIGTERM" or refused:  # kill -9 leaves 4 MiB of room ahead
+            assert refused and refused[0] == 503 and \
+                "No space left" in refused[1]["error"], refused
+            if n > 3:  # the last answered one again: a repeat, nothing moved
+                st, b = send(d2, "disk", [n - 1], number=n - 1)
+                assert st == 200 and b["outputs"][0]["data"] == [total], b
+        os.unlink(filler)
+        st, b = send(d2, "disk", [n], number=n)
+        total += n
+        assert st == 200 and b["outputs"][0]["data"] == [total], b
+        assert d2.stop() == 0
+        d3 = spawn("--device", "host", "--state-dir", state)
+        st, b = send(d3, "disk", [1, 2], number=n + 1, end=True)
+        assert st == 200 and b["outputs"][0]["data"] == [total + 1, total + 3], b
+        d3.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

@@ -19,7 +19,7 @@ replicas sharing a Redis, which must answer alike.
   succeeds, a second tallyd on a --state-dir stops, Redis without an AOF
   is named, and no message shows a password, whatever the URL's shape.
 
-Redis is Debian's redis-server on a free port (test_state_store.py's).
+Redis is Debian's redis-server on a free port (seqlib.Redis).
 Seeds are printed; TALLY_EXACT_SEED replays one."""
 import json
 import os
@@ -38,8 +38,8 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from conftest import TALLYD, Daemon
-from test_state_store import REDIS, Redis
+from conftest import TALLYD
+from seqlib import REDIS, Redis, infer
 
 SEED = int(os.environ.get("TALLY_EXACT_SEED", random.randrange(1 << 32)))
 
@@ -54,31 +54,6 @@ def redis():
     r = Redis()
     yield r
     r.cleanup()
-
-
-def infer(port, seq, data, start=False, end=False, chunk=None, timeout=20):
-    """One INT64 chunk over KServe REST: (status, answer list or error)."""
-    import http.client
-    params = {"sequence_id": seq}
-    if start:
-        params["sequence_start"] = True
-    if end:
-        params["sequence_end"] = True
-    if chunk is not None:
-        params["sequence_chunk"] = chunk
-    body = json.dumps({"parameters": params, "inputs": [
-        {"name": "x", "datatype": "INT64", "shape": [len(data)], "data": list(data)}]})
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("POST", "/v2/models/cumsum/infer", body,
-                  {"Content-Type": "application/json"})
-        r = c.getresponse()
-        raw = json.loads(r.read())
-    finally:
-        c.close()
-    if r.status == 200:
-        return 200, raw["outputs"][0]["data"]
-    return r.status, raw["error"]
 
 
 def setups(spawn, redis, n, *extra):
@@ -587,35 +562,10 @@ def test_python_running_sum_keeps_a_failed_chunk(spawn, tmp_path):
 
 # ----------------------------------------- a failover, with --state-store-wait
 
-class Node(Redis):
-    """A redis-server with extra arguments (a replica's --replicaof)."""
-
-    def __init__(self, *extra):
-        self.extra = list(extra)
-        super().__init__()
-
-    def start(self):
-        import shutil
-        real = shutil.which("redis-server")
-        self.port = self.port or __import__("conftest").free_port()
-        args = [real, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "yes", "--appendfsync", "everysec", "--dir", self.dir,
-                "--logfile", os.path.join(self.dir, "redis.log")] + self.extra
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                if self.command("PING").startswith(b"+PONG"):
-                    return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("redis-server did not start:\n" + self.log())
-
-    def command(self, *words):
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
-            s.sendall((" ".join(words) + "\r\n").encode())
-            return s.recv(65536)
+def Node(*extra):
+    """A redis-server with its append-only file flushed once a second, and
+    extra arguments (a replica's --replicaof)."""
+    return Redis(aof="everysec", extra=extra)
 
 
 class Proxy:

@@ -22,7 +22,8 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from conftest import Daemon, eventually, run_threads, valid_request_works
-from reference import DTYPES, KSERVE, close, cumsum, random_tensor
+from reference import DTYPES, close, cumsum, random_tensor
+from seqlib import chunk_body, infer_numpy, send
 from test_grpc import pa_count_windows, perf_analyzer_bin
 
 SEED = int(os.environ.get("TALLY_SEQ_SEED", "20261125"))
@@ -38,17 +39,6 @@ def clients(d, proto):
     if proto == "http":
         return httpclient, httpclient.InferenceServerClient("127.0.0.1:%d" % d.port)
     return grpcclient, grpcclient.InferenceServerClient("127.0.0.1:%d" % d.grpc_port)
-
-
-def chunk_infer(mod, c, x, seq, start=False, end=False, axis=0, exclusive=False,
-                reverse=False, **kw):
-    inp = mod.InferInput("x", list(x.shape), KSERVE[str(x.dtype)])
-    inp.set_data_from_numpy(x)
-    params = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
-    r = c.infer("cumsum", [inp], outputs=[mod.InferRequestedOutput("y")],
-                parameters=params, sequence_id=seq, sequence_start=start,
-                sequence_end=end, **kw)
-    return r.as_numpy("y")
 
 
 def cut(rng, n, k):
@@ -70,8 +60,7 @@ def run_sequence(mod, c, x, seq, axis, exclusive, reverse, lengths):
         idx = [slice(None)] * x.ndim
         idx[axis] = slice(int(bounds[k]), int(bounds[k + 1]))
         chunk = np.ascontiguousarray(x[tuple(idx)])
-        parts[k] = chunk_infer(mod, c, chunk, seq, start=i == 0, end=i == len(order) - 1,
-                               axis=axis, exclusive=exclusive, reverse=reverse)
+        parts[k] = infer_numpy(mod, c, chunk, seq, start=i == 0, end=i == len(order) - 1, axis=axis, exclusive=exclusive, reverse=reverse)
     return np.concatenate([parts[k] for k in range(len(lengths))], axis=axis)
 
 
@@ -105,8 +94,7 @@ def test_float32_carry_is_wider_than_the_data(tallyd):
     x = rng.random(256 * 4096).astype(np.float32)
     last = None
     for i in range(256):
-        y = chunk_infer(grpcclient, c, x[i * 4096:(i + 1) * 4096], 77, start=i == 0,
-                        end=i == 255)
+        y = infer_numpy(grpcclient, c, x[i * 4096:(i + 1) * 4096], 77, start=i == 0, end=i == 255)
         last = float(y[-1])
     want = float(np.sum(x.astype(np.float64)))
     assert abs(last - want) / want < 1e-5, (last, want)
@@ -117,16 +105,16 @@ def test_string_ids(tallyd, proto):
     mod, c = clients(tallyd, proto)
     x = np.arange(1, 7, dtype=np.int64)
     for sid in ["meter-7-" + proto, "ünïcode id " + proto, "x" * 124 + proto]:
-        a = chunk_infer(mod, c, x[:4], sid, start=True)
-        b = chunk_infer(mod, c, x[4:], sid, end=True)
+        a = infer_numpy(mod, c, x[:4], sid, start=True)
+        b = infer_numpy(mod, c, x[4:], sid, end=True)
         assert np.concatenate([a, b]).tolist() == np.cumsum(x).tolist()
     # a string id and the number with its digits are two sequences
     num = 4200 + (proto == "grpc")
-    chunk_infer(mod, c, x[:1], str(num), start=True)
+    infer_numpy(mod, c, x[:1], str(num), start=True)
     with pytest.raises(InferenceServerException) as e:
-        chunk_infer(mod, c, x[:1], num)
+        infer_numpy(mod, c, x[:1], num)
     assert "not live" in str(e.value)
-    assert chunk_infer(mod, c, x[1:2], str(num), end=True).tolist() == [3]
+    assert infer_numpy(mod, c, x[1:2], str(num), end=True).tolist() == [3]
 
 
 @pytest.mark.concurrency
@@ -218,17 +206,11 @@ def test_native_api_json_raw_and_npy(tallyd):
     assert st == 200 and np.frombuffer(body, np.int64).tolist() == [6]
 
 
-def kserve(d, params, data=(1.0, 2.0), dtype="FP32"):
-    body = {"parameters": params,
-            "inputs": [{"name": "x", "datatype": dtype, "shape": [len(data)], "data": list(data)}]}
-    return d.post_json("/v2/models/cumsum/infer", body)
-
-
 def test_refusals_leave_the_sequence_as_it_was(tallyd):
     """Each refusal is a 400 naming what is wrong; the sequence goes on
     from where it was."""
     sid = "refusals"
-    st, _, b = kserve(tallyd, {"sequence_id": sid, "sequence_start": True}, (1, 2))
+    st, b = send(tallyd, None, [1, 2], params={"sequence_id": sid, "sequence_start": True}, dtype="FP32")
     assert st == 200 and b["outputs"][0]["data"] == [1, 3], b
     bad = [
         ({"sequence_id": sid}, dict(dtype="INT32"), "int32"),
@@ -247,7 +229,7 @@ def test_refusals_leave_the_sequence_as_it_was(tallyd):
         ({"sequence_id": sid, "sequence_end": "yes"}, {}, "true or false"),
     ]
     for params, kw, words in bad:
-        st, _, b = kserve(tallyd, params, **kw)
+        st, b = send(tallyd, None, [1.0, 2.0], params=params, **{"dtype": "FP32", **kw})
         assert st == 400 and words in b["error"], (params, b)
     # a chunk of another shape off the axis
     body = {"parameters": {"sequence_id": sid},
@@ -261,7 +243,7 @@ def test_refusals_leave_the_sequence_as_it_was(tallyd):
                                  {"Content-Type": "application/json"})
     assert st == 400 and b"UTF-8" in body, body
     # the sequence is unchanged after all of it
-    st, _, b = kserve(tallyd, {"sequence_id": sid, "sequence_end": True}, (10,))
+    st, b = send(tallyd, None, [10], params={"sequence_id": sid, "sequence_end": True}, dtype="FP32")
     assert st == 200 and b["outputs"][0]["data"] == [13], b
     valid_request_works(tallyd)
 
@@ -270,39 +252,39 @@ def test_grpc_refusals_are_invalid_argument(tallyd):
     _, c = clients(tallyd, "grpc")
     x = np.ones(3, np.float32)
     with pytest.raises(InferenceServerException) as e:
-        chunk_infer(grpcclient, c, x, 424242)
+        infer_numpy(grpcclient, c, x, 424242)
     assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
     assert "424242 is not live" in str(e.value) and "sequence_start" in str(e.value)
-    chunk_infer(grpcclient, c, x, 424242, start=True)
+    infer_numpy(grpcclient, c, x, 424242, start=True)
     with pytest.raises(InferenceServerException) as e:
-        chunk_infer(grpcclient, c, x.astype(np.float64), 424242)
+        infer_numpy(grpcclient, c, x.astype(np.float64), 424242)
     assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
-    y = chunk_infer(grpcclient, c, x, 424242, end=True)
+    y = infer_numpy(grpcclient, c, x, 424242, end=True)
     assert y.tolist() == [4, 5, 6]
 
 
 def test_start_again_restarts_from_zero(tallyd):
     _, c = clients(tallyd, "http")
     x = np.array([1, 2, 3], np.int16)
-    chunk_infer(httpclient, c, x, "again", start=True)
-    assert chunk_infer(httpclient, c, x, "again", start=True).tolist() == [1, 3, 6]
-    assert chunk_infer(httpclient, c, x, "again", end=True).tolist() == [7, 9, 12]
+    infer_numpy(httpclient, c, x, "again", start=True)
+    assert infer_numpy(httpclient, c, x, "again", start=True).tolist() == [1, 3, 6]
+    assert infer_numpy(httpclient, c, x, "again", end=True).tolist() == [7, 9, 12]
 
 
 def test_limits_idle_expiry_and_metrics(spawn):
     d = spawn("--max-sequences", "2", "--sequence-idle-ms", "400",
               "--sequence-max-bytes", "64")
-    assert kserve(d, {"sequence_id": 1, "sequence_start": True})[0] == 200
-    assert kserve(d, {"sequence_id": 2, "sequence_start": True})[0] == 200
-    st, h, b = kserve(d, {"sequence_id": 3, "sequence_start": True})
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": 1, "sequence_start": True}, dtype="FP32")[0] == 200
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": 2, "sequence_start": True}, dtype="FP32")[0] == 200
+    st, h, b = d.post_json("/v2/models/cumsum/infer", chunk_body(3, [1, 2], True, dtype="FP32"))
     assert st == 503 and "retry-after" in h and "--max-sequences" in b["error"], b
     _, c = clients(d, "grpc")
     with pytest.raises(InferenceServerException) as e:
-        chunk_infer(grpcclient, c, np.ones(2, np.float32), 4, start=True)
+        infer_numpy(grpcclient, c, np.ones(2, np.float32), 4, start=True)
     assert e.value.status() == "StatusCode.UNAVAILABLE"
     # ending one makes room
-    assert kserve(d, {"sequence_id": 1, "sequence_end": True})[0] == 200
-    assert kserve(d, {"sequence_id": 3, "sequence_start": True})[0] == 200
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": 1, "sequence_end": True}, dtype="FP32")[0] == 200
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": 3, "sequence_start": True}, dtype="FP32")[0] == 200
     # the carries' bytes: 9 lines take 72 bytes, more than 64 alone
     body = {"parameters": {"sequence_id": 5, "sequence_start": True},
             "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 9], "data": [1] * 9}]}
@@ -314,7 +296,7 @@ def test_limits_idle_expiry_and_metrics(spawn):
     assert d.metric("tally_sequence_refusals_total") >= 2
     # idle: both expire, and their chunks are refused
     assert eventually(lambda: d.metric("tally_sequences_total", event="expired"), 2) == 2
-    st, _, b = kserve(d, {"sequence_id": 2})
+    st, b = send(d, None, [1.0, 2.0], params={"sequence_id": 2}, dtype="FP32")
     assert st == 400 and "400 ms" in b["error"], b
     assert d.metric("tally_sequences_live") == 0
 
@@ -324,29 +306,29 @@ def test_an_ended_sequence_lingers_for_late_chunks(spawn):
     connection: for --sequence-linger-ms the ended sequence takes it, after
     the end, without coming back to life; then it is refused."""
     d = spawn("--sequence-linger-ms", "300")
-    assert kserve(d, {"sequence_id": 8, "sequence_start": True}, (1, 2))[0] == 200
-    st, _, b = kserve(d, {"sequence_id": 8, "sequence_end": True}, (3,))
+    assert send(d, None, [1, 2], params={"sequence_id": 8, "sequence_start": True}, dtype="FP32")[0] == 200
+    st, b = send(d, None, [3], params={"sequence_id": 8, "sequence_end": True}, dtype="FP32")
     assert st == 200 and b["outputs"][0]["data"] == [6], b
     assert d.metric("tally_sequences_live") == 0
-    st, _, b = kserve(d, {"sequence_id": 8}, (4,))
+    st, b = send(d, None, [4], params={"sequence_id": 8}, dtype="FP32")
     assert st == 200 and b["outputs"][0]["data"] == [10], b
     assert d.metric("tally_sequence_late_chunks_total") == 1
     assert d.metric("tally_sequences_live") == 0
     # a start takes the id at once
-    st, _, b = kserve(d, {"sequence_id": 9, "sequence_start": True, "sequence_end": True}, (5,))
+    st, b = send(d, None, [5], params={"sequence_id": 9, "sequence_start": True, "sequence_end": True}, dtype="FP32")
     assert st == 200 and b["outputs"][0]["data"] == [5], b
     time.sleep(0.5)
-    st, _, b = kserve(d, {"sequence_id": 8}, (4,))
+    st, b = send(d, None, [4], params={"sequence_id": 8}, dtype="FP32")
     assert st == 400 and "not live" in b["error"], b
     d0 = spawn("--sequence-linger-ms", "0")
-    assert kserve(d0, {"sequence_id": 8, "sequence_start": True, "sequence_end": True})[0] == 200
-    st, _, b = kserve(d0, {"sequence_id": 8}, (4,))
+    assert send(d0, None, [1.0, 2.0], params={"sequence_id": 8, "sequence_start": True, "sequence_end": True}, dtype="FP32")[0] == 200
+    st, b = send(d0, None, [4], params={"sequence_id": 8}, dtype="FP32")
     assert st == 400 and "not live" in b["error"], b
 
 
 def test_sequences_off(spawn):
     d = spawn("--max-sequences", "0")
-    st, _, b = kserve(d, {"sequence_id": 1, "sequence_start": True})
+    st, b = send(d, None, [1.0, 2.0], params={"sequence_id": 1, "sequence_start": True}, dtype="FP32")
     assert st == 400 and "--max-sequences 0" in b["error"], b
     cfg = json.loads(d.request("GET", "/v2/models/cumsum/config")[2])
     assert "sequence_batching" not in cfg
@@ -377,14 +359,14 @@ def test_the_default_config_has_no_sequence_batching(tallyd):
     assert "sequence_batching" not in c.get_model_config("cumsum", as_json=True)["config"]
     meta = json.loads(tallyd.request("GET", "/v2")[2])
     assert "sequence" in meta["extensions"], meta
-    st, _, b = kserve(tallyd, {"sequence_id": 77, "sequence_start": True, "sequence_end": True})
+    st, b = send(tallyd, None, [1.0, 2.0], params={"sequence_id": 77, "sequence_start": True, "sequence_end": True}, dtype="FP32")
     assert st == 200, b
 
 
 def test_access_log_carries_the_id(spawn):
     d = spawn("--access-log", "all")
-    kserve(d, {"sequence_id": "logged \"id\"", "sequence_start": True})
-    kserve(d, {"sequence_id": 99})  # refused: not live
+    send(d, None, [1.0, 2.0], params={"sequence_id": "logged \"id\"", "sequence_start": True}, dtype="FP32")
+    send(d, None, [1.0, 2.0], params={"sequence_id": 99}, dtype="FP32")  # refused: not live
 
     def ids():
         return [l.get("sequence_id") for l in d.log_lines() if "sequence_id" in l]
@@ -423,16 +405,16 @@ def test_restart_with_a_state_dir_in_the_middle(spawn, tmp_path):
     xi = random_tensor(rng, "uint8", (3, 20))
     d = spawn("--state-dir", state)
     mod, c = clients(d, "grpc")
-    a = chunk_infer(mod, c, np.ascontiguousarray(x[:, :10]), "across", start=True, axis=1)
-    ai = chunk_infer(mod, c, xi[:, :7], 55, start=True, axis=1, exclusive=True)
+    a = infer_numpy(mod, c, np.ascontiguousarray(x[:, :10]), "across", start=True, axis=1)
+    ai = infer_numpy(mod, c, xi[:, :7], 55, start=True, axis=1, exclusive=True)
     assert d.stop() == 0
     assert "2 live sequences kept in" in d.log()
     assert os.path.exists(os.path.join(state, "sequences.log"))
     d2 = spawn("--state-dir", state)
     assert "2 sequences loaded" in d2.log()
     mod, c = clients(d2, "grpc")
-    b = chunk_infer(mod, c, np.ascontiguousarray(x[:, 10:]), "across", end=True, axis=1)
-    bi = chunk_infer(mod, c, xi[:, 7:], 55, end=True, axis=1, exclusive=True)
+    b = infer_numpy(mod, c, np.ascontiguousarray(x[:, 10:]), "across", end=True, axis=1)
+    bi = infer_numpy(mod, c, xi[:, 7:], 55, end=True, axis=1, exclusive=True)
     assert close(np.concatenate([a, b], axis=1), cumsum(x, 1), x, 1)
     assert np.array_equal(np.concatenate([ai, bi], axis=1), cumsum(xi, 1, exclusive=True))
     assert d2.stop() == 0
@@ -451,8 +433,8 @@ def two_records(spawn, state):
     made = _TWO_RECORDS.get("at")
     if made is None or time.monotonic() - made > 20:
         d = spawn("--state-dir", state)
-        kserve(d, {"sequence_id": "first", "sequence_start": True})
-        kserve(d, {"sequence_id": "second", "sequence_start": True})
+        send(d, None, [1.0, 2.0], params={"sequence_id": "first", "sequence_start": True}, dtype="FP32")
+        send(d, None, [1.0, 2.0], params={"sequence_id": "second", "sequence_start": True}, dtype="FP32")
         assert d.stop() == 0
         _TWO_RECORDS["bytes"] = open(path, "rb").read()
         _TWO_RECORDS["at"] = time.monotonic()
@@ -503,8 +485,8 @@ def test_a_torn_last_record_is_dropped(spawn, tmp_path, cut, room):
     open(os.path.join(state, "sequences.log"), "wb").write(kept)
     d = spawn("--state-dir", state)
     assert "cut short by a crash" in d.log(), d.log()
-    assert kserve(d, {"sequence_id": "first"})[0] == 200
-    st, _, b = kserve(d, {"sequence_id": "second"})
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": "first"}, dtype="FP32")[0] == 200
+    st, b = send(d, None, [1.0, 2.0], params={"sequence_id": "second"}, dtype="FP32")
     assert st == 400 and "not live" in b["error"], b
 
 
@@ -516,8 +498,8 @@ def test_the_room_after_the_records_is_not_a_record(spawn, tmp_path):
     open(os.path.join(state, "sequences.log"), "wb").write(bytes(data) + bytes(ROOM))
     d = spawn("--state-dir", state)
     assert "cut short" not in d.log(), d.log()
-    assert kserve(d, {"sequence_id": "first"})[0] == 200
-    assert kserve(d, {"sequence_id": "second"})[0] == 200
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": "first"}, dtype="FP32")[0] == 200
+    assert send(d, None, [1.0, 2.0], params={"sequence_id": "second"}, dtype="FP32")[0] == 200
     # a clean stop cuts the room off: the file is its records
     assert d.stop() == 0
     size = os.path.getsize(os.path.join(state, "sequences.log"))
@@ -527,7 +509,7 @@ def test_the_room_after_the_records_is_not_a_record(spawn, tmp_path):
 def test_an_empty_log_starts_empty(spawn, tmp_path):
     open(os.path.join(str(tmp_path), "sequences.log"), "wb").close()
     d = spawn("--state-dir", str(tmp_path))
-    st, _, b = kserve(d, {"sequence_id": "nothing"})
+    st, b = send(d, None, [1.0, 2.0], params={"sequence_id": "nothing"}, dtype="FP32")
     assert st == 400 and "not live" in b["error"], b
 
 

@@ -19,83 +19,20 @@ import http.client
 import json
 import os
 import random
-import shutil
-import signal
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
 
-from conftest import Daemon, dead_port, free_port
+from conftest import Daemon, dead_port
 from reference import close, cumsum, random_tensor
+from seqlib import REDIS, Redis, answer, send, send_grpc
 
 SEED = int(os.environ.get("TALLY_STORE_SEED", random.randrange(1 << 32)))
-REDIS = shutil.which("redis-server")
 
 pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server is not installed")
-
-
-class Redis:
-    """Debian's redis-server on a free loopback port, with its append-only
-    file flushed at every write (appendfsync always), so that a kill -9
-    and a start again keep every acknowledged write."""
-
-    def __init__(self, password=None):
-        self.dir = tempfile.mkdtemp(prefix="tally-redis-")
-        self.password = password
-        self.proc = None
-        self.port = None
-        self.start()
-
-    def start(self):
-        for _ in range(20):  # a port another process took meanwhile: another
-            port = self.port or free_port()
-            args = [REDIS, "--port", str(port), "--bind", "127.0.0.1",
-                    "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-                    "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
-            if self.password:
-                args += ["--requirepass", self.password]
-            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL)
-            deadline = time.time() + 10
-            while time.time() < deadline and self.proc.poll() is None:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                        s.sendall(b"PING\r\n")
-                        if s.recv(64)[:1] in (b"+", b"-"):
-                            self.port = port
-                            return
-                except OSError:
-                    time.sleep(0.02)
-            self.proc.kill()
-            self.proc.wait()
-        raise RuntimeError("redis-server did not start:\n" + self.log())
-
-    def url(self, password=None):
-        pw = password if password is not None else self.password
-        return "redis://%s127.0.0.1:%d" % (":%s@" % pw if pw else "", self.port)
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    def log(self):
-        try:
-            with open(os.path.join(self.dir, "redis.log")) as f:
-                return f.read()[-3000:]
-        except OSError:
-            return ""
-
-    def cleanup(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -148,57 +85,28 @@ class Replicas:
             d.cleanup()
 
 
-def chunk_body(seq, n, x, start, end):
-    params = {"sequence_id": seq, "sequence_chunk": n}
-    if start:
-        params["sequence_start"] = True
-    if end:
-        params["sequence_end"] = True
-    dtype = {"int64": "INT64", "float32": "FP32"}[x.dtype.name]
-    return json.dumps({"parameters": params, "inputs": [
-        {"name": "x", "datatype": dtype, "shape": [len(x)], "data": x.tolist()}]})
+def post_chunk(port, seq, n, x, start, end):
+    """The numbered chunk (seq, n, x, start, end) over REST: (status, raw
+    body bytes as JSON)."""
+    st, b = send(port, seq, x, start=start, end=end, number=int(n))
+    return st, json.dumps(b).encode()
 
 
-def post(port, body, timeout=20):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("POST", "/v2/models/cumsum/infer", body,
-                  {"Content-Type": "application/json"})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
-
-
-def post_grpc(port, seq, n, x, start, end, timeout=20):
-    """The chunk chunk_body() makes, through the gRPC door (KServe's
-    ModelInfer, by tritonclient): (status, body) as post() gives them,
-    the body JSON's bytes; 503 for tally's UNAVAILABLE (the store's).
-    OSError when the replica cannot be reached."""
-    c = grpcclient.InferenceServerClient("127.0.0.1:%d" % port)
-    try:
-        x = np.ascontiguousarray(x)
-        inp = grpcclient.InferInput("x", [len(x)], {"int64": "INT64",
-                                                     "float32": "FP32"}[x.dtype.name])
-        inp.set_data_from_numpy(x)
-        r = c.infer("cumsum", [inp], sequence_id=seq, sequence_start=start,
-                    sequence_end=end, parameters={"sequence_chunk": int(n)},
-                    client_timeout=timeout)
-        out = r.get_response().outputs[0].name
-        return 200, json.dumps({"outputs": [{"data": r.as_numpy(out).tolist()}]}).encode()
-    except InferenceServerException as e:
-        code, msg = str(e.status()), e.message() or ""
-        if code.endswith("UNAVAILABLE") and "Redis" in msg:
-            return 503, json.dumps({"error": msg}).encode()
-        if code.endswith(("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")):
-            raise OSError("%s: %s" % (code, msg))  # gone, or going
-        return 400, json.dumps({"error": "%s: %s" % (code, msg)}).encode()
-    finally:
-        c.close()
+def post_grpc(port, seq, n, x, start, end):
+    """The same over gRPC: 503 for tally's UNAVAILABLE (the store's);
+    OSError when the replica cannot be reached (gone, or going)."""
+    code, out = send_grpc(port, seq, x, start=start, end=end, number=int(n))
+    if code == 200:
+        return 200, json.dumps({"outputs": [{"data": out}]}).encode()
+    if code.endswith("UNAVAILABLE") and "Redis" in out:
+        return 503, json.dumps({"error": out}).encode()
+    if code.endswith(("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")):
+        raise OSError("%s: %s" % (code, out))
+    return 400, json.dumps({"error": "%s: %s" % (code, out)}).encode()
 
 
 def send_until_answered(reps, rng, chunk, deadline, unavailable):
-    """One numbered chunk (chunk_body()'s arguments) to a random replica up
+    """One numbered chunk (post_chunk()'s arguments) to a random replica up
     now, through a random door, sent again (to another random one) until
     an answer comes: (status, body), or (None, why) past the deadline.
     503s are counted in unavailable."""
@@ -215,7 +123,7 @@ def send_until_answered(reps, rng, chunk, deadline, unavailable):
         rest, grpc = doors[rng.integers(len(doors))]
         try:
             if rng.integers(2) == 0:
-                st, raw = post(rest, chunk_body(*chunk))
+                st, raw = post_chunk(rest, *chunk)
             else:
                 st, raw = post_grpc(grpc, *chunk)
         except (OSError, http.client.HTTPException) as e:
@@ -327,19 +235,18 @@ def test_chunks_that_cross_on_replicas_are_applied_in_order(redis):
             got = [None] * n
             order = rng.permutation(n)
 
-            def send(k):
-                body = chunk_body("cross-%d-%d" % (seed % 1000, s), k + 1,
-                                  x[cut[k]:cut[k + 1]], k == 0, k == n - 1)
-                got[k] = post(ports[(k * 7 + s) % len(ports)], body)
+            def send_k(k):
+                got[k] = post_chunk(ports[(k * 7 + s) % len(ports)],
+                                    "cross-%d-%d" % (seed % 1000, s), k + 1,
+                                    x[cut[k]:cut[k + 1]], k == 0, k == n - 1)
 
             if s == 0:  # before its start: refused at once, not kept waiting
-                body = chunk_body("cross-%d-%d" % (seed % 1000, s), 2,
-                                  x[cut[1]:cut[2]], False, False)
-                st, raw = post(ports[1], body)
+                st, raw = post_chunk(ports[1], "cross-%d-%d" % (seed % 1000, s), 2,
+                                     x[cut[1]:cut[2]], False, False)
                 assert st == 400 and b"not live" in raw, (st, raw)
-            send(0)  # the start first: a chunk before it is refused
+            send_k(0)  # the start first: a chunk before it is refused
             order = [k for k in order if k != 0]
-            threads = [threading.Thread(target=send, args=(int(k),)) for k in order]
+            threads = [threading.Thread(target=send_k, args=(int(k),)) for k in order]
             for t in threads:
                 t.start()
             for t in threads:
@@ -357,15 +264,9 @@ def test_chunks_that_cross_on_replicas_are_applied_in_order(redis):
         x = random_tensor(rng, "int64", (20,))
         want = cumsum(x)
         for k in range(10):
-            params = {"sequence_id": "plain-%d" % seed}
-            if k == 0:
-                params["sequence_start"] = True
-            body = json.dumps({"parameters": params, "inputs": [
-                {"name": "x", "datatype": "INT64", "shape": [2],
-                 "data": x[2 * k:2 * k + 2].tolist()}]})
-            st, raw = post(ports[int(rng.integers(len(ports)))], body)
-            assert st == 200 and json.loads(raw)["outputs"][0]["data"] == \
-                want[2 * k:2 * k + 2].tolist(), (k, raw)
+            st, b = send(ports[int(rng.integers(len(ports)))], "plain-%d" % seed,
+                         x[2 * k:2 * k + 2], start=k == 0)
+            assert st == 200 and answer(b) == want[2 * k:2 * k + 2].tolist(), (k, b)
     finally:
         reps.cleanup()
 
@@ -378,10 +279,8 @@ def test_a_flushed_script_is_sent_again(redis, spawn):
     x = np.arange(1, 7, dtype=np.int64)
     for k in range(3):
         if k == 1:
-            with socket.create_connection(("127.0.0.1", redis.port), timeout=5) as s:
-                s.sendall(b"SCRIPT FLUSH\r\n")
-                assert s.recv(64).startswith(b"+OK")
-        st, raw = post(d.port, chunk_body("flush-1", k + 1, x[2 * k:2 * k + 2], k == 0, k == 2))
+            assert redis.command("SCRIPT", "FLUSH").startswith(b"+OK")
+        st, raw = post_chunk(d.port, "flush-1", k + 1, x[2 * k:2 * k + 2], k == 0, k == 2)
         assert st == 200, raw
         assert json.loads(raw)["outputs"][0]["data"] == np.cumsum(x)[2 * k:2 * k + 2].tolist()
     assert d.metric("tally_sequence_numbered_chunks_total", outcome="applied") == 3
@@ -589,3 +488,40 @@ def test_the_store_answers_as_the_memory_does(redis, spawn):
                          ("tally_sequences_total", {"event": "ended"}),
                          ("tally_sequence_late_chunks_total", {})):
         assert mem.metric(name, **labels) == store.metric(name, **labels), (name, labels)
+
+
+def test_a_rollback_of_redis_makes_no_cache_pass(spawn):
+    """Issue 70's item 3: replicas A and B; A starts [1], Redis takes a
+    snapshot, B adds [10] ([11]) and caches that state; Redis is killed
+    and started from the snapshot, so the 10 is gone. A adds [100]: [101].
+    B adds [1000]: its cache of the lost write fails the compare-and-set
+    (versions never repeat), and B decides on what Redis has: [1101],
+    never [1011]. A 503 while B's connection finds Redis gone is sent
+    again, as a client would."""
+    r = Redis(aof=None)
+    try:
+        a = spawn("--device", "host", "--state-store", r.url())
+        b = spawn("--device", "host", "--state-store", r.url())
+
+        def chunk(d, data, **kw):
+            for _ in range(50):
+                st, body = send(d, "rollback", data, **kw)
+                if st != 503:
+                    return st, body
+                time.sleep(0.1)
+            return st, body
+
+        def answered(st_body):
+            st, body = st_body
+            assert st == 200, body
+            return answer(body)
+
+        assert answered(chunk(a, [1], start=True)) == [1]
+        r.save()
+        assert answered(chunk(b, [10])) == [11]
+        r.rollback()
+        assert answered(chunk(a, [100])) == [101]
+        assert answered(chunk(b, [1000])) == [1101]
+        assert answered(chunk(a, [5], end=True)) == [1106]
+    finally:
+        r.cleanup()

@@ -260,7 +260,9 @@ static void url_forms(void)
         /* a password in every shape a first try may take */
         "rediss://:s3cret@h", "REDIS://:s3cret@h", " redis://:s3cret@h",
         "redis://s3cret@h", "redis://:s3cret@", "redis://u:s3cret@", "s3cret@h",
-        "redis://:s3c@ret@h:x", "redis://u:s3cret@h/99"};
+        "redis://:s3c@ret@h:x", "redis://u:s3cret@h/99",
+        "redis://:s3cret127.0.0.1:6390", "redis://u:s3cret127.0.0.1",
+        "redis://s3cret:6390x", "rediss://:s3cret[::1]:6390"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         msg[0] = '\0';
         CHECK(!redis_url_parse(bad[i], &u, msg, sizeof msg) && msg[0] != '\0',

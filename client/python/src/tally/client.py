@@ -6,7 +6,6 @@ import sys
 import threading
 import time
 import urllib.parse
-import zlib
 from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -20,6 +19,16 @@ DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint6
           "float16", "float32", "float64")
 
 _LOCAL_HOSTS = ("localhost", "::1")
+
+
+def home_replica(id_text: str, replicas: int) -> int:
+    """Which of `replicas` servers is a sequence's home without a shared
+    store: FNV-1a (64 bit) of its id's text, modulo their count; libtally
+    and the tally CLI choose the same one (docs/sequences.md, "Clients")."""
+    h = 0xcbf29ce484222325
+    for b in id_text.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h % replicas
 
 
 def _is_local(url: str) -> bool:
@@ -315,7 +324,7 @@ class RunningSum:
             self._server = Replicas(r.urls, r.token, r.cafile, r.timeout)
         else:
             urls = r.urls
-            url = urls[zlib.crc32(self.id_text.encode("utf-8")) % len(urls)]
+            url = urls[home_replica(self.id_text, len(urls))]
             self._server = Replicas(url, r.token, r.cafile, r.timeout)
         self._started = self._ended = False
         self._last: Optional[np.ndarray] = None  # dtype and shape, for the end
