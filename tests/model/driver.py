@@ -79,7 +79,6 @@ class Setup:
     a fault thread; restarts (to tell the model)."""
 
     name = "?"
-    kills_lose_lingering = False  # --state-dir: an ended unnumbered one
     # the doors a chunk goes through, and an early chunk's
     chunk_kinds = ["rest", "native", "grpc", "shm_rest", "shm_grpc"]
     early_kinds = ["rest", "native", "grpc"]
@@ -157,7 +156,6 @@ class Memory(Setup):
 
 class StateDir(Setup):
     name = "state-dir"
-    kills_lose_lingering = True
 
     def __init__(self, seed, fsync="always"):
         super().__init__(seed)
@@ -193,7 +191,7 @@ class RedisReplicas(Setup):
 
     def __init__(self, seed):
         super().__init__(seed)
-        from test_state_store import Redis
+        from seqlib import Redis
         self.redis = Redis()
         for _ in range(3):
             self.start_daemon(self.args())
@@ -879,7 +877,8 @@ class Client(threading.Thread):
         refuse a start; an unknown answer allows any of them or none."""
         exp = model.step(w, c, s, r)
         starts = exp and exp[0][0] == OK and model.admit(w, c) == "start"
-        if starts and self.setup.full_possible() and (w.status != model.LIVE):
+        # a start that ends at once keeps nothing live: it takes no room
+        if starts and not c.end and self.setup.full_possible() and w.status != model.LIVE:
             lo, hi = self.ids.live_bounds(s, r, None)
             if hi + 1 > self.ids.full_limit:  # may find no room
                 exp = exp + [(FULL, None, w)]

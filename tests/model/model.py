@@ -110,13 +110,13 @@ def settle(w, timers, s, r):
 
 def restarted(w):
     """w after tallyd with --state-dir was killed and started again: its
-    log gives back live sequences (their idle time from their last
-    applied chunk) and ended numbered ones; an ended unnumbered one is
-    not kept."""
+    log gives back every state it answered, with its timers (an ended
+    sequence's linger or idle time from its end). A repeat's renewal is a
+    write of the log too, answered once logged, but one that failed
+    leaves the repeat answered: the idle time runs from the last applied
+    chunk's or from a later renewal's."""
     if w.status == LIVE:
-        return w._replace(renew=w.renew_log)
-    if w.status == CLOSED and not w.numbered:
-        return NONE
+        return w._replace(renew=(w.renew_log[0], w.renew[1]))
     return w
 
 

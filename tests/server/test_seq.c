@@ -798,8 +798,8 @@ static void frozen(env *e)
 }
 
 /* Limits: a local store holds max_sequences live ones (503 beyond, the
- * ended ones aside); a chunk whose carries alone pass max_bytes is
- * refused at once (413). */
+ * ended ones and one-chunk sequences aside); a chunk whose carries alone
+ * pass max_bytes is refused at once (413). */
 static void limits(env *e)
 {
     chunk c;
@@ -810,6 +810,9 @@ static void limits(env *e)
         CHECK(SEND(e, 0, &c, 22, S, 0, 1) == STATUS_SEQUENCES_FULL
                   && strstr(c.msg, "as many as the server keeps"),
               "a third: %d %s", c.st, c.msg);
+        CHECK(SEND(e, 0, &c, 23, S | E, 0, 1) == STATUS_OK,
+              "a start that ends at once keeps nothing live: %d %s", c.st,
+              c.msg);
         CHECK(SEND(e, 0, &c, 20, E, 0, 1) == STATUS_OK
                   && SEND(e, 0, &c, 22, S, 0, 1) == STATUS_OK,
               "one ended: room again: %d %s", c.st, c.msg);
