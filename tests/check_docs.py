@@ -205,12 +205,43 @@ def path_problems(texts):
         for m in CODE.finditer(prose):
             span = m.group(0).strip("`").rstrip(":,.;")
             span = re.sub(r':\d+(-\d+)?$', "", span)  # a line number
+            span = TEST_NAME.sub("", span)  # a test's name: test_problems()
             named = span.startswith(dirs) or ("/" not in span and span in top)
             if not named or PLACEHOLDER.search(span.replace("/", " / ").strip()
                                                .replace(" / ", "/")):
                 continue
             if not os.path.exists(os.path.join(TOP, span)):
                 out.append("%s: `%s` is not in the tree" % (path, span))
+    return out
+
+
+# A test named in the docs: `tests/...file.py::test_name` or
+# `tests/...file.c::case`, where a rule or a row of a table says what
+# holds it.
+TEST_NAME = re.compile(r'::(\w+)$')
+TEST_SPAN = re.compile(r'`(tests/[^`\s]+?\.(?:py|c))::(\w+)`')
+
+
+def test_problems(texts):
+    """Each test a page names exists: the file, and in it a function of
+    that name (a Python test, or a C case: `static void name(` or its
+    registered "name")."""
+    out = []
+    for path, text in sorted(texts.items()):
+        if path in HISTORY:
+            continue
+        for m in TEST_SPAN.finditer(FENCE.sub("", text)):
+            f, name = m.group(1), m.group(2)
+            full = os.path.join(TOP, f)
+            if not os.path.isfile(full):
+                out.append("%s: `%s::%s`: %s is not in the tree" % (path, f, name, f))
+                continue
+            with open(full, encoding="utf-8") as src:
+                code = src.read()
+            defined = (r'^def %s\(' if f.endswith(".py") else
+                       r'^static void %s\(|"%s"') % ((name,) * (1 if f.endswith(".py") else 2))
+            if not re.search(defined, code, re.M):
+                out.append("%s: `%s::%s`: no test of that name in %s" % (path, f, name, f))
     return out
 
 
@@ -324,7 +355,7 @@ def check():
             alert_problems(read("deploy/prometheus-alerts.yml"), read(METRICS_PAGE)) +
             target_problems(texts, read("Makefile")) +
             thread_count_problems(read("docs/design.md"), read("server/tallyd.c")) +
-            perf_page_problems(read(PERF_PAGE)))
+            perf_page_problems(read(PERF_PAGE)) + test_problems(texts))
 
 
 def self_test():
@@ -372,6 +403,13 @@ def self_test():
     if not path_problems({"x.md": "see `server/no/such.c` and `server/tallyd.c`"}) or \
             path_problems({"x.md": "`server/tallyd.c` `DIR/sequences.log` `deploy/...`"}):
         print("self-test: a code span naming a missing path was not caught (or a real one was)")
+        ok = False
+    found = test_problems({"x.md": "`tests/server/test_seq.c::no_such_case` "
+                                   "`tests/integration/test_model.py::test_no_such` "
+                                   "`tests/server/test_seq.c::limits` "
+                                   "`tests/integration/test_model.py::test_model_memory`"})
+    if len(found) != 2 or path_problems({"x.md": "`tests/server/test_seq.c::limits`"}):
+        print("self-test: a test name that does not exist was not caught (or one that does was)")
         ok = False
     src = read("server/tallyd.c")
     readme = read("README.md")

@@ -43,7 +43,9 @@
       "for a stateful model, so that perf_analyzer runs its sequence mode; "   \
       "chunks of sequences are taken either way")                              \
     X(sequence_idle_ms, "sequence-idle-ms", "TALLY_SEQUENCE_IDLE_MS", UINT,    \
-      "60000", "a sequence with no request for this long is dropped")          \
+      "60000",                                                                 \
+      "a sequence with no answered chunk (applied, or a repeat) for this "     \
+      "long is dropped")                                                       \
     X(sequence_linger_ms, "sequence-linger-ms", "TALLY_SEQUENCE_LINGER_MS",    \
       UINT, "1000",                                                            \
       "an ended sequence still takes, this long, a chunk sent before its "     \

@@ -70,7 +70,7 @@ void seq_rule_not_live(const seq_params *id, uint64_t idle_ms, char *msg,
     seq_id_format(id, s, sizeof s);
     snprintf(msg, msglen,
              "sequence %s is not live: it was never started, has ended, "
-             "or was dropped after %" PRIu64 " ms without a request; "
+             "or was dropped after %" PRIu64 " ms without an answered chunk; "
              "the first request of a sequence must carry sequence_start",
              s, idle_ms);
 }
