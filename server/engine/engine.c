@@ -73,6 +73,32 @@ static void logf_(eng_engine *e, const char *fmt, ...)
     e->log(e->log_user, line);
 }
 
+/* The device spec names (NULL, "", "auto": the first OpenCL device, or
+ * the host backend when the machine has none at all; "host"), opened
+ * into e. */
+static eng_err open_device(eng_engine *e, const char *spec, char *msg,
+                           size_t msglen)
+{
+    if (spec != NULL && strcmp(spec, "host") == 0) {
+        e->host = true;
+        return ENG_E_OK;
+    }
+    bool none_at_all = false;
+    char why[256];
+    eng_err err =
+        eng_cl_device_open(spec, &e->dev, &none_at_all, why, sizeof why);
+    bool automatic =
+        spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0;
+    if (err != ENG_E_OK && automatic && none_at_all) {
+        logf_(e, "%s; using the host backend", why);
+        e->host = true;
+        return ENG_E_OK;
+    }
+    if (err != ENG_E_OK)
+        return eng_fail(msg, msglen, err, "%s", why);
+    return ENG_E_OK;
+}
+
 eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
                         char *msg, size_t msglen)
 {
@@ -84,25 +110,11 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
     e->host_threads = o->host_threads;
     e->fault_build = o->fault_build;
 
-    const char *spec = o->device;
-    if (spec != NULL && strcmp(spec, "host") == 0) {
-        e->host = true;
-    } else {
-        bool none_at_all = false;
-        char why[256];
-        eng_err err =
-            eng_cl_device_open(spec, &e->dev, &none_at_all, why, sizeof why);
-        bool automatic =
-            spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0;
-        if (err != ENG_E_OK && automatic && none_at_all) {
-            logf_(e, "%s; using the host backend", why);
-            e->host = true;
-        } else if (err != ENG_E_OK) {
-            free(e);
-            return eng_fail(msg, msglen, err, "%s", why);
-        }
+    eng_err err = open_device(e, o->device, msg, msglen);
+    if (err != ENG_E_OK) {
+        free(e);
+        return err;
     }
-
     if (e->host) {
         eng_host *probe = eng_host_new(o->host_threads);
         if (probe == NULL) {
@@ -130,7 +142,7 @@ eng_err eng_engine_open(const eng_engine_options *o, eng_engine **out,
     logf_(e, "device: %s", e->describe);
 
     if (o->warmup) {
-        eng_err err = eng_engine_warmup(e, NULL, msg, msglen);
+        err = eng_engine_warmup(e, NULL, msg, msglen);
         if (err != ENG_E_OK) {
             eng_engine_close(e);
             return err;
@@ -308,8 +320,8 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
     /* A batch a CPU device hands to the host code has no launch to share:
      * each part is scanned where it lies, without the stage and its two
      * copies (which made it slower than its parts one by one). */
-    eng_host *side = s->host == NULL && side_packed(s->e, &l) ? side_pool(s)
-                                                              : NULL;
+    eng_host *side =
+        s->host == NULL && side_packed(s->e, &l) ? side_pool(s) : NULL;
     if (side != NULL) {
         uint64_t t0 = clock_ns();
         for (size_t i = 0; i < count; i++) {
@@ -319,8 +331,8 @@ eng_err eng_scan_batch(eng_stream *s, const eng_lines *shape,
             p.outer = parts[i].outer;
             p.elements = p.outer * p.n * p.inner;
             p.bytes = (size_t)p.outer * line;
-            eng_err e = eng_host_scan(side, &p, parts[i].in, parts[i].out, msg,
-                                      msglen);
+            eng_err e =
+                eng_host_scan(side, &p, parts[i].in, parts[i].out, msg, msglen);
             if (e != ENG_E_OK)
                 return e;
         }
@@ -408,10 +420,10 @@ eng_err eng_scan_strided(eng_stream *s, const eng_scan_desc *d,
      * layouts that transpose and the lines contiguous on both sides run
      * faster in the host backend's code than in PoCL's kernels
      * (BENCHMARKS.md, issue 27): the same memory, the same cores. */
-    eng_host *side = s->e->cpu_side
-                             && eng_host_strided_fast(&v, s->e->dev.compute_units)
-                         ? side_pool(s)
-                         : NULL;
+    eng_host *side =
+        s->e->cpu_side && eng_host_strided_fast(&v, s->e->dev.compute_units)
+            ? side_pool(s)
+            : NULL;
     if (side != NULL)
         return eng_host_scan_strided(side, &v, in, out, msg, msglen);
     return eng_cl_scan_strided(s->cl, &v, in, out, msg, msglen);

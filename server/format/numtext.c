@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "digits.h"
-#include "numtext_conv.h"
 #include "numtext.h"
+#include "numtext_conv.h"
 #include "tx_half.h"
 
 static bool is_digit(char c)
@@ -61,6 +61,23 @@ size_t numtext_scan(const char *s, const char *end)
             p++;
     }
     return (size_t)(p - s);
+}
+
+/* The exponent at p ("e-12", "E+3"; 0 when there is none), its
+ * magnitude held below 10^6 (more says the same: no integer). */
+static long exponent(const char *p, const char *end)
+{
+    if (p >= end || (*p != 'e' && *p != 'E'))
+        return 0;
+    p++;
+    bool neg = p < end && *p == '-';
+    if (p < end && (*p == '+' || *p == '-'))
+        p++;
+    long e = 0;
+    for (; p < end && is_digit(*p); p++)
+        if (e < 100000)
+            e = e * 10 + (*p - '0');
+    return neg ? -e : e;
 }
 
 /* The exact integer value of a number token as sign and magnitude; false
@@ -105,17 +122,7 @@ static bool exact_integer(const char *s, size_t len, bool *neg, uint64_t *mag,
             }
         }
     }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        bool eneg = *p == '-';
-        if (*p == '+' || *p == '-')
-            p++;
-        long e = 0;
-        for (; p < end && is_digit(*p); p++)
-            if (e < 100000)
-                e = e * 10 + (*p - '0');
-        exp10 += eneg ? -e : e;
-    }
+    exp10 += exponent(p, end);
     /* more than 64 significant digits: no integer below 2^64 has them
      * (a fraction, when the exponent reaches below the last one) */
     if (lost) {
@@ -307,7 +314,7 @@ static bool store_float(tx_dtype t, const char *s, size_t len, double d,
 }
 
 bool numtext_parse(tx_dtype t, const char *s, size_t len, void *dst,
-                  size_t index, char *why, size_t whylen)
+                   size_t index, char *why, size_t whylen)
 {
     int shown = len > 24 ? 24 : (int)len;
     const char *more = len > 24 ? "..." : "";
@@ -368,8 +375,8 @@ static bool json_span(const char *s, const char *q, const char *end)
 }
 
 bool numtext_parse_float_at(tx_dtype t, const char *s, const char *end,
-                           void *dst, size_t index, size_t *used, char *why,
-                           size_t whylen)
+                            void *dst, size_t index, size_t *used, char *why,
+                            size_t whylen)
 {
     double d = 0;
     float f = 0;
@@ -385,7 +392,7 @@ bool numtext_parse_float_at(tx_dtype t, const char *s, const char *end,
 }
 
 const char *numtext_float_fast(tx_dtype t, const char *p, const char *end,
-                              void *dst, size_t index)
+                               void *dst, size_t index)
 {
     if (t == TX_FLOAT32) {
         float f;
@@ -425,7 +432,7 @@ const char *numtext_float_fast(tx_dtype t, const char *p, const char *end,
 }
 
 bool numtext_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
-                         size_t index, size_t *used, char *why, size_t whylen)
+                          size_t index, size_t *used, char *why, size_t whylen)
 {
     /* the common case in one pass: an optional minus and at most 19
      * digits, which fit a uint64_t without a check */
@@ -470,7 +477,7 @@ bool numtext_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
 }
 
 bool numtext_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
-                          size_t index, char *why, size_t whylen)
+                           size_t index, char *why, size_t whylen)
 {
     double d;
     if (len == 3 && memcmp(s, "NaN", 3) == 0)
@@ -629,7 +636,7 @@ print_list_t(tx_dtype t, const void *src, size_t a, size_t b, char *out)
 }
 
 size_t numtext_print_list(tx_dtype t, const void *src, size_t a, size_t b,
-                         char *out)
+                          char *out)
 {
     numtext_init();
     switch (t) {
