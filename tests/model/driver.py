@@ -11,21 +11,28 @@ Setups (docs/durability.md, "Checking it yourself"):
              answers interleaved at random, writes lost before or after
              they are applied, replicas killed;
   memory     one tallyd, its sequences in memory;
-  state-dir  one tallyd with --state-dir (--fsync), killed with SIGKILL at
-             random and started again;
+  state-dir  one tallyd with --state-dir (--fsync), killed with SIGKILL
+             or stopped with SIGTERM at random, and started again;
   redis      three replicas on one Redis (appendfsync always): replicas
-             killed and started again, Redis killed and started again, and
-             Redis paused (SIGSTOP) past --state-store-timeout-ms.
+             killed and started again, Redis killed and started again,
+             Redis paused (SIGSTOP) past --state-store-timeout-ms, and
+             Redis rolled back to a snapshot taken a few seconds before
+             (the model rolls back with it).
 
 Each client owns a few sequence ids, which it starts, feeds, ends, lets
 expire and starts again, through a door drawn at random: KServe over REST
-(JSON), the native API (raw bytes), gRPC calls, the gRPC stream (several
-chunks of a sequence at once) and shared memory in place (REST and gRPC).
+(JSON, and binary tensors through tritonclient.http), the native API (raw
+bytes), libtally (the tally CLI), gRPC calls, the gRPC stream (several
+chunks of a sequence at once) and shared memory in place (REST and gRPC);
+some chunks carry a deadline of a few ms (X-Timeout-Ms: a 504 must leave
+the sequence as it was), and some clients leave before the answer.
 Numbered and unnumbered sequences, repeats, conflicts, early chunks (a
 chunk sent before the one ahead of it, which follows within or after
---sequence-reorder-ms), chunks after the end, chunks of another dtype,
-and starts beyond --max-sequences. The timers are short, so that expiry,
-the linger and the reuse of ids happen often.
+--sequence-reorder-ms), starts sent while a chunk of the same id is on
+its way, starts and chunks sent as the idle time runs out, chunks after
+the end, chunks of another dtype, and starts beyond --max-sequences. The
+timers are short, so that expiry, the linger and the reuse of ids happen
+often.
 
 Every answer (its kind, its data, and a shared-memory region after it)
 must fit a state the model allows; an answer that cannot come (a dropped
@@ -48,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import re
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,12 +66,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import numpy as np  # noqa: E402
 
 import model  # noqa: E402
-from model import (CONFLICT, FULL, GAP, INVALID, NONE, OK, UNKNOWN,  # noqa: E402
-                   Chunk, Timers)
+from model import (CONFLICT, DEADLINE, FULL, GAP, INVALID, NONE, OK,  # noqa: E402
+                   UNKNOWN, Chunk, Timers)
 
 # The server's timers in these runs: short, so that the idle expiry, the
 # linger and the reuse of ids come within seconds.
 IDLE_MS, LINGER_MS, REORDER_MS = 900, 400, 250
+CLI = os.environ.get("TALLY_CLI", os.path.join(ROOT, "build", "bin", "tally"))
 MAX_SEQUENCES = 12  # memory and --state-dir: a few starts find no room
 MAX_WORLDS = 48     # an id with more open states is set aside until it expires
 
@@ -80,8 +89,9 @@ class Setup:
 
     name = "?"
     # the doors a chunk goes through, and an early chunk's
-    chunk_kinds = ["rest", "native", "grpc", "shm_rest", "shm_grpc"]
-    early_kinds = ["rest", "native", "grpc"]
+    chunk_kinds = ["rest", "native", "grpc", "shm_rest", "shm_grpc", "binary", "cli",
+                   "deadline", "drop"]
+    early_kinds = ["rest", "native", "grpc", "binary"]
     own_doors = False  # True: send() and stream() are the setup's
 
     def __init__(self, seed):
@@ -94,6 +104,7 @@ class Setup:
         self.stopping = threading.Event()
         self.restart_listeners = []
         self.broken = None  # why the fault loop could not go on
+        self.ids = None  # the checker's side (Ids), for faults it must hear of
 
     def common_args(self):
         return ["--device", "host", "--allow-shared-memory",
@@ -169,8 +180,19 @@ class StateDir(Setup):
     def fault_loop(self):
         while not self.stopping.wait(self.rng.uniform(1.0, 3.0)):
             d = self.daemons[-1]
-            self.kill_daemon(d)
-            self.count("tallyd killed")
+            if self.rng.random() < 0.3:  # a clean stop: its drain answers what it took
+                with self.lock:
+                    d.up = False
+                d.proc.send_signal(signal.SIGTERM)
+                try:
+                    d.proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    d.proc.kill()
+                    d.proc.wait()
+                self.count("tallyd stopped (SIGTERM)")
+            else:
+                self.kill_daemon(d)
+                self.count("tallyd killed")
             for fn in self.restart_listeners:
                 fn()
             if self.stopping.wait(self.rng.uniform(0.0, 0.3)):
@@ -208,7 +230,7 @@ class RedisReplicas(Setup):
 
     def fault_loop(self):
         while not self.stopping.wait(self.rng.uniform(0.8, 2.5)):
-            what = self.rng.choice(["replica", "replica", "redis", "pause"])
+            what = self.rng.choice(["replica", "replica", "redis", "pause", "rollback"])
             if what == "replica":
                 up = [d for d in self.daemons if d.up]
                 d = self.rng.choice(up)
@@ -227,11 +249,42 @@ class RedisReplicas(Setup):
                 if self.stopping.wait(self.rng.uniform(0.0, 0.4)):
                     return
                 self.redis.start()
+            elif what == "rollback" and self.ids.snapshot is None:
+                self.ids.snapshot_taken(self.redis.save)
+                self.count("Redis snapshot taken")
+            elif what == "rollback":
+                self.rollback()
             else:
                 self.redis.proc.send_signal(signal.SIGSTOP)
                 self.count("Redis paused")
                 self.stopping.wait(self.rng.uniform(0.45, 0.8))
                 self.redis.proc.send_signal(signal.SIGCONT)
+
+    def rollback(self):
+        """Redis killed and started from its last snapshot, without its
+        append-only file: every write since the snapshot is gone, as
+        after a restore from a backup. Then its append-only file is made
+        anew from what it holds (appendfsync always again) before any
+        other fault."""
+        self.redis.kill()
+        self.ids.rolled_back()
+        self.count("Redis rolled back to its snapshot")
+        shutil.rmtree(os.path.join(self.redis.dir, "appendonlydir"), ignore_errors=True)
+        aof, self.redis.aof = self.redis.aof, None
+        try:
+            self.redis.start()
+        finally:
+            self.redis.aof = aof
+        self.redis.command("CONFIG", "SET", "appendfsync", "always")
+        self.redis.command("CONFIG", "SET", "appendonly", "yes")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            info = self.redis.command("INFO", "persistence").decode(errors="replace")
+            if "aof_enabled:1" in info and "aof_rewrite_in_progress:0" in info \
+                    and "aof_rewrite_scheduled:0" in info:
+                return
+            time.sleep(0.05)
+        self.broken = "Redis did not write its append-only file after the rollback"
 
     def cleanup(self):
         super().cleanup()
@@ -369,6 +422,8 @@ def classify(status, message):
         return CONFLICT
     if status == 413:
         return model.TOO_LARGE
+    if status == 504:
+        return DEADLINE  # its deadline passed before its turn: nothing changed
     return UNKNOWN  # 503 (the store, the log), a drain, a dropped connection
 
 
@@ -394,8 +449,9 @@ class Doors:
 
     KINDS = ["rest", "native", "grpc", "stream", "shm_rest", "shm_grpc"]
 
-    def __init__(self, name):
+    def __init__(self, name, rng):
         import tritonclient.utils.shared_memory as shm
+        self.rng = rng
         self.shm = shm
         self.region = "model-%s" % name
         self.key = "/tally-model-%d-%s" % (os.getpid(), name)
@@ -423,14 +479,14 @@ class Doors:
 
     # each returns (kind, answer tuple or None, words)
 
-    def rest(self, door, seq, c, timeout=5):
+    def rest(self, door, seq, c, timeout=5, headers=None):
         body = json.dumps({"parameters": params_of(seq_param(seq), c), "inputs": [
             {"name": "x", "datatype": "INT64" if c.dtype == "int64" else "INT32",
              "shape": [len(c.data)], "data": list(c.data)}]})
         conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
         try:
             conn.request("POST", "/v2/models/cumsum/infer", body,
-                         {"Content-Type": "application/json"})
+                         dict({"Content-Type": "application/json"}, **(headers or {})))
             r = conn.getresponse()
             raw = r.read()
         finally:
@@ -491,6 +547,61 @@ class Doors:
         if shm:
             return OK, tuple(int(v) for v in self.region_now(len(c.data), c.dtype)), ""
         return OK, tuple(int(v) for v in r.as_numpy("y")), ""
+
+    def binary(self, door, seq, c, timeout=5):
+        """KServe REST with the tensors as binary data (tritonclient.http)."""
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+        cl = httpclient.InferenceServerClient("127.0.0.1:%d" % door[0],
+                                              connection_timeout=timeout,
+                                              network_timeout=timeout)
+        x = np.array(c.data, dtype=c.dtype)
+        i = httpclient.InferInput("x", [len(c.data)], "INT64" if c.dtype == "int64" else "INT32")
+        i.set_data_from_numpy(x, binary_data=True)
+        p = params_of(seq_param(seq), c)
+        try:
+            r = cl.infer("cumsum", [i], outputs=[httpclient.InferRequestedOutput(
+                "y", binary_data=True)], sequence_id=p["sequence_id"],
+                sequence_start=c.start, sequence_end=c.end,
+                parameters={"sequence_chunk": c.number} if c.numbered else None)
+        except InferenceServerException as e:
+            words = e.message() or ""
+            try:
+                status = int(e.status())
+            except (TypeError, ValueError):
+                return UNKNOWN, None, words
+            return classify(status, words), None, words
+        finally:
+            cl.close()
+        return OK, tuple(int(v) for v in r.as_numpy("y")), ""
+
+    def cli(self, door, seq, c, timeout=10):
+        """libtally, through the tally CLI: a chunk as .npy files."""
+        d = tempfile.mkdtemp(prefix="tally-model-cli-")
+        try:
+            src, dst = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
+            np.save(src, np.array(c.data, dtype=c.dtype))
+            cmd = [CLI, "cumsum", "--url", "http://127.0.0.1:%d" % door[0],
+                   "--sequence-id", str(seq_param(seq))]
+            if c.start:
+                cmd.append("--sequence-start")
+            if c.end:
+                cmd.append("--sequence-end")
+            if c.numbered:
+                cmd += ["--sequence-chunk", str(c.number)]
+            try:
+                r = subprocess.run(cmd + [src, dst], capture_output=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return UNKNOWN, None, "the CLI timed out"
+            words = r.stderr.decode(errors="replace")
+            if r.returncode == 0:
+                return OK, tuple(int(v) for v in np.load(dst)), ""
+            m = re.search(r"\(HTTP (\d+) from", words)
+            if r.returncode != 1 or m is None:
+                return UNKNOWN, None, words
+            return classify(int(m.group(1)), words), None, words
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def region_now(self, n, dtype="int64"):
         return self.shm.get_contents_as_numpy(self.handle, np.dtype(dtype), [n]).copy()
@@ -600,6 +711,15 @@ class Doors:
                 return self.native(door, seq, c) + (None,)
             if kind == "grpc":
                 return self.grpc_call(door, seq, c) + (None,)
+            if kind == "binary":
+                return self.binary(door, seq, c) + (None,)
+            if kind == "cli":
+                return self.cli(door, seq, c) + (None,)
+            if kind == "deadline":  # its deadline may pass before its turn
+                return self.rest(door, seq, c, headers={
+                    "X-Timeout-Ms": str(self.rng.choice([1, 2, 5]))}) + (None,)
+            if kind == "drop":  # the client leaves before the answer
+                return self.rest(door, seq, c, timeout=self.rng.choice([0.001, 0.003])) + (None,)
             self.register(door)
             if kind == "shm_rest":
                 k, a, w = self.shm_rest(door, seq, c)
@@ -629,19 +749,50 @@ class Ids:
         # the states of ids whose request was on its way when tallyd was
         # killed: that request took effect before the kill, or after the
         # start, or not at all
-        self.before_restart = {}
+        self.before_restart = {}  # id -> ([World], what the fault made of one)
+        # Redis's snapshot: each id's states when it was taken, and the ids
+        # whose request was on its way then (in it, or not)
+        self.snapshot = None
+        self.snap_pending = set()
         self.changed_at = {}  # id -> when its last request ended
         self.gone_at = {}  # id -> its history's length when it was surely gone
         setup.restart_listeners.append(self.on_restart)
+        setup.ids = self
 
     def on_restart(self):
         """tallyd (--state-dir) was killed: what each id may be now."""
         with self.lock:
             for seq, ws in self.worlds.items():
                 if self.inflight.get(seq) and seq not in self.before_restart:
-                    self.before_restart[seq] = list(ws)
+                    self.before_restart[seq] = (list(ws), lambda w: [model.restarted(w)])
                 self.worlds[seq] = dedupe([model.restarted(w) for w in ws])
                 self.history.setdefault(seq, []).append(("restart", "%.3f" % time.monotonic()))
+
+    def snapshot_taken(self, save):
+        """Redis takes a snapshot (save(): SAVE, which blocks Redis while it
+        writes): each id's states now, and those of the ids whose request
+        is on its way (its write may land before the snapshot or after)."""
+        with self.lock:
+            self.snapshot = {seq: list(ws) for seq, ws in self.worlds.items()}
+            self.snap_pending = {seq for seq, n in self.inflight.items() if n}
+            save()
+
+    def rolled_back(self):
+        """Redis was started again from the snapshot: every id is back to
+        its states then (an id it did not hold is absent); a request on
+        its way took effect before (then lost) or after, on the snapshot's
+        state."""
+        with self.lock:
+            snap = self.snapshot or {}
+            for seq in set(self.worlds) | set(snap):
+                back = list(snap.get(seq, [NONE]))
+                if self.inflight.get(seq):
+                    self.before_restart[seq] = (list(self.worlds.get(seq, [NONE])),
+                                                lambda w, back=back: back)
+                self.worlds[seq] = dedupe(back)
+                self.history.setdefault(seq, []).append(
+                    ("rollback", "%.3f" % time.monotonic()))
+            self.snapshot, self.snap_pending = None, set()
 
     def get(self, seq):
         with self.lock:
@@ -690,9 +841,11 @@ class Ids:
             for w0 in ws:
                 for w in model.settle(w0, self.timers, s, r):
                     nxt.extend(run(w))
-            for w0 in self.before_restart.pop(seq, []):
+            before, after = self.before_restart.pop(seq, ([], None))
+            for w0 in before:
                 for w in model.settle(w0, self.timers, s, r):
-                    nxt.extend(model.restarted(x) for x in run(w))
+                    for x in run(w):
+                        nxt.extend(after(x))
             nxt = dedupe(nxt)
             if not nxt:
                 raise Failure(self.explain(seq, ws))
@@ -702,6 +855,9 @@ class Ids:
                 self.gone_at[seq] = len(hist)  # surely gone after these
             del hist[:-200]
             self.worlds[seq] = nxt
+            if seq in self.snap_pending:  # its effect is in the snapshot, or not
+                self.snap_pending.discard(seq)
+                self.snapshot[seq] = dedupe(self.snapshot.get(seq, [NONE]) + nxt)
             self.changed_at[seq] = time.monotonic()
             self.max_worlds = max(self.max_worlds, len(nxt))
             return nxt
@@ -779,7 +935,8 @@ class Client(threading.Thread):
         self.rng = random.Random(seed * 1000 + k)
         self.stop_at = stop_at
         self.errors = errors
-        self.doors = None if setup.own_doors else Doors("%d-%d" % (seed % 100000, k))
+        self.doors = None if setup.own_doors else Doors("%d-%d" % (seed % 100000, k),
+                                                        random.Random(seed * 1000 + 500 + k))
         tag = seed % 100000
         # a string id and a number id of its own, used again and again
         self.seqs = ["s:m%d-%d-a" % (tag, k), "n:%d" % (tag * 100 + k + 1),
@@ -865,6 +1022,10 @@ class Client(threading.Thread):
                                   number=1 if self.rng.random() < 0.5 else None))
         elif r < 0.86:
             time.sleep((IDLE_MS + 1000) / 1000.0)  # surely past its idle time
+        elif r < 0.91:
+            self.race(seq, w)
+        elif r < 0.94:
+            self.at_expiry(seq, w)
         else:
             time.sleep(self.rng.choice([0.0, 0.01, 0.05]))
 
@@ -886,6 +1047,8 @@ class Client(threading.Thread):
                 exp = [(FULL, None, w)]
         if kind == UNKNOWN:
             return [(UNKNOWN, None, w)] + [(UNKNOWN, None, n) for _, _, n in exp]
+        if kind == DEADLINE:  # failed before its decision: nothing moved
+            return [(DEADLINE, None, w)]
         return exp
 
     def send(self, kind, door, seq, c):
@@ -933,6 +1096,66 @@ class Client(threading.Thread):
             return states
 
         self.ids.check(seq, what, run, s, r)
+
+    def race(self, seq, w):
+        """A start sent while a chunk of the same id is on its way, on
+        another connection: the two are decided in the order they arrive,
+        which the checker does not know, so both orders are allowed (a
+        chunk that arrived first is applied to the old sequence; one that
+        arrived after the start, to the new one)."""
+        x = Chunk(self.data(), number=w.applied + 1 if w.numbered else None)
+        st = Chunk(self.data(), start=True, number=1 if self.rng.random() < 0.5 else None,
+                   end=self.rng.random() < 0.1)
+        pause = self.rng.choice([0.0, 0.0005, 0.002, 0.01])
+        kinds = [self.rng.choice(self.setup.early_kinds) for _ in range(2)]
+        doors = [self.door(), self.door()]
+        res = {}
+        self.ids.begin(seq)
+
+        def send_x():
+            res["x"] = self.send(kinds[0], doors[0], seq, x)
+
+        s = time.monotonic()
+        t = threading.Thread(target=send_x)
+        t.start()
+        time.sleep(pause)
+        res["s"] = self.send(kinds[1], doors[1], seq, st)
+        t.join()
+        r = time.monotonic()
+        self.ops += 2
+        (kx, ax, wx, _), (ks, a_s, ws, _) = res["x"], res["s"]
+        what = ("race", "%.3f-%.3f" % (s, r), "pause %.4f" % pause, repr(x), "->", kx,
+                list(ax) if ax else "", wx[:100], "and", repr(st), "->", ks,
+                list(a_s) if a_s else "", ws[:100])
+
+        def run(w0):
+            out = []
+            for (c1, o1), (c2, o2) in (((x, res["x"]), (st, res["s"])),
+                                       ((st, res["s"]), (x, res["x"]))):
+                k1, a1, _, g1 = o1
+                k2, a2, _, g2 = o2
+                for w1 in fits(k1, a1, g1, c1, self.expect(w0, c1, s, r, k1)):
+                    out += fits(k2, a2, g2, c2, self.expect(w1, c2, s, r, k2))
+            return out
+
+        self.ids.check(seq, what, run, s, r)
+
+    def at_expiry(self, seq, w):
+        """A start, or a chunk, sent as its sequence's idle time runs out
+        (a few ms either side): it finds the sequence, or finds it gone,
+        and a start made then is kept (after a restart too)."""
+        e = self.ids.timers.expiry(w)
+        if e is None:
+            return
+        at = self.rng.uniform(e[0] - 0.01, e[1] + 0.01)
+        wait = at - time.monotonic()
+        if 0 < wait < 2.0:
+            time.sleep(wait)
+        if self.rng.random() < 0.5:
+            self.chunk(seq, Chunk(self.data(), start=True,
+                                  number=1 if self.rng.random() < 0.5 else None))
+        else:
+            self.chunk(seq, Chunk(self.data(), number=w.applied + 1 if w.numbered else None))
 
     def early(self, seq, w):
         """Chunk n+2 sent first, then, after a pause within or past

@@ -23,8 +23,8 @@ from collections import namedtuple
 ABSENT, LIVE, CLOSED = "absent", "live", "closed"
 
 # kinds of answer
-OK, INVALID, CONFLICT, GAP, FULL, UNKNOWN, TOO_LARGE = (
-    "ok", "invalid", "conflict", "gap", "full", "unknown", "too_large")
+OK, INVALID, CONFLICT, GAP, FULL, UNKNOWN, TOO_LARGE, DEADLINE = (
+    "ok", "invalid", "conflict", "gap", "full", "unknown", "too_large", "deadline")
 
 World = namedtuple("World", [
     "status",     # ABSENT, LIVE or CLOSED (ended; kept for its linger, or
