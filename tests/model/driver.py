@@ -22,7 +22,7 @@ Setups (docs/durability.md, "Checking it yourself"):
 Each client owns a few sequence ids, which it starts, feeds, ends, lets
 expire and starts again, through a door drawn at random: KServe over REST
 (JSON, and binary tensors through tritonclient.http), the native API (raw
-bytes), libtally (the tally CLI), gRPC calls, the gRPC stream (several
+bytes), libtally (the tally CLI), Python's RunningSum, gRPC calls, the gRPC stream (several
 chunks of a sequence at once) and shared memory in place (REST and gRPC);
 some chunks carry a deadline of a few ms (X-Timeout-Ms: a 504 must leave
 the sequence as it was), and some clients leave before the answer.
@@ -943,6 +943,7 @@ class Client(threading.Thread):
                      "s:m%d-%d-b" % (tag, k)]
         self.set_aside = {}
         self.ops = 0
+        self.by_door = {}  # chunks sent through each door
 
     def run(self):
         try:
@@ -984,6 +985,8 @@ class Client(threading.Thread):
         if w.status == model.ABSENT:
             if r < 0.1:  # a chunk of a sequence that is not live
                 self.chunk(seq, Chunk(self.data(), number=self.rng.choice([None, 2])))
+            elif r < 0.2 and not self.setup.own_doors:
+                self.python_run(seq)
             else:
                 numbered = self.rng.random() < 0.5
                 self.chunk(seq, Chunk(self.data(), start=True, number=1 if numbered else None,
@@ -1026,6 +1029,8 @@ class Client(threading.Thread):
             self.race(seq, w)
         elif r < 0.94:
             self.at_expiry(seq, w)
+        elif r < 0.96 and not self.setup.own_doors:
+            self.python_run(seq)
         else:
             time.sleep(self.rng.choice([0.0, 0.01, 0.05]))
 
@@ -1053,6 +1058,7 @@ class Client(threading.Thread):
 
     def send(self, kind, door, seq, c):
         """(kind, answer, words, region) through the door kind."""
+        self.by_door[kind] = self.by_door.get(kind, 0) + 1
         if self.setup.own_doors:
             return self.setup.send(door, seq, c) + (None,)
         return self.doors.send(kind, door, seq, c)
@@ -1076,6 +1082,7 @@ class Client(threading.Thread):
         chunks = [Chunk(self.data(), number=None if nxt is None else nxt + i,
                         end=i == n - 1 and self.rng.random() < 0.3) for i in range(n)]
         door = self.door()
+        self.by_door["stream"] = self.by_door.get("stream", 0) + n
         self.ids.begin(seq)
         s = time.monotonic()
         outs = (self.setup.stream if self.setup.own_doors else self.doors.stream)(
@@ -1096,6 +1103,40 @@ class Client(threading.Thread):
             return states
 
         self.ids.check(seq, what, run, s, r)
+
+    def python_run(self, seq):
+        """A numbered sequence through the Python package's RunningSum: a
+        start and a few chunks, each checked as it is answered (a chunk
+        whose answer it lost, it sends again itself: a repeat)."""
+        if os.path.join(ROOT, "client", "python", "src") not in sys.path:
+            sys.path.append(os.path.join(ROOT, "client", "python", "src"))
+        import tally
+        door = self.door()
+        rs = tally.Client("http://127.0.0.1:%d" % door[0], shm=False, timeout=5).sequence(
+            sequence_id=seq_param(seq), retries=1)
+        n = self.rng.randint(1, 3)
+        for k in range(n):
+            last = k == n - 1 and self.rng.random() < 0.3
+            c = Chunk(self.data(), start=k == 0, number=k + 1, end=last)
+            self.ids.begin(seq)
+            s = time.monotonic()
+            try:
+                out = rs.cumsum(np.array(c.data, dtype=c.dtype), last=last)
+                kind, answer, words = OK, tuple(int(v) for v in out), ""
+            except tally.TallyError as e:  # busy or no answer: it may have been added
+                words = e.message or ""
+                kind = UNKNOWN if e.status in (0, 502, 503, 504) else classify(e.status, words)
+                answer = None
+            r = time.monotonic()
+            self.ops += 1
+            self.by_door["python"] = self.by_door.get("python", 0) + 1
+            what = self.record(seq, "python", c, kind, answer, words, s, r)
+            self.ids.check(seq, what,
+                           lambda w: fits(kind, answer, None, c, self.expect(w, c, s, r, kind)),
+                           s, r)
+            if kind != OK:
+                break
+        rs.abandon()
 
     def race(self, seq, w):
         """A start sent while a chunk of the same id is on its way, on
@@ -1247,6 +1288,8 @@ def run(setup_name, seconds, seed, clients=6, fsync="always", out=sys.stdout):
                    "chunks": sum(c.ops for c in cs), "faults": setup.faults,
                    "faults_by_kind": setup.faults_by_kind,
                    "undecided": ids.unknown, "most_states": ids.max_worlds,
+                   "by_door": {k: sum(c.by_door.get(k, 0) for c in cs)
+                               for k in sorted({k for c in cs for k in c.by_door})},
                    "set_aside": ids.set_aside}
         print("model checker: %s" % json.dumps(figures), file=out)
         return figures
