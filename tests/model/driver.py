@@ -20,19 +20,21 @@ Setups (docs/durability.md, "Checking it yourself"):
              (the model rolls back with it).
 
 Each client owns a few sequence ids, which it starts, feeds, ends, lets
-expire and starts again, through a door drawn at random: KServe over REST
-(JSON, and binary tensors through tritonclient.http), the native API (raw
-bytes), libtally (the tally CLI), Python's RunningSum, gRPC calls, the gRPC stream (several
-chunks of a sequence at once) and shared memory in place (REST and gRPC);
-some chunks carry a deadline of a few ms (X-Timeout-Ms: a 504 must leave
-the sequence as it was), and some clients leave before the answer.
-Numbered and unnumbered sequences, repeats, conflicts, early chunks (a
-chunk sent before the one ahead of it, which follows within or after
---sequence-reorder-ms), starts sent while a chunk of the same id is on
-its way, starts and chunks sent as the idle time runs out, chunks after
-the end, chunks of another dtype, and starts beyond --max-sequences. The
-timers are short, so that expiry, the linger and the reuse of ids happen
-often.
+expire and starts again, through a door drawn at random: KServe over
+REST (JSON, and binary tensors through tritonclient.http), the native API
+(raw bytes), libtally (the tally CLI), Python's RunningSum, gRPC calls,
+the gRPC stream (several chunks of a sequence at once) and shared memory
+in place (REST and gRPC); some chunks carry a deadline of a few ms
+(X-Timeout-Ms: a 504 must leave the sequence as it was), and some clients
+leave before the answer. Chunks of every dtype, rank 1 to 3, any axis,
+inclusive or exclusive, forward or reversed (1-D int64 on the fake
+store). Numbered and unnumbered sequences, repeats, conflicts, early
+chunks (a chunk sent before the one ahead of it, which follows within or
+after --sequence-reorder-ms), starts sent while a chunk of the same id is
+on its way, starts and chunks sent as the idle time runs out, chunks
+after the end, chunks that differ from their sequence's first (dtype,
+mode or shape), and starts beyond --max-sequences. The timers are short,
+so that expiry, the linger and the reuse of ids happen often.
 
 Every answer (its kind, its data, and a shared-memory region after it)
 must fit a state the model allows; an answer that cannot come (a dropped
@@ -77,8 +79,24 @@ MAX_SEQUENCES = 12  # memory and --state-dir: a few starts find no room
 MAX_WORLDS = 48     # an id with more open states is set aside until it expires
 
 
+# the dtypes the chunks take, and their KServe names
+DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float32", "float64"]
+KSERVE = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64",
+          "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
+          "float32": "FP32", "float64": "FP64"}
+
+
 class Failure(Exception):
     pass
+
+
+def flat(a):
+    """An answer's values, flat, as Python numbers (a numpy array, or
+    JSON's lists, nested or not)."""
+    if isinstance(a, list):
+        return tuple(v for x in a for v in (flat(x) if isinstance(x, list) else (x,)))
+    return tuple(v.item() for v in np.asarray(a).reshape(-1))
 
 
 # ---------------------------------------------------------------- the setups
@@ -93,6 +111,7 @@ class Setup:
                    "deadline", "drop"]
     early_kinds = ["rest", "native", "grpc", "binary"]
     own_doors = False  # True: send() and stream() are the setup's
+    general = True  # any dtype, rank, axis and mode (False: 1-D int64)
 
     def __init__(self, seed):
         self.lock = threading.Lock()
@@ -303,6 +322,7 @@ class FakeStore(Setup):
     name = "fake"
     chunk_kinds = early_kinds = ["fake"]
     own_doors = True
+    general = False
     REPLICAS = 3
 
     def __init__(self, seed):
@@ -427,8 +447,10 @@ def classify(status, message):
     return UNKNOWN  # 503 (the store, the log), a drain, a dropped connection
 
 
-def params_of(seq, c):
-    p = {"sequence_id": seq}
+def params_of(seq, c, scan=True):
+    """The request's parameters: the sequence's, and the scan's."""
+    p = {"axis": c.axis, "exclusive": c.exclusive, "reverse": c.reverse} if scan else {}
+    p["sequence_id"] = seq
     if c.start:
         p["sequence_start"] = True
     if c.end:
@@ -481,8 +503,8 @@ class Doors:
 
     def rest(self, door, seq, c, timeout=5, headers=None):
         body = json.dumps({"parameters": params_of(seq_param(seq), c), "inputs": [
-            {"name": "x", "datatype": "INT64" if c.dtype == "int64" else "INT32",
-             "shape": [len(c.data)], "data": list(c.data)}]})
+            {"name": "x", "datatype": KSERVE[c.dtype], "shape": list(c.shape),
+             "data": list(c.data)}]})
         conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
         try:
             conn.request("POST", "/v2/models/cumsum/infer", body,
@@ -492,17 +514,17 @@ class Doors:
         finally:
             conn.close()
         if r.status == 200:
-            return OK, tuple(json.loads(raw)["outputs"][0]["data"]), ""
+            return OK, flat(json.loads(raw)["outputs"][0]["data"]), ""
         words = json.loads(raw).get("error", "") if raw else ""
         return classify(r.status, words), None, words
 
     def native(self, door, seq, c, timeout=5):
-        q = {"dtype": c.dtype, "shape": str(len(c.data))}
+        q = {"dtype": c.dtype, "shape": ",".join(str(n) for n in c.shape)}
         for k, v in params_of(seq_param(seq), c).items():
-            q[k] = "true" if v is True else str(v)
+            q[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
         if isinstance(seq_param(seq), str):
             q["sequence_id"] = seq_param(seq)
-        raw = np.array(c.data, dtype=c.dtype).tobytes()
+        raw = c.array().tobytes()
         conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
         try:
             conn.request("POST", "/v1/cumsum?" + urllib.parse.urlencode(q), raw,
@@ -512,7 +534,7 @@ class Doors:
         finally:
             conn.close()
         if r.status == 200:
-            return OK, tuple(int(v) for v in np.frombuffer(body, dtype=c.dtype)), ""
+            return OK, flat(np.frombuffer(body, dtype=c.dtype)), ""
         words = json.loads(body).get("error", "") if body else ""
         return classify(r.status, words), None, words
 
@@ -520,8 +542,8 @@ class Doors:
         import tritonclient.grpc as grpcclient
         from tritonclient.utils import InferenceServerException
         cl = self.grpc_client(door[1])
-        x = np.array(c.data, dtype=c.dtype)
-        i = grpcclient.InferInput("x", [len(c.data)], "INT64" if c.dtype == "int64" else "INT32")
+        x = c.array()
+        i = grpcclient.InferInput("x", list(c.shape), KSERVE[c.dtype])
         outs = None
         if shm:
             self.shm.set_shared_memory_region(self.handle, [x])
@@ -532,7 +554,7 @@ class Doors:
         else:
             i.set_data_from_numpy(x)
         p = params_of(seq_param(seq), c)
-        extra = {"sequence_chunk": p["sequence_chunk"]} if c.numbered else None
+        extra = {k: p[k] for k in ("sequence_chunk", "axis", "exclusive", "reverse") if k in p}
         try:
             r = cl.infer("cumsum", [i], outputs=outs, sequence_id=p["sequence_id"],
                          sequence_start=c.start, sequence_end=c.end, parameters=extra,
@@ -545,8 +567,8 @@ class Doors:
                 return UNKNOWN, None, "%s %s" % (st, words)
             return classify(0, words), None, words
         if shm:
-            return OK, tuple(int(v) for v in self.region_now(len(c.data), c.dtype)), ""
-        return OK, tuple(int(v) for v in r.as_numpy("y")), ""
+            return OK, flat(self.region_now(len(c.data), c.dtype)), ""
+        return OK, flat(r.as_numpy("y")), ""
 
     def binary(self, door, seq, c, timeout=5):
         """KServe REST with the tensors as binary data (tritonclient.http)."""
@@ -555,15 +577,14 @@ class Doors:
         cl = httpclient.InferenceServerClient("127.0.0.1:%d" % door[0],
                                               connection_timeout=timeout,
                                               network_timeout=timeout)
-        x = np.array(c.data, dtype=c.dtype)
-        i = httpclient.InferInput("x", [len(c.data)], "INT64" if c.dtype == "int64" else "INT32")
-        i.set_data_from_numpy(x, binary_data=True)
+        i = httpclient.InferInput("x", list(c.shape), KSERVE[c.dtype])
+        i.set_data_from_numpy(c.array(), binary_data=True)
         p = params_of(seq_param(seq), c)
+        extra = {k: p[k] for k in ("sequence_chunk", "axis", "exclusive", "reverse") if k in p}
         try:
             r = cl.infer("cumsum", [i], outputs=[httpclient.InferRequestedOutput(
                 "y", binary_data=True)], sequence_id=p["sequence_id"],
-                sequence_start=c.start, sequence_end=c.end,
-                parameters={"sequence_chunk": c.number} if c.numbered else None)
+                sequence_start=c.start, sequence_end=c.end, parameters=extra)
         except InferenceServerException as e:
             words = e.message() or ""
             try:
@@ -573,16 +594,20 @@ class Doors:
             return classify(status, words), None, words
         finally:
             cl.close()
-        return OK, tuple(int(v) for v in r.as_numpy("y")), ""
+        return OK, flat(r.as_numpy("y")), ""
 
     def cli(self, door, seq, c, timeout=10):
         """libtally, through the tally CLI: a chunk as .npy files."""
         d = tempfile.mkdtemp(prefix="tally-model-cli-")
         try:
             src, dst = os.path.join(d, "x.npy"), os.path.join(d, "y.npy")
-            np.save(src, np.array(c.data, dtype=c.dtype))
+            np.save(src, c.array())
             cmd = [CLI, "cumsum", "--url", "http://127.0.0.1:%d" % door[0],
-                   "--sequence-id", str(seq_param(seq))]
+                   "--sequence-id", str(seq_param(seq)), "--axis", str(c.axis)]
+            if c.exclusive:
+                cmd.append("--exclusive")
+            if c.reverse:
+                cmd.append("--reverse")
             if c.start:
                 cmd.append("--sequence-start")
             if c.end:
@@ -595,7 +620,7 @@ class Doors:
                 return UNKNOWN, None, "the CLI timed out"
             words = r.stderr.decode(errors="replace")
             if r.returncode == 0:
-                return OK, tuple(int(v) for v in np.load(dst)), ""
+                return OK, flat(np.load(dst)), ""
             m = re.search(r"\(HTTP (\d+) from", words)
             if r.returncode != 1 or m is None:
                 return UNKNOWN, None, words
@@ -607,14 +632,14 @@ class Doors:
         return self.shm.get_contents_as_numpy(self.handle, np.dtype(dtype), [n]).copy()
 
     def shm_rest(self, door, seq, c, timeout=5):
-        x = np.array(c.data, dtype=c.dtype)
+        x = c.array()
         self.shm.set_shared_memory_region(self.handle, [x])
         place = {"shared_memory_region": self.region, "shared_memory_offset": 0,
                  "shared_memory_byte_size": x.nbytes}
         body = json.dumps({
             "parameters": params_of(seq_param(seq), c),
-            "inputs": [{"name": "x", "datatype": "INT64" if c.dtype == "int64" else "INT32",
-                        "shape": [len(c.data)], "parameters": place}],
+            "inputs": [{"name": "x", "datatype": KSERVE[c.dtype], "shape": list(c.shape),
+                        "parameters": place}],
             "outputs": [{"name": "y", "parameters": place}]})
         conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
         try:
@@ -625,7 +650,7 @@ class Doors:
         finally:
             conn.close()
         if r.status == 200:
-            return OK, tuple(int(v) for v in self.region_now(len(c.data), c.dtype)), ""
+            return OK, flat(self.region_now(len(c.data), c.dtype)), ""
         words = json.loads(raw).get("error", "") if raw else ""
         return classify(r.status, words), None, words
 
@@ -655,16 +680,14 @@ class Doors:
         try:
             cl.start_stream(callback=lambda result, error: results.put((result, error)))
             for k, c in enumerate(chunks):
-                x = np.array(c.data, dtype=c.dtype)
-                i = grpcclient.InferInput("x", [len(c.data)],
-                                          "INT64" if c.dtype == "int64" else "INT32")
-                i.set_data_from_numpy(x)
+                i = grpcclient.InferInput("x", list(c.shape), KSERVE[c.dtype])
+                i.set_data_from_numpy(c.array())
                 p = params_of(seq_param(seq), c)
                 cl.async_stream_infer("cumsum", [i], request_id=str(k),
                                       sequence_id=p["sequence_id"], sequence_start=c.start,
-                                      sequence_end=c.end,
-                                      parameters={"sequence_chunk": c.number}
-                                      if c.numbered else None)
+                                      sequence_end=c.end, parameters={
+                                          n: p[n] for n in ("sequence_chunk", "axis",
+                                                            "exclusive", "reverse") if n in p})
             deadline = time.time() + timeout
             got = 0
             while got < len(chunks) and time.time() < deadline:
@@ -691,7 +714,7 @@ class Doors:
                     out[k] = (kind, None, words or "")
                     continue
                 k = int(result.get_response().id)
-                out[k] = (OK, tuple(int(v) for v in result.as_numpy("y")), "")
+                out[k] = (OK, flat(result.as_numpy("y")), "")
         except Exception as e:  # the stream broke: the rest stay unknown
             out = [o if o[2] != "no answer" else (UNKNOWN, None, repr(e)) for o in out]
         finally:
@@ -725,8 +748,7 @@ class Doors:
                 k, a, w = self.shm_rest(door, seq, c)
             else:
                 k, a, w = self.grpc_call(door, seq, c, shm=True)
-            region = None if k in (OK, UNKNOWN) else tuple(
-                int(v) for v in self.region_now(len(c.data), c.dtype))
+            region = None if k in (OK, UNKNOWN) else flat(self.region_now(len(c.data), c.dtype))
             return k, a, w, region
         except (OSError, http.client.HTTPException) as e:
             return UNKNOWN, None, repr(e), None
@@ -967,8 +989,51 @@ class Client(threading.Thread):
             up = self.setup.doors()
         return self.rng.choice(up)
 
-    def data(self):
-        return [self.rng.randint(-50, 50) for _ in range(self.rng.randint(1, 4))]
+    def new_attrs(self):
+        """A new sequence's attributes (Chunk.attrs): any dtype, rank 1 to
+        3, any axis and mode, at most 4 lines; the fake store's replicas
+        take 1-D int64 chunks only."""
+        if not self.setup.general:
+            return ("int64", 1, 0, False, False, ())
+        rank = self.rng.choice([1, 1, 2, 3])
+        off = tuple(self.rng.randint(1, 2) for _ in range(rank - 1))
+        return (self.rng.choice(DTYPES), rank, self.rng.randrange(rank),
+                self.rng.random() < 0.3, self.rng.random() < 0.3, off)
+
+    def other(self, attrs):
+        """attrs with one of them changed: a chunk its sequence refuses."""
+        dtype, rank, axis, exclusive, reverse, off = attrs
+        if not self.setup.general:
+            return ("int32",) + attrs[1:]
+        what = self.rng.choice(["dtype", "exclusive", "reverse", "shape"])
+        if what == "dtype":
+            return (self.rng.choice([d for d in DTYPES if d != dtype]),) + attrs[1:]
+        if what == "exclusive":
+            return (dtype, rank, axis, not exclusive, reverse, off)
+        if what == "reverse":
+            return (dtype, rank, axis, exclusive, not reverse, off)
+        if rank == 1:  # a second dimension
+            return (dtype, 2, 0, exclusive, reverse, (2,))
+        return (dtype, rank, axis, exclusive, reverse, (off[0] + 1,) + off[1:])
+
+    def make(self, attrs, **kw):
+        """A chunk of a sequence with attrs (None: a new one's), of a few
+        small numbers (at most 8: the shared-memory region's 64 bytes)."""
+        dtype, rank, axis, exclusive, reverse, off = attrs or self.new_attrs()
+        lines = int(np.prod(off)) if off else 1
+        n = self.rng.randint(1, max(1, 8 // lines) if self.setup.general else 4)
+        shape = off[:axis] + (n,) + off[axis:]
+        lo = 0 if dtype.startswith("uint") else -50
+        data = [self.rng.randint(lo, 50) for _ in range(n * lines)]
+        return Chunk(data, dtype=dtype, shape=shape, axis=axis, exclusive=exclusive,
+                     reverse=reverse, **kw)
+
+    def again(self, w, **kw):
+        """w's last applied chunk again (its repeat), with flags kw."""
+        dtype, shape, data = w.last
+        _, _, axis, exclusive, reverse, _ = w.attrs
+        return Chunk(data, dtype=dtype, shape=shape, axis=axis, exclusive=exclusive,
+                     reverse=reverse, number=w.applied, **kw)
 
     def one(self):
         seq = self.rng.choice(self.seqs)
@@ -984,45 +1049,45 @@ class Client(threading.Thread):
         r = self.rng.random()
         if w.status == model.ABSENT:
             if r < 0.1:  # a chunk of a sequence that is not live
-                self.chunk(seq, Chunk(self.data(), number=self.rng.choice([None, 2])))
+                self.chunk(seq, self.make(None, number=self.rng.choice([None, 2])))
             elif r < 0.2 and not self.setup.own_doors:
                 self.python_run(seq)
             else:
                 numbered = self.rng.random() < 0.5
-                self.chunk(seq, Chunk(self.data(), start=True, number=1 if numbered else None,
-                                      end=self.rng.random() < 0.05))
+                self.chunk(seq, self.make(None, start=True, number=1 if numbered else None,
+                                          end=self.rng.random() < 0.05))
             return
         nxt = w.applied + 1 if w.numbered else None
         if w.status == model.CLOSED:
             if r < 0.3:
-                self.chunk(seq, Chunk(self.data(), number=nxt))  # late, or a conflict
+                self.chunk(seq, self.make(w.attrs, number=nxt))  # late, or a conflict
             elif r < 0.5 and w.numbered and w.last:
-                self.chunk(seq, Chunk(w.last[1], number=w.applied, end=True))  # its end again
+                self.chunk(seq, self.again(w, end=True))  # its end again
             elif r < 0.75:
-                self.chunk(seq, Chunk(self.data(), start=True,
-                                      number=1 if self.rng.random() < 0.5 else None))
+                self.chunk(seq, self.make(None, start=True,
+                                          number=1 if self.rng.random() < 0.5 else None))
             else:
                 time.sleep(self.rng.choice([0.05, (LINGER_MS + 900) / 1000.0]))
             return
         if r < 0.45:
-            self.chunk(seq, Chunk(self.data(), number=nxt))
+            self.chunk(seq, self.make(w.attrs, number=nxt))
         elif r < 0.52:
-            self.chunk(seq, Chunk(self.data(), number=nxt, end=True))
+            self.chunk(seq, self.make(w.attrs, number=nxt, end=True))
         elif r < 0.62:
             self.stream(seq, w)
         elif r < 0.67 and w.numbered and w.last:
-            self.chunk(seq, Chunk(w.last[1], number=w.applied, start=w.applied == 1))
+            self.chunk(seq, self.again(w, start=w.applied == 1))
         elif r < 0.70 and w.numbered and w.applied:
-            self.chunk(seq, Chunk(self.data(), number=self.rng.randint(1, w.applied)))
+            self.chunk(seq, self.make(w.attrs, number=self.rng.randint(1, w.applied)))
         elif r < 0.76 and w.numbered:
             self.early(seq, w)
         elif r < 0.78:
-            self.chunk(seq, Chunk(self.data(), number=nxt, dtype="int32"))
+            self.chunk(seq, self.make(self.other(w.attrs), number=nxt))
         elif r < 0.80:
-            self.chunk(seq, Chunk(self.data(), number=None if w.numbered else 1))
+            self.chunk(seq, self.make(w.attrs, number=None if w.numbered else 1))
         elif r < 0.83:
-            self.chunk(seq, Chunk(self.data(), start=True,
-                                  number=1 if self.rng.random() < 0.5 else None))
+            self.chunk(seq, self.make(None, start=True,
+                                      number=1 if self.rng.random() < 0.5 else None))
         elif r < 0.86:
             time.sleep((IDLE_MS + 1000) / 1000.0)  # surely past its idle time
         elif r < 0.91:
@@ -1079,8 +1144,8 @@ class Client(threading.Thread):
     def stream(self, seq, w):
         n = self.rng.randint(2, 4)
         nxt = w.applied + 1 if w.numbered else None
-        chunks = [Chunk(self.data(), number=None if nxt is None else nxt + i,
-                        end=i == n - 1 and self.rng.random() < 0.3) for i in range(n)]
+        chunks = [self.make(w.attrs, number=None if nxt is None else nxt + i,
+                            end=i == n - 1 and self.rng.random() < 0.3) for i in range(n)]
         door = self.door()
         self.by_door["stream"] = self.by_door.get("stream", 0) + n
         self.ids.begin(seq)
@@ -1112,17 +1177,20 @@ class Client(threading.Thread):
             sys.path.append(os.path.join(ROOT, "client", "python", "src"))
         import tally
         door = self.door()
+        attrs = self.new_attrs()
+        dtype, rank, axis, exclusive, reverse, off = attrs
         rs = tally.Client("http://127.0.0.1:%d" % door[0], shm=False, timeout=5).sequence(
-            sequence_id=seq_param(seq), retries=1)
+            axis=axis, exclusive=exclusive, reverse=reverse, sequence_id=seq_param(seq),
+            retries=1)
         n = self.rng.randint(1, 3)
         for k in range(n):
             last = k == n - 1 and self.rng.random() < 0.3
-            c = Chunk(self.data(), start=k == 0, number=k + 1, end=last)
+            c = self.make(attrs, start=k == 0, number=k + 1, end=last)
             self.ids.begin(seq)
             s = time.monotonic()
             try:
-                out = rs.cumsum(np.array(c.data, dtype=c.dtype), last=last)
-                kind, answer, words = OK, tuple(int(v) for v in out), ""
+                out = rs.cumsum(c.array(), last=last)
+                kind, answer, words = OK, flat(out), ""
             except tally.TallyError as e:  # busy or no answer: it may have been added
                 words = e.message or ""
                 kind = UNKNOWN if e.status in (0, 502, 503, 504) else classify(e.status, words)
@@ -1144,9 +1212,9 @@ class Client(threading.Thread):
         which the checker does not know, so both orders are allowed (a
         chunk that arrived first is applied to the old sequence; one that
         arrived after the start, to the new one)."""
-        x = Chunk(self.data(), number=w.applied + 1 if w.numbered else None)
-        st = Chunk(self.data(), start=True, number=1 if self.rng.random() < 0.5 else None,
-                   end=self.rng.random() < 0.1)
+        x = self.make(w.attrs, number=w.applied + 1 if w.numbered else None)
+        st = self.make(None, start=True, number=1 if self.rng.random() < 0.5 else None,
+                       end=self.rng.random() < 0.1)
         pause = self.rng.choice([0.0, 0.0005, 0.002, 0.01])
         kinds = [self.rng.choice(self.setup.early_kinds) for _ in range(2)]
         doors = [self.door(), self.door()]
@@ -1193,17 +1261,17 @@ class Client(threading.Thread):
         if 0 < wait < 2.0:
             time.sleep(wait)
         if self.rng.random() < 0.5:
-            self.chunk(seq, Chunk(self.data(), start=True,
-                                  number=1 if self.rng.random() < 0.5 else None))
+            self.chunk(seq, self.make(None, start=True,
+                                      number=1 if self.rng.random() < 0.5 else None))
         else:
-            self.chunk(seq, Chunk(self.data(), number=w.applied + 1 if w.numbered else None))
+            self.chunk(seq, self.make(w.attrs, number=w.applied + 1 if w.numbered else None))
 
     def early(self, seq, w):
         """Chunk n+2 sent first, then, after a pause within or past
         --sequence-reorder-ms, chunk n+1; or n+2 alone (a gap)."""
         n = w.applied
-        a = Chunk(self.data(), number=n + 2)
-        b = Chunk(self.data(), number=n + 1) if self.rng.random() < 0.8 else None
+        a = self.make(w.attrs, number=n + 2)
+        b = self.make(w.attrs, number=n + 1) if self.rng.random() < 0.8 else None
         pause = self.rng.choice([0.0, 0.03, 0.1, (REORDER_MS + 200) / 1000.0])
         res = {}
         door_a, door_b = self.door(), self.door()

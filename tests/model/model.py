@@ -16,9 +16,14 @@ renewal or an end is known as such a window, and a sequence's expiry as
 the window of its last renewal (or its end) plus the idle time (or the
 linger).
 
-Chunks are 1-D int64 tensors of a few small integers, summed along their
-only axis: a sequence's running sum is one integer."""
+Chunks are tensors of a few small numbers, of any dtype (integers wrap,
+as tally's do; floats stay exact: small integers), rank 1 to 3, summed
+along any axis, inclusive or exclusive, forward or reversed: a sequence's
+running sum is one value per line (the shape off its axis), kept as a
+flat tuple."""
 from collections import namedtuple
+
+import numpy as np
 
 ABSENT, LIVE, CLOSED = "absent", "live", "closed"
 
@@ -30,10 +35,10 @@ World = namedtuple("World", [
     "status",     # ABSENT, LIVE or CLOSED (ended; kept for its linger, or
                   # numbered, for a repeat of its end)
     "numbered",   # its start had a sequence_chunk
-    "dtype",      # its first chunk's
+    "attrs",      # its first chunk's (Chunk.attrs): what every chunk keeps
     "applied",    # numbered: the last applied chunk's number
-    "total",      # the running sum after the last applied chunk
-    "prev",       # numbered: the running sum before it
+    "total",      # the running sums after the last applied chunk (None: 0)
+    "prev",       # numbered: the running sums before it
     "last",       # numbered: the last applied chunk's data (its input)
     "renew",      # (lo, hi): when its idle time last began (an answered
                   # chunk: applied or repeated)
@@ -42,7 +47,7 @@ World = namedtuple("World", [
     "close",      # (lo, hi): when its end was applied
 ])
 
-NONE = World(ABSENT, False, None, 0, 0, 0, None, None, None, None)
+NONE = World(ABSENT, False, None, 0, None, None, None, None, None, None)
 
 
 class Timers:
@@ -66,31 +71,69 @@ class Timers:
 
 
 class Chunk:
-    """A chunk as sent: its flags, number (None: unnumbered), dtype and
-    data."""
+    """A chunk as sent: its flags, number (None: unnumbered), dtype, shape,
+    the scan's axis and mode, and its data (flat, in C order, as Python
+    numbers)."""
 
-    def __init__(self, data, start=False, end=False, number=None, dtype="int64"):
-        self.data = tuple(int(v) for v in data)
-        self.start, self.end, self.number, self.dtype = start, end, number, dtype
+    def __init__(self, data, start=False, end=False, number=None, dtype="int64",
+                 shape=None, axis=0, exclusive=False, reverse=False):
+        self.shape = tuple(shape) if shape is not None else (len(data),)
+        self.dtype, self.axis, self.exclusive, self.reverse = dtype, axis, exclusive, reverse
+        self.data = tuple(v.item() for v in np.array(data, dtype=dtype).reshape(-1))
+        self.start, self.end, self.number = start, end, number
 
     @property
     def numbered(self):
         return self.number is not None
 
+    @property
+    def attrs(self):
+        """What every chunk of a sequence keeps: dtype, rank, axis, mode
+        and the shape off the axis."""
+        off = self.shape[:self.axis] + self.shape[self.axis + 1:]
+        return (self.dtype, len(self.shape), self.axis, self.exclusive, self.reverse, off)
+
     def signature(self):
-        return (self.dtype, self.data)
+        """What makes a chunk the same chunk again: dtype, shape, bytes."""
+        return (self.dtype, self.shape, self.data)
+
+    def array(self):
+        return np.array(self.data, dtype=self.dtype).reshape(self.shape)
+
+    def _carry(self, carry):
+        off = self.attrs[5]
+        if carry is None:
+            return np.zeros(off, dtype=self.dtype)
+        return np.array(carry, dtype=self.dtype).reshape(off)
 
     def answer(self, carry):
-        out, acc = [], carry
-        for v in self.data:
-            acc += v
-            out.append(acc)
-        return tuple(out)
+        """Its answer after the running sums carry (None: zeros)."""
+        x, ax = self.array(), self.axis
+        if self.reverse:
+            x = np.flip(x, ax)
+        with np.errstate(over="ignore"):
+            y = np.cumsum(x, axis=ax, dtype=x.dtype)
+            if self.exclusive:
+                y = y - x
+            y = y + np.expand_dims(self._carry(carry), ax)
+        if self.reverse:
+            y = np.flip(y, ax)
+        return tuple(v.item() for v in y.reshape(-1))
+
+    def total(self, carry):
+        """The running sums after it."""
+        with np.errstate(over="ignore"):
+            t = self._carry(carry) + self.array().sum(axis=self.axis, dtype=self.dtype)
+        return tuple(v.item() for v in np.asarray(t, dtype=self.dtype).reshape(-1))
 
     def __repr__(self):
         flags = ("S" if self.start else "") + ("E" if self.end else "")
-        return "<%s%s %s%s>" % ("#%d " % self.number if self.numbered else "", self.dtype,
-                               list(self.data), " " + flags if flags else "")
+        mode = "".join(m for m, on in (("x", self.exclusive), ("r", self.reverse)) if on)
+        shape = "" if len(self.shape) == 1 and self.axis == 0 else " %s@%d" % (
+            list(self.shape), self.axis)
+        return "<%s%s%s%s %s%s>" % ("#%d " % self.number if self.numbered else "", self.dtype,
+                                    shape, " " + mode if mode else "", list(self.data),
+                                    " " + flags if flags else "")
 
 
 def settle(w, timers, s, r):
@@ -131,7 +174,7 @@ def admit(w, c):
         return "start"
     if w.status == ABSENT:
         return INVALID  # not live
-    if w.dtype != c.dtype:
+    if w.attrs != c.attrs:
         return INVALID  # unlike its first chunk
     if w.numbered != c.numbered:
         return INVALID
@@ -163,10 +206,10 @@ def step(w, c, s, r):
     a = admit(w, c)
     win = (s, r)
     if a == "start":
-        n = World(CLOSED if c.end else LIVE, c.numbered, c.dtype,
-                  c.number if c.numbered else 0, sum(c.data), 0, c.signature(),
+        n = World(CLOSED if c.end else LIVE, c.numbered, c.attrs,
+                  c.number if c.numbered else 0, c.total(None), None, c.signature(),
                   win, win, win if c.end else None)
-        return [(OK, c.answer(0), n)]
+        return [(OK, c.answer(None), n)]
     if a != "take":
         return [(a, None, w)]
     what = outcome(w, c) if c.numbered else "apply"
@@ -182,7 +225,7 @@ def step(w, c, s, r):
     n = w._replace(
         status=CLOSED if closing or w.status == CLOSED else LIVE,
         applied=c.number if c.numbered else w.applied,
-        total=w.total + sum(c.data), prev=w.total, last=c.signature(),
+        total=c.total(w.total), prev=w.total, last=c.signature(),
         renew=win if w.status == LIVE else w.renew,
         renew_log=win if w.status == LIVE else w.renew_log,
         close=win if closing else w.close)
