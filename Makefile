@@ -890,7 +890,7 @@ load: deps-bench $(TALLYD)
 # (printed; TALLY_MODEL_SEED replays one). Each setup's output is printed
 # whole, in order.
 MODEL_SECONDS ?= 60
-MODEL_SETUPS  := fake memory "state-dir --fsync always" "state-dir --fsync everysec" redis
+MODEL_SETUPS  := fake memory "state-dir --fsync always" "state-dir --fsync everysec" redis failover
 soak: deps-bench $(TALLYD) $(BUILD)/bin/model_fake $(BUILD)/bin/sim_seq
 	$(Q)TALLYD=$(abspath $(TALLYD)) bash tests/load/soak.sh
 	$(Q)$(BUILD)/bin/sim_seq --seconds $(MODEL_SECONDS)

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 REDIS = shutil.which("redis-server")
@@ -210,3 +211,70 @@ def infer_numpy(mod, client, x, seq, start=False, end=False, axis=0, exclusive=F
                      parameters=params, sequence_id=seq, sequence_start=start,
                      sequence_end=end, **kw)
     return r.as_numpy("y")
+
+
+class Proxy:
+    """A TCP proxy in front of Redis, as a Kubernetes Service is: switch()
+    points it at another server and drops the connections it holds."""
+
+    def __init__(self, target):
+        self.target = target
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.open = []
+        self.frozen = False  # bytes stay where they are, undelivered
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                c.close()
+                continue
+            for x in (c, u):  # as Redis's own sockets: no Nagle delay
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.open += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, a, b):
+        try:
+            while True:
+                while self.frozen:
+                    time.sleep(0.005)
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def switch(self, target):
+        with self.lock:
+            self.target = target
+            held, self.open = self.open, []
+        for s in held:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.lsock.close()
+        self.switch(self.target)

@@ -1,13 +1,16 @@
 """The model checker (tests/model/driver.py, docs/durability.md): random
 operations from many clients through every door, each answer checked
-against the reference model of the sequence rules, on four setups: the
+against the reference model of the sequence rules, on five setups: the
 shared store's backend itself, three replicas on a fake store whose
 answers come in a drawn order and whose writes are lost before or after
-they apply (build/bin/model_fake); tallyd in memory; tallyd with --state-dir killed with SIGKILL and started
-again (always, then everysec); three replicas on one Redis, with replicas
-and Redis killed, and Redis paused. A short fixed budget each (about 60 s
-in all, TALLY_MODEL_SECONDS scales it), a new seed each run, printed;
-TALLY_MODEL_SEED replays one. `make soak` runs them for minutes."""
+they apply (build/bin/model_fake); tallyd in memory; tallyd with
+--state-dir killed or stopped and started again, its disk filled, its
+writes failed (always, then everysec); three replicas on one Redis, with
+replicas and Redis killed, Redis paused and rolled back to a snapshot;
+two replicas with --state-store-wait 1 through a Redis failover. A short
+fixed budget each (about 80 s in all, TALLY_MODEL_SECONDS scales it), a
+new seed each run, printed; TALLY_MODEL_SEED replays one. `make soak`
+runs them for minutes."""
 import os
 import random
 import shutil
@@ -59,3 +62,11 @@ def test_model_state_dir_killed(fsync):
 def test_model_replicas_on_redis():
     f = check("redis", 25)
     assert f["faults"] >= 4, f
+
+
+@pytest.mark.slow
+@pytest.mark.outage
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
+def test_model_failover_with_state_store_wait():
+    f = check("failover", 12)
+    assert f["faults"] >= 2, f

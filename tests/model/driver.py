@@ -2,7 +2,7 @@
 through every door, against a real tallyd setup under faults, each answer
 checked against the reference model (model.py).
 
-    python3 tests/model/driver.py --setup memory|state-dir|redis \\
+    python3 tests/model/driver.py --setup fake|memory|state-dir|redis|failover \\
         [--seconds 20] [--seed N] [--fsync always|everysec]
 
 Setups (docs/durability.md, "Checking it yourself"):
@@ -12,7 +12,12 @@ Setups (docs/durability.md, "Checking it yourself"):
              they are applied, replicas killed;
   memory     one tallyd, its sequences in memory;
   state-dir  one tallyd with --state-dir (--fsync), killed with SIGKILL
-             or stopped with SIGTERM at random, and started again;
+             or stopped with SIGTERM at random, and started again (now
+             and then with --fault-state: its writes fail after a few);
+             its disk (a tmpfs, as root) filled for a moment;
+  failover   two replicas with --state-store-wait 1 on a Redis primary and
+             its replica behind a proxy: the replica held back, the
+             primary killed, the replica promoted;
   redis      three replicas on one Redis (appendfsync always): replicas
              killed and started again, Redis killed and started again,
              Redis paused (SIGSTOP) past --state-store-timeout-ms, and
@@ -51,7 +56,6 @@ import queue
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -74,6 +78,7 @@ from model import (CONFLICT, DEADLINE, FULL, GAP, INVALID, NONE, OK,  # noqa: E4
 # The server's timers in these runs: short, so that the idle expiry, the
 # linger and the reuse of ids come within seconds.
 IDLE_MS, LINGER_MS, REORDER_MS = 900, 400, 250
+DROP_GRACE = 0.5  # how long tallyd may still take a chunk whose client left
 CLI = os.environ.get("TALLY_CLI", os.path.join(ROOT, "build", "bin", "tally"))
 MAX_SEQUENCES = 12  # memory and --state-dir: a few starts find no room
 MAX_WORLDS = 48     # an id with more open states is set aside until it expires
@@ -189,16 +194,42 @@ class StateDir(Setup):
 
     def __init__(self, seed, fsync="always"):
         super().__init__(seed)
-        self.dir = tempfile.mkdtemp(prefix="tally-model-")
+        self.top = tempfile.mkdtemp(prefix="tally-model-")
+        # a small disk of its own, to fill (root only; else no full disk)
+        self.disk = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs",
+                                    self.top], capture_output=True).returncode == 0
+        self.dir = os.path.join(self.top, "state")
+        os.mkdir(self.dir)
         self.fsync = fsync
         self.start_daemon(self.args())
 
-    def args(self):
-        return self.common_args() + ["--state-dir", self.dir, "--state-fsync", self.fsync]
+    def args(self, faulty=False):
+        a = self.common_args() + ["--state-dir", self.dir, "--state-fsync", self.fsync]
+        if faulty:  # every write fails after a few: 503s, nothing moved
+            a += ["--fault-state", self.rng.choice(["enospc", "eio", "fsync"]),
+                  "--fault-state-after", str(self.rng.randint(0, 60))]
+        return a
+
+    def fill_disk(self):
+        """The disk full for a moment: every byte left taken, then freed."""
+        filler = os.path.join(self.top, "filler")
+        with open(filler, "wb", buffering=0) as f:
+            for size in (1 << 20, 4096, 1):
+                try:
+                    while True:
+                        f.write(b"\0" * size)
+                except OSError:
+                    pass
+        self.count("the disk full")
+        self.stopping.wait(self.rng.uniform(0.2, 1.0))
+        os.unlink(filler)
 
     def fault_loop(self):
         while not self.stopping.wait(self.rng.uniform(1.0, 3.0)):
             d = self.daemons[-1]
+            if self.disk and self.rng.random() < 0.25:
+                self.fill_disk()
+                continue
             if self.rng.random() < 0.3:  # a clean stop: its drain answers what it took
                 with self.lock:
                     d.up = False
@@ -216,15 +247,20 @@ class StateDir(Setup):
                 fn()
             if self.stopping.wait(self.rng.uniform(0.0, 0.3)):
                 return
+            faulty = self.rng.random() < 0.2
             try:
-                self.start_daemon(self.args())
+                self.start_daemon(self.args(faulty))
             except RuntimeError as e:  # the run cannot go on: say why
                 self.broken = "tallyd did not start again on its --state-dir: %s" % e
                 return
+            if faulty:
+                self.count("started with --fault-state")
 
     def cleanup(self):
         super().cleanup()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.disk:
+            subprocess.run(["umount", "-l", self.top], capture_output=True)
+        shutil.rmtree(self.top, ignore_errors=True)
 
 
 class RedisReplicas(Setup):
@@ -312,6 +348,75 @@ class RedisReplicas(Setup):
         except OSError:
             pass
         self.redis.cleanup()
+
+
+class RedisFailover(Setup):
+    """Two replicas of tallyd with --state-store-wait 1 on a Redis primary
+    and its replica, behind a proxy (as a Kubernetes Service is); the
+    fault: the replica held back a moment, the primary killed, the
+    replica promoted, a new replica started for it, and the proxy pointed
+    at the new primary. With WAIT, every answered chunk is on the replica
+    promoted: nothing answered is lost."""
+
+    name = "failover"
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        from seqlib import Proxy, Redis
+        self.Redis, self.Proxy = Redis, Proxy
+        self.primary = Redis(aof="everysec")
+        self.link = Proxy(self.primary.port)  # the replication's link, to hold up
+        self.replica = Redis(aof="everysec", extra=("--replicaof", "127.0.0.1",
+                                                    str(self.link.port)))
+        self.synced(self.replica)
+        self.proxy = Proxy(self.primary.port)
+        for _ in range(2):
+            self.start_daemon(self.args())
+
+    def synced(self, node):
+        deadline = time.monotonic() + 15
+        while b"master_link_status:up" not in node.command("INFO", "replication"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("a Redis replica did not sync:\n" + node.log())
+            time.sleep(0.05)
+
+    def args(self):
+        return self.common_args() + ["--state-store", "redis://127.0.0.1:%d" % self.proxy.port,
+                                     "--state-store-wait", "1",
+                                     "--state-store-timeout-ms", "600"]
+
+    def max_sequences(self):
+        return 1024
+
+    def full_possible(self):
+        return False
+
+    def fault_loop(self):
+        while not self.stopping.wait(self.rng.uniform(1.5, 3.0)):
+            self.link.frozen = True
+            self.stopping.wait(self.rng.uniform(0.05, 0.4))
+            self.primary.kill()
+            self.link.close()
+            self.replica.command("REPLICAOF", "NO", "ONE")
+            old = self.primary
+            self.primary, self.link = self.replica, self.Proxy(self.replica.port)
+            self.replica = self.Redis(aof="everysec", extra=(
+                "--replicaof", "127.0.0.1", str(self.link.port)))
+            self.proxy.switch(self.primary.port)
+            old.cleanup()
+            self.count("a failover")
+            try:
+                self.synced(self.replica)
+            except RuntimeError as e:
+                self.broken = str(e)
+                return
+
+    def cleanup(self):
+        super().cleanup()
+        for x in (self.proxy, self.link):
+            x.close()
+        for n in (self.primary, self.replica):
+            n.cleanup()
 
 
 class FakeStore(Setup):
@@ -742,7 +847,13 @@ class Doors:
                 return self.rest(door, seq, c, headers={
                     "X-Timeout-Ms": str(self.rng.choice([1, 2, 5]))}) + (None,)
             if kind == "drop":  # the client leaves before the answer
-                return self.rest(door, seq, c, timeout=self.rng.choice([0.001, 0.003])) + (None,)
+                try:
+                    return self.rest(door, seq, c,
+                                     timeout=self.rng.choice([0.001, 0.003])) + (None,)
+                finally:
+                    # tallyd may still decide the chunk after the client
+                    # left: its window lasts until it surely has
+                    time.sleep(DROP_GRACE)
             self.register(door)
             if kind == "shm_rest":
                 k, a, w = self.shm_rest(door, seq, c)
@@ -1321,7 +1432,7 @@ class Client(threading.Thread):
 # ---------------------------------------------------------------- a run
 
 SETUPS = {"fake": FakeStore, "memory": Memory, "state-dir": StateDir,
-          "redis": RedisReplicas}
+          "redis": RedisReplicas, "failover": RedisFailover}
 
 
 def run(setup_name, seconds, seed, clients=6, fsync="always", out=sys.stdout):
