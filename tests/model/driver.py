@@ -78,7 +78,7 @@ from model import (CONFLICT, DEADLINE, FULL, GAP, INVALID, NONE, OK,  # noqa: E4
 # The server's timers in these runs: short, so that the idle expiry, the
 # linger and the reuse of ids come within seconds.
 IDLE_MS, LINGER_MS, REORDER_MS = 900, 400, 250
-DROP_GRACE = 0.5  # how long tallyd may still take a chunk whose client left
+DROP_GRACE = 1.0  # how long tallyd may still take a chunk whose client left
 CLI = os.environ.get("TALLY_CLI", os.path.join(ROOT, "build", "bin", "tally"))
 MAX_SEQUENCES = 12  # memory and --state-dir: a few starts find no room
 MAX_WORLDS = 48     # an id with more open states is set aside until it expires
@@ -927,6 +927,12 @@ class Ids:
                     ("rollback", "%.3f" % time.monotonic()))
             self.snapshot, self.snap_pending = None, set()
 
+    def later(self, states, s, r):
+        """states as a later request within [s, r] may find them: a
+        sequence's idle time may run out between two requests of one
+        operation (a stream's chunks, a race's or an early pair's two)."""
+        return dedupe([x for w in states for x in model.settle(w, self.timers, s, r)])
+
     def get(self, seq):
         with self.lock:
             return list(self.worlds.get(seq, [NONE]))
@@ -1217,7 +1223,7 @@ class Client(threading.Thread):
     def expect(self, w, c, s, r, kind):
         """step()'s outcomes for w, and FULL where --max-sequences may
         refuse a start; an unknown answer allows any of them or none."""
-        exp = model.step(w, c, s, r)
+        exp = model.step(w, c, s, r, self.ids.timers.renew_may_fail)
         starts = exp and exp[0][0] == OK and model.admit(w, c) == "start"
         # a start that ends at once keeps nothing live: it takes no room
         if starts and not c.end and self.setup.full_possible() and w.status != model.LIVE:
@@ -1273,7 +1279,7 @@ class Client(threading.Thread):
             states = [w0]
             for c, (kind, answer, _) in zip(chunks, outs):
                 nxt_states = []
-                for w in states:
+                for w in self.ids.later(states, s, r):  # its idle time may run out between
                     nxt_states += fits(kind, answer, None, c, self.expect(w, c, s, r, kind))
                 states = dedupe(nxt_states)
             return states
@@ -1354,7 +1360,8 @@ class Client(threading.Thread):
                                        ((st, res["s"]), (x, res["x"]))):
                 k1, a1, _, g1 = o1
                 k2, a2, _, g2 = o2
-                for w1 in fits(k1, a1, g1, c1, self.expect(w0, c1, s, r, k1)):
+                for w1 in self.ids.later(fits(k1, a1, g1, c1, self.expect(w0, c1, s, r, k1)),
+                                         s, r):
                     out += fits(k2, a2, g2, c2, self.expect(w1, c2, s, r, k2))
             return out
 
@@ -1418,7 +1425,7 @@ class Client(threading.Thread):
 
         def run(w0):
             out = []
-            for w1 in fits(kb, ab, gb, b, self.expect(w0, b, s, r, kb)):
+            for w1 in self.ids.later(fits(kb, ab, gb, b, self.expect(w0, b, s, r, kb)), s, r):
                 exp = self.expect(w1, a, s, r, ka)
                 if gap_ok or kb == UNKNOWN:
                     exp = exp + [(GAP, None, w1)]
@@ -1443,7 +1450,8 @@ def run(setup_name, seconds, seed, clients=6, fsync="always", out=sys.stdout):
     out.flush()
     setup = (StateDir(seed, fsync) if setup_name == "state-dir"
              else SETUPS[setup_name](seed))
-    timers = Timers(IDLE_MS / 1000.0, LINGER_MS / 1000.0, REORDER_MS / 1000.0)
+    timers = Timers(IDLE_MS / 1000.0, LINGER_MS / 1000.0, REORDER_MS / 1000.0,
+                    renew_may_fail=setup_name != "memory")
     ids = Ids(timers, setup, setup.max_sequences())
     errors = []
     stop_at = time.monotonic() + seconds

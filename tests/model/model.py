@@ -56,9 +56,13 @@ class Timers:
     (memory expires a sequence at its next sweep, a few ms late, later on
     a loaded machine), and impossible until M_LO before the earliest."""
 
-    def __init__(self, idle, linger, reorder, m_lo=0.02, m_hi=0.8):
+    def __init__(self, idle, linger, reorder, m_lo=0.02, m_hi=0.8, renew_may_fail=False):
         self.idle, self.linger, self.reorder = idle, linger, reorder
         self.m_lo, self.m_hi = m_lo, m_hi
+        # a repeat's renewal is a write of the store, which may fail while
+        # the repeat is still answered (a full disk, Redis gone): its idle
+        # time then runs from the renewal before
+        self.renew_may_fail = renew_may_fail
 
     def expiry(self, w):
         """(earliest, latest) moment w stops being kept; None: never."""
@@ -200,7 +204,7 @@ def outcome(w, c):
     return CONFLICT
 
 
-def step(w, c, s, r):
+def step(w, c, s, r, renew_may_fail=False):
     """What chunk c does to w, decided in [s, r], when nothing comes to
     fill a gap before it: a list of (kind, answer, next World)."""
     a = admit(w, c)
@@ -218,7 +222,9 @@ def step(w, c, s, r):
     if what == CONFLICT:
         return [(CONFLICT, None, w)]
     if what == "repeat":
-        n = w._replace(renew=win) if w.status == LIVE else w
+        n = w
+        if w.status == LIVE:  # renewed, or (its write failed) not
+            n = w._replace(renew=(w.renew[0], r) if renew_may_fail else win)
         return [(OK, c.answer(w.prev), n)]
     # applied: the next chunk, or an unnumbered one (late, after the end)
     closing = c.end and w.status == LIVE
@@ -232,7 +238,7 @@ def step(w, c, s, r):
     return [(OK, c.answer(w.total), n)]
 
 
-def applied_by(w, c, s, r):
+def applied_by(w, c, s, r, renew_may_fail=False):
     """The Worlds after c if it had its effect (for an answer that never
     came): step()'s, whatever the kind."""
-    return [n for _, _, n in step(w, c, s, r)]
+    return [n for _, _, n in step(w, c, s, r, renew_may_fail)]
