@@ -354,6 +354,7 @@ static void log_torn_and_damaged(void)
     CHECK(put(k, &h, "k3", none, "after", 0, 0) == KV_OK,
           "appends after it: %d %s", h.r, h.why);
     k->ops->close(k);
+    free(b);
     b = read_file("sequences.log", &len);
     b[20] ^= 0x40; /* the first record's payload */
     write_file("sequences.log", b, len);
