@@ -78,7 +78,11 @@ from model import (CONFLICT, DEADLINE, FULL, GAP, INVALID, NONE, OK,  # noqa: E4
 # The server's timers in these runs: short, so that the idle expiry, the
 # linger and the reuse of ids come within seconds.
 IDLE_MS, LINGER_MS, REORDER_MS = 900, 400, 250
-DROP_GRACE = 1.0  # how long tallyd may still take a chunk whose client left
+# A chunk whose client left carries a deadline: tallyd decides it by then
+# or not at all, and its write lands at most a Redis pause later; its
+# window stays open that long.
+DROP_DEADLINE_MS = 300
+DROP_GRACE = 1.5
 CLI = os.environ.get("TALLY_CLI", os.path.join(ROOT, "build", "bin", "tally"))
 MAX_SEQUENCES = 12  # memory and --state-dir: a few starts find no room
 MAX_WORLDS = 48     # an id with more open states is set aside until it expires
@@ -847,9 +851,9 @@ class Doors:
                 return self.rest(door, seq, c, headers={
                     "X-Timeout-Ms": str(self.rng.choice([1, 2, 5]))}) + (None,)
             if kind == "drop":  # the client leaves before the answer
-                try:
-                    return self.rest(door, seq, c,
-                                     timeout=self.rng.choice([0.001, 0.003])) + (None,)
+                try:  # tallyd gives the chunk up at its deadline if still undecided
+                    return self.rest(door, seq, c, timeout=self.rng.choice([0.001, 0.003]),
+                                     headers={"X-Timeout-Ms": str(DROP_DEADLINE_MS)}) + (None,)
                 finally:
                     # tallyd may still decide the chunk after the client
                     # left: its window lasts until it surely has
