@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import run_threads, valid_request_works
+from conftest import eventually, run_threads, valid_request_works
 from reference import cumsum
 
 # many clients or threads at once: TSan runs them, and `make check` leaves
@@ -170,7 +170,13 @@ def test_queued_jobs_taken_together_and_apart(spawn):
     singles = float(re.search(r'^tally_batch_size_bucket\{le="1"\} (\S+)$', text,
                               re.M).group(1))
     assert served == 13 and launches < served and singles < launches, text
-    stats = json.loads(d.request("GET", "/v2/models/cumsum/stats")[2])["model_stats"][0]
+    # a request's statistics are taken when tallyd has sent its answer,
+    # which may come after the client has read it: wait for the last
+    def model_stats():
+        return json.loads(d.request("GET", "/v2/models/cumsum/stats")[2])["model_stats"][0]
+
+    assert eventually(lambda: model_stats()["inference_count"], 13) == 13
+    stats = model_stats()
     assert stats["inference_count"] == 13 and stats["execution_count"] == launches
     assert any(b["batch_size"] > 1 for b in stats["batch_stats"]), stats
 
