@@ -92,8 +92,8 @@ static void conclude(submit_work *w, bool queued, bool left)
     bool chunk = w->slot.done != NULL;
     bool gone = j->status == STATUS_CANCELLED || w->chunk_left
                 || (queued && !chunk && (left || d->gone(w)));
-    if (chunk) /* the carries into the answer, on the door's thread */
-        seq_answer(&w->slot, j->status == STATUS_OK && !gone ? j->out : NULL);
+    if (chunk) /* its carries are in the answer: the slot let go */
+        seq_answer(&w->slot);
     char msg[512];
     if (j->status == STATUS_CANCELLED) { /* counted by the scheduler */
         d->cancelled(w->req);
@@ -188,6 +188,7 @@ static bool admit(submit_work *w, seq_table *t)
     } else {
         w->slot.done = seq_done;
         w->slot.deadline_ns = j->deadline_ns;
+        w->slot.out = j->out;
         st = seq_admit(t, &w->seq, &j->desc, &j->lines, j->in, &w->slot, msg,
                        sizeof msg);
     }

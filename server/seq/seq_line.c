@@ -192,6 +192,12 @@ void seq_line_end(seq_chunk *c, status_code st, const char *msg)
     s->c = NULL;
     free(c->rec);
     free(c);
+    if (st == STATUS_OK && s->base != NULL && s->out != NULL) {
+        if (s->copy != NULL)
+            eng_carry_scan(&s->lines, s->copy, s->out, s->base);
+        else if (!eng_carry_zero(s->base, eng_carry_count(&s->lines)))
+            eng_carry_apply(&s->lines, s->out, s->base);
+    }
     char words[512];
     snprintf(words, sizeof words, "%s", msg != NULL ? msg : "");
     s->done(s, st, msg != NULL ? words : NULL);

@@ -186,14 +186,8 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
     return STATUS_OK;
 }
 
-void seq_answer(seq_slot *s, void *out)
+void seq_answer(seq_slot *s)
 {
-    if (out != NULL && s->base != NULL) {
-        if (s->copy != NULL)
-            eng_carry_scan(&s->lines, s->copy, out, s->base);
-        else if (!eng_carry_zero(s->base, eng_carry_count(&s->lines)))
-            eng_carry_apply(&s->lines, out, s->base);
-    }
     slot_drop(s);
 }
 

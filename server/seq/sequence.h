@@ -21,13 +21,15 @@
  *   2. The chunk is scanned, as any request (at once, or queued).
  *   3. seq_finish(): ok, the scan is done and the chunk takes its turn
  *      in the line; or it failed (its deadline, its client gone), and it
- *      leaves the line having changed nothing. Then s->done() is called
- *      exactly once, on whatever thread ended it (the caller's, before
- *      seq_finish() returns, or a worker, the tick, the log writer, a
- *      store's loop), with no lock held.
- *   4. seq_answer(), on the door's thread: adds the carries to the
- *      chunk's answer (when done() said STATUS_OK), and lets go of what
- *      the slot holds.
+ *      leaves the line having changed nothing. Then the carries are added
+ *      to the chunk's answer (s->out, when it was applied or answered as
+ *      a repeat) and s->done() is called, exactly once, on whatever
+ *      thread ended it (the caller's, before seq_finish() returns, or a
+ *      worker, the tick, the log writer, a store's loop), with no lock
+ *      held: over memory, the worker that scanned it, while its answer
+ *      is still in that core's cache.
+ *   4. seq_answer(), on the door's thread: lets go of what the slot
+ *      holds.
  * The chunk's decision, at its turn, reads its sequence's state, applies
  * the rules (seq_rules.h) and writes the new state by compare-and-set;
  * the chunk ends when the store has answered, so its answer never leaves
@@ -114,6 +116,11 @@ struct seq_slot {
      * it there; NULL: none. A shared store reads and writes the chunk's
      * state on that loop, and done() then runs on its thread. */
     void *near;
+    /* The chunk's scanned answer (packed, its lines' view), to which the
+     * carries are added before done(STATUS_OK); NULL: none (a test's
+     * chunk without data). The submitter's buffer, written by the thread
+     * that ends the chunk, before done(). */
+    void *out;
     /* The table's, from seq_admit() to seq_answer(). */
     eng_lines lines;
     eng_carry *totals; /* the chunk's line totals: &one, or malloc'd */
@@ -122,7 +129,7 @@ struct seq_slot {
     bool start, end, numbered;
     uint64_t chunk;        /* numbered: its number */
     unsigned char sha[32]; /* numbered: its input's SHA-256 */
-    eng_carry *base;       /* after done(STATUS_OK): the carries to add */
+    eng_carry *base;       /* after done(STATUS_OK): the carries added */
     seq_chunk *c;          /* the engine's, until done() */
 };
 
@@ -162,10 +169,9 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
  * before this returns. */
 void seq_finish(seq_table *t, seq_slot *s, bool ok);
 
-/* After done() (step 4): with STATUS_OK and out (the chunk's scanned
- * answer, l's view), adds the carries to it; in every case lets go of
- * what s holds. Once per admitted slot; out NULL adds nothing. */
-void seq_answer(seq_slot *s, void *out);
+/* After done() (step 4): lets go of what s holds. Once per admitted
+ * slot. */
+void seq_answer(seq_slot *s);
 
 /* A door's loop, as the store serves it: a shared store's connection on
  * that loop, for the slots admitted there (seq_slot's near). NULL: the

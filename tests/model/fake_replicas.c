@@ -92,7 +92,7 @@ static void answer(chunk *c, status_code st, const char *msg)
 static void on_done(seq_slot *s, status_code st, const char *msg)
 {
     chunk *c = container_of(s, chunk, s);
-    seq_answer(s, st == STATUS_OK ? c->y : NULL);
+    seq_answer(s);
     answer(c, st, msg);
 }
 
@@ -167,6 +167,7 @@ static void on_chunk(char *line)
     }
     seq_table *t = replicas[replica];
     c->s.done = on_done;
+    c->s.out = c->y;
     status_code st = seq_admit(t, &p, &d, &l, c->x, &c->s, msg, sizeof msg);
     if (st != STATUS_OK) {
         answer(c, st, msg);

@@ -411,7 +411,7 @@ typedef struct {
 static void on_done(seq_slot *s, status_code st, const char *msg)
 {
     chunk *c = container_of(s, chunk, slot);
-    seq_answer(s, st == STATUS_OK ? c->y : NULL);
+    seq_answer(s);
     c->st = st;
     snprintf(c->msg, sizeof c->msg, "%s", msg != NULL ? msg : "");
     atomic_store(&c->done, true);
@@ -441,6 +441,7 @@ static bool chunk_begin(env *e, int rep, chunk *c, uint64_t id, int flags,
           msg);
     c->t = e->t[rep];
     c->slot.done = on_done;
+    c->slot.out = c->y;
     c->st = seq_admit(c->t, &c->p, &c->d, &c->l, c->x, &c->slot, c->msg,
                       sizeof c->msg);
     if (c->st != STATUS_OK) {

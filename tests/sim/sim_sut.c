@@ -91,8 +91,7 @@ static int kind(status_code st)
 static void on_done(seq_slot *slot, status_code st, const char *msg)
 {
     nreq *r = container_of(slot, nreq, slot);
-    void *out = r->q->c.dtype ? (void *)r->out32 : (void *)r->out64;
-    seq_answer(slot, st == STATUS_OK && r->ok ? out : NULL);
+    seq_answer(slot);
     if (r->forgotten)
         return;
     int64_t v[SIM_MAX_DATA];
@@ -216,6 +215,7 @@ void sut_submit(sim_sut *s, sim_req *q)
         r->in32[i] = (int32_t)q->c.data[i];
     }
     r->slot.done = on_done;
+    r->slot.out = q->c.dtype ? (void *)r->out32 : (void *)r->out64;
     const void *in = q->c.dtype ? (const void *)r->in32 : (const void *)r->in64;
     status_code st =
         seq_admit(r->t, &r->p, &r->d, &r->l, in, &r->slot, msg, sizeof msg);
