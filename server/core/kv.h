@@ -9,7 +9,9 @@
  * and a fake in the tests, whose answers the test delivers.
  *
  * A record is read, written by compare-and-set on its key's version, and
- * given more time to live. Every write draws a new version at random (a
+ * given more time to live, which runs from the write (or the renewal):
+ * once it has run out, the next read of the key finds no record, however
+ * late the sweep. Every write draws a new version at random (a
  * 128-bit value), so a version never repeats for a key, whatever the
  * store lost: a rollback, a snapshot restored or a failover gives the key
  * back an older version, and a cache that saw a later write can never

@@ -121,6 +121,10 @@ class Setup:
     early_kinds = ["rest", "native", "grpc", "binary"]
     own_doors = False  # True: send() and stream() are the setup's
     general = True  # any dtype, rank, axis and mode (False: 1-D int64)
+    # How long after its unknown answer (a 503 at the store's timeout) a
+    # chunk's write may still land, and its time to live begin: none for
+    # a local store, whose failed write surely was not applied
+    late_s = 0.0
 
     def __init__(self, seed):
         self.lock = threading.Lock()
@@ -277,6 +281,10 @@ class RedisReplicas(Setup):
         for _ in range(3):
             self.start_daemon(self.args())
 
+    # a write sent as Redis is paused (SIGSTOP, 0.8 s at most) is applied
+    # when it goes on
+    late_s = 1.0
+
     def args(self):
         return self.common_args() + ["--state-store", self.redis.url(),
                                      "--state-store-timeout-ms", "400"]
@@ -363,6 +371,11 @@ class RedisFailover(Setup):
     promoted: nothing answered is lost."""
 
     name = "failover"
+    # Redis runs a connection's commands in order, and a WAIT holds the
+    # ones behind it until the replica takes the write or the WAIT's own
+    # timeout (600 ms) ends, one WAIT after another while the new replica
+    # syncs: a write given up at its deadline lands when those have ended
+    late_s = 3.0
 
     def __init__(self, seed):
         super().__init__(seed)
@@ -532,6 +545,20 @@ class FakeStore(Setup):
 
 
 # ---------------------------------------------------------------- the doors
+
+def orphan_outcomes(exp, c, w, waited, maybe_not):
+    """The outcomes of chunk c (not a start) behind a start that did not
+    start its sequence (maybe_not: or did, its answer lost), decided on w
+    (docs/sequences.md, "One rule for each race"): an unnumbered one is
+    refused, and a numbered one goes on only where w takes it (applied or
+    a repeat), else waits for chunk 1 and gets its gap after reorder_ms;
+    nothing changes."""
+    if c.numbered:
+        orphan = [e for e in exp if e[0] == OK] + ([(GAP, None, w)] if waited else [])
+    else:
+        orphan = [(INVALID, None, w)]
+    return exp + orphan if maybe_not else orphan
+
 
 def classify(status, message):
     """An answer's kind from its status (HTTP's, or 0 for gRPC) and
@@ -1227,6 +1254,8 @@ class Client(threading.Thread):
     def expect(self, w, c, s, r, kind):
         """step()'s outcomes for w, and FULL where --max-sequences may
         refuse a start; an unknown answer allows any of them or none."""
+        if kind == UNKNOWN:  # its write may land after its answer
+            r += self.setup.late_s
         exp = model.step(w, c, s, r, self.ids.timers.renew_may_fail)
         starts = exp and exp[0][0] == OK and model.admit(w, c) == "start"
         # a start that ends at once keeps nothing live: it takes no room
@@ -1344,6 +1373,7 @@ class Client(threading.Thread):
 
         def send_x():
             res["x"] = self.send(kinds[0], doors[0], seq, x)
+            res["rx"] = time.monotonic()
 
         s = time.monotonic()
         t = threading.Thread(target=send_x)
@@ -1358,6 +1388,11 @@ class Client(threading.Thread):
                 list(ax) if ax else "", wx[:100], "and", repr(st), "->", ks,
                 list(a_s) if a_s else "", ws[:100])
 
+        # x behind a start on the same tallyd that did not start the
+        # sequence (refused, or failed: a 503 may hide either) is an orphan
+        same = doors[0][0] == doors[1][0]
+        waited = res["rx"] - s >= REORDER_MS / 1000.0 - self.ids.timers.m_lo
+
         def run(w0):
             out = []
             for (c1, o1), (c2, o2) in (((x, res["x"]), (st, res["s"])),
@@ -1366,7 +1401,10 @@ class Client(threading.Thread):
                 k2, a2, _, g2 = o2
                 for w1 in self.ids.later(fits(k1, a1, g1, c1, self.expect(w0, c1, s, r, k1)),
                                          s, r):
-                    out += fits(k2, a2, g2, c2, self.expect(w1, c2, s, r, k2))
+                    exp = self.expect(w1, c2, s, r, k2)
+                    if c1 is st and same and k1 != OK and k2 != UNKNOWN:
+                        exp = orphan_outcomes(exp, c2, w1, waited, k1 == UNKNOWN)
+                    out += fits(k2, a2, g2, c2, exp)
             return out
 
         self.ids.check(seq, what, run, s, r)

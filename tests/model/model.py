@@ -51,12 +51,17 @@ NONE = World(ABSENT, False, None, 0, None, None, None, None, None, None)
 
 
 class Timers:
-    """The server's settings, and the checker's margins around them: an
-    expiry is certain only M_HI after the latest moment it could have come
-    (memory expires a sequence at its next sweep, a few ms late, later on
-    a loaded machine), and impossible until M_LO before the earliest."""
+    """The server's settings, and the checker's margins around them. A
+    state's time to live starts at its write, which is answered after it
+    (so by the answer's arrival), and every store drops a state whose time
+    has run out at the next read of its key, not at a sweep (kv.h): a
+    decision taken after that moment finds none, however late the sweep
+    or loaded the machine. So an expiry is certain M_HI after the latest
+    moment it could have come, the stores' clock steps (1 ms) and the
+    client's clock read aside, and impossible until M_LO before the
+    earliest."""
 
-    def __init__(self, idle, linger, reorder, m_lo=0.02, m_hi=0.8, renew_may_fail=False):
+    def __init__(self, idle, linger, reorder, m_lo=0.02, m_hi=0.02, renew_may_fail=False):
         self.idle, self.linger, self.reorder = idle, linger, reorder
         self.m_lo, self.m_hi = m_lo, m_hi
         # a repeat's renewal is a write of the store, which may fail while
