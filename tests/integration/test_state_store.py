@@ -11,8 +11,8 @@ Redis, Debian's redis-server started here on a free port, never a mock.
   every chunk is counted once.
 - A wrong password, and nobody listening: tallyd does not start, and says
   which URL (without the password) and why.
-- The same requests to a tallyd with the state in memory and to one with
-  it in Redis get the same answers, word for word (a property test).
+- The same requests to tallyds with the state in memory, in the log and
+  in Redis get the same answers, status and words (a property test).
 
 Seeds are printed; TALLY_STORE_SEED replays one."""
 import http.client
@@ -462,22 +462,25 @@ def property_requests(rng, n):
 
 
 @pytest.mark.slow
-def test_the_store_answers_as_the_memory_does(redis, spawn):
-    """The same random requests, one at a time, to a tallyd with its
-    sequences in memory and to one with them in Redis: the same status and
-    the same body for every one."""
+def test_the_store_answers_as_the_memory_does(redis, spawn, tmp_path):
+    """The same random requests, one at a time, to three tallyds, their
+    sequences in memory, in the log (--state-dir) and in Redis: the same
+    status, so the same kind of refusal, and the same body, word for
+    word, for every one; and the same counters after."""
     seed = SEED + 3
     print("seed %d (replay with TALLY_STORE_SEED=%d)" % (seed - 3, seed - 3))
     common = ["--device", "host", "--sequence-reorder-ms", "60",
               "--sequence-linger-ms", "600000", "--sequence-idle-ms", "600000"]
-    mem = spawn(*common)
-    store = spawn(*common, "--state-store", redis.url())
+    stores = {"memory": spawn(*common),
+              "log": spawn(*common, "--state-dir", str(tmp_path)),
+              "redis": spawn(*common, "--state-store", redis.url())}
     reqs = property_requests(np.random.default_rng(seed), 400)
     outcomes = {}
     for i, r in enumerate(reqs):
-        a = mem.post_json("/v2/models/cumsum/infer", r)
-        b = store.post_json("/v2/models/cumsum/infer", r)
-        assert (a[0], a[2]) == (b[0], b[2]), (i, r, a, b)
+        got = {name: d.post_json("/v2/models/cumsum/infer", r) for name, d in stores.items()}
+        a = got["memory"]
+        for name, b in got.items():
+            assert (a[0], a[2]) == (b[0], b[2]), (i, r, name, a, b)
         outcomes[a[0]] = outcomes.get(a[0], 0) + 1
     print("statuses", outcomes)
     assert outcomes.get(200, 0) > 100 and outcomes.get(409, 0) > 10 \
@@ -487,7 +490,9 @@ def test_the_store_answers_as_the_memory_does(redis, spawn):
                          ("tally_sequence_numbered_chunks_total", {"outcome": "gap"}),
                          ("tally_sequences_total", {"event": "ended"}),
                          ("tally_sequence_late_chunks_total", {})):
-        assert mem.metric(name, **labels) == store.metric(name, **labels), (name, labels)
+        want = stores["memory"].metric(name, **labels)
+        for store, d in stores.items():
+            assert d.metric(name, **labels) == want, (store, name, labels)
 
 
 def test_a_rollback_of_redis_makes_no_cache_pass(spawn):
