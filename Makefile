@@ -245,7 +245,7 @@ TEST_NAMES := test_units test_server test_grpc test_format test_host test_engine
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BUILD)/bin/bench_engine
 
-TEST_LIB := $(BUILD)/tests/check.o $(BUILD)/tests/ref.o
+TEST_LIB := $(BUILD)/tests/check.o $(BUILD)/tests/ref.o $(BUILD)/tests/temp_dir.o
 
 # format/ on its own.
 $(BUILD)/bin/test_format: $(BUILD)/tests/server/test_format.o $(TEST_LIB) $(CODEC_OBJ) $(ENGINE_LIB)
@@ -330,11 +330,12 @@ $(BUILD)/tests/model/fake_replicas.o: CPPFLAGS := $(INC_seq) -Itests/server
 # checked against the reference model.
 SIM_OBJ := $(BUILD)/tests/sim/sim_seq.o $(BUILD)/tests/sim/sim_model.o
 $(BUILD)/bin/sim_seq: $(SIM_OBJ) $(BUILD)/tests/sim/sim_sut.o $(BUILD)/tests/server/fake_kv.o \
+    $(BUILD)/tests/temp_dir.o \
     $(filter $(BUILD)/server/seq/%.o $(BUILD)/server/store/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
-$(BUILD)/tests/sim/%.o: CPPFLAGS := $(INC_seq) -Iserver/store -Itests/server -Itests/sim
+$(BUILD)/tests/sim/%.o: CPPFLAGS := $(INC_seq) -Iserver/store -Itests -Itests/server -Itests/sim
 
 # The Redis client (server/redis/), against a redis-server the test starts.
 $(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(BUILD)/tests/server/redis_server.o $(TEST_LIB) \

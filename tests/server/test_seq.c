@@ -17,7 +17,6 @@
  * truncation and a flipped byte.
  */
 #define _GNU_SOURCE /* mkdtemp */
-#include <dirent.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +38,7 @@
 #include "sequence.h"
 #include "sequence_file.h"
 #include "status.h"
+#include "temp_dir.h"
 #include "tx_half.h"
 
 /* ------------------------------------------------------------------------
@@ -315,22 +315,6 @@ static void env_open(env *e, int kind, unsigned max_sequences)
         e->t[i] = replica(e);
 }
 
-static void rm_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *x;
-    while (d != NULL && (x = readdir(d)) != NULL) {
-        if (x->d_name[0] == '.')
-            continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, x->d_name);
-        unlink(p);
-    }
-    if (d != NULL)
-        closedir(d);
-    rmdir(dir);
-}
-
 static void tables_free(env *e)
 {
     for (int i = 0; i < 2; i++) {
@@ -346,7 +330,7 @@ static void env_close(env *e)
     fake_kv_free(e->f);
     stop_redis(e->redis, SIGKILL);
     if (e->dir[0])
-        rm_dir(e->dir);
+        temp_dir_remove(e->dir);
 }
 
 /* The tallyds stop and start again: a local store keeps what the log

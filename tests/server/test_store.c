@@ -8,7 +8,6 @@
  * the writer's thread, and everysec's failed flush.
  */
 #define _GNU_SOURCE /* mkdtemp */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -24,6 +23,7 @@
 #include "fnv.h"
 #include "kv_log.h"
 #include "kv_mem.h"
+#include "temp_dir.h"
 
 static atomic_ullong fake_now = 1000000000ull;
 
@@ -182,22 +182,6 @@ static void fresh_dir(void)
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
 }
 
-static void rm_dir(void)
-{
-    DIR *d = opendir(dir);
-    struct dirent *x;
-    while (d != NULL && (x = readdir(d)) != NULL) {
-        if (x->d_name[0] == '.')
-            continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, x->d_name);
-        unlink(p);
-    }
-    if (d != NULL)
-        closedir(d);
-    rmdir(dir);
-}
-
 static kv *log_open(bool manual, char *msg, size_t msglen)
 {
     stepping = manual;
@@ -289,7 +273,7 @@ static void log_replays_what_was_answered(void)
     CHECK(get(k, &h, "j") == KV_OK && kv_version_equal(h.v, w2),
           "the start after the expiry: %.*s", (int)h.len, h.rec);
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* A store's writes, its expiry, a crash anywhere in a batch: what was
@@ -322,7 +306,7 @@ static void log_crash_and_expiry(void)
     CHECK(get(k, &h, "c") == KV_OK && h.has_rec,
           "c, written before the crash, replayed");
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* A torn last record is dropped (and said); damage before the end stops
@@ -362,7 +346,7 @@ static void log_torn_and_damaged(void)
     CHECK(k == NULL && strstr(msg, "at byte 0") && strstr(msg, "move it away"),
           "damaged: %s", msg);
     free(b);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* Rule: a full disk stops no start: the fresh log's write fails, the old
@@ -402,7 +386,7 @@ static void log_start_on_a_full_disk(void)
               && h.rec[0] == '2',
           "kept");
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* The rewrite: one record a key, written while writes go on (the
@@ -439,7 +423,7 @@ static void log_rewrite(void)
               && memcmp(h.rec, "v59", 3) == 0,
           "the last: %.*s", (int)h.len, h.rec);
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* Two threads write through the writer's thread: every write answered
@@ -487,7 +471,7 @@ static void log_group_commit(void)
               && get(k, &h, "gb") == KV_OK && kv_version_equal(h.v, b.v),
           "both kept");
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* An older tallyd's log ('TSLR' records: whole states, the last of each
@@ -545,7 +529,7 @@ static void log_upgrade(void)
     k = log_open_ok(); /* written afresh, in this tallyd's records */
     CHECK(get(k, &h, "a") == KV_OK && h.has_rec, "a kept");
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 /* everysec: a failed once-a-second flush refuses the writes after it
@@ -573,7 +557,7 @@ static void log_everysec_failed_flush(void)
     kv_log_fail_writes(k, 0, 0, 0);
     CHECK(put(k, &h, "a", v, "2", 0, 0) == KV_OK, "then taken: %s", h.why);
     k->ops->close(k);
-    rm_dir();
+    temp_dir_remove(dir);
 }
 
 static const check_case cases[] = {

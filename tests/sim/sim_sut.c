@@ -11,7 +11,6 @@
  *     rolled back when the simulation says.
  */
 #define _GNU_SOURCE /* mkdtemp */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "sequence.h"
 #include "sim_sut.h"
 #include "status.h"
+#include "temp_dir.h"
 
 const bool sut_landed = false;
 
@@ -125,22 +125,6 @@ static seq_table *local_table(sim_sut *s)
     return seq_table_new(&s->o, s->store);
 }
 
-static void rm_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (d != NULL)
-        closedir(d);
-    rmdir(dir);
-}
-
 sim_sut *sut_new(const sim_config *cfg)
 {
     sim_sut *s = calloc(1, sizeof *s);
@@ -182,7 +166,7 @@ void sut_free(sim_sut *s)
         seq_table_free(s->rep[i]);
     fake_kv_free(s->f);
     if (s->dir[0])
-        rm_dir(s->dir);
+        temp_dir_remove(s->dir);
     free(s);
 }
 
