@@ -228,7 +228,7 @@ static void rewrite_end(kv_log *s, bool keep)
     uint64_t size = rw->size;
     if (ok) {
         kvl_make_room(rw->fd, size, rw->tail_len, &rw->alloc, s->prealloc);
-        ok = kvl_write_all(rw->fd, rw->tail, rw->tail_len, size, 0)
+        ok = kvl_write_all(rw->fd, rw->tail, rw->tail_len, size)
              && fdatasync(rw->fd) == 0;
         if (!ok)
             snprintf(rw->msg, sizeof rw->msg, "cannot write %.300s: %s", s->tmp,
@@ -740,7 +740,7 @@ static void fresh_log(kv_log *s, uint64_t end, int fail)
     for (uint64_t z = at; z < at + s->torn && z < filelen; z += sizeof zero) {
         size_t k =
             filelen - z < sizeof zero ? (size_t)(filelen - z) : sizeof zero;
-        if (!kvl_write_all(lfd, zero, k, z, 0))
+        if (!kvl_write_all(lfd, zero, k, z))
             break; /* the torn bytes stay: a later record follows them */
     }
     s->fd = lfd;
@@ -858,7 +858,7 @@ void kv_log_crash(kv *k, size_t keep)
     for (; w != NULL && keep > 0 && s->fd >= 0; w = w->next, keep--) {
         size_t len;
         uint8_t *b = kv_log_encode(w, &len);
-        if (b != NULL && kvl_write_all(s->fd, b, len, s->size, 0))
+        if (b != NULL && kvl_write_all(s->fd, b, len, s->size))
             s->size += len;
         free(b);
     }

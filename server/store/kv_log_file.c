@@ -237,24 +237,33 @@ bool kv_log_decode(const uint8_t *b, size_t len,
 
 /* ------------------------------------------------------------ the file */
 
-/* Writes b[0..n) at offset at; fail: the errno a test asked for. */
-bool kvl_write_all(int fd, const uint8_t *b, size_t n, uint64_t at, int fail)
+/* Writes the n buffers of v (changed on the way) at offset at, whole. */
+static bool write_iovs(int fd, struct iovec *v, int n, uint64_t at)
 {
-    if (fail) {
-        errno = fail;
-        return false;
-    }
     while (n > 0) {
-        ssize_t w = pwrite(fd, b, n, (off_t)at);
+        ssize_t w = pwritev(fd, v, n, (off_t)at);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return false;
-        b += w;
-        n -= (size_t)w;
         at += (uint64_t)w;
+        while (n > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (uint8_t *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
     }
     return true;
+}
+
+bool kvl_write_all(int fd, const uint8_t *b, size_t n, uint64_t at)
+{
+    struct iovec v = {.iov_base = (void *)b, .iov_len = n};
+    return write_iovs(fd, &v, n > 0, at);
 }
 
 void kvl_encoded_free(encoded *e)
@@ -287,7 +296,7 @@ bool kvl_encode_all(const kv_write *w, encoded *e)
 }
 
 /* Writes e's records one after another from offset at, WRITE_IOVS a
- * call. fail: as kvl_write_all's. */
+ * call. fail: the errno a test asked for. */
 bool kvl_write_encoded(int fd, const encoded *e, uint64_t at, int fail)
 {
     if (fail) {
@@ -297,26 +306,14 @@ bool kvl_write_encoded(int fd, const encoded *e, uint64_t at, int fail)
     for (size_t i = 0; i < e->n;) {
         struct iovec v[WRITE_IOVS];
         int n = 0;
-        for (; i < e->n && n < WRITE_IOVS; i++)
+        uint64_t bytes = 0;
+        for (; i < e->n && n < WRITE_IOVS; i++) {
             v[n++] = (struct iovec){.iov_base = e->b[i], .iov_len = e->len[i]};
-        struct iovec *p = v;
-        while (n > 0) {
-            ssize_t w = pwritev(fd, p, n, (off_t)at);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return false;
-            at += (uint64_t)w;
-            while (n > 0 && (size_t)w >= p->iov_len) {
-                w -= (ssize_t)p->iov_len;
-                p++;
-                n--;
-            }
-            if (n > 0) {
-                p->iov_base = (uint8_t *)p->iov_base + w;
-                p->iov_len -= (size_t)w;
-            }
+            bytes += e->len[i];
         }
+        if (!write_iovs(fd, v, n, at))
+            return false;
+        at += bytes;
     }
     return true;
 }
@@ -340,7 +337,7 @@ bool kvl_make_room(int fd, uint64_t size, uint64_t need, uint64_t *alloc,
     static const uint8_t zero[65536];
     for (uint64_t at = *alloc; at < to; at += sizeof zero) {
         size_t n = to - at < sizeof zero ? (size_t)(to - at) : sizeof zero;
-        if (!kvl_write_all(fd, zero, n, at, 0))
+        if (!kvl_write_all(fd, zero, n, at))
             return false;
     }
     *alloc = to;

@@ -26,12 +26,11 @@ typedef struct {
 bool kvl_encode_all(const kv_write *w, encoded *e);
 void kvl_encoded_free(encoded *e);
 
-/* Writes b[0..n) at offset at; fail: the errno a test asked for (0:
- * none). */
-bool kvl_write_all(int fd, const uint8_t *b, size_t n, uint64_t at, int fail);
+/* Writes b[0..n) at offset at, whole; false with errno. */
+bool kvl_write_all(int fd, const uint8_t *b, size_t n, uint64_t at);
 
-/* Writes e's records one after another from offset at. fail: as
- * kvl_write_all's. */
+/* Writes e's records one after another from offset at; false with
+ * errno. fail: the errno a test asked for (0: none). */
 bool kvl_write_encoded(int fd, const encoded *e, uint64_t at, int fail);
 
 /* Room for `need` more bytes after the records' `size`, up to the next
