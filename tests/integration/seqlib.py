@@ -133,25 +133,26 @@ def chunk_body(seq, data, start=False, end=False, number=None, dtype="INT64", sh
 
 
 def send(target, seq, data, start=False, end=False, number=None, dtype="INT64",
-         timeout=20, body=None, params=None):
+         timeout=20, body=None, params=None, shape=None, headers=None):
     """One chunk over KServe REST (JSON) to target (a Daemon, or a port):
     (HTTP status, the answer's JSON). data: a list, or a 1-D numpy array
     (its dtype the chunk's); params: the request's parameters instead of
-    seq's; body: another body to send instead."""
+    seq's; body: another body to send instead; headers: the request's
+    own, besides its Content-Type."""
     if hasattr(data, "dtype"):
         dtype = {"int64": "INT64", "int32": "INT32", "float32": "FP32",
                  "float64": "FP64"}[data.dtype.name]
         data = data.tolist()
     port = target if isinstance(target, int) else target.port
     if body is None:
-        body = chunk_body(seq, data, start, end, number, dtype)
+        body = chunk_body(seq, data, start, end, number, dtype, shape)
         if params is not None:
             body["parameters"] = params
     payload = json.dumps(body)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         c.request("POST", "/v2/models/cumsum/infer", payload,
-                  {"Content-Type": "application/json"})
+                  dict({"Content-Type": "application/json"}, **(headers or {})))
         r = c.getresponse()
         raw = r.read()
     finally:

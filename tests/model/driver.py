@@ -72,6 +72,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import numpy as np  # noqa: E402
 
 import model  # noqa: E402
+import seqlib  # noqa: E402
 from model import (CONFLICT, DEADLINE, FULL, GAP, INVALID, NONE, OK,  # noqa: E402
                    UNKNOWN, Chunk, Timers)
 
@@ -638,21 +639,13 @@ class Doors:
     # each returns (kind, answer tuple or None, words)
 
     def rest(self, door, seq, c, timeout=5, headers=None):
-        body = json.dumps({"parameters": params_of(seq_param(seq), c), "inputs": [
-            {"name": "x", "datatype": KSERVE[c.dtype], "shape": list(c.shape),
-             "data": list(c.data)}]})
-        conn = http.client.HTTPConnection("127.0.0.1", door[0], timeout=timeout)
-        try:
-            conn.request("POST", "/v2/models/cumsum/infer", body,
-                         dict({"Content-Type": "application/json"}, **(headers or {})))
-            r = conn.getresponse()
-            raw = r.read()
-        finally:
-            conn.close()
-        if r.status == 200:
-            return OK, flat(json.loads(raw)["outputs"][0]["data"]), ""
-        words = json.loads(raw).get("error", "") if raw else ""
-        return classify(r.status, words), None, words
+        st, body = seqlib.send(door[0], None, list(c.data), dtype=KSERVE[c.dtype],
+                               shape=c.shape, params=params_of(seq_param(seq), c),
+                               timeout=timeout, headers=headers)
+        if st == 200:
+            return OK, flat(body["outputs"][0]["data"]), ""
+        words = body.get("error", "")
+        return classify(st, words), None, words
 
     def native(self, door, seq, c, timeout=5):
         q = {"dtype": c.dtype, "shape": ",".join(str(n) for n in c.shape)}
