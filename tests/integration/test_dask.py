@@ -67,10 +67,14 @@ def cluster():
 @pytest.fixture(scope="module")
 def replicas():
     from conftest import Daemon
-    ds = [Daemon(), Daemon()]
-    yield ds
-    for d in ds:
-        d.cleanup()
+    ds = []
+    try:
+        for _ in range(2):  # one by one: the first is stopped if the second fails
+            ds.append(Daemon())
+        yield ds
+    finally:
+        for d in ds:
+            d.cleanup()
 
 
 @pytest.fixture(scope="module")
