@@ -13,7 +13,6 @@ it).
 """
 import os
 import random
-import sys
 
 import numpy as np
 import pytest
