@@ -350,7 +350,7 @@ def targets_block(all_):
     lines += ["", "Targets measured by other commands, in the journal with their "
               "figures: small requests against nginx's static answer (`make load`, "
               "[The service: make load](../BENCHMARKS.md#the-service-make-load)), CI in 25 "
-              "minutes and `make check` in 3 ([CI stage times](../BENCHMARKS.md#ci-stage-times)), "
+              "minutes and `make check` in 2 ([CI stage times](../BENCHMARKS.md#ci-stage-times)), "
               "the soak ([The soak](../BENCHMARKS.md#the-soak-make-soak-10-minutes))."]
     return lines
 
