@@ -49,6 +49,7 @@ sequence it is about, from the last moment that sequence was surely gone:
 the shortest history that shows it. TALLY_MODEL_SEED (or --seed) replays
 a run's operations."""
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -318,10 +319,12 @@ class RedisReplicas(Setup):
                     return
                 self.redis.start()
             elif what == "rollback" and self.ids.snapshot is None:
-                self.ids.snapshot_taken(self.redis.save)
+                with self.ids.no_compound_op():
+                    self.ids.snapshot_taken(self.redis.save)
                 self.count("Redis snapshot taken")
             elif what == "rollback":
-                self.rollback()
+                with self.ids.no_compound_op():
+                    self.rollback()
             else:
                 self.redis.proc.send_signal(signal.SIGSTOP)
                 self.count("Redis paused")
@@ -913,6 +916,11 @@ class Ids:
         self.snap_pending = set()
         self.changed_at = {}  # id -> when its last request ended
         self.gone_at = {}  # id -> its history's length when it was surely gone
+        # operations of several requests on their way (a stream, an early
+        # pair, a race), and whether a fault keeps new ones waiting
+        self.gate = threading.Condition()
+        self.compound = 0
+        self.holding = False
         setup.restart_listeners.append(self.on_restart)
         setup.ids = self
 
@@ -924,6 +932,38 @@ class Ids:
                     self.before_restart[seq] = (list(ws), lambda w: [model.restarted(w)])
                 self.worlds[seq] = dedupe([model.restarted(w) for w in ws])
                 self.history.setdefault(seq, []).append(("restart", "%.3f" % time.monotonic()))
+
+    @contextlib.contextmanager
+    def compound_op(self):
+        """An operation of several requests, checked as one: it waits while
+        a fault holds them off."""
+        with self.gate:
+            while self.holding:
+                self.gate.wait()
+            self.compound += 1
+        try:
+            yield
+        finally:
+            with self.gate:
+                self.compound -= 1
+                self.gate.notify_all()
+
+    @contextlib.contextmanager
+    def no_compound_op(self):
+        """A fault that changes every state at once (Redis's snapshot, its
+        rollback), which the model places before or after a request but
+        not between two requests of one operation: it waits until none of
+        those is on its way, and none starts until it has ended."""
+        with self.gate:
+            self.holding = True
+            while self.compound:
+                self.gate.wait()
+        try:
+            yield
+        finally:
+            with self.gate:
+                self.holding = False
+                self.gate.notify_all()
 
     def snapshot_taken(self, save):
         """Redis takes a snapshot (save(): SAVE, which blocks Redis while it
@@ -1215,13 +1255,15 @@ class Client(threading.Thread):
         elif r < 0.52:
             self.chunk(seq, self.make(w.attrs, number=nxt, end=True))
         elif r < 0.62:
-            self.stream(seq, w)
+            with self.ids.compound_op():
+                self.stream(seq, w)
         elif r < 0.67 and w.numbered and w.last:
             self.chunk(seq, self.again(w, start=w.applied == 1))
         elif r < 0.70 and w.numbered and w.applied:
             self.chunk(seq, self.make(w.attrs, number=self.rng.randint(1, w.applied)))
         elif r < 0.76 and w.numbered:
-            self.early(seq, w)
+            with self.ids.compound_op():
+                self.early(seq, w)
         elif r < 0.78:
             self.chunk(seq, self.make(self.other(w.attrs), number=nxt))
         elif r < 0.80:
@@ -1232,7 +1274,8 @@ class Client(threading.Thread):
         elif r < 0.86:
             time.sleep((IDLE_MS + 1000) / 1000.0)  # surely past its idle time
         elif r < 0.91:
-            self.race(seq, w)
+            with self.ids.compound_op():
+                self.race(seq, w)
         elif r < 0.94:
             self.at_expiry(seq, w)
         elif r < 0.96 and not self.setup.own_doors:
