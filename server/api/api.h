@@ -33,6 +33,7 @@
 #include "exporter.h"
 #include "grpc.h"
 #include "json.h"
+#include "list.h"
 #include "router.h"
 #include "scheduler.h"
 #include "sequence.h"
@@ -75,7 +76,7 @@ typedef struct api_state {
     seq_table *seqs;           /* the sequences (sequence.h), over their
                                 * store: memory, the log, or Redis; off with
                                 * --max-sequences 0 */
-    struct api_watch *watches; /* gRPC health Watches (health.c), of
+    list_node watches;         /* gRPC health Watches (health.c), of
                                 * every gRPC loop: under watch_mu */
     uv_mutex_t watch_mu;
     const api_docs *docs;  /* tallyd.c's, borrowed; NULL: none */

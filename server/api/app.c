@@ -37,6 +37,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
     memset(a, 0, sizeof *a);
     uv_mutex_init(&a->trace_mu);
     uv_mutex_init(&a->watch_mu);
+    list_init(&a->watches);
     if (!sched_engines(&a->backend, devices, n,
                        tallyd_config_host_threads(&s->cfg))) {
         snprintf(msg, msglen, "out of memory");

@@ -34,14 +34,15 @@
 #include "api.h"
 #include "health_pb.h"
 #include "kserve_model.h"
+#include "list.h"
 
 /* A Watch's next answer: the suspended call that will carry it. Owned by
  * that call (its work), in the list until it is resumed. */
 struct api_watch {
-    api_watch *prev, *next;
+    list_node link; /* in a->watches while listed */
     api_state *a;
     grpc_call *c;
-    bool listed, resuming;
+    bool resuming;
     int last; /* the status last sent */
     char svc[HEALTH_SERVICE_MAX + 1];
 };
@@ -99,15 +100,8 @@ static void check(grpc_call *c)
 static void unlist(api_watch *w)
 {
     uv_mutex_lock(&w->a->watch_mu);
-    if (w->listed) {
-        w->listed = false;
-        if (w->prev)
-            w->prev->next = w->next;
-        else
-            w->a->watches = w->next;
-        if (w->next)
-            w->next->prev = w->prev;
-    }
+    if (list_linked(&w->link))
+        list_remove(&w->link);
     uv_mutex_unlock(&w->a->watch_mu);
 }
 
@@ -140,11 +134,7 @@ static void follow(grpc_call *c, const char *svc, int last)
     snprintf(w->svc, sizeof w->svc, "%s", svc);
     grpc_call_set_work(f, w, watch_free);
     uv_mutex_lock(&a->watch_mu);
-    w->next = a->watches;
-    if (a->watches)
-        a->watches->prev = w;
-    a->watches = w;
-    w->listed = true;
+    list_push_front(&a->watches, &w->link);
     uv_mutex_unlock(&a->watch_mu);
 }
 
@@ -181,7 +171,9 @@ void api_health_tick(api_state *a, tallyd_server *s)
 {
     bool draining = atomic_load(&s->draining);
     uv_mutex_lock(&a->watch_mu);
-    for (api_watch *w = a->watches; w != NULL; w = w->next) {
+    for (list_node *n = list_first(&a->watches); n != NULL;
+         n = list_next(&a->watches, n)) {
+        api_watch *w = container_of(n, api_watch, link);
         if (w->resuming)
             continue;
         if (draining || grpc_call_gone(w->c)

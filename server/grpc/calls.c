@@ -111,12 +111,7 @@ void h2_stream_free(gstream *st)
 {
     grpc_conn *c = st->conn;
     h2_detach_calls(st, true);
-    if (st->prev != NULL)
-        st->prev->next = st->next;
-    else
-        c->streams = st->next;
-    if (st->next != NULL)
-        st->next->prev = st->prev;
+    list_remove(&st->link);
     eng_buffer_free(st->buf);
     if (st->reserved)
         h2_unreserve(c->t, st->reserved);

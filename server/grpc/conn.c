@@ -16,8 +16,8 @@ static void conn_free(uv_handle_t *h)
 {
     grpc_conn *c = h->data;
     grpc_transport *t = c->t;
-    while (c->streams != NULL)
-        h2_stream_free(c->streams);
+    for (list_node *n; (n = list_first(&c->streams)) != NULL;)
+        h2_stream_free(container_of(n, gstream, link));
     if (c->b != NULL) { /* built, never written */
         for (unsigned i = 0; i < c->b->ncalls; i++) {
             c->b->calls[i]->writes--;
@@ -29,12 +29,7 @@ static void conn_free(uv_handle_t *h)
     h2_session_close(c);
     grpc_tls_session_free(c->tls);
     free(c->plain);
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        t->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
+    list_remove(&c->link);
     free(c->rbuf);
     free(c);
     atomic_fetch_sub(&t->open_connections, 1);
@@ -51,8 +46,9 @@ void h2_conn_close(grpc_conn *c)
     }
     c->closing = true;
     /* the calls go now: their jobs see them gone */
-    for (gstream *st = c->streams; st != NULL; st = st->next)
-        h2_detach_calls(st, true);
+    for (list_node *n = list_first(&c->streams); n != NULL;
+         n = list_next(&c->streams, n))
+        h2_detach_calls(container_of(n, gstream, link), true);
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_close((uv_handle_t *)&c->tcp, conn_free);
 }
@@ -137,16 +133,14 @@ static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
             close(fd);
         return;
     }
+    list_init(&c->streams);
     c->t = t;
     c->rbuf = malloc(READ_BUFFER);
     uv_tcp_init(t->loop, &c->tcp);
     c->tcp.data = c;
     atomic_fetch_add(&t->open_connections, 1);
     long long open_all = atomic_fetch_add(t->open_all, 1) + 1;
-    c->next = t->conns;
-    if (t->conns != NULL)
-        t->conns->prev = c;
-    t->conns = c;
+    list_push_front(&t->conns, &c->link);
     if (t->tls != NULL) {
         c->tls = grpc_tls_accept(t->tls);
         c->plain = malloc(READ_BUFFER);

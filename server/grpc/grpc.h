@@ -57,6 +57,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "list.h"
 #include "mailbox.h"
 #include "server.h"
 #include "status.h"
@@ -115,7 +116,7 @@ typedef struct {
     uv_loop_t *loop;
     uv_tcp_t listener;
     mailbox resumed; /* resumed calls to run on the loop */
-    grpc_conn *conns; /* every open connection */
+    list_node conns; /* every open connection (grpc_conn) */
     struct grpc_tls *tls; /* with --tls-cert: TLS with ALPN h2; else h2c */
     unsigned port;
     bool listening, quiescing, started;

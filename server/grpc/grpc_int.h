@@ -112,7 +112,7 @@ struct gstream {
     int32_t id;
     const grpc_method *m;
     const grpc_service *svc;
-    gstream *prev, *next; /* in conn->streams */
+    list_node link; /* in conn->streams */
     /* headers */
     size_t header_bytes;
     bool post, grpc_ct;
@@ -167,8 +167,8 @@ struct grpc_conn {
     grpc_transport *t;
     uv_tcp_t tcp;
     struct nghttp2_session *h2; /* session.c's alone */
-    grpc_conn *prev, *next;
-    gstream *streams;
+    list_node link; /* in t->conns */
+    list_node streams; /* its open streams (gstream) */
     h2_batch *b;
     uint8_t *rbuf;
     grpc_tls_session *tls; /* NULL: h2c */

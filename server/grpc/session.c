@@ -253,10 +253,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
     st->caller = AUTH_ANYONE; /* until the headers' check */
     st->opened_ns = now_ns();
     trace_begin(&st->trace, NULL, 0, &c->t->s->sampler); /* until a traceparent comes */
-    st->next = c->streams;
-    if (c->streams != NULL)
-        c->streams->prev = st;
-    c->streams = st;
+    list_push_front(&c->streams, &st->link);
     nghttp2_session_set_stream_user_data(h2, st->id, st);
     return 0;
 }

@@ -64,6 +64,7 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
     t->svc = svc;
     t->auth = auth;
     t->loop = loop;
+    list_init(&t->conns);
     t->open_all = open_all != NULL ? open_all : &t->open_connections;
     if (!h2_callbacks_init()) {
         snprintf(msg, msglen, "gRPC: out of memory");
@@ -133,7 +134,9 @@ void grpc_quiesce(grpc_transport *t)
     }
     /* first a notice (streams the client opens meanwhile still count),
      * then, at the next sweep, the GOAWAY that names the last one */
-    for (grpc_conn *c = t->conns; c != NULL; c = c->next) {
+    for (list_node *n = list_first(&t->conns); n != NULL;
+         n = list_next(&t->conns, n)) {
+        grpc_conn *c = container_of(n, grpc_conn, link);
         if (c->closing)
             continue;
         h2_session_notice(c);
@@ -151,8 +154,10 @@ void grpc_sweep(grpc_transport *t)
     uint64_t now = now_ns();
     uint64_t idle = (uint64_t)s->cfg.idle_timeout_s * 1000000000u;
     uint64_t req = (uint64_t)s->cfg.request_timeout_s * 1000000000u;
-    for (grpc_conn *c = t->conns, *next; c != NULL; c = next) {
-        next = c->next;
+    /* a connection leaves the list when its handle has closed, after */
+    for (list_node *n = list_first(&t->conns); n != NULL;
+         n = list_next(&t->conns, n)) {
+        grpc_conn *c = container_of(n, grpc_conn, link);
         if (c->closing)
             continue;
         if (t->quiescing && !c->goaway_sent) {
@@ -161,7 +166,10 @@ void grpc_sweep(grpc_transport *t)
             atomic_fetch_add_explicit(&t->c.goaway_sent, 1,
                                       memory_order_relaxed);
         }
-        for (gstream *st = c->streams; st != NULL; st = st->next) {
+        for (list_node *sn = list_first(&c->streams), *next; sn != NULL;
+             sn = next) {
+            next = list_next(&c->streams, sn); /* st may fail and go */
+            gstream *st = container_of(sn, gstream, link);
             if (req == 0 || st->rejected)
                 continue;
             bool partial = st->pre.got != 0;
@@ -172,7 +180,7 @@ void grpc_sweep(grpc_transport *t)
                                "the request message did not arrive within "
                                "--request-timeout");
         }
-        if (c->streams == NULL && idle != 0 && now - c->last_active_ns > idle
+        if (list_empty(&c->streams) && idle != 0 && now - c->last_active_ns > idle
             && c->writes == 0) {
             h2_session_goaway(c);
             c->goaway_sent = true;
@@ -196,8 +204,9 @@ void grpc_stop(grpc_transport *t)
         uv_close((uv_handle_t *)&t->listener, NULL);
         t->listening = false;
     }
-    for (grpc_conn *c = t->conns; c != NULL; c = c->next)
-        h2_conn_close(c);
+    for (list_node *n = list_first(&t->conns); n != NULL;
+         n = list_next(&t->conns, n))
+        h2_conn_close(container_of(n, grpc_conn, link));
     /* a call resumed since runs now, its stream gone: it is freed */
     on_resumed(&t->resumed, mailbox_close(&t->resumed));
     t->started = false;

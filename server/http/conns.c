@@ -1,7 +1,7 @@
 /*
  * conns.c - the open connections and their deadlines (see conns.h).
  *
- * A doubly linked list under one mutex: connections come and go once per
+ * A list (list.h) under one mutex: connections come and go once per
  * connection, not per request, and a sweep every 100 ms walks a few
  * thousand of them at most.
  */
@@ -11,9 +11,10 @@
 #include <uv.h>
 
 #include "conns.h"
+#include "list.h"
 
 struct http_conn {
-    http_conn *prev, *next;
+    list_node link;
     int fd;
     atomic_ullong deadline_ns;
     atomic_bool timed_out;
@@ -21,7 +22,7 @@ struct http_conn {
 
 struct http_conns {
     uv_mutex_t mu;
-    http_conn *head;
+    list_node open;
     size_t n;
 };
 
@@ -30,8 +31,10 @@ http_conns *http_conns_new(void)
     http_conns *c = calloc(1, sizeof *c);
     if (c != NULL && uv_mutex_init(&c->mu) != 0) {
         free(c);
-        c = NULL;
+        return NULL;
     }
+    if (c != NULL)
+        list_init(&c->open);
     return c;
 }
 
@@ -39,10 +42,9 @@ void http_conns_free(http_conns *c)
 {
     if (c == NULL)
         return;
-    while (c->head != NULL) {
-        http_conn *k = c->head;
-        c->head = k->next;
-        free(k);
+    for (list_node *n; (n = list_first(&c->open)) != NULL;) {
+        list_remove(n);
+        free(container_of(n, http_conn, link));
     }
     uv_mutex_destroy(&c->mu);
     free(c);
@@ -57,10 +59,7 @@ http_conn *http_conn_open(http_conns *c, int fd, uint64_t deadline_ns)
     atomic_init(&k->deadline_ns, deadline_ns);
     atomic_init(&k->timed_out, false);
     uv_mutex_lock(&c->mu);
-    k->next = c->head;
-    if (c->head != NULL)
-        c->head->prev = k;
-    c->head = k;
+    list_push_front(&c->open, &k->link);
     c->n++;
     uv_mutex_unlock(&c->mu);
     return k;
@@ -71,12 +70,7 @@ void http_conn_close(http_conns *c, http_conn *k)
     if (k == NULL)
         return;
     uv_mutex_lock(&c->mu);
-    if (k->prev != NULL)
-        k->prev->next = k->next;
-    else
-        c->head = k->next;
-    if (k->next != NULL)
-        k->next->prev = k->prev;
+    list_remove(&k->link);
     c->n--;
     uv_mutex_unlock(&c->mu);
     free(k);
@@ -98,7 +92,9 @@ size_t http_conns_sweep(http_conns *c, uint64_t now)
 {
     size_t shut = 0;
     uv_mutex_lock(&c->mu);
-    for (http_conn *k = c->head; k != NULL; k = k->next) {
+    for (list_node *n = list_first(&c->open); n != NULL;
+         n = list_next(&c->open, n)) {
+        http_conn *k = container_of(n, http_conn, link);
         uint64_t d =
             atomic_load_explicit(&k->deadline_ns, memory_order_relaxed);
         if (d == 0 || d > now || atomic_load(&k->timed_out))

@@ -281,14 +281,16 @@ static void grpc_close_inside_session(void)
         return;
     memset(answer, 7, sizeof answer);
     c->t = &t;
-    t.conns = c;
+    list_init(&t.conns);
+    list_push_front(&t.conns, &c->link);
     c->tcp.data = c;
     CHECK(uv_tcp_init(&loop, &c->tcp) == 0
               && uv_tcp_open(&c->tcp, sv[0]) == 0,
           "the socket pair as a stream");
     /* one stream, sending one call's answer */
     st->conn = c;
-    c->streams = st;
+    list_init(&c->streams);
+    list_push_front(&c->streams, &st->link);
     st->head = st->tail = call;
     call->t = &t;
     call->st = st;
@@ -314,7 +316,7 @@ static void grpc_close_inside_session(void)
     CHECK(c->closing, "not closed after the session returned");
     uv_run(&loop, UV_RUN_DEFAULT); /* conn_free: the stream, the conn */
     CHECK(atomic_load(&t.open_connections) == 0 && atomic_load(&all) == 0
-              && t.conns == NULL,
+              && list_empty(&t.conns),
           "the connection was not freed: %lld open",
           (long long)atomic_load(&t.open_connections));
     uv_loop_close(&loop);
