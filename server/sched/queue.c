@@ -7,7 +7,7 @@
 
 void queue_init(job_queue *q, size_t cap)
 {
-    q->head = q->tail = NULL;
+    list_init(&q->jobs);
     q->depth = 0;
     q->cap = cap;
     q->waiting = 0;
@@ -27,12 +27,7 @@ bool queue_push(job_queue *q, job *j)
     uv_mutex_lock(&q->mu);
     bool ok = !q->closed && q->depth < q->cap;
     if (ok) {
-        j->next = NULL;
-        if (q->tail != NULL)
-            q->tail->next = j;
-        else
-            q->head = j;
-        q->tail = j;
+        list_push_back(&q->jobs, &j->link);
         q->depth++;
         uv_cond_signal(&q->cv);
     }
@@ -56,15 +51,14 @@ typedef struct {
     size_t batch_bytes;
 } batch_key;
 
-static void unlink_job(job_queue *q, job *prev, job *j)
+static job *job_at(list_node *n)
 {
-    if (prev != NULL)
-        prev->next = j->next;
-    else
-        q->head = j->next;
-    if (q->tail == j)
-        q->tail = prev;
-    j->next = NULL;
+    return n != NULL ? container_of(n, job, link) : NULL;
+}
+
+static void unlink_job(job_queue *q, job *j)
+{
+    list_remove(&j->link);
     q->depth--;
 }
 
@@ -74,16 +68,14 @@ static void unlink_job(job_queue *q, job *prev, job *j)
 static size_t take_where(job_queue *q, bool (*take)(const job *, const void *),
                          const void *arg, job **out, size_t n, size_t max)
 {
-    job *prev = NULL;
-    for (job *j = q->head; j != NULL && n < max;) {
-        job *next = j->next;
+    for (list_node *at = list_first(&q->jobs), *next; at != NULL && n < max;
+         at = next) {
+        next = list_next(&q->jobs, at);
+        job *j = job_at(at);
         if (take(j, arg)) {
-            unlink_job(q, prev, j);
+            unlink_job(q, j);
             out[n++] = j;
-        } else {
-            prev = j;
         }
-        j = next;
     }
     return n;
 }
@@ -99,8 +91,9 @@ static size_t count_batchable(const job_queue *q, const batch_key *k,
                               size_t max)
 {
     size_t n = 0;
-    for (const job *j = q->head; j != NULL && n < max; j = j->next)
-        n += take_batchable(j, k);
+    for (const list_node *at = list_first(&q->jobs); at != NULL && n < max;
+         at = list_next(&q->jobs, at))
+        n += take_batchable(container_of(at, job, link), k);
     return n;
 }
 
@@ -113,13 +106,13 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how)
 {
     uv_mutex_lock(&q->mu);
     q->waiting++;
-    while (q->head == NULL && !q->closed)
+    while (list_empty(&q->jobs) && !q->closed)
         uv_cond_wait(&q->cv, &q->mu);
     q->waiting--;
     size_t n = 0;
-    if (q->head != NULL && how->max > 0) {
-        job *first = q->head;
-        unlink_job(q, NULL, first);
+    if (!list_empty(&q->jobs) && how->max > 0) {
+        job *first = job_at(list_first(&q->jobs));
+        unlink_job(q, first);
         out[n++] = first;
         batch_key k = {first, how->batch_bytes};
         if (first->lines.bytes <= how->batch_bytes && how->max > 1) {
@@ -138,7 +131,7 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how)
                 n = take_where(q, take_batchable, &k, out, n, how->max);
             }
         }
-        if (q->head != NULL && q->waiting > 0)
+        if (!list_empty(&q->jobs) && q->waiting > 0)
             uv_cond_signal(&q->cv); /* the rest, for an idle worker */
     }
     uv_mutex_unlock(&q->mu);
@@ -149,10 +142,7 @@ void queue_push_front(job_queue *q, job **jobs, size_t n)
 {
     uv_mutex_lock(&q->mu);
     for (size_t i = n; i-- > 0;) {
-        jobs[i]->next = q->head;
-        q->head = jobs[i];
-        if (q->tail == NULL)
-            q->tail = jobs[i];
+        list_push_front(&q->jobs, &jobs[i]->link);
         q->depth++;
     }
     uv_cond_broadcast(&q->cv);
@@ -184,11 +174,14 @@ size_t queue_take_hung_up(job_queue *q, job **jobs, int *fds, bool *gone,
 {
     uv_mutex_lock(&q->mu);
     size_t n = 0, k = 0, got = 0;
-    for (job *j = q->head; j != NULL && n < max; j = j->next)
+    for (list_node *at = list_first(&q->jobs); at != NULL && n < max;
+         at = list_next(&q->jobs, at)) {
+        job *j = job_at(at);
         if (j->watch_fd >= 0) {
             jobs[n] = j;
             fds[n++] = j->watch_fd;
         }
+    }
     if (n > 0 && peers_gone(fds, n, gone) > 0) {
         for (size_t i = 0; i < n; i++)
             if (gone[i])

@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "engine.h"
+#include "list.h"
 #include "status.h"
 #include "trace.h"
 
@@ -81,13 +82,13 @@ struct job {
 
     /* The scheduler's own. */
     eng_lines lines; /* desc collapsed: the batching key */
-    job *next;
+    list_node link;  /* in the queue while queued */
 };
 
 typedef struct {
     uv_mutex_t mu;
     uv_cond_t cv;
-    job *head, *tail;
+    list_node jobs; /* queued, oldest first */
     size_t depth, cap;
     unsigned waiting; /* workers blocked in queue_pop() */
     bool closed;

@@ -687,7 +687,7 @@ status_code sched_prepare(job *j)
     j->batch = 0;
     j->device = NULL;
     j->links.n = j->links.dropped = 0;
-    j->next = NULL;
+    j->link = (list_node){NULL, NULL};
     eng_err e = eng_lines_from_desc(&j->desc, &j->lines, j->msg, sizeof j->msg);
     if (e != ENG_E_OK)
         j->status = status_from_eng(e);

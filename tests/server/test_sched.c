@@ -1119,12 +1119,7 @@ static void queue_fair_share(void)
     uv_mutex_lock(&q.mu);
     for (int i = 0; i < 6; i++) {
         jobs[i] = make_job(TX_FLOAT32, 8, 1, false, 0);
-        jobs[i].next = NULL;
-        if (q.tail != NULL)
-            q.tail->next = &jobs[i];
-        else
-            q.head = &jobs[i];
-        q.tail = &jobs[i];
+        list_push_back(&q.jobs, &jobs[i].link);
         q.depth++;
     }
     uv_mutex_unlock(&q.mu);
