@@ -59,7 +59,8 @@ static void call_account(grpc_call *call)
 
 void h2_call_maybe_free(grpc_call *call)
 {
-    if (call->in_fifo || call->suspended || call->writes > 0 || call->busy)
+    if (list_linked(&call->link) || call->suspended || call->writes > 0
+        || call->busy)
         return;
     call_account(call);
     if (call->work_free != NULL)
@@ -75,18 +76,10 @@ void h2_call_maybe_free(grpc_call *call)
 /* Takes call out of its stream's FIFO. */
 void h2_fifo_remove(gstream *st, grpc_call *call)
 {
-    grpc_call **pp = &st->head, *prev = NULL;
-    while (*pp != NULL && *pp != call) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (*pp == NULL)
+    if (!list_linked(&call->link))
         return;
-    *pp = call->next;
-    if (st->tail == call)
-        st->tail = prev;
-    call->next = NULL;
-    call->in_fifo = false;
+    INVARIANT(call->st == st);
+    list_remove(&call->link);
     call->st = NULL; /* the stream may close before the call is freed */
 }
 
@@ -94,17 +87,13 @@ void h2_fifo_remove(gstream *st, grpc_call *call)
  * still in it is detached and marked gone. */
 void h2_detach_calls(gstream *st, bool gone)
 {
-    while (st->head != NULL) {
-        grpc_call *call = st->head;
-        st->head = call->next;
-        call->next = NULL;
-        call->in_fifo = false;
+    for (grpc_call *call; (call = h2_first_call(st)) != NULL;) {
+        list_remove(&call->link);
         call->st = NULL;
         if (gone && !(call->answered && call->sent == call->total))
             atomic_store(&call->gone, true);
         h2_call_maybe_free(call);
     }
-    st->tail = NULL;
 }
 
 void h2_stream_free(gstream *st)
@@ -244,12 +233,7 @@ static void stream_message(gstream *st)
     st->pre.got = 0;
     atomic_fetch_add(&s->inflight, 1);
     atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
-    call->in_fifo = true;
-    if (st->tail != NULL)
-        st->tail->next = call;
-    else
-        st->head = call;
-    st->tail = call;
+    list_push_back(&st->calls, &call->link);
     call->busy = true;
     stream_call(st, call);
     call->busy = false;
@@ -422,7 +406,7 @@ void grpc_call_reply(grpc_call *c, void *head, size_t head_len,
     c->prefix[3] = (uint8_t)(len >> 8);
     c->prefix[4] = (uint8_t)len;
     c->total = 5 + len;
-    if (c->st != NULL && c->st->head == c)
+    if (c->st != NULL && h2_first_call(c->st) == c)
         h2_stream_respond(c->st);
 }
 
@@ -483,12 +467,7 @@ grpc_call *grpc_call_follow(grpc_call *c, grpc_handler on_resume)
     f->rec.handler = f->rec.body;
     atomic_fetch_add(&t->s->inflight, 1);
     atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
-    f->in_fifo = true;
-    if (st->tail != NULL)
-        st->tail->next = f;
-    else
-        st->head = f;
-    st->tail = f;
+    list_push_back(&st->calls, &f->link);
     f->suspended = true;
     f->on_resume = on_resume;
     return f;

@@ -84,7 +84,7 @@ struct grpc_call {
     void (*work_free)(void *);
     grpc_handler on_resume;
     atomic_bool gone;
-    bool suspended, in_fifo, answered, counted;
+    bool suspended, answered, counted;
     bool busy; /* a handler runs with it: not to be freed */
     unsigned writes; /* in-flight batches pointing into the answer */
     int64_t timeout_ms;
@@ -103,7 +103,7 @@ struct grpc_call {
     req_record rec;
     char route[160]; /* "<service>/<method>" */
     char path[168];  /* "/<service>/<method>" */
-    grpc_call *next;          /* in the stream's FIFO */
+    list_node link;           /* in its stream's calls while there */
     mailbox_item resume_item; /* in t->resumed */
 };
 
@@ -139,9 +139,16 @@ struct gstream {
     size_t want; /* the message's length */
     uint8_t *buf;
     size_t lead, cap, got, reserved;
-    /* calls, in arrival order */
-    grpc_call *head, *tail;
+    /* calls, in arrival order: answers go from the first */
+    list_node calls;
 };
+
+/* The stream's first call, whose answer goes next; NULL: none. */
+static inline grpc_call *h2_first_call(const gstream *st)
+{
+    list_node *n = list_first(&st->calls);
+    return n != NULL ? container_of(n, grpc_call, link) : NULL;
+}
 
 typedef struct {
     bool copy;

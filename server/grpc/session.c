@@ -46,7 +46,7 @@ static ssize_t send_cb(nghttp2_session *h2, const uint8_t *data, size_t len,
 void h2_stream_fail(gstream *st, status_code code, const char *msg)
 {
     grpc_conn *c = st->conn;
-    if (st->head == NULL && !st->final_set)
+    if (list_empty(&st->calls) && !st->final_set)
         h2_count_stream_failure(st, code);
     st->pre.got = 0;
     if (st->response_started) {
@@ -56,8 +56,10 @@ void h2_stream_fail(gstream *st, status_code code, const char *msg)
         st->final = code;
         st->rejected = true;
         snprintf(st->final_msg, sizeof st->final_msg, "%s", msg);
-        for (grpc_call *k = st->head, *next; k != NULL; k = next) {
-            next = k->next;
+        for (list_node *n = list_first(&st->calls), *next; n != NULL;
+             n = next) {
+            next = list_next(&st->calls, n);
+            grpc_call *k = container_of(n, grpc_call, link);
             if (k->sent == 0) {
                 h2_fifo_remove(st, k);
                 k->st = NULL;
@@ -99,16 +101,19 @@ void h2_stream_fail(gstream *st, status_code code, const char *msg)
         h2_unreserve(c->t, st->reserved);
         st->reserved = 0;
     }
-    for (grpc_call *call = st->head; call != NULL; call = call->next)
+    for (list_node *n = list_first(&st->calls); n != NULL;
+         n = list_next(&st->calls, n)) {
+        grpc_call *call = container_of(n, grpc_call, link);
         if (call->rec.err == STATUS_OK && !call->answered)
             call->rec.err = code;
+    }
     h2_detach_calls(st, true);
 }
 
 /* Whether the stream has said all it will: its trailers may go. */
 static bool stream_finished(const gstream *st)
 {
-    if (st->head != NULL)
+    if (!list_empty(&st->calls))
         return false;
     if (st->final_set)
         return true;
@@ -124,7 +129,7 @@ static ssize_t read_cb(nghttp2_session *h2, int32_t id, uint8_t *buf,
     gstream *st = source->ptr;
     (void)buf;
     (void)user;
-    grpc_call *call = st->head;
+    grpc_call *call = h2_first_call(st);
     if (call != NULL && call->answered) {
         size_t left = call->total - call->sent;
         *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
@@ -156,7 +161,7 @@ static int send_data_cb(nghttp2_session *h2, nghttp2_frame *frame,
 {
     grpc_conn *c = user;
     gstream *st = source->ptr;
-    grpc_call *call = st->head;
+    grpc_call *call = h2_first_call(st);
     (void)h2;
     (void)frame;
     if (c->close_pending)
@@ -248,6 +253,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame,
     if (st == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     st->conn = c;
+    list_init(&st->calls);
     st->id = frame->hd.stream_id;
     st->timeout_ms = -1;
     st->caller = AUTH_ANYONE; /* until the headers' check */

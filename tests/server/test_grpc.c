@@ -198,7 +198,7 @@ static void grpc_write_batch(void)
         big[i] = (uint8_t)check_rand();
     c->t = &t;
     c->closing = true;
-    call->in_fifo = true; /* the test's: never freed by a batch */
+    call->busy = true; /* the test's: never freed by a batch */
     CHECK(uv_tcp_init(&loop, &c->tcp) == 0
               && uv_tcp_open(&c->tcp, sv[0]) == 0,
           "the socket pair as a stream");
@@ -291,10 +291,10 @@ static void grpc_close_inside_session(void)
     st->conn = c;
     list_init(&c->streams);
     list_push_front(&c->streams, &st->link);
-    st->head = st->tail = call;
+    list_init(&st->calls);
+    list_push_back(&st->calls, &call->link);
     call->t = &t;
     call->st = st;
-    call->in_fifo = true;
     call->counted = true; /* no server to account to */
     call->total = sizeof answer;
 
@@ -306,8 +306,8 @@ static void grpc_close_inside_session(void)
     CHECK(c->close_pending && !c->closing,
           "closed inside the session (pending %d, closing %d)",
           c->close_pending, c->closing);
-    CHECK(call->writes == 0 && call->in_fifo && call->st == st
-              && st->head == call,
+    CHECK(call->writes == 0 && list_linked(&call->link) && call->st == st
+              && h2_first_call(st) == call,
           "the call left its stream inside the session");
     c->in_session = 0;
 
