@@ -300,19 +300,12 @@ void redis_shut(redis_store *s)
 {
     OWNER_ASSERT(&s->in.owner);
     s->stopping = true;
-    while (s->delayed != NULL) {
-        op *o = s->delayed;
-        s->delayed = o->next;
-        o->next = NULL;
-        redis_fail(o, "the store is closing");
-    }
-    while (s->waiting != NULL) {
-        op *o = s->waiting;
-        s->waiting = o->next;
-        o->next = NULL;
-        redis_fail(o, "the store is closing");
-    }
-    s->waiting_tail = NULL;
+    list_node *queues[] = {&s->delayed, &s->waiting};
+    for (size_t i = 0; i < 2; i++)
+        for (list_node *n; (n = list_first(queues[i])) != NULL;) {
+            list_remove(n);
+            redis_fail(container_of(n, op, queued), "the store is closing");
+        }
     if (s->ac != NULL) {
         redisAsyncContext *ac = s->ac;
         s->ac = NULL;
@@ -372,6 +365,9 @@ static redis_store *new_store(const redis_url *u, const char *prefix,
         snprintf(msg, msglen, "out of memory");
         return NULL;
     }
+    list_init(&s->waiting);
+    list_init(&s->delayed);
+    list_init(&s->sent);
     s->url = *u;
     snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
     unsigned char md[EVP_MAX_MD_SIZE];

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "kv.h"
+#include "list.h"
 #include "mailbox.h"
 #include "redis_store.h"
 
@@ -48,11 +49,11 @@ extern const size_t redis_script_len;
 typedef struct op op;
 struct op {
     mailbox_item in;   /* first: in the store's mailbox */
-    op *next;          /* waiting, or delayed */
-    op *sprev, *snext; /* sent */
+    list_node queued;  /* in waiting, or in delayed */
+    list_node in_sent; /* in sent: its reply will come */
     redis_store *s;
     int kind;
-    bool del, touch, sent, finished;
+    bool del, touch, finished;
     bool eval; /* the script by its text: Redis had forgotten its SHA-1 */
     bool waiting_replicas; /* written; waiting for a WAIT to cover it */
     op *wnext;             /* in wait_queue, or in a WAIT's batch */
@@ -97,9 +98,9 @@ struct redis_store {
     redisAsyncContext *ac;
     bool up, handshake_failed;
     char handshake_err[256];
-    op *waiting, *waiting_tail;
-    op *delayed; /* asked for later: by not_before_ns, the soonest first */
-    op *sent;
+    list_node waiting; /* ops for the connection, oldest first */
+    list_node delayed; /* asked for later: by not_before_ns, the soonest first */
+    list_node sent;    /* ops sent, their replies to come */
     /* --state-store-wait: written ops waiting for the next WAIT, and
      * whether one is on its way (a WAIT covers every write sent before
      * it on the connection, so one WAIT serves every op written

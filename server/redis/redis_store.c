@@ -70,7 +70,7 @@ static void finish(op *o, kv_result r, kv_version version, const uint8_t *rec,
             atomic_fetch_add(&o->s->failures, 1);
         o->done(o->ctx, r, version, rec, len, why);
     }
-    if (!o->sent)
+    if (!list_linked(&o->in_sent))
         op_free(o);
 }
 
@@ -79,24 +79,11 @@ void redis_fail(op *o, const char *why)
     finish(o, KV_FAILED, no_version, NULL, 0, why);
 }
 
-static void unlink_sent(redis_store *s, op *o)
+/* The first op of list q (its `queued` node), or NULL. */
+static op *first_queued(const list_node *q)
 {
-    if (o->sprev != NULL)
-        o->sprev->snext = o->snext;
-    else
-        s->sent = o->snext;
-    if (o->snext != NULL)
-        o->snext->sprev = o->sprev;
-    o->sprev = o->snext = NULL;
-}
-
-static void link_sent(redis_store *s, op *o)
-{
-    o->sent = true;
-    o->snext = s->sent;
-    if (s->sent != NULL)
-        s->sent->sprev = o;
-    s->sent = o;
+    list_node *n = list_first(q);
+    return n != NULL ? container_of(n, op, queued) : NULL;
 }
 
 /* v as a value's first VERSION_LEN bytes: 32 hex digits. */
@@ -175,8 +162,7 @@ static void on_wait(redisAsyncContext *ac, void *rp, void *priv)
     while (batch != NULL) {
         op *o = batch;
         batch = o->wnext;
-        unlink_sent(s, o);
-        o->sent = false;
+        list_remove(&o->in_sent);
         if (why[0])
             redis_fail(o, why);
         else
@@ -200,8 +186,7 @@ static void on_reply(redisAsyncContext *ac, void *rp, void *priv)
     redis_store *s = o->s;
     redisReply *r = rp;
     (void)ac;
-    unlink_sent(s, o);
-    o->sent = false;
+    list_remove(&o->in_sent);
     if (r == NULL) {
         redis_fail(o, s->stopping ? "the store is closing"
                                   : "the connection to Redis was lost");
@@ -278,8 +263,7 @@ static void send_wait(redis_store *s)
         while (batch != NULL) {
             op *o = batch;
             batch = o->wnext;
-            unlink_sent(s, o);
-            o->sent = false;
+            list_remove(&o->in_sent);
             redis_fail(o, "the write's WAIT could not be sent to Redis");
         }
         return;
@@ -294,8 +278,7 @@ void redis_fail_wait_queue(redis_store *s, const char *why)
     s->wait_queue = s->wait_tail = NULL;
     while (o != NULL) {
         op *next = o->wnext;
-        unlink_sent(s, o);
-        o->sent = false;
+        list_remove(&o->in_sent);
         redis_fail(o, why);
         o = next;
     }
@@ -307,7 +290,7 @@ static void wait_for_replicas(redis_store *s, op *o)
 {
     o->waiting_replicas = true;
     o->wnext = NULL;
-    link_sent(s, o);
+    list_push_back(&s->sent, &o->in_sent);
     if (s->wait_tail != NULL)
         s->wait_tail->wnext = o;
     else
@@ -359,19 +342,15 @@ static void send_op(redis_store *s, op *o)
         redis_fail(o, "the command could not be sent to Redis");
         return;
     }
-    link_sent(s, o);
+    list_push_back(&s->sent, &o->in_sent);
 }
 
 void redis_send_waiting(redis_store *s)
 {
     OWNER_ASSERT(&s->in.owner);
     bool any = false;
-    while (s->up && s->waiting != NULL) {
-        op *o = s->waiting;
-        s->waiting = o->next;
-        if (s->waiting == NULL)
-            s->waiting_tail = NULL;
-        o->next = NULL;
+    for (op *o; s->up && (o = first_queued(&s->waiting)) != NULL;) {
+        list_remove(&o->queued);
         send_op(s, o);
         any = true;
     }
@@ -389,20 +368,17 @@ static void on_sweep(uv_timer_t *t)
 {
     redis_store *s = t->data;
     uint64_t now = now_ns();
-    for (op **pp = &s->waiting, *prev = NULL; *pp != NULL;) {
-        op *o = *pp;
+    for (list_node *n = list_first(&s->waiting), *next; n != NULL; n = next) {
+        next = list_next(&s->waiting, n);
+        op *o = container_of(n, op, queued);
         if (o->deadline_ns != 0 && now >= o->deadline_ns) {
-            *pp = o->next;
-            if (s->waiting_tail == o)
-                s->waiting_tail = prev;
-            o->next = NULL;
+            list_remove(&o->queued);
             redis_fail(o, "timed out waiting for a connection to Redis");
-        } else {
-            prev = o;
-            pp = &o->next;
         }
     }
-    for (op *o = s->sent; o != NULL; o = o->snext)
+    for (list_node *n = list_first(&s->sent); n != NULL;
+         n = list_next(&s->sent, n)) {
+        op *o = container_of(n, op, in_sent);
         if (!o->finished && o->deadline_ns != 0 && now >= o->deadline_ns)
             redis_fail(o,
                        o->waiting_replicas
@@ -410,24 +386,20 @@ static void on_sweep(uv_timer_t *t)
                              "the write (WAIT): it is in the primary, and may "
                              "or may not survive a failover"
                            : "timed out waiting for Redis's answer");
-    if (s->waiting == NULL && s->sent == NULL)
+    }
+    if (list_empty(&s->waiting) && list_empty(&s->sent))
         uv_timer_stop(&s->sweep);
 }
 /* o, at the end of the ops waiting for the connection. */
 static void wait_for_connection(redis_store *s, op *o)
 {
-    o->next = NULL;
-    if (s->waiting_tail != NULL)
-        s->waiting_tail->next = o;
-    else
-        s->waiting = o;
-    s->waiting_tail = o;
+    list_push_back(&s->waiting, &o->queued);
 }
 
 /* The waiting ops sent, if the connection is up; swept meanwhile. */
 static void send_now(redis_store *s)
 {
-    if (s->waiting != NULL && !uv_is_active((uv_handle_t *)&s->sweep))
+    if (!list_empty(&s->waiting) && !uv_is_active((uv_handle_t *)&s->sweep))
         uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
     redis_send_waiting(s);
 }
@@ -437,11 +409,12 @@ static void on_later(uv_timer_t *t);
 /* Arms the timer for the soonest delayed op. */
 static void arm_later(redis_store *s)
 {
-    if (s->delayed == NULL) {
+    op *first = first_queued(&s->delayed);
+    if (first == NULL) {
         uv_timer_stop(&s->later);
         return;
     }
-    uint64_t now = now_ns(), at = s->delayed->not_before_ns;
+    uint64_t now = now_ns(), at = first->not_before_ns;
     uint64_t ms = at > now ? (at - now + 999999) / 1000000 : 0;
     uv_timer_start(&s->later, on_later, ms, 0);
 }
@@ -449,11 +422,11 @@ static void arm_later(redis_store *s)
 /* Puts o among the delayed ops, in time order. */
 static void delay(redis_store *s, op *o)
 {
-    op **pp = &s->delayed;
-    while (*pp != NULL && (*pp)->not_before_ns <= o->not_before_ns)
-        pp = &(*pp)->next;
-    o->next = *pp;
-    *pp = o;
+    list_node *at = list_first(&s->delayed);
+    while (at != NULL
+           && container_of(at, op, queued)->not_before_ns <= o->not_before_ns)
+        at = list_next(&s->delayed, at);
+    list_insert_before(at != NULL ? at : &s->delayed, &o->queued);
     arm_later(s);
 }
 
@@ -462,9 +435,9 @@ static void on_later(uv_timer_t *t)
 {
     redis_store *s = t->data;
     uint64_t now = now_ns();
-    while (s->delayed != NULL && s->delayed->not_before_ns <= now) {
-        op *o = s->delayed;
-        s->delayed = o->next;
+    for (op *o; (o = first_queued(&s->delayed)) != NULL
+                && o->not_before_ns <= now;) {
+        list_remove(&o->queued);
         wait_for_connection(s, o);
     }
     arm_later(s);
