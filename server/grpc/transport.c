@@ -23,8 +23,7 @@ static void on_resumed(mailbox *m, mailbox_item *items)
     grpc_conn *pumps = NULL;
     (void)m;
     while (items != NULL) {
-        grpc_call *call =
-            (grpc_call *)((char *)items - offsetof(grpc_call, resume_item));
+        grpc_call *call = container_of(items, grpc_call, resume_item);
         items = items->next;
         call->suspended = false;
         grpc_conn *c = call->st ? call->st->conn : NULL;
