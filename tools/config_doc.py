@@ -21,8 +21,10 @@ BEGIN = "<!-- settings: made by `make docs-config` from server/core/config.h; do
 END = "<!-- end of settings -->"
 
 STRING = r'"(?:[^"\\]|\\.)*"'
-ENTRY = re.compile(r'X\(\s*(\w+)\s*,\s*(%s)\s*,\s*(%s)\s*,\s*(\w+)\s*,\s*(%s)\s*,'
-                   r'((?:\s*%s)+)\s*\)' % (STRING, STRING, STRING, STRING))
+# a row: X(field, flag, env, kind, default, help); kind: a name, or a
+# name with arguments (RANGE(lo, hi), ENUM("words"))
+ENTRY = re.compile(r'X\(\s*(\w+)\s*,\s*(%s)\s*,\s*(%s)\s*,\s*(\w+(?:\((?:[^()"]|%s)*\))?)\s*,'
+                   r'\s*(%s)\s*,((?:\s*%s)+)\s*\)' % (STRING, STRING, STRING, STRING, STRING))
 KINDS = {"STR": "text", "UINT": "number", "SIZE": "size", "BOOL": "switch"}
 
 
@@ -43,12 +45,32 @@ def macro_body(text, name):
     return "\n".join(body)
 
 
+def kind_text(kind, text):
+    """A kind as the page says it: "number, 1 to 64", "one of cost,
+    device" (the numbers' names resolved from text's #defines)."""
+    m = re.match(r'(\w+)(?:\((.*)\))?$', kind, re.S)
+    name, args = m.group(1), m.group(2)
+    if name == "RANGE":
+        lo, hi = (a.strip() for a in args.split(","))
+        value = lambda a: int(re.search(r'#define %s (\d+)' % a, text).group(1)) \
+            if not a.isdigit() else int(a)
+        lo, hi = value(lo), value(hi)
+        return "number, at least %d" % lo if "UINT_MAX" in args else \
+            "number, %d to %d" % (lo, hi)
+    if name == "ENUM":
+        words = "".join(literal(p) for p in re.findall(STRING, args)).split("|")
+        return "one of " + ", ".join("`%s`" % w if w else "empty"
+                                     for w in words if "=" not in w)
+    return KINDS.get(name, name)
+
+
 def settings(text):
-    """[(flag, env, kind, default, help)] in the table's order."""
+    """[(flag, env, kind, default, help)] in the table's order; kind as
+    the page says it."""
     out = []
     for m in ENTRY.finditer(macro_body(text, "TALLYD_SETTINGS")):
         helptext = "".join(literal(p) for p in re.findall(STRING, m.group(6)))
-        out.append((literal(m.group(2)), literal(m.group(3)), m.group(4),
+        out.append((literal(m.group(2)), literal(m.group(3)), kind_text(m.group(4), text),
                     literal(m.group(5)), helptext))
     return out
 
@@ -59,7 +81,7 @@ def table(rows):
     for flag, env, kind, default, helptext in rows:
         cell = lambda s: s.replace("|", "\\|")
         lines.append("| `--%s` | `%s` | %s | %s | %s |" % (
-            flag, env, KINDS.get(kind, kind),
+            flag, env, kind,
             "`%s`" % default if default else "(none)", cell(helptext)))
     return "\n".join(lines)
 

@@ -63,7 +63,7 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
         o.cold[d] = !s->cfg.warmup && !eng_engine_is_host(devices[d]);
         any_device |= !eng_engine_is_host(devices[d]);
     }
-    o.placement = any_device && strcmp(s->cfg.placement, "cost") == 0
+    o.placement = any_device && s->cfg.placement == TALLYD_PLACE_COST
                       ? SCHED_PLACE_COST
                       : SCHED_PLACE_DEVICE;
     a->sched = sched_new(&o, &a->backend);
@@ -126,19 +126,20 @@ static kv *logged_kv(tallyd_server *s, const kv_mem_options *mo, char *msg,
 {
     kv_log_options lo = {
         .dir = s->cfg.state_dir,
-        .fsync = KV_FSYNC_ALWAYS,
+        .fsync = s->cfg.state_fsync == TALLYD_FSYNC_EVERYSEC
+                     ? KV_FSYNC_EVERYSEC
+                     : KV_FSYNC_ALWAYS,
         .mem = *mo,
         .faults =
             {
-                .err = strcmp(s->cfg.fault_state, "eio") == 0      ? EIO
-                       : strcmp(s->cfg.fault_state, "enospc") == 0 ? ENOSPC
+                .err = s->cfg.fault_state == TALLYD_FAULT_EIO      ? EIO
+                       : s->cfg.fault_state == TALLYD_FAULT_ENOSPC ? ENOSPC
                                                                    : 0,
-                .sync = strcmp(s->cfg.fault_state, "fsync") == 0,
+                .sync = s->cfg.fault_state == TALLYD_FAULT_FSYNC,
                 .after = s->cfg.fault_state_after,
             },
         .upgrade = upgrade_record,
     };
-    kv_fsync_parse(s->cfg.state_fsync, &lo.fsync);
     kv *k = kv_log_open(&lo, msg, msglen);
     if (k == NULL)
         return NULL;

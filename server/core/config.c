@@ -11,20 +11,38 @@
 #include "config.h"
 #include "scan_host.h"
 
-enum kind { STR, UINT, SIZE, BOOL };
+enum kind { STR, UINT, SIZE, BOOL, ENUM };
 
 typedef struct {
     const char *flag, *env, *def, *help;
     enum kind kind;
+    unsigned lo, hi;   /* UINT's */
+    const char *words; /* ENUM's */
     size_t offset;
 } setting;
 
+/* config.h's kinds, as a setting's fields */
+#define KIND_STR .kind = STR
+#define KIND_UINT .kind = UINT, .lo = 0, .hi = TALLYD_UINT_MAX
+#define KIND_RANGE(l, h) .kind = UINT, .lo = (l), .hi = (h)
+#define KIND_SIZE .kind = SIZE
+#define KIND_BOOL .kind = BOOL
+#define KIND_ENUM(w) .kind = ENUM, .words = (w)
+
 static const setting settings[] = {
-#define TALLYD_SETTING_ROW(field, flag, env, kind, def, help)                  \
-    {flag, env, def, help, kind, offsetof(tallyd_config, field)},
+#define TALLYD_SETTING_ROW(field, flag_, env_, kind, def_, help_)              \
+    {.flag = flag_,                                                           \
+     .env = env_,                                                             \
+     .def = def_,                                                             \
+     .help = help_,                                                           \
+     KIND_##kind,                                                             \
+     .offset = offsetof(tallyd_config, field)},
     TALLYD_SETTINGS(TALLYD_SETTING_ROW)
 #undef TALLYD_SETTING_ROW
 };
+/* an ENUM's field is one of config.h's enums, written as an unsigned */
+_Static_assert(sizeof(tallyd_placement) == sizeof(unsigned),
+               "an enum setting is stored as an unsigned");
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
 /* "256MiB", "64M", "1000000": bytes. */
@@ -70,6 +88,77 @@ static bool parse_bool(const char *v, bool *out)
     return false;
 }
 
+/* One of an ENUM's words ("a|b|x=a"): its text, and for an alias the
+ * word it stands for (to NULL: none). */
+typedef struct {
+    const char *w, *to;
+    size_t n, ton;
+} enum_word;
+
+/* The word at *at, which moves past it; false after the last. */
+static bool next_word(const char **at, enum_word *x)
+{
+    if (*at == NULL)
+        return false;
+    const char *w = *at, *end = strchr(w, '|');
+    size_t len = end != NULL ? (size_t)(end - w) : strlen(w);
+    const char *eq = memchr(w, '=', len);
+    x->w = w;
+    x->n = eq != NULL ? (size_t)(eq - w) : len;
+    x->to = eq != NULL ? eq + 1 : NULL;
+    x->ton = eq != NULL ? len - x->n - 1 : 0;
+    *at = end != NULL ? end + 1 : NULL;
+    return true;
+}
+
+/* The position of v[0..vn) among the words that are not aliases. */
+static bool word_pos(const char *words, const char *v, size_t vn,
+                     unsigned *out)
+{
+    unsigned pos = 0;
+    enum_word x;
+    for (const char *at = words; next_word(&at, &x);) {
+        if (x.to != NULL)
+            continue;
+        if (x.n == vn && memcmp(x.w, v, vn) == 0) {
+            *out = pos;
+            return true;
+        }
+        pos++;
+    }
+    return false;
+}
+
+/* An ENUM's value for the word v: true with *out. */
+static bool enum_value(const char *words, const char *v, unsigned *out)
+{
+    size_t vn = strlen(v);
+    enum_word x;
+    for (const char *at = words; next_word(&at, &x);)
+        if (x.to != NULL && x.n == vn && memcmp(x.w, v, vn) == 0)
+            return word_pos(words, x.to, x.ton, out);
+    return word_pos(words, v, vn, out);
+}
+
+/* An ENUM's words for a message, "a, b or c": no alias; the empty word
+ * as "empty". */
+static void enum_words(const char *words, char *out, size_t len)
+{
+    size_t count = 0, k = 0, at = 0;
+    enum_word x;
+    for (const char *p = words; next_word(&p, &x);)
+        count += x.to == NULL;
+    out[0] = '\0';
+    for (const char *p = words; next_word(&p, &x) && at < len;) {
+        if (x.to != NULL)
+            continue;
+        k++;
+        at += (size_t)snprintf(out + at, len - at, "%s%.*s",
+                               k == 1 ? "" : k == count ? " or " : ", ",
+                               x.n ? (int)x.n : 5, x.n ? x.w : "empty");
+    }
+}
+
 static bool set(tallyd_config *c, const setting *s, const char *v,
                 const char *from, char *msg, size_t msglen)
 {
@@ -90,16 +179,29 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
         errno = 0;
         unsigned long n = strtoul(v, &end, 10);
         if (!isdigit((unsigned char)v[0]) || *end != '\0' || errno != 0
-            || n > 100000000ul) {
-            snprintf(msg, msglen,
-                     "%s: %s must be a non-negative integer, not "
-                     "\"%s\"",
-                     from, s->flag, v);
+            || n < s->lo || n > s->hi) {
+            if (s->hi == TALLYD_UINT_MAX)
+                snprintf(msg, msglen,
+                         "%s: %s must be an integer, at least %u, not \"%s\"",
+                         from, s->flag, s->lo, v);
+            else
+                snprintf(msg, msglen,
+                         "%s: %s must be an integer from %u to %u, not \"%s\"",
+                         from, s->flag, s->lo, s->hi, v);
             return false;
         }
         *(unsigned *)field = (unsigned)n;
         return true;
     }
+    case ENUM:
+        if (!enum_value(s->words, v, (unsigned *)field)) {
+            char words[200];
+            enum_words(s->words, words, sizeof words);
+            snprintf(msg, msglen, "%s: %s must be %s, not \"%s\"", from,
+                     s->flag, words, v);
+            return false;
+        }
+        return true;
     case SIZE:
         if (!parse_size(v, (size_t *)field)) {
             snprintf(msg, msglen,
@@ -118,22 +220,6 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
         return true;
     }
     return false;
-}
-
-/* --access-log's words: errors, all, off, and a switch's words (its
- * values when it was one: true for all, false for off). */
-static bool access_mode(const char *v, tallyd_access_mode *mode)
-{
-    bool on;
-    if (strcmp(v, "errors") == 0)
-        *mode = TALLYD_ACCESS_ERRORS;
-    else if (strcmp(v, "all") == 0)
-        *mode = TALLYD_ACCESS_ALL;
-    else if (parse_bool(v, &on))
-        *mode = on ? TALLYD_ACCESS_ALL : TALLYD_ACCESS_OFF;
-    else
-        return false;
-    return true;
 }
 
 bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
@@ -212,25 +298,6 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
         if (!set(c, s, v, from, msg, msglen))
             return false;
     }
-    if (c->workers == 0 || c->http_threads == 0 || c->queue_depth == 0
-        || c->max_batch == 0) {
-        snprintf(msg, msglen,
-                 "workers, http-threads, queue-depth and "
-                 "max-batch must be at least 1");
-        return false;
-    }
-    if (c->max_batch > TALLYD_MAX_BATCH) {
-        snprintf(msg, msglen, "max-batch is at most %d, not %u",
-                 TALLYD_MAX_BATCH, c->max_batch);
-        return false;
-    }
-    if (strcmp(c->state_fsync, "always") != 0
-        && strcmp(c->state_fsync, "everysec") != 0) {
-        snprintf(msg, msglen, "state-fsync must be always or everysec, not "
-                              "\"%s\"",
-                 c->state_fsync);
-        return false;
-    }
     if (c->state_store[0] != '\0' && c->state_dir[0] != '\0') {
         snprintf(msg, msglen,
                  "state-store and state-dir cannot be combined: a sequence's "
@@ -240,31 +307,6 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
     }
     if (c->state_store[0] != '\0' && c->state_store_timeout_ms == 0) {
         snprintf(msg, msglen, "state-store-timeout-ms must be at least 1");
-        return false;
-    }
-    if (c->grpc_threads > TALLYD_GRPC_THREADS_MAX) {
-        snprintf(msg, msglen, "grpc-threads is at most %u, not %u",
-                 TALLYD_GRPC_THREADS_MAX, c->grpc_threads);
-        return false;
-    }
-    if (strcmp(c->placement, "cost") != 0
-        && strcmp(c->placement, "device") != 0) {
-        snprintf(msg, msglen, "placement must be cost or device, not \"%s\"",
-                 c->placement);
-        return false;
-    }
-    if (c->fault_state[0] != '\0' && strcmp(c->fault_state, "enospc") != 0
-        && strcmp(c->fault_state, "eio") != 0
-        && strcmp(c->fault_state, "fsync") != 0) {
-        snprintf(msg, msglen, "fault-state must be enospc, eio or fsync, not "
-                              "\"%s\"",
-                 c->fault_state);
-        return false;
-    }
-    if (!access_mode(c->access_log, &c->access_mode)) {
-        snprintf(msg, msglen,
-                 "access-log must be errors, all or off, not \"%s\"",
-                 c->access_log);
         return false;
     }
     char host[256];
@@ -283,16 +325,6 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                  "grpc-listen must be HOST:PORT (such as 127.0.0.1:8001), "
                  "or empty to turn gRPC off, not \"%s\"",
                  c->grpc_listen);
-        return false;
-    }
-    if (c->grpc_max_streams == 0 || c->grpc_max_streams > 65536) {
-        snprintf(msg, msglen, "grpc-max-streams must be 1 to 65536, not %u",
-                 c->grpc_max_streams);
-        return false;
-    }
-    if (c->shm_max_regions == 0 || c->shm_max_regions > 2048) {
-        snprintf(msg, msglen, "shm-max-regions must be 1 to 2048, not %u",
-                 c->shm_max_regions);
         return false;
     }
     if (c->max_sequences > 0 && c->sequence_idle_ms == 0) {

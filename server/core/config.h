@@ -16,22 +16,32 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* X(field, flag, env, kind, default, help); kind: STR, UINT, SIZE, BOOL. */
+/* X(field, flag, env, kind, default, help); kind, checked once at load
+ * (a bad value is refused with the setting's name and what it takes):
+ *   STR           text;
+ *   UINT          a number, 0 to TALLYD_UINT_MAX;
+ *   RANGE(lo, hi) a number from lo to hi;
+ *   SIZE          bytes: 256MiB, 64M or 1000000;
+ *   BOOL          a switch: true, 1, yes, on; false, 0, no, off;
+ *   ENUM(words)   one of "a|b|c", the field the position of its word (the
+ *                 field's enum below); "x=a" takes the word x for a. */
 #define TALLYD_SETTINGS(X)                                                     \
     X(listen, "listen", "TALLY_LISTEN", STR, "127.0.0.1:8080",                 \
       "address and port to serve on, HOST:PORT ([::1]:8080 for IPv6)")         \
     X(grpc_listen, "grpc-listen", "TALLY_GRPC_LISTEN", STR, "127.0.0.1:8001",  \
       "address and port of the gRPC front door (KServe v2 / Triton's "         \
       "GRPCInferenceService), HOST:PORT; empty turns it off")                  \
-    X(grpc_max_streams, "grpc-max-streams", "TALLY_GRPC_MAX_STREAMS", UINT,    \
-      "128", "concurrent gRPC calls (HTTP/2 streams) one connection may open") \
+    X(grpc_max_streams, "grpc-max-streams", "TALLY_GRPC_MAX_STREAMS",          \
+      RANGE(1, 65536), "128",                                                  \
+      "concurrent gRPC calls (HTTP/2 streams) one connection may open")       \
     X(allow_shared_memory, "allow-shared-memory", "TALLY_ALLOW_SHARED_MEMORY", \
       BOOL, "false",                                                           \
       "take tensors in clients' POSIX shared-memory regions (Triton's "        \
       "system shared-memory extension): lets clients make the daemon open "    \
       "and map objects under /dev/shm")                                        \
-    X(shm_max_regions, "shm-max-regions", "TALLY_SHM_MAX_REGIONS", UINT, "64", \
-      "shared-memory regions registered at once, in all (at most 2048)")       \
+    X(shm_max_regions, "shm-max-regions", "TALLY_SHM_MAX_REGIONS",             \
+      RANGE(1, 2048), "64",                                                    \
+      "shared-memory regions registered at once, in all")                     \
     X(shm_max_bytes, "shm-max-bytes", "TALLY_SHM_MAX_BYTES", SIZE, "4GiB",     \
       "bytes of shared-memory regions registered at once, in all")             \
     X(max_sequences, "max-sequences", "TALLY_MAX_SEQUENCES", UINT, "1024",     \
@@ -63,7 +73,8 @@
       "a directory where every applied chunk's sequence state is logged "      \
       "before its answer leaves, and the next start reads them back; "         \
       "empty: sequences live in memory only")                                  \
-    X(state_fsync, "state-fsync", "TALLY_STATE_FSYNC", STR, "always",          \
+    X(state_fsync, "state-fsync", "TALLY_STATE_FSYNC",                         \
+      ENUM("always|everysec"), "always",                                       \
       "with --state-dir: always (fdatasync before each answer, shared by "     \
       "the chunks that finish together: an answered chunk survives a power "   \
       "loss) or everysec (written before the answer, flushed once a second: "  \
@@ -90,19 +101,22 @@
       "comma-separated list of those, or all, gpu:all, cpu:all")               \
     X(layout, "layout", "TALLY_LAYOUT", STR, "auto",                           \
       "kernel layout: auto, cpu or gpu (with ,key=value overrides)")           \
-    X(placement, "placement", "TALLY_PLACEMENT", STR, "cost",                 \
+    X(placement, "placement", "TALLY_PLACEMENT", ENUM("cost|device"), "cost", \
       "where a device worker runs a job while its device is in the pool: "    \
       "cost (on the device or the host's cores, whichever has been faster "   \
       "for launches of that size) or device (always on the device)")          \
-    X(workers, "workers", "TALLY_WORKERS", UINT, "2",                          \
+    X(workers, "workers", "TALLY_WORKERS", RANGE(1, TALLYD_UINT_MAX), "2",     \
       "device workers, one command queue each")                                \
-    X(http_threads, "http-threads", "TALLY_HTTP_THREADS", UINT, "2",           \
+    X(http_threads, "http-threads", "TALLY_HTTP_THREADS",                      \
+      RANGE(1, TALLYD_UINT_MAX), "2",                                          \
       "threads serving HTTP connections")                                      \
-    X(grpc_threads, "grpc-threads", "TALLY_GRPC_THREADS", UINT, "0",           \
+    X(grpc_threads, "grpc-threads", "TALLY_GRPC_THREADS",                      \
+      RANGE(0, TALLYD_GRPC_THREADS_MAX), "0",                                  \
       "event loops serving gRPC connections, each its own connections end "   \
-      "to end (one listener deals them out in turn), 1 to 64; 0: as many "    \
-      "as --http-threads")                                                     \
-    X(queue_depth, "queue-depth", "TALLY_QUEUE_DEPTH", UINT, "1024",           \
+      "to end (one listener deals them out in turn); 0: as many as "          \
+      "--http-threads")                                                        \
+    X(queue_depth, "queue-depth", "TALLY_QUEUE_DEPTH",                         \
+      RANGE(1, TALLYD_UINT_MAX), "1024",                                       \
       "jobs that may wait for a worker; more get 503 with Retry-After")        \
     X(max_body_bytes, "max-body-bytes", "TALLY_MAX_BODY_BYTES", SIZE,          \
       "256MiB", "largest request body (and tensor) accepted; larger gets 413") \
@@ -131,9 +145,10 @@
       "TALLY_MAX_CLIENT_CONNECTIONS", UINT, "1024",                            \
       "open connections allowed from one client address; more are closed "     \
       "at once (0: no limit)")                                                 \
-    X(max_batch, "max-batch", "TALLY_MAX_BATCH", UINT, "8",                    \
+    X(max_batch, "max-batch", "TALLY_MAX_BATCH", RANGE(1, TALLYD_MAX_BATCH),   \
+      "8",                                                                     \
       "compatible queued jobs (up to 1 MiB each) a worker runs as one "        \
-      "launch, 1 to 64")                                                       \
+      "launch")                                                                \
     X(max_queue_delay_us, "max-queue-delay-us", "TALLY_MAX_QUEUE_DELAY_US",    \
       UINT, "0",                                                               \
       "how long a job may wait for others to share its launch, when no "       \
@@ -162,7 +177,8 @@
       "a kernel that faults half-way (an in-place tensor cannot be rerun)")    \
     X(fault_build, "fault-build", "TALLY_FAULT_BUILD", BOOL, "false",          \
       "testing: with --fault-device, the device's kernels fail to build")      \
-    X(fault_state, "fault-state", "TALLY_FAULT_STATE", STR, "",                \
+    X(fault_state, "fault-state", "TALLY_FAULT_STATE",                         \
+      ENUM("|enospc|eio|fsync"), "",                                           \
       "testing: after --fault-state-after records, every write to the "        \
       "sequence log fails: enospc or eio (the write), fsync (the flush)")      \
     X(fault_state_after, "fault-state-after", "TALLY_FAULT_STATE_AFTER",       \
@@ -179,7 +195,10 @@
       "only then, for those who would rather wait for the kernels; false: "   \
       "listen at once, the host backend answering while each device builds "  \
       "its kernels in the background and joins the pool when they are built") \
-    X(access_log, "access-log", "TALLY_ACCESS_LOG", STR, "errors",             \
+    X(access_log, "access-log", "TALLY_ACCESS_LOG",                            \
+      ENUM("errors|all|off|true=all|yes=all|on=all|1=all|false=off|no=off|"   \
+           "0=off"),                                                           \
+      "errors",                                                                \
       "access lines (JSON, standard error): errors (failed and slow "          \
       "requests, at most --access-log-max-per-s a second), all (every "        \
       "request), or off")                                                      \
@@ -226,24 +245,33 @@
       "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",                            \
       "GnuTLS priority string: protocol versions and ciphers offered")
 
+/* UINT's most */
+#define TALLYD_UINT_MAX 100000000
 /* --grpc-threads' most: the gRPC door's loops (grpc.h) */
 #define TALLYD_GRPC_THREADS_MAX 64
 /* --max-batch's most: the scheduler's batch (SCHED_MAX_BATCH) and the
  * statistics' sizes (STATS_MAX_BATCH) are this one */
 #define TALLYD_MAX_BATCH 64
 
-/* --access-log, read from its text */
+/* The ENUM settings' values, in their words' order. */
 typedef enum {
-    TALLYD_ACCESS_OFF,
     TALLYD_ACCESS_ERRORS,
-    TALLYD_ACCESS_ALL
-} tallyd_access_mode;
+    TALLYD_ACCESS_ALL,
+    TALLYD_ACCESS_OFF
+} tallyd_access_mode; /* --access-log */
+typedef enum { TALLYD_FSYNC_ALWAYS, TALLYD_FSYNC_EVERYSEC } tallyd_fsync;
+typedef enum { TALLYD_PLACE_COST, TALLYD_PLACE_DEVICE } tallyd_placement;
+typedef enum {
+    TALLYD_FAULT_NONE,
+    TALLYD_FAULT_ENOSPC,
+    TALLYD_FAULT_EIO,
+    TALLYD_FAULT_FSYNC
+} tallyd_fault_state; /* --fault-state */
 
 typedef struct {
     char *listen, *grpc_listen, *device, *layout, *auth_token_file, *tls_cert,
         *cors_origins, *docs_dir, *otlp_endpoint, *trace_ratio,
-        *tls_key, *tls_priorities, *access_log, *state_dir,
-        *state_fsync, *fault_state, *placement, *state_store,
+        *tls_key, *tls_priorities, *state_dir, *state_store,
         *state_store_prefix;
     unsigned workers, http_threads, grpc_threads, queue_depth, timeout_ms,
         idle_timeout_s,
@@ -259,7 +287,10 @@ typedef struct {
         sequence_max_bytes;
     bool warmup, auth_health, auth_metrics, fault_late, fault_build,
         allow_shared_memory, model_sequence_batching;
-    tallyd_access_mode access_mode; /* from access_log */
+    tallyd_access_mode access_log;
+    tallyd_fsync state_fsync;
+    tallyd_placement placement;
+    tallyd_fault_state fault_state;
     /* one-shot actions */
     bool help, version, list_devices, warm_cache;
 } tallyd_config;

@@ -15,7 +15,7 @@
 void reqlog_init(reqlog *a, const tallyd_config *cfg)
 {
     memset(a, 0, sizeof *a);
-    a->mode = cfg->access_mode;
+    a->mode = cfg->access_log;
     a->slow_ns = (uint64_t)cfg->slow_request_ms * 1000000u;
     a->max_per_s = cfg->access_log_max_per_s;
 }

@@ -66,9 +66,6 @@
 
 typedef enum { KV_FSYNC_ALWAYS, KV_FSYNC_EVERYSEC } kv_fsync;
 
-/* Parses "always" or "everysec"; false for anything else. */
-bool kv_fsync_parse(const char *text, kv_fsync *out);
-
 /* Testing: once `after` records have been written, every write of a
  * record fails with errno `err` (ENOSPC, EIO), or every flush (`sync`);
  * at_start: the fresh log's write at the start fails with that errno;

@@ -27,17 +27,6 @@
 #define REC_FIELDS 60
 #define WRITE_IOVS 64
 
-bool kv_fsync_parse(const char *text, kv_fsync *out)
-{
-    if (strcmp(text, "always") == 0)
-        *out = KV_FSYNC_ALWAYS;
-    else if (strcmp(text, "everysec") == 0)
-        *out = KV_FSYNC_EVERYSEC;
-    else
-        return false;
-    return true;
-}
-
 static void put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)

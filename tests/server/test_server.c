@@ -36,15 +36,26 @@
 /* ------------------------------------------------------------------------
  * Settings.
  */
-enum { STR, UINT, SIZE, BOOL };
+enum { STR, UINT, SIZE, BOOL, ENUM };
+
+/* config.h's kinds: the kind, its least and most (a number's), its words
+ * (an ENUM's) */
+#define T_STR STR, 0, 0, NULL
+#define T_UINT UINT, 0, TALLYD_UINT_MAX, NULL
+#define T_RANGE(l, h) UINT, l, h, NULL
+#define T_SIZE SIZE, 0, 0, NULL
+#define T_BOOL BOOL, 0, 0, NULL
+#define T_ENUM(w) ENUM, 0, 0, w
 
 static const struct {
     const char *flag, *env;
     int kind;
+    unsigned lo, hi;
+    const char *words;
     size_t offset;
 } settings[] = {
 #define ROW(field, flag, env, kind, def, help)                                 \
-    {flag, env, kind, offsetof(tallyd_config, field)},
+    {flag, env, T_##kind, offsetof(tallyd_config, field)},
     TALLYD_SETTINGS(ROW)
 #undef ROW
 };
@@ -67,9 +78,26 @@ static const char *other_value(size_t i, int variant)
         return variant ? "device" : "cost";
     switch (settings[i].kind) {
     case STR: return variant ? "gpu" : "host";
-    case UINT: return variant ? "17" : "3";
+    case UINT: return variant ? "17" : "3"; /* within every range here */
     case SIZE: return variant ? "2k" : "3MiB";
     default: return variant ? "off" : "yes";
+    }
+}
+
+/* The position of word w among an ENUM's words that are no alias. */
+static unsigned word_at(const char *words, const char *w)
+{
+    unsigned pos = 0;
+    for (const char *p = words;; pos++) {
+        const char *end = strchr(p, '|');
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (memchr(p, '=', n) != NULL)
+            pos--;
+        else if (n == strlen(w) && strncmp(p, w, n) == 0)
+            return pos;
+        if (end == NULL)
+            return ~0u;
+        p = end + 1;
     }
 }
 
@@ -77,6 +105,9 @@ static bool holds(const tallyd_config *c, size_t i, int variant)
 {
     const char *field = (const char *)c + settings[i].offset;
     switch (settings[i].kind) {
+    case ENUM:
+        return *(const unsigned *)field
+               == word_at(settings[i].words, other_value(i, variant));
     case STR:
         return strcmp(*(char *const *)field, other_value(i, variant)) == 0;
     case UINT: return *(const unsigned *)field == (variant ? 17u : 3u);
@@ -145,8 +176,8 @@ static void config_access_log(void)
         char *argv[] = {"tallyd", arg, NULL};
         bool ok = tallyd_config_load(&c, cases[k].word ? 2 : 1, argv, msg,
                                      sizeof msg);
-        CHECK(ok && c.access_mode == cases[k].mode, "%s: mode %d, not %d (%s)",
-              cases[k].word ? arg : "the default", ok ? (int)c.access_mode : -1,
+        CHECK(ok && c.access_log == cases[k].mode, "%s: mode %d, not %d (%s)",
+              cases[k].word ? arg : "the default", ok ? (int)c.access_log : -1,
               (int)cases[k].mode, ok ? "" : msg);
         tallyd_config_free(&c);
     }
@@ -167,7 +198,8 @@ static void config_bad_values(void)
     } bad[] = {
         {UINT, "-1"},    {UINT, "1x"}, {UINT, ""},  {UINT, "999999999999"},
         {SIZE, "1TB"},   {SIZE, "-5"}, {SIZE, "k"}, {SIZE, "99999999999G"},
-        {BOOL, "maybe"}, {BOOL, "2"},  {BOOL, ""},
+        {BOOL, "maybe"}, {BOOL, "2"},  {BOOL, ""},  {ENUM, "maybe"},
+        {ENUM, "ALWAYS"},
     };
     char msg[512];
     for (size_t i = 0; i < NSETTINGS; i++)
@@ -194,6 +226,28 @@ static void config_bad_values(void)
             tallyd_config_free(&c);
             unsetenv(settings[i].env);
         }
+    /* a number out of its range: just below, just above */
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        if (settings[i].kind != UINT)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            if (side == 0 && settings[i].lo == 0)
+                continue;
+            char arg[128];
+            snprintf(arg, sizeof arg, "--%s=%u", settings[i].flag,
+                     side == 0 ? settings[i].lo - 1 : settings[i].hi + 1);
+            char *argv[] = {"tallyd", arg, NULL};
+            tallyd_config c;
+            msg[0] = '\0';
+            CHECK(!tallyd_config_load(&c, 2, argv, msg, sizeof msg)
+                      && strstr(msg, settings[i].flag) != NULL
+                      && (strstr(msg, "at least") != NULL
+                          || strstr(msg, " to ") != NULL),
+                  "%s accepted, or the message does not say its range: %s",
+                  arg, msg);
+            tallyd_config_free(&c);
+        }
+    }
     /* the command line itself, and the cross-checks */
     static const char *const lines[][3] = {
         {"--nope", NULL, "unknown option"},
@@ -651,7 +705,7 @@ static void reqlog_one_cap(void)
     memset(&s, 0, sizeof s);
     static const char *const labels[] = {"infer", "other"};
     metrics_init(&s.metrics, labels, 2);
-    s.cfg.access_mode = TALLYD_ACCESS_ERRORS;
+    s.cfg.access_log = TALLYD_ACCESS_ERRORS;
     s.cfg.access_log_max_per_s = 5;
     s.cfg.slow_request_ms = 0;
     reqlog_init(&s.reqlog, &s.cfg);
