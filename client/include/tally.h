@@ -170,7 +170,9 @@ typedef enum {
     TALLYOPT_CONNECT_TIMEOUT_MS = 2,
     /* [long] How many times a request is tried again after a 503 or 429
      * (server busy), a refused connection or a connection that broke, each
-     * time after a backoff; 0 tries once. (4) */
+     * time after a backoff; 0 tries once. An unnumbered chunk of a
+     * sequence is tried again after a refused connection only (see
+     * tally_cumsum_chunk()). (4) */
     TALLYOPT_RETRIES = 3,
     /* [long] The first backoff in milliseconds; each retry doubles it, with
      * jitter, and waits at least as long as the server's Retry-After. (100) */
@@ -302,7 +304,10 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
  * order: after TALLYE_TIMEOUT, TALLYE_NETWORK or TALLYE_BUSY, call again
  * with the same chunk and number, and a chunk the server had already
  * applied is answered again, not added (docs/sequences.md, "Numbered
- * chunks").
+ * chunks"); the client's own retries (TALLYOPT_RETRIES) send it again so.
+ * An unnumbered chunk is not sent again by the client after a 503 or a
+ * connection that broke, either of which may have come after it was
+ * added: the failure comes back, and the caller decides.
  *
  * Where a chunk goes, and what follows a failure (the one rule of every
  * tally client: docs/sequences.md, "Clients"):

@@ -108,6 +108,9 @@ struct tc_transfer {
     size_t body_len;
     size_t url;          /* index of the first URL to try */
     bool pinned;         /* retries stay on that URL (a sequence's home) */
+    bool once; /* retried only when its connection was refused (nothing of
+                * it reached a server): an unnumbered chunk of a sequence,
+                * which a 503 or a broken connection may have added */
     void *recv;          /* a fixed buffer for a 200 answer, or NULL: grow */
     size_t recv_cap;     /* its size, or the limit on a grown buffer */
     size_t expect_bytes; /* a binary answer must be exactly this long */

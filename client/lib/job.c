@@ -70,6 +70,8 @@ struct tc_job {
     tc_block *failed; /* the first block that failed */
     char *seq_query;  /* a sequence's chunk: "&sequence_id=..."; or NULL */
     size_t seq_url;   /* the URL its id hashes to */
+    bool seq_once;    /* an unnumbered chunk: sent again only when nothing
+                       * of it reached a server (transfer.c's once) */
 };
 
 /* ------------------------------------------------------------------------
@@ -269,6 +271,7 @@ tally_code tc_job_sequence(tc_job *j, const char *id, unsigned flags,
              flags & TALLY_SEQUENCE_START ? "&sequence_start=true" : "",
              flags & TALLY_SEQUENCE_END ? "&sequence_end=true" : "", num);
     j->seq_query = q;
+    j->seq_once = chunk == 0;
     uint64_t h = 0xcbf29ce484222325u; /* FNV-1a: a stable choice */
     for (size_t i = 0; i < n; i++) {
         h ^= (unsigned char)id[i];
@@ -431,6 +434,7 @@ tally_code tc_job_transfers(tc_job *j, tc_transfer ***xfers, size_t *n,
                     t->url =
                         j->seq_query != NULL ? j->seq_url : tc_next_url(j->c);
                     t->pinned = j->seq_query != NULL && !j->c->shared_state;
+                    t->once = j->seq_query != NULL && j->seq_once;
                     t->expect_dtype = j->wire;
                     t->check_tensor = true;
                     t->prepare = block_prepare;

@@ -15,7 +15,11 @@
  * client with several servers routes around one that is down or full,
  * but for a pinned transfer (a sequence's chunk whose servers keep their
  * own state), which stays on its URL. A
- * timeout is not retried: it is the caller's limit.
+ * timeout is not retried: it is the caller's limit. Nor is an unnumbered
+ * chunk of a sequence (once), but after a refused connection: a 503 (the
+ * sequence's store failed) or a broken connection may have added it, and
+ * sent again it would be added twice; its failure goes to the caller
+ * (tally.h, tally_cumsum_chunk()).
  *
  * Answers: a 2xx body goes to the transfer's fixed buffer (a tensor, whose
  * exact size is known) or to a buffer grown up to a limit; anything else is
@@ -553,6 +557,8 @@ static bool start(tally_client *c, tc_transfer *t)
 static bool end(tally_client *c, tc_transfer *t, CURLcode rc)
 {
     bool retry = classify(c, t, rc);
+    if (t->once && rc != CURLE_COULDNT_CONNECT)
+        retry = false; /* it may have been added: the caller's to decide */
     curl_multi_remove_handle(c->multi, t->easy);
     tc_easy_put(c, t->easy);
     t->easy = NULL;

@@ -216,6 +216,49 @@ def test_cli_shm_remote_url_uses_the_socket(tmp_path):
     assert r.returncode != 0  # nothing listens there
 
 
+class StoreFailed(http.server.BaseHTTPRequestHandler):
+    """Answers every request as tallyd does when a sequence's store failed
+    after its write may have landed (503 STORE), counting the requests."""
+
+    posts = []
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        StoreFailed.posts.append(self.path)
+        body = json.dumps({"error": "sequence \"s\": its new state could not be written "
+                                    "to Redis (timed out waiting for Redis's answer); the "
+                                    "chunk may or may not have been added"}).encode()
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_unnumbered_chunk_is_not_sent_again_after_a_503(tmp_path):
+    """A 503 or a broken connection may come after the server added a
+    chunk: libtally (through the CLI) sends a numbered chunk again, which
+    the server answers once, and an unnumbered one never (sent again, it
+    would be added twice)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StoreFailed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        np.save(tmp_path / "x.npy", np.arange(4, dtype=np.int64))
+        where = "http://127.0.0.1:%d" % server.server_address[1]
+        for numbered, attempts in ((False, 1), (True, 4)):
+            StoreFailed.posts = []
+            extra = ("--sequence-chunk", "1", "--sequence-start") if numbered else ()
+            r = tally("cumsum", "--url", where, "--sequence-id", "s", "--retries", "3",
+                      *extra, tmp_path / "x.npy", tmp_path / "y.npy")
+            assert r.returncode != 0 and "503" in r.stderr.decode(), r.stderr.decode()
+            assert len(StoreFailed.posts) == attempts, (numbered, StoreFailed.posts)
+    finally:
+        server.shutdown()
+
+
 @pytest.mark.slow
 @pytest.mark.concurrency
 def test_library_busy_retries(busy):
