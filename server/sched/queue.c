@@ -12,26 +12,26 @@ void queue_init(job_queue *q, size_t cap)
     q->cap = cap;
     q->waiting = 0;
     q->closed = false;
-    uv_mutex_init(&q->mu);
+    mutex_init(&q->mu);
     uv_cond_init(&q->cv);
 }
 
 void queue_destroy(job_queue *q)
 {
     uv_cond_destroy(&q->cv);
-    uv_mutex_destroy(&q->mu);
+    mutex_destroy(&q->mu);
 }
 
 bool queue_push(job_queue *q, job *j)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     bool ok = !q->closed && q->depth < q->cap;
     if (ok) {
         list_push_back(&q->jobs, &j->link);
         q->depth++;
         uv_cond_signal(&q->cv);
     }
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
     return ok;
 }
 
@@ -68,6 +68,7 @@ static void unlink_job(job_queue *q, job *j)
 static size_t take_where(job_queue *q, bool (*take)(const job *, const void *),
                          const void *arg, job **out, size_t n, size_t max)
 {
+    LOCK_HELD(&q->mu);
     for (list_node *at = list_first(&q->jobs), *next; at != NULL && n < max;
          at = next) {
         next = list_next(&q->jobs, at);
@@ -104,10 +105,10 @@ static bool take_expired(const job *j, const void *now)
 
 size_t queue_pop(job_queue *q, job **out, const queue_take *how)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     q->waiting++;
     while (list_empty(&q->jobs) && !q->closed)
-        uv_cond_wait(&q->cv, &q->mu);
+        mutex_wait(&q->cv, &q->mu);
     q->waiting--;
     size_t n = 0;
     if (!list_empty(&q->jobs) && how->max > 0) {
@@ -127,26 +128,26 @@ size_t queue_pop(job_queue *q, job **out, const queue_take *how)
                 uint64_t now = now_ns();
                 if (now >= until)
                     break;
-                uv_cond_timedwait(&q->cv, &q->mu, until - now);
+                mutex_timedwait(&q->cv, &q->mu, until - now);
                 n = take_where(q, take_batchable, &k, out, n, how->max);
             }
         }
         if (!list_empty(&q->jobs) && q->waiting > 0)
             uv_cond_signal(&q->cv); /* the rest, for an idle worker */
     }
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
     return n;
 }
 
 void queue_push_front(job_queue *q, job **jobs, size_t n)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     for (size_t i = n; i-- > 0;) {
         list_push_front(&q->jobs, &jobs[i]->link);
         q->depth++;
     }
     uv_cond_broadcast(&q->cv);
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
 }
 
 static bool take_gone(const job *j, const void *arg)
@@ -172,7 +173,7 @@ static bool take_listed(const job *j, const void *arg)
 size_t queue_take_hung_up(job_queue *q, job **jobs, int *fds, bool *gone,
                           size_t max, job **out)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     size_t n = 0, k = 0, got = 0;
     for (list_node *at = list_first(&q->jobs); at != NULL && n < max;
          at = list_next(&q->jobs, at)) {
@@ -189,38 +190,38 @@ size_t queue_take_hung_up(job_queue *q, job **jobs, int *fds, bool *gone,
         job_set set = {jobs, k};
         got = take_where(q, take_listed, &set, out, 0, k);
     }
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
     return got;
 }
 
 size_t queue_take_gone(job_queue *q, job **out, size_t max)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     size_t n = take_where(q, take_gone, NULL, out, 0, max);
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
     return n;
 }
 
 size_t queue_expire(job_queue *q, uint64_t now, job **out, size_t max)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     size_t n = take_where(q, take_expired, &now, out, 0, max);
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
     return n;
 }
 
 void queue_close(job_queue *q)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     q->closed = true;
     uv_cond_broadcast(&q->cv);
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
 }
 
 size_t queue_depth(job_queue *q)
 {
-    uv_mutex_lock(&q->mu);
+    mutex_lock(&q->mu);
     size_t d = q->depth;
-    uv_mutex_unlock(&q->mu);
+    mutex_unlock(&q->mu);
     return d;
 }

@@ -26,6 +26,7 @@
 
 #include "engine.h"
 #include "list.h"
+#include "mutex.h"
 #include "status.h"
 #include "trace.h"
 
@@ -86,7 +87,7 @@ struct job {
 };
 
 typedef struct {
-    uv_mutex_t mu;
+    mutex mu;
     uv_cond_t cv;
     list_node jobs; /* queued, oldest first */
     size_t depth, cap;

@@ -132,9 +132,9 @@ static void full_words(seq_chunk *c, char *msg, size_t len)
 static void write_done(seq_chunk *c)
 {
     seq_table *t = c->t;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     t->writing--;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
 }
 
 static void on_put(void *ctx, kv_result res, kv_version version,
@@ -150,12 +150,12 @@ static void on_put(void *ctx, kv_result res, kv_version version,
                 c->rec = NULL;
             seq_cache_put(t, &c->key, version, kept, c->reclen, false);
         }
-        uv_mutex_lock(&t->mu);
+        mutex_lock(&t->mu);
         t->c.started += c->starts;
         t->c.ended += c->s->end && (c->starts || !c->was_closed);
         t->c.late += c->late;
         t->c.applied += c->id.has_chunk;
-        uv_mutex_unlock(&t->mu);
+        mutex_unlock(&t->mu);
         c->started = c->starts || c->started;
         end(c, STATUS_OK, NULL);
         return;
@@ -197,11 +197,11 @@ static void on_put(void *ctx, kv_result res, kv_version version,
 static bool start_write(seq_chunk *c)
 {
     seq_table *t = c->t;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     bool frozen = t->frozen;
     if (!frozen)
         t->writing++;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     if (frozen)
         end(c, STATUS_DRAINING,
             "the server is shutting down (its drain timed out); the chunk "
@@ -402,10 +402,10 @@ static bool state_of(seq_chunk *c, const uint8_t *rec, size_t len, bool fresh,
 static void refuse(seq_chunk *c, int rule, const char *msg)
 {
     seq_table *t = c->t;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     t->c.refused++;
     t->c.conflicts += rule == SEQ_RULE_CONFLICT;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     end(c, rule == SEQ_RULE_CONFLICT ? STATUS_CHUNK_CONFLICT : STATUS_INVALID,
         msg);
 }

@@ -22,6 +22,7 @@
 #include "keymap.h"
 #include "kv.h"
 #include "list.h"
+#include "mutex.h"
 #include "sequence.h"
 
 /* The counters /metrics shows. */
@@ -52,7 +53,7 @@ struct seq_table {
     seq_options o;
     kv *store; /* NULL: sequences off */
     atomic_ullong refused_off; /* chunks refused: sequences off */
-    uv_mutex_t mu;             /* guards everything below */
+    mutex mu;                  /* guards everything below */
     keymap lines;              /* seq_line */
     keymap cache;              /* seq_cached (a shared store's) */
     list_node lru;

@@ -32,6 +32,7 @@ static seq_chunk *chunk_of(list_node *n)
 
 bool seq_line_join(seq_table *t, seq_chunk *c)
 {
+    LOCK_HELD(&t->mu);
     keymap_node *n = keymap_find(&t->lines, &c->key);
     seq_line *l = n != NULL ? container_of(n, seq_line, node) : NULL;
     if (l == NULL) {
@@ -52,6 +53,7 @@ bool seq_line_join(seq_table *t, seq_chunk *c)
  * early, or is numbered above it (c numbered). Under the mutex. */
 static bool may_go(const seq_line *l, const seq_chunk *c)
 {
+    LOCK_HELD(&c->t->mu);
     for (list_node *n = list_first(&l->chunks); n != &c->in_line;
          n = list_next(&l->chunks, n)) {
         const seq_chunk *a = chunk_of(n);
@@ -64,8 +66,10 @@ static bool may_go(const seq_line *l, const seq_chunk *c)
     return true;
 }
 
-static seq_chunk *next_turn(seq_line *l)
+/* The chunk whose turn it is on l, or NULL. Under the mutex. */
+static seq_chunk *next_turn(seq_table *t, seq_line *l)
 {
+    LOCK_HELD(&t->mu);
     if (l->turn != NULL)
         return NULL;
     for (list_node *n = list_first(&l->chunks); n != NULL;
@@ -81,6 +85,7 @@ static seq_chunk *next_turn(seq_line *l)
  * mutex. */
 static void line_gc(seq_table *t, seq_line *l)
 {
+    LOCK_HELD(&t->mu);
     if (list_empty(&l->chunks) && l->pending == 0 && !l->pumping) {
         keymap_remove(&t->lines, &l->node);
         free(l);
@@ -91,17 +96,17 @@ static void line_gc(seq_table *t, seq_line *l)
  * counted itself in l->pending, under the mutex. No lock held. */
 static void pump(seq_table *t, seq_line *l)
 {
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     l->pending--;
     if (l->pumping) {
         l->again = true;
-        uv_mutex_unlock(&t->mu);
+        mutex_unlock(&t->mu);
         return;
     }
     l->pumping = true;
     for (;;) {
         l->again = false;
-        seq_chunk *c = next_turn(l);
+        seq_chunk *c = next_turn(t, l);
         if (c == NULL) {
             if (l->again)
                 continue;
@@ -109,23 +114,23 @@ static void pump(seq_table *t, seq_line *l)
         }
         c->state = CH_TURN;
         l->turn = c;
-        uv_mutex_unlock(&t->mu);
+        mutex_unlock(&t->mu);
         seq_decide_begin(c);
-        uv_mutex_lock(&t->mu);
+        mutex_lock(&t->mu);
     }
     l->pumping = false;
     line_gc(t, l);
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
 }
 
 void seq_line_ready(seq_chunk *c)
 {
     seq_table *t = c->t;
     seq_line *l = c->line;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     c->state = CH_READY;
     l->pending++;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     pump(t, l);
 }
 
@@ -133,7 +138,7 @@ void seq_line_park(seq_chunk *c, bool past)
 {
     seq_table *t = c->t;
     seq_line *l = c->line;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     c->state = CH_EARLY;
     c->gap_checked = past;
     if (!t->store->local) {
@@ -144,7 +149,7 @@ void seq_line_park(seq_chunk *c, bool past)
     if (l->turn == c)
         l->turn = NULL;
     l->pending++;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     pump(t, l);
 }
 
@@ -152,6 +157,7 @@ void seq_line_park(seq_chunk *c, bool past)
  * did not start their sequence. Under the mutex. */
 static void orphan_followers(seq_line *l, seq_chunk *c)
 {
+    LOCK_HELD(&c->t->mu);
     for (list_node *n = list_next(&l->chunks, &c->in_line); n != NULL;
          n = list_next(&l->chunks, n)) {
         seq_chunk *a = chunk_of(n);
@@ -162,8 +168,9 @@ static void orphan_followers(seq_line *l, seq_chunk *c)
 }
 
 /* Wakes l's early chunks. Under the mutex. */
-static void wake_early(seq_line *l)
+static void wake_early(seq_table *t, seq_line *l)
 {
+    LOCK_HELD(&t->mu);
     for (list_node *n = list_first(&l->chunks); n != NULL;
          n = list_next(&l->chunks, n))
         if (chunk_of(n)->state == CH_EARLY)
@@ -175,19 +182,19 @@ void seq_line_end(seq_chunk *c, status_code st, const char *msg)
     seq_table *t = c->t;
     seq_line *l = c->line;
     seq_slot *s = c->s;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     if (l->turn == c)
         l->turn = NULL;
     if (c->id.start && !c->started)
         orphan_followers(l, c);
-    wake_early(l);
+    wake_early(t, l);
     list_remove(&c->in_line);
     if (!t->store->local) {
         t->inflight--;
         t->inflight_bytes -= c->need;
     }
     l->pending++;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     s->base = c->base;
     s->c = NULL;
     free(c->rec);
@@ -207,7 +214,7 @@ void seq_line_end(seq_chunk *c, status_code st, const char *msg)
 bool seq_line_holds(seq_chunk *c, uint64_t from)
 {
     seq_table *t = c->t;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     bool holds = from < c->id.chunk;
     for (uint64_t k = from; holds && k < c->id.chunk; k++) {
         holds = false;
@@ -215,7 +222,7 @@ bool seq_line_holds(seq_chunk *c, uint64_t from)
              n = list_next(&c->line->chunks, n))
             holds = chunk_of(n)->id.has_chunk && chunk_of(n)->id.chunk == k;
     }
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     return holds;
 }
 
@@ -250,6 +257,7 @@ static bool push(void ***v, size_t *n, size_t *cap, void *x)
 static void sweep_line(keymap_node *n, void *user)
 {
     sweeping *w = user;
+    LOCK_HELD(&w->t->mu);
     seq_line *l = container_of(n, seq_line, node);
     uint64_t reorder = w->t->o.reorder_ms * 1000000u;
     bool woke = false;
@@ -279,11 +287,11 @@ static void sweep_line(keymap_node *n, void *user)
 void seq_line_sweep(seq_table *t)
 {
     sweeping w = {.t = t, .now = seq_now(t)};
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     keymap_each(&t->lines, sweep_line, &w);
     for (size_t i = 0; i < w.nlate; i++)
         w.late[i]->line->pending++; /* kept until its end is told */
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     for (size_t i = 0; i < w.nlate; i++) {
         seq_chunk *c = w.late[i];
         seq_line *l = c->line;
@@ -294,10 +302,10 @@ void seq_line_sweep(seq_table *t)
                  "waited for its turn; nothing was added",
                  id);
         seq_line_end(c, STATUS_DEADLINE, msg);
-        uv_mutex_lock(&t->mu);
+        mutex_lock(&t->mu);
         l->pending--;
         line_gc(t, l);
-        uv_mutex_unlock(&t->mu);
+        mutex_unlock(&t->mu);
     }
     for (size_t i = 0; i < w.nwake; i++)
         pump(t, w.wake[i]);

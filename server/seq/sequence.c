@@ -30,9 +30,9 @@ uint64_t seq_now(const seq_table *t)
 
 void seq_count(seq_table *t, uint64_t *counter)
 {
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     (*counter)++;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
 }
 
 /* ------------------------------------------------------------ the table */
@@ -51,7 +51,7 @@ seq_table *seq_table_new(const seq_options *o, kv *store)
         store->ops->close(store);
     list_init(&t->lru);
     if (!keymap_init(&t->lines) || !keymap_init(&t->cache)
-        || uv_mutex_init(&t->mu) != 0) {
+        || mutex_init(&t->mu) != 0) {
         keymap_free(&t->lines);
         keymap_free(&t->cache);
         if (t->store != NULL)
@@ -87,7 +87,7 @@ void seq_table_drop(seq_table *t)
     keymap_free(&t->lines);
     keymap_free(&t->cache);
     free(t->near);
-    uv_mutex_destroy(&t->mu);
+    mutex_destroy(&t->mu);
     free(t);
 }
 
@@ -205,6 +205,7 @@ static void key_of(const seq_params *p, keymap_node *k)
 static status_code inflight_room(seq_table *t, const seq_params *p, size_t need,
                                  char *msg, size_t msglen)
 {
+    LOCK_HELD(&t->mu);
     char id[SEQ_ID_MAX + 8];
     if (t->inflight >= t->o.max_sequences) {
         seq_id_format(p, id, sizeof id);
@@ -262,7 +263,7 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     c->is_float = tx_dtype_kind(d->dtype) == TX_KIND_FLOAT;
     c->since_ns = seq_now(t);
     key_of(p, &c->key);
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     if (!t->store->local)
         st = inflight_room(t, p, c->need, msg, msglen);
     if (st == STATUS_OK && !seq_line_join(t, c)) {
@@ -275,7 +276,7 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     }
     if (st != STATUS_OK)
         t->c.refused++;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     if (st != STATUS_OK) {
         free(c);
         slot_drop(s);
@@ -308,15 +309,15 @@ bool seq_freeze(seq_table *t, uint64_t wait_ms)
 {
     if (!seq_enabled(t))
         return true;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     t->frozen = true;
     for (uint64_t waited = 0; t->writing > 0 && waited < wait_ms; waited++) {
-        uv_mutex_unlock(&t->mu);
+        mutex_unlock(&t->mu);
         uv_sleep(1);
-        uv_mutex_lock(&t->mu);
+        mutex_lock(&t->mu);
     }
     bool still = t->writing == 0;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     return still;
 }
 
@@ -327,7 +328,7 @@ bool seq_cache_get(seq_table *t, const keymap_node *k, kv_version *version,
 {
     *rec = NULL;
     *len = 0;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     keymap_node *n = keymap_find(&t->cache, k);
     seq_cached *e = n != NULL ? container_of(n, seq_cached, node) : NULL;
     bool hit = e != NULL;
@@ -344,7 +345,7 @@ bool seq_cache_get(seq_table *t, const keymap_node *k, kv_version *version,
         list_remove(&e->lru);
         list_push_back(&t->lru, &e->lru);
     }
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     return hit;
 }
 
@@ -352,7 +353,7 @@ void seq_cache_put(seq_table *t, const keymap_node *k, kv_version version,
                    uint8_t *rec, size_t len, bool forget)
 {
     bool keep = !forget && len <= t->o.max_bytes;
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     keymap_node *n = keymap_find(&t->cache, k);
     seq_cached *e = n != NULL ? container_of(n, seq_cached, node) : NULL;
     if (e != NULL && !keep) {
@@ -379,7 +380,7 @@ void seq_cache_put(seq_table *t, const keymap_node *k, kv_version version,
                || t->cached_bytes > t->o.max_bytes)
             uncache(t, container_of(list_first(&t->lru), seq_cached, lru));
     }
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     free(rec);
 }
 
@@ -399,7 +400,7 @@ void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
     if (!seq_enabled(t) || t->store->ops->open_on == NULL)
         return NULL;
     char msg[256];
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     if (t->nnear == t->near_cap) {
         size_t cap = t->near_cap ? t->near_cap * 2 : 8;
         kv **v = realloc(t->near, cap * sizeof *v);
@@ -412,7 +413,7 @@ void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
     bool room = i < t->near_cap;
     if (room)
         t->near[t->nnear++] = NULL;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     kv *st =
         room ? t->store->ops->open_on(t->store, loop, msg, sizeof msg) : NULL;
     if (st == NULL) {
@@ -422,9 +423,9 @@ void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
                 room ? msg : "out of memory");
         return NULL;
     }
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     t->near[i] = st;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     return st;
 }
 
@@ -447,9 +448,9 @@ size_t seq_live(seq_table *t)
         t->store->ops->stats(t->store, &st);
         return st.records;
     }
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     size_t n = t->cache.n;
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     return n;
 }
 
@@ -458,7 +459,7 @@ static void render_store(seq_table *t, textbuf *o, uint64_t races)
 {
     kv_stats st;
     t->store->ops->stats(t->store, &st);
-    uv_mutex_lock(&t->mu);
+    mutex_lock(&t->mu);
     for (size_t i = 0; i < t->nnear; i++) {
         if (t->near[i] == NULL)
             continue;
@@ -470,7 +471,7 @@ static void render_store(seq_table *t, textbuf *o, uint64_t races)
         st.failures += n.failures;
         st.reconnects += n.reconnects;
     }
-    uv_mutex_unlock(&t->mu);
+    mutex_unlock(&t->mu);
     textbuf_put(o,
                 "# HELP tally_state_store_up Whether the connection to the "
                 "sequences' shared store (--state-store) is up.\n"
@@ -519,12 +520,12 @@ void seq_render_metrics(seq_table *t, textbuf *o)
     if (seq_enabled(t)) {
         kv_stats st;
         t->store->ops->stats(t->store, &st);
-        uv_mutex_lock(&t->mu);
+        mutex_lock(&t->mu);
         c = t->c;
         live = t->store->local ? st.records : t->cache.n;
         bytes =
             t->store->local ? st.bytes : t->cached_bytes + t->inflight_bytes;
-        uv_mutex_unlock(&t->mu);
+        mutex_unlock(&t->mu);
         expired = st.expired;
     }
     uint64_t refused =

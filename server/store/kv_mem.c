@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "kv_mem.h"
 #include "list.h"
+#include "mutex.h"
 
 #define TTL_CLASSES 8
 
@@ -94,7 +95,7 @@ struct entry {
 typedef struct {
     kv base;
     kv_mem_options o;
-    uv_mutex_t mu;
+    mutex mu;
     keymap map;
     uint64_t ttl[TTL_CLASSES];
     list_node lists[TTL_CLASSES + 1]; /* the last: any other ttl */
@@ -181,6 +182,7 @@ static void relist(kv_mem *m, entry *e, uint64_t ttl_ms)
 /* Takes e out of the map and frees it. Under the mutex. */
 static void drop(kv_mem *m, entry *e)
 {
+    LOCK_HELD(&m->mu);
     unlist(e);
     keymap_remove(&m->map, &e->node);
     kv_val_unref(e->val);
@@ -214,6 +216,7 @@ static bool due(const entry *e, uint64_t now)
  * then dropped. Under the mutex. */
 static void expire(kv_mem *m, entry *e)
 {
+    LOCK_HELD(&m->mu);
     if (e->counted) {
         m->counted--;
         m->expired++;
@@ -233,6 +236,7 @@ static void expire(kv_mem *m, entry *e)
 /* The key's entry, an expired record dropped first. Under the mutex. */
 static entry *lookup(kv_mem *m, const uint8_t *key, size_t keylen)
 {
+    LOCK_HELD(&m->mu);
     entry *e = find(m, key, keylen);
     if (e != NULL && due(e, mono(m))) {
         expire(m, e);
@@ -245,6 +249,7 @@ static entry *lookup(kv_mem *m, const uint8_t *key, size_t keylen)
  * mutex. */
 static void apply(kv_mem *m, kv_write *w)
 {
+    LOCK_HELD(&m->mu);
     wpriv *p = w->priv;
     entry *e = p->e;
     if (w->op == KV_W_DEL) {
@@ -270,6 +275,7 @@ static void apply(kv_mem *m, kv_write *w)
  * mutex. */
 static void undo(kv_mem *m, kv_write *w)
 {
+    LOCK_HELD(&m->mu);
     wpriv *p = w->priv;
     m->bytes -= (size_t)p->bytes;
     m->counted -= (size_t)p->counted;
@@ -286,11 +292,11 @@ static bool m_get(kv *k, const uint8_t *key, size_t keylen, uint64_t delay_ms,
     kv_mem *m = mem_of(k);
     if (keylen > KEYMAP_KEY_MAX)
         return false;
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     kv_val *val;
     kv_version v = head(lookup(m, key, keylen), &val);
     kv_val_ref(val);
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
     done(ctx, KV_OK, v, val != NULL ? val->b : NULL, val != NULL ? val->len : 0,
          NULL);
     kv_val_unref(val);
@@ -340,6 +346,7 @@ static bool fits(kv_mem *m, const wpriv *p, refusal *f)
  * with *f: refused (the caller tells it). Under the mutex. */
 static bool take(kv_mem *m, kv_write *w, uint64_t ttl_ms, refusal *f)
 {
+    LOCK_HELD(&m->mu);
     wpriv *p = w->priv;
     entry *e = lookup(m, w->key, w->keylen);
     kv_val *hv;
@@ -412,10 +419,10 @@ static bool write_op(kv *k, kv_write *w, uint64_t ttl_ms, kv_done done,
     p->done = done;
     p->ctx = ctx;
     refusal f = {.r = KV_OK};
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     bool taken = take(m, w, ttl_ms, &f);
     bool journal = m->journal.append != NULL;
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
     if (!taken) {
         kv_write_free(w);
         tell(&f, done, ctx);
@@ -470,13 +477,13 @@ void kv_mem_commit(kv *k, kv_write *w, bool ok, const char *why)
         kv_write_free(w);
         return;
     }
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     p->e->pending = NULL;
     if (ok)
         apply(m, w);
     else
         undo(m, w);
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
     kv_version v = !ok || w->op == KV_W_DEL ? (kv_version){0, 0} : w->version;
     p->done(p->ctx, ok ? KV_OK : KV_FAILED, v, NULL, 0, ok ? NULL : why);
     kv_write_free(w);
@@ -485,7 +492,7 @@ void kv_mem_commit(kv *k, kv_write *w, bool ok, const char *why)
 static void m_stats(kv *k, kv_stats *out)
 {
     kv_mem *m = mem_of(k);
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     *out = (kv_stats){.up = true,
                       .durability = m->journal.append != NULL
                                         ? KV_DURABLE_POWER
@@ -494,13 +501,13 @@ static void m_stats(kv *k, kv_stats *out)
                       .records = m->counted,
                       .bytes = m->bytes,
                       .expired = m->expired};
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
 }
 
 static void m_sweep(kv *k)
 {
     kv_mem *m = mem_of(k);
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     uint64_t now = mono(m);
     for (int c = 0; c <= TTL_CLASSES; c++) {
         list_node *head = &m->lists[c];
@@ -513,7 +520,7 @@ static void m_sweep(kv *k)
                 break; /* the rest of a class are later */
         }
     }
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
 }
 
 static void free_entry(keymap_node *n, void *user)
@@ -531,7 +538,7 @@ static void m_close(kv *k)
     kv_mem *m = mem_of(k);
     keymap_each(&m->map, free_entry, NULL);
     keymap_free(&m->map);
-    uv_mutex_destroy(&m->mu);
+    mutex_destroy(&m->mu);
     free(m);
 }
 
@@ -545,6 +552,7 @@ void kv_mem_set_journal(kv *k, const kv_journal *j)
 /* Takes e's record out of the counts, and drops it. Under the mutex. */
 static void discount(kv_mem *m, entry *e)
 {
+    LOCK_HELD(&m->mu);
     m->bytes -= e->weight;
     m->counted -= e->counted;
     drop(m, e);
@@ -554,6 +562,7 @@ static void discount(kv_mem *m, entry *e)
  * the sweep reads whole. Under the mutex. */
 static void replay_deadline(kv_mem *m, entry *e, int64_t ms)
 {
+    LOCK_HELD(&m->mu);
     unlist(e);
     e->deadline_ms = ms;
     e->deadline_ns = 0;
@@ -569,7 +578,7 @@ bool kv_mem_replay(kv *k, const kv_write *w, bool force, bool *applied)
 {
     kv_mem *m = mem_of(k);
     *applied = false;
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     entry *e = find(m, w->key, w->keylen);
     if (e != NULL && e->deadline_ms != 0 && e->deadline_ms <= w->at_ms) {
         discount(m, e); /* it had expired when w was written: its own end,
@@ -608,7 +617,7 @@ bool kv_mem_replay(kv *k, const kv_write *w, bool force, bool *applied)
     }
     bool within = (m->o.max_records == 0 || m->counted <= m->o.max_records)
                   && (m->o.max_bytes == 0 || m->bytes <= m->o.max_bytes);
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
     return ok && within;
 }
 
@@ -631,10 +640,10 @@ static void expire_one(keymap_node *n, void *user)
 size_t kv_mem_expire_now(kv *k)
 {
     kv_mem *m = mem_of(k);
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     expiring x = {m, mono(m), 0};
     keymap_each(&m->map, expire_one, &x);
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
     return x.counted;
 }
 
@@ -673,10 +682,10 @@ kv_write *kv_mem_snapshot(kv *k, size_t *n, size_t *bytes, bool *oom)
     kv_mem *m = mem_of(k);
     snapping s = {NULL, NULL, 0, 0, false, 0};
     s.tail = &s.head;
-    uv_mutex_lock(&m->mu);
+    mutex_lock(&m->mu);
     s.at = wall(m);
     keymap_each(&m->map, snap_one, &s);
-    uv_mutex_unlock(&m->mu);
+    mutex_unlock(&m->mu);
     if (s.oom) {
         while (s.head != NULL) {
             kv_write *w = s.head;
@@ -712,7 +721,7 @@ kv *kv_mem_new(const kv_mem_options *o)
     m->rng = o->seed != 0 ? o->seed : kv_seed();
     for (int c = 0; c <= TTL_CLASSES; c++)
         list_init(&m->lists[c]);
-    if (!keymap_init(&m->map) || uv_mutex_init(&m->mu) != 0) {
+    if (!keymap_init(&m->map) || mutex_init(&m->mu) != 0) {
         keymap_free(&m->map);
         free(m);
         return NULL;

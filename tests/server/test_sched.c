@@ -1108,21 +1108,21 @@ static void queue_fair_share(void)
     unsigned waiting = 0;
     for (int i = 0; i < 200 && waiting == 0; i++) {
         uv_sleep(5); /* until the idle worker waits in the queue */
-        uv_mutex_lock(&q.mu);
+        mutex_lock(&q.mu);
         waiting = q.waiting;
-        uv_mutex_unlock(&q.mu);
+        mutex_unlock(&q.mu);
     }
     CHECK(waiting == 1, "a worker waits");
     /* six compatible jobs arrive while it waits, queued under the lock so
      * that it cannot take any before this pop */
     job jobs[6];
-    uv_mutex_lock(&q.mu);
+    mutex_lock(&q.mu);
     for (int i = 0; i < 6; i++) {
         jobs[i] = make_job(TX_FLOAT32, 8, 1, false, 0);
         list_push_back(&q.jobs, &jobs[i].link);
         q.depth++;
     }
-    uv_mutex_unlock(&q.mu);
+    mutex_unlock(&q.mu);
     job *out[8];
     size_t n = pop(&q, out, 8);
     uv_cond_signal(&q.cv); /* in case the idle one slept through it */
