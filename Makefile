@@ -395,6 +395,13 @@ $(BUILD)/bin/store_floor: $(BUILD)/tests/bench/store_floor.o $(BUILD)/tests/benc
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -pthread
 
+# the smallest libmicrohttpd server, a static answer to every request:
+# what libmicrohttpd alone costs a small request (make bench-serve
+# BENCH_ARGS="--only small" runs it beside tallyd and nginx)
+$(BUILD)/bin/mhd_floor: $(BUILD)/tests/bench/mhd_floor.o
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lmicrohttpd
+
 # store_floor serve's work over gRPC, for perf_analyzer -i grpc: the
 # smallest h2c server that answers a chunk in memory or through Redis
 $(BUILD)/bin/grpc_floor: $(BUILD)/tests/bench/grpc_floor.o $(BUILD)/tests/bench/floor.o \
@@ -595,6 +602,7 @@ help:
 all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency $(BUILD)/bin/store_floor \
+    $(BUILD)/bin/mhd_floor \
     $(BUILD)/bin/model_fake \
     $(BUILD)/bin/grpc_floor $(CLIENT_ALL) $(BUILD)/bin/test_client
 
@@ -927,7 +935,7 @@ bench-json: deps-bench $(TALLYD)
 # The service under load, binary and JSON, with and without batching
 # (BENCHMARKS.md); fetches perf_analyzer into build/ on first use.
 bench-serve: deps-bench $(TALLYD) $(TALLY_CLI) $(BENCH_BIN) $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency \
-    $(BUILD)/bin/store_floor $(BUILD)/bin/grpc_floor
+    $(BUILD)/bin/store_floor $(BUILD)/bin/grpc_floor $(BUILD)/bin/mhd_floor
 	$(Q)$(PYTHON) tests/bench/bench_serve.py $(BENCH_ARGS)
 
 # How soon a new tallyd answers with a cold kernel cache: start to the

@@ -79,8 +79,12 @@ run against another tallyd (the one before a change) and this one in
 turn, three rounds each, and each cell's median is given as a ratio to
 the other's (target: within 10 %).
 
+A seventh table (--only small) is a small request against the floor:
+tallyd's CPU per request and requests a second beside nginx's and the
+smallest libmicrohttpd server's (tests/bench/bench_small.py says how).
+
 usage: python3 tests/bench/bench_serve.py [--seconds S]
-           [--only binary|json|grpc|shm|sequence|placement] [--sync]
+           [--only binary|json|grpc|shm|sequence|placement|small] [--sync]
            [--compare TALLYD]
 """
 import argparse
@@ -97,6 +101,7 @@ import time
 import tempfile
 import urllib.request
 
+from bench_small import small_table
 from benchlib import BIN, ROOT, start_tallyd
 
 PA_DIR = os.path.join(ROOT, "build", "perf_analyzer")
@@ -906,15 +911,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--only", choices=("binary", "json", "grpc", "shm", "sequence",
-                                       "placement"))
+                                       "placement", "small"))
     ap.add_argument("--compare", metavar="TALLYD",
                     help="with --only sequence: another tallyd binary (the one before "
                          "a change) run in turn with this one, three rounds a cell")
     ap.add_argument("--sync", action="store_true",
                     help="the gRPC table with perf_analyzer's synchronous mode")
     args = ap.parse_args()
-    if args.only in ("grpc", "shm", "sequence", "placement"):
+    if args.only in ("grpc", "shm", "sequence", "placement", "small"):
         fails = (place_table(args.seconds) if args.only == "placement"
+                 else small_table(args.seconds) if args.only == "small"
                  else grpc_table(perf_analyzer(), args.seconds,
                                  "--sync" if args.sync else "--async")
                  if args.only == "grpc"

@@ -13,7 +13,9 @@
  * enough of KServe v2's gRPC service (ModelMetadata, ModelConfig,
  * ModelStatistics, the readiness calls, ModelInfer) through protobuf-c's
  * code for proto/grpc_service.proto. A chunk (float32, its sequence's
- * running sum in a table here) is summed in place as it arrives. In
+ * running sum in a table here) is summed in place as it arrives; a
+ * request without a sequence id (in memory only: the small-request
+ * bench, bench_small.py) is summed alone. In
  * memory it is answered at once. Through Redis its new state is first
  * written by tally's script on the loop's own connection, a turn's
  * commands in one write, and it is answered when Redis says 1: no thread
@@ -303,20 +305,23 @@ static int infer(struct strm *s)
                 == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
             ? (uint64_t)p->int64_param
             : p->uint64_param;
-    if (sid < 1 || sid >= SEQ_MAX)
-        fail("a chunk without a sequence id below 2^20");
+    if (p != NULL && (sid < 1 || sid >= SEQ_MAX))
+        fail("a chunk whose sequence id is not below 2^20");
+    if (p == NULL && sha != NULL)
+        fail("a plain request through Redis: no state to keep");
+    static struct seq plain; /* a request without an id: summed from 0 */
     p = param(r, "sequence_start");
     int start = p != NULL && p->bool_param;
     p = param(r, "sequence_end");
     int end = p != NULL && p->bool_param;
-    struct seq *q = &seqs[sid];
+    struct seq *q = p != NULL ? &seqs[sid] : &plain;
     if (q->busy) {
         inference__model_infer_request__free_unpacked(r, NULL);
         return 0;
     }
     size_t n = r->raw_input_contents[0].len / 4;
     uint8_t *x = r->raw_input_contents[0].data; /* in place: ours */
-    float acc = start ? 0.0f : q->carry;
+    float acc = start || q == &plain ? 0.0f : q->carry;
     for (size_t i = 0; i < n; i++) {
         float v;
         memcpy(&v, x + 4 * i, 4);
