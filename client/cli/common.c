@@ -58,8 +58,9 @@ int cli_fail(const char *cmd, tally_code code, const char *message)
                "try a smaller tensor";
         break;
     case TALLYE_BUSY:
-        hint = "the server's queue stayed full; raise --retries, or add "
-               "servers with more --url options";
+        hint = "the server stayed busy (an unnumbered chunk of a sequence "
+               "is not retried: it may have been added); raise --retries, "
+               "or add servers with more --url options";
         break;
     case TALLYE_TOO_LARGE:
         hint = "the tensor is over the server's --max-body-bytes; lower "
