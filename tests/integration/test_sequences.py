@@ -10,7 +10,6 @@ another)."""
 import json
 import os
 import queue
-import re
 import subprocess
 import time
 
@@ -24,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 from conftest import Daemon, eventually, run_threads, valid_request_works
 from reference import DTYPES, close, cumsum, random_tensor
 from seqlib import chunk_body, infer_numpy, send
-from test_grpc import pa_count_windows, perf_analyzer_bin
+from palib import pa_count_windows, perf_analyzer_bin
 
 SEED = int(os.environ.get("TALLY_SEQ_SEED", "20261125"))
 

@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from conftest import valid_request_works
 from reference import DTYPES, KSERVE, close, cumsum, random_tensor
-from test_grpc import pa_count_windows, perf_analyzer_bin, shm_lock
+from palib import pa_count_windows, perf_analyzer_bin, shm_lock
 
 SEED = int(os.environ.get("TALLY_TEST_SEED", str(int(time.time()) % 100000)))
 print("test_shm seed", SEED)
