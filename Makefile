@@ -282,7 +282,8 @@ $(BUILD)/bin/test_server: $(BUILD)/tests/server/test_server.o $(TEST_LIB) \
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
 # The scheduler on its own, with a fake backend and clock.
-$(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
+$(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(BUILD)/tests/server/fake_sched.o \
+    $(TEST_LIB) \
     $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
     $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
@@ -290,7 +291,8 @@ $(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(TEST_LIB) \
 
 # The one adapter (api/submit.c) on its own: a fake door, the scheduler
 # over a fake backend and clock.
-$(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(TEST_LIB) \
+$(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(BUILD)/tests/server/fake_sched.o \
+    $(TEST_LIB) \
     $(BUILD)/server/api/submit.o \
     $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/seq/%.o $(BUILD)/server/store/%.o \
       $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
@@ -348,12 +350,13 @@ $(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(BUILD)/tests/serve
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
 $(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
-$(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests
+$(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests -Itests/server
+$(BUILD)/tests/server/fake_sched.o: CPPFLAGS := $(INC_sched) -Itests
 $(BUILD)/tests/server/test_seq.o: CPPFLAGS := $(INC_seq) -Iserver/store -Iserver/redis -Itests
 $(BUILD)/tests/server/fake_kv.o: CPPFLAGS := $(INC_core) -Itests
 $(BUILD)/tests/server/test_redis.o: CPPFLAGS := $(INC_redis) -Itests
 $(BUILD)/tests/server/redis_server.o: CPPFLAGS := -Itests
-$(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests
+$(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests -Itests/server
 $(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests -I$(BUILD)/gen
 $(BUILD)/tests/server/test_format.o: CPPFLAGS := $(INC_format) -Itests
 $(BUILD)/tests/server/test_protocol.o: $(PB_GEN).h

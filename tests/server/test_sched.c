@@ -1,7 +1,8 @@
 /*
  * test_sched.c - the scheduler (server/sched/) on its own: the job queue
- * (queue.h) by itself, then the scheduler with a fake backend that
- * records every launch, a fake clock the test moves, and no HTTP.
+ * (queue.h) by itself, then the scheduler with the fake backend that
+ * records every launch and the fake clock the test moves (fake_sched.h),
+ * and no HTTP.
  *
  * Each job carries a record of its own: how many times its done ran
  * (exactly once for an accepted job, never for a refused one), with which
@@ -24,55 +25,11 @@
 #include "carry.h"
 #include "check.h"
 #include "clock.h"
+#include "fake_sched.h"
 #include "queue.h"
 #include "scheduler.h"
 #include "status.h"
 #include "tx_half.h"
-
-/* ------------------------------------------------------------------------
- * The fake clock.
- */
-static atomic_ullong fake_now;
-
-static uint64_t fake_clock(void *user)
-{
-    (void)user;
-    return atomic_load(&fake_now);
-}
-
-/* ------------------------------------------------------------------------
- * The fake backend.
- */
-#define HOST_DEV 99
-#define MAX_LAUNCHES 256
-
-typedef struct {
-    int device; /* HOST_DEV for the host backend */
-} fake_stream;
-
-typedef struct {
-    /* per device: the error every launch returns (ENG_E_OK: none) */
-    eng_err fail[4];
-    /* when set, a launch waits until `open` (the first launch says it
-     * has started through `holding`); gate_device + 1 names the one
-     * device whose launches wait (0: every device's) */
-    atomic_bool gate, open, holding;
-    int gate_device;
-    /* what ran: device and job count of each launch */
-    uv_mutex_t mu;
-    int launch_device[MAX_LAUNCHES];
-    size_t launch_jobs[MAX_LAUNCHES];
-    size_t nlaunches;
-    atomic_uint streams_open;
-    /* builds (prepare): each waits until build_open (or its cancel), then
-     * returns build_fail[d] */
-    atomic_bool build_open;
-    eng_err build_fail[4];
-    atomic_uint builds, builds_cancelled;
-    /* what a launch costs on each device, and at [4] on the host: the
-     * fake clock moves on this many ns in the launch (0: not at all) */
-    atomic_ullong cost_ns[5];
-} fake;
 
 /* A job and what happened to it. */
 typedef struct {
@@ -85,107 +42,21 @@ typedef struct {
     status_code status;
 } rec;
 
-static eng_err fake_open(void *user, unsigned d, void **stream, char *msg,
-                         size_t msglen)
+/* The fake's look at each job it runs: the client leaves during the
+ * launch if the test said so, and the job records its device. */
+static void rec_ran(job *j, int device)
 {
-    fake *f = user;
-    fake_stream *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return eng_fail(msg, msglen, ENG_E_NOMEM, "no memory");
-    s->device = d == SCHED_HOST ? HOST_DEV : (int)d;
-    atomic_fetch_add(&f->streams_open, 1);
-    *stream = s;
-    return ENG_E_OK;
-}
-
-static void fake_close(void *user, void *stream)
-{
-    fake *f = user;
-    atomic_fetch_sub(&f->streams_open, 1);
-    free(stream);
-}
-
-static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
-                        eng_batch_times *t, char *msg, size_t msglen)
-{
-    fake *f = user;
-    fake_stream *s = stream;
-    (void)t;
-    if (atomic_load(&f->gate)
-        && (f->gate_device == 0 || f->gate_device == s->device + 1)) {
-        atomic_store(&f->holding, true);
-        while (!atomic_load(&f->open))
-            uv_sleep(1);
-    }
-    unsigned long long cost =
-        atomic_load(&f->cost_ns[s->device == HOST_DEV ? 4 : s->device]);
-    if (cost != 0)
-        atomic_fetch_add(&fake_now, cost);
-    uv_mutex_lock(&f->mu);
-    if (f->nlaunches < MAX_LAUNCHES) {
-        f->launch_device[f->nlaunches] = s->device;
-        f->launch_jobs[f->nlaunches++] = n;
-    }
-    uv_mutex_unlock(&f->mu);
-    for (size_t i = 0; i < n; i++) {
-        rec *r = jobs[i]->ctx;
-        if (r->leave_in_launch)
-            atomic_store(&r->gone, true);
-    }
-    if (s->device != HOST_DEV && f->fail[s->device] != ENG_E_OK)
-        return eng_fail(msg, msglen, f->fail[s->device], "device %d broke",
-                        s->device);
-    for (size_t i = 0; i < n; i++)
-        atomic_store(&((rec *)jobs[i]->ctx)->ran_on, s->device);
-    return ENG_E_OK;
-}
-
-static eng_err fake_inline(void *user, job *j, char *msg, size_t msglen)
-{
-    (void)user;
-    (void)msg;
-    (void)msglen;
-    atomic_store(&((rec *)j->ctx)->ran_on, -2);
-    return ENG_E_OK;
-}
-
-static eng_err fake_prepare(void *user, unsigned d, const atomic_bool *cancel,
-                            char *msg, size_t msglen)
-{
-    fake *f = user;
-    atomic_fetch_add(&f->builds, 1);
-    while (!atomic_load(&f->build_open)) {
-        if (atomic_load(cancel)) {
-            atomic_fetch_add(&f->builds_cancelled, 1);
-            return eng_fail(msg, msglen, ENG_E_DEVICE, "cancelled");
-        }
-        uv_sleep(1);
-    }
-    if (f->build_fail[d] != ENG_E_OK)
-        return eng_fail(msg, msglen, f->build_fail[d], "device %u's build broke",
-                        d);
-    return ENG_E_OK;
-}
-
-static void fake_init(fake *f)
-{
-    memset(f, 0, sizeof *f);
-    uv_mutex_init(&f->mu);
-}
-
-static sched_backend fake_backend(fake *f)
-{
-    return (sched_backend){.stream_open = fake_open,
-                           .stream_close = fake_close,
-                           .run = fake_run,
-                           .run_inline = fake_inline,
-                           .prepare = fake_prepare,
-                           .user = f};
+    rec *r = j->ctx;
+    if (r->leave_in_launch)
+        atomic_store(&r->gone, true);
+    if (device != -1)
+        atomic_store(&r->ran_on, device);
 }
 
 /* A scheduler over f's fake devices (the scheduler copies the backend). */
 static sched *new_sched(fake *f, const sched_options *o)
 {
+    f->on_run = rec_ran;
     sched_backend b = fake_backend(f);
     return sched_new(o, &b);
 }
@@ -194,13 +65,6 @@ static void start(sched *s)
 {
     char msg[128];
     CHECK(sched_start(s, msg, sizeof msg) == ENG_E_OK, "start: %s", msg);
-}
-
-/* Until a gated launch has begun. */
-static void wait_holding(fake *f)
-{
-    while (!atomic_load(&f->holding))
-        uv_sleep(1);
 }
 
 static void on_done(job *j)
@@ -403,7 +267,7 @@ static void drain(void)
         make(&r[i], 8 + (unsigned)i % 3, TX_FLOAT32, 0);
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
     }
-    wait_holding(&f);
+    fake_wait_holding(&f);
     atomic_store(&f.open, true);
     sched_stop(s);
     check_once(r, 40, "drained");
@@ -429,7 +293,7 @@ static void cancellation(void)
     make(&r[1], 8, TX_INT32, 0); /* waits; its client leaves */
     make(&r[2], 8, TX_INT32, 0); /* waits; its client stays */
     CHECK(sched_submit(s, &r[0].j) == STATUS_OK, "submit 0");
-    wait_holding(&f);
+    fake_wait_holding(&f);
     CHECK(sched_submit(s, &r[1].j) == STATUS_OK
               && sched_submit(s, &r[2].j) == STATUS_OK,
           "submit 1, 2");
@@ -511,7 +375,7 @@ static void batching(void)
     rec first, r[8];
     make(&first, 4, TX_INT8, 0);
     CHECK(sched_submit(s, &first.j) == STATUS_OK, "submit the first");
-    wait_holding(&f);
+    fake_wait_holding(&f);
     /* five compatible, one of another dtype, one strided, one too large */
     for (int i = 0; i < 5; i++)
         make(&r[i], 8, TX_FLOAT32, 0);
@@ -581,7 +445,7 @@ static void failover_device(void)
     for (int i = 0; i < 30; i++) {
         CHECK(r[i].status == STATUS_OK, "job %d: %s", i,
               status_name(r[i].status));
-        host += atomic_load(&r[i].ran_on) == HOST_DEV;
+        host += atomic_load(&r[i].ran_on) == FAKE_HOST_DEV;
         dev1 += atomic_load(&r[i].ran_on) == 1;
     }
     const sched_counters *c = sched_counters_of(s);
@@ -631,10 +495,10 @@ static void failover_host(void)
     }
     CHECK(r[0].status == STATUS_DEVICE && atomic_load(&r[0].ran_on) == -1,
           "in place, half-written: fails (%s)", status_name(r[0].status));
-    CHECK(r[1].status == STATUS_OK && atomic_load(&r[1].ran_on) == HOST_DEV,
+    CHECK(r[1].status == STATUS_OK && atomic_load(&r[1].ran_on) == FAKE_HOST_DEV,
           "out of place: rerun on the host (%s)", status_name(r[1].status));
     for (int i = 2; i < 6; i++)
-        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == HOST_DEV,
+        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == FAKE_HOST_DEV,
               "job %d on the host: %s", i, status_name(r[i].status));
     sched_pool p = sched_devices(s);
     CHECK(p.up == 0 && p.on_host, "every device left; the host runs every job");
@@ -694,7 +558,7 @@ static int run_jobs(sched *s, rec *r, int n, int on[4])
         CHECK(r[i].status == STATUS_OK, "job %d: %s", i,
               status_name(r[i].status));
         int d = atomic_load(&r[i].ran_on);
-        if (d == HOST_DEV) {
+        if (d == FAKE_HOST_DEV) {
             host++;
             CHECK(strcmp(r[i].j.device, "host") == 0, "job %d's device: %s", i,
                   r[i].j.device);
@@ -840,7 +704,7 @@ static void build_cancelled(void)
         make(&r[i], 8, TX_FLOAT32, 0);
         CHECK(sched_submit(s, &r[i].j) == STATUS_OK, "submit %d", i);
     }
-    wait_holding(&f);
+    fake_wait_holding(&f);
     /* the drain must come while the build runs: its thread may not have
      * reached prepare yet (a drain before it skips the build, and then
      * nothing would see it: this case failed once in make check) */
@@ -851,7 +715,7 @@ static void build_cancelled(void)
     sched_stop(s); /* returns only when the build has stopped */
     check_once(r, 8, "build_cancelled");
     for (int i = 0; i < 8; i++)
-        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == HOST_DEV,
+        CHECK(r[i].status == STATUS_OK && atomic_load(&r[i].ran_on) == FAKE_HOST_DEV,
               "job %d on the host: %s", i, status_name(r[i].status));
     CHECK(atomic_load(&f.builds_cancelled) == 1, "the build saw the drain");
     CHECK(sched_devices(s).compiling == 1, "it never joined");
@@ -1175,7 +1039,7 @@ static void place_phase(sched *s, rec *r, size_t n, size_t *dev, size_t *host)
         CHECK(r[i].status == STATUS_OK, "job %zu: %s", i, status_name(r[i].status));
         CHECK(r[i].j.placement != NULL, "job %zu names its placement", i);
         *dev += on == 0;
-        *host += on == HOST_DEV;
+        *host += on == FAKE_HOST_DEV;
     }
 }
 
@@ -1184,7 +1048,7 @@ static size_t host_in_tail(const rec *r, size_t n, size_t tail)
 {
     size_t k = 0;
     for (size_t i = n - tail; i < n; i++)
-        k += atomic_load(&r[i].ran_on) == HOST_DEV;
+        k += atomic_load(&r[i].ran_on) == FAKE_HOST_DEV;
     return k;
 }
 

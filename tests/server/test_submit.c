@@ -1,8 +1,9 @@
 /*
  * test_submit.c - the one adapter from a parsed request to a job and back
  * (server/api/submit.h), on its own: a fake door that records every call
- * the adapter makes, the real scheduler over a fake backend whose launches
- * the test can hold, a fake clock the test moves, and no transport.
+ * the adapter makes, the real scheduler over the fake backend whose
+ * launches the test can hold and the fake clock the test moves
+ * (fake_sched.h, test_sched.c's too), and no transport.
  *
  * What every door relies on: the deadline rule (the tightest bound wins),
  * small tensors summed at once and larger ones queued, the door's times
@@ -22,70 +23,12 @@
 #include "check.h"
 #include "kv_mem.h"
 #include "sequence.h"
+#include "fake_sched.h"
 #include "status.h"
 #include "submit.h"
 
-/* ------------------------------------------------------------------------
- * The fake clock and backend.
- */
-static atomic_ullong fake_now;
-
-static uint64_t fake_clock(void *user)
-{
-    (void)user;
-    return atomic_load(&fake_now);
-}
-
-/* When `gate` is set, a launch says it has begun (`holding`) and waits
- * until `open`. */
-static atomic_bool gate, open_gate, holding;
-static atomic_uint launches, inline_runs;
-
-static eng_err fake_open(void *user, unsigned d, void **stream, char *msg,
-                         size_t msglen)
-{
-    (void)user;
-    (void)d;
-    (void)msg;
-    (void)msglen;
-    *stream = &launches; /* any non-NULL token */
-    return ENG_E_OK;
-}
-
-static void fake_close(void *user, void *stream)
-{
-    (void)user;
-    (void)stream;
-}
-
-static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
-                        eng_batch_times *t, char *msg, size_t msglen)
-{
-    (void)user;
-    (void)stream;
-    (void)jobs;
-    (void)n;
-    (void)t;
-    (void)msg;
-    (void)msglen;
-    if (atomic_load(&gate)) {
-        atomic_store(&holding, true);
-        while (!atomic_load(&open_gate))
-            uv_sleep(1);
-    }
-    atomic_fetch_add(&launches, 1);
-    return ENG_E_OK;
-}
-
-static eng_err fake_inline(void *user, job *j, char *msg, size_t msglen)
-{
-    (void)user;
-    (void)j;
-    (void)msg;
-    (void)msglen;
-    atomic_fetch_add(&inline_runs, 1);
-    return ENG_E_OK;
-}
+/* The scheduler's fake backend (fake_sched.h): its gate holds a launch. */
+static fake backend;
 
 /* ------------------------------------------------------------------------
  * The fake door: a request and what the adapter did with it.
@@ -183,10 +126,7 @@ static sched *new_sched(unsigned depth)
                        .max_batch = 1,
                        .device_max_failures = 1,
                        .clock = fake_clock};
-    sched_backend b = {.stream_open = fake_open,
-                       .stream_close = fake_close,
-                       .run = fake_run,
-                       .run_inline = fake_inline};
+    sched_backend b = fake_backend(&backend);
     sched *s = sched_new(&o, &b);
     CHECK(s != NULL, "sched_new");
     char msg[128];
@@ -202,9 +142,9 @@ static void settings(uint64_t timeout_ms, uint64_t inline_max,
     server.cfg.inline_max = inline_max;
     server.cfg.json_inline_max = json_inline_max;
     server.cfg.queue_depth = depth;
-    atomic_store(&gate, false);
-    atomic_store(&open_gate, false);
-    atomic_store(&holding, false);
+    atomic_store(&backend.gate, false);
+    atomic_store(&backend.open, false);
+    atomic_store(&backend.holding, false);
 }
 
 /* A float32 request of n (<= 64) elements in one line. */
@@ -249,13 +189,6 @@ static void finish(door_req *r, const char *what)
     CHECK(atomic_load(&r->resumed) == 1, "%s: resumed %d times", what,
           atomic_load(&r->resumed));
     submit_finish(&r->w, false);
-}
-
-static void wait_holding(void)
-{
-    for (int tries = 0; tries < 5000 && !atomic_load(&holding); tries++)
-        uv_sleep(1);
-    CHECK(atomic_load(&holding), "the launch began");
 }
 
 /* Exactly one outcome, after the times. */
@@ -319,7 +252,7 @@ static void deadline_applied(void)
              {-1, 300, 100, 100}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         settings(t[i].server, 0, 0, 8);
-        atomic_store(&gate, true); /* the launch waits; the clock stands */
+        atomic_store(&backend.gate, true); /* the launch waits; the clock stands */
         sched *sc = new_sched(8);
         atomic_store(&fake_now, 1000000);
         door_req r;
@@ -331,7 +264,7 @@ static void deadline_applied(void)
             t[i].want ? 1000000 + (uint64_t)t[i].want * 1000000u : 0;
         CHECK(r.w.j.deadline_ns == want, "case %zu: deadline %llu, not %llu", i,
               (unsigned long long)r.w.j.deadline_ns, (unsigned long long)want);
-        atomic_store(&open_gate, true);
+        atomic_store(&backend.open, true);
         finish(&r, "deadline applied");
         CHECK(r.answers == 1, "case %zu: answered", i);
         sched_stop(sc);
@@ -346,18 +279,18 @@ static void inline_or_queued(void)
 {
     settings(0, 8, 32, 8);
     sched *sc = new_sched(8);
-    atomic_store(&inline_runs, 0);
+    atomic_store(&backend.inline_runs, 0);
     door_req r;
     make(&r, 8);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
-    CHECK(!r.suspended && r.answers == 1 && atomic_load(&inline_runs) == 1,
+    CHECK(!r.suspended && r.answers == 1 && atomic_load(&backend.inline_runs) == 1,
           "8 bytes' elements: at once");
     check_one(&r, "inline");
     make(&r, 9);
     start(&r, sc, -1, -1, SUBMIT_BYTES);
     CHECK(r.suspended && r.answers == 0, "9 elements: queued");
     finish(&r, "queued");
-    CHECK(r.answers == 1 && atomic_load(&inline_runs) == 1, "answered");
+    CHECK(r.answers == 1 && atomic_load(&backend.inline_runs) == 1, "answered");
     check_one(&r, "queued");
     make(&r, 32);
     start(&r, sc, -1, -1, SUBMIT_TEXT);
@@ -395,13 +328,13 @@ static void prepare_refused(void)
 static void deadline_words(void)
 {
     settings(0, 0, 0, 8);
-    atomic_store(&gate, true);
+    atomic_store(&backend.gate, true);
     atomic_store(&fake_now, 5000000);
     sched *sc = new_sched(8);
     door_req blocker, late;
     make(&blocker, 4);
     start(&blocker, sc, -1, -1, SUBMIT_BYTES);
-    wait_holding();
+    fake_wait_holding(&backend);
     make(&late, 4);
     start(&late, sc, 50, -1, SUBMIT_BYTES);
     CHECK(late.suspended, "queued behind the blocker");
@@ -419,7 +352,7 @@ static void deadline_words(void)
     CHECK(late.rec.queue_ns == 50 * 1000000u && late.rec.compute_ns == 0,
           "its queue time: %llu ns", (unsigned long long)late.rec.queue_ns);
     check_one(&late, "expired");
-    atomic_store(&open_gate, true);
+    atomic_store(&backend.open, true);
     finish(&blocker, "blocker");
     CHECK(blocker.answers == 1, "the blocker answered");
     check_one(&blocker, "blocker");
@@ -432,12 +365,12 @@ static void deadline_words(void)
 static void refusal_words(void)
 {
     settings(0, 0, 0, 1);
-    atomic_store(&gate, true);
+    atomic_store(&backend.gate, true);
     sched *sc = new_sched(1);
     door_req blocker, waiting, refused;
     make(&blocker, 4);
     start(&blocker, sc, -1, -1, SUBMIT_BYTES);
-    wait_holding();
+    fake_wait_holding(&backend);
     make(&waiting, 4);
     start(&waiting, sc, -1, -1, SUBMIT_BYTES);
     make(&refused, 4);
@@ -449,7 +382,7 @@ static void refusal_words(void)
                      == 0,
           "full: %s (%s)", status_name(refused.st), refused.msg);
     check_one(&refused, "full");
-    atomic_store(&open_gate, true);
+    atomic_store(&backend.open, true);
     finish(&blocker, "blocker");
     finish(&waiting, "waiting");
     CHECK(blocker.answers == 1 && waiting.answers == 1, "both answered");
@@ -471,12 +404,12 @@ static void refusal_words(void)
 static void client_gone(void)
 {
     settings(0, 0, 0, 8);
-    atomic_store(&gate, true);
+    atomic_store(&backend.gate, true);
     sched *sc = new_sched(8);
     door_req blocker, waiting;
     make(&blocker, 4);
     start(&blocker, sc, -1, -1, SUBMIT_BYTES);
-    wait_holding();
+    fake_wait_holding(&backend);
     make(&waiting, 4);
     start(&waiting, sc, -1, -1, SUBMIT_BYTES);
     atomic_store(&waiting.gone, true);
@@ -487,7 +420,7 @@ static void client_gone(void)
     check_one(&waiting, "left while waiting");
     /* the blocker's client leaves while it runs */
     atomic_store(&blocker.gone, true);
-    atomic_store(&open_gate, true);
+    atomic_store(&backend.open, true);
     finish(&blocker, "left while running");
     CHECK(blocker.cancels == 1 && blocker.answers == 0, "ran, then cancelled");
     check_one(&blocker, "left while running");
@@ -616,5 +549,7 @@ static const check_case cases[] = {
 
 int main(int argc, char **argv)
 {
+    fake_init(&backend);
+    atomic_store(&backend.build_open, true); /* warm devices */
     return check_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
