@@ -1516,7 +1516,11 @@ class Client(threading.Thread):
                 if gap_ok or kb == UNKNOWN:
                     exp = exp + [(GAP, None, w1)]
                 out += fits(ka, aa, ga, a, exp)
-            # or a came first, was early, and got its gap, b not yet there
+            # or a came first, was early, and got its gap, b not yet there;
+            # or a was decided as it came (refused: the sequence ended, or
+            # gone), and b after it, maybe once its idle time ran out
+            for w1 in self.ids.later(fits(ka, aa, ga, a, self.expect(w0, a, s, r, ka)), s, r):
+                out += fits(kb, ab, gb, b, self.expect(w1, b, s, r, kb))
             return out
 
         self.ids.check(seq, what, run, s, r)
