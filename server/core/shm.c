@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "mutex.h"
 #include "shm.h"
 #include "tx_utf8.h"
 
@@ -136,7 +137,7 @@ struct shm_region {
 };
 
 struct shm_registry {
-    uv_mutex_t mu;
+    mutex mu;
     shm_region **regions; /* registered, in order */
     unsigned n, max;
     uint64_t bytes, max_bytes; /* mapped, held ones included */
@@ -151,7 +152,7 @@ shm_registry *shm_registry_new(unsigned max_regions, uint64_t max_bytes)
     if (max_regions > GUARD_SLOTS / 2)
         max_regions = GUARD_SLOTS / 2;
     r->regions = calloc(max_regions ? max_regions : 1, sizeof *r->regions);
-    if (r->regions == NULL || uv_mutex_init(&r->mu) != 0) {
+    if (r->regions == NULL || mutex_init(&r->mu) != 0) {
         free(r->regions);
         free(r);
         return NULL;
@@ -179,7 +180,7 @@ void shm_registry_free(shm_registry *r)
         return;
     for (unsigned i = 0; i < r->n; i++)
         region_unmap(r->regions[i]);
-    uv_mutex_destroy(&r->mu);
+    mutex_destroy(&r->mu);
     free(r->regions);
     free(r);
 }
@@ -202,6 +203,7 @@ static bool name_is(const shm_region *g, const char *name, size_t n)
 static shm_region *find(shm_registry *r, shm_owner o, const char *name,
                         size_t n, unsigned *at)
 {
+    LOCK_HELD(&r->mu);
     for (unsigned i = 0; i < r->n; i++)
         if (name_is(r->regions[i], name, n) && owns(r->regions[i], o)) {
             if (at != NULL)
@@ -289,6 +291,7 @@ static status_code room_for(shm_registry *r, shm_owner o, const char *name,
                             size_t nlen, uint64_t byte_size, char *msg,
                             size_t msglen)
 {
+    LOCK_HELD(&r->mu);
     if (find(r, o, name, nlen, NULL) != NULL) {
         snprintf(msg, msglen,
                  "a shared-memory region named \"%.*s\" is already "
@@ -369,7 +372,7 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
     kz[klen] = '\0';
     /* Under the lock throughout: registering is rare, and opening and
      * mapping take microseconds. */
-    uv_mutex_lock(&r->mu);
+    mutex_lock(&r->mu);
     shm_region *g = NULL;
     status_code st = room_for(r, o, name, nlen, byte_size, msg, msglen);
     if (st == STATUS_OK) {
@@ -388,7 +391,7 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
         st = STATUS_TOO_LARGE;
     }
     if (st != STATUS_OK) {
-        uv_mutex_unlock(&r->mu);
+        mutex_unlock(&r->mu);
         if (g != NULL && g->map != MAP_FAILED)
             munmap(g->map, g->map_len);
         if (g != NULL && g->fd >= 0)
@@ -410,7 +413,7 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
     g->registered = true;
     r->regions[r->n++] = g;
     r->bytes += byte_size;
-    uv_mutex_unlock(&r->mu);
+    mutex_unlock(&r->mu);
     return STATUS_OK;
 }
 
@@ -418,6 +421,7 @@ status_code shm_register(shm_registry *r, shm_owner o, const char *name,
  * it, else by the last release. */
 static void take_out(shm_registry *r, unsigned at)
 {
+    LOCK_HELD(&r->mu);
     shm_region *g = r->regions[at];
     memmove(&r->regions[at], &r->regions[at + 1],
             (r->n - at - 1) * sizeof *r->regions);
@@ -432,7 +436,7 @@ static void take_out(shm_registry *r, unsigned at)
 status_code shm_unregister(shm_registry *r, shm_owner o, const char *name,
                            size_t nlen, char *msg, size_t msglen)
 {
-    uv_mutex_lock(&r->mu);
+    mutex_lock(&r->mu);
     status_code st = STATUS_OK;
     if (name != NULL) {
         unsigned at;
@@ -449,7 +453,7 @@ status_code shm_unregister(shm_registry *r, shm_owner o, const char *name,
             if (owns(r->regions[i], o))
                 take_out(r, i);
     }
-    uv_mutex_unlock(&r->mu);
+    mutex_unlock(&r->mu);
     return st;
 }
 
@@ -459,7 +463,7 @@ status_code shm_status(shm_registry *r, shm_owner o, const char *name,
 {
     *out = NULL;
     *n = 0;
-    uv_mutex_lock(&r->mu);
+    mutex_lock(&r->mu);
     status_code st = STATUS_OK;
     shm_info *v = calloc(r->n ? r->n : 1, sizeof *v);
     if (v == NULL) {
@@ -493,7 +497,7 @@ status_code shm_status(shm_registry *r, shm_owner o, const char *name,
     *out = v;
     *n = k;
 out:
-    uv_mutex_unlock(&r->mu);
+    mutex_unlock(&r->mu);
     return st;
 }
 
@@ -522,7 +526,7 @@ status_code shm_acquire(shm_registry *r, shm_owner o, const shm_ref *ref,
                  what, ref->byte_size, bytes);
         return STATUS_INVALID;
     }
-    uv_mutex_lock(&r->mu);
+    mutex_lock(&r->mu);
     shm_region *g = find(r, o, ref->region, nlen, NULL);
     status_code st = STATUS_OK;
     uint64_t end;
@@ -549,7 +553,7 @@ status_code shm_acquire(shm_registry *r, shm_owner o, const shm_ref *ref,
     } else {
         g->uses++;
     }
-    uv_mutex_unlock(&r->mu);
+    mutex_unlock(&r->mu);
     if (st != STATUS_OK)
         return st;
     u->region = g;
@@ -593,12 +597,12 @@ void shm_drop(shm_use *u)
     if (g == NULL)
         return;
     shm_registry *r = g->reg;
-    uv_mutex_lock(&r->mu);
+    mutex_lock(&r->mu);
     if (--g->uses == 0 && !g->registered) {
         r->bytes -= g->byte_size;
         region_unmap(g);
     }
-    uv_mutex_unlock(&r->mu);
+    mutex_unlock(&r->mu);
     u->region = NULL;
 }
 
@@ -635,8 +639,8 @@ status_code shm_release(shm_use *u, char *msg, size_t msglen)
 
 void shm_counts(shm_registry *r, unsigned *regions, uint64_t *bytes)
 {
-    uv_mutex_lock(&r->mu);
+    mutex_lock(&r->mu);
     *regions = r->n;
     *bytes = r->bytes;
-    uv_mutex_unlock(&r->mu);
+    mutex_unlock(&r->mu);
 }
