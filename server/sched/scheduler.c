@@ -30,6 +30,7 @@ typedef struct {
     void *stream;
     void *host; /* for jobs its device failed to run; opened on need */
     bool started;
+    loop_owner owner; /* its thread: everything of w's is that thread's */
 } worker;
 
 /* A cold device's build, on a thread of its own. */
@@ -246,6 +247,7 @@ static bool device_failure(eng_err e)
  * cannot be had. */
 static void *host_stream(worker *w, char *msg, size_t msglen)
 {
+    OWNER_ASSERT(&w->owner);
     if (w->host == NULL
         && w->s->b.stream_open(w->s->b.user, SCHED_HOST, &w->host, msg, msglen)
                != ENG_E_OK)
@@ -282,6 +284,7 @@ static void say_on_host(sched *s)
  * its way to it. False when the host backend cannot start. */
 static bool use_fallback(worker *w)
 {
+    OWNER_ASSERT(&w->owner);
     sched *s = w->s;
     char why[256];
     if (host_stream(w, why, sizeof why) == NULL) {
@@ -310,6 +313,7 @@ static bool use_fallback(worker *w)
 static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
                           const char *msg, uint64_t start)
 {
+    OWNER_ASSERT(&w->owner);
     sched *s = w->s;
     unsigned d = w->device;
     count(&s->c.device_errors[d], 1);
@@ -446,6 +450,7 @@ static void cost_learn(sched *s, unsigned b, unsigned k, uint64_t ns,
  * for the host backend, with the reason in *why. */
 static bool place_on_host(worker *w, size_t bytes, sched_why *why)
 {
+    OWNER_ASSERT(&w->owner);
     sched *s = w->s;
     if (s->o.placement != SCHED_PLACE_COST) {
         *why = SCHED_WHY_DEVICE;
@@ -497,6 +502,7 @@ static bool place_on_host(worker *w, size_t bytes, sched_why *why)
  * goes to device_failed. Returns whether the worker goes on. */
 static bool run_batch(worker *w, job **jobs, size_t n)
 {
+    OWNER_ASSERT(&w->owner);
     sched *s = w->s;
     unsigned st = w->on_fallback ? SCHED_DEVICE_UP : device_state(s, w->device);
     if (st == SCHED_DEVICE_FAILED || st == SCHED_DEVICE_LEFT) {
@@ -583,6 +589,7 @@ static bool run_batch(worker *w, job **jobs, size_t n)
 static void worker_main(void *arg)
 {
     worker *w = arg;
+    loop_owner_set(&w->owner);
     sched *s = w->s;
     job *batch[SCHED_MAX_BATCH];
     queue_take how = {
