@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "exporter.h"
 #include "log.h"
+#include "loop_owner.h"
 #include "otlp.h"
 
 struct otlp_exporter {
@@ -32,6 +33,7 @@ struct otlp_exporter {
     /* counters: spans, but requests for dropped */
     atomic_ullong exported, failed, dropped, batches, batch_failures;
     bool logged_failure; /* one log line per run of failures */
+    loop_owner self; /* the span exporter: post, send_some, drain */
 };
 
 static void submit(trace_sink *k, const trace_record *rec)
@@ -62,6 +64,7 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
 static bool post(otlp_exporter *e, const trace_record *recs, size_t n,
                  size_t *spans)
 {
+    OWNER_ASSERT(&e->self);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t wall = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -99,6 +102,7 @@ static bool post(otlp_exporter *e, const trace_record *recs, size_t n,
  * collector took them. */
 static size_t send_some(otlp_exporter *e, trace_record *batch, bool *sent)
 {
+    OWNER_ASSERT(&e->self);
     uv_mutex_lock(&e->mu);
     size_t n = e->count < e->o.batch_max ? e->count : e->o.batch_max;
     for (size_t i = 0; i < n; i++)
@@ -129,6 +133,7 @@ static size_t send_some(otlp_exporter *e, trace_record *batch, bool *sent)
  * is counted as dropped, and the log says how many were lost. */
 static void drain(otlp_exporter *e, trace_record *batch)
 {
+    OWNER_ASSERT(&e->self);
     uint64_t until = now_ns() + (uint64_t)e->o.timeout_ms * 1000000u;
     bool ok = true;
     size_t lost = 0, n;
@@ -150,6 +155,7 @@ static void drain(otlp_exporter *e, trace_record *batch)
 static void run(void *arg)
 {
     otlp_exporter *e = arg;
+    loop_owner_set(&e->self);
     trace_record *batch = malloc(e->o.batch_max * sizeof *batch);
     if (batch == NULL) {
         log_msg("trace", "error", "out of memory: no spans are sent");
