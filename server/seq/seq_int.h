@@ -22,6 +22,7 @@
 #include "keymap.h"
 #include "kv.h"
 #include "list.h"
+#include "loop_owner.h"
 #include "mutex.h"
 #include "sequence.h"
 
@@ -62,6 +63,7 @@ struct seq_table {
     seq_counts c;
     bool frozen;
     unsigned writing; /* writes in flight (seq_freeze waits for them) */
+    loop_owner sweeper; /* seq_sweep()'s caller: the tick thread */
     /* the connections on doors' loops (loop_open), stopped or not,
      * closed with the table */
     kv **near;

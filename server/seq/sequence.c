@@ -300,6 +300,7 @@ void seq_sweep(seq_table *t)
 {
     if (!seq_enabled(t))
         return;
+    OWNER_CLAIM(&t->sweeper);
     if (t->store->ops->sweep != NULL)
         t->store->ops->sweep(t->store);
     seq_line_sweep(t);
