@@ -929,6 +929,9 @@ class Ids:
         self.gate = threading.Condition()
         self.compound = 0
         self.holding = False
+        # writes answered 503 over a shared store that may still land:
+        # id -> [(the state decided on, the state after, until when)]
+        self.pending = {}
         setup.restart_listeners.append(self.on_restart)
         setup.ids = self
 
@@ -940,6 +943,25 @@ class Ids:
                     self.before_restart[seq] = (list(ws), lambda w: [model.restarted(w)])
                 self.worlds[seq] = dedupe([model.restarted(w) for w in ws])
                 self.history.setdefault(seq, []).append(("restart", "%.3f" % time.monotonic()))
+
+    def add_pending(self, seq, before, after, until):
+        """A write of seq answered 503 that may land until `until`, from
+        before to after. Under the lock: check()'s run calls it."""
+        p = self.pending.setdefault(seq, [])
+        if (before, after, until) not in p:
+            p.append((before, after, until))
+
+    def landed(self, seq, ws, s):
+        """ws, and the states a pending write of seq may have made by a
+        decision after s: its compare-and-set lands on the state it was
+        decided on, at most once each (a state it made is another)."""
+        pend = [p for p in self.pending.get(seq, []) if p[2] > s]
+        self.pending[seq] = pend
+        out = list(ws)
+        for before, after, _ in pend:
+            if before in out and after not in out:
+                out.append(after)
+        return out
 
     @contextlib.contextmanager
     def compound_op(self):
@@ -1045,7 +1067,7 @@ class Ids:
         with self.lock:
             self.inflight[seq] -= 1
             self.ops += 1
-            ws = self.worlds.get(seq, [NONE])
+            ws = self.landed(seq, self.worlds.get(seq, [NONE]), s)
             hist = self.history.setdefault(seq, [])
             hist.append(what)
             nxt = []
@@ -1226,6 +1248,7 @@ class Client(threading.Thread):
 
     def one(self):
         seq = self.rng.choice(self.seqs)
+        self.cur_seq = seq  # expect()'s: whose late writes it notes
         if self.set_aside.get(seq, 0) > time.monotonic():
             time.sleep(0.01)
             return
@@ -1301,6 +1324,12 @@ class Client(threading.Thread):
         if kind == UNKNOWN:  # its write may land after its answer
             r += self.setup.late_s
         exp = model.step(w, c, s, r, self.ids.timers.renew_may_fail)
+        if kind == UNKNOWN and self.setup.late_s:
+            # and after the requests that come next: a compare-and-set on
+            # the state it was decided on, which lands while that holds
+            for _, _, n in exp:
+                if n != w:
+                    self.ids.add_pending(self.cur_seq, w, n, r)
         starts = exp and exp[0][0] == OK and model.admit(w, c) == "start"
         # a start that ends at once keeps nothing live: it takes no room
         if starts and not c.end and self.setup.full_possible() and w.status != model.LIVE:
