@@ -580,9 +580,12 @@ bool kv_mem_replay(kv *k, const kv_write *w, bool force, bool *applied)
     *applied = false;
     mutex_lock(&m->mu);
     entry *e = find(m, w->key, w->keylen);
-    if (e != NULL && e->deadline_ms != 0 && e->deadline_ms <= w->at_ms) {
-        discount(m, e); /* it had expired when w was written: its own end,
-                         * had the disk no room for it */
+    /* It had expired when w was written (its own end, had the disk no
+     * room for it), unless w was written over it: then the store saw it
+     * live, by its own clock, however near its deadline in wall ms. */
+    if (e != NULL && e->deadline_ms != 0 && e->deadline_ms <= w->at_ms
+        && !kv_version_equal(e->version, w->expect)) {
+        discount(m, e);
         e = NULL;
     }
     kv_version cur = e != NULL ? e->version : (kv_version){0, 0};
