@@ -562,11 +562,11 @@ class FakeStore(Setup):
 
 def orphan_outcomes(exp, c, w, waited, maybe_not):
     """The outcomes of chunk c (not a start) behind a start that did not
-    start its sequence (maybe_not: or did, its answer lost), decided on w
-    (docs/sequences.md, "One rule for each race"): an unnumbered one is
-    refused, and a numbered one goes on only where w takes it (applied or
-    a repeat), else waits for chunk 1 and gets its gap after reorder_ms;
-    nothing changes."""
+    start its sequence (maybe_not: or did, its answer lost, or c was not
+    behind it), decided on w (docs/sequences.md, "One rule for each
+    race"): an unnumbered one is refused, and a numbered one goes on only
+    where w takes it (applied or a repeat), else waits for chunk 1 and
+    gets its gap after reorder_ms; nothing changes."""
     if c.numbered:
         orphan = [e for e in exp if e[0] == OK] + ([(GAP, None, w)] if waited else [])
     else:
@@ -1478,7 +1478,9 @@ class Client(threading.Thread):
                                          s, r):
                     exp = self.expect(w1, c2, s, r, k2)
                     if c1 is st and same and k1 != OK and k2 != UNKNOWN:
-                        exp = orphan_outcomes(exp, c2, w1, waited, k1 == UNKNOWN)
+                        # x behind the start in the line, or ahead of it
+                        # (waiting early, then decided after it)
+                        exp = orphan_outcomes(exp, c2, w1, waited, True)
                     out += fits(k2, a2, g2, c2, exp)
             return out
 
