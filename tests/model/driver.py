@@ -560,18 +560,19 @@ class FakeStore(Setup):
 
 # ---------------------------------------------------------------- the doors
 
-def orphan_outcomes(exp, c, w, waited, maybe_not):
-    """The outcomes of chunk c (not a start) behind a start that did not
-    start its sequence (maybe_not: or did, its answer lost, or c was not
-    behind it), decided on w (docs/sequences.md, "One rule for each
-    race"): an unnumbered one is refused, and a numbered one goes on only
-    where w takes it (applied or a repeat), else waits for chunk 1 and
-    gets its gap after reorder_ms; nothing changes."""
+def orphan_outcomes(exp, c, w, waited):
+    """exp, c's outcomes on w, and those of c (not a start) as an orphan:
+    behind a start that did not start its sequence (docs/sequences.md,
+    "One rule for each race"), where c may or may not have been (the
+    start's answer lost, or c ahead of it in the line). An unnumbered
+    orphan is refused, and a numbered one goes on only where w takes it
+    (applied or a repeat), else waits for chunk 1 and gets its gap after
+    reorder_ms; nothing changes."""
     if c.numbered:
         orphan = [e for e in exp if e[0] == OK] + ([(GAP, None, w)] if waited else [])
     else:
         orphan = [(INVALID, None, w)]
-    return exp + orphan if maybe_not else orphan
+    return exp + orphan
 
 
 def classify(status, message):
@@ -1480,7 +1481,7 @@ class Client(threading.Thread):
                     if c1 is st and same and k1 != OK and k2 != UNKNOWN:
                         # x behind the start in the line, or ahead of it
                         # (waiting early, then decided after it)
-                        exp = orphan_outcomes(exp, c2, w1, waited, True)
+                        exp = orphan_outcomes(exp, c2, w1, waited)
                     out += fits(k2, a2, g2, c2, exp)
             return out
 

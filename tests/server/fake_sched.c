@@ -61,7 +61,6 @@ static eng_err fake_run(void *user, void *stream, job **jobs, size_t n,
         f->launch_jobs[f->nlaunches++] = n;
     }
     uv_mutex_unlock(&f->mu);
-    atomic_fetch_add(&f->launches, 1);
     bool broke = s->device != FAKE_HOST_DEV && f->fail[s->device] != ENG_E_OK;
     for (size_t i = 0; i < n && f->on_run != NULL; i++)
         f->on_run(jobs[i], broke ? -1 : s->device);

@@ -39,7 +39,7 @@ typedef struct {
     int launch_device[FAKE_MAX_LAUNCHES];
     size_t launch_jobs[FAKE_MAX_LAUNCHES];
     size_t nlaunches;
-    atomic_uint launches, inline_runs, streams_open;
+    atomic_uint inline_runs, streams_open;
     /* builds (prepare): each waits until build_open (or its cancel), then
      * returns build_fail[d] */
     atomic_bool build_open;
