@@ -33,6 +33,7 @@
 #include "exporter.h"
 #include "grpc.h"
 #include "json.h"
+#include "kserve_req.h"
 #include "list.h"
 #include "router.h"
 #include "scheduler.h"
@@ -219,33 +220,24 @@ typedef struct {
     size_t bytes;
 } api_shm_hold;
 
-/* Where a scan's tensors lie, for api_shm_place(). */
-typedef struct {
-    shm_registry *reg; /* NULL: shared memory is off */
-    shm_owner owner;
-    const shm_ref *xs, *ys; /* unset: in the request, in the answer */
-    size_t bytes;           /* the tensor's */
-    size_t max_bytes;       /* an output of the server's own, at most */
-    /* A chunk of a sequence: y on x's bytes (in place) is scanned into
-     * a scratch buffer, copied onto x's bytes only when the answer goes
-     * (api_shm_done), so that a refused chunk leaves the client's input
-     * as it was, and "send the chunk again" is true. */
-    bool chunk;
-} api_shm_where;
-
-/* Places a scan, for every door: *in is x's region or *data (the
- * request's own bytes); *out is y's region, or *data when x came in the
- * request (in place), or, when x lies in a region and y does not, a new
- * buffer (eng_buffer_alloc'd, at most max_bytes) that becomes the
- * request's *data, with *data_owned set, so that it is answered and freed
- * as the request's own tensor would be; or, for a chunk in place in a
- * region, h's scratch buffer (at most max_bytes). STATUS_OK with *h
- * holding the regions until api_shm_done() or api_shm_free(); otherwise
- * FORBIDDEN (shared memory is off), NOT_FOUND, INVALID, TOO_LARGE or
- * NOMEM with a message, and nothing held. */
-status_code api_shm_place(const api_shm_where *w, void **data, bool *data_owned,
-                          const void **in, void **out, api_shm_hold *h,
-                          char *msg, size_t msglen);
+/* Places a KServe request's scan, for both its doors, by q's x_shm and
+ * y_shm (unset: in the request, in the answer), in the regions of reg
+ * (NULL: shared memory is off) that owner may use: *in is x's region or
+ * q->data (the request's own bytes); *out is y's region, or q->data when
+ * x came in the request (in place), or, when x lies in a region and y
+ * does not, a new buffer (eng_buffer_alloc'd, at most max_bytes) that
+ * becomes q->data, owned, so that it is answered and freed as the
+ * request's own tensor would be; or, for a chunk of a sequence in place
+ * in a region, h's scratch buffer (at most max_bytes), copied onto x's
+ * bytes only when the answer goes (api_shm_done), so that a refused chunk
+ * leaves the client's input as it was, and "send the chunk again" is
+ * true. STATUS_OK with *h holding the regions until api_shm_done() or
+ * api_shm_free(); otherwise FORBIDDEN (shared memory is off), NOT_FOUND,
+ * INVALID, TOO_LARGE or NOMEM with a message, and nothing held. */
+status_code api_shm_place(kserve_request *q, shm_registry *reg,
+                          shm_owner owner, size_t max_bytes, const void **in,
+                          void **out, api_shm_hold *h, char *msg,
+                          size_t msglen);
 
 /* After the job, as its answer goes: copies a chunk's scratch output
  * into its region, checks that no region was disturbed (shm_release)

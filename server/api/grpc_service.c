@@ -212,7 +212,7 @@ static void model_statistics(grpc_call *c)
 
 typedef struct {
     submit_work w; /* the adapter's: the job and the deadline */
-    kserve_pb_request q;
+    kserve_request q;
     grpc_call *c;
     api_shm_hold shm; /* x's and y's regions, when they lie in some */
 } infer_work;
@@ -221,7 +221,7 @@ static void infer_work_free(void *p)
 {
     infer_work *w = p;
     api_shm_free(&w->shm); /* after the job: the call outlives it */
-    kserve_pb_request_free(&w->q);
+    kserve_request_free(&w->q);
     free(w);
 }
 
@@ -370,20 +370,10 @@ static void model_infer(grpc_call *c)
                      .from = SUBMIT_BYTES,
                      .handler_ns = t0};
     if (w->q.x_shm.set || w->q.y_shm.set) {
-        void *data = w->q.data;
-        api_shm_where where = {
-            .reg = api_of(c)->shm,
-            .owner = grpc_call_caller(c),
-            .xs = &w->q.x_shm,
-            .ys = &w->q.y_shm,
-            .bytes = w->q.bytes,
-            .max_bytes = s->cfg.max_body_bytes,
-            .chunk = w->q.seq.has_id,
-        };
-        status_code st = api_shm_place(&where, &data, &w->q.data_owned,
-                                       &q.in, &q.out, &w->shm, err,
-                                       sizeof err);
-        w->q.data = data;
+        status_code st = api_shm_place(&w->q, api_of(c)->shm,
+                                       grpc_call_caller(c),
+                                       s->cfg.max_body_bytes, &q.in, &q.out,
+                                       &w->shm, err, sizeof err);
         if (st != STATUS_OK) {
             infer_fail(c, st, "%s", err);
             return;

@@ -117,17 +117,9 @@ void api_infer(request *r)
     }
     const void *in;
     void *out;
-    api_shm_where where = {
-        .reg = r->s->app->shm,
-        .owner = r->caller,
-        .xs = &c->req.x_shm,
-        .ys = &c->req.y_shm,
-        .bytes = c->req.bytes,
-        .max_bytes = r->s->cfg.max_body_bytes,
-        .chunk = c->req.seq.has_id,
-    };
-    status_code st = api_shm_place(&where, &c->req.data, &c->req.data_owned,
-                                   &in, &out, &c->shm, msg, sizeof msg);
+    status_code st = api_shm_place(&c->req, r->s->app->shm, r->caller,
+                                   r->s->cfg.max_body_bytes, &in, &out,
+                                   &c->shm, msg, sizeof msg);
     if (st != STATUS_OK) {
         http_error(r, st, "%s", msg);
         return;

@@ -46,49 +46,49 @@ status_code api_shm_check(const shm_registry *reg, const char *name,
 
 /* An output of the server's own, of the tensor's bytes: NULL, with msg
  * and *st, past max_bytes or when memory runs out. */
-static void *own_output(const api_shm_where *w, const char *why,
+static void *own_output(size_t bytes, size_t max_bytes, const char *why,
                         status_code *st, char *msg, size_t msglen)
 {
-    if (w->bytes > w->max_bytes) {
+    if (bytes > max_bytes) {
         snprintf(msg, msglen,
                  "%s would take %zu bytes, more than the %zu this server "
                  "keeps for an output of its own (--max-body-bytes)",
-                 why, w->bytes, w->max_bytes);
+                 why, bytes, max_bytes);
         *st = STATUS_TOO_LARGE;
         return NULL;
     }
-    void *y = eng_buffer_alloc(w->bytes);
+    void *y = eng_buffer_alloc(bytes);
     if (y == NULL) {
-        snprintf(msg, msglen, "out of memory for a %zu-byte output",
-                 w->bytes);
+        snprintf(msg, msglen, "out of memory for a %zu-byte output", bytes);
         *st = STATUS_NOMEM;
     }
     return y;
 }
 
-status_code api_shm_place(const api_shm_where *w, void **data,
-                          bool *data_owned, const void **in, void **out,
-                          api_shm_hold *h, char *msg, size_t msglen)
+status_code api_shm_place(kserve_request *q, shm_registry *reg,
+                          shm_owner owner, size_t max_bytes, const void **in,
+                          void **out, api_shm_hold *h, char *msg,
+                          size_t msglen)
 {
     memset(h, 0, sizeof *h);
-    *in = *data;
-    *out = *data;
-    if (!w->xs->set && !w->ys->set)
+    *in = q->data;
+    *out = q->data;
+    if (!q->x_shm.set && !q->y_shm.set)
         return STATUS_OK;
-    if (w->reg == NULL) {
+    if (reg == NULL) {
         snprintf(msg, msglen, "%s", api_shm_off);
         return STATUS_FORBIDDEN;
     }
     status_code st;
-    if (w->xs->set) {
-        st = shm_acquire(w->reg, w->owner, w->xs, w->bytes, false,
+    if (q->x_shm.set) {
+        st = shm_acquire(reg, owner, &q->x_shm, q->bytes, false,
                          "input \"x\"", &h->x, msg, msglen);
         if (st != STATUS_OK)
             return st;
         *in = h->x.p;
     }
-    if (w->ys->set) {
-        st = shm_acquire(w->reg, w->owner, w->ys, w->bytes, true,
+    if (q->y_shm.set) {
+        st = shm_acquire(reg, owner, &q->y_shm, q->bytes, true,
                          "output \"y\"", &h->y, msg, msglen);
         if (st != STATUS_OK) {
             shm_drop(&h->x);
@@ -104,8 +104,8 @@ status_code api_shm_place(const api_shm_where *w, void **data,
             return STATUS_INVALID;
         }
         *out = h->y.p;
-        if (w->chunk && w->xs->set && same) {
-            h->scratch = own_output(w,
+        if (q->seq.has_id && q->x_shm.set && same) {
+            h->scratch = own_output(q->bytes, max_bytes,
                                     "a chunk of a sequence in place in shared "
                                     "memory is scanned apart from its input "
                                     "until it is answered: its scan",
@@ -114,21 +114,22 @@ status_code api_shm_place(const api_shm_where *w, void **data,
                 api_shm_free(h);
                 return st;
             }
-            h->bytes = w->bytes;
+            h->bytes = q->bytes;
             *out = h->scratch;
         }
     } else {
         /* x lies in a region and y does not: y needs memory of its own,
          * since x's region is the client's input */
-        void *y = own_output(w, "output \"y\" (place it in shared memory "
-                                "too)", &st, msg, msglen);
+        void *y = own_output(q->bytes, max_bytes,
+                             "output \"y\" (place it in shared memory too)",
+                             &st, msg, msglen);
         if (y == NULL) {
             api_shm_free(h);
             return st;
         }
         /* answered and freed as the request's own tensor (x has none) */
-        *data = y;
-        *data_owned = true;
+        q->data = y;
+        q->data_owned = true;
         *out = y;
     }
     return STATUS_OK;

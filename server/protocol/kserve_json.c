@@ -22,141 +22,122 @@
 
 #define MAX_INPUTS 8
 
+/* The cursor fails with the message already written. */
+static bool failed(jcur *c)
+{
+    c->failed = true;
+    return false;
+}
+
+/* An input as the JSON has it, before kserve_request_finish(). */
 typedef struct {
-    const char *name;
-    size_t name_len;
-    int dtype; /* -1 until known */
-    uint64_t shape[ENG_MAX_RANK];
-    int rank;
-    bool has_shape;
-    const char *data; /* span of the JSON data array, or NULL */
-    bool binary;
-    uint64_t binary_size;
-    uint8_t *binary_at; /* where its bytes are in the body */
-    bool parsed;        /* x's data, parsed as it was met (eager_data) */
-    shm_ref shm;        /* its place in a shared-memory region */
+    kserve_input in;
+    bool has_dtype, has_shape;
 } input;
 
-/* What parse_input() needs besides the input itself. */
-typedef struct {
-    size_t max_bytes;
-    kserve_request *out;
-} parse_ctx;
-
-static eng_err fail_invalid(jcur *c)
+/* A parameter's value at the cursor, read as the table's kind says. */
+static bool read_value(jcur *c, kserve_kind kind, const char *what,
+                       kserve_value *v, char *buf, size_t cap)
 {
-    (void)c;
-    return ENG_E_INVALID;
+    jcur_ws(c);
+    bool str = c->p < c->end && *c->p == '"';
+    switch (kind) {
+    case KP_BOOL: return jcur_bool(c, what, &v->b);
+    case KP_INT: return jcur_int64(c, what, &v->i);
+    case KP_COUNT: return jcur_uint64(c, what, &v->u);
+    case KP_ID:
+        if (!str && c->p < c->end
+            && ((*c->p >= '0' && *c->p <= '9') || *c->p == '-'))
+            return jcur_uint64(c, what, &v->u);
+        if (!str)
+            return jcur_fail(c, "%s must be a number or a string, not %s",
+                             what, jcur_found(c));
+        /* fall through */
+    case KP_STRING:
+        if (!str)
+            return jcur_fail(c, "%s must be a string, not %s", what,
+                             jcur_found(c));
+        v->s = buf;
+        return jcur_string_value(c, what, buf, cap, &v->n);
+    }
+    return false;
 }
 
-/* One of the shared-memory parameters of a tensor, at key k, into ref;
- * *taken when k was one of them. */
-static bool shm_parameter(jcur *c, const char *k, size_t kn, shm_ref *ref,
-                          bool *taken)
-{
-    *taken = true;
-    if (json_eq(k, kn, "shared_memory_region")) {
-        const char *s;
-        size_t n;
-        jcur_ws(c);
-        if (c->p < c->end && *c->p != '"')
-            return jcur_fail(c, "shared_memory_region must be a string");
-        if (!jcur_string(c, &s, &n))
-            return false;
-        if (memchr(s, '\\', n) != NULL)
-            return jcur_fail(c, "shared_memory_region cannot hold JSON "
-                                "escapes");
-        char why[160];
-        if (!shm_ref_region(ref, s, n, why, sizeof why))
-            return jcur_fail(c, "%s", why);
-        return true;
-    }
-    bool off = json_eq(k, kn, "shared_memory_offset");
-    if (off || json_eq(k, kn, "shared_memory_byte_size")) {
-        int64_t v;
-        if (!jcur_int64(c, off ? "shared_memory_offset"
-                               : "shared_memory_byte_size",
-                        &v))
-            return false;
-        if (v < 0)
-            return jcur_fail(c, "%s cannot be negative",
-                             off ? "shared_memory_offset"
-                                 : "shared_memory_byte_size");
-        if (off) {
-            ref->offset = (uint64_t)v;
-        } else {
-            ref->byte_size = (uint64_t)v;
-            ref->has_byte_size = true;
-        }
-        return true;
-    }
-    *taken = false;
-    return true;
-}
-
-/* An input's "parameters": binary_data_size and the shared-memory ones
- * matter, the rest is ignored (but must be valid JSON). */
-static bool input_parameters(jcur *c, input *in)
+/* A tensor's "parameters": the shared-memory ones into ref; the others
+ * to `other` (false: a failure), which skips what it does not take. */
+static bool tensor_parameters(jcur *c, shm_ref *ref, const char *what,
+                              bool (*other)(jcur *, const char *, size_t,
+                                            void *),
+                              void *arg)
 {
     bool first = true;
     const char *k;
     size_t kn;
     while (jcur_member(c, &first, &k, &kn)) {
-        bool taken;
-        if (!shm_parameter(c, k, kn, &in->shm, &taken))
-            return false;
-        if (taken)
-            continue;
-        if (json_eq(k, kn, "binary_data_size")) {
-            int64_t v;
-            if (!jcur_int64(c, "binary_data_size", &v))
+        kserve_kind kind;
+        if (!kserve_shm_param(k, kn, &kind)) {
+            if (!other(c, k, kn, arg))
                 return false;
-            if (v < 0)
-                return jcur_fail(c, "binary_data_size cannot be negative");
-            in->binary = true;
-            in->binary_size = (uint64_t)v;
-        } else if (!jcur_skip(c)) {
-            return false;
+            continue;
         }
+        char name[64], buf[SHM_NAME_MAX + 1];
+        snprintf(name, sizeof name, "%.*s", (int)kn, k);
+        kserve_value v = {0};
+        if (!read_value(c, kind, name, &v, buf, sizeof buf)
+            || !kserve_shm_set(ref, k, &v, what, c->err, c->errlen))
+            return failed(c);
     }
-    return !c->failed;
+    return !c->failed
+           && (kserve_shm_complete(ref, what, c->err, c->errlen)
+               || failed(c));
+}
+
+/* An input's other parameters: binary_data_size. */
+static bool input_other(jcur *c, const char *k, size_t kn, void *arg)
+{
+    kserve_input *in = arg;
+    if (!json_eq(k, kn, "binary_data_size"))
+        return jcur_skip(c);
+    in->has_raw = true;
+    return jcur_uint64(c, "binary_data_size", &in->raw_len);
 }
 
 /* When x's name, datatype and shape come before its data, as tritonclient
  * writes them, the data is parsed as soon as it is met, so that the
  * document is walked once. Anything unusual (another order, a size over
- * the limit, no memory) leaves it to kserve_parse(), which skips the data
- * now and parses it at the end, with the messages for those cases. True
- * when the data was taken or left; false when it was taken and is bad. */
-static bool eager_data(jcur *c, input *in, const parse_ctx *px)
+ * the limit, no memory) leaves it to kserve_request_finish(), which
+ * parses it at the end, with the messages for those cases. True when the
+ * data was taken or left; false when it was taken and is bad. */
+static bool eager_data(jcur *c, input *x, size_t max_bytes, kserve_request *r)
 {
-    if (px->out->data != NULL || in->binary || in->dtype < 0 || !in->has_shape
+    kserve_input *in = &x->in;
+    if (r->data != NULL || in->has_raw || !x->has_dtype || !x->has_shape
         || in->rank == 0 || !json_eq(in->name, in->name_len, "x"))
         return true;
     uint64_t elements = 1, bytes;
     for (int d = 0; d < in->rank; d++)
         if (!eng_mul_u64(elements, in->shape[d], &elements))
             return true;
-    if (!eng_mul_u64(elements, tx_dtype_size((tx_dtype)in->dtype), &bytes)
-        || bytes > px->max_bytes)
+    if (!eng_mul_u64(elements, tx_dtype_size(in->dtype), &bytes)
+        || bytes > max_bytes)
         return true;
-    void *data = eng_buffer_alloc((size_t)bytes);
-    if (data == NULL)
+    r->data = eng_buffer_alloc((size_t)bytes);
+    if (r->data == NULL)
         return true;
-    px->out->data = data;
-    px->out->data_owned = true;
-    in->parsed = true;
-    return jcur_tensor(c, "input \"x\" data", (tx_dtype)in->dtype, in->shape,
-                       in->rank, elements, data);
+    r->data_owned = true;
+    in->decoded = true;
+    return jcur_tensor(c, "input \"x\" data", in->dtype, in->shape, in->rank,
+                       elements, r->data);
 }
 
-static bool parse_input(jcur *c, input *in, int index, const parse_ctx *px)
+static bool parse_input(jcur *c, input *x, int index, size_t max_bytes,
+                        kserve_request *r)
 {
+    kserve_input *in = &x->in;
     bool first = true;
     const char *k;
     size_t kn;
     char what[64];
-    in->dtype = -1;
     while (jcur_member(c, &first, &k, &kn)) {
         if (json_eq(k, kn, "name")) {
             if (!jcur_string(c, &in->name, &in->name_len))
@@ -166,27 +147,34 @@ static bool parse_input(jcur *c, input *in, int index, const parse_ctx *px)
             size_t n;
             if (!jcur_string(c, &s, &n))
                 return false;
-            in->dtype = tx_dtype_parse(s, n);
-            if (in->dtype < 0)
+            int dt = tx_dtype_parse(s, n);
+            if (dt < 0)
                 return jcur_fail(c,
                                  "inputs[%d].datatype \"%.*s\" is not "
                                  "supported (FP16, BF16, FP32, FP64, INT8 "
                                  "to INT64 and UINT8 to UINT64 are)",
                                  index, n > 16 ? 16 : (int)n, s);
+            in->dtype = (tx_dtype)dt;
+            x->has_dtype = true;
         } else if (json_eq(k, kn, "shape")) {
             snprintf(what, sizeof what, "inputs[%d].shape", index);
             if (!jcur_shape(c, what, in->shape, &in->rank))
                 return false;
-            in->has_shape = true;
+            x->has_shape = true;
         } else if (json_eq(k, kn, "parameters")) {
-            if (!input_parameters(c, in))
+            snprintf(what, sizeof what, "input \"%.*s\"",
+                     in->name_len > 32 ? 32 : (int)in->name_len,
+                     in->name ? in->name : "");
+            if (!tensor_parameters(c, &in->shm, what, input_other, in))
                 return false;
         } else if (json_eq(k, kn, "data")) {
             jcur_ws(c);
-            in->data = c->p;
-            if (!eager_data(c, in, px))
+            in->has_typed = true;
+            in->typed = c->p;
+            in->typed_len = (size_t)(c->end - c->p);
+            if (!eager_data(c, x, max_bytes, r))
                 return false;
-            if (!in->parsed && !jcur_skip(c))
+            if (!in->decoded && !jcur_skip(c))
                 return false;
         } else if (!jcur_skip(c)) {
             return false;
@@ -196,83 +184,45 @@ static bool parse_input(jcur *c, input *in, int index, const parse_ctx *px)
         return false;
     if (in->name == NULL)
         return jcur_fail(c, "inputs[%d] has no name", index);
-    if (in->dtype < 0)
-        return jcur_fail(c, "input \"%.*s\" has no datatype", (int)in->name_len,
-                         in->name);
-    if (!in->has_shape)
-        return jcur_fail(c, "input \"%.*s\" has no shape", (int)in->name_len,
-                         in->name);
-    if (in->data != NULL && in->binary)
-        return jcur_fail(c,
-                         "input \"%.*s\" has both data and "
-                         "binary_data_size",
-                         (int)in->name_len, in->name);
-    if (in->shm.set && (in->data != NULL || in->binary))
-        return jcur_fail(c,
-                         "input \"%.*s\" names a shared-memory region but "
-                         "also has %s",
-                         (int)in->name_len, in->name,
-                         in->binary ? "binary_data_size" : "data");
-    if (!in->shm.set && (in->shm.has_byte_size || in->shm.offset != 0))
-        return jcur_fail(c,
-                         "input \"%.*s\" has shared_memory_offset or "
-                         "shared_memory_byte_size but no "
-                         "shared_memory_region",
-                         (int)in->name_len, in->name);
-    if (in->data == NULL && !in->binary && !in->shm.set)
-        return jcur_fail(c,
-                         "input \"%.*s\" has neither data nor "
-                         "parameters.binary_data_size nor "
-                         "parameters.shared_memory_region",
-                         (int)in->name_len, in->name);
+    if (!x->has_dtype || !x->has_shape)
+        return jcur_fail(c, "input \"%.*s\" has no %s",
+                         in->name_len > 32 ? 32 : (int)in->name_len, in->name,
+                         x->has_dtype ? "shape" : "datatype");
     return true;
 }
 
-/* Request "parameters". */
+/* Request "parameters", by the table. */
 static bool request_parameters(jcur *c, scan_params *p, kserve_request *r)
 {
     bool first = true;
     const char *k;
     size_t kn;
     while (jcur_member(c, &first, &k, &kn)) {
-        bool ok = true;
-        if (seq_json_param(c, k, kn, "parameters.", &r->seq, &ok)) {
-            /* read */
-        } else if (json_eq(k, kn, "axis")) {
-            ok = jcur_int64(c, "parameters.axis", &p->axis);
-            p->has_axis = true;
-        } else if (json_eq(k, kn, "exclusive")) {
-            ok = jcur_bool(c, "parameters.exclusive", &p->exclusive);
-            p->has_exclusive = true;
-        } else if (json_eq(k, kn, "reverse")) {
-            ok = jcur_bool(c, "parameters.reverse", &p->reverse);
-            p->has_reverse = true;
-        } else if (json_eq(k, kn, "direction")) {
-            const char *s;
-            size_t n;
-            ok = jcur_string(c, &s, &n);
-            if (ok && !json_eq(s, n, "increasing")
-                && !json_eq(s, n, "decreasing"))
-                return jcur_fail(c, "parameters.direction must be "
-                                    "\"increasing\" or \"decreasing\"");
-            p->decreasing = ok && s[0] == 'd';
-            p->has_direction = true;
-        } else if (json_eq(k, kn, "binary_data_output")) {
-            ok = jcur_bool(c, "parameters.binary_data_output",
-                           &r->binary_output);
-        } else if (json_eq(k, kn, "timeout")) {
-            ok = jcur_int64(c, "parameters.timeout", &r->timeout_us);
-            if (ok && r->timeout_us < 0)
-                return jcur_fail(c, "parameters.timeout (microseconds) cannot "
-                                    "be negative");
-            r->has_timeout = true;
-        } else {
-            ok = jcur_skip(c);
+        const kserve_param *q = kserve_param_find(k, kn);
+        if (q == NULL) {
+            if (!jcur_skip(c))
+                return false;
+            continue;
         }
-        if (!ok)
+        char what[64], buf[4 * SEQ_ID_MAX];
+        snprintf(what, sizeof what, "parameters.%s", q->name);
+        kserve_value v = {0};
+        if (!read_value(c, q->kind, what, &v, buf, sizeof buf))
             return false;
+        if (!kserve_param_set(q, &v, r, p, "parameters.", c->err, c->errlen))
+            return failed(c);
     }
     return !c->failed;
+}
+
+/* An output's other parameters: binary_data; classification refused. */
+static bool output_other(jcur *c, const char *k, size_t kn, void *arg)
+{
+    if (json_eq(k, kn, "classification"))
+        return jcur_fail(c, "output classification is not supported");
+    if (json_eq(k, kn, "binary_data"))
+        return jcur_bool(c, "outputs[].parameters.binary_data", arg);
+    return jcur_skip(c);
 }
 
 /* "outputs": only y exists; binary_data chooses its encoding. */
@@ -297,27 +247,8 @@ static bool parse_outputs(jcur *c, kserve_request *r)
                                      n > 32 ? 32 : (int)n, s);
                 named = true;
             } else if (json_eq(k, kn, "parameters")) {
-                bool pfirst = true;
-                const char *pk;
-                size_t pkn;
-                while (jcur_member(c, &pfirst, &pk, &pkn)) {
-                    bool taken;
-                    if (!shm_parameter(c, pk, pkn, &r->y_shm, &taken))
-                        return false;
-                    if (taken)
-                        continue;
-                    if (json_eq(pk, pkn, "binary_data")) {
-                        if (!jcur_bool(c, "outputs[].parameters.binary_data",
-                                       &r->binary_output))
-                            return false;
-                    } else if (json_eq(pk, pkn, "classification")) {
-                        return jcur_fail(c, "output classification is not "
-                                            "supported");
-                    } else if (!jcur_skip(c)) {
-                        return false;
-                    }
-                }
-                if (c->failed)
+                if (!tensor_parameters(c, &r->y_shm, "output \"y\"",
+                                       output_other, &r->binary_output))
                     return false;
             } else if (!jcur_skip(c)) {
                 return false;
@@ -327,37 +258,99 @@ static bool parse_outputs(jcur *c, kserve_request *r)
             return false;
         if (!named)
             return jcur_fail(c, "outputs[%d] has no name", i);
-        if (!r->y_shm.set && (r->y_shm.has_byte_size || r->y_shm.offset))
-            return jcur_fail(c, "output \"y\" has shared_memory_offset or "
-                                "shared_memory_byte_size but no "
-                                "shared_memory_region");
         i++;
     }
     return !c->failed;
 }
 
-/* The axis input: one INT32 or INT64 element. */
-static eng_err axis_value(jcur *c, const input *in, int64_t *axis, char *msg,
-                          size_t msglen)
+/* Typed data: the JSON array at in->typed. */
+static bool decode(const kserve_input *in, uint64_t elements, void *dst,
+                   char *msg, size_t msglen)
 {
-    uint64_t count = 1;
-    for (int d = 0; d < in->rank; d++)
-        if (!eng_mul_u64(count, in->shape[d], &count))
-            count = UINT64_MAX;
-    if (!scan_axis_input_kind(in->dtype, count, msg, msglen))
+    jcur c;
+    jcur_init(&c, in->typed, in->typed_len, msg, msglen);
+    bool x = json_eq(in->name, in->name_len, "x");
+    uint64_t one = 1;
+    return jcur_tensor(&c, x ? "input \"x\" data" : "input \"axis\" data",
+                       in->dtype, x ? in->shape : &one, x ? in->rank : 1,
+                       elements, dst);
+}
+
+static const kserve_codec json_codec = {
+    .typed_name = "data",
+    .raw_name = "parameters.binary_data_size",
+    .raw_field = "binary_data_size",
+    .param_where = "parameters.",
+    .decode = decode,
+};
+
+/* The id, as written (escapes and all), copied: the JSON text may be
+ * moved over by the tensor. */
+static eng_err read_id(jcur *c, kserve_request *r)
+{
+    const char *s;
+    size_t n;
+    jcur_ws(c);
+    if (c->p < c->end && *c->p != '"')
+        return eng_fail(c->err, c->errlen, ENG_E_INVALID, "id must be a string");
+    if (!jcur_string(c, &s, &n))
         return ENG_E_INVALID;
-    if (in->binary)
-        return scan_axis_input_raw(in->dtype, in->binary_at, in->binary_size,
-                                   "binary_data_size", axis, msg, msglen)
-                   ? ENG_E_OK
-                   : ENG_E_INVALID;
-    int64_t one;
-    c->p = in->data;
-    uint64_t n = 1;
-    if (!jcur_tensor(c, "input \"axis\" data", (tx_dtype)in->dtype, &n, 1, 1,
-                     &one))
+    /* it is echoed into the answer, which must be JSON */
+    if (tx_utf8_valid(s, n) != n)
+        return eng_fail(c->err, c->errlen, ENG_E_INVALID,
+                        "id must be valid UTF-8");
+    free(r->id);
+    r->id = malloc(n + 1);
+    if (r->id == NULL)
+        return eng_fail(c->err, c->errlen, ENG_E_NOMEM, "out of memory");
+    memcpy(r->id, s, n);
+    r->id[n] = '\0';
+    r->id_len = n;
+    return ENG_E_OK;
+}
+
+/* The document's members; the inputs into in[0..*n). */
+static eng_err walk(jcur *c, input *in, size_t *n, scan_params *p,
+                    size_t max_bytes, kserve_request *r)
+{
+    bool have_inputs = false, first = true;
+    const char *k;
+    size_t kn;
+    while (jcur_member(c, &first, &k, &kn)) {
+        if (json_eq(k, kn, "id")) {
+            eng_err e = read_id(c, r);
+            if (e != ENG_E_OK)
+                return e;
+        } else if (json_eq(k, kn, "parameters")) {
+            if (!request_parameters(c, p, r))
+                return ENG_E_INVALID;
+        } else if (json_eq(k, kn, "inputs")) {
+            bool efirst = true;
+            have_inputs = true;
+            while (jcur_element(c, &efirst)) {
+                if (*n >= MAX_INPUTS)
+                    return eng_fail(c->err, c->errlen, ENG_E_INVALID,
+                                    "too many inputs (the model takes \"x\" "
+                                    "and optionally \"axis\")");
+                memset(&in[*n], 0, sizeof in[*n]);
+                if (!parse_input(c, &in[*n], (int)*n, max_bytes, r))
+                    return ENG_E_INVALID;
+                (*n)++;
+            }
+            if (c->failed)
+                return ENG_E_INVALID;
+        } else if (json_eq(k, kn, "outputs")) {
+            if (!parse_outputs(c, r))
+                return ENG_E_INVALID;
+        } else if (!jcur_skip(c)) {
+            return ENG_E_INVALID;
+        }
+    }
+    if (c->failed)
         return ENG_E_INVALID;
-    *axis = scan_axis_value(in->dtype, &one);
+    if (!have_inputs)
+        return eng_fail(c->err, c->errlen, ENG_E_INVALID,
+                        "the request has no \"inputs\"");
     return ENG_E_OK;
 }
 
@@ -379,200 +372,50 @@ static eng_err parse_request(uint8_t *body, size_t len, size_t header_len,
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "the inference request is empty: expected a JSON "
                         "object with \"inputs\"");
-
     input inputs[MAX_INPUTS];
-    int ninputs = 0;
-    bool have_inputs = false;
+    kserve_input in[MAX_INPUTS];
+    size_t n = 0;
     scan_params p = {0};
-    bool first = true;
-    const char *k;
-    size_t kn;
-    while (jcur_member(&c, &first, &k, &kn)) {
-        if (json_eq(k, kn, "id")) {
-            jcur_ws(&c);
-            if (c.p < c.end && *c.p != '"')
-                return eng_fail(msg, msglen, ENG_E_INVALID,
-                                "id must be a string");
-            if (!jcur_string(&c, &out->id, &out->id_len))
-                return fail_invalid(&c);
-            /* it is echoed into the answer, which must be JSON */
-            if (tx_utf8_valid(out->id, out->id_len) != out->id_len)
-                return eng_fail(msg, msglen, ENG_E_INVALID,
-                                "id must be valid UTF-8");
-        } else if (json_eq(k, kn, "parameters")) {
-            if (!request_parameters(&c, &p, out))
-                return fail_invalid(&c);
-        } else if (json_eq(k, kn, "inputs")) {
-            bool efirst = true;
-            have_inputs = true;
-            while (jcur_element(&c, &efirst)) {
-                if (ninputs >= MAX_INPUTS)
-                    return eng_fail(msg, msglen, ENG_E_INVALID,
-                                    "too many inputs (the model takes \"x\" "
-                                    "and optionally \"axis\")");
-                memset(&inputs[ninputs], 0, sizeof inputs[ninputs]);
-                parse_ctx px = {max_bytes, out};
-                if (!parse_input(&c, &inputs[ninputs], ninputs, &px))
-                    return fail_invalid(&c);
-                ninputs++;
-            }
-            if (c.failed)
-                return fail_invalid(&c);
-        } else if (json_eq(k, kn, "outputs")) {
-            if (!parse_outputs(&c, out))
-                return fail_invalid(&c);
-        } else if (!jcur_skip(&c)) {
-            return fail_invalid(&c);
-        }
-    }
-    if (c.failed)
-        return fail_invalid(&c);
+    eng_err e = walk(&c, inputs, &n, &p, max_bytes, out);
+    if (e != ENG_E_OK)
+        return e;
     jcur_ws(&c);
     if (c.p != c.end)
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         binary ? "the JSON header is longer or shorter than "
                                  "Inference-Header-Content-Length says"
                                : "invalid JSON: text after the object");
-    if (!have_inputs)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "the request has no \"inputs\"");
-    if (!seq_params_check(&out->seq, msg, msglen))
-        return ENG_E_INVALID;
-
-    /* place binary tensors and find x and axis */
+    /* the binary tensors follow the header, in input order */
     uint8_t *at = body + jlen;
     size_t left = len - jlen;
-    input *x = NULL, *axis_in = NULL;
-    for (int i = 0; i < ninputs; i++) {
-        input *in = &inputs[i];
-        if (in->binary) {
-            if (!binary)
-                return eng_fail(msg, msglen, ENG_E_INVALID,
-                                "input \"%.*s\" declares binary_data_size "
-                                "but the request has no "
-                                "Inference-Header-Content-Length header",
-                                (int)in->name_len, in->name);
-            if (in->binary_size > left)
-                return eng_fail(msg, msglen, ENG_E_INVALID,
-                                "input \"%.*s\" declares %" PRIu64 " bytes "
-                                "of binary data but only %zu remain in the "
-                                "body",
-                                (int)in->name_len, in->name, in->binary_size,
-                                left);
-            in->binary_at = at;
-            at += in->binary_size;
-            left -= (size_t)in->binary_size;
-        }
-        if (json_eq(in->name, in->name_len, "x")) {
-            if (x != NULL)
-                return eng_fail(msg, msglen, ENG_E_INVALID,
-                                "input \"x\" appears twice");
-            x = in;
-        } else if (json_eq(in->name, in->name_len, "axis")) {
-            if (axis_in != NULL)
-                return eng_fail(msg, msglen, ENG_E_INVALID,
-                                "input \"axis\" appears twice");
-            axis_in = in;
-        } else {
+    for (size_t i = 0; i < n; i++) {
+        in[i] = inputs[i].in;
+        if (!in[i].has_raw)
+            continue;
+        if (!binary)
             return eng_fail(msg, msglen, ENG_E_INVALID,
-                            "unknown input \"%.*s\" (the model takes \"x\" "
-                            "and optionally \"axis\")",
-                            in->name_len > 32 ? 32 : (int)in->name_len,
-                            in->name);
-        }
+                            "input \"%.*s\" declares binary_data_size "
+                            "but the request has no "
+                            "Inference-Header-Content-Length header",
+                            (int)in[i].name_len, in[i].name);
+        if (in[i].raw_len > left)
+            return eng_fail(msg, msglen, ENG_E_INVALID,
+                            "input \"%.*s\" declares %" PRIu64 " bytes "
+                            "of binary data but only %zu remain in the "
+                            "body",
+                            (int)in[i].name_len, in[i].name, in[i].raw_len,
+                            left);
+        in[i].raw = at;
+        at += in[i].raw_len;
+        left -= (size_t)in[i].raw_len;
     }
     if (binary && left != 0)
         return eng_fail(msg, msglen, ENG_E_INVALID,
                         "%zu bytes of binary data follow the header but the "
                         "inputs declare none of them",
                         left);
-    if (x == NULL)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "the request has no input \"x\"");
-
-    if (axis_in != NULL && axis_in->shm.set)
-        return eng_fail(msg, msglen, ENG_E_INVALID,
-                        "input \"axis\" cannot come in shared memory: send "
-                        "its value in the request, or use parameters.axis");
-    if (axis_in != NULL) {
-        int64_t a = 0;
-        eng_err e = axis_value(&c, axis_in, &a, msg, msglen);
-        if (e != ENG_E_OK)
-            return e;
-        if (!scan_params_axis_input(&p, a, msg, msglen))
-            return ENG_E_INVALID;
-    }
-
-    out->desc.dtype = (tx_dtype)x->dtype;
-    out->desc.rank = x->rank;
-    memcpy(out->desc.shape, x->shape, sizeof x->shape);
-    if (x->rank == 0)
-        return eng_fail(msg, msglen, ENG_E_RANK,
-                        "input \"x\" has shape [] (rank 0): a cumulative "
-                        "sum needs at least one axis");
-    if (!scan_params_apply(&p, &out->desc, msg, msglen))
-        return ENG_E_INVALID;
-    eng_lines l;
-    eng_err e = eng_lines_from_desc(&out->desc, &l, msg, msglen);
-    if (e != ENG_E_OK)
-        return e;
-    out->bytes = l.bytes;
-    /* the id lives in the JSON text, which the tensor may be moved over */
-    if (out->id != NULL) {
-        char *id = malloc(out->id_len + 1);
-        if (id == NULL)
-            return eng_fail(msg, msglen, ENG_E_NOMEM, "out of memory");
-        memcpy(id, out->id, out->id_len);
-        id[out->id_len] = '\0';
-        out->id = id;
-        out->id_owned = true;
-    }
-    if (x->shm.set) {
-        out->x_shm = x->shm; /* the API layer finds its bytes */
-        return ENG_E_OK;
-    }
-    if (x->binary) {
-        if (x->binary_size != l.bytes) {
-            kserve_request_free(out);
-            return eng_fail(msg, msglen, ENG_E_INVALID,
-                            "input \"x\": binary_data_size is %" PRIu64
-                            " but shape and datatype need %zu bytes",
-                            x->binary_size, l.bytes);
-        }
-        /* Binary data follows a JSON header of any length. Slide it down
-         * to a 128-byte boundary inside the body (over the header, no
-         * longer needed) so that it is aligned for the scan, with no copy
-         * to another buffer. The body's start is so aligned. */
-        size_t off = (size_t)(x->binary_at - body);
-        uint8_t *to = body + off / 128 * 128;
-        if (to != x->binary_at)
-            memmove(to, x->binary_at, l.bytes);
-        out->data = to;
-        return ENG_E_OK;
-    }
-    if (x->parsed)
-        return ENG_E_OK; /* eager_data() did the rest */
-    if (l.bytes > max_bytes) {
-        kserve_request_free(out);
-        return eng_fail(msg, msglen, ENG_E_TOO_LARGE,
-                        "input \"x\" would take %zu bytes, more than the "
-                        "%zu this server accepts",
-                        l.bytes, max_bytes);
-    }
-    out->data = eng_buffer_alloc(l.bytes);
-    if (out->data == NULL) {
-        kserve_request_free(out);
-        return eng_fail(msg, msglen, ENG_E_NOMEM,
-                        "out of memory for a %zu-byte tensor", l.bytes);
-    }
-    out->data_owned = true;
-    c.p = x->data;
-    if (!jcur_tensor(&c, "input \"x\" data", out->desc.dtype, out->desc.shape,
-                     out->desc.rank, l.elements, out->data)) {
-        kserve_request_free(out);
-        return ENG_E_INVALID;
-    }
-    return ENG_E_OK;
+    return kserve_request_finish(out, in, n, &p, &json_codec, body, max_bytes,
+                                 msg, msglen);
 }
 
 eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
@@ -584,18 +427,6 @@ eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
     if (e != ENG_E_OK)
         kserve_request_free(out); /* x's data, when it was parsed early */
     return e;
-}
-
-void kserve_request_free(kserve_request *r)
-{
-    if (r->data_owned)
-        eng_buffer_free(r->data);
-    if (r->id_owned)
-        free((char *)r->id);
-    r->data = NULL;
-    r->data_owned = false;
-    r->id = NULL;
-    r->id_owned = false;
 }
 
 /* {"model_name":"cumsum","model_version":"1","id":"..","parameters":

@@ -1,13 +1,6 @@
 /*
- * kserve_json.h - the KServe v2 / Open Inference Protocol inference request.
- *
- * Model "cumsum", version "1": input "x" (any numeric datatype and shape),
- * optional input "axis" (INT32 or INT64, one element, as in ONNX CumSum;
- * taken, not advertised in the metadata),
- * output "y". Request parameters "axis", "exclusive", "reverse" (and
- * "direction"), "timeout" (microseconds) and "binary_data_output", and
- * Triton's sequence parameters "sequence_id", "sequence_start" and
- * "sequence_end" (sequence_id.h).
+ * kserve_json.h - the KServe v2 / Open Inference Protocol inference request
+ * and response in JSON, for REST (the request's model: kserve_req.h).
  *
  * The binary tensor data extension: when the request has an
  * Inference-Header-Content-Length header, the body is that many bytes of
@@ -16,12 +9,8 @@
  * data is used where it lies in the body (the scan then runs in place);
  * JSON data is parsed into a new buffer. tally also takes FP16 and BF16 as
  * JSON, and non-finite floats as "NaN", "Infinity", "-Infinity".
- *
- * The system shared-memory extension: x (with no data) and y may name a
- * region with the parameters shared_memory_region, shared_memory_offset
- * and shared_memory_byte_size; the parse records them (x_shm, y_shm) and
- * the API layer resolves them (api/shm.c). The input "axis" must come in
- * the request itself.
+ * parameters.binary_data_output, or an output's parameters.binary_data,
+ * asks for y as binary data.
  *
  * Threading: any thread; a request and its writer belong to the one
  * thread that parses and answers it.
@@ -34,28 +23,7 @@
 #include <stdint.h>
 
 #include "json.h"
-#include "sequence_id.h"
-#include "shm.h"
-#include "tensor.h"
-
-#include "kserve_model.h"
-
-typedef struct {
-    eng_scan_desc desc;
-    void *data;      /* the tensor "x": in the body, or owned when JSON */
-    bool data_owned; /* free data with eng_buffer_free() */
-    size_t bytes;
-    const char *id; /* the request id as written (escaped), or NULL */
-    size_t id_len;
-    bool id_owned;      /* id is a copy, freed with the request */
-    bool binary_output; /* answer y as binary data */
-    bool has_timeout;
-    int64_t timeout_us;
-    seq_params seq; /* has_id: a chunk of a sequence */
-    /* Triton's system shared-memory extension: x, or y, in a region
-     * (x_shm.set: data is NULL; the API layer finds the bytes) */
-    shm_ref x_shm, y_shm;
-} kserve_request;
+#include "kserve_req.h"
 
 /* Parses an inference request. body (aligned to 128 bytes) is modifiable:
  * binary data is used in place, after being slid down to a 128-byte
@@ -66,9 +34,6 @@ typedef struct {
 eng_err kserve_parse(uint8_t *body, size_t len, size_t header_len,
                      size_t max_bytes, kserve_request *out, char *msg,
                      size_t msglen);
-
-/* Frees what kserve_parse allocated. */
-void kserve_request_free(kserve_request *r);
 
 /* The JSON header of a binary response whose output y has desc's dtype
  * and shape: a malloc'd string (length in *len), or NULL when out of

@@ -10,7 +10,6 @@
 #include "buffer.h"
 #include "grpc_service.pb-c.h"
 #include "kserve_pb.h"
-#include "kserve_model.h"
 #include "scan_params.h"
 #include "pbwire.h"
 #include "tx_utf8.h"
@@ -40,8 +39,6 @@ typedef struct {
     size_t ninputs;
     pb_span raw[MAX_INPUTS];
     size_t nraw;
-    shm_ref shm[MAX_INPUTS]; /* each input's place in shared memory */
-    size_t rawof[MAX_INPUTS]; /* its raw entry; SIZE_MAX: none */
 } walked;
 
 static void walked_free(walked *w)
@@ -52,54 +49,70 @@ static void walked_free(walked *w)
         protobuf_c_message_free_unpacked(&w->inputs[i]->base, NULL);
 }
 
-/* One of a tensor's shared-memory parameters (k, v) into ref. */
-static eng_err shm_parameter(const char *what, const char *k,
-                             const Inference__InferParameter *v, shm_ref *ref,
-                             char *err, size_t errlen)
+/* A parameter's value as the table's kind says, in protobuf's terms. */
+static bool read_value(const Inference__InferParameter *v, kserve_kind kind,
+                       const char *what, kserve_value *out, char *err,
+                       size_t errlen)
 {
     int c = v ? (int)v->parameter_choice_case : 0;
-    if (strcmp(k, "shared_memory_region") == 0) {
-        if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "%s: shared_memory_region must be a string_param",
-                        what);
-        char why[160];
-        if (!shm_ref_region(ref, v->string_param, strlen(v->string_param), why,
-                            sizeof why))
-            return eng_fail(err, errlen, ENG_E_INVALID, "%s: %s", what, why);
-        return ENG_E_OK;
+    bool i64 = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+    bool u64 = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+    bool str = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+    switch (kind) {
+    case KP_BOOL:
+        out->b = v != NULL && v->bool_param;
+        if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+            return true;
+        snprintf(err, errlen, "%s must be a bool_param", what);
+        return false;
+    case KP_INT:
+        if (i64)
+            out->i = v->int64_param;
+        else if (u64)
+            out->i = v->uint64_param > INT64_MAX ? INT64_MAX
+                                                 : (int64_t)v->uint64_param;
+        else
+            snprintf(err, errlen, "%s must be an int64_param", what);
+        return i64 || u64;
+    case KP_STRING:
+    case KP_ID:
+        if (str) {
+            out->s = v->string_param;
+            out->n = strlen(v->string_param);
+            return true;
+        }
+        /* fall through */
+    case KP_COUNT:
+        if (u64 || (i64 && v->int64_param >= 0)) {
+            out->u = u64 ? v->uint64_param : (uint64_t)v->int64_param;
+            if (kind != KP_STRING)
+                return true;
+        }
+        snprintf(err, errlen, "%s must be %s", what,
+                 kind == KP_STRING ? "a string_param"
+                 : kind == KP_ID   ? "a uint64_param, a non-negative "
+                                     "int64_param or a string_param"
+                                   : "a uint64_param or a non-negative "
+                                     "int64_param");
+        return false;
     }
-    bool off = strcmp(k, "shared_memory_offset") == 0;
-    if (!off && strcmp(k, "shared_memory_byte_size") != 0)
-        return ENG_E_OK; /* not one of them */
-    uint64_t u;
-    if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
-        && v->int64_param >= 0)
-        u = (uint64_t)v->int64_param;
-    else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
-        u = v->uint64_param;
-    else
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "%s: %s must be a non-negative int64_param", what, k);
-    if (off) {
-        ref->offset = u;
-    } else {
-        ref->byte_size = u;
-        ref->has_byte_size = true;
-    }
-    return ENG_E_OK;
+    return false;
 }
 
-/* A tensor's parameters that say where it lies, once all are read. */
-static eng_err shm_complete(const char *what, const shm_ref *ref, char *err,
-                            size_t errlen)
+/* One of a tensor's parameters (k, v): the shared-memory ones into ref;
+ * the others ignored. */
+static bool tensor_param(const char *k, const Inference__InferParameter *v,
+                         const char *what, shm_ref *ref, char *err,
+                         size_t errlen)
 {
-    if (!ref->set && (ref->has_byte_size || ref->offset != 0))
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "%s has shared_memory_offset or shared_memory_byte_size "
-                    "but no shared_memory_region",
-                    what);
-    return ENG_E_OK;
+    kserve_kind kind;
+    if (!kserve_shm_param(k, strlen(k), &kind))
+        return true;
+    char name[80];
+    snprintf(name, sizeof name, "%s: %s", what, k);
+    kserve_value val = {0};
+    return read_value(v, kind, name, &val, err, errlen)
+           && kserve_shm_set(ref, k, &val, what, err, errlen);
 }
 
 /* An output request: only "y" exists. */
@@ -118,20 +131,18 @@ static eng_err check_output(pb_span s, shm_ref *y, char *err, size_t errlen)
                  tx_utf8_valid(o->name, strlen(o->name)) == strlen(o->name)
                      ? o->name
                      : "(not UTF-8)");
-    for (size_t i = 0; e == ENG_E_OK && i < o->n_parameters; i++) {
+    for (size_t i = 0; e == ENG_E_OK && i < o->n_parameters; i++)
         if (strcmp(o->parameters[i]->key, "classification") == 0)
             e = eng_fail(err, errlen, ENG_E_INVALID,
-                     "output classification is not supported");
-        else
-            e = shm_parameter("output \"y\"", o->parameters[i]->key,
-                              o->parameters[i]->value, y, err, errlen);
-    }
-    if (e == ENG_E_OK)
-        e = shm_complete("output \"y\"", y, err, errlen);
+                         "output classification is not supported");
+        else if (!tensor_param(o->parameters[i]->key, o->parameters[i]->value,
+                               "output \"y\"", y, err, errlen))
+            e = ENG_E_INVALID;
+    if (e == ENG_E_OK && !kserve_shm_complete(y, "output \"y\"", err, errlen))
+        e = ENG_E_INVALID;
     protobuf_c_message_free_unpacked(&o->base, NULL);
     return e;
 }
-
 /* The top-level fields, with nested messages unpacked. */
 static eng_err walk(const uint8_t *msg, size_t len, walked *w, shm_ref *y,
                     char *err, size_t errlen)
@@ -195,113 +206,23 @@ static eng_err walk(const uint8_t *msg, size_t len, walked *w, shm_ref *y,
     return ENG_E_OK;
 }
 
-/* Request parameters into p (and the timeout into out). */
-static eng_err parameters(const walked *w, scan_params *p,
-                          kserve_pb_request *out, char *err, size_t errlen)
+/* Request parameters, by the table, into r and p. */
+static bool parameters(const walked *w, scan_params *p, kserve_request *r,
+                       char *err, size_t errlen)
 {
     for (size_t i = 0; i < w->nparams; i++) {
         const char *k = w->params[i]->key;
-        const Inference__InferParameter *v = w->params[i]->value;
-        int c = v ? (int)v->parameter_choice_case : 0;
-        bool is_bool =
-            c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-        bool is_int =
-            c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
-            || c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
-        int64_t iv = 0;
-        if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
-            iv = v->int64_param;
-        else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
-            iv = v->uint64_param > INT64_MAX ? INT64_MAX
-                                             : (int64_t)v->uint64_param;
-        if (strcmp(k, "sequence_id") == 0) {
-            char msg[256];
-            bool ok;
-            if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
-                ok = seq_id_string(&out->seq, v->string_param,
-                                   strlen(v->string_param), msg, sizeof msg);
-            else if (c
-                     == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
-                ok = seq_id_number(&out->seq, v->uint64_param, msg, sizeof msg);
-            else if (c
-                     == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
-                     && v->int64_param >= 0)
-                ok = seq_id_number(&out->seq, (uint64_t)v->int64_param, msg,
-                                   sizeof msg);
-            else
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                                "parameter sequence_id must be a "
-                                "uint64_param, a non-negative int64_param "
-                                "or a string_param");
-            if (!ok)
-                return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
-        } else if (strcmp(k, "sequence_chunk") == 0) {
-            char msg[256];
-            uint64_t n;
-            if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
-                n = v->uint64_param;
-            else if (c
-                     == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM
-                     && v->int64_param >= 0)
-                n = (uint64_t)v->int64_param;
-            else
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                                "parameter sequence_chunk must be a "
-                                "uint64_param or a non-negative "
-                                "int64_param");
-            if (!seq_chunk_number(&out->seq, n, msg, sizeof msg))
-                return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
-        } else if (strcmp(k, "sequence_start") == 0
-                   || strcmp(k, "sequence_end") == 0) {
-            if (!is_bool)
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                                "parameter %s must be a bool_param", k);
-            if (k[9] == 's')
-                out->seq.start = v->bool_param;
-            else
-                out->seq.end = v->bool_param;
-            out->seq.has_flags = true;
-        } else if (strcmp(k, "axis") == 0) {
-            if (!is_int)
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                            "parameter axis must be an int64_param");
-            p->axis = iv;
-            p->has_axis = true;
-        } else if (strcmp(k, "exclusive") == 0 || strcmp(k, "reverse") == 0) {
-            if (!is_bool)
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                            "parameter %s must be a bool_param", k);
-            if (k[0] == 'e') {
-                p->exclusive = v->bool_param;
-                p->has_exclusive = true;
-            } else {
-                p->reverse = v->bool_param;
-                p->has_reverse = true;
-            }
-        } else if (strcmp(k, "direction") == 0) {
-            if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM
-                || (strcmp(v->string_param, "increasing") != 0
-                    && strcmp(v->string_param, "decreasing") != 0))
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                            "parameter direction must be the string "
-                            "\"increasing\" or \"decreasing\"");
-            p->decreasing = v->string_param[0] == 'd';
-            p->has_direction = true;
-        } else if (strcmp(k, "timeout") == 0) {
-            if (!is_int || iv < 0)
-                return eng_fail(err, errlen, ENG_E_INVALID,
-                            "parameter timeout must be a non-negative "
-                            "int64_param (microseconds)");
-            out->has_timeout = true;
-            out->timeout_us = iv;
-        }
-        /* others (binary_data_output, priority...) are not tally's and
-         * are ignored, as REST ignores them */
+        const kserve_param *q = kserve_param_find(k, strlen(k));
+        if (q == NULL)
+            continue; /* not tally's (priority...): ignored, as REST does */
+        char what[64];
+        snprintf(what, sizeof what, "parameter %s", q->name);
+        kserve_value v = {0};
+        if (!read_value(w->params[i]->value, q->kind, what, &v, err, errlen)
+            || !kserve_param_set(q, &v, r, p, "parameter ", err, errlen))
+            return false;
     }
-    char msg[160];
-    if (!seq_params_check(&out->seq, msg, sizeof msg))
-        return eng_fail(err, errlen, ENG_E_INVALID, "%s", msg);
-    return ENG_E_OK;
+    return true;
 }
 
 /* The input's datatype and shape, checked. */
@@ -411,30 +332,6 @@ static eng_err typed_contents(const input_pb *in, tx_dtype dt,
     return ENG_E_OK;
 }
 
-/* The "axis" input: one INT32 or INT64 element, raw or typed. */
-static eng_err axis_input(const input_pb *in, const pb_span *raw,
-                          int64_t *axis, char *err, size_t errlen)
-{
-    int dt;
-    uint64_t shape[ENG_MAX_RANK], elements;
-    int rank;
-    eng_err e = input_desc(in, &dt, shape, &rank, &elements, err, errlen);
-    if (e != ENG_E_OK)
-        return e;
-    if (!scan_axis_input_kind(dt, elements, err, errlen))
-        return ENG_E_INVALID;
-    if (raw != NULL)
-        return scan_axis_input_raw(dt, raw->p, raw->len, "raw_input_contents",
-                                   axis, err, errlen)
-                   ? ENG_E_OK
-                   : ENG_E_INVALID;
-    int64_t one;
-    e = typed_contents(in, (tx_dtype)dt, 1, &one, err, errlen);
-    if (e == ENG_E_OK)
-        *axis = scan_axis_value(dt, &one);
-    return e;
-}
-
 static eng_err check_model(const walked *w, bool *not_found, char *err,
                            size_t errlen)
 {
@@ -465,37 +362,55 @@ static eng_err check_model(const walked *w, bool *not_found, char *err,
     return ENG_E_OK;
 }
 
-/* Finds x and axis, their places in shared memory, and the raw entries
- * of the others when the request has raw contents (one entry per input
- * not in shared memory, in input order). */
-static eng_err find_inputs(walked *w, size_t *x, size_t *axis, char *err,
-                           size_t errlen)
+static bool decode(const kserve_input *in, uint64_t elements, void *dst,
+                   char *err, size_t errlen)
 {
-    *x = *axis = SIZE_MAX;
+    return typed_contents(in->typed, in->dtype, elements, dst, err,
+                          errlen) == ENG_E_OK;
+}
+
+static const kserve_codec pb_codec = {
+    .typed_name = "contents",
+    .raw_name = "raw_input_contents",
+    .raw_field = "raw_input_contents",
+    .param_where = "the parameter ",
+    .decode = decode,
+};
+
+/* The inputs as the model's rules take them: datatype, shape, place in
+ * shared memory, and data (raw contents are one entry for each input not
+ * in shared memory, in input order, or none at all). */
+static eng_err inputs(const walked *w, kserve_input *in, char *err,
+                      size_t errlen)
+{
     if (w->ninputs == 0)
         return eng_fail(err, errlen, ENG_E_INVALID,
                         "the request has no inputs");
     size_t with_data = 0;
     for (size_t i = 0; i < w->ninputs; i++) {
-        const input_pb *in = w->inputs[i];
-        char what[48];
-        snprintf(what, sizeof what, "input \"%.32s\"",
-                 tx_utf8_valid(in->name, strlen(in->name)) == strlen(in->name)
-                     ? in->name
-                     : "(not UTF-8)");
-        for (size_t k = 0; k < in->n_parameters; k++) {
-            eng_err e = shm_parameter(what, in->parameters[k]->key,
-                                      in->parameters[k]->value, &w->shm[i],
-                                      err, errlen);
-            if (e != ENG_E_OK)
-                return e;
-        }
-        eng_err e = shm_complete(what, &w->shm[i], err, errlen);
+        const input_pb *p = w->inputs[i];
+        int dt;
+        uint64_t elements;
+        eng_err e = input_desc(p, &dt, in[i].shape, &in[i].rank, &elements,
+                               err, errlen);
         if (e != ENG_E_OK)
             return e;
-        w->rawof[i] = SIZE_MAX;
-        if (!w->shm[i].set)
-            w->rawof[i] = with_data++;
+        in[i].name = p->name;
+        in[i].name_len = strlen(p->name);
+        in[i].dtype = (tx_dtype)dt;
+        in[i].has_typed = p->contents != NULL;
+        in[i].typed = p;
+        char what[48];
+        snprintf(what, sizeof what, "input \"%.32s\"",
+                 tx_utf8_valid(p->name, in[i].name_len) == in[i].name_len
+                     ? p->name
+                     : "(not UTF-8)");
+        for (size_t k = 0; k < p->n_parameters; k++)
+            if (!tensor_param(p->parameters[k]->key, p->parameters[k]->value,
+                              what, &in[i].shm, err, errlen))
+                return ENG_E_INVALID;
+        if (!in[i].shm.set)
+            with_data++;
     }
     if (w->nraw != 0 && w->nraw != with_data)
         return eng_fail(err, errlen, ENG_E_INVALID,
@@ -503,57 +418,17 @@ static eng_err find_inputs(walked *w, size_t *x, size_t *axis, char *err,
                     "raw_input_contents entries: raw contents must be given "
                     "for every input not in shared memory, or for none",
                     with_data, w->nraw);
-    if (w->nraw == 0)
-        for (size_t i = 0; i < w->ninputs; i++)
-            w->rawof[i] = SIZE_MAX;
-    for (size_t i = 0; i < w->ninputs; i++) {
-        const char *name = w->inputs[i]->name;
-        size_t *which = strcmp(name, "x") == 0      ? x
-                        : strcmp(name, "axis") == 0 ? axis
-                                                    : NULL;
-        if (which == NULL)
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "unknown input \"%.32s\" (the model takes \"x\" and "
-                        "optionally \"axis\")",
-                        tx_utf8_valid(name, strlen(name)) == strlen(name)
-                            ? name
-                            : "(not UTF-8)");
-        if (*which != SIZE_MAX)
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "input \"%s\" appears twice", name);
-        *which = i;
-        bool raw = w->rawof[i] != SIZE_MAX;
-        bool typed = w->inputs[i]->contents != NULL;
-        if (w->shm[i].set && typed)
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "input \"%s\" names a shared-memory region but "
-                        "also has contents",
-                        name);
-        if (w->shm[i].set)
-            continue;
-        if (raw && typed)
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "input \"%s\" has both contents and "
-                        "raw_input_contents",
-                        name);
-        if (!raw && !typed)
-            return eng_fail(err, errlen, ENG_E_INVALID,
-                        "input \"%s\" has no data: neither contents nor "
-                        "raw_input_contents nor a shared-memory region",
-                        name);
-    }
-    if (*x == SIZE_MAX)
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "the request has no input \"x\"");
-    if (*axis != SIZE_MAX && w->shm[*axis].set)
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "input \"axis\" cannot come in shared memory: send its "
-                    "value in the request, or use the parameter axis");
+    for (size_t i = 0, r = 0; w->nraw != 0 && i < w->ninputs; i++)
+        if (!in[i].shm.set) {
+            in[i].has_raw = true;
+            in[i].raw = w->raw[r].p;
+            in[i].raw_len = w->raw[r++].len;
+        }
     return ENG_E_OK;
 }
 
 static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
-                     kserve_pb_request *out, bool *not_found, char *err,
+                     kserve_request *out, bool *not_found, char *err,
                      size_t errlen)
 {
     eng_err e = walk(msg, len, w, &out->y_shm, err, errlen);
@@ -574,81 +449,21 @@ static eng_err parse(uint8_t *msg, size_t len, size_t max_bytes, walked *w,
         return eng_fail(err, errlen, ENG_E_NOMEM, "out of memory");
     memcpy(out->id, w->id.p, w->id.len);
     out->id[w->id.len] = '\0';
+    out->id_len = w->id.len;
 
-    size_t xi, ai;
-    if ((e = find_inputs(w, &xi, &ai, err, errlen)) != ENG_E_OK)
-        return e;
+    kserve_input in[MAX_INPUTS];
+    memset(in, 0, sizeof in);
     scan_params p = {0};
-    if ((e = parameters(w, &p, out, err, errlen)) != ENG_E_OK)
+    if ((e = inputs(w, in, err, errlen)) != ENG_E_OK)
         return e;
-    if (ai != SIZE_MAX) {
-        int64_t a = 0;
-        e = axis_input(w->inputs[ai],
-                       w->rawof[ai] != SIZE_MAX ? &w->raw[w->rawof[ai]] : NULL,
-                       &a, err, errlen);
-        if (e != ENG_E_OK)
-            return e;
-        if (!scan_params_axis_input(&p, a, err, errlen))
-            return ENG_E_INVALID;
-    }
-
-    const input_pb *x = w->inputs[xi];
-    int dt, rank;
-    uint64_t elements;
-    e = input_desc(x, &dt, out->desc.shape, &rank, &elements, err, errlen);
-    if (e != ENG_E_OK)
-        return e;
-    out->desc.dtype = (tx_dtype)dt;
-    out->desc.rank = rank;
-    if (rank == 0)
-        return eng_fail(err, errlen, ENG_E_RANK,
-                    "input \"x\" has shape [] (rank 0): a cumulative sum "
-                    "needs at least one axis");
-    if (!scan_params_apply(&p, &out->desc, err, errlen))
+    if (!parameters(w, &p, out, err, errlen))
         return ENG_E_INVALID;
-    eng_lines l;
-    if ((e = eng_lines_from_desc(&out->desc, &l, err, errlen)) != ENG_E_OK)
-        return e;
-    out->bytes = l.bytes;
-
-    if (w->shm[xi].set) {
-        out->x_shm = w->shm[xi]; /* the API layer finds its bytes */
-        return ENG_E_OK;
-    }
-    if (w->rawof[xi] == SIZE_MAX) {
-        if (l.bytes > max_bytes)
-            return eng_fail(err, errlen, ENG_E_TOO_LARGE,
-                        "input \"x\" would take %zu bytes, more than the %zu "
-                        "this server accepts",
-                        l.bytes, max_bytes);
-        out->data = eng_buffer_alloc(l.bytes);
-        if (out->data == NULL)
-            return eng_fail(err, errlen, ENG_E_NOMEM,
-                        "out of memory for a %zu-byte tensor", l.bytes);
-        out->data_owned = true;
-        return typed_contents(x, (tx_dtype)dt, elements, out->data, err,
-                              errlen);
-    }
-    const pb_span *raw = &w->raw[w->rawof[xi]];
-    if (raw->len != l.bytes)
-        return eng_fail(err, errlen, ENG_E_INVALID,
-                    "input \"x\": raw_input_contents has %zu bytes, but "
-                    "shape and datatype need %zu",
-                    raw->len, l.bytes);
-    /* Moved down to a 128-byte boundary over the fields before it (all
-     * read by now) when it is not on one and there is room. */
-    uint8_t *at = (uint8_t *)raw->p;
-    uint8_t *to = (uint8_t *)((uintptr_t)at & ~(uintptr_t)127);
-    if (to != at && to >= msg) {
-        memmove(to, at, l.bytes);
-        at = to;
-    }
-    out->data = at;
-    return ENG_E_OK;
+    return kserve_request_finish(out, in, w->ninputs, &p, &pb_codec, msg,
+                                 max_bytes, err, errlen);
 }
 
 eng_err kserve_pb_parse(uint8_t *msg, size_t len, size_t max_bytes,
-                       kserve_pb_request *out, bool *not_found, char *err,
+                       kserve_request *out, bool *not_found, char *err,
                        size_t errlen)
 {
     walked w;
@@ -658,18 +473,8 @@ eng_err kserve_pb_parse(uint8_t *msg, size_t len, size_t max_bytes,
     eng_err e = parse(msg, len, max_bytes, &w, out, not_found, err, errlen);
     walked_free(&w);
     if (e != ENG_E_OK)
-        kserve_pb_request_free(out);
+        kserve_request_free(out);
     return e;
-}
-
-void kserve_pb_request_free(kserve_pb_request *r)
-{
-    if (r->data_owned)
-        eng_buffer_free(r->data);
-    free(r->id);
-    r->data = NULL;
-    r->id = NULL;
-    r->data_owned = false;
 }
 
 size_t kserve_pb_bulk_offset(const uint8_t *prefix, size_t n)
@@ -694,7 +499,7 @@ size_t kserve_pb_bulk_offset(const uint8_t *prefix, size_t n)
  * the data went). With
  * `stream`, all of it is wrapped as a ModelStreamInferResponse's field 2,
  * whose length (fields, tag, length and y) is known before packing. */
-static uint8_t *head(const kserve_pb_request *r, bool stream, size_t *len)
+static uint8_t *head(const kserve_request *r, bool stream, size_t *len)
 {
     Inference__ModelInferResponse m = INFERENCE__MODEL_INFER_RESPONSE__INIT;
     Inference__ModelInferResponse__InferOutputTensor y =
@@ -780,12 +585,12 @@ static uint8_t *head(const kserve_pb_request *r, bool stream, size_t *len)
     return b;
 }
 
-uint8_t *kserve_pb_head(const kserve_pb_request *r, size_t *len)
+uint8_t *kserve_pb_head(const kserve_request *r, size_t *len)
 {
     return head(r, false, len);
 }
 
-uint8_t *kserve_pb_stream_head(const kserve_pb_request *r, size_t *len)
+uint8_t *kserve_pb_stream_head(const kserve_request *r, size_t *len)
 {
     return head(r, true, len);
 }

@@ -8,11 +8,11 @@
  * scan then runs in place), as the REST binary path uses its body; the
  * small nested messages (inputs, outputs, parameters) are unpacked with
  * protobuf-c. Typed contents (fp32_contents, int_contents, ...) are
- * converted into a new buffer. The semantics are REST's (kserve_json.h): model
- * "cumsum", version "" or "1", input "x" and the optional one-element
- * input "axis", output "y", parameters axis (int64), exclusive and reverse
- * (bool), direction (string), and Triton's sequence_id (uint64, int64 or
- * string), sequence_start and sequence_end (bool).
+ * converted into a new buffer. The request's model is kserve_req.h's, as
+ * REST's is; a version "" is the model's one version. Its parameters'
+ * kinds are InferParameter's: bool_param, int64_param (or uint64_param),
+ * string_param; a sequence id a uint64_param, a non-negative int64_param
+ * or a string_param.
  *
  * The response is written as its bytes before y's data (kserve_pb_head),
  * then y's bytes, wherever they are: the last field, raw_output_contents,
@@ -27,24 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sequence_id.h"
-#include "shm.h"
-#include "tensor.h"
-
-typedef struct {
-    eng_scan_desc desc;
-    uint8_t *data;   /* x: in the message, or owned (typed contents) */
-    bool data_owned; /* free data with eng_buffer_free() */
-    size_t bytes;
-    char *id; /* the request's id (owned; may be ""), echoed back */
-    bool has_timeout;
-    int64_t timeout_us; /* the "timeout" parameter, microseconds */
-    seq_params seq;     /* sequence_id, _start, _end; has_id: a chunk */
-    /* Triton's system shared-memory extension: x (data NULL), or y, in a
-     * region, as the tensors' parameters shared_memory_region, _offset
-     * and _byte_size say; the API layer finds the bytes */
-    shm_ref x_shm, y_shm;
-} kserve_pb_request;
+#include "kserve_req.h"
 
 /* Parses a ModelInferRequest of len bytes at msg, which is modifiable and
  * must outlive *out when x came raw: the tensor is used in place, after
@@ -53,12 +36,10 @@ typedef struct {
  * most max_bytes. ENG_E_INVALID (and _DTYPE, _RANK, _AXIS, _TOO_LARGE,
  * _NOMEM) with a message; *not_found is set when the failure is an
  * unknown model or version (NOT_FOUND rather than INVALID_ARGUMENT). Free
- * *out with kserve_pb_request_free() after a success. */
+ * *out with kserve_request_free() after a success. */
 eng_err kserve_pb_parse(uint8_t *msg, size_t len, size_t max_bytes,
-                       kserve_pb_request *out, bool *not_found, char *err,
+                       kserve_request *out, bool *not_found, char *err,
                        size_t errlen);
-
-void kserve_pb_request_free(kserve_pb_request *r);
 
 /* Where the bulk of a ModelInferRequest starts: the offset in the message
  * of the last raw_input_contents entry that begins in its first n bytes,
@@ -72,11 +53,11 @@ size_t kserve_pb_bulk_offset(const uint8_t *prefix, size_t n);
  * in *len; NULL when out of memory. When y was placed in shared memory
  * (r->y_shm), it is the whole response: y's entry carries the region's
  * parameters, and its raw_output_contents entry is empty. */
-uint8_t *kserve_pb_head(const kserve_pb_request *r, size_t *len);
+uint8_t *kserve_pb_head(const kserve_request *r, size_t *len);
 
 /* The same head wrapped as a ModelStreamInferResponse's infer_response,
  * for ModelStreamInfer. */
-uint8_t *kserve_pb_stream_head(const kserve_pb_request *r, size_t *len);
+uint8_t *kserve_pb_stream_head(const kserve_request *r, size_t *len);
 
 /* A ModelStreamInferResponse carrying only error_message (a failure on a
  * stream, which goes on): malloc'd, NULL when out of memory. */

@@ -179,7 +179,7 @@ static void do_grpc(const uint8_t *data, size_t len)
     uint8_t *msgbuf = eng_buffer_alloc(len ? len : 1);
     FUZZ_CHECK(msgbuf != NULL, "out of memory");
     memcpy(msgbuf, data, len);
-    kserve_pb_request q;
+    kserve_request q;
     bool not_found;
     char msg[512];
     if (kserve_pb_parse(msgbuf, len, MAX_BYTES, &q, &not_found, msg, sizeof msg)
@@ -191,7 +191,7 @@ static void do_grpc(const uint8_t *data, size_t len)
         FUZZ_CHECK(h != NULL, "out of memory");
         free(h);
         resolve(&q.x_shm, &q.y_shm, q.bytes);
-        kserve_pb_request_free(&q);
+        kserve_request_free(&q);
     }
     eng_buffer_free(msgbuf);
 }

@@ -347,7 +347,7 @@ static void kserve_pb_raw_in_place(void)
               && memcmp(msg + at, x, sizeof x) == 0,
           "bulk offset %zu of %zu", at, len);
     CHECK(kserve_pb_bulk_offset(msg, 2) == SIZE_MAX, "no entry in two bytes");
-    kserve_pb_request r;
+    kserve_request r;
     bool nf = false;
     char err[256] = "";
     eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
@@ -418,7 +418,7 @@ static void kserve_pb_raw_in_place(void)
     }
     free(whole);
     free(sh);
-    kserve_pb_request_free(&r);
+    kserve_request_free(&r);
 
     eng_buffer_free(msg);
 }
@@ -435,7 +435,7 @@ static void kserve_pb_typed_contents(void)
     size_t len;
     uint8_t *msg = pack_request("cumsum", "", "INT64", shape, 1, NULL, 0, &c,
                                 NULL, 0, &len);
-    kserve_pb_request r;
+    kserve_request r;
     bool nf = false;
     char err[256] = "";
     eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
@@ -444,7 +444,7 @@ static void kserve_pb_typed_contents(void)
         CHECK(r.desc.dtype == TX_INT64 && r.data_owned && r.bytes == sizeof v
                   && memcmp(r.data, v, sizeof v) == 0,
               "typed contents converted into a buffer of their own");
-        kserve_pb_request_free(&r);
+        kserve_request_free(&r);
     }
     /* the same contents over a small limit */
     e = kserve_pb_parse(msg, len, 16, &r, &nf, err, sizeof err);
@@ -462,7 +462,7 @@ static void kserve_pb_sequences(void)
     size_t len;
     uint8_t *msg = pack_request("cumsum", "1", "FP32", shape, 1, x, sizeof x,
                                 NULL, ps, 3, &len);
-    kserve_pb_request r;
+    kserve_request r;
     bool nf = false;
     char err[256] = "";
     eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
@@ -470,7 +470,7 @@ static void kserve_pb_sequences(void)
               && r.seq.start && !r.seq.end && r.seq.has_chunk && r.seq.chunk == 1,
           "numbered start: %s", err);
     if (e == ENG_E_OK)
-        kserve_pb_request_free(&r);
+        kserve_request_free(&r);
     eng_buffer_free(msg);
 
     pb_param sp[] = {{"sequence_id", 's', 0, "meter-4"},
@@ -482,7 +482,7 @@ static void kserve_pb_sequences(void)
               && strcmp(r.seq.str, "meter-4") == 0 && r.seq.end,
           "string id: %s", err);
     if (e == ENG_E_OK)
-        kserve_pb_request_free(&r);
+        kserve_request_free(&r);
     eng_buffer_free(msg);
 
     pb_param zero[] = {{"sequence_id", 'u', 0, NULL}};
@@ -525,7 +525,7 @@ static void kserve_pb_refusals(void)
         uint8_t *msg = pack_request(cases[i].model, cases[i].version,
                                     cases[i].dtype, sh, rank, x, cases[i].raw,
                                     NULL, NULL, 0, &len);
-        kserve_pb_request r;
+        kserve_request r;
         bool nf = false;
         char err[256] = "";
         eng_err e = kserve_pb_parse(msg, len, 1 << 20, &r, &nf, err, sizeof err);
@@ -534,13 +534,13 @@ static void kserve_pb_refusals(void)
               "case %zu: %d (want %d), not_found %d: %s", i, (int)e,
               (int)cases[i].want, nf, err);
         if (e == ENG_E_OK)
-            kserve_pb_request_free(&r);
+            kserve_request_free(&r);
         eng_buffer_free(msg);
     }
     /* bytes that are not a message */
     uint8_t *junk = eng_buffer_alloc(64);
     memset(junk, 0xff, 64);
-    kserve_pb_request r;
+    kserve_request r;
     bool nf = false;
     char err[256] = "";
     CHECK(kserve_pb_parse(junk, 64, 1 << 20, &r, &nf, err, sizeof err) == ENG_E_INVALID
