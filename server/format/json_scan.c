@@ -460,14 +460,20 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank)
     while (jcur_element(c, &first)) {
         int64_t v;
         char name[48];
-        snprintf(name, sizeof name, "%s[%d]", what, r);
-        if (!jcur_int64(c, name, &v))
-            return false;
-        if (v < 0)
+        const char *at = c->p;
+        if (!jcur_int64(c, what, &v) || v < 0) {
+            /* named by its index, which is formatted only now */
+            snprintf(name, sizeof name, "%s[%d]", what, r);
+            if (c->failed) {
+                c->failed = false;
+                c->p = at;
+                return jcur_int64(c, name, &v);
+            }
             return jcur_fail(c,
                              "%s is %" PRId64 ": dimensions cannot be "
                              "negative",
                              name, v);
+        }
         if (r >= ENG_MAX_RANK)
             return jcur_fail(c, "%s has more than %d dimensions", what,
                              ENG_MAX_RANK);
@@ -482,11 +488,27 @@ bool jcur_shape(jcur *c, const char *what, uint64_t *shape, int *rank)
 /* ------------------------------------------------------------------------
  * Writing.
  */
+/* The room a buffer of n bytes (and its '\0') was given: a power of two
+ * of at least 64 bytes. Every buffer json_append() grows starts NULL, so
+ * the room follows from the length, and it grows by doubling. */
+static size_t room(size_t n)
+{
+    size_t r = 64;
+    while (r < n + 1 && r <= SIZE_MAX / 2)
+        r *= 2;
+    return r;
+}
+
 bool json_append(char **buf, size_t *blen, const char *s, size_t len)
 {
-    char *nb = realloc(*buf, *blen + len + 1);
-    if (nb == NULL)
+    if (len > SIZE_MAX / 4 - *blen)
         return false;
+    char *nb = *buf;
+    if (nb == NULL || *blen + len + 1 > room(*blen)) {
+        nb = realloc(*buf, room(*blen + len));
+        if (nb == NULL)
+            return false;
+    }
     memcpy(nb + *blen, s, len);
     *blen += len;
     nb[*blen] = '\0';
@@ -500,9 +522,14 @@ bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
     if (!json_append(buf, blen, "[", 1))
         return false;
     for (int d = 0; d < rank; d++) {
-        char num[32];
-        int n = snprintf(num, sizeof num, "%s%" PRIu64, d ? "," : "", shape[d]);
-        if (!json_append(buf, blen, num, (size_t)n))
+        char num[24], *p = num + sizeof num;
+        uint64_t v = shape[d];
+        do
+            *--p = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
+        if (d > 0)
+            *--p = ',';
+        if (!json_append(buf, blen, p, (size_t)(num + sizeof num - p)))
             return false;
     }
     return json_append(buf, blen, "]", 1);

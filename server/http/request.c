@@ -45,7 +45,8 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
     r->s = s;
     r->conn = conn;
     r->rec.t0 = now_ns();
-    snprintf(r->method, sizeof r->method, "%s", method);
+    size_t mn = strnlen(method, sizeof r->method - 1);
+    memcpy(r->method, method, mn); /* calloc'd: ends with '\0' */
     r->path = strdup(url);
     if (r->path == NULL) {
         free(r);
@@ -62,14 +63,18 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
     /* the id: X-Request-Id when it is a sane token, else a fresh one */
     const char *given =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
-    bool ok = given != NULL && given[0] != '\0' && strlen(given) < sizeof r->id;
+    size_t gn = given != NULL ? strnlen(given, sizeof r->id) : 0;
+    bool ok = gn > 0 && gn < sizeof r->id;
     for (const char *p = given; ok && *p != '\0'; p++)
         ok = *p > 0x20 && *p < 0x7f && *p != '"' && *p != '\\';
-    if (ok)
-        snprintf(r->id, sizeof r->id, "%s", given);
-    else
-        snprintf(r->id, sizeof r->id, "%016llx",
-                 (unsigned long long)mix64(atomic_fetch_add(&s->next_id, 1)));
+    if (ok) {
+        memcpy(r->id, given, gn);
+    } else {
+        uint64_t v = mix64(atomic_fetch_add(&s->next_id, 1));
+        for (int i = 15; i >= 0; i--, v >>= 4)
+            r->id[i] = "0123456789abcdef"[v & 15];
+        r->id[16] = '\0';
+    }
     const char *tp =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent");
     trace_begin(&r->trace, tp, tp ? strlen(tp) : 0, &s->sampler);
