@@ -113,7 +113,7 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
  * loop_close): the sequences' state on a door's loop (sequence.h's
  * seq_loop_open: a shared store's connection there). On that loop's
  * thread. */
-void *api_loop_open(tallyd_server *s, uv_loop_t *loop);
+void *api_loop_open(tallyd_server *s, mailbox *mb);
 void api_loop_close(tallyd_server *s, void *data);
 
 /* The sequences at the end of a drain, once nothing runs (after

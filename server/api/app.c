@@ -180,9 +180,9 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
     return true;
 }
 
-void *api_loop_open(tallyd_server *s, uv_loop_t *loop)
+void *api_loop_open(tallyd_server *s, mailbox *mb)
 {
-    return seq_loop_open(s->app->seqs, loop);
+    return seq_loop_open(s->app->seqs, mb);
 }
 
 void api_loop_close(tallyd_server *s, void *data)

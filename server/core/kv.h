@@ -46,6 +46,8 @@
 
 #include "textbuf.h"
 
+struct mailbox;
+
 typedef struct kv kv;
 
 /* A key's version: a value drawn for the write that made it; all zero:
@@ -147,9 +149,10 @@ typedef struct {
     void (*sweep)(kv *k);
     /* Optional. The store's own lines of /metrics. */
     void (*render_metrics)(kv *k, textbuf *o);
-    /* Optional. Another connection to the same store, on loop (the
-     * caller's); NULL with msg when memory runs out. */
-    kv *(*open_on)(kv *k, uv_loop_t *loop, char *msg, size_t msglen);
+    /* Optional. Another connection to the same store, on the loop of mb
+     * (the caller's, whose mailbox it takes a receiver on); NULL with msg
+     * when memory runs out or mb has no room. */
+    kv *(*open_on)(kv *k, struct mailbox *mb, char *msg, size_t msglen);
     /* Optional. Stops a connection of open_on's before its loop ends:
      * every pending callback is called (failed) first, and later requests
      * are refused; its memory stays until close(). */

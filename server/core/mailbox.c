@@ -1,39 +1,59 @@
 /*
  * mailbox.c - a loop's mailbox (mailbox.h).
  */
+#include "invariant.h"
 #include "mailbox.h"
 
-/* The list, taken. Under nothing: takes mu. */
-static mailbox_item *take(mailbox *m)
+/* rx's list, taken, and whether a wake alone came. Takes mu. */
+static mailbox_item *take(mailbox_rx *rx, bool *woken)
 {
-    uv_mutex_lock(&m->mu);
-    mailbox_item *items = m->head;
-    m->head = m->tail = NULL;
-    m->count = 0;
-    uv_mutex_unlock(&m->mu);
+    uv_mutex_lock(&rx->m->mu);
+    mailbox_item *items = rx->head;
+    rx->head = rx->tail = NULL;
+    rx->count = 0;
+    *woken = rx->woken;
+    rx->woken = false;
+    uv_mutex_unlock(&rx->m->mu);
     return items;
 }
 
-void mailbox_drain(mailbox *m)
+void mailbox_drain(mailbox_rx *rx)
+{
+    OWNER_ASSERT(&rx->m->owner);
+    bool woken;
+    mailbox_item *items = take(rx, &woken);
+    rx->fn(rx, items);
+}
+
+/* Every receiver's turn. One may leave, or another join, meanwhile: each
+ * slot is read again when its turn comes. */
+static void drain_all(mailbox *m)
 {
     OWNER_ASSERT(&m->owner);
-    m->fn(m, take(m));
+    for (int i = 0; i < MAILBOX_RX_MAX; i++) {
+        mailbox_rx *rx = m->rx[i];
+        if (rx == NULL)
+            continue;
+        bool woken;
+        mailbox_item *items = take(rx, &woken);
+        if (items != NULL || woken)
+            rx->fn(rx, items);
+    }
 }
 
 static void on_wake(uv_async_t *a)
 {
-    mailbox_drain(a->data);
+    drain_all(a->data);
 }
 
 static void on_soon(uv_timer_t *t)
 {
-    mailbox_drain(t->data);
+    drain_all(t->data);
 }
 
-void mailbox_init(mailbox *m, uv_loop_t *loop, unsigned limit, mailbox_fn fn,
-                  void *data)
+void mailbox_init(mailbox *m, uv_loop_t *loop)
 {
-    *m = (mailbox){.fn = fn, .data = data, .limit = limit};
+    *m = (mailbox){.loop = loop};
     atomic_init(&m->owner.known, false);
     uv_mutex_init(&m->mu);
     uv_async_init(loop, &m->wake, on_wake);
@@ -47,20 +67,39 @@ void mailbox_own(mailbox *m)
     loop_owner_set(&m->owner);
 }
 
-bool mailbox_post(mailbox *m, mailbox_item *item)
+bool mailbox_listen(mailbox *m, mailbox_rx *rx, unsigned limit, mailbox_fn fn,
+                    void *data)
 {
+    *rx = (mailbox_rx){.m = m, .fn = fn, .data = data, .limit = limit};
+    uv_mutex_lock(&m->mu);
+    bool ok = false;
+    for (int i = 0; !m->closed && !ok && i < MAILBOX_RX_MAX; i++)
+        if (m->rx[i] == NULL) {
+            m->rx[i] = rx;
+            ok = true;
+        }
+    rx->gone = !ok;
+    uv_mutex_unlock(&m->mu);
+    return ok;
+}
+
+bool mailbox_post(mailbox_rx *rx, mailbox_item *item)
+{
+    mailbox *m = rx->m;
     bool own = mailbox_on_loop(m);
     uv_mutex_lock(&m->mu);
-    bool ok =
-        !m->closed && (item == NULL || m->limit == 0 || m->count < m->limit);
+    bool ok = !m->closed && !rx->gone
+              && (item == NULL || rx->limit == 0 || rx->count < rx->limit);
     if (ok && item != NULL) {
         item->next = NULL;
-        if (m->tail != NULL)
-            m->tail->next = item;
+        if (rx->tail != NULL)
+            rx->tail->next = item;
         else
-            m->head = item;
-        m->tail = item;
-        m->count++;
+            rx->head = item;
+        rx->tail = item;
+        rx->count++;
+    } else if (ok) {
+        rx->woken = true;
     }
     /* under mu: the handles close only under it, once closed */
     if (ok && own)
@@ -71,10 +110,27 @@ bool mailbox_post(mailbox *m, mailbox_item *item)
     return ok;
 }
 
-mailbox_item *mailbox_close(mailbox *m)
+mailbox_item *mailbox_leave(mailbox_rx *rx)
+{
+    mailbox *m = rx->m;
+    OWNER_ASSERT(&m->owner);
+    uv_mutex_lock(&m->mu);
+    if (!rx->gone)
+        for (int i = 0; i < MAILBOX_RX_MAX; i++)
+            if (m->rx[i] == rx)
+                m->rx[i] = NULL;
+    rx->gone = true;
+    uv_mutex_unlock(&m->mu);
+    bool woken;
+    return take(rx, &woken);
+}
+
+void mailbox_close(mailbox *m)
 {
     OWNER_ASSERT(&m->owner);
     uv_mutex_lock(&m->mu);
+    for (int i = 0; i < MAILBOX_RX_MAX; i++)
+        INVARIANT(m->rx[i] == NULL);
     bool was = m->closed;
     m->closed = true;
     if (!was) {
@@ -82,5 +138,4 @@ mailbox_item *mailbox_close(mailbox *m)
         uv_close((uv_handle_t *)&m->soon, NULL);
     }
     uv_mutex_unlock(&m->mu);
-    return take(m);
 }

@@ -55,7 +55,7 @@ void h2_conn_close(grpc_conn *c)
 
 void h2_conn_pump(grpc_conn *c)
 {
-    OWNER_ASSERT(&c->t->resumed.owner);
+    OWNER_ASSERT(&c->t->mb->owner);
     /* A send stops at WRITE_HIGH bytes built or queued; when the socket
      * took them all at once, nothing will call back: send again. */
     for (int round = 0; round < 64; round++) {

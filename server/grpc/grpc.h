@@ -96,8 +96,9 @@ typedef struct grpc_service {
      * the first service's, for the chain): loop_open runs on the loop's
      * thread once the transport has started there, loop_close there
      * first thing when it stops; the handlers of that loop's calls find
-     * it with grpc_call_loop_data(). */
-    void *(*loop_open)(tallyd_server *s, uv_loop_t *loop);
+     * it with grpc_call_loop_data(). Given the loop's mailbox, as
+     * router.h's loop_open is. */
+    void *(*loop_open)(tallyd_server *s, mailbox *mb);
     void (*loop_close)(tallyd_server *s, void *data);
 } grpc_service;
 
@@ -115,7 +116,8 @@ typedef struct {
     auth_tokens *auth;          /* borrowed; NULL: no tokens needed */
     uv_loop_t *loop;
     uv_tcp_t listener;
-    mailbox resumed; /* resumed calls to run on the loop */
+    mailbox *mb;        /* the loop's */
+    mailbox_rx resumed; /* resumed calls to run on the loop */
     list_node conns; /* every open connection (grpc_conn) */
     struct grpc_tls *tls; /* with --tls-cert: TLS with ALPN h2; else h2c */
     unsigned port;
@@ -131,12 +133,14 @@ typedef struct {
     grpc_counters c;
 } grpc_transport;
 
-/* With `listen`, listens on s->cfg.grpc_listen (HOST:PORT; fills
- * t->port) on loop; without, the transport has no listener and serves
- * the connections grpc_adopt() gives it (a grpc_door's other loops).
- * open_all counts the connections of every transport of a door (NULL:
- * this one's alone). False with msg when it cannot. On loop's thread. */
-bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
+/* On the loop of mb, that loop's mailbox (on which it takes a receiver,
+ * for resumed calls): with `listen`, listens on s->cfg.grpc_listen
+ * (HOST:PORT; fills t->port); without, the transport has no listener and
+ * serves the connections grpc_adopt() gives it (a grpc_door's other
+ * loops). open_all counts the connections of every transport of a door
+ * (NULL: this one's alone). False with msg when it cannot. On the loop's
+ * thread. */
+bool grpc_start_on(grpc_transport *t, tallyd_server *s, mailbox *mb,
                    const grpc_service *svc, auth_tokens *auth, bool listen,
                    atomic_llong *open_all, char *msg, size_t msglen);
 
@@ -192,6 +196,7 @@ typedef struct grpc_loop grpc_loop;
 typedef struct grpc_door {
     grpc_transport t[GRPC_MAX_LOOPS];
     grpc_loop *loops[GRPC_MAX_LOOPS]; /* [1..n): the threads' */
+    mailbox mb; /* t[0]'s loop's (the caller's) */
     unsigned n;
     unsigned next; /* the loop the next connection goes to (t[0]'s loop) */
     atomic_llong open_all;

@@ -34,7 +34,8 @@ struct grpc_loop {
     uv_loop_t loop;
     uv_thread_t thread;
     uv_timer_t sweep;
-    mailbox ask; /* sockets the acceptor handed over; the flags' wakes */
+    mailbox mb;     /* the loop's one */
+    mailbox_rx ask; /* sockets the acceptor handed over; the flags' wakes */
     atomic_bool quiesce, stop;
     /* the start's outcome, for the caller waiting on `started` */
     uv_sem_t started;
@@ -63,9 +64,9 @@ static void drop_handed(mailbox_item *items)
     }
 }
 
-static void on_ask(mailbox *m, mailbox_item *items)
+static void on_ask(mailbox_rx *rx, mailbox_item *items)
 {
-    grpc_loop *l = m->data;
+    grpc_loop *l = rx->data;
     grpc_transport *t = &l->d->t[l->i];
     while (items != NULL) { /* a quiescing transport refuses it */
         mailbox_item *n = items->next;
@@ -79,7 +80,8 @@ static void on_ask(mailbox *m, mailbox_item *items)
         grpc_stop(t);
         uv_timer_stop(&l->sweep);
         uv_close((uv_handle_t *)&l->sweep, NULL);
-        drop_handed(mailbox_close(&l->ask));
+        drop_handed(mailbox_leave(&l->ask));
+        mailbox_close(&l->mb);
         /* the loop ends once the closes have run */
     }
 }
@@ -95,14 +97,18 @@ static void loop_main(void *arg)
         uv_sem_post(&l->started);
         return;
     }
-    l->ok = grpc_start_on(t, l->s, &l->loop, l->svc, l->auth, false,
+    mailbox_init(&l->mb, &l->loop);
+    mailbox_own(&l->mb);
+    mailbox_listen(&l->mb, &l->ask, HANDOFF_MAX, on_ask, l);
+    l->ok = grpc_start_on(t, l->s, &l->mb, l->svc, l->auth, false,
                           &l->d->open_all, l->msg, sizeof l->msg);
     if (l->ok) {
         uv_timer_init(&l->loop, &l->sweep);
         l->sweep.data = l;
         uv_timer_start(&l->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
-        mailbox_init(&l->ask, &l->loop, HANDOFF_MAX, on_ask, l);
-        mailbox_own(&l->ask);
+    } else {
+        mailbox_leave(&l->ask);
+        mailbox_close(&l->mb);
     }
     uv_sem_post(&l->started);
     if (l->ok)
@@ -179,9 +185,13 @@ bool grpc_door_start(grpc_door *d, tallyd_server *s, uv_loop_t *loop,
     if (n > GRPC_MAX_LOOPS)
         n = GRPC_MAX_LOOPS;
     atomic_init(&d->open_all, 0);
-    if (!grpc_start_on(&d->t[0], s, loop, svc, auth, true, &d->open_all, msg,
-                       msglen))
+    mailbox_init(&d->mb, loop);
+    mailbox_own(&d->mb);
+    if (!grpc_start_on(&d->t[0], s, &d->mb, svc, auth, true, &d->open_all,
+                       msg, msglen)) {
+        mailbox_close(&d->mb);
         return false;
+    }
     d->t[0].door = d;
     d->n = 1;
     for (unsigned i = 1; i < n; i++) {
@@ -241,8 +251,10 @@ void grpc_door_stop(grpc_door *d)
             loop_end(d->loops[i]);
         d->loops[i] = NULL;
     }
-    if (d->n > 0)
+    if (d->n > 0) {
         grpc_stop(&d->t[0]); /* a no-op once stopped */
+        mailbox_close(&d->mb);
+    }
 }
 
 long long grpc_door_open_connections(grpc_door *d)

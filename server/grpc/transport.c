@@ -15,13 +15,13 @@
 #include "log.h"
 
 /* The resumed calls, oldest first. */
-static void on_resumed(mailbox *m, mailbox_item *items)
+static void on_resumed(mailbox_rx *rx, mailbox_item *items)
 {
     /* each connection sent to once, after all its calls have answered:
      * the answers that came back together leave in one write (a closed
      * connection is freed by its close callback, after this one) */
     grpc_conn *pumps = NULL;
-    (void)m;
+    (void)rx;
     while (items != NULL) {
         grpc_call *call = container_of(items, grpc_call, resume_item);
         items = items->next;
@@ -47,14 +47,16 @@ static void on_resumed(mailbox *m, mailbox_item *items)
     }
 }
 
-/* The resume mailbox, on the loop's thread (the caller's). */
-static void init_wakes(grpc_transport *t, uv_loop_t *loop)
+/* The resumed calls' receiver, on the loop's mailbox; false: no room. */
+static bool init_wakes(grpc_transport *t, char *msg, size_t msglen)
 {
-    mailbox_init(&t->resumed, loop, 0, on_resumed, t);
-    mailbox_own(&t->resumed);
+    if (mailbox_listen(t->mb, &t->resumed, 0, on_resumed, t))
+        return true;
+    snprintf(msg, msglen, "gRPC: the loop's mailbox has no room");
+    return false;
 }
 
-bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
+bool grpc_start_on(grpc_transport *t, tallyd_server *s, mailbox *mb,
                    const grpc_service *svc, auth_tokens *auth, bool listen,
                    atomic_llong *open_all, char *msg, size_t msglen)
 {
@@ -62,7 +64,9 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
     t->s = s;
     t->svc = svc;
     t->auth = auth;
-    t->loop = loop;
+    t->mb = mb;
+    t->loop = mb->loop;
+    uv_loop_t *loop = mb->loop;
     list_init(&t->conns);
     t->open_all = open_all != NULL ? open_all : &t->open_connections;
     if (!h2_callbacks_init()) {
@@ -89,10 +93,11 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
             return false;
     }
     if (!listen) { /* another loop's: connections come through grpc_adopt */
-        init_wakes(t, loop);
+        if (!init_wakes(t, msg, msglen))
+            return false;
         t->started = true;
         if (svc->loop_open != NULL)
-            t->loop_data = svc->loop_open(s, loop);
+            t->loop_data = svc->loop_open(s, mb);
         return true;
     }
     uv_tcp_init(loop, &t->listener);
@@ -114,16 +119,21 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, uv_loop_t *loop,
     t->port = ntohs(bound.ss_family == AF_INET6
                         ? ((struct sockaddr_in6 *)&bound)->sin6_port
                         : ((struct sockaddr_in *)&bound)->sin_port);
-    init_wakes(t, loop);
+    if (!init_wakes(t, msg, msglen)) {
+        uv_close((uv_handle_t *)&t->listener, NULL);
+        grpc_tls_free(t->tls);
+        t->tls = NULL;
+        return false;
+    }
     t->listening = t->started = true;
     if (svc->loop_open != NULL)
-        t->loop_data = svc->loop_open(s, loop);
+        t->loop_data = svc->loop_open(s, mb);
     return true;
 }
 
 void grpc_quiesce(grpc_transport *t)
 {
-    OWNER_ASSERT(&t->resumed.owner);
+    OWNER_ASSERT(&t->mb->owner);
     if (!t->started || t->quiescing)
         return;
     t->quiescing = true;
@@ -146,7 +156,7 @@ void grpc_quiesce(grpc_transport *t)
 
 void grpc_sweep(grpc_transport *t)
 {
-    OWNER_ASSERT(&t->resumed.owner);
+    OWNER_ASSERT(&t->mb->owner);
     if (!t->started)
         return;
     tallyd_server *s = t->s;
@@ -190,7 +200,7 @@ void grpc_sweep(grpc_transport *t)
 
 void grpc_stop(grpc_transport *t)
 {
-    OWNER_ASSERT(&t->resumed.owner);
+    OWNER_ASSERT(&t->mb->owner);
     if (!t->started)
         return;
     /* the service's first: what it still had waiting there ends, and
@@ -207,7 +217,7 @@ void grpc_stop(grpc_transport *t)
          n = list_next(&t->conns, n))
         h2_conn_close(container_of(n, grpc_conn, link));
     /* a call resumed since runs now, its stream gone: it is freed */
-    on_resumed(&t->resumed, mailbox_close(&t->resumed));
+    on_resumed(&t->resumed, mailbox_leave(&t->resumed));
     t->started = false;
     /* the sessions go with their connections' handles, before the loop
      * closes; the context is freed by then (OpenSSL counts its users) */

@@ -27,7 +27,8 @@ struct http_loop {
     uv_thread_t thread;
     uv_poll_t poll;   /* the daemon's epoll descriptor */
     uv_timer_t timer; /* MHD_get_timeout()'s */
-    mailbox mb;       /* wakes, and sockets to adopt (http_loop_adopt) */
+    mailbox mb;       /* the loop's one */
+    mailbox_rx rx;    /* its wakes, and sockets to adopt (http_loop_adopt) */
     atomic_bool quiesce, stop;
     bool quiesced;    /* the loop's */
     int quiesced_fd;  /* the listening socket the daemon gave back; -1 */

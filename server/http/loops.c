@@ -78,9 +78,9 @@ static void quiesce(http_loop *l)
 }
 
 /* What came through the mailbox: sockets adopted, the flags, a run. */
-static void on_mail(mailbox *m, mailbox_item *items)
+static void on_mail(mailbox_rx *rx, mailbox_item *items)
 {
-    http_loop *l = m->data;
+    http_loop *l = rx->data;
     while (items != NULL) {
         adopted *a = (adopted *)items;
         items = items->next;
@@ -100,11 +100,12 @@ static void on_mail(mailbox *m, mailbox_item *items)
         if (l->data != NULL && l->t->routes->loop_close != NULL)
             l->t->routes->loop_close(l->t->s, l->data);
         l->data = NULL;
-        for (mailbox_item *i = mailbox_close(&l->mb), *n; i != NULL; i = n) {
+        for (mailbox_item *i = mailbox_leave(&l->rx), *n; i != NULL; i = n) {
             n = i->next;
             close(((adopted *)i)->fd);
             free(i);
         }
+        mailbox_close(&l->mb);
         uv_close((uv_handle_t *)&l->poll, NULL);
         uv_close((uv_handle_t *)&l->timer, NULL);
         return; /* the loop ends once the closes have run */
@@ -135,11 +136,12 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
     l->poll.data = l;
     uv_timer_init(&l->loop, &l->timer);
     l->timer.data = l;
-    mailbox_init(&l->mb, &l->loop, ADOPT_MAX, on_mail, l);
+    mailbox_init(&l->mb, &l->loop);
+    mailbox_listen(&l->mb, &l->rx, ADOPT_MAX, on_mail, l);
     l->quiesced_fd = -1;
     /* before any request: its handlers may look for it */
     if (l->t->routes->loop_open != NULL)
-        l->data = l->t->routes->loop_open(l->t->s, &l->loop);
+        l->data = l->t->routes->loop_open(l->t->s, &l->mb);
     uv_poll_start(&l->poll, UV_READABLE, on_poll);
     uv_timer_start(&l->timer, on_timer, 0, 0); /* a first turn */
     if (uv_thread_create(&l->thread, loop_main, l) != 0) {
@@ -148,6 +150,7 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
         l->data = NULL;
         uv_close((uv_handle_t *)&l->poll, NULL);
         uv_close((uv_handle_t *)&l->timer, NULL);
+        mailbox_leave(&l->rx);
         mailbox_close(&l->mb);
         uv_run(&l->loop, UV_RUN_DEFAULT);
         uv_loop_close(&l->loop);
@@ -160,7 +163,7 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
 
 void http_loop_wake(http_loop *l)
 {
-    mailbox_post(&l->mb, NULL);
+    mailbox_post(&l->rx, NULL);
 }
 
 void http_loop_quiesce(http_loop *l)
@@ -187,7 +190,7 @@ bool http_loop_adopt(http_loop *l, int fd)
     adopted *a = malloc(sizeof *a);
     if (a != NULL)
         a->fd = fd;
-    if (a != NULL && mailbox_post(&l->mb, &a->it))
+    if (a != NULL && mailbox_post(&l->rx, &a->it))
         return true;
     free(a);
     return false;

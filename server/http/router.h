@@ -24,6 +24,8 @@
 
 #include "request.h"
 
+struct mailbox;
+
 /* Who may use a route when the server requires bearer tokens (auth.h):
  * everyone with a token, or, for the routes that probes and scrapers
  * call, whatever --auth-health and --auth-metrics say. */
@@ -59,10 +61,11 @@ typedef struct http_routes {
     const char *const *labels;
     unsigned nlabels, unmatched;
     /* The routes' own state on each loop of the door (NULL: none):
-     * loop_open runs on the loop's thread before it serves, loop_close
-     * there first thing when it stops; a handler finds it with
-     * http_loop_data(). */
-    void *(*loop_open)(tallyd_server *s, uv_loop_t *loop);
+     * loop_open runs on the loop's thread before it serves, given the
+     * loop's mailbox (core/mailbox.h, on which its state may take a
+     * receiver of its own), loop_close there first thing when it stops;
+     * a handler finds it with http_loop_data(). */
+    void *(*loop_open)(tallyd_server *s, struct mailbox *mb);
     void (*loop_close)(tallyd_server *s, void *data);
 } http_routes;
 

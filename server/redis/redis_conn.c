@@ -298,7 +298,7 @@ static uv_handle_t *const *handles(redis_store *s, uv_handle_t *out[6])
  * close; the store's own loop then ends. Its loop's thread. */
 void redis_shut(redis_store *s)
 {
-    OWNER_ASSERT(&s->in.owner);
+    OWNER_ASSERT(&s->mb->owner);
     s->stopping = true;
     list_node *queues[] = {&s->delayed, &s->waiting};
     for (size_t i = 0; i < 2; i++)
@@ -312,11 +312,12 @@ void redis_shut(redis_store *s)
         redisAsyncFree(ac); /* the sent ops' callbacks: NULL replies */
     }
     redis_fail_wait_queue(s, "the store is closing");
-    for (mailbox_item *i = mailbox_close(&s->in), *n; i != NULL; i = n) {
+    for (mailbox_item *i = mailbox_leave(&s->in), *n; i != NULL; i = n) {
         n = i->next;
         redis_fail((op *)i, "the store is closing");
     }
     if (!s->attached) {
+        mailbox_close(&s->own_mb);
         uv_walk(s->loop, close_handle, NULL);
         return;
     }
@@ -329,16 +330,20 @@ void redis_shut(redis_store *s)
 static void run(void *arg)
 {
     redis_store *s = arg;
-    mailbox_own(&s->in);
+    mailbox_own(s->mb);
     connect_now(s);
     uv_run(s->loop, UV_RUN_DEFAULT);
 }
 
-/* The store's handles on s->loop, made by the loop's thread or before
- * the loop runs. */
-static void init_handles(redis_store *s)
+/* The store's handles on s->loop, and its receiver on s->mb (made here
+ * when the loop is its own), made by the loop's thread or before the
+ * loop runs. False: the loop's mailbox has no room (nothing is made). */
+static bool init_handles(redis_store *s)
 {
-    mailbox_init(&s->in, s->loop, 0, redis_on_mail, s);
+    if (s->mb == &s->own_mb)
+        mailbox_init(s->mb, s->loop);
+    if (!mailbox_listen(s->mb, &s->in, 0, redis_on_mail, s))
+        return false;
     uv_timer_t *timers[] = {&s->retry, &s->sweep, &s->open_timer,
                             &s->connect_timer, &s->later};
     for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
@@ -348,6 +353,7 @@ static void init_handles(redis_store *s)
     uv_prepare_init(s->loop, &s->flush);
     s->flush.data = s;
     uv_prepare_start(&s->flush, redis_on_flush);
+    return true;
 }
 
 /* A store not yet on any loop: URL, prefix, the script's SHA-1, locks. */
@@ -409,12 +415,13 @@ kv *redis_store_open(const redis_url *u, const char *prefix,
     if (s == NULL)
         return NULL;
     s->loop = &s->own;
+    s->mb = &s->own_mb;
     if (uv_loop_init(s->loop) != 0) {
         snprintf(msg, msglen, "out of memory");
         free_store(s);
         return NULL;
     }
-    init_handles(s);
+    init_handles(s); /* its own mailbox has room */
     uv_timer_start(&s->open_timer, on_open_timeout, timeout_ms, 0);
     uv_unref((uv_handle_t *)&s->open_timer);
     if (uv_thread_create(&s->thread, run, s) != 0) {
@@ -438,19 +445,24 @@ kv *redis_store_open(const redis_url *u, const char *prefix,
     return &s->base;
 }
 
-kv *redis_open_on(kv *k, uv_loop_t *loop, char *msg, size_t msglen)
+kv *redis_open_on(kv *k, mailbox *mb, char *msg, size_t msglen)
 {
     const redis_store *like = (const redis_store *)k;
     redis_store *s = new_store(&like->url, like->prefix, like->timeout_ms,
                                like->wait_replicas, msg, msglen);
     if (s == NULL)
         return NULL;
-    s->loop = loop;
+    s->loop = mb->loop;
+    s->mb = mb;
     s->attached = true;
     /* open already: its connect's failures are retried, as a lost
      * connection's are, and what is asked meanwhile waits for it */
     s->opened = 1;
-    init_handles(s);
+    if (!init_handles(s)) {
+        snprintf(msg, msglen, "the loop's mailbox has no room");
+        free_store(s);
+        return NULL;
+    }
     connect_now(s);
     return &s->base;
 }

@@ -81,7 +81,9 @@ struct redis_store {
     bool attached;          /* on the caller's loop: no thread of its own */
     uint64_t timeout_ms;    /* the open's, for stores opened like this one */
     unsigned wait_replicas; /* WAIT after each write; 0: none */
-    mailbox in;             /* the ops asked for, and the close's wake */
+    mailbox own_mb;         /* own's */
+    mailbox *mb;            /* &own_mb, or the caller's loop's */
+    mailbox_rx in;          /* the ops asked for, and the close's wake */
     uv_timer_t retry, sweep, open_timer, connect_timer, later;
     uv_prepare_t flush;  /* the connection's writes, once a turn */
     uint64_t connect_ms; /* a connect's (and its handshake's) time */
@@ -123,16 +125,17 @@ struct redis_store {
 void redis_fail(op *o, const char *why);
 void redis_send_waiting(redis_store *s);
 void redis_fail_wait_queue(redis_store *s, const char *why);
-void redis_on_mail(mailbox *m, mailbox_item *items);
+void redis_on_mail(mailbox_rx *rx, mailbox_item *items);
 void redis_on_flush(uv_prepare_t *h);
 
 /* redis_conn.c: closing (s->closing set): every op fails, the connection
  * goes, the handles close. The loop's thread. */
 void redis_shut(redis_store *s);
 
-/* redis_conn.c: another connection like `like`, on loop; stopping one
- * opened so; freeing any (kv.h's open_on, stop and close). */
-kv *redis_open_on(kv *like, uv_loop_t *loop, char *msg, size_t msglen);
+/* redis_conn.c: another connection like `like`, on the loop of mb (a
+ * receiver on it); stopping one opened so; freeing any (kv.h's open_on,
+ * stop and close). */
+kv *redis_open_on(kv *like, mailbox *mb, char *msg, size_t msglen);
 void redis_stop(kv *k);
 void redis_close(kv *k);
 

@@ -347,7 +347,7 @@ static void send_op(redis_store *s, op *o)
 
 void redis_send_waiting(redis_store *s)
 {
-    OWNER_ASSERT(&s->in.owner);
+    OWNER_ASSERT(&s->mb->owner);
     bool any = false;
     for (op *o; s->up && (o = first_queued(&s->waiting)) != NULL;) {
         list_remove(&o->queued);
@@ -444,9 +444,9 @@ static void on_later(uv_timer_t *t)
     send_now(s);
 }
 
-void redis_on_mail(mailbox *m, mailbox_item *items)
+void redis_on_mail(mailbox_rx *rx, mailbox_item *items)
 {
-    redis_store *s = m->data;
+    redis_store *s = rx->data;
     bool closing = atomic_load(&s->closing);
     while (items != NULL) {
         op *o = (op *)items;
@@ -472,8 +472,8 @@ void redis_on_mail(mailbox *m, mailbox_item *items)
 void redis_on_flush(uv_prepare_t *h)
 {
     redis_store *s = h->data;
-    if (!atomic_load_explicit(&s->in.owner.known, memory_order_relaxed))
-        mailbox_own(&s->in);
+    if (!atomic_load_explicit(&s->mb->owner.known, memory_order_relaxed))
+        mailbox_own(s->mb);
     if (s->ac != NULL)
         redis_poll_flush(s->ac);
 }

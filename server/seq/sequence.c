@@ -396,7 +396,7 @@ void seq_cache_copy(seq_table *t, const keymap_node *k, kv_version version,
 
 /* ------------------------------------------------------------ the loops */
 
-void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
+void *seq_loop_open(seq_table *t, struct mailbox *mb)
 {
     if (!seq_enabled(t) || t->store->ops->open_on == NULL)
         return NULL;
@@ -416,7 +416,7 @@ void *seq_loop_open(seq_table *t, struct uv_loop_s *loop)
         t->near[t->nnear++] = NULL;
     mutex_unlock(&t->mu);
     kv *st =
-        room ? t->store->ops->open_on(t->store, loop, msg, sizeof msg) : NULL;
+        room ? t->store->ops->open_on(t->store, mb, msg, sizeof msg) : NULL;
     if (st == NULL) {
         log_msg("sequences", "warn",
                 "no connection to the state store on a door's loop (%s): "

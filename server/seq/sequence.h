@@ -174,10 +174,12 @@ void seq_finish(seq_table *t, seq_slot *s, bool ok);
 void seq_answer(seq_slot *s);
 
 /* A door's loop, as the store serves it: a shared store's connection on
- * that loop, for the slots admitted there (seq_slot's near). NULL: the
- * store keeps nothing there. Call on the loop's thread once it is made,
- * and seq_loop_close() there before it ends; the table outlives both. */
-void *seq_loop_open(seq_table *t, struct uv_loop_s *loop);
+ * that loop (a receiver on mb, the loop's mailbox), for the slots
+ * admitted there (seq_slot's near). NULL: the store keeps nothing there.
+ * Call on the loop's thread once it is made, and seq_loop_close() there
+ * before it ends; the table outlives both. */
+struct mailbox;
+void *seq_loop_open(seq_table *t, struct mailbox *mb);
 void seq_loop_close(seq_table *t, void *near);
 
 /* The tick: the store drops what expired; early chunks whose wait ran

@@ -176,9 +176,9 @@ static void f_stats(kv *k, kv_stats *out)
 
 static const kv_ops ops;
 
-static kv *f_open_on(kv *k, uv_loop_t *loop, char *msg, size_t msglen)
+static kv *f_open_on(kv *k, struct mailbox *mb, char *msg, size_t msglen)
 {
-    (void)loop, (void)msg, (void)msglen;
+    (void)mb, (void)msg, (void)msglen;
     return fake_kv_connect(((conn *)k)->f);
 }
 

@@ -184,9 +184,11 @@ static void grpc_write_batch(void)
     setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     static tallyd_server srv;
     static grpc_transport t;
+    static mailbox mb; /* not on the loop: nothing here posts to it */
     memset(&t, 0, sizeof t);
     t.s = &srv;
     t.loop = &loop;
+    t.mb = &mb;
     grpc_conn *c = calloc(1, sizeof *c);
     grpc_call *call = calloc(1, sizeof *call);
     uint8_t *big = malloc(BIG), *want = malloc(MAX_OUT);
@@ -266,9 +268,11 @@ static void grpc_close_inside_session(void)
     close(sv[1]); /* the client is gone: the next write fails */
     static tallyd_server srv;
     static grpc_transport t;
+    static mailbox mb; /* not on the loop: nothing here posts to it */
     memset(&t, 0, sizeof t);
     t.s = &srv;
     t.loop = &loop;
+    t.mb = &mb;
     static atomic_llong all; /* the door's count, of every loop */
     atomic_store(&all, 1);
     t.open_all = &all;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "mailbox.h"
 #include "check.h"
 #include "clock.h"
 #include "redis_server.h"
@@ -623,22 +624,26 @@ static void big_writes(void)
 
 typedef struct {
     uv_loop_t loop;
-    uv_async_t ask; /* stops the store, then closes itself */
+    mailbox mb;    /* the loop's, which the store takes a receiver on */
+    mailbox_rx rx; /* the door's: stops the store, then closes the mailbox */
     uv_thread_t thread;
     kv *near;
 } door_loop;
 
-static void on_ask(uv_async_t *a)
+static void on_ask(mailbox_rx *rx, mailbox_item *items)
 {
-    door_loop *d = a->data;
+    door_loop *d = rx->data;
+    (void)items;
     d->near->ops->stop(d->near);
     d->near->ops->stop(d->near); /* a second stop: nothing */
-    uv_close((uv_handle_t *)a, NULL);
+    mailbox_leave(&d->rx);
+    mailbox_close(&d->mb);
 }
 
 static void run_door_loop(void *arg)
 {
     door_loop *d = arg;
+    mailbox_own(&d->mb);
     uv_run(&d->loop, UV_RUN_DEFAULT);
 }
 
@@ -668,15 +673,18 @@ static void on_a_loop(void)
     memset(&d, 0, sizeof d);
     char msg[512];
     CHECK(uv_loop_init(&d.loop) == 0, "loop");
-    d.near = v.s->ops->open_on(v.s, &d.loop, msg, sizeof msg);
+    mailbox_init(&d.mb, &d.loop);
+    mailbox_listen(&d.mb, &d.rx, 0, on_ask, &d);
+    d.near = v.s->ops->open_on(v.s, &d.mb, msg, sizeof msg);
     CHECK(d.near != NULL, "open_on: %s", msg);
     if (d.near == NULL) {
+        mailbox_leave(&d.rx);
+        mailbox_close(&d.mb);
+        uv_run(&d.loop, UV_RUN_DEFAULT);
         uv_loop_close(&d.loop);
         serve_down(&v);
         return;
     }
-    uv_async_init(&d.loop, &d.ask, on_ask);
-    d.ask.data = &d;
     CHECK(uv_thread_create(&d.thread, run_door_loop, &d) == 0, "thread");
     tracked t;
     waiter_init(&t.w);
@@ -711,7 +719,7 @@ static void on_a_loop(void)
     CHECK(d.near->ops->get(d.near, (const uint8_t *)"L", 1, 60000, 0,
                            on_done_where, &t),
           "a later read");
-    uv_async_send(&d.ask);
+    mailbox_post(&d.rx, NULL);
     CHECK(wait_calls(&t.w, want) && t.w.r == KV_FAILED
               && strstr(t.w.why, "closing") != NULL,
           "the later read when it stopped: %d %s", t.w.r, t.w.why);

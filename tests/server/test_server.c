@@ -897,18 +897,31 @@ static void encodings(void)
  * The loops' mailbox (core/mailbox.h) and who owns what (loop_owner.h).
  */
 
-static int mail_calls, mail_items;
+static int mail_calls, mail_items, other_items;
+static mailbox_item *other_last;
 
-static void on_test_mail(mailbox *m, mailbox_item *items)
+static void on_test_mail(mailbox_rx *rx, mailbox_item *items)
 {
-    (void)m;
+    (void)rx;
     mail_calls++;
     for (; items != NULL; items = items->next)
         mail_items++;
 }
 
+/* The other receiver: its items come in the order they were posted. */
+static void on_other_mail(mailbox_rx *rx, mailbox_item *items)
+{
+    (void)rx;
+    for (; items != NULL; items = items->next) {
+        CHECK(other_last == NULL || items == other_last + 1,
+              "the other's items in order");
+        other_last = items;
+        other_items++;
+    }
+}
+
 typedef struct {
-    mailbox *m;
+    mailbox_rx *rx;
     mailbox_item *items;
     int n;
     bool drain; /* drain instead of posting: the owner's work */
@@ -918,49 +931,69 @@ static void post_from(void *arg)
 {
     poster *p = arg;
     if (p->drain) {
-        mailbox_drain(p->m);
+        mailbox_drain(p->rx);
         return;
     }
     for (int i = 0; i < p->n; i++)
-        CHECK(mailbox_post(p->m, &p->items[i]), "posted %d", i);
+        CHECK(mailbox_post(p->rx, &p->items[i]), "posted %d", i);
 }
 
 /* Posts from another thread wake the loop; the loop's own thread's post
- * runs before the loop next waits; every item comes once, in order of
- * posting; a full mailbox and a closed one refuse; and, in builds with
- * the owner asserts (DEBUG, the sanitizers), another thread that drains
- * the mailbox aborts the process. */
+ * runs before the loop next waits; every item comes once, to its own
+ * receiver, in order of posting; a full receiver, one that left and a
+ * closed mailbox refuse, and so does a mailbox with no room for another
+ * receiver; and, in builds with the owner asserts (DEBUG, the
+ * sanitizers), another thread that drains a receiver aborts the
+ * process. */
 static void mailbox_and_owner(void)
 {
     uv_loop_t loop;
     CHECK(uv_loop_init(&loop) == 0, "a loop");
     mailbox m;
-    mailbox_init(&m, &loop, 64, on_test_mail, NULL);
+    mailbox_init(&m, &loop);
     mailbox_own(&m);
     CHECK(mailbox_on_loop(&m), "the owner");
-    mailbox_item items[65];
-    poster p = {&m, items, 64, false};
-    uv_thread_t t;
+    mailbox_rx rx, other, more[MAILBOX_RX_MAX];
+    CHECK(mailbox_listen(&m, &rx, 64, on_test_mail, NULL)
+              && mailbox_listen(&m, &other, 0, on_other_mail, NULL),
+          "two receivers");
+    int joined = 2;
+    while (joined < MAILBOX_RX_MAX + 1
+           && mailbox_listen(&m, &more[joined - 2], 0, on_test_mail, NULL))
+        joined++;
+    CHECK(joined == MAILBOX_RX_MAX, "%d receivers at most: %d joined",
+          MAILBOX_RX_MAX, joined);
+    for (int i = 2; i < joined; i++)
+        CHECK(mailbox_leave(&more[i - 2]) == NULL, "an idle one leaves");
+    mailbox_item items[65], others[100];
+    poster p = {&rx, items, 64, false}, o = {&other, others, 100, false};
+    uv_thread_t t, u;
     uv_thread_create(&t, post_from, &p);
+    uv_thread_create(&u, post_from, &o);
     uv_thread_join(&t);
-    CHECK(!mailbox_post(&m, &items[64]), "a 65th item refused");
-    CHECK(mailbox_post(&m, NULL), "a wake alone, past the limit");
+    uv_thread_join(&u);
+    CHECK(!mailbox_post(&rx, &items[64]), "a 65th item refused");
+    CHECK(mailbox_post(&rx, NULL), "a wake alone, past the limit");
     uv_run(&loop, UV_RUN_NOWAIT);
-    CHECK(mail_items == 64 && mail_calls >= 1, "%d items in %d calls",
-          mail_items, mail_calls);
+    CHECK(mail_items == 64 && mail_calls >= 1 && other_items == 100,
+          "%d items in %d calls; the other's %d", mail_items, mail_calls,
+          other_items);
     int calls = mail_calls;
-    CHECK(mailbox_post(&m, &items[0]), "from the loop's own thread");
+    CHECK(mailbox_post(&rx, &items[0]), "from the loop's own thread");
     uv_run(&loop, UV_RUN_NOWAIT);
     CHECK(mail_items == 65 && mail_calls == calls + 1, "its own: %d, %d",
           mail_items, mail_calls);
+    CHECK(mailbox_post(&other, &others[0]), "one more for the other");
+    CHECK(mailbox_leave(&other) == &others[0] && !mailbox_post(&other, NULL),
+          "the other leaves with what waited for it, and takes no more");
 
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        poster q = {&m, NULL, 0, true};
-        uv_thread_t u;
-        uv_thread_create(&u, post_from, &q);
-        uv_thread_join(&u);
+        poster q = {&rx, NULL, 0, true};
+        uv_thread_t v;
+        uv_thread_create(&v, post_from, &q);
+        uv_thread_join(&v);
         _exit(0);
     }
     int st = 0;
@@ -972,8 +1005,9 @@ static void mailbox_and_owner(void)
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "without the asserts, it runs: status %d", st);
 
-    CHECK(mailbox_close(&m) == NULL, "nothing left");
-    CHECK(!mailbox_post(&m, &items[1]) && !mailbox_post(&m, NULL),
+    CHECK(mailbox_leave(&rx) == NULL, "nothing left");
+    mailbox_close(&m);
+    CHECK(!mailbox_post(&rx, &items[1]) && !mailbox_post(&rx, NULL),
           "closed: refused");
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK(uv_loop_close(&loop) == 0, "every handle closed");
