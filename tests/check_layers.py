@@ -325,6 +325,32 @@ def server_texts(top):
     return texts
 
 
+# A list's links are set in core/list.h alone (its intrusive list and
+# fifo_push). Aside: the key map's hash chains, and fields named next or
+# prev that are no links (a JSON walk's next index, a sequence's previous
+# carries, the gRPC door's next loop).
+LINKS = re.compile(r"(?:->|\w\.)(?:next|prev)\s*=[^=]")
+LINKS_ASIDE = {"server/core/list.h", "server/core/keymap.c",
+               "server/format/json_tensor_in.c", "server/seq/sequence_file.c",
+               "server/grpc/loops.c"}
+
+
+def hand_lists(texts):
+    """The places in server/ that set a list's links by hand."""
+    problems = []
+    for path, text in sorted(texts.items()):
+        if path in LINKS_ASIDE:
+            continue
+        # comments blanked, their lines kept, so that the numbers hold
+        code = re.sub(r"/\*.*?\*/|//[^\n]*",
+                      lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+        for i, line in enumerate(code.split("\n"), 1):
+            if LINKS.search(line):
+                problems.append("%s:%d: a list linked by hand (core/list.h has "
+                                "the one list and fifo_push): %s" % (path, i, line.strip()))
+    return problems
+
+
 def scan(top, sources=None):
     files = {}
     for root in ROOTS:
@@ -389,6 +415,15 @@ def self_test(top):
     if not any("names sched/sched.c" in p for p in comment_names(texts, exists)):
         print("self-test: a comment naming sched/sched.c was not caught")
         ok = False
+    # a list linked by hand
+    if hand_lists(server_texts(top)):
+        print("self-test: the tree has a list linked by hand")
+        ok = False
+    texts = server_texts(top)
+    texts["server/api/submit.c"] += "\nstatic void deliberate(job *a, job *b) { a->next = b; }\n"
+    if not any(p.startswith("server/api/submit.c:") for p in hand_lists(texts)):
+        print("self-test: a list linked by hand in submit.c was not caught")
+        ok = False
     # the tour: a file without its line, a line without its file
     if check_tour(top):
         print("self-test: the tree's tour fails")
@@ -416,8 +451,9 @@ def main():
     sources = {}
     files = scan(top, sources)
     problems = check(files, sources)
-    problems += comment_names(server_texts(top),
-                              lambda p: os.path.exists(os.path.join(top, p)))
+    texts = server_texts(top)
+    problems += comment_names(texts, lambda p: os.path.exists(os.path.join(top, p)))
+    problems += hand_lists(texts)
     problems += check_tour(top)
     for p in problems:
         print("check_layers: " + p)

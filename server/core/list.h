@@ -6,6 +6,11 @@
  * one that is not, breaks an invariant and aborts (invariant.h): a node
  * knows whether it is in a list (its links are NULL when not).
  *
+ * And the one singly linked queue, for items handed over as a chain
+ * (a mailbox's, the log writer's batch): any record with a `next`
+ * pointer to its own type, queued on a {head, tail} pair by
+ * fifo_push().
+ *
  * Threading: none of its own; the owner's lock guards a list and its
  * nodes.
  */
@@ -91,5 +96,17 @@ static inline list_node *list_prev(const list_node *head, const list_node *n)
 {
     return n->prev == head ? NULL : n->prev;
 }
+
+/* Appends item (a pointer to a record with a `next` member) to the queue
+ * whose first and last items are *head and *tail (both NULL: empty). */
+#define fifo_push(head, tail, item)                                           \
+    do {                                                                       \
+        (item)->next = NULL;                                                   \
+        if (*(tail) != NULL)                                                   \
+            (*(tail))->next = (item);                                          \
+        else                                                                   \
+            *(head) = (item);                                                  \
+        *(tail) = (item);                                                      \
+    } while (0)
 
 #endif

@@ -2,6 +2,7 @@
  * mailbox.c - a loop's mailbox (mailbox.h).
  */
 #include "invariant.h"
+#include "list.h"
 #include "mailbox.h"
 
 /* rx's list, taken, and whether a wake alone came. Takes mu. */
@@ -91,12 +92,7 @@ bool mailbox_post(mailbox_rx *rx, mailbox_item *item)
     bool ok = !m->closed && !rx->gone
               && (item == NULL || rx->limit == 0 || rx->count < rx->limit);
     if (ok && item != NULL) {
-        item->next = NULL;
-        if (rx->tail != NULL)
-            rx->tail->next = item;
-        else
-            rx->head = item;
-        rx->tail = item;
+        fifo_push(&rx->head, &rx->tail, item);
         rx->count++;
     } else if (ok) {
         rx->woken = true;

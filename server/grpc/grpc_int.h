@@ -189,8 +189,7 @@ struct grpc_conn {
      * is sending and nghttp2 its streams. */
     unsigned in_session;
     bool close_pending;
-    bool pump_queued;     /* on_wake's list of connections to send on */
-    grpc_conn *next_pump; /* that list */
+    list_node pumping; /* in on_resumed's list of connections to send on */
     uint64_t last_active_ns;
 };
 

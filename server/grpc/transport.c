@@ -20,7 +20,8 @@ static void on_resumed(mailbox_rx *rx, mailbox_item *items)
     /* each connection sent to once, after all its calls have answered:
      * the answers that came back together leave in one write (a closed
      * connection is freed by its close callback, after this one) */
-    grpc_conn *pumps = NULL;
+    list_node pumps;
+    list_init(&pumps);
     (void)rx;
     while (items != NULL) {
         grpc_call *call = container_of(items, grpc_call, resume_item);
@@ -33,17 +34,12 @@ static void on_resumed(mailbox_rx *rx, mailbox_item *items)
         if (!call->answered && !call->suspended && call->st != NULL)
             grpc_call_fail(call, STATUS_LAUNCH, "the handler gave no answer");
         h2_call_maybe_free(call);
-        if (c != NULL && !c->pump_queued) {
-            c->pump_queued = true;
-            c->next_pump = pumps;
-            pumps = c;
-        }
+        if (c != NULL && !list_linked(&c->pumping))
+            list_push_back(&pumps, &c->pumping);
     }
-    while (pumps != NULL) {
-        grpc_conn *c = pumps;
-        pumps = c->next_pump;
-        c->pump_queued = false;
-        h2_conn_pump(c);
+    for (list_node *n; (n = list_first(&pumps)) != NULL;) {
+        list_remove(n);
+        h2_conn_pump(container_of(n, grpc_conn, pumping));
     }
 }
 

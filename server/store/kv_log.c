@@ -31,6 +31,7 @@
 #include "fnv.h"
 #include "kv_log.h"
 #include "kv_log_int.h"
+#include "list.h"
 #include "log.h"
 #include "loop_owner.h"
 
@@ -471,13 +472,8 @@ static void run_writer(void *arg)
 static void journal_append(void *self, kv_write *w)
 {
     kv_log *s = self;
-    w->next = NULL;
     uv_mutex_lock(&s->mu);
-    if (s->tail)
-        s->tail->next = w;
-    else
-        s->head = w;
-    s->tail = w;
+    fifo_push(&s->head, &s->tail, w);
     uv_cond_broadcast(&s->cv); /* the writer, not a held rewriter */
     uv_mutex_unlock(&s->mu);
 }
