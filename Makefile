@@ -176,11 +176,14 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 # the checks of shared-memory region names (core/shm_ref.c), which they
 # parse, the trace context (core/trace.c), whose span ids the OTLP encoder
 # draws, content coding (core/content_coding.c), which the HTTP and gRPC
-# doors share with them, and the sequence ids' checks (core/sequence_id.c),
-# which every protocol reads its sequence parameters with.
+# doors share with them, the sequence ids' checks (core/sequence_id.c),
+# which every protocol reads its sequence parameters with, and the
+# invariants and the mutex that knows its holder (core/invariant.c,
+# core/mutex.c), which the fanout helpers' list and lock assert with.
 CODEC_SRC  := $(wildcard server/format/*.c server/protocol/*.c)
 CODEC_CORE := server/core/status.c server/core/shm_ref.c server/core/trace.c \
-              server/core/content_coding.c server/core/sequence_id.c
+              server/core/content_coding.c server/core/sequence_id.c \
+              server/core/invariant.c server/core/mutex.c
 CODEC_OBJ  := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/format/numtext_conv.o \
               $(CODEC_CORE:%.c=$(BUILD)/%.o) \
               $(PB_GEN).o $(OTLP_GEN).o

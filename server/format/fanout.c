@@ -21,24 +21,26 @@
 #include <stdint.h>
 
 #include "fanout.h"
+#include "list.h"
+#include "mutex.h"
 
 typedef struct batch {
     void (*fn)(void *part);
     char *arg;
     size_t stride;
     unsigned n, next, done;
-    pthread_cond_t finished; /* done == n */
-    struct batch *link;
+    uv_cond_t finished; /* done == n */
+    list_node link;     /* in batches */
 } batch;
 
 typedef struct {
-    pthread_cond_t wake;
+    uv_cond_t wake;
     int cpu; /* pinned to; -1 when not pinned */
     bool idle;
 } helper_t;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static batch *batches; /* under mu */
+static mutex mu; /* made by start() */
+static list_node batches; /* under mu, the newest first */
 static helper_t helpers[FANOUT_MAX];
 static unsigned nhelpers;
 static unsigned width = 1;
@@ -47,9 +49,13 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* A batch with a part left to claim; NULL when none. Under mu. */
 static batch *claimable(void)
 {
-    for (batch *b = batches; b != NULL; b = b->link)
+    LOCK_HELD(&mu);
+    for (list_node *n = list_first(&batches); n != NULL;
+         n = list_next(&batches, n)) {
+        batch *b = container_of(n, batch, link);
         if (b->next < b->n)
             return b;
+    }
     return NULL;
 }
 
@@ -57,22 +63,23 @@ static batch *claimable(void)
  * it releases and takes back. */
 static void run_part(batch *b, unsigned i)
 {
-    pthread_mutex_unlock(&mu);
+    LOCK_HELD(&mu);
+    mutex_unlock(&mu);
     b->fn(b->arg + (size_t)i * b->stride);
-    pthread_mutex_lock(&mu);
+    mutex_lock(&mu);
     if (++b->done == b->n)
-        pthread_cond_signal(&b->finished);
+        uv_cond_signal(&b->finished);
 }
 
 static void *helper(void *arg)
 {
     helper_t *h = arg;
-    pthread_mutex_lock(&mu);
+    mutex_lock(&mu);
     for (;;) {
         batch *b = claimable();
         if (b == NULL) {
             h->idle = true;
-            pthread_cond_wait(&h->wake, &mu);
+            mutex_wait(&h->wake, &mu);
             h->idle = false;
             continue;
         }
@@ -83,6 +90,9 @@ static void *helper(void *arg)
 
 static void start(void)
 {
+    if (mutex_init(&mu) != 0)
+        return; /* no helpers: every part on the caller's thread */
+    list_init(&batches);
     cpu_set_t allowed;
     int cpus[CPU_SETSIZE], ncpus = 0;
     if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
@@ -96,14 +106,17 @@ static void start(void)
         return;
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    pthread_mutex_lock(&mu);
+    mutex_lock(&mu);
     for (int k = 0; k < ncpus && nhelpers < FANOUT_MAX; k++) {
         helper_t *h = &helpers[nhelpers];
-        pthread_cond_init(&h->wake, NULL);
+        if (uv_cond_init(&h->wake) != 0)
+            break;
         h->cpu = cpus[k];
         pthread_t t;
-        if (pthread_create(&t, &attr, helper, h) != 0)
+        if (pthread_create(&t, &attr, helper, h) != 0) {
+            uv_cond_destroy(&h->wake);
             break;
+        }
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpus[k], &one);
@@ -111,7 +124,7 @@ static void start(void)
             h->cpu = -1;
         nhelpers++;
     }
-    pthread_mutex_unlock(&mu);
+    mutex_unlock(&mu);
     pthread_attr_destroy(&attr);
     width = nhelpers > 1 ? (ncpus < FANOUT_MAX ? (unsigned)ncpus : FANOUT_MAX)
                          : 1;
@@ -131,28 +144,27 @@ void fanout_run(void (*fn)(void *part), void *arg, size_t stride, unsigned n)
         return;
     }
     batch b = {.fn = fn, .arg = arg, .stride = stride, .n = n};
-    pthread_cond_init(&b.finished, NULL);
+    if (uv_cond_init(&b.finished) != 0) {
+        for (unsigned i = 0; i < n; i++)
+            fn((char *)arg + (size_t)i * stride);
+        return;
+    }
     int me = sched_getcpu();
-    pthread_mutex_lock(&mu);
-    b.link = batches;
-    batches = &b;
+    mutex_lock(&mu);
+    list_push_front(&batches, &b.link);
     /* wake idle helpers on other CPUs, one per part beyond the caller's */
     unsigned want = n - 1;
     for (unsigned k = 0; k < nhelpers && want > 0; k++)
         if (helpers[k].idle && (helpers[k].cpu != me || helpers[k].cpu < 0)) {
             helpers[k].idle = false; /* not woken twice */
-            pthread_cond_signal(&helpers[k].wake);
+            uv_cond_signal(&helpers[k].wake);
             want--;
         }
     while (b.next < b.n)
         run_part(&b, b.next++);
     while (b.done < b.n)
-        pthread_cond_wait(&b.finished, &mu);
-    for (batch **p = &batches; *p != NULL; p = &(*p)->link)
-        if (*p == &b) {
-            *p = b.link;
-            break;
-        }
-    pthread_mutex_unlock(&mu);
-    pthread_cond_destroy(&b.finished);
+        mutex_wait(&b.finished, &mu);
+    list_remove(&b.link);
+    mutex_unlock(&mu);
+    uv_cond_destroy(&b.finished);
 }

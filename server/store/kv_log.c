@@ -34,6 +34,7 @@
 #include "list.h"
 #include "log.h"
 #include "loop_owner.h"
+#include "mutex.h"
 
 #define REWRITE_MIN ((uint64_t)64 << 20)
 #define PREALLOC ((uint64_t)4 << 20)
@@ -59,7 +60,7 @@ typedef struct {
     bool manual;
     uv_thread_t writer;
     bool running;
-    uv_mutex_t mu;
+    mutex mu;
     uv_cond_t cv;
     kv_write *head, *tail; /* waiting to be written */
     bool stop;
@@ -155,16 +156,16 @@ static void run_rewriter(void *arg)
 {
     rewriting *rw = arg;
     kv_log *s = rw->s;
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     while (s->hold_rewrite)
-        uv_cond_wait(&s->cv, &s->mu);
-    uv_mutex_unlock(&s->mu);
+        mutex_wait(&s->cv, &s->mu);
+    mutex_unlock(&s->mu);
     rw->fd = write_tmp(s, &rw->snap, rw->fail, &rw->size, &rw->alloc, rw->msg,
                        sizeof rw->msg);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     rw->done = true;
     uv_cond_broadcast(&s->cv);
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
 
 /* Starts a rewrite with one record per key, from the store as the log
@@ -409,10 +410,10 @@ static void run_batch(kv_log *s, kv_write *batch, bool stop, bool rewritten,
     }
     /* the counters before the answers: a client that has its answer
      * sees them */
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     s->ws.bytes = s->size;
     s->stats = s->ws;
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     for (kv_write *w = batch, *next; w != NULL; w = next) {
         next = w->next;
         kv_mem_commit(s->mem, w, ok, why);
@@ -427,9 +428,10 @@ static void run_batch(kv_log *s, kv_write *batch, bool stop, bool rewritten,
     }
 }
 
-/* The batch waiting, taken (under mu), with the faults it meets. */
+/* The batch waiting, taken, with the faults it meets. Under mu. */
 static kv_write *take_batch(kv_log *s, int *fail, int *fail_sync)
 {
+    LOCK_HELD(&s->mu);
     kv_write *batch = s->head;
     s->head = s->tail = NULL;
     *fail = s->fail_errno;
@@ -443,28 +445,28 @@ static void run_writer(void *arg)
 {
     kv_log *s = arg;
     loop_owner_set(&s->writer_owner);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     for (;;) {
         while (s->head == NULL && !s->stop && !(s->rw && s->rw->done)) {
             if (!s->dirty) {
-                uv_cond_wait(&s->cv, &s->mu);
+                mutex_wait(&s->cv, &s->mu);
                 continue;
             }
             uint64_t since = now_ns() - s->last_sync;
             if (since >= 1000000000u)
                 break;
-            uv_cond_timedwait(&s->cv, &s->mu, 1000000000u - since);
+            mutex_timedwait(&s->cv, &s->mu, 1000000000u - since);
         }
         int fail, fail_sync;
         kv_write *batch = take_batch(s, &fail, &fail_sync);
         bool stop = s->stop, rewritten = s->rw != NULL && s->rw->done;
-        uv_mutex_unlock(&s->mu);
+        mutex_unlock(&s->mu);
         run_batch(s, batch, stop, rewritten, fail, fail_sync);
-        uv_mutex_lock(&s->mu);
+        mutex_lock(&s->mu);
         if (stop && s->head == NULL && s->rw == NULL)
             break;
     }
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
 
 /* The store's journal: a write it took, queued for the writer. Under the
@@ -472,10 +474,10 @@ static void run_writer(void *arg)
 static void journal_append(void *self, kv_write *w)
 {
     kv_log *s = self;
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     fifo_push(&s->head, &s->tail, w);
     uv_cond_broadcast(&s->cv); /* the writer, not a held rewriter */
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
 
 /* ------------------------------------------------------------ the ops */
@@ -523,9 +525,9 @@ static void l_sweep(kv *k)
 static void l_render(kv *k, textbuf *o)
 {
     kv_log *s = log_of(k);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     log_stats st = s->stats;
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     textbuf_put(o,
                 "# HELP tally_sequence_log_bytes Bytes in the sequence log "
                 "(--state-dir) now.\n"
@@ -569,10 +571,10 @@ static void l_flush(kv *k)
     if (s->closed)
         return;
     s->closed = true;
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     s->stop = true;
     uv_cond_broadcast(&s->cv);
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     if (s->running) {
         uv_thread_join(&s->writer);
     } else { /* manual: the last batches here */
@@ -608,7 +610,7 @@ static void l_close(kv *k)
     if (s->lock >= 0)
         close(s->lock); /* the file stays: its pid is stale, its lock gone */
     uv_cond_destroy(&s->cv);
-    uv_mutex_destroy(&s->mu);
+    mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -779,7 +781,7 @@ kv *kv_log_open(const kv_log_options *o, char *msg, size_t msglen)
     snprintf(s->dir, sizeof s->dir, "%s", o->dir);
     snprintf(s->path, sizeof s->path, "%s/sequences.log", o->dir);
     snprintf(s->tmp, sizeof s->tmp, "%s/sequences.log.tmp", o->dir);
-    if (uv_mutex_init(&s->mu) != 0 || uv_cond_init(&s->cv) != 0) {
+    if (mutex_init(&s->mu) != 0 || uv_cond_init(&s->cv) != 0) {
         snprintf(msg, msglen, "cannot start the log's writer");
         free(s);
         return NULL;
@@ -830,20 +832,20 @@ void kv_log_loaded(kv *k, size_t *expired, size_t *torn)
 bool kv_log_waiting(kv *k)
 {
     kv_log *s = log_of(k);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     bool any = s->head != NULL;
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     return any;
 }
 
 void kv_log_step(kv *k)
 {
     kv_log *s = log_of(k);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     int fail, fail_sync;
     kv_write *batch = take_batch(s, &fail, &fail_sync);
     bool rewritten = s->rw != NULL && s->rw->done;
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
     run_batch(s, batch, false, rewritten, fail, fail_sync);
 }
 
@@ -877,26 +879,26 @@ void kv_log_crash(kv *k, size_t keep)
     if (s->lock >= 0)
         close(s->lock);
     uv_cond_destroy(&s->cv);
-    uv_mutex_destroy(&s->mu);
+    mutex_destroy(&s->mu);
     free(s);
 }
 
 void kv_log_fail_writes(kv *k, int err, int sync_err, uint64_t after)
 {
     kv_log *s = log_of(k);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     s->fail_errno = err;
     s->fail_sync_errno = sync_err;
     s->fail_after = after;
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
 
 void kv_log_test_rewrites(kv *k, uint64_t min_bytes, bool hold)
 {
     kv_log *s = log_of(k);
-    uv_mutex_lock(&s->mu);
+    mutex_lock(&s->mu);
     s->rewrite_min = min_bytes;
     s->hold_rewrite = hold;
     uv_cond_broadcast(&s->cv);
-    uv_mutex_unlock(&s->mu);
+    mutex_unlock(&s->mu);
 }
