@@ -579,9 +579,14 @@ static void l_flush(kv *k)
         uv_thread_join(&s->writer);
     } else { /* manual: the last batches here */
         loop_owner_set(&s->writer_owner);
-        while (s->head != NULL || s->rw != NULL) {
+        for (;;) {
             int fail, fail_sync;
-            kv_write *batch = take_batch(s, &fail, &fail_sync);
+            mutex_lock(&s->mu);
+            bool more = s->head != NULL || s->rw != NULL;
+            kv_write *batch = more ? take_batch(s, &fail, &fail_sync) : NULL;
+            mutex_unlock(&s->mu);
+            if (!more)
+                break;
             run_batch(s, batch, true, false, fail, fail_sync);
         }
         if (s->dirty)
