@@ -129,9 +129,9 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, mailbox *mb,
 
 void grpc_quiesce(grpc_transport *t)
 {
-    OWNER_ASSERT(&t->mb->owner);
     if (!t->started || t->quiescing)
         return;
+    OWNER_ASSERT(&t->mb->owner);
     t->quiescing = true;
     if (t->listening) {
         uv_close((uv_handle_t *)&t->listener, NULL);
@@ -152,9 +152,9 @@ void grpc_quiesce(grpc_transport *t)
 
 void grpc_sweep(grpc_transport *t)
 {
-    OWNER_ASSERT(&t->mb->owner);
     if (!t->started)
         return;
+    OWNER_ASSERT(&t->mb->owner);
     tallyd_server *s = t->s;
     uint64_t now = now_ns();
     uint64_t idle = (uint64_t)s->cfg.idle_timeout_s * 1000000000u;
@@ -196,9 +196,9 @@ void grpc_sweep(grpc_transport *t)
 
 void grpc_stop(grpc_transport *t)
 {
-    OWNER_ASSERT(&t->mb->owner);
     if (!t->started)
         return;
+    OWNER_ASSERT(&t->mb->owner);
     /* the service's first: what it still had waiting there ends, and
      * resumes its calls, while the transport can take them */
     if (t->loop_data != NULL && t->svc->loop_close != NULL)
