@@ -64,8 +64,12 @@ static bool read_value(jcur *c, kserve_kind kind, const char *what,
 }
 
 /* A tensor's "parameters": the shared-memory ones into ref; the others
- * to `other` (false: a failure), which skips what it does not take. */
-static bool tensor_parameters(jcur *c, shm_ref *ref, const char *what,
+ * to `other` (false: a failure), which skips what it does not take.
+ * `kind` and name[0..n) name the tensor in messages ("input", "x"),
+ * written out only once a shared-memory parameter comes (ref is
+ * untouched until then, and complete without a word). */
+static bool tensor_parameters(jcur *c, shm_ref *ref, const char *kind_of,
+                              const char *tname, size_t tn,
                               bool (*other)(jcur *, const char *, size_t,
                                             void *),
                               void *arg)
@@ -73,6 +77,7 @@ static bool tensor_parameters(jcur *c, shm_ref *ref, const char *what,
     bool first = true;
     const char *k;
     size_t kn;
+    char what[64] = "";
     while (jcur_member(c, &first, &k, &kn)) {
         kserve_kind kind;
         if (!kserve_shm_param(k, kn, &kind)) {
@@ -80,11 +85,14 @@ static bool tensor_parameters(jcur *c, shm_ref *ref, const char *what,
                 return false;
             continue;
         }
+        if (what[0] == '\0')
+            snprintf(what, sizeof what, "%s \"%.*s\"", kind_of,
+                     tn > 32 ? 32 : (int)tn, tname != NULL ? tname : "");
         char name[64], buf[SHM_NAME_MAX + 1];
         snprintf(name, sizeof name, "%.*s", (int)kn, k);
         kserve_value v = {0};
         if (!read_value(c, kind, name, &v, buf, sizeof buf)
-            || !kserve_shm_set(ref, k, &v, what, c->err, c->errlen))
+            || !kserve_shm_set(ref, k, kn, &v, what, c->err, c->errlen))
             return failed(c);
     }
     return !c->failed
@@ -162,10 +170,8 @@ static bool parse_input(jcur *c, input *x, int index, size_t max_bytes,
                 return false;
             x->has_shape = true;
         } else if (json_eq(k, kn, "parameters")) {
-            snprintf(what, sizeof what, "input \"%.*s\"",
-                     in->name_len > 32 ? 32 : (int)in->name_len,
-                     in->name ? in->name : "");
-            if (!tensor_parameters(c, &in->shm, what, input_other, in))
+            if (!tensor_parameters(c, &in->shm, "input", in->name,
+                                   in->name_len, input_other, in))
                 return false;
         } else if (json_eq(k, kn, "data")) {
             jcur_ws(c);
@@ -204,10 +210,9 @@ static bool request_parameters(jcur *c, scan_params *p, kserve_request *r)
                 return false;
             continue;
         }
-        char what[64], buf[4 * SEQ_ID_MAX];
-        snprintf(what, sizeof what, "parameters.%s", q->name);
+        char buf[4 * SEQ_ID_MAX];
         kserve_value v = {0};
-        if (!read_value(c, q->kind, what, &v, buf, sizeof buf))
+        if (!read_value(c, q->kind, q->in_json, &v, buf, sizeof buf))
             return false;
         if (!kserve_param_set(q, &v, r, p, "parameters.", c->err, c->errlen))
             return failed(c);
@@ -247,7 +252,7 @@ static bool parse_outputs(jcur *c, kserve_request *r)
                                      n > 32 ? 32 : (int)n, s);
                 named = true;
             } else if (json_eq(k, kn, "parameters")) {
-                if (!tensor_parameters(c, &r->y_shm, "output \"y\"",
+                if (!tensor_parameters(c, &r->y_shm, "output", "y", 1,
                                        output_other, &r->binary_output))
                     return false;
             } else if (!jcur_skip(c)) {

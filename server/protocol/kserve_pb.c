@@ -49,7 +49,10 @@ static void walked_free(walked *w)
         protobuf_c_message_free_unpacked(&w->inputs[i]->base, NULL);
 }
 
-/* A parameter's value as the table's kind says, in protobuf's terms. */
+/* A parameter's value as the table's kind says, in protobuf's terms: a
+ * bool_param; an int64_param or a uint64_param (an integer, a count
+ * when not negative); a string_param (a string; or an id). False with a
+ * message naming `what` and the kinds it takes. */
 static bool read_value(const Inference__InferParameter *v, kserve_kind kind,
                        const char *what, kserve_value *out, char *err,
                        size_t errlen)
@@ -58,13 +61,15 @@ static bool read_value(const Inference__InferParameter *v, kserve_kind kind,
     bool i64 = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
     bool u64 = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
     bool str = c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+    bool count = u64 || (i64 && v->int64_param >= 0);
+    const char *takes = NULL;
     switch (kind) {
     case KP_BOOL:
-        out->b = v != NULL && v->bool_param;
         if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
-            return true;
-        snprintf(err, errlen, "%s must be a bool_param", what);
-        return false;
+            out->b = v->bool_param;
+        else
+            takes = "a bool_param";
+        break;
     case KP_INT:
         if (i64)
             out->i = v->int64_param;
@@ -72,47 +77,55 @@ static bool read_value(const Inference__InferParameter *v, kserve_kind kind,
             out->i = v->uint64_param > INT64_MAX ? INT64_MAX
                                                  : (int64_t)v->uint64_param;
         else
-            snprintf(err, errlen, "%s must be an int64_param", what);
-        return i64 || u64;
-    case KP_STRING:
+            takes = "an int64_param";
+        break;
+    case KP_COUNT:
     case KP_ID:
+        if (count)
+            out->u = u64 ? v->uint64_param : (uint64_t)v->int64_param;
+        else if (!(str && kind == KP_ID))
+            takes = kind == KP_ID ? "a uint64_param, a non-negative "
+                                    "int64_param or a string_param"
+                                  : "a uint64_param or a non-negative "
+                                    "int64_param";
+        if (takes != NULL || count)
+            break;
+        /* an id given as a string */
+        /* fall through */
+    case KP_STRING:
         if (str) {
             out->s = v->string_param;
             out->n = strlen(v->string_param);
-            return true;
+        } else {
+            takes = "a string_param";
         }
-        /* fall through */
-    case KP_COUNT:
-        if (u64 || (i64 && v->int64_param >= 0)) {
-            out->u = u64 ? v->uint64_param : (uint64_t)v->int64_param;
-            if (kind != KP_STRING)
-                return true;
-        }
-        snprintf(err, errlen, "%s must be %s", what,
-                 kind == KP_STRING ? "a string_param"
-                 : kind == KP_ID   ? "a uint64_param, a non-negative "
-                                     "int64_param or a string_param"
-                                   : "a uint64_param or a non-negative "
-                                     "int64_param");
-        return false;
+        break;
     }
+    if (takes == NULL)
+        return true;
+    snprintf(err, errlen, "%s must be %s", what, takes);
     return false;
 }
 
 /* One of a tensor's parameters (k, v): the shared-memory ones into ref;
- * the others ignored. */
+ * the others ignored. `kind_of` and tname name the tensor in messages
+ * ("input", "x"), written out only for a shared-memory parameter. */
 static bool tensor_param(const char *k, const Inference__InferParameter *v,
-                         const char *what, shm_ref *ref, char *err,
-                         size_t errlen)
+                         const char *kind_of, const char *tname, shm_ref *ref,
+                         char *err, size_t errlen)
 {
     kserve_kind kind;
-    if (!kserve_shm_param(k, strlen(k), &kind))
+    size_t kn = strlen(k);
+    if (!kserve_shm_param(k, kn, &kind))
         return true;
-    char name[80];
+    char what[48], name[80];
+    size_t tn = strlen(tname);
+    snprintf(what, sizeof what, "%s \"%.32s\"", kind_of,
+             tx_utf8_valid(tname, tn) == tn ? tname : "(not UTF-8)");
     snprintf(name, sizeof name, "%s: %s", what, k);
     kserve_value val = {0};
     return read_value(v, kind, name, &val, err, errlen)
-           && kserve_shm_set(ref, k, &val, what, err, errlen);
+           && kserve_shm_set(ref, k, kn, &val, what, err, errlen);
 }
 
 /* An output request: only "y" exists. */
@@ -136,7 +149,7 @@ static eng_err check_output(pb_span s, shm_ref *y, char *err, size_t errlen)
             e = eng_fail(err, errlen, ENG_E_INVALID,
                          "output classification is not supported");
         else if (!tensor_param(o->parameters[i]->key, o->parameters[i]->value,
-                               "output \"y\"", y, err, errlen))
+                               "output", "y", y, err, errlen))
             e = ENG_E_INVALID;
     if (e == ENG_E_OK && !kserve_shm_complete(y, "output \"y\"", err, errlen))
         e = ENG_E_INVALID;
@@ -215,10 +228,9 @@ static bool parameters(const walked *w, scan_params *p, kserve_request *r,
         const kserve_param *q = kserve_param_find(k, strlen(k));
         if (q == NULL)
             continue; /* not tally's (priority...): ignored, as REST does */
-        char what[64];
-        snprintf(what, sizeof what, "parameter %s", q->name);
         kserve_value v = {0};
-        if (!read_value(w->params[i]->value, q->kind, what, &v, err, errlen)
+        if (!read_value(w->params[i]->value, q->kind, q->in_pb, &v, err,
+                        errlen)
             || !kserve_param_set(q, &v, r, p, "parameter ", err, errlen))
             return false;
     }
@@ -400,14 +412,9 @@ static eng_err inputs(const walked *w, kserve_input *in, char *err,
         in[i].dtype = (tx_dtype)dt;
         in[i].has_typed = p->contents != NULL;
         in[i].typed = p;
-        char what[48];
-        snprintf(what, sizeof what, "input \"%.32s\"",
-                 tx_utf8_valid(p->name, in[i].name_len) == in[i].name_len
-                     ? p->name
-                     : "(not UTF-8)");
         for (size_t k = 0; k < p->n_parameters; k++)
             if (!tensor_param(p->parameters[k]->key, p->parameters[k]->value,
-                              what, &in[i].shm, err, errlen))
+                              "input", p->name, &in[i].shm, err, errlen))
                 return ENG_E_INVALID;
         if (!in[i].shm.set)
             with_data++;

@@ -54,18 +54,20 @@ enum {
     P_COUNT
 };
 
+#define P(name, kind) {name, kind, "parameters." name, "parameter " name}
 static const kserve_param params[P_COUNT] = {
-    [P_AXIS] = {"axis", KP_INT},
-    [P_EXCLUSIVE] = {"exclusive", KP_BOOL},
-    [P_REVERSE] = {"reverse", KP_BOOL},
-    [P_DIRECTION] = {"direction", KP_STRING},
-    [P_TIMEOUT] = {"timeout", KP_INT},
-    [P_BINARY_OUTPUT] = {"binary_data_output", KP_BOOL},
-    [P_SEQ_ID] = {"sequence_id", KP_ID},
-    [P_SEQ_CHUNK] = {"sequence_chunk", KP_COUNT},
-    [P_SEQ_START] = {"sequence_start", KP_BOOL},
-    [P_SEQ_END] = {"sequence_end", KP_BOOL},
+    [P_AXIS] = P("axis", KP_INT),
+    [P_EXCLUSIVE] = P("exclusive", KP_BOOL),
+    [P_REVERSE] = P("reverse", KP_BOOL),
+    [P_DIRECTION] = P("direction", KP_STRING),
+    [P_TIMEOUT] = P("timeout", KP_INT),
+    [P_BINARY_OUTPUT] = P("binary_data_output", KP_BOOL),
+    [P_SEQ_ID] = P("sequence_id", KP_ID),
+    [P_SEQ_CHUNK] = P("sequence_chunk", KP_COUNT),
+    [P_SEQ_START] = P("sequence_start", KP_BOOL),
+    [P_SEQ_END] = P("sequence_end", KP_BOOL),
 };
+#undef P
 
 const kserve_param *kserve_param_find(const char *name, size_t n)
 {
@@ -129,15 +131,16 @@ bool kserve_shm_param(const char *k, size_t kn, kserve_kind *kind)
            || is(k, kn, "shared_memory_byte_size");
 }
 
-bool kserve_shm_set(shm_ref *ref, const char *k, const kserve_value *v,
-                    const char *what, char *msg, size_t msglen)
+bool kserve_shm_set(shm_ref *ref, const char *k, size_t kn,
+                    const kserve_value *v, const char *what, char *msg,
+                    size_t msglen)
 {
-    if (k[14] == 'r') { /* shared_memory_region */
+    if (is(k, kn, "shared_memory_region")) {
         char why[160];
         return shm_ref_region(ref, v->s, v->n, why, sizeof why)
                || say(msg, msglen, "%s: %s", what, why);
     }
-    if (k[14] == 'o') {
+    if (is(k, kn, "shared_memory_offset")) {
         ref->offset = v->u;
     } else {
         ref->byte_size = v->u;
@@ -167,6 +170,16 @@ static void shown(const kserve_input *in, char *out, size_t len)
         snprintf(out, len, "%.*s", (int)n, in->name);
 }
 
+/* Fails with "input "NAME" " and the rest: a message formatted only
+ * when an input is refused. */
+static bool bad_input(const kserve_input *in, const char *rest, char *msg,
+                      size_t msglen)
+{
+    char name[40];
+    shown(in, name, sizeof name);
+    return say(msg, msglen, "input \"%s\" %s", name, rest);
+}
+
 /* Each input's data in one place; x and axis found. */
 static bool find_inputs(kserve_input *in, size_t n, const kserve_codec *k,
                         kserve_input **x, kserve_input **axis, char *msg,
@@ -174,33 +187,45 @@ static bool find_inputs(kserve_input *in, size_t n, const kserve_codec *k,
 {
     *x = *axis = NULL;
     for (size_t i = 0; i < n; i++) {
-        char name[40], what[48];
-        shown(&in[i], name, sizeof name);
-        snprintf(what, sizeof what, "input \"%s\"", name);
-        if (!kserve_shm_complete(&in[i].shm, what, msg, msglen))
-            return false;
-        if (in[i].shm.set && (in[i].has_raw || in[i].has_typed))
-            return say(msg, msglen,
-                       "%s names a shared-memory region but also has %s",
-                       what, in[i].has_raw ? k->raw_name : k->typed_name);
-        if (in[i].has_raw && in[i].has_typed)
-            return say(msg, msglen, "%s has both %s and %s", what,
-                       k->typed_name, k->raw_name);
-        if (!in[i].shm.set && !in[i].has_raw && !in[i].has_typed)
-            return say(msg, msglen,
-                       "%s has no data: neither %s nor %s nor a "
-                       "shared-memory region",
-                       what, k->typed_name, k->raw_name);
-        kserve_input **which = is(in[i].name, in[i].name_len, "x")      ? x
-                               : is(in[i].name, in[i].name_len, "axis") ? axis
-                                                                        : NULL;
-        if (which == NULL)
+        const kserve_input *a = &in[i];
+        char rest[200];
+        if (!a->shm.set && (a->shm.has_byte_size || a->shm.offset != 0))
+            return bad_input(a,
+                             "has shared_memory_offset or "
+                             "shared_memory_byte_size but no "
+                             "shared_memory_region",
+                             msg, msglen);
+        if (a->shm.set && (a->has_raw || a->has_typed)) {
+            snprintf(rest, sizeof rest,
+                     "names a shared-memory region but also has %s",
+                     a->has_raw ? k->raw_name : k->typed_name);
+            return bad_input(a, rest, msg, msglen);
+        }
+        if (a->has_raw && a->has_typed) {
+            snprintf(rest, sizeof rest, "has both %s and %s", k->typed_name,
+                     k->raw_name);
+            return bad_input(a, rest, msg, msglen);
+        }
+        if (!a->shm.set && !a->has_raw && !a->has_typed) {
+            snprintf(rest, sizeof rest,
+                     "has no data: neither %s nor %s nor a shared-memory "
+                     "region",
+                     k->typed_name, k->raw_name);
+            return bad_input(a, rest, msg, msglen);
+        }
+        kserve_input **which = is(a->name, a->name_len, "x")      ? x
+                               : is(a->name, a->name_len, "axis") ? axis
+                                                                  : NULL;
+        if (which == NULL) {
+            char name[40];
+            shown(a, name, sizeof name);
             return say(msg, msglen,
                        "unknown input \"%s\" (the model takes \"x\" and "
                        "optionally \"axis\")",
                        name);
+        }
         if (*which != NULL)
-            return say(msg, msglen, "input \"%s\" appears twice", name);
+            return bad_input(a, "appears twice", msg, msglen);
         *which = &in[i];
     }
     if (*x == NULL)

@@ -76,6 +76,9 @@ typedef struct {
 typedef struct {
     const char *name;
     kserve_kind kind;
+    /* its name in each encoding's messages: "parameters.axis" (REST's
+     * JSON), "parameter axis" (gRPC's), written once, not per request */
+    const char *in_json, *in_pb;
 } kserve_param;
 
 /* The request parameter named name[0..n), or NULL: not tally's (to be
@@ -93,8 +96,9 @@ bool kserve_param_set(const kserve_param *q, const kserve_value *v,
  * tensor in messages); kserve_shm_complete() checks ref once all are
  * read. False with a message. */
 bool kserve_shm_param(const char *k, size_t kn, kserve_kind *kind);
-bool kserve_shm_set(shm_ref *ref, const char *k, const kserve_value *v,
-                    const char *what, char *msg, size_t msglen);
+bool kserve_shm_set(shm_ref *ref, const char *k, size_t kn,
+                    const kserve_value *v, const char *what, char *msg,
+                    size_t msglen);
 bool kserve_shm_complete(const shm_ref *ref, const char *what, char *msg,
                          size_t msglen);
 
