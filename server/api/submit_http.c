@@ -43,14 +43,16 @@ static bool door_gone(const submit_work *w)
 }
 
 /* Runs finish, timing it as the render step (less the gzip it may do,
- * which the transport times apart). */
+ * which the transport times apart). Its end is the reply's stamp: the
+ * transport queues the reply as this returns, on the same thread. */
 static void door_answer(void *req)
 {
     request *r = req_of(req);
     http_work *hw = r->work;
     uint64_t t = now_ns(), gzip = r->rec.gzip_ns;
     hw->finish(r);
-    r->rec.render_ns = now_ns() - t - (r->rec.gzip_ns - gzip);
+    r->rec.reply = now_ns();
+    r->rec.render_ns = r->rec.reply - t - (r->rec.gzip_ns - gzip);
 }
 
 static void door_fail(void *req, status_code st, const char *msg)

@@ -182,7 +182,7 @@ void req_end(tallyd_server *s, const req_record *rec)
     if (s->traces != NULL && (rec->trace->flags & TRACE_SAMPLED))
         submit_trace(s->traces, rec);
     if (rec->in_flight) {
-        atomic_store(&s->last_done_ns, now_ns());
+        atomic_store(&s->last_done_ns, rec->done ? rec->done : now_ns());
         atomic_fetch_sub(&s->inflight, 1);
     }
 }

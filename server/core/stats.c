@@ -26,7 +26,7 @@ void stats_request(model_stats *m, bool ok, uint64_t total_ns,
 {
     uint64_t ms = 0;
     if (ok)
-        ms = (uint64_t)wall_ms();
+        ms = (uint64_t)wall_coarse_ms(); /* Triton's last_inference */
     uv_mutex_lock(&m->mu);
     stats_view *v = &m->v;
     if (!ok) {

@@ -9,9 +9,17 @@
  * freed serves the next request of about that size: without the cache,
  * glibc gives them back and maps them again, and a 64K-element JSON
  * request paid for about 300 page faults (BENCHMARKS.md).
+ *
+ * Small buffers (SMALL bytes with their header, all of that one size)
+ * are kept too, a few by each thread, with no lock: a small request's
+ * body, tensor and answer then cost no aligned_alloc and no free, which
+ * in glibc take the slow memalign path. A buffer freed on another thread
+ * joins that thread's few; a thread's are freed as it exits. The address
+ * sanitizer's builds keep none, so that it sees every use after a free.
  */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -23,6 +31,17 @@
 #define LARGE ((size_t)2 << 20)
 #define SLOTS 32
 #define MAGIC 0x74616c6c79627566ull /* "tallybuf" */
+#define SMALL 1024u
+#if defined(__SANITIZE_ADDRESS__)
+#define SMALL_KEPT 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SMALL_KEPT 0
+#endif
+#endif
+#ifndef SMALL_KEPT
+#define SMALL_KEPT 8
+#endif
 
 typedef struct {
     uint64_t magic;
@@ -35,6 +54,30 @@ static struct {
     size_t cap;
 } cache[SLOTS];
 static size_t ncached, cached_bytes, budget = (size_t)512 << 20;
+
+/* This thread's small buffers. */
+typedef struct {
+    header *h[SMALL_KEPT + 1];
+    unsigned n;
+    bool keyed; /* small_key holds it: the thread's exit frees them */
+} small_kept;
+static _Thread_local small_kept small;
+static pthread_key_t small_key; /* its value: &small, once it keeps one */
+static pthread_once_t small_once = PTHREAD_ONCE_INIT;
+
+static void small_clear(void *kept)
+{
+    small_kept *k = kept;
+    k->keyed = false;
+    while (k->n > 0)
+        free(k->h[--k->n]);
+}
+
+static void small_key_make(void)
+{
+    if (pthread_key_create(&small_key, small_clear) != 0)
+        abort(); /* at the first small free: no thread could go on */
+}
 
 static void *data_of(header *h)
 {
@@ -83,7 +126,10 @@ void *eng_buffer_alloc(size_t bytes)
         h->cap = total - HEADER;
         return data_of(h);
     }
-    size_t total = (bytes + HEADER + 127) / 128 * 128;
+    size_t total = bytes + HEADER <= SMALL ? SMALL
+                                           : (bytes + HEADER + 127) / 128 * 128;
+    if (total == SMALL && small.n > 0)
+        return data_of(small.h[--small.n]);
     header *h = aligned_alloc(128, total);
     if (h == NULL)
         return NULL;
@@ -99,6 +145,14 @@ void eng_buffer_free(void *p)
     header *h = header_of(p);
     if (h->magic != MAGIC)
         abort(); /* not ours: a programming error */
+    if (h->cap + HEADER == SMALL && small.n < SMALL_KEPT) {
+        if (!small.keyed) {
+            pthread_once(&small_once, small_key_make);
+            small.keyed = pthread_setspecific(small_key, &small) == 0;
+        }
+        small.h[small.n++] = h;
+        return;
+    }
     if (h->cap + HEADER >= MEDIUM) {
         pthread_mutex_lock(&mu);
         if (ncached < SLOTS && cached_bytes + h->cap <= budget) {
@@ -124,6 +178,7 @@ void eng_buffer_cache_limit(size_t bytes)
 
 void eng_buffer_cache_clear(void)
 {
+    small_clear(&small);
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < ncached; i++)
         free(cache[i].h);

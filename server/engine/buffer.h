@@ -7,9 +7,11 @@
  * transparent huge pages requested. Buffers of 64 KiB and more are kept
  * when freed, up to a budget, for the next request of a similar size: a
  * fresh 64 MiB buffer costs thousands of page faults and the kernel
- * zeroing it, a reused one nothing.
+ * zeroing it, a reused one nothing. Small buffers are kept too, a few
+ * by each thread, for that thread's next ones.
  *
- * Threading: any thread; the cache has its own mutex.
+ * Threading: any thread; the large buffers' cache has its own mutex, the
+ * small ones belong to the thread that freed them.
  */
 #ifndef TALLY_BUFFER_H
 #define TALLY_BUFFER_H
@@ -28,7 +30,7 @@ void eng_buffer_free(void *p);
  * 512 MiB; 0 keeps none). */
 void eng_buffer_cache_limit(size_t bytes);
 
-/* Frees every cached buffer. */
+/* Frees every cached large buffer, and the calling thread's small ones. */
 void eng_buffer_cache_clear(void);
 
 #endif

@@ -35,7 +35,7 @@ typedef struct http_conn http_conn;
 http_conns *http_conns_new(void);
 void http_conns_free(http_conns *c);
 
-/* Registers the connection on socket fd, with a deadline (a now_ns()
+/* Registers the connection on socket fd, with a deadline (a now_coarse_ns()
  * time; 0 for none). NULL when memory runs out: the connection is then
  * not watched. */
 http_conn *http_conn_open(http_conns *c, int fd, uint64_t deadline_ns);

@@ -118,11 +118,13 @@ void http_discard(request *r)
  * Deadlines (conns.h): until a request's first line has come, a connection
  * has --idle-timeout (from when it opened or its previous answer went
  * out); from the first line to the body's last byte, --request-timeout.
- * Nothing is timed while a request is worked on or answered.
+ * Nothing is timed while a request is worked on or answered. Deadlines
+ * counted in seconds read the coarse clock (clock.h), as the sweep does.
  */
 static uint64_t deadline_after(unsigned seconds)
 {
-    return seconds > 0 ? now_ns() + (uint64_t)seconds * 1000000000u : 0;
+    return seconds > 0 ? now_coarse_ns() + (uint64_t)seconds * 1000000000u
+                       : 0;
 }
 
 static http_conn *conn_of(struct MHD_Connection *conn)
@@ -150,8 +152,7 @@ void http_sweep(http_transport *t)
     tallyd_server *s = t->s;
     if (t->conns == NULL)
         return;
-    uint64_t now = now_ns();
-    size_t n = http_conns_sweep(t->conns, now);
+    size_t n = http_conns_sweep(t->conns, now_coarse_ns());
     if (n == 0)
         return;
     atomic_fetch_add_explicit(&t->c.timed_out, n,
@@ -169,7 +170,8 @@ void http_sweep(http_transport *t)
 static enum MHD_Result send_reply(request *r)
 {
     r->state = RQ_REPLIED;
-    r->rec.reply = now_ns();
+    if (r->rec.reply == 0) /* else stamped as the answer was written */
+        r->rec.reply = now_ns();
     if (r->response == NULL) {
         static const char fallback[] = "{\"error\":\"internal error\"}";
         r->response = MHD_create_response_from_buffer(
@@ -210,7 +212,8 @@ static void body_complete(request *r)
         http_error(r, e, "%s", msg);
         return;
     }
-    r->rec.handler = now_ns();
+    /* nothing but a decoding (timed on its own) lies between the two */
+    r->rec.handler = r->rec.decode_ns ? now_ns() : r->rec.body;
     r->handler(r);
 }
 

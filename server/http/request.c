@@ -39,7 +39,8 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
                      const char *url, const char *method)
 {
     tallyd_server *s = t->s;
-    request *r = calloc(1, sizeof *r);
+    size_t un = strlen(url); /* within libmicrohttpd's connection memory */
+    request *r = calloc(1, sizeof *r + un + 1);
     if (r == NULL)
         return NULL;
     r->s = s;
@@ -47,11 +48,8 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
     r->rec.t0 = now_ns();
     size_t mn = strnlen(method, sizeof r->method - 1);
     memcpy(r->method, method, mn); /* calloc'd: ends with '\0' */
-    r->path = strdup(url);
-    if (r->path == NULL) {
-        free(r);
-        return NULL;
-    }
+    memcpy(r->path_buf, url, un + 1);
+    r->path = r->path_buf;
     r->t = t;
     r->rec.label = t->routes->unmatched;
     r->rec.status = 500;
@@ -110,7 +108,6 @@ void request_release(request *r)
         r->ctx_free(r->ctx);
     http_body_release(r);
     eng_buffer_free(r->body);
-    free(r->path);
     free(r->tracestate);
     for (int i = 0; i < r->nextra; i++) {
         free(r->extra_headers[i][0]);

@@ -48,7 +48,7 @@ struct request {
     struct http_loop *loop;   /* the loop whose daemon serves it */
     struct MHD_Connection *conn;
     char method[8];
-    char *path; /* without the query string */
+    const char *path; /* without the query string; in path_buf */
     char id[72];
     trace_ctx trace; /* W3C trace context: the caller's, continued, or new */
     char *tracestate; /* the caller's, when it sampled the trace; or NULL */
@@ -105,6 +105,7 @@ struct request {
     bool client_left; /* the connection ended before on_resume ran */
     struct http_conn *link; /* the connection's deadline (conns.h) */
     atomic_int refs;
+    char path_buf[]; /* the path, allocated with the request */
 };
 
 /* The body's bytes, never NULL: an empty body (which has no buffer) gives
