@@ -14,6 +14,7 @@
 #include "kserve_json.h"
 #include "scan_params.h"
 #include "reply.h"
+#include "zalloc.h"
 
 typedef struct {
     kserve_request req;
@@ -91,7 +92,7 @@ void api_infer(request *r)
         }
         hlen = (size_t)v;
     }
-    infer_ctx *c = calloc(1, sizeof *c);
+    infer_ctx *c = zalloc(sizeof *c);
     if (c == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory");
         return;

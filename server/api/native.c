@@ -19,6 +19,7 @@
 #include "native.h"
 #include "npy.h"
 #include "reply.h"
+#include "zalloc.h"
 
 /* The media type of Content-Type, lower-cased, without parameters. */
 static void media_type(request *r, char *buf, size_t len)
@@ -132,7 +133,7 @@ static void native_json(request *r)
                    msg);
         return;
     }
-    json_ctx *c = calloc(1, sizeof *c);
+    json_ctx *c = zalloc(sizeof *c);
     if (c == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory");
         return;
@@ -219,7 +220,7 @@ static void native_npy(request *r)
         return;
     }
     scan_params p;
-    npy_ctx *c = calloc(1, sizeof *c);
+    npy_ctx *c = zalloc(sizeof *c);
     if (c == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory");
         return;
@@ -291,7 +292,7 @@ static void native_raw(request *r)
                    "such as ?dtype=float32&shape=3,4");
         return;
     }
-    raw_ctx *c = calloc(1, sizeof *c);
+    raw_ctx *c = zalloc(sizeof *c);
     if (c == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory");
         return;

@@ -17,6 +17,7 @@
 #include "peer.h"
 #include "reply.h"
 #include "submit_http.h"
+#include "zalloc.h"
 
 typedef struct {
     submit_work w; /* first: the adapter hands it back */
@@ -105,7 +106,7 @@ static void submit(request *r, const eng_scan_desc *desc, const eng_view *iv,
                    const seq_params *seq, int64_t protocol_ms,
                    submit_from from, http_handler finish)
 {
-    http_work *hw = calloc(1, sizeof *hw);
+    http_work *hw = zalloc(sizeof *hw);
     if (hw == NULL) {
         http_error(r, STATUS_NOMEM, "out of memory queueing the job");
         return;

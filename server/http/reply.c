@@ -19,6 +19,7 @@
 #include "content_coding.h"
 #include "reply.h"
 #include "tx_utf8.h"
+#include "zalloc.h"
 
 /* Responses smaller than this are never gzipped; those of known length up
  * to GZIP_WHOLE_MAX are gzipped at once (the HTTP thread is taken for
@@ -259,7 +260,7 @@ static void respond(request *r, int status, const char *type, reply_src *s,
 void http_reply_buffer(request *r, int status, const char *type, char *buf,
                        size_t len)
 {
-    reply_src *s = calloc(1, sizeof *s);
+    reply_src *s = zalloc(sizeof *s);
     if (s == NULL) {
         free(buf);
         r->rec.status = 500;
@@ -275,7 +276,7 @@ void http_reply_buffer(request *r, int status, const char *type, char *buf,
 void http_reply_static(request *r, int status, const char *type,
                        const void *data, size_t len)
 {
-    reply_src *s = calloc(1, sizeof *s);
+    reply_src *s = zalloc(sizeof *s);
     if (s == NULL) {
         r->rec.status = 500;
         return;
@@ -289,7 +290,7 @@ void http_reply_static(request *r, int status, const char *type,
 void http_reply_parts(request *r, int status, const char *type, char *head,
                       size_t head_len, const void *data, size_t data_len)
 {
-    reply_src *s = calloc(1, sizeof *s);
+    reply_src *s = zalloc(sizeof *s);
     if (s == NULL) {
         free(head);
         r->rec.status = 500;
@@ -311,7 +312,7 @@ void http_reply_parts(request *r, int status, const char *type, char *head,
 void http_reply_pieces(request *r, int status, const char *type, void *buf,
                        const http_piece *pieces, int n)
 {
-    reply_src *s = calloc(1, sizeof *s);
+    reply_src *s = zalloc(sizeof *s);
     if (s == NULL || n > HTTP_MAX_PIECES) {
         free(s);
         eng_buffer_free(buf);
@@ -334,7 +335,7 @@ void http_reply_stream(request *r, int status, const char *type,
                        http_body_read read, void *state,
                        void (*state_free)(void *state))
 {
-    reply_src *s = calloc(1, sizeof *s);
+    reply_src *s = zalloc(sizeof *s);
     if (s == NULL) {
         if (state_free != NULL)
             state_free(state);
