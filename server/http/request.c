@@ -11,6 +11,7 @@
 #include "buffer.h"
 #include "body.h"
 #include "http.h"
+#include "zalloc.h"
 
 /* splitmix64's finaliser: a bijection, so distinct counters give distinct
  * ids, and consecutive ones look unrelated. */
@@ -40,14 +41,14 @@ request *request_new(http_transport *t, struct MHD_Connection *conn,
 {
     tallyd_server *s = t->s;
     size_t un = strlen(url); /* within libmicrohttpd's connection memory */
-    request *r = calloc(1, sizeof *r + un + 1);
+    request *r = zalloc(sizeof *r + un + 1);
     if (r == NULL)
         return NULL;
     r->s = s;
     r->conn = conn;
     r->rec.t0 = now_ns();
     size_t mn = strnlen(method, sizeof r->method - 1);
-    memcpy(r->method, method, mn); /* calloc'd: ends with '\0' */
+    memcpy(r->method, method, mn); /* zeroed: ends with '\0' */
     memcpy(r->path_buf, url, un + 1);
     r->path = r->path_buf;
     r->t = t;
@@ -113,6 +114,7 @@ void request_release(request *r)
         free(r->extra_headers[i][0]);
         free(r->extra_headers[i][1]);
     }
+    free(r->extra_headers);
     if (r->response != NULL)
         MHD_destroy_response(r->response);
     uv_mutex_destroy(&r->mu);
@@ -165,7 +167,12 @@ bool http_query_known(request *r, const char *const *allowed, char *msg,
 
 void http_add_header(request *r, const char *name, const char *value)
 {
-    if (r->nextra >= 8)
+    if (r->nextra >= HTTP_EXTRA_MAX)
+        return;
+    if (r->extra_headers == NULL
+        && (r->extra_headers =
+                malloc(HTTP_EXTRA_MAX * sizeof *r->extra_headers))
+               == NULL)
         return;
     char *n = strdup(name), *v = strdup(value);
     if (n == NULL || v == NULL) {

@@ -91,7 +91,7 @@ struct request {
 
     /* the reply (its status, reason and bytes are in rec) */
     bool accepts_gzip;
-    char *extra_headers[8][2];
+    char *(*extra_headers)[2]; /* HTTP_EXTRA_MAX pairs, made at the first */
     int nextra;
     struct MHD_Response *response;
 
@@ -125,7 +125,8 @@ bool http_query_known(request *r, const char *const *allowed, char *msg,
                       size_t msglen);
 
 /* Adds a response header to the coming reply (both strings copied; at most
- * eight such headers, later ones are dropped). */
+ * HTTP_EXTRA_MAX such headers, later ones are dropped). */
+#define HTTP_EXTRA_MAX 8
 void http_add_header(request *r, const char *name, const char *value);
 
 /* ------------------------------------------------------------------------
