@@ -76,8 +76,10 @@ call that has not finished by then is named on stderr, and its cell says
 
 With --only sequence --compare TALLYD, the sequence table's cells are
 run against another tallyd (the one before a change) and this one in
-turn, three rounds each, and each cell's median is given as a ratio to
-the other's (target: within 10 %).
+turn, three rounds each, each mode's two runs next to each other; a
+cell's ratio is the median of its three rounds' ratios, each taken
+between two runs seconds apart, so that the machine's drift over the
+run moves both sides of it (target: within 10 %).
 
 A seventh table (--only small) is a small request against the floor:
 tallyd's CPU per request and requests a second beside nginx's and the
@@ -828,15 +830,29 @@ def write_sequence_json(seconds, results, floor, after, hop, hop_after, paced, p
                     "sequence"], check=True)
 
 
+def paired_ratio(rounds, mode):
+    """The median, over the rounds, of this tallyd's throughput over the
+    one before's in the same round (their runs are next to each other, so
+    a drift of the machine moves both), and the rounds' ratios as text;
+    (None, text) when no round has both."""
+    got = [g[mode][0] / g["before-" + mode][0] for g in rounds
+           if g.get(mode) is not None and g.get("before-" + mode) is not None]
+    text = round_ratios(rounds, mode, "before-" + mode)
+    return (sorted(got)[(len(got) - 1) // 2] if got else None), text
+
+
 def compare_table(results, before):
     """The sequence table's cells, the tallyd before a change (binary
-    `before`) and this one, each the median of three rounds run in turn:
-    this one's throughput and p50 as ratios to the other's. Target: within
-    10 % in every cell."""
-    print("sequence table, two tallyds in turn: before %s, after %s; the median of "
-          "three rounds each; ratio: after / before" % (before, os.path.join(BIN, "tallyd")))
-    print("%-4s %-6s %-4s %-9s %11s %11s %6s %9s %9s %6s" % (
-        "", "N", "c", "mode", "before/s", "after/s", "ratio", "p50 ms", "p50 ms", "ratio"))
+    `before`) and this one, run next to each other in each of three
+    rounds: this one's throughput over the other's in each round, and the
+    median of those (the cell's ratio); the medians of each side's
+    throughput and p50 beside it. Target: within 10 % in every cell."""
+    print("sequence table, two tallyds in turn: before %s, after %s; three rounds, "
+          "each mode's two runs next to each other; ratio: the median of the rounds' "
+          "after / before" % (before, os.path.join(BIN, "tallyd")))
+    print("%-4s %-6s %-4s %-9s %11s %11s %6s %9s %9s %6s  %s" % (
+        "", "N", "c", "mode", "before/s", "after/s", "ratio", "p50 ms", "p50 ms", "ratio",
+        "rounds"))
     fails = []
     for proto in ("http", "grpc"):
         for n in SEQ_SIZES:
@@ -848,9 +864,9 @@ def compare_table(results, before):
                         fails.append("compare %s %s N=%d c=%d: no measurement" % (
                             mode, proto, n, c))
                         continue
-                    r = b[0] / a[0]
-                    print("%-4s %-6d %-4d %-9s %11.1f %11.1f %6.2f %9.3f %9.3f %6.2f" % (
-                        proto, n, c, mode, a[0], b[0], r, a[1], b[1], b[1] / a[1]))
+                    r, by_round = paired_ratio(results[("rounds", proto, n, c)], mode)
+                    print("%-4s %-6d %-4d %-9s %11.1f %11.1f %6.2f %9.3f %9.3f %6.2f  %s" % (
+                        proto, n, c, mode, a[0], b[0], r, a[1], b[1], b[1] / a[1], by_round))
                     if abs(r - 1) > 0.10:
                         fails.append("compare %s %s N=%d c=%d: after %.0f/s, %.2f x before "
                                      "%.0f/s" % (mode, proto, n, c, b[0], r, a[0]))
