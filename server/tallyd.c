@@ -598,6 +598,7 @@ static void stop_all(tallyd_server *s, otlp_exporter *exporter, api_docs *docs)
 int main(int argc, char **argv)
 {
     tallyd_server *s = &server;
+    loop_owner_set(&s->main_loop); /* main is the loop thread */
     char msg[1024];
     s->version = TALLYD_VERSION;
     if (!tallyd_config_load(&s->cfg, argc, argv, msg, sizeof msg)) {

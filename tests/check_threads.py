@@ -12,7 +12,12 @@ one), or be a role that names no thread of its own: a count or a pronoun
 ("any thread", "one thread", "each thread"), or whose thread ("the
 door's thread", "that loop's thread", "the caller's thread"). A name that
 is neither ("the main thread", "the writer thread") fails, with the file
-and the line. Fails (exit 1, one line per problem).
+and the line. And a function whose comment (at its definition, or at its
+declaration in a header) says which listed thread calls it ("On the loop
+thread.", "HTTP thread.", "The log writer, no lock held.") must assert
+it in its body: OWNER_ASSERT, OWNER_CLAIM or LOCK_HELD, which the test
+builds check (core/loop_owner.h, core/mutex.h). Fails (exit 1, one line
+per problem).
 
     python3 tests/check_threads.py              check the tree
     python3 tests/check_threads.py --self-test  check that the checker
@@ -107,6 +112,81 @@ def problems_in(files, list_text, list_name=LIST_FILE):
     return out
 
 
+# what holds a claim in a test build (core/loop_owner.h, core/mutex.h)
+HELD = re.compile(r"OWNER_ASSERT|OWNER_CLAIM|LOCK_HELD|loop_owner_is_me|mailbox_on_loop")
+FUNC = re.compile(r"^[a-zA-Z_][\w \*]*?\b(\w+)\(")
+
+
+def leading_comment(lines, i):
+    """The comment that ends on the line above lines[i], flat; "" if none."""
+    j = i - 1
+    if j < 0 or not lines[j].rstrip().endswith("*/"):
+        return ""
+    com = []
+    while j >= 0:
+        com.insert(0, lines[j].strip().lstrip("/*").rstrip("*/").strip())
+        if lines[j].lstrip().startswith("/*"):
+            break
+        j -= 1
+    return " ".join(com)
+
+
+def definitions(files):
+    """{function: (path, line, body)} of the functions the .c files define."""
+    out = {}
+    for path, text in files.items():
+        if not path.endswith(".c"):
+            continue
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            m = FUNC.match(line)
+            if not m or line.rstrip().endswith(";"):
+                continue
+            k = i
+            while k < len(lines) and not lines[k].startswith("{") \
+                    and not lines[k].rstrip().endswith(";"):
+                k += 1
+            if k >= len(lines) or not lines[k].startswith("{"):
+                continue
+            e = k + 1
+            while e < len(lines) and not lines[e].startswith("}"):
+                e += 1
+            out.setdefault(m.group(1), (path, i + 1, "\n".join(lines[k:e])))
+    return out
+
+
+def claims_unheld(files, names):
+    """A function whose comment (above its definition, or above its
+    declaration in a header) says which listed thread calls it ("On the
+    loop thread", "HTTP thread.", "The log writer, ...") must assert it:
+    its body holds an owner or a lock assert. One line per function that
+    does not."""
+    alt = "|".join(sorted((re.escape(n) for n in full_names(names)), key=len,
+                          reverse=True))
+    claim = re.compile(r"(?:\bon (?:the|an|a|its|one of the) (?:%s)\b)|"
+                       r"(?:(?:^|[.:;] )(?:the |an? )?(?:%s)(?:[.,;]|$| \())" % (alt, alt),
+                       re.I)
+    defs = definitions(files)
+    out, seen = [], set()
+    for path, text in sorted(files.items()):
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            m = FUNC.match(line)
+            if not m or line.startswith(("typedef", "#", "static inline")):
+                continue
+            c = claim.search(leading_comment(lines, i))
+            if not c or m.group(1) not in defs or m.group(1) in seen:
+                continue
+            where, at, body = defs[m.group(1)]
+            if HELD.search(body):
+                continue
+            seen.add(m.group(1))
+            out.append("%s:%d: %s says \"%s\" and asserts nothing of it (%s:%d: an "
+                       "OWNER_ASSERT or LOCK_HELD, core/loop_owner.h, core/mutex.h)" % (
+                           path, i + 1, m.group(1), c.group(0).strip(" .:;"), where, at))
+    return out
+
+
 def tree_files():
     files = {}
     for d, _, fs in os.walk(os.path.join(ROOT, "server")):
@@ -131,6 +211,19 @@ def self_test():
     wrong = lst.replace("Two kinds", "Three kinds")
     p = problems_in(good, wrong)
     assert len(p) == 1 and "says 3 kinds" in p[0], p
+    names = ["the loop thread (main)", "HTTP threads", "the log writer"]
+    held = {"d.h": "/* Does it. HTTP thread. */\nvoid d_do(int x);\n",
+            "d.c": "void d_do(int x)\n{\n    OWNER_ASSERT(&o);\n}\n"
+                   "/* One batch. The log writer, no lock held. */\n"
+                   "static void d_batch(void)\n{\n    LOCK_HELD(&mu);\n}\n"}
+    assert claims_unheld(held, names) == [], claims_unheld(held, names)
+    unheld = {"e.h": "/* Stops it. Loop thread. */\nvoid e_stop(int x);\n",
+              "e.c": "void e_stop(int x)\n{\n    (void)x;\n}\n"
+                     "/* The reply, on an HTTP thread once resumed. */\n"
+                     "static void e_after(void)\n{\n}\n"
+                     "/* Any thread. */\nstatic void e_any(void)\n{\n}\n"}
+    p = claims_unheld(unheld, names)
+    assert len(p) == 2 and "e_after" in p[0] and "e_stop" in p[1], p
     print("check_threads self-test: ok")
 
 
@@ -140,6 +233,7 @@ def main():
         return 0
     files = tree_files()
     problems = problems_in(files, files[LIST_FILE])
+    problems += claims_unheld(files, thread_list(files[LIST_FILE])[1])
     for p in problems:
         print(p)
     _, names = thread_list(files[LIST_FILE])

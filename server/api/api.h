@@ -60,7 +60,8 @@ typedef struct {
  * share/tally/docs beside the binary's bin/. A file missing from a dir
  * that was named is an error (false with msg); missing from the default
  * one it is not: d->loaded stays false and /docs answers 404 saying why.
- * Logs which. The loop thread, before the transport starts. */
+ * Logs which. Before the transport starts (reading files is all it
+ * does). */
 bool api_docs_load(api_docs *d, const char *dir, char *msg, size_t msglen);
 
 /* Frees the files; after the transport has stopped. */

@@ -34,6 +34,7 @@ static seq_options seq_settings(const tallyd_config *c)
 bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                const char *const *names, unsigned n, char *msg, size_t msglen)
 {
+    OWNER_ASSERT(&s->main_loop);
     memset(a, 0, sizeof *a);
     uv_mutex_init(&a->trace_mu);
     uv_mutex_init(&a->watch_mu);
@@ -192,6 +193,7 @@ void api_loop_close(tallyd_server *s, void *data)
 
 void api_sequences_close(api_state *a, tallyd_server *s)
 {
+    OWNER_ASSERT(&s->main_loop);
     if (!seq_enabled(a->seqs))
         return;
     size_t live = seq_live(a->seqs);
@@ -209,6 +211,7 @@ void api_sequences_close(api_state *a, tallyd_server *s)
 
 void api_sequences_close_now(api_state *a, tallyd_server *s)
 {
+    OWNER_ASSERT(&s->main_loop);
     if (!seq_enabled(a->seqs))
         return;
     /* nothing moves from now on; what was answered is in the log */

@@ -330,6 +330,7 @@ static const submit_door grpc_submit_door = {
 /* The call is back on the loop thread after its job. */
 static void infer_resumed(grpc_call *c)
 {
+    OWNER_ASSERT(grpc_call_owner(c));
     infer_work *w = grpc_call_work(c);
     submit_finish(&w->w, false);
 }

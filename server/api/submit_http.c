@@ -78,6 +78,7 @@ static const submit_door rest_door = {
 /* The continuation, on an HTTP thread once the request is resumed. */
 static void after_job(request *r)
 {
+    OWNER_ASSERT(http_request_owner(r));
     http_work *hw = r->work;
     /* libmicrohttpd may have found the client gone first */
     submit_finish(&hw->w, http_client_left(r));

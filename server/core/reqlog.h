@@ -100,7 +100,8 @@ void reqlog_init(reqlog *a, const tallyd_config *cfg);
 void req_end(struct tallyd_server *s, const req_record *rec);
 
 /* Writes the warning for lines left out in a second that has ended, if
- * any; so a burst that stops is still reported. Loop thread. */
+ * any; so a burst that stops is still reported. Any thread (the loop
+ * thread's tick calls it every 100 ms). */
 void reqlog_tick(reqlog *a, uint64_t now_ns);
 
 #endif

@@ -33,6 +33,7 @@
 #include "clock.h"
 #include "config.h"
 #include "engine.h"
+#include "loop_owner.h"
 #include "metrics.h"
 #include "reqlog.h"
 #include "stats.h"
@@ -45,6 +46,9 @@ struct api_state;
 
 typedef struct tallyd_server {
     tallyd_config cfg;
+    /* the loop thread's (main): tallyd.c records it first, and what
+     * claims that thread asserts it (loop_owner.h) */
+    loop_owner main_loop;
     const char *version;
     char device[1024]; /* every device's name, for logs and build_info */
     /* the API layer's state (api.h): opaque to the layers below, which

@@ -9,6 +9,8 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "pool.h"
@@ -26,7 +28,33 @@ struct eng_pool {
     void *arg;
     size_t ntasks;
     atomic_size_t next;
+    atomic_bool running; /* a job's owner is inside eng_pool_run */
 };
+
+/* One thread at a time runs jobs on a pool (pool.h): in the builds with
+ * owner asserts (core/loop_owner.h's TALLY_OWNER_ASSERTS), a second one
+ * inside at once aborts, naming the pool. */
+static void owner_enter(eng_pool *p)
+{
+#ifdef TALLY_OWNER_ASSERTS
+    if (atomic_exchange(&p->running, true)) {
+        fprintf(stderr, "pool.c: eng_pool_run on pool %p from two threads at "
+                        "once\n", (void *)p);
+        abort();
+    }
+#else
+    (void)p;
+#endif
+}
+
+static void owner_leave(eng_pool *p)
+{
+#ifdef TALLY_OWNER_ASSERTS
+    atomic_store(&p->running, false);
+#else
+    (void)p;
+#endif
+}
 
 static void work(eng_pool *p)
 {
@@ -71,6 +99,7 @@ eng_pool *eng_pool_new(unsigned threads)
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->next, 0);
+    atomic_init(&p->running, false);
     if (threads > 1) {
         p->helpers = calloc(threads - 1, sizeof *p->helpers);
         if (p->helpers == NULL) {
@@ -113,9 +142,11 @@ unsigned eng_pool_threads(const eng_pool *p)
 
 void eng_pool_run(eng_pool *p, size_t ntasks, eng_pool_fn fn, void *arg)
 {
+    owner_enter(p);
     if (p->threads == 1 || ntasks <= 1) {
         for (size_t i = 0; i < ntasks; i++)
             fn(arg, i);
+        owner_leave(p);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -134,4 +165,5 @@ void eng_pool_run(eng_pool *p, size_t ntasks, eng_pool_fn fn, void *arg)
     while (p->busy > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    owner_leave(p);
 }

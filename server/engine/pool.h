@@ -7,8 +7,8 @@
  * balance themselves.
  *
  * Threading: a pool is used by one thread at a time (its owner, a
- * eng_stream); its helpers touch only the job the owner publishes under
- * the pool's mutex.
+ * eng_stream's; the test builds assert it); its helpers touch only the
+ * job the owner publishes under the pool's mutex.
  */
 #ifndef TALLY_POOL_H
 #define TALLY_POOL_H

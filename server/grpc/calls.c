@@ -377,6 +377,7 @@ void grpc_call_set_work(grpc_call *c, void *work, void (*free_fn)(void *))
 
 void *grpc_call_work(grpc_call *c)
 {
+    OWNER_ASSERT(grpc_call_owner(c));
     return c->work;
 }
 
@@ -429,6 +430,7 @@ void grpc_call_fail(grpc_call *c, status_code st, const char *fmt, ...)
 
 void grpc_call_suspend(grpc_call *c, grpc_handler on_resume)
 {
+    OWNER_ASSERT(grpc_call_owner(c));
     c->suspended = true;
     c->on_resume = on_resume;
 }
@@ -450,6 +452,7 @@ void grpc_call_unsuspend(grpc_call *c)
 
 grpc_call *grpc_call_follow(grpc_call *c, grpc_handler on_resume)
 {
+    OWNER_ASSERT(grpc_call_owner(c));
     gstream *st = c->st;
     if (st == NULL)
         return NULL;
@@ -478,8 +481,15 @@ tallyd_server *grpc_call_server(const grpc_call *c)
     return c->t->s;
 }
 
+loop_owner *grpc_call_owner(const grpc_call *c)
+{
+    static loop_owner none; /* a transport that never started has none */
+    return c->t->mb != NULL ? &c->t->mb->owner : &none;
+}
+
 void *grpc_call_loop_data(const grpc_call *c)
 {
+    OWNER_ASSERT(grpc_call_owner(c));
     return c->t->loop_data;
 }
 
@@ -490,6 +500,7 @@ const trace_ctx *grpc_call_trace(const grpc_call *c)
 
 req_record *grpc_call_record(grpc_call *c)
 {
+    OWNER_ASSERT(grpc_call_owner(c));
     return &c->rec;
 }
 

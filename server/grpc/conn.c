@@ -182,5 +182,6 @@ void grpc_accept_here(grpc_transport *t, uv_stream_t *server)
 
 void grpc_adopt(grpc_transport *t, int fd)
 {
+    OWNER_ASSERT(&t->mb->owner);
     conn_open(t, NULL, fd);
 }

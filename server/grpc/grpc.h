@@ -250,6 +250,10 @@ const grpc_method *grpc_call_method(const grpc_call *c);
 /* The server the call came to. */
 tallyd_server *grpc_call_server(const grpc_call *c);
 
+/* The thread c belongs to, for OWNER_ASSERT (loop_owner.h): its loop's.
+ * Any thread. */
+loop_owner *grpc_call_owner(const grpc_call *c);
+
 /* What the service's loop_open gave the call's loop (NULL: nothing). */
 void *grpc_call_loop_data(const grpc_call *c);
 

@@ -55,6 +55,7 @@ enum { RQ_READING = 0, RQ_EARLY, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };
 bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
                   void *arg)
 {
+    OWNER_ASSERT(http_request_owner(r));
     atomic_fetch_add(&r->refs, 1); /* the resumer's */
     r->on_resume = on_resume;
     uv_mutex_lock(&r->mu);
@@ -83,8 +84,15 @@ void http_resume(request *r)
     request_release(r);
 }
 
+loop_owner *http_request_owner(const request *r)
+{
+    static loop_owner none; /* a request no loop serves: a test's */
+    return r->loop != NULL ? &r->loop->mb.owner : &none;
+}
+
 void *http_loop_data(const request *r)
 {
+    OWNER_ASSERT(http_request_owner(r));
     return r->loop != NULL ? r->loop->data : NULL;
 }
 
@@ -99,11 +107,13 @@ static bool work_returned(request *r)
 
 bool http_client_left(request *r)
 {
+    OWNER_ASSERT(http_request_owner(r));
     return r->client_left;
 }
 
 int http_client_fd(request *r)
 {
+    OWNER_ASSERT(http_request_owner(r));
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci != NULL ? (int)ci->connect_fd : -1;
@@ -149,6 +159,7 @@ static void *on_first_line(void *cls, const char *uri,
 
 void http_sweep(http_transport *t)
 {
+    OWNER_ASSERT(&t->s->main_loop);
     tallyd_server *s = t->s;
     if (t->conns == NULL)
         return;
@@ -322,6 +333,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
 {
     (void)version;
     http_loop *l = cls;
+    OWNER_ASSERT(&l->mb.owner);
     http_transport *t = l->t;
     request *r = *con_cls;
 
@@ -405,6 +417,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    OWNER_ASSERT(&((http_loop *)cls)->mb.owner);
     http_transport *t = ((http_loop *)cls)->t;
     tallyd_server *s = t->s;
     request *r = *con_cls;
@@ -630,6 +643,7 @@ static bool start_daemons(http_transport *t, unsigned n, unsigned flags,
 bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
                 char *msg, size_t msglen)
 {
+    OWNER_ASSERT(&s->main_loop);
     t->s = s;
     t->routes = routes;
     atomic_init(&t->quiesced, 0);
@@ -688,12 +702,14 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
  * number to another descriptor meanwhile. */
 void http_quiesce(http_transport *t)
 {
+    OWNER_ASSERT(&t->s->main_loop);
     for (unsigned i = 0; i < t->nloops; i++)
         http_loop_quiesce(&t->loops[i]);
 }
 
 void http_stop(http_transport *t)
 {
+    OWNER_ASSERT(&t->s->main_loop);
     for (unsigned i = 0; i < t->nloops; i++)
         http_loop_stop(&t->loops[i]);
     for (unsigned i = 0; i < t->nloops; i++) {

@@ -35,6 +35,7 @@
 #include "auth.h"
 #include "conns.h"
 #include "cors.h"
+#include "loop_owner.h"
 #include "counters.h"
 #include "request.h"
 #include "router.h"
@@ -119,6 +120,10 @@ bool http_suspend(request *r, http_handler on_resume, bool (*start)(void *arg),
  * handler again): it then runs as the connection ends, with
  * http_client_left() true, and its reply is not sent. */
 void http_resume(request *r);
+
+/* The thread r belongs to, for OWNER_ASSERT (loop_owner.h): its loop's.
+ * Any thread. */
+loop_owner *http_request_owner(const request *r);
 
 /* What the routes' loop_open gave r's loop (NULL: nothing). HTTP thread. */
 void *http_loop_data(const request *r);

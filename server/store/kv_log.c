@@ -202,6 +202,7 @@ static void rewrite_start(kv_log *s, int fail)
  * when memory runs out (the rewrite is then dropped). The log writer. */
 static bool rewrite_keep(rewriting *rw, const encoded *e)
 {
+    OWNER_ASSERT(&rw->s->writer_owner);
     for (size_t i = 0; i < e->n; i++) {
         if (rw->tail_len + e->len[i] > rw->tail_cap) {
             size_t cap = 2 * (rw->tail_len + e->len[i]);
@@ -390,6 +391,7 @@ static void sync_second(kv_log *s, int fail_sync)
 static void run_batch(kv_log *s, kv_write *batch, bool stop, bool rewritten,
                       int fail, int fail_sync)
 {
+    OWNER_ASSERT(&s->writer_owner);
     char why[512] = "";
     bool ok = true;
     encoded e = {0};

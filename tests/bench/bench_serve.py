@@ -76,7 +76,8 @@ call that has not finished by then is named on stderr, and its cell says
 
 With --only sequence --compare TALLYD, the sequence table's cells are
 run against another tallyd (the one before a change) and this one in
-turn, three rounds each, each mode's two runs next to each other; a
+turn, three rounds each, each mode's two runs next to each other (the
+one before first in the first and third rounds, second in the second); a
 cell's ratio is the median of its three rounds' ratios, each taken
 between two runs seconds apart, so that the machine's drift over the
 run moves both sides of it (target: within 10 %).
@@ -623,9 +624,16 @@ def seq_table(pa, seconds, before=None):
                     targets += [("floor-" + k, floors[FLOOR_PREFIX[proto] + k][1])
                                 for k in kinds]
                     rounds = []
-                    for _ in range(SEQ_FAST_ROUNDS if fast or before else 1):
+                    for rnd in range(SEQ_FAST_ROUNDS if fast or before else 1):
                         got = {}
-                        for mode, address in targets:
+                        # the two tallyds swap places each round, so that
+                        # neither always runs second
+                        order = targets
+                        if before and rnd % 2 == 1:
+                            order = [t for k in range(0, 2 * len(SEQ_MODES), 2)
+                                     for t in (targets[k + 1], targets[k])] \
+                                + targets[2 * len(SEQ_MODES):]
+                        for mode, address in order:
                             extra = (("--sequence-length", "20", "--sequence-id-range",
                                       "1:100000") if not mode.endswith("plain") else ())
                             r = perf_binary(pa, address, proto, n, c, win, extra=extra)
