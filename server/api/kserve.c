@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "digits.h"
 #include "submit_http.h"
 #include "kserve_json.h"
 #include "scan_params.h"
@@ -54,8 +55,10 @@ static void finish_infer(request *r)
             http_error(r, STATUS_NOMEM, "out of memory writing the response");
             return;
         }
-        char num[24];
-        snprintf(num, sizeof num, "%zu", hlen);
+        char num[21];
+        int d = digits_count(hlen);
+        digits_write(num, d, hlen);
+        num[d] = '\0';
         http_add_header(r, "Inference-Header-Content-Length", num);
         http_reply_parts(r, 200, "application/octet-stream", head, hlen,
                          c->req.data, c->req.bytes);

@@ -170,6 +170,9 @@ void json_writer_free(json_writer *w);
 /* Appends raw text. */
 bool json_append(char **buf, size_t *blen, const char *s, size_t len);
 
+/* Appends v in decimal. */
+bool json_append_u64(char **buf, size_t *blen, uint64_t v);
+
 /* Appends "[d0,d1,...]". */
 bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
                        int rank);

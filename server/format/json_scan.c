@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "digits.h"
 #include "json.h"
 #include "numtext.h"
 
@@ -516,22 +517,21 @@ bool json_append(char **buf, size_t *blen, const char *s, size_t len)
     return true;
 }
 
+bool json_append_u64(char **buf, size_t *blen, uint64_t v)
+{
+    char num[20];
+    int n = digits_count(v);
+    digits_write(num, n, v);
+    return json_append(buf, blen, num, (size_t)n);
+}
+
 bool json_append_shape(char **buf, size_t *blen, const uint64_t *shape,
                        int rank)
 {
-    if (!json_append(buf, blen, "[", 1))
-        return false;
-    for (int d = 0; d < rank; d++) {
-        char num[24], *p = num + sizeof num;
-        uint64_t v = shape[d];
-        do
-            *--p = (char)('0' + v % 10);
-        while ((v /= 10) != 0);
-        if (d > 0)
-            *--p = ',';
-        if (!json_append(buf, blen, p, (size_t)(num + sizeof num - p)))
-            return false;
-    }
-    return json_append(buf, blen, "]", 1);
+    bool ok = json_append(buf, blen, "[", 1);
+    for (int d = 0; ok && d < rank; d++)
+        ok = (d == 0 || json_append(buf, blen, ",", 1))
+             && json_append_u64(buf, blen, shape[d]);
+    return ok && json_append(buf, blen, "]", 1);
 }
 

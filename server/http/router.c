@@ -1,56 +1,84 @@
 /*
  * router.c - matching a request against the route table.
  *
- * Tables are a dozen rows, so each request walks every row: a pattern is
- * compared segment by segment with the path, without copying either.
+ * Tables are a few dozen rows, so each request walks every row: the path
+ * is split into segments once, and each pattern compared with them
+ * segment by segment, without copying either.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "router.h"
 
-/* The segment of `s` that starts at *p (after its '/'): sets *seg and *len
- * and moves *p past it. False when s has no more segments. */
-static bool next_segment(const char **p, const char **seg, size_t *len)
+/* A path's segments, split once a request: each '/' starts one ("/"
+ * is one empty segment, "/v2/" two). No pattern has as many as
+ * PATH_SEGS_MAX, so a path with more matches none. */
+#define PATH_SEGS_MAX 16
+typedef struct {
+    const char *at;
+    size_t len;
+} segment;
+
+/* The number of path's segments, or -1 when it does not start with '/'
+ * or has more than PATH_SEGS_MAX. */
+static int split_path(const char *path, segment *seg)
 {
-    if (**p != '/')
-        return false;
-    const char *start = *p + 1;
-    const char *end = strchr(start, '/');
-    if (end == NULL)
-        end = start + strlen(start);
-    *seg = start;
-    *len = (size_t)(end - start);
-    *p = end;
-    return true;
+    if (*path != '/')
+        return -1;
+    int n = 0;
+    const char *p = path;
+    while (*p == '/') {
+        if (n == PATH_SEGS_MAX)
+            return -1;
+        const char *start = ++p;
+        while (*p != '\0' && *p != '/')
+            p++;
+        seg[n].at = start;
+        seg[n].len = (size_t)(p - start);
+        n++;
+    }
+    return n;
 }
 
-/* Whether path matches pattern. A parameter that check_param refuses ends
- * the match; its message goes into refused (when that is still empty). */
+/* Whether the path split into seg[0..n) matches pattern, compared as
+ * they are read (most rows differ from the path early). A parameter that
+ * check_param refuses ends the match; its message goes into refused
+ * (when that is still empty). */
 static bool match_pattern(const http_routes *t, const char *pattern,
-                          const char *path, char *refused, size_t refusedlen)
+                          const segment *seg, int n, char *refused,
+                          size_t refusedlen)
 {
-    const char *pp = pattern, *sp = path;
-    for (;;) {
-        const char *pseg, *sseg;
-        size_t plen, slen;
-        bool pmore = next_segment(&pp, &pseg, &plen);
-        bool smore = next_segment(&sp, &sseg, &slen);
-        if (!pmore || !smore)
-            return !pmore && !smore && *sp == '\0' && *pp == '\0';
-        if (plen >= 2 && pseg[0] == '{' && pseg[plen - 1] == '}') {
+    const char *pp = pattern;
+    int i = 0;
+    for (; *pp == '/'; i++) {
+        if (i == n)
+            return false;
+        const char *q = pp + 1, *a = seg[i].at, *end = a + seg[i].len;
+        const char *pend = q;
+        if (*q == '{') /* a parameter, when "{name}" is the whole segment */
+            while (*pend != '\0' && *pend != '/')
+                pend++;
+        if (pend - q >= 2 && pend[-1] == '}') {
             char why[256];
             if (t->check_param != NULL
-                && !t->check_param(pseg + 1, plen - 2, sseg, slen, why,
-                                   sizeof why)) {
+                && !t->check_param(q + 1, (size_t)(pend - q - 2), a,
+                                   seg[i].len, why, sizeof why)) {
                 if (refused[0] == '\0')
                     snprintf(refused, refusedlen, "%s", why);
                 return false;
             }
-        } else if (plen != slen || memcmp(pseg, sseg, plen) != 0) {
-            return false;
+            q = pend;
+        } else {
+            while (a < end && *q == *a) {
+                q++;
+                a++;
+            }
+            if (a != end || (*q != '/' && *q != '\0'))
+                return false;
         }
+        pp = q;
     }
+    return *pp == '\0' && i == n;
 }
 
 static bool method_serves(const char *row, const char *method)
@@ -77,9 +105,12 @@ void http_route_match(const http_routes *t, const char *method,
     const http_route *first = NULL;
     const char *methods[8]; /* in Allow so far */
     size_t nlisted = 0;
-    for (size_t i = 0; i < t->nrows; i++) {
+    segment seg[PATH_SEGS_MAX];
+    int nseg = split_path(path, seg);
+    for (size_t i = 0; i < t->nrows && nseg >= 0; i++) {
         const http_route *row = &t->rows[i];
-        if (!match_pattern(t, row->pattern, path, refused, sizeof refused))
+        if (!match_pattern(t, row->pattern, seg, nseg, refused,
+                           sizeof refused))
             continue;
         if (method_serves(row->method, method)) {
             m->handler = row->handler;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "buffer.h"
+#include "digits.h"
 #include "kserve_json.h"
 #include "scan_params.h"
 #include "tx_utf8.h"
@@ -165,7 +166,11 @@ static bool parse_input(jcur *c, input *x, int index, size_t max_bytes,
             in->dtype = (tx_dtype)dt;
             x->has_dtype = true;
         } else if (json_eq(k, kn, "shape")) {
-            snprintf(what, sizeof what, "inputs[%d].shape", index);
+            /* "inputs[N].shape", written without a printf each request */
+            int d = digits_count((uint64_t)index);
+            memcpy(what, "inputs[", 7);
+            digits_write(what + 7, d, (uint64_t)index);
+            memcpy(what + 7 + d, "].shape", 8);
             if (!jcur_shape(c, what, in->shape, &in->rank))
                 return false;
             x->has_shape = true;
@@ -450,13 +455,11 @@ static bool output_head(char **b, size_t *n, const kserve_request *r)
         ok = json_append(b, n, ",\"id\":\"", 7)
              && json_append(b, n, r->id, r->id_len) /* already escaped */
              && json_append(b, n, "\"", 1);
-    if (ok && r->seq.has_chunk) { /* echoed: which chunk this answers */
-        char p[64];
-        int pn = snprintf(p, sizeof p,
-                          ",\"parameters\":{\"sequence_chunk\":%llu}",
-                          (unsigned long long)r->seq.chunk);
-        ok = json_append(b, n, p, (size_t)pn);
-    }
+    if (ok && r->seq.has_chunk) /* echoed: which chunk this answers */
+        ok = json_append(b, n, ",\"parameters\":{\"sequence_chunk\":",
+                         strlen(",\"parameters\":{\"sequence_chunk\":"))
+             && json_append_u64(b, n, r->seq.chunk)
+             && json_append(b, n, "}", 1);
     return ok
            && json_append(
                b, n, ",\"outputs\":[{\"name\":\"y\",\"datatype\":\"",
@@ -470,11 +473,11 @@ char *kserve_binary_header(const kserve_request *r, size_t *len)
 {
     char *b = NULL;
     size_t n = 0;
-    char tail[96];
-    int tn =
-        snprintf(tail, sizeof tail,
-                 ",\"parameters\":{\"binary_data_size\":%zu}}]}", r->bytes);
-    if (!output_head(&b, &n, r) || !json_append(&b, &n, tail, (size_t)tn)) {
+    static const char size_is[] = ",\"parameters\":{\"binary_data_size\":";
+    if (!output_head(&b, &n, r)
+        || !json_append(&b, &n, size_is, sizeof size_is - 1)
+        || !json_append_u64(&b, &n, r->bytes)
+        || !json_append(&b, &n, "}}]}", 4)) {
         free(b);
         return NULL;
     }

@@ -557,6 +557,85 @@ static void router_rules(void)
     CHECK(m.status == 404, "a parameter is not optional");
 }
 
+/* The reference: pattern and path split at every '/' (each starts a
+ * segment, empty ones too), a "{name}" segment matching any one. */
+static int ref_split(const char *s, char seg[][8], int max)
+{
+    if (*s != '/')
+        return -1;
+    int n = 0;
+    while (*s == '/') {
+        const char *e = strchr(s + 1, '/');
+        size_t len = e != NULL ? (size_t)(e - s - 1) : strlen(s + 1);
+        if (n == max || len >= 8)
+            return -1;
+        memcpy(seg[n], s + 1, len);
+        seg[n++][len] = '\0';
+        s += 1 + len;
+    }
+    return n;
+}
+
+static bool ref_match(const char *pattern, const char *path)
+{
+    char p[8][8], q[8][8];
+    int np = ref_split(pattern, p, 8), nq = ref_split(path, q, 8);
+    if (np < 0 || nq != np)
+        return false;
+    for (int i = 0; i < np; i++)
+        if (!(p[i][0] == '{' && strlen(p[i]) >= 2
+              && p[i][strlen(p[i]) - 1] == '}')
+            && strcmp(p[i], q[i]) != 0)
+            return false;
+    return true;
+}
+
+static void router_random_paths(void)
+{
+    /* random paths of the table's words, empty segments and near misses,
+     * matched against the reference: which row, or 404 */
+    static const http_route rows[] = {
+        {"GET", "/", stub, 0, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a", stub, 1, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/{x}", stub, 2, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/b/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/{y}/b/{z}/d", stub, 4, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/ab/{x/c", stub, 5, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/b//", stub, 6, HTTP_ACCESS_TOKEN, NULL},
+    };
+    http_routes t = {.rows = rows, .nrows = sizeof rows / sizeof rows[0]};
+    static const char *const words[] = {"a", "b", "c", "d", "ab", "",
+                                        "{x", "{x}", "bb", "x"};
+    for (int k = 0; k < 20000; k++) {
+        char path[64] = "";
+        int n = (int)check_below(6);
+        if (check_below(20) == 0)
+            snprintf(path, sizeof path, "a"); /* no leading '/' */
+        for (int i = 0; i < n; i++) {
+            size_t at = strlen(path);
+            snprintf(path + at, sizeof path - at, "/%s",
+                     words[check_below(sizeof words / sizeof words[0])]);
+        }
+        int want = -1;
+        for (size_t r = 0; r < t.nrows && want < 0; r++)
+            if (ref_match(rows[r].pattern, path))
+                want = (int)rows[r].label;
+        http_match m;
+        http_route_match(&t, "GET", path, &m);
+        int got = m.status == 200 ? (int)m.label : -1;
+        CHECK(got == want, "path \"%s\": row %d, the reference's %d", path,
+              got, want);
+        if (got != want)
+            return;
+    }
+    char deep[64] = "";
+    for (int i = 0; i < 20; i++)
+        strcat(deep, "/a");
+    http_match m;
+    http_route_match(&t, "GET", deep, &m);
+    CHECK(m.status == 404, "20 segments match no row: %d", m.status);
+}
+
 /* ------------------------------------------------------------------------
  * Bearer tokens.
  */
@@ -1021,6 +1100,7 @@ static const check_case cases[] = {
     {"admit_limits", admit_limits},
     {"routes_table", routes_table},
     {"router_rules", router_rules},
+    {"router_random_paths", router_random_paths},
     {"auth_tokens", auth_token_file},
     {"auth_reload_races", auth_reload_races},
     {"reqlog_one_cap", reqlog_one_cap},
