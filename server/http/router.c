@@ -3,7 +3,8 @@
  *
  * Tables are a few dozen rows, so each request walks every row: the path
  * is split into segments once, and each pattern compared with them
- * segment by segment, without copying either.
+ * segment by segment, without copying either; and a thread keeps its last
+ * match, for the next request to the same path.
  */
 #include <stdio.h>
 #include <string.h>
@@ -95,13 +96,57 @@ static void allow_add(char *allow, size_t len, const char *method)
              strcmp(method, "GET") == 0 ? ", HEAD" : "");
 }
 
+/* The last row this thread matched, and what to: a connection asks for
+ * the same route again and again. Keyed by the table and its rows too,
+ * so that a table made elsewhere at the same address is not taken for
+ * it; only a match is kept, and only a path that fits. */
+static _Thread_local struct {
+    const http_routes *t;
+    const http_route *rows, *row;
+    size_t nrows;
+    char method[8], path[128];
+} last;
+
+static void matched(http_match *m, const http_route *row)
+{
+    m->handler = row->handler;
+    m->pattern = row->pattern;
+    m->label = row->label;
+    m->ended = row->ended;
+    m->access = row->access;
+    m->status = 200;
+}
+
+static void remember(const http_routes *t, const char *method,
+                     const char *path, const http_route *row)
+{
+    size_t mn = strlen(method), pn = strlen(path);
+    if (mn >= sizeof last.method || pn >= sizeof last.path)
+        return;
+    last.t = t;
+    last.rows = t->rows;
+    last.nrows = t->nrows;
+    last.row = row;
+    memcpy(last.method, method, mn + 1);
+    memcpy(last.path, path, pn + 1);
+}
+
 void http_route_match(const http_routes *t, const char *method,
                       const char *path, http_match *m)
 {
-    memset(m, 0, sizeof *m);
+    m->handler = NULL;
+    m->pattern = NULL;
     m->label = t->unmatched;
     m->ended = NULL;
-    char refused[sizeof m->msg] = "";
+    m->access = HTTP_ACCESS_TOKEN;
+    m->allow[0] = m->msg[0] = '\0';
+    if (last.t == t && last.rows == t->rows && last.nrows == t->nrows
+        && strcmp(last.path, path) == 0 && strcmp(last.method, method) == 0) {
+        matched(m, last.row);
+        return;
+    }
+    char refused[sizeof m->msg];
+    refused[0] = '\0';
     const http_route *first = NULL;
     const char *methods[8]; /* in Allow so far */
     size_t nlisted = 0;
@@ -113,12 +158,8 @@ void http_route_match(const http_routes *t, const char *method,
                            sizeof refused))
             continue;
         if (method_serves(row->method, method)) {
-            m->handler = row->handler;
-            m->pattern = row->pattern;
-            m->label = row->label;
-            m->ended = row->ended;
-            m->access = row->access;
-            m->status = 200;
+            matched(m, row);
+            remember(t, method, path, row);
             return;
         }
         if (first == NULL)

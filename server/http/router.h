@@ -14,7 +14,8 @@
  * The table is the only place a route is written down; the transport knows
  * nothing of what the routes do.
  *
- * Threading: a table is read-only once built; matching is reentrant.
+ * Threading: a table is read-only once built; matching is reentrant (each
+ * thread keeps its own last match).
  */
 #ifndef TALLY_HTTP_ROUTER_H
 #define TALLY_HTTP_ROUTER_H

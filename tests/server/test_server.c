@@ -625,7 +625,13 @@ static void router_random_paths(void)
         int got = m.status == 200 ? (int)m.label : -1;
         CHECK(got == want, "path \"%s\": row %d, the reference's %d", path,
               got, want);
-        if (got != want)
+        /* again (the thread's last match), and with a method no row has */
+        http_route_match(&t, "GET", path, &m);
+        int again = m.status == 200 ? (int)m.label : -1;
+        http_route_match(&t, "PUT", path, &m);
+        CHECK(again == want && m.status == (want >= 0 ? 405 : 404),
+              "path \"%s\" again: row %d; PUT: %d", path, again, m.status);
+        if (got != want || again != want)
             return;
     }
     char deep[64] = "";
