@@ -8,11 +8,13 @@ The page is written by hand but for its generated blocks, each between
 whole; a block whose measurement is not in build/bench/ is left as it
 was. Pictures go to docs/perf/NAME.png, drawn with matplotlib (Agg).
 
-usage: python3 tools/perf_page.py [--check | --only sequence]
+usage: python3 tools/perf_page.py [--check | --only sequence | --only small]
   --check: change nothing; exit 1 when a block names a picture that is
   not there (tests/check_docs.py checks the links too)
   --only sequence: the sequence, durable and store blocks alone, from
-  build/bench/sequence.json (bench_serve.py --only sequence runs this)
+  build/bench/sequence.json (bench_serve.py --only sequence runs this);
+  --only small: the same for the small block, from build/bench/small.json
+  (bench_small.py); either fills both when both files are there
 """
 import json
 import os
@@ -724,6 +726,41 @@ def store_block(d):
     return lines
 
 
+def small_block(d):
+    """A small request's CPU and rate beside nginx's and the smallest
+    libmicrohttpd server's (tests/bench/bench_small.py)."""
+    cell = {(c["body"], c["c"], c["server"]): c for c in d["cells"]}
+    lines = ["Measured on %s; %d rounds of %d s windows, the servers in turn, medians. A "
+             "small request: 4 float32 as native JSON to /v1/cumsum, or as a KServe binary "
+             "request to /v2/models/cumsum/infer; wrk, one thread. nginx and the floor "
+             "(tests/bench/mhd_floor.c: libmicrohttpd, one thread, a fixed answer) answer "
+             "tallyd's bytes; tallyd-1: `--http-threads 1`, tallyd: the default (2). CPU: "
+             "the server's utime + stime a request. gRPC: h2load, 32 streams, a unary "
+             "ModelInfer, against tests/bench/grpc_floor.c in memory. Targets (c=32): CPU "
+             "at most 1.2 x the floor's and 1.25 x nginx's, req/s at least 0.85 of nginx's "
+             "(c=1: 0.95); gRPC at most 1.3 x its floor's." % (
+                 provenance(d), d["rounds"], d["seconds"]), "",
+             "| body | c | server | req/s | CPU us a request | / floor | / nginx | req/s / "
+             "nginx |", "|---|---|---|---|---|---|---|---|"]
+    for body in ("json", "binary"):
+        for conc in (1, 32):
+            fl, ng = cell.get((body, conc, "floor")), cell.get((body, conc, "nginx"))
+            for server in ("nginx", "floor", "tallyd-1", "tallyd"):
+                c = cell.get((body, conc, server))
+                if c is None or fl is None or ng is None:
+                    continue
+                lines.append("| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f |" % (
+                    body, conc, server, num(c["rps"]), c["cpu_us"],
+                    c["cpu_us"] / fl["cpu_us"], c["cpu_us"] / ng["cpu_us"],
+                    c["rps"] / ng["rps"]))
+    gf, gt = cell.get(("grpc", 32, "grpc_floor")), cell.get(("grpc", 32, "tallyd"))
+    if gf and gt:
+        for name, c in (("grpc_floor", gf), ("tallyd", gt)):
+            lines.append("| grpc | 32 | %s | %s | %.2f | %.2f | | |" % (
+                name, num(c["rps"]), c["cpu_us"], c["cpu_us"] / gf["cpu_us"]))
+    return lines
+
+
 # Blocks of a part that bench-serve writes on its own (not bench-report's:
 # the targets and headlines do not wait for them).
 SEQUENCE_BLOCKS = {"sequence": sequence_block, "durable": durable_block, "store": store_block}
@@ -750,6 +787,10 @@ def main():
         for name, fn in SEQUENCE_BLOCKS.items():
             text = fill(text, name, fn(seq), PAGE)
         print("perf_page: sequence, durable, store: from build/bench/sequence.json")
+    small = load("small")
+    if small is not None:
+        text = fill(text, "small", small_block(small), PAGE)
+        print("perf_page: small: from build/bench/small.json")
     if "--only" in sys.argv[1:]:  # that part's blocks, no others
         with open(PAGE, "w") as f:
             f.write(text)

@@ -244,12 +244,39 @@ def small_table(seconds):
             except subprocess.TimeoutExpired:
                 p.kill()
         shutil.rmtree(d, ignore_errors=True)
-    return report(results, seconds)
+    fails = report(results, seconds)
+    write_small_json(results, seconds)
+    return fails
+
+
+def medians(results):
+    return {k: (median([r[0] for r in v]), median([r[1] for r in v]), sum(r[2] for r in v))
+            for k, v in results.items()}
+
+
+def write_small_json(results, seconds):
+    """The table's medians, for docs/performance.md's small block
+    (tools/perf_page.py): build/bench/small.json; then the page."""
+    from bench_peers import commit, cpu
+    med = medians(results)
+    cells = [{"body": k[0], "c": k[1], "server": k[2], "rps": v[0], "cpu_us": v[1]}
+             for k, v in sorted(med.items())]
+    data = {"part": "small", "machine": cpu(), "commit": commit(),
+            "date": time.strftime("%Y-%m-%d"),
+            "command": "make bench-serve BENCH_ARGS=\"--only small\"",
+            "seconds": seconds, "rounds": ROUNDS, "cells": cells}
+    out = os.path.join(os.path.dirname(BIN), "bench")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "small.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    print("bench-serve: wrote build/bench/small.json", file=sys.stderr, flush=True)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    subprocess.run([sys.executable, os.path.join(root, "tools", "perf_page.py"), "--only",
+                    "small"], check=True)
 
 
 def report(results, seconds):
-    med = {k: (median([r[0] for r in v]), median([r[1] for r in v]), sum(r[2] for r in v))
-           for k, v in results.items()}
+    med = medians(results)
     print("small requests: %d rounds of %d s windows; CPU: the server's utime+stime a "
           "request (us); medians" % (ROUNDS, seconds))
     print("%-6s %-4s %-9s %10s %8s %11s %11s %13s" % (
