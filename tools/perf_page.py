@@ -623,19 +623,9 @@ def node_block(d, brief=True):
 
 def floors_block(d):
     """The service beside the machine's floor: nginx for the same traffic."""
-    lines = ["Measured on %s; wrk %d s a run." % (provenance(d), d["seconds"]), "",
-             "Small requests: tally's small JSON request (16 float32, POST /v1/cumsum, "
-             "tests/load/small_json.lua) beside nginx answering a fixed body of the same "
-             "size (`return 200`); wrk, requests a second, p50 and p99 in ms, and the "
-             "server's CPU time a request (its processes' utime + stime over the run):", "",
-             "| c | tally req/s | p50 | p99 | CPU us | nginx req/s | p50 | p99 | CPU us "
-             "| tally / nginx |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in d["small"]:
-        t, n = c["tally"], c["nginx"]
-        lines.append("| %d | %.0f | %s | %s | %.1f | %.0f | %s | %s | %.1f | %.2f |" % (
-            c["concurrency"], t["rps"], num(t["p50_ms"]), num(t["p99_ms"]), t["cpu_us"],
-            n["rps"], num(n["p50_ms"]), num(n["p99_ms"]), n["cpu_us"], c["ratio"]))
+    # its small requests are the small block's now (bench_small.py: nginx
+    # and the smallest libmicrohttpd server beside tallyd)
+    lines = ["Measured on %s; wrk %d s a run." % (provenance(d), d["seconds"])]
     lines += ["", "Large tensors: one .npy round trip through tally (POST /v1/cumsum, the "
               "answer read back) beside curl moving the same bytes up to nginx (a POST it "
               "discards) and down from it (the file served); the median of 5 curl runs, "
@@ -728,36 +718,39 @@ def store_block(d):
 
 def small_block(d):
     """A small request's CPU and rate beside nginx's and the smallest
-    libmicrohttpd server's (tests/bench/bench_small.py)."""
+    libmicrohttpd server's (tests/bench/bench_small.py), a row a load."""
     cell = {(c["body"], c["c"], c["server"]): c for c in d["cells"]}
-    lines = ["Measured on %s; %d rounds of %d s windows, the servers in turn, medians. A "
-             "small request: 4 float32 as native JSON to /v1/cumsum, or as a KServe binary "
-             "request to /v2/models/cumsum/infer; wrk, one thread. nginx and the floor "
-             "(tests/bench/mhd_floor.c: libmicrohttpd, one thread, a fixed answer) answer "
-             "tallyd's bytes; tallyd-1: `--http-threads 1`, tallyd: the default (2). CPU: "
-             "the server's utime + stime a request. gRPC: h2load, 32 streams, a unary "
-             "ModelInfer, against tests/bench/grpc_floor.c in memory. Targets (c=32): CPU "
-             "at most 1.2 x the floor's and 1.25 x nginx's, req/s at least 0.85 of nginx's "
-             "(c=1: 0.95); gRPC at most 1.3 x its floor's." % (
-                 provenance(d), d["rounds"], d["seconds"]), "",
-             "| body | c | server | req/s | CPU us a request | / floor | / nginx | req/s / "
-             "nginx |", "|---|---|---|---|---|---|---|---|"]
-    for body in ("json", "binary"):
-        for conc in (1, 32):
-            fl, ng = cell.get((body, conc, "floor")), cell.get((body, conc, "nginx"))
-            for server in ("nginx", "floor", "tallyd-1", "tallyd"):
-                c = cell.get((body, conc, server))
-                if c is None or fl is None or ng is None:
-                    continue
-                lines.append("| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f |" % (
-                    body, conc, server, num(c["rps"]), c["cpu_us"],
-                    c["cpu_us"] / fl["cpu_us"], c["cpu_us"] / ng["cpu_us"],
-                    c["rps"] / ng["rps"]))
-    gf, gt = cell.get(("grpc", 32, "grpc_floor")), cell.get(("grpc", 32, "tallyd"))
-    if gf and gt:
-        for name, c in (("grpc_floor", gf), ("tallyd", gt)):
-            lines.append("| grpc | 32 | %s | %s | %.2f | %.2f | | |" % (
-                name, num(c["rps"]), c["cpu_us"], c["cpu_us"] / gf["cpu_us"]))
+    lines = ["Measured on %s; %d rounds of %d s windows, the servers in turn, medians. 4 "
+             "float32 as native JSON to /v1/cumsum or as a KServe binary request, wrk one "
+             "thread; gRPC: a unary ModelInfer, h2load 32 streams, beside "
+             "tests/bench/grpc_floor.c. The floor: tests/bench/mhd_floor.c (libmicrohttpd, "
+             "one thread, tallyd's answer's bytes). CPU: the server's utime + stime a "
+             "request, us, and tallyd's as a ratio to the floor's / to nginx's; rate: "
+             "tallyd's req/s / nginx's. tallyd-1: `--http-threads 1`; tallyd: the default "
+             "(2). Targets: CPU at most 1.2 / 1.25 at c=32 (gRPC 1.3 / -), rate at least "
+             "0.85 (c=1: 0.95)." % (provenance(d), d["rounds"], d["seconds"]), "",
+             "| body | c | nginx req/s | nginx CPU | floor CPU | tallyd-1 CPU | / floor / "
+             "nginx | rate | tallyd CPU | / floor / nginx | rate |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for body, conc in (("json", 1), ("json", 32), ("binary", 1), ("binary", 32),
+                       ("grpc", 32)):
+        ng, fl = cell.get((body, conc, "nginx")), cell.get(
+            (body, conc, "grpc_floor" if body == "grpc" else "floor"))
+        if fl is None:
+            continue
+        row = ["%s | %d | %s | %s | %.2f" % (body, conc, num(ng["rps"]) if ng else "-",
+                                              "%.2f" % ng["cpu_us"] if ng else "-",
+                                              fl["cpu_us"])]
+        for name in ("tallyd-1", "tallyd"):
+            c = cell.get((body, conc, name))
+            if c is None:
+                row.append("- | - | -")
+                continue
+            row.append("%.2f | %.2f / %s | %s" % (
+                c["cpu_us"], c["cpu_us"] / fl["cpu_us"],
+                "%.2f" % (c["cpu_us"] / ng["cpu_us"]) if ng else "-",
+                "%.2f" % (c["rps"] / ng["rps"]) if ng else "-"))
+        lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
