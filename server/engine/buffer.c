@@ -62,6 +62,7 @@ typedef struct {
     bool keyed; /* small_key holds it: the thread's exit frees them */
 } small_kept;
 static _Thread_local small_kept small;
+static const unsigned small_max = SMALL_KEPT; /* 0 under ASan */
 static pthread_key_t small_key; /* its value: &small, once it keeps one */
 static pthread_once_t small_once = PTHREAD_ONCE_INIT;
 
@@ -145,7 +146,7 @@ void eng_buffer_free(void *p)
     header *h = header_of(p);
     if (h->magic != MAGIC)
         abort(); /* not ours: a programming error */
-    if (h->cap + HEADER == SMALL && small.n < SMALL_KEPT) {
+    if (h->cap + HEADER == SMALL && small.n < small_max) {
         if (!small.keyed) {
             pthread_once(&small_once, small_key_make);
             small.keyed = pthread_setspecific(small_key, &small) == 0;
