@@ -32,27 +32,20 @@ struct eng_pool {
 };
 
 /* One thread at a time runs jobs on a pool (pool.h): in the builds with
- * owner asserts (core/loop_owner.h's TALLY_OWNER_ASSERTS), a second one
- * inside at once aborts, naming the pool. */
-static void owner_enter(eng_pool *p)
+ * owner asserts (core/loop_owner.h's TALLY_OWNER_ASSERTS), eng_pool_run
+ * marks itself in (inside) and out; finding the mark already so, another
+ * caller is inside at once, and it aborts, naming the pool. */
+static void owner_mark(eng_pool *p, bool inside)
 {
 #ifdef TALLY_OWNER_ASSERTS
-    if (atomic_exchange(&p->running, true)) {
+    if (atomic_exchange(&p->running, inside) == inside) {
         fprintf(stderr, "pool.c: eng_pool_run on pool %p from two threads at "
                         "once\n", (void *)p);
         abort();
     }
 #else
     (void)p;
-#endif
-}
-
-static void owner_leave(eng_pool *p)
-{
-#ifdef TALLY_OWNER_ASSERTS
-    atomic_store(&p->running, false);
-#else
-    (void)p;
+    (void)inside;
 #endif
 }
 
@@ -142,11 +135,11 @@ unsigned eng_pool_threads(const eng_pool *p)
 
 void eng_pool_run(eng_pool *p, size_t ntasks, eng_pool_fn fn, void *arg)
 {
-    owner_enter(p);
+    owner_mark(p, true);
     if (p->threads == 1 || ntasks <= 1) {
         for (size_t i = 0; i < ntasks; i++)
             fn(arg, i);
-        owner_leave(p);
+        owner_mark(p, false);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -165,5 +158,5 @@ void eng_pool_run(eng_pool *p, size_t ntasks, eng_pool_fn fn, void *arg)
     while (p->busy > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
-    owner_leave(p);
+    owner_mark(p, false);
 }

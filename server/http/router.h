@@ -53,7 +53,9 @@ typedef struct http_routes {
     size_t nrows;
     /* Whether the text of parameter `name` names something that exists;
      * when not, writes why into msg (the 404's message). NULL: any text
-     * matches. Both strings are not NUL-terminated. */
+     * matches. Both strings are not NUL-terminated. The same text gets
+     * the same answer for the table's life: a thread reuses its last
+     * match (router.c). */
     bool (*check_param)(const char *name, size_t nlen, const char *value,
                         size_t vlen, char *msg, size_t msglen);
     /* The names /metrics labels requests with (route="native"): a row's
