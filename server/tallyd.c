@@ -348,12 +348,10 @@ static bool start_tracing(tallyd_server *s, otlp_exporter **e, char *msg,
     if (ratio != NULL && ratio[0] != '\0') {
         char *end;
         r = strtod(ratio, &end);
-        if (*end != '\0' || !(r >= 0 && r <= 1)) {
-            snprintf(msg, msglen,
-                     "--trace-ratio: \"%.64s\" is not a number from 0 to 1",
-                     ratio);
-            return false;
-        }
+        if (*end != '\0' || !(r >= 0 && r <= 1))
+            return msg_fail(
+                msg, msglen,
+                "--trace-ratio: \"%.64s\" is not a number from 0 to 1", ratio);
     }
     /* OpenTelemetry's exporter timeout, in milliseconds: one POST's limit,
      * and the most the exit waits on a collector */
@@ -365,14 +363,12 @@ static bool start_tracing(tallyd_server *s, otlp_exporter **e, char *msg,
         char *end;
         errno = 0;
         unsigned long v = strtoul(tmo, &end, 10);
-        if (*end != '\0' || errno != 0 || tmo[0] == '-' || v < 1
-            || v > 600000) {
-            snprintf(msg, msglen,
-                     "OTEL_EXPORTER_OTLP_TIMEOUT: \"%.64s\" is not a number "
-                     "of milliseconds from 1 to 600000",
-                     tmo);
-            return false;
-        }
+        if (*end != '\0' || errno != 0 || tmo[0] == '-' || v < 1 || v > 600000)
+            return msg_fail(
+                msg, msglen,
+                "OTEL_EXPORTER_OTLP_TIMEOUT: \"%.64s\" is not a number "
+                "of milliseconds from 1 to 600000",
+                tmo);
         timeout_ms = (unsigned)v;
     }
     const char *service = getenv("OTEL_SERVICE_NAME");

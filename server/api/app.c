@@ -40,10 +40,8 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
     uv_mutex_init(&a->watch_mu);
     list_init(&a->watches);
     if (!sched_engines(&a->backend, devices, n,
-                       tallyd_config_host_threads(&s->cfg))) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
+                       tallyd_config_host_threads(&s->cfg)))
+        return msg_fail(msg, msglen, "out of memory");
     sched_options o = {
         .workers = s->cfg.workers,
         .devices = n,
@@ -68,16 +66,12 @@ bool api_start(api_state *a, tallyd_server *s, eng_engine *const *devices,
                       ? SCHED_PLACE_COST
                       : SCHED_PLACE_DEVICE;
     a->sched = sched_new(&o, &a->backend);
-    if (a->sched == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
+    if (a->sched == NULL)
+        return msg_fail(msg, msglen, "out of memory");
     if (s->cfg.allow_shared_memory) {
         a->shm = shm_registry_new(s->cfg.shm_max_regions, s->cfg.shm_max_bytes);
-        if (a->shm == NULL) {
-            snprintf(msg, msglen, "out of memory");
-            return false;
-        }
+        if (a->shm == NULL)
+            return msg_fail(msg, msglen, "out of memory");
     }
     s->app = a;
     return sched_start(a->sched, msg, msglen) == ENG_E_OK;
@@ -174,10 +168,8 @@ bool api_sequences_load(api_state *a, tallyd_server *s, char *msg,
     if (so.max_sequences > 0 && store == NULL)
         return false;
     a->seqs = seq_table_new(&so, store);
-    if (a->seqs == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
+    if (a->seqs == NULL)
+        return msg_fail(msg, msglen, "out of memory");
     return true;
 }
 

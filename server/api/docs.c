@@ -50,11 +50,9 @@ static bool read_file(const char *path, char **data, size_t *len, char *msg,
                       size_t msglen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(msg, msglen, "cannot open %.512s: %s", path,
-                 strerror(errno));
-        return false;
-    }
+    if (fd < 0)
+        return msg_fail(msg, msglen, "cannot open %.512s: %s", path,
+                        strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)
         || (uint64_t)sb.st_size > DOCS_FILE_MAX) {
@@ -118,10 +116,8 @@ bool api_docs_load(api_docs *d, const char *dir, char *msg, size_t msglen)
     else
         default_dir(where, sizeof where);
     d->dir = strdup(where);
-    if (d->dir == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
+    if (d->dir == NULL)
+        return msg_fail(msg, msglen, "out of memory");
     char why[768] = "";
     for (int i = 0; i < API_DOCS_FILES; i++) {
         char path[sizeof where + 64];
@@ -137,8 +133,7 @@ bool api_docs_load(api_docs *d, const char *dir, char *msg, size_t msglen)
     }
     api_docs_free(d);
     if (chosen) { /* asked for and missing: say so before serving */
-        snprintf(msg, msglen, "--docs-dir: %.700s", why);
-        return false;
+        return msg_fail(msg, msglen, "--docs-dir: %.700s", why);
     }
     d->dir = strdup(where); /* for the 404's message */
     log_msg("tallyd", "info",

@@ -102,18 +102,14 @@ static bool is(const char *s, size_t n, const char *want)
 static bool check_param(const char *name, size_t nlen, const char *value,
                         size_t vlen, char *msg, size_t msglen)
 {
-    if (is(name, nlen, "model") && !is(value, vlen, KSERVE_MODEL)) {
-        snprintf(msg, msglen,
-                 "unknown model \"%.*s\" (this server serves \"%s\")",
-                 vlen > 64 ? 64 : (int)vlen, value, KSERVE_MODEL);
-        return false;
-    }
-    if (is(name, nlen, "version") && !is(value, vlen, KSERVE_VERSION)) {
-        snprintf(
+    if (is(name, nlen, "model") && !is(value, vlen, KSERVE_MODEL))
+        return msg_fail(msg, msglen,
+                        "unknown model \"%.*s\" (this server serves \"%s\")",
+                        vlen > 64 ? 64 : (int)vlen, value, KSERVE_MODEL);
+    if (is(name, nlen, "version") && !is(value, vlen, KSERVE_VERSION))
+        return msg_fail(
             msg, msglen, "model \"%s\" has no version \"%.*s\" (it has \"%s\")",
             KSERVE_MODEL, vlen > 32 ? 32 : (int)vlen, value, KSERVE_VERSION);
-        return false;
-    }
     return true;
 }
 

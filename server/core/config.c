@@ -166,10 +166,8 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
     switch (s->kind) {
     case STR: {
         char *copy = strdup(v);
-        if (copy == NULL) {
-            snprintf(msg, msglen, "out of memory");
-            return false;
-        }
+        if (copy == NULL)
+            return msg_fail(msg, msglen, "out of memory");
         free(*(char **)field);
         *(char **)field = copy;
         return true;
@@ -197,26 +195,22 @@ static bool set(tallyd_config *c, const setting *s, const char *v,
         if (!enum_value(s->words, v, (unsigned *)field)) {
             char words[200];
             enum_words(s->words, words, sizeof words);
-            snprintf(msg, msglen, "%s: %s must be %s, not \"%s\"", from,
-                     s->flag, words, v);
-            return false;
+            return msg_fail(msg, msglen, "%s: %s must be %s, not \"%s\"", from,
+                            s->flag, words, v);
         }
         return true;
     case SIZE:
-        if (!parse_size(v, (size_t *)field)) {
-            snprintf(msg, msglen,
-                     "%s: %s must be a size such as 256MiB, 64M "
-                     "or 1000000, not \"%s\"",
-                     from, s->flag, v);
-            return false;
-        }
+        if (!parse_size(v, (size_t *)field))
+            return msg_fail(msg, msglen,
+                            "%s: %s must be a size such as 256MiB, 64M "
+                            "or 1000000, not \"%s\"",
+                            from, s->flag, v);
         return true;
     case BOOL:
-        if (!parse_bool(v, (bool *)field)) {
-            snprintf(msg, msglen, "%s: %s must be true or false, not \"%s\"",
-                     from, s->flag, v);
-            return false;
-        }
+        if (!parse_bool(v, (bool *)field))
+            return msg_fail(msg, msglen,
+                            "%s: %s must be true or false, not \"%s\"", from,
+                            s->flag, v);
         return true;
     }
     return false;
@@ -252,11 +246,9 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
             c->warm_cache = true;
             continue;
         }
-        if (strncmp(arg, "--", 2) != 0) {
-            snprintf(msg, msglen, "unexpected argument \"%s\" (see --help)",
-                     arg);
-            return false;
-        }
+        if (strncmp(arg, "--", 2) != 0)
+            return msg_fail(msg, msglen,
+                            "unexpected argument \"%s\" (see --help)", arg);
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
         const setting *s = NULL;
@@ -273,11 +265,9 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
                 negated = true;
             }
         }
-        if (s == NULL) {
-            snprintf(msg, msglen, "unknown option --%.*s (see --help)",
-                     (int)nlen, name);
-            return false;
-        }
+        if (s == NULL)
+            return msg_fail(msg, msglen, "unknown option --%.*s (see --help)",
+                            (int)nlen, name);
         const char *v;
         if (eq != NULL)
             v = eq + 1;
@@ -286,60 +276,50 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
         else if (a + 1 < argc)
             v = argv[++a];
         else {
-            snprintf(msg, msglen, "option --%s needs a value", s->flag);
-            return false;
+            return msg_fail(msg, msglen, "option --%s needs a value", s->flag);
         }
-        if (negated && eq != NULL) {
-            snprintf(msg, msglen, "--no-%s takes no value", s->flag);
-            return false;
-        }
+        if (negated && eq != NULL)
+            return msg_fail(msg, msglen, "--no-%s takes no value", s->flag);
         char from[64];
         snprintf(from, sizeof from, "--%s", s->flag);
         if (!set(c, s, v, from, msg, msglen))
             return false;
     }
-    if (c->state_store[0] != '\0' && c->state_dir[0] != '\0') {
-        snprintf(msg, msglen,
-                 "state-store and state-dir cannot be combined: a sequence's "
-                 "state lives in one place (Redis, for many replicas; a "
-                 "directory, for one)");
-        return false;
-    }
-    if (c->state_store[0] != '\0' && c->state_store_timeout_ms == 0) {
-        snprintf(msg, msglen, "state-store-timeout-ms must be at least 1");
-        return false;
-    }
+    if (c->state_store[0] != '\0' && c->state_dir[0] != '\0')
+        return msg_fail(
+            msg, msglen,
+            "state-store and state-dir cannot be combined: a sequence's "
+            "state lives in one place (Redis, for many replicas; a "
+            "directory, for one)");
+    if (c->state_store[0] != '\0' && c->state_store_timeout_ms == 0)
+        return msg_fail(msg, msglen,
+                        "state-store-timeout-ms must be at least 1");
     char host[256];
     unsigned port;
-    if (!tallyd_config_split_listen(c->listen, host, sizeof host, &port)) {
-        snprintf(msg, msglen,
-                 "listen must be HOST:PORT (such as "
-                 "127.0.0.1:8080 or [::1]:8080), not \"%s\"",
-                 c->listen);
-        return false;
-    }
+    if (!tallyd_config_split_listen(c->listen, host, sizeof host, &port))
+        return msg_fail(msg, msglen,
+                        "listen must be HOST:PORT (such as "
+                        "127.0.0.1:8080 or [::1]:8080), not \"%s\"",
+                        c->listen);
     if (c->grpc_listen[0] != '\0'
         && !tallyd_config_split_listen(c->grpc_listen, host, sizeof host,
-                                       &port)) {
-        snprintf(msg, msglen,
-                 "grpc-listen must be HOST:PORT (such as 127.0.0.1:8001), "
-                 "or empty to turn gRPC off, not \"%s\"",
-                 c->grpc_listen);
-        return false;
-    }
-    if (c->max_sequences > 0 && c->sequence_idle_ms == 0) {
-        snprintf(msg, msglen,
-                 "sequence-idle-ms must be at least 1 while sequences are on "
-                 "(max-sequences %u)",
-                 c->max_sequences);
-        return false;
-    }
-    if (c->max_sequences > 0 && c->sequence_max_bytes < 8) {
-        snprintf(msg, msglen,
-                 "sequence-max-bytes must hold one carry (8 bytes) at least "
-                 "while sequences are on");
-        return false;
-    }
+                                       &port))
+        return msg_fail(
+            msg, msglen,
+            "grpc-listen must be HOST:PORT (such as 127.0.0.1:8001), "
+            "or empty to turn gRPC off, not \"%s\"",
+            c->grpc_listen);
+    if (c->max_sequences > 0 && c->sequence_idle_ms == 0)
+        return msg_fail(
+            msg, msglen,
+            "sequence-idle-ms must be at least 1 while sequences are on "
+            "(max-sequences %u)",
+            c->max_sequences);
+    if (c->max_sequences > 0 && c->sequence_max_bytes < 8)
+        return msg_fail(
+            msg, msglen,
+            "sequence-max-bytes must hold one carry (8 bytes) at least "
+            "while sequences are on");
     return true;
 }
 

@@ -7,17 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "sequence_id.h"
 #include "tx_utf8.h"
 
 bool seq_id_number(seq_params *p, uint64_t v, char *msg, size_t msglen)
 {
-    if (v == 0) {
-        snprintf(msg, msglen,
-                 "sequence_id 0 names no sequence: give a number from 1 "
-                 "to 2^64 - 1 or a non-empty string");
-        return false;
-    }
+    if (v == 0)
+        return msg_fail(msg, msglen,
+                        "sequence_id 0 names no sequence: give a number from 1 "
+                        "to 2^64 - 1 or a non-empty string");
     p->has_id = true;
     p->is_string = false;
     p->num = v;
@@ -29,31 +28,25 @@ bool seq_id_number(seq_params *p, uint64_t v, char *msg, size_t msglen)
 bool seq_id_string(seq_params *p, const char *s, size_t n, char *msg,
                    size_t msglen)
 {
-    if (n == 0) {
-        snprintf(msg, msglen,
-                 "sequence_id \"\" names no sequence: give a non-empty "
-                 "string or a number other than 0");
-        return false;
-    }
-    if (n > SEQ_ID_MAX) {
-        snprintf(msg, msglen,
-                 "sequence_id is %zu bytes long; a string id takes at most "
-                 "%d",
-                 n, SEQ_ID_MAX);
-        return false;
-    }
-    if (tx_utf8_valid(s, n) != n) {
-        snprintf(msg, msglen, "sequence_id is not valid UTF-8");
-        return false;
-    }
+    if (n == 0)
+        return msg_fail(msg, msglen,
+                        "sequence_id \"\" names no sequence: give a non-empty "
+                        "string or a number other than 0");
+    if (n > SEQ_ID_MAX)
+        return msg_fail(
+            msg, msglen,
+            "sequence_id is %zu bytes long; a string id takes at most "
+            "%d",
+            n, SEQ_ID_MAX);
+    if (tx_utf8_valid(s, n) != n)
+        return msg_fail(msg, msglen, "sequence_id is not valid UTF-8");
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
-            snprintf(msg, msglen,
-                     "sequence_id cannot hold control characters (byte %zu "
-                     "is 0x%02x)",
-                     i, (unsigned char)s[i]);
-            return false;
-        }
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return msg_fail(
+                msg, msglen,
+                "sequence_id cannot hold control characters (byte %zu "
+                "is 0x%02x)",
+                i, (unsigned char)s[i]);
     p->has_id = true;
     p->is_string = true;
     p->num = 0;
@@ -81,12 +74,10 @@ bool seq_id_text(seq_params *p, const char *v, char *msg, size_t msglen)
 
 bool seq_chunk_number(seq_params *p, uint64_t v, char *msg, size_t msglen)
 {
-    if (v == 0) {
-        snprintf(msg, msglen,
-                 "sequence_chunk counts from 1 (the chunk that carries "
-                 "sequence_start); 0 is not a chunk number");
-        return false;
-    }
+    if (v == 0)
+        return msg_fail(msg, msglen,
+                        "sequence_chunk counts from 1 (the chunk that carries "
+                        "sequence_start); 0 is not a chunk number");
     p->has_chunk = true;
     p->chunk = v;
     return true;
@@ -104,29 +95,25 @@ bool seq_chunk_text(seq_params *p, const char *v, char *msg, size_t msglen)
         x = strtoull(v, NULL, 10);
         digits = errno == 0;
     }
-    if (!digits) {
-        snprintf(msg, msglen,
-                 "sequence_chunk must be a whole number from 1 to "
-                 "18446744073709551615");
-        return false;
-    }
+    if (!digits)
+        return msg_fail(msg, msglen,
+                        "sequence_chunk must be a whole number from 1 to "
+                        "18446744073709551615");
     return seq_chunk_number(p, x, msg, msglen);
 }
 
 bool seq_params_check(const seq_params *p, char *msg, size_t msglen)
 {
-    if ((p->has_flags || p->has_chunk) && !p->has_id) {
-        snprintf(msg, msglen, "sequence_start, sequence_end and "
-                              "sequence_chunk need a sequence_id");
-        return false;
-    }
-    if (p->start && p->has_chunk && p->chunk != 1) {
-        snprintf(msg, msglen,
-                 "sequence_chunk is %llu on a chunk with sequence_start; "
-                 "a sequence's chunks are numbered from 1, its start",
-                 (unsigned long long)p->chunk);
-        return false;
-    }
+    if ((p->has_flags || p->has_chunk) && !p->has_id)
+        return msg_fail(msg, msglen,
+                        "sequence_start, sequence_end and "
+                        "sequence_chunk need a sequence_id");
+    if (p->start && p->has_chunk && p->chunk != 1)
+        return msg_fail(
+            msg, msglen,
+            "sequence_chunk is %llu on a chunk with sequence_start; "
+            "a sequence's chunks are numbered from 1, its start",
+            (unsigned long long)p->chunk);
     return true;
 }
 

@@ -230,35 +230,26 @@ static int object_open(const char *key)
 /* What shm_open takes, and nothing that leaves /dev/shm. */
 static bool key_ok(const char *key, size_t n, char *msg, size_t msglen)
 {
-    if (n < 2 || n > SHM_KEY_MAX || key[0] != '/') {
-        snprintf(msg, msglen,
-                 "a shared-memory key must be '/' and then 1 to %d bytes, "
-                 "as shm_open takes it (\"/my_region\")",
-                 SHM_KEY_MAX - 1);
-        return false;
-    }
-    if (memchr(key + 1, '/', n - 1) != NULL || memchr(key, '\0', n) != NULL) {
-        snprintf(msg, msglen,
-                 "a shared-memory key has one '/', at its start, and no "
-                 "other (nor a NUL byte): \"/my_region\", not a path");
-        return false;
-    }
-    if ((n == 2 && key[1] == '.')
-        || (n == 3 && key[1] == '.' && key[2] == '.')) {
-        snprintf(msg, msglen,
-                 "a shared-memory key cannot be \"/.\" or \"/..\"");
-        return false;
-    }
-    if (tx_utf8_valid(key, n) != n) {
-        snprintf(msg, msglen, "a shared-memory key must be valid UTF-8");
-        return false;
-    }
+    if (n < 2 || n > SHM_KEY_MAX || key[0] != '/')
+        return msg_fail(
+            msg, msglen,
+            "a shared-memory key must be '/' and then 1 to %d bytes, "
+            "as shm_open takes it (\"/my_region\")",
+            SHM_KEY_MAX - 1);
+    if (memchr(key + 1, '/', n - 1) != NULL || memchr(key, '\0', n) != NULL)
+        return msg_fail(msg, msglen,
+                        "a shared-memory key has one '/', at its start, and no "
+                        "other (nor a NUL byte): \"/my_region\", not a path");
+    if ((n == 2 && key[1] == '.') || (n == 3 && key[1] == '.' && key[2] == '.'))
+        return msg_fail(msg, msglen,
+                        "a shared-memory key cannot be \"/.\" or \"/..\"");
+    if (tx_utf8_valid(key, n) != n)
+        return msg_fail(msg, msglen, "a shared-memory key must be valid UTF-8");
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f) {
-            snprintf(msg, msglen,
-                     "a shared-memory key cannot hold control characters");
-            return false;
-        }
+        if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
+            return msg_fail(
+                msg, msglen,
+                "a shared-memory key cannot hold control characters");
     return true;
 }
 
@@ -267,22 +258,18 @@ static bool key_ok(const char *key, size_t n, char *msg, size_t msglen)
 static bool span_ok(uint64_t offset, uint64_t byte_size, uint64_t *end,
                     uint64_t *lead, char *msg, size_t msglen)
 {
-    if (byte_size == 0) {
-        snprintf(msg, msglen, "byte_size must be at least 1");
-        return false;
-    }
+    if (byte_size == 0)
+        return msg_fail(msg, msglen, "byte_size must be at least 1");
     if (__builtin_add_overflow(offset, byte_size, end)
-        || *end > (uint64_t)INT64_MAX) {
-        snprintf(msg, msglen,
-                 "offset %" PRIu64 " plus byte_size %" PRIu64 " overflows",
-                 offset, byte_size);
-        return false;
-    }
+        || *end > (uint64_t)INT64_MAX)
+        return msg_fail(msg, msglen,
+                        "offset %" PRIu64 " plus byte_size %" PRIu64
+                        " overflows",
+                        offset, byte_size);
     *lead = offset % (uint64_t)sysconf(_SC_PAGESIZE);
-    if (byte_size > SIZE_MAX - *lead) {
-        snprintf(msg, msglen, "byte_size %" PRIu64 " is too large", byte_size);
-        return false;
-    }
+    if (byte_size > SIZE_MAX - *lead)
+        return msg_fail(msg, msglen, "byte_size %" PRIu64 " is too large",
+                        byte_size);
     return true;
 }
 

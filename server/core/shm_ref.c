@@ -11,25 +11,20 @@
 
 bool shm_name_ok(const char *name, size_t n, char *msg, size_t msglen)
 {
-    if (n == 0 || n > SHM_NAME_MAX) {
-        snprintf(msg, msglen,
-                 "a shared-memory region's name must have 1 to %d bytes, not "
-                 "%zu",
-                 SHM_NAME_MAX, n);
-        return false;
-    }
-    if (tx_utf8_valid(name, n) != n) {
-        snprintf(msg, msglen,
-                 "a shared-memory region's name must be valid UTF-8");
-        return false;
-    }
+    if (n == 0 || n > SHM_NAME_MAX)
+        return msg_fail(
+            msg, msglen,
+            "a shared-memory region's name must have 1 to %d bytes, not "
+            "%zu",
+            SHM_NAME_MAX, n);
+    if (tx_utf8_valid(name, n) != n)
+        return msg_fail(msg, msglen,
+                        "a shared-memory region's name must be valid UTF-8");
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
-            snprintf(msg, msglen,
-                     "a shared-memory region's name cannot hold control "
-                     "characters");
-            return false;
-        }
+        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+            return msg_fail(msg, msglen,
+                            "a shared-memory region's name cannot hold control "
+                            "characters");
     return true;
 }
 

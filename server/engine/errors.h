@@ -13,6 +13,7 @@
 #ifndef TALLY_ERROR_H
 #define TALLY_ERROR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* X(name, description) */
@@ -51,5 +52,11 @@ const char *eng_err_name(eng_err e);
  * callers can write `return eng_fail(msg, len, ENG_E_AXIS, "...", ...)`. */
 eng_err eng_fail(char *buf, size_t len, eng_err e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The same for a function that answers false on failure: `return
+ * msg_fail(msg, msglen, "...", ...)` writes the message and is false (a
+ * macro, so that the compiler sees the false). */
+#define msg_fail(buf, len, ...)                                                \
+    ((void)eng_fail((buf), (len), ENG_E_OK, __VA_ARGS__), false)
 
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "digits.h"
+#include "errors.h"
 #include "numtext.h"
 #include "numtext_conv.h"
 #include "tx_half.h"
@@ -297,13 +298,12 @@ static bool store_float(tx_dtype t, const char *s, size_t len, double d,
     case TX_FLOAT32: overflow = isinf(f); break;
     default: overflow = isinf(d); break;
     }
-    if (overflow) {
-        snprintf(why, whylen,
-                 "%.*s%s is out of range for %s (write \"Infinity\" for an "
-                 "infinity)",
-                 shown, s, more, tx_dtype_name(t));
-        return false;
-    }
+    if (overflow)
+        return msg_fail(
+            why, whylen,
+            "%.*s%s is out of range for %s (write \"Infinity\" for an "
+            "infinity)",
+            shown, s, more, tx_dtype_name(t));
     switch (t) {
     case TX_FLOAT16:
     case TX_BFLOAT16: ((uint16_t *)dst)[index] = h; break;
@@ -340,20 +340,17 @@ bool numtext_parse(tx_dtype t, const char *s, size_t len, void *dst,
                 }
             }
         }
-        snprintf(why, whylen, "%.*s%s %s %s", shown, s, more,
-                 fraction ? "is not an integer, so it does not fit"
-                          : "does not fit",
-                 tx_dtype_name(t));
-        return false;
+        return msg_fail(why, whylen, "%.*s%s %s %s", shown, s, more,
+                        fraction ? "is not an integer, so it does not fit"
+                                 : "does not fit",
+                        tx_dtype_name(t));
     }
     double d = 0;
     float f = 0;
     bool ok = t == TX_FLOAT32 ? numtext_conv_parse_f32(s, len, &f)
                               : numtext_conv_parse_f64(s, len, &d);
-    if (!ok) {
-        snprintf(why, whylen, "%.*s%s is not a number", shown, s, more);
-        return false;
-    }
+    if (!ok)
+        return msg_fail(why, whylen, "%.*s%s is not a number", shown, s, more);
     return store_float(t, s, len, d, f, dst, index, why, whylen);
 }
 
@@ -384,10 +381,8 @@ bool numtext_parse_float_at(tx_dtype t, const char *s, const char *end,
                                : numtext_conv_prefix_f64(s, end, &d);
     bool json = n > 0 && json_span(s, s + n, end);
     *used = json ? n : 0;
-    if (!json) {
-        snprintf(why, whylen, "not a number");
-        return false;
-    }
+    if (!json)
+        return msg_fail(why, whylen, "not a number");
     return store_float(t, s, n, d, f, dst, index, why, whylen);
 }
 
@@ -449,8 +444,7 @@ bool numtext_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
         && !(p < end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E'));
     if (plain && *d0 == '0' && nd > 1) {
         *used = 0; /* "01" is not JSON */
-        snprintf(why, whylen, "not a number");
-        return false;
+        return msg_fail(why, whylen, "not a number");
     }
     if (plain) {
         unsigned bits = 8 * (unsigned)tx_dtype_size(t);
@@ -469,10 +463,8 @@ bool numtext_parse_int_at(tx_dtype t, const char *s, const char *end, void *dst,
      * that do not fit) through the general path and its messages */
     size_t n = s < end ? numtext_scan(s, end) : 0;
     *used = n;
-    if (n == 0) {
-        snprintf(why, whylen, "not a number");
-        return false;
-    }
+    if (n == 0)
+        return msg_fail(why, whylen, "not a number");
     return numtext_parse(t, s, n, dst, index, why, whylen);
 }
 
@@ -487,17 +479,14 @@ bool numtext_parse_special(tx_dtype t, const char *s, size_t len, void *dst,
     else if (len == 9 && memcmp(s, "-Infinity", 9) == 0)
         d = -INFINITY;
     else {
-        snprintf(why, whylen,
-                 "the string \"%.*s\" is not a number (only \"NaN\", "
-                 "\"Infinity\" and \"-Infinity\" may be strings)",
-                 len > 24 ? 24 : (int)len, s);
-        return false;
+        return msg_fail(why, whylen,
+                        "the string \"%.*s\" is not a number (only \"NaN\", "
+                        "\"Infinity\" and \"-Infinity\" may be strings)",
+                        len > 24 ? 24 : (int)len, s);
     }
-    if (tx_dtype_kind(t) != TX_KIND_FLOAT) {
-        snprintf(why, whylen, "%.*s is not a value of %s", (int)len, s,
-                 tx_dtype_name(t));
-        return false;
-    }
+    if (tx_dtype_kind(t) != TX_KIND_FLOAT)
+        return msg_fail(why, whylen, "%.*s is not a value of %s", (int)len, s,
+                        tx_dtype_name(t));
     store_f(t, dst, index, d, (float)d);
     return true;
 }

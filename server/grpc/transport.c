@@ -48,8 +48,7 @@ static bool init_wakes(grpc_transport *t, char *msg, size_t msglen)
 {
     if (mailbox_listen(t->mb, &t->resumed, 0, on_resumed, t))
         return true;
-    snprintf(msg, msglen, "gRPC: the loop's mailbox has no room");
-    return false;
+    return msg_fail(msg, msglen, "gRPC: the loop's mailbox has no room");
 }
 
 bool grpc_start_on(grpc_transport *t, tallyd_server *s, mailbox *mb,
@@ -65,24 +64,19 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, mailbox *mb,
     uv_loop_t *loop = mb->loop;
     list_init(&t->conns);
     t->open_all = open_all != NULL ? open_all : &t->open_connections;
-    if (!h2_callbacks_init()) {
-        snprintf(msg, msglen, "gRPC: out of memory");
-        return false;
-    }
+    if (!h2_callbacks_init())
+        return msg_fail(msg, msglen, "gRPC: out of memory");
     char host[256];
     unsigned port;
     if (!tallyd_config_split_listen(s->cfg.grpc_listen, host, sizeof host,
-                                    &port)) {
-        snprintf(msg, msglen, "grpc-listen \"%s\" is not HOST:PORT",
-                 s->cfg.grpc_listen);
-        return false;
-    }
+                                    &port))
+        return msg_fail(msg, msglen, "grpc-listen \"%s\" is not HOST:PORT",
+                        s->cfg.grpc_listen);
     struct sockaddr_storage addr;
     if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0
-        && uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&addr) != 0) {
-        snprintf(msg, msglen, "grpc-listen: \"%s\" is not an IP address", host);
-        return false;
-    }
+        && uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&addr) != 0)
+        return msg_fail(msg, msglen, "grpc-listen: \"%s\" is not an IP address",
+                        host);
     if (s->cfg.tls_cert[0] != '\0' || s->cfg.tls_key[0] != '\0') {
         t->tls = grpc_tls_new(s->cfg.tls_cert, s->cfg.tls_key, msg, msglen);
         if (t->tls == NULL)

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "cors.h"
+#include "errors.h"
 
 #define MAX_ORIGINS 64
 #define MAX_ORIGIN 256
@@ -61,10 +62,8 @@ bool http_cors_parse(const char *list, http_cors **out, char *msg,
     if (list == NULL || list[0] == '\0')
         return true;
     http_cors *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return false;
-    }
+    if (c == NULL)
+        return msg_fail(msg, msglen, "out of memory");
     const char *p = list;
     while (*p != '\0') {
         while (*p == ' ' || *p == ',')

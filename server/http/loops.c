@@ -124,14 +124,10 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
 {
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-    if (info == NULL) {
-        snprintf(msg, msglen, "libmicrohttpd has no epoll descriptor");
-        return false;
-    }
-    if (uv_loop_init(&l->loop) != 0) {
-        snprintf(msg, msglen, "cannot make an HTTP loop");
-        return false;
-    }
+    if (info == NULL)
+        return msg_fail(msg, msglen, "libmicrohttpd has no epoll descriptor");
+    if (uv_loop_init(&l->loop) != 0)
+        return msg_fail(msg, msglen, "cannot make an HTTP loop");
     uv_poll_init(&l->loop, &l->poll, info->epoll_fd);
     l->poll.data = l;
     uv_timer_init(&l->loop, &l->timer);
@@ -154,8 +150,7 @@ bool http_loop_start(http_loop *l, char *msg, size_t msglen)
         mailbox_close(&l->mb);
         uv_run(&l->loop, UV_RUN_DEFAULT);
         uv_loop_close(&l->loop);
-        snprintf(msg, msglen, "cannot start an HTTP thread");
-        return false;
+        return msg_fail(msg, msglen, "cannot start an HTTP thread");
     }
     l->running = true;
     return true;

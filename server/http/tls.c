@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "tls.h"
 
 /* A PEM file's text, for --tls-cert and --tls-key: NUL-terminated, at
@@ -48,14 +49,12 @@ bool http_tls_read(const tallyd_config *c, char **cert, char **key, char *msg,
     bool has_cert = c->tls_cert[0] != '\0', has_key = c->tls_key[0] != '\0';
     if (!has_cert && !has_key)
         return true;
-    if (has_cert != has_key) {
-        snprintf(msg, msglen, "HTTPS needs both --tls-cert and --tls-key");
-        return false;
-    }
-    if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
-        snprintf(msg, msglen, "this libmicrohttpd was built without TLS");
-        return false;
-    }
+    if (has_cert != has_key)
+        return msg_fail(msg, msglen,
+                        "HTTPS needs both --tls-cert and --tls-key");
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+        return msg_fail(msg, msglen,
+                        "this libmicrohttpd was built without TLS");
     *cert = read_pem("tls-cert", c->tls_cert, msg, msglen);
     *key = *cert != NULL ? read_pem("tls-key", c->tls_key, msg, msglen) : NULL;
     if (*key == NULL) {

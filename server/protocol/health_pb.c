@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "health_pb.h"
 #include "pbwire.h"
 
@@ -17,29 +18,24 @@ bool health_pb_request(const uint8_t *msg, size_t len, char *svc, size_t cap,
     while ((k = pb_next(&r, &f)) == 1) {
         if (f.number != 1)
             continue;
-        if (f.type != PB_LEN) {
-            snprintf(err, errlen,
-                     "HealthCheckRequest.service is not a "
-                     "string");
-            return false;
-        }
+        if (f.type != PB_LEN)
+            return msg_fail(err, errlen,
+                            "HealthCheckRequest.service is not a "
+                            "string");
         if (f.span.len > HEALTH_SERVICE_MAX || f.span.len >= cap
-            || memchr(f.span.p, 0, f.span.len) != NULL) {
-            snprintf(err, errlen,
-                     "HealthCheckRequest.service is longer than %d bytes or "
-                     "holds a NUL",
-                     HEALTH_SERVICE_MAX);
-            return false;
-        }
+            || memchr(f.span.p, 0, f.span.len) != NULL)
+            return msg_fail(
+                err, errlen,
+                "HealthCheckRequest.service is longer than %d bytes or "
+                "holds a NUL",
+                HEALTH_SERVICE_MAX);
         memcpy(svc, f.span.p, f.span.len);
         svc[f.span.len] = '\0';
     }
-    if (k < 0) {
-        snprintf(err, errlen,
-                 "the message is not a valid HealthCheckRequest "
-                 "(bad protobuf wire format)");
-        return false;
-    }
+    if (k < 0)
+        return msg_fail(err, errlen,
+                        "the message is not a valid HealthCheckRequest "
+                        "(bad protobuf wire format)");
     return true;
 }
 

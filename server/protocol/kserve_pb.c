@@ -103,8 +103,7 @@ static bool read_value(const Inference__InferParameter *v, kserve_kind kind,
     }
     if (takes == NULL)
         return true;
-    snprintf(err, errlen, "%s must be %s", what, takes);
-    return false;
+    return msg_fail(err, errlen, "%s must be %s", what, takes);
 }
 
 /* One of a tensor's parameters (k, v): the shared-memory ones into ref;

@@ -13,13 +13,11 @@
 bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
                             size_t msglen)
 {
-    if (p->has_axis && p->axis != axis) {
-        snprintf(msg, msglen,
-                 "input \"axis\" (%" PRId64 ") disagrees with the axis "
-                 "parameter (%" PRId64 ")",
-                 axis, p->axis);
-        return false;
-    }
+    if (p->has_axis && p->axis != axis)
+        return msg_fail(msg, msglen,
+                        "input \"axis\" (%" PRId64 ") disagrees with the axis "
+                        "parameter (%" PRId64 ")",
+                        axis, p->axis);
     p->axis = axis;
     p->has_axis = true;
     return true;
@@ -28,18 +26,15 @@ bool scan_params_axis_input(scan_params *p, int64_t axis, char *msg,
 bool scan_axis_input_kind(int dtype, uint64_t elements, char *msg,
                           size_t msglen)
 {
-    if (dtype != TX_INT32 && dtype != TX_INT64) {
-        snprintf(msg, msglen, "input \"axis\" must be INT32 or INT64, not %s",
-                 tx_dtype_kserve((tx_dtype)dtype));
-        return false;
-    }
-    if (elements != 1) {
-        snprintf(msg, msglen,
-                 "input \"axis\" must hold one element (shape [1]), not "
-                 "%" PRIu64,
-                 elements);
-        return false;
-    }
+    if (dtype != TX_INT32 && dtype != TX_INT64)
+        return msg_fail(msg, msglen,
+                        "input \"axis\" must be INT32 or INT64, not %s",
+                        tx_dtype_kserve((tx_dtype)dtype));
+    if (elements != 1)
+        return msg_fail(msg, msglen,
+                        "input \"axis\" must hold one element (shape [1]), not "
+                        "%" PRIu64,
+                        elements);
     return true;
 }
 
@@ -60,13 +55,12 @@ bool scan_axis_input_raw(int dtype, const void *bytes, uint64_t len,
                          size_t msglen)
 {
     size_t want = tx_dtype_size((tx_dtype)dtype);
-    if (len != want) {
-        snprintf(msg, msglen,
-                 "input \"axis\": %s is %" PRIu64 " bytes, but one %s takes "
-                 "%zu",
-                 field, len, tx_dtype_kserve((tx_dtype)dtype), want);
-        return false;
-    }
+    if (len != want)
+        return msg_fail(msg, msglen,
+                        "input \"axis\": %s is %" PRIu64
+                        " bytes, but one %s takes "
+                        "%zu",
+                        field, len, tx_dtype_kserve((tx_dtype)dtype), want);
     *axis = scan_axis_value(dtype, bytes);
     return true;
 }
@@ -78,14 +72,13 @@ bool scan_params_apply(const scan_params *p, eng_scan_desc *desc, char *msg,
     desc->exclusive = p->has_exclusive && p->exclusive;
     bool reverse = p->has_reverse && p->reverse;
     if (p->has_direction) {
-        if (p->has_reverse && p->reverse != p->decreasing) {
-            snprintf(msg, msglen,
-                     "direction \"%s\" disagrees with reverse=%s (give one "
-                     "of them, or make them agree)",
-                     p->decreasing ? "decreasing" : "increasing",
-                     p->reverse ? "true" : "false");
-            return false;
-        }
+        if (p->has_reverse && p->reverse != p->decreasing)
+            return msg_fail(
+                msg, msglen,
+                "direction \"%s\" disagrees with reverse=%s (give one "
+                "of them, or make them agree)",
+                p->decreasing ? "decreasing" : "increasing",
+                p->reverse ? "true" : "false");
         reverse = p->decreasing;
     }
     desc->reverse = reverse;
@@ -103,8 +96,8 @@ bool parse_bool_text(const char *name, const char *v, bool *out, char *msg,
         *out = false;
         return true;
     }
-    snprintf(msg, msglen, "%s must be true or false, not \"%.40s\"", name, v);
-    return false;
+    return msg_fail(msg, msglen, "%s must be true or false, not \"%.40s\"",
+                    name, v);
 }
 
 bool parse_int_text(const char *name, const char *v, int64_t *out, char *msg,
@@ -114,10 +107,9 @@ bool parse_int_text(const char *name, const char *v, int64_t *out, char *msg,
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (v[0] == '\0' || *end != '\0' || errno != 0 || v[0] == ' '
-        || v[0] == '+') {
-        snprintf(msg, msglen, "%s must be an integer, not \"%.40s\"", name, v);
-        return false;
-    }
+        || v[0] == '+')
+        return msg_fail(msg, msglen, "%s must be an integer, not \"%.40s\"",
+                        name, v);
     *out = x;
     return true;
 }
@@ -129,10 +121,9 @@ bool parse_direction_text(const char *name, const char *v, bool *decreasing,
         *decreasing = v[0] == 'd';
         return true;
     }
-    snprintf(msg, msglen,
-             "%s must be \"increasing\" or \"decreasing\", not \"%.40s\"", name,
-             v);
-    return false;
+    return msg_fail(
+        msg, msglen,
+        "%s must be \"increasing\" or \"decreasing\", not \"%.40s\"", name, v);
 }
 
 bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
@@ -140,43 +131,34 @@ bool parse_shape_text(const char *name, const char *v, uint64_t *shape,
 {
     int r = 0;
     const char *p = v;
-    if (*p == '\0') {
-        snprintf(msg, msglen,
-                 "%s is empty: rank 0 tensors have no axis to "
-                 "sum along",
-                 name);
-        return false;
-    }
+    if (*p == '\0')
+        return msg_fail(msg, msglen,
+                        "%s is empty: rank 0 tensors have no axis to "
+                        "sum along",
+                        name);
     for (;;) {
-        if (*p < '0' || *p > '9') {
-            snprintf(msg, msglen,
-                     "%s must be comma-separated non-negative "
-                     "integers, like 3,4 (got \"%.40s\")",
-                     name, v);
-            return false;
-        }
+        if (*p < '0' || *p > '9')
+            return msg_fail(msg, msglen,
+                            "%s must be comma-separated non-negative "
+                            "integers, like 3,4 (got \"%.40s\")",
+                            name, v);
         char *end;
         errno = 0;
         unsigned long long d = strtoull(p, &end, 10);
-        if (errno != 0 || d > INT64_MAX) {
-            snprintf(msg, msglen, "%s: dimension %d is too large", name, r);
-            return false;
-        }
-        if (r >= ENG_MAX_RANK) {
-            snprintf(msg, msglen, "%s has more than %d dimensions", name,
-                     ENG_MAX_RANK);
-            return false;
-        }
+        if (errno != 0 || d > INT64_MAX)
+            return msg_fail(msg, msglen, "%s: dimension %d is too large", name,
+                            r);
+        if (r >= ENG_MAX_RANK)
+            return msg_fail(msg, msglen, "%s has more than %d dimensions", name,
+                            ENG_MAX_RANK);
         shape[r++] = d;
         if (*end == '\0')
             break;
-        if (*end != ',') {
-            snprintf(msg, msglen,
-                     "%s must be comma-separated non-negative "
-                     "integers, like 3,4 (got \"%.40s\")",
-                     name, v);
-            return false;
-        }
+        if (*end != ',')
+            return msg_fail(msg, msglen,
+                            "%s must be comma-separated non-negative "
+                            "integers, like 3,4 (got \"%.40s\")",
+                            name, v);
         p = end + 1;
     }
     *rank = r;

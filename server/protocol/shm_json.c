@@ -19,10 +19,9 @@ static bool member_u64(json_t *o, const char *key, bool required, uint64_t *out,
             snprintf(msg, msglen, "the body has no \"%s\"", key);
         return !required;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        snprintf(msg, msglen, "\"%s\" must be a non-negative integer", key);
-        return false;
-    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return msg_fail(msg, msglen, "\"%s\" must be a non-negative integer",
+                        key);
     *out = (uint64_t)json_integer_value(v);
     return true;
 }
@@ -31,11 +30,9 @@ bool shm_json_register(const uint8_t *body, size_t len, char *key, size_t *klen,
                        uint64_t *offset, uint64_t *byte_size, char *msg,
                        size_t msglen)
 {
-    if (len > SHM_JSON_BODY_MAX) {
-        snprintf(msg, msglen, "a register body takes at most %d bytes",
-                 SHM_JSON_BODY_MAX);
-        return false;
-    }
+    if (len > SHM_JSON_BODY_MAX)
+        return msg_fail(msg, msglen, "a register body takes at most %d bytes",
+                        SHM_JSON_BODY_MAX);
     json_error_t je;
     json_t *o =
         json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);

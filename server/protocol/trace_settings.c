@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "trace_settings.h"
 
 /* A member's value as text: Triton's clients send strings, people send
@@ -49,10 +50,10 @@ static bool set_level(json_t *v, trace_setting *t, char *msg, size_t msglen)
         t->on = true;
         return true;
     }
-    snprintf(msg, msglen,
-             "trace_level must be [\"OFF\"] or [\"TIMESTAMPS\"]: tally's "
-             "spans carry the request's steps and times, not its tensors");
-    return false;
+    return msg_fail(
+        msg, msglen,
+        "trace_level must be [\"OFF\"] or [\"TIMESTAMPS\"]: tally's "
+        "spans carry the request's steps and times, not its tensors");
 }
 
 /* The settings that only take the value they have. */
@@ -90,30 +91,26 @@ static bool apply(const char *key, json_t *v, trace_setting *t, char *msg,
     long long n;
     if (strcmp(key, "trace_level") == 0)
         return set_level(v, t, msg, msglen);
-    if (!text_of(v, text, sizeof text)) {
-        snprintf(msg, msglen, "%s must be a string or a number", key);
-        return false;
-    }
+    if (!text_of(v, text, sizeof text))
+        return msg_fail(msg, msglen, "%s must be a string or a number", key);
     if (strcmp(key, "trace_rate") == 0) {
-        if (!whole(text, &n) || n < 1) {
-            snprintf(msg, msglen,
-                     "trace_rate must be a whole number from 1 (sample one "
-                     "new trace in trace_rate), not \"%.32s\"",
-                     text);
-            return false;
-        }
+        if (!whole(text, &n) || n < 1)
+            return msg_fail(
+                msg, msglen,
+                "trace_rate must be a whole number from 1 (sample one "
+                "new trace in trace_rate), not \"%.32s\"",
+                text);
         t->ratio = 1.0 / (double)n;
         return true;
     }
     if (strcmp(key, "sample_ratio") == 0) {
         char *end;
         double r = strtod(text, &end);
-        if (*end != '\0' || !(r > 0 && r <= 1)) {
-            snprintf(msg, msglen,
-                     "sample_ratio must be a number above 0 and at most 1 "
-                     "(trace_level [\"OFF\"] samples none)");
-            return false;
-        }
+        if (*end != '\0' || !(r > 0 && r <= 1))
+            return msg_fail(
+                msg, msglen,
+                "sample_ratio must be a number above 0 and at most 1 "
+                "(trace_level [\"OFF\"] samples none)");
         t->ratio = r;
         return true;
     }
@@ -121,9 +118,8 @@ static bool apply(const char *key, json_t *v, trace_setting *t, char *msg,
         if (strcmp(key, fixed[i].key) == 0) {
             if (strcmp(text, fixed[i].only) == 0)
                 return true;
-            snprintf(msg, msglen, "%s can only be \"%s\": %s", key,
-                     fixed[i].only, fixed[i].why);
-            return false;
+            return msg_fail(msg, msglen, "%s can only be \"%s\": %s", key,
+                            fixed[i].only, fixed[i].why);
         }
     unknown(key, msg, msglen);
     return false;
@@ -133,11 +129,10 @@ bool trace_settings_update(const uint8_t *body, size_t len, trace_setting *t,
                        const trace_setting *defaults, char *msg,
                        size_t msglen)
 {
-    if (len > TRACE_JSON_BODY_MAX) {
-        snprintf(msg, msglen, "a trace settings body takes at most %d bytes",
-                 TRACE_JSON_BODY_MAX);
-        return false;
-    }
+    if (len > TRACE_JSON_BODY_MAX)
+        return msg_fail(msg, msglen,
+                        "a trace settings body takes at most %d bytes",
+                        TRACE_JSON_BODY_MAX);
     json_error_t je;
     json_t *o =
         json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);

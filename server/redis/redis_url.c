@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "redis_url.h"
 
 static bool all_digits(const char *p, size_t n)
@@ -145,10 +146,9 @@ static bool parse_port_db(const char *p, redis_url *out, const char *shown,
         p++;
         size_t n = strcspn(p, "/");
         unsigned long port = small_number(p, n);
-        if (!all_digits(p, n) || port < 1 || port > 65535) {
-            snprintf(msg, msglen, "%s: the port must be 1 to 65535", shown);
-            return false;
-        }
+        if (!all_digits(p, n) || port < 1 || port > 65535)
+            return msg_fail(msg, msglen, "%s: the port must be 1 to 65535",
+                            shown);
         out->port = (unsigned)port;
         p += n;
     }
@@ -156,19 +156,16 @@ static bool parse_port_db(const char *p, redis_url *out, const char *shown,
         p++;
         size_t n = strlen(p);
         unsigned long db = small_number(p, n);
-        if (n > 0 && (!all_digits(p, n) || db > 15)) {
-            snprintf(msg, msglen, "%s: the database must be a number, 0 to 15",
-                     shown);
-            return false;
-        }
+        if (n > 0 && (!all_digits(p, n) || db > 15))
+            return msg_fail(msg, msglen,
+                            "%s: the database must be a number, 0 to 15",
+                            shown);
         out->db = n > 0 ? (unsigned)db : 0;
         p += n;
     }
-    if (*p != '\0') {
-        snprintf(msg, msglen, "%s: unexpected \"%.40s\" after the host", shown,
-                 p);
-        return false;
-    }
+    if (*p != '\0')
+        return msg_fail(msg, msglen, "%s: unexpected \"%.40s\" after the host",
+                        shown, p);
     return true;
 }
 
@@ -180,14 +177,13 @@ bool redis_url_parse(const char *text, redis_url *out, char *msg, size_t msglen)
      * out, whatever its shape */
     char shown[600];
     redis_url_shown(text, shown, sizeof shown);
-    if (strncmp(text, "redis://", 8) != 0) {
-        snprintf(msg, msglen,
-                 "\"%s\" is not a Redis URL: it must begin with redis:// "
-                 "(redis://[[user]:password@]host[:port][/db]; Debian's "
-                 "hiredis has no TLS, so rediss:// is not taken)",
-                 shown);
-        return false;
-    }
+    if (strncmp(text, "redis://", 8) != 0)
+        return msg_fail(
+            msg, msglen,
+            "\"%s\" is not a Redis URL: it must begin with redis:// "
+            "(redis://[[user]:password@]host[:port][/db]; Debian's "
+            "hiredis has no TLS, so rediss:// is not taken)",
+            shown);
     const char *p =
         parse_auth(text + 8, strrchr(text, '@'), out, shown, msg, msglen);
     p = p != NULL ? parse_host(p, out, shown, msg, msglen) : NULL;

@@ -176,8 +176,7 @@ static bool fail(rbuf *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    snprintf(r->msg, r->msglen, "%s (at byte %zu)", why, r->at);
-    return false;
+    return msg_fail(r->msg, r->msglen, "%s (at byte %zu)", why, r->at);
 }
 
 static bool get_u(rbuf *r, int bytes, uint64_t *v)

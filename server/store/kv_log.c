@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "errors.h"
 #include "fnv.h"
 #include "kv_log.h"
 #include "kv_log_int.h"
@@ -297,18 +298,14 @@ static bool write_batch(kv_log *s, const encoded *e, int fail, int fail_sync,
                         char *why, size_t whylen)
 {
     OWNER_ASSERT(&s->writer_owner);
-    if (s->broken) {
-        snprintf(why, whylen,
-                 "the log %.300s is damaged by an earlier failed write; "
-                 "restart tallyd",
-                 s->path);
-        return false;
-    }
-    if (!reopen(s)) {
-        snprintf(why, whylen, "cannot open the sequence log %.300s: %s",
-                 s->path, strerror(errno));
-        return false;
-    }
+    if (s->broken)
+        return msg_fail(why, whylen,
+                        "the log %.300s is damaged by an earlier failed write; "
+                        "restart tallyd",
+                        s->path);
+    if (!reopen(s))
+        return msg_fail(why, whylen, "cannot open the sequence log %.300s: %s",
+                        s->path, strerror(errno));
     uint64_t start = s->size, t0 = now_ns();
     kvl_make_room(s->fd, s->size, e->bytes, &s->alloc,
                   s->prealloc); /* when there is room */
@@ -670,13 +667,13 @@ static bool replay(kv_log *s, const kv_log_options *o, uint64_t *end,
     char old[4200];
     snprintf(old, sizeof old, "%s/sequences.state", s->dir);
     if (access(old, F_OK) == 0) { /* an older tallyd's drain */
-        snprintf(msg, msglen,
-                 "%.300s is an older tallyd's drain file, which this tallyd "
-                 "does not read: start that tallyd once more on %.300s (it "
-                 "moves its sequences into sequences.log), or remove the "
-                 "file to start without them",
-                 old, s->dir);
-        return false;
+        return msg_fail(
+            msg, msglen,
+            "%.300s is an older tallyd's drain file, which this tallyd "
+            "does not read: start that tallyd once more on %.300s (it "
+            "moves its sequences into sequences.log), or remove the "
+            "file to start without them",
+            old, s->dir);
     }
     uint8_t *buf;
     size_t len;
@@ -691,13 +688,12 @@ static bool replay(kv_log *s, const kv_log_options *o, uint64_t *end,
     free(buf);
     *filelen = len;
     *end = at;
-    if (!ok) {
-        snprintf(msg, msglen,
-                 "%.300s is not a log this tallyd can take: %s%s%s; tallyd "
-                 "does not start (move it away to start without it)",
-                 s->path, err, r.why[0] ? ": " : "", r.why);
-        return false;
-    }
+    if (!ok)
+        return msg_fail(
+            msg, msglen,
+            "%.300s is not a log this tallyd can take: %s%s%s; tallyd "
+            "does not start (move it away to start without it)",
+            s->path, err, r.why[0] ? ": " : "", r.why);
     if (s->torn > 0)
         log_msg("sequences", "warn",
                 "%s: its last %zu bytes were a record cut short by a crash "

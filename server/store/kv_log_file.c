@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "fnv.h"
 #include "kv_log.h"
 #include "kv_log_int.h"
@@ -193,10 +194,10 @@ bool kv_log_decode(const uint8_t *b, size_t len,
                 *torn = used(b, len) - at;
                 return true;
             }
-            snprintf(msg, msglen,
-                     "a damaged record header at byte %zu (%zu bytes follow)",
-                     at, left);
-            return false;
+            return msg_fail(
+                msg, msglen,
+                "a damaged record header at byte %zu (%zu bytes follow)", at,
+                left);
         }
         kv_write *w;
         bool legacy;
@@ -207,17 +208,15 @@ bool kv_log_decode(const uint8_t *b, size_t len,
             *torn = used(b, len) - at; /* the last, cut short or torn */
             return true;
         }
-        if (n == 0) {
-            snprintf(msg, msglen, "%s at byte %zu", why, at);
-            return false;
-        }
+        if (n == 0)
+            return msg_fail(msg, msglen, "%s at byte %zu", why, at);
         if (!each(user, w, legacy)) {
             if (zeros(b, at + n, len)) { /* an older log's last: torn */
                 *torn = used(b, len) - at;
                 return true;
             }
-            snprintf(msg, msglen, "the record at byte %zu cannot be taken", at);
-            return false;
+            return msg_fail(msg, msglen,
+                            "the record at byte %zu cannot be taken", at);
         }
         at += n;
     }
@@ -392,8 +391,8 @@ bool kvl_read_log(const char *path, uint8_t **buf, size_t *len, char *msg,
     if (fd < 0) {
         if (errno == ENOENT)
             return true;
-        snprintf(msg, msglen, "cannot read %.300s: %s", path, strerror(errno));
-        return false;
+        return msg_fail(msg, msglen, "cannot read %.300s: %s", path,
+                        strerror(errno));
     }
     struct stat st;
     size_t got = 0;

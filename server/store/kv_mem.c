@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "errors.h"
 #include "kv_mem.h"
 #include "list.h"
 #include "mutex.h"
@@ -324,19 +325,18 @@ static bool fits(kv_mem *m, const wpriv *p, refusal *f)
     if (p->counted > 0 && m->o.max_records > 0
         && m->counted + 1 > m->o.max_records) {
         f->r = KV_FULL;
-        snprintf(f->why, sizeof f->why,
-                 "%zu records are counted, as many as the store keeps",
-                 m->counted);
-        return false;
+        return msg_fail(f->why, sizeof f->why,
+                        "%zu records are counted, as many as the store keeps",
+                        m->counted);
     }
     if (p->bytes > 0 && m->o.max_bytes > 0
         && (size_t)p->bytes > m->o.max_bytes - m->bytes) {
         f->r = KV_FULL;
-        snprintf(f->why, sizeof f->why,
-                 "the records take %zu of the %zu bytes the store allows, "
-                 "and this one needs %ld more",
-                 m->bytes, m->o.max_bytes, p->bytes);
-        return false;
+        return msg_fail(
+            f->why, sizeof f->why,
+            "the records take %zu of the %zu bytes the store allows, "
+            "and this one needs %ld more",
+            m->bytes, m->o.max_bytes, p->bytes);
     }
     return true;
 }
@@ -353,9 +353,8 @@ static bool take(kv_mem *m, kv_write *w, uint64_t ttl_ms, refusal *f)
     kv_version hver = head(e, &hv);
     if (e != NULL && e->pending != NULL) {
         f->r = KV_FAILED;
-        snprintf(f->why, sizeof f->why,
-                 "another write of this key is being logged");
-        return false;
+        return msg_fail(f->why, sizeof f->why,
+                        "another write of this key is being logged");
     }
     if (!kv_version_equal(hver, w->expect)
         || (w->op == KV_W_TOUCH && kv_version_none(hver))) {
@@ -391,8 +390,7 @@ static bool take(kv_mem *m, kv_write *w, uint64_t ttl_ms, refusal *f)
         e = calloc(1, sizeof *e);
         if (e == NULL) {
             f->r = KV_FAILED;
-            snprintf(f->why, sizeof f->why, "out of memory");
-            return false;
+            return msg_fail(f->why, sizeof f->why, "out of memory");
         }
         keymap_key(&e->node, w->key, w->keylen);
         e->klass = -1;
