@@ -537,17 +537,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_msg("http", "warn", "libmicrohttpd: %s", msg);
 }
 
-/* Writes a startup failure's message; false, for `return say(...)`. */
-__attribute__((format(printf, 3, 4))) static bool
-say(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 static void add_option(struct MHD_OptionItem *opts, size_t *n,
                        enum MHD_OPTION option, intptr_t value, void *ptr)
 {
@@ -608,20 +597,21 @@ static bool start_daemons(http_transport *t, unsigned n, unsigned flags,
         l->t = t;
         int fd = -1;
         if (i > 0 && (fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)) < 0)
-            return say(msg, msglen, "cannot share the listening socket: %s",
-                       strerror(errno));
+            return msg_fail(msg, msglen,
+                            "cannot share the listening socket: %s",
+                            strerror(errno));
         l->mhd = start_daemon(t, l, flags, ai, port, cert, key, fd);
         if (l->mhd == NULL) {
             if (fd >= 0)
                 close(fd);
             if (i > 0)
-                return say(msg, msglen,
-                           "cannot start HTTP daemon %u (see the log above)",
-                           i);
-            return say(msg, msglen,
-                       "cannot listen on %s (in use? a bad certificate or "
-                       "key? see the log above)",
-                       t->s->cfg.listen);
+                return msg_fail(
+                    msg, msglen,
+                    "cannot start HTTP daemon %u (see the log above)", i);
+            return msg_fail(msg, msglen,
+                            "cannot listen on %s (in use? a bad certificate or "
+                            "key? see the log above)",
+                            t->s->cfg.listen);
         }
         t->nloops = i + 1;
         if (i > 0)
@@ -635,7 +625,7 @@ static bool start_daemons(http_transport *t, unsigned n, unsigned flags,
          * gets a connection: the others must not block */
         int fl = listen_fd >= 0 ? fcntl(listen_fd, F_GETFL) : -1;
         if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) != 0)
-            return say(msg, msglen, "cannot set up the listening socket");
+            return msg_fail(msg, msglen, "cannot set up the listening socket");
     }
     return true;
 }
@@ -653,7 +643,7 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     char host[256];
     unsigned port;
     if (!tallyd_config_split_listen(s->cfg.listen, host, sizeof host, &port))
-        return say(msg, msglen, "bad listen address");
+        return msg_fail(msg, msglen, "bad listen address");
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -662,8 +652,8 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
     snprintf(portstr, sizeof portstr, "%u", port);
     int rc = getaddrinfo(host, portstr, &hints, &ai);
     if (rc != 0)
-        return say(msg, msglen, "cannot resolve listen host \"%s\": %s", host,
-                        gai_strerror(rc));
+        return msg_fail(msg, msglen, "cannot resolve listen host \"%s\": %s",
+                        host, gai_strerror(rc));
     char *cert, *key;
     if (!http_tls_read(&s->cfg, &cert, &key, msg, msglen)) {
         freeaddrinfo(ai);
@@ -680,9 +670,8 @@ bool http_start(http_transport *t, tallyd_server *s, const http_routes *routes,
                      | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0)
                      | (cert != NULL ? MHD_USE_TLS : 0);
     t->tls = flags & MHD_USE_TLS;
-    bool ok = t->conns != NULL && t->admit != NULL && t->loops != NULL;
-    if (!ok)
-        say(msg, msglen, "out of memory");
+    bool ok = (t->conns != NULL && t->admit != NULL && t->loops != NULL)
+              || msg_fail(msg, msglen, "out of memory");
     ok = ok && start_daemons(t, n, flags, ai, port, cert, key, msg, msglen);
     freeaddrinfo(ai);
     free(cert);

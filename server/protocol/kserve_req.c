@@ -3,7 +3,6 @@
  * (kserve_req.h).
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,17 +10,6 @@
 #include "buffer.h"
 #include "kserve_req.h"
 #include "tx_utf8.h"
-
-static bool say(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool say(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 static bool is(const char *s, size_t n, const char *word)
 {
@@ -96,17 +84,18 @@ bool kserve_param_set(const kserve_param *q, const kserve_value *v,
         return true;
     case P_DIRECTION:
         if (!is(v->s, v->n, "increasing") && !is(v->s, v->n, "decreasing"))
-            return say(msg, msglen,
-                       "%sdirection must be \"increasing\" or "
-                       "\"decreasing\"",
-                       where);
+            return msg_fail(msg, msglen,
+                            "%sdirection must be \"increasing\" or "
+                            "\"decreasing\"",
+                            where);
         p->decreasing = v->s[0] == 'd';
         p->has_direction = true;
         return true;
     case P_TIMEOUT:
         if (v->i < 0)
-            return say(msg, msglen,
-                       "%stimeout (microseconds) cannot be negative", where);
+            return msg_fail(msg, msglen,
+                            "%stimeout (microseconds) cannot be negative",
+                            where);
         r->has_timeout = true;
         r->timeout_us = v->i;
         return true;
@@ -120,7 +109,7 @@ bool kserve_param_set(const kserve_param *q, const kserve_value *v,
         *(q == &params[P_SEQ_START] ? &r->seq.start : &r->seq.end) = v->b;
         r->seq.has_flags = true;
         return true;
-    default: return say(msg, msglen, "not a request parameter");
+    default: return msg_fail(msg, msglen, "not a request parameter");
     }
 }
 
@@ -138,7 +127,7 @@ bool kserve_shm_set(shm_ref *ref, const char *k, size_t kn,
     if (is(k, kn, "shared_memory_region")) {
         char why[160];
         return shm_ref_region(ref, v->s, v->n, why, sizeof why)
-               || say(msg, msglen, "%s: %s", what, why);
+               || msg_fail(msg, msglen, "%s: %s", what, why);
     }
     if (is(k, kn, "shared_memory_offset")) {
         ref->offset = v->u;
@@ -153,10 +142,11 @@ bool kserve_shm_complete(const shm_ref *ref, const char *what, char *msg,
                          size_t msglen)
 {
     if (!ref->set && (ref->has_byte_size || ref->offset != 0))
-        return say(msg, msglen,
-                   "%s has shared_memory_offset or shared_memory_byte_size "
-                   "but no shared_memory_region",
-                   what);
+        return msg_fail(
+            msg, msglen,
+            "%s has shared_memory_offset or shared_memory_byte_size "
+            "but no shared_memory_region",
+            what);
     return true;
 }
 
@@ -177,7 +167,7 @@ static bool bad_input(const kserve_input *in, const char *rest, char *msg,
 {
     char name[40];
     shown(in, name, sizeof name);
-    return say(msg, msglen, "input \"%s\" %s", name, rest);
+    return msg_fail(msg, msglen, "input \"%s\" %s", name, rest);
 }
 
 /* Each input's data in one place; x and axis found. */
@@ -219,22 +209,22 @@ static bool find_inputs(kserve_input *in, size_t n, const kserve_codec *k,
         if (which == NULL) {
             char name[40];
             shown(a, name, sizeof name);
-            return say(msg, msglen,
-                       "unknown input \"%s\" (the model takes \"x\" and "
-                       "optionally \"axis\")",
-                       name);
+            return msg_fail(msg, msglen,
+                            "unknown input \"%s\" (the model takes \"x\" and "
+                            "optionally \"axis\")",
+                            name);
         }
         if (*which != NULL)
             return bad_input(a, "appears twice", msg, msglen);
         *which = &in[i];
     }
     if (*x == NULL)
-        return say(msg, msglen, "the request has no input \"x\"");
+        return msg_fail(msg, msglen, "the request has no input \"x\"");
     if (*axis != NULL && (*axis)->shm.set)
-        return say(msg, msglen,
-                   "input \"axis\" cannot come in shared memory: send its "
-                   "value in the request, or use %saxis",
-                   k->param_where);
+        return msg_fail(msg, msglen,
+                        "input \"axis\" cannot come in shared memory: send its "
+                        "value in the request, or use %saxis",
+                        k->param_where);
     return true;
 }
 
