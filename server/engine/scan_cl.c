@@ -73,6 +73,39 @@ static const char *const kernel_names[ENG_NKERNELS] = {
     [ENG_K_STRIDED_CHAINED] = "tally_strided_chained",
 };
 
+/* Each kernel's parameters, in order (kernels/scan*.cl): enqueue() sets
+ * them from these names. */
+enum {
+    A_END,
+    A_IN,
+    A_OUT,
+    A_STATE,
+    A_VALS,
+    A_GEOM,
+    A_OUTER,
+    A_N,
+    A_INNER,
+    A_RPT,
+    A_P,
+    A_CW,
+    A_NBLK,
+    A_ROWS,
+    A_MODE
+};
+#define HEAD A_IN, A_OUT, A_STATE
+static const unsigned char kernel_args[ENG_NKERNELS][13] = {
+    [ENG_K_ROWS_DIRECT] = {HEAD, A_OUTER, A_N, A_RPT, A_P, A_MODE},
+    [ENG_K_ROWS_CHAINED] = {HEAD, A_VALS, A_OUTER, A_N, A_MODE},
+    [ENG_K_COLS_DIRECT] = {HEAD, A_OUTER, A_N, A_INNER, A_CW, A_NBLK, A_MODE},
+    [ENG_K_COLS_CHAINED] = {HEAD, A_VALS, A_OUTER, A_N, A_INNER, A_CW, A_NBLK,
+                            A_ROWS, A_MODE},
+    [ENG_K_STRIDED_DIRECT] = {HEAD, A_GEOM, A_OUTER, A_N, A_INNER, A_CW, A_NBLK,
+                              A_MODE},
+    [ENG_K_STRIDED_CHAINED] = {HEAD, A_VALS, A_GEOM, A_OUTER, A_N, A_INNER,
+                               A_CW, A_NBLK, A_ROWS, A_MODE},
+};
+#undef HEAD
+
 const char *eng_cl_kernel_name(eng_cl_kernel_id k)
 {
     return kernel_names[k] + strlen("tally_");
@@ -492,13 +525,6 @@ static eng_err io_end(eng_cl_stream *s, void *out, size_t bytes, io *b,
     return e;
 }
 
-#define SET_ARG(k, i, v)                                                       \
-    do {                                                                       \
-        cl_int e_ = clSetKernelArg((k), (i), sizeof(v), &(v));                 \
-        if (e_ != CL_SUCCESS)                                                  \
-            return cl_fail(msg, msglen, "clSetKernelArg", e_);                 \
-    } while (0)
-
 /* Whether a launch writes with non-temporal stores: when the output is
  * larger than the device's cache (it would be evicted before anyone read
  * it) and every vector store of the kernel is 32-byte aligned, which holds
@@ -613,62 +639,30 @@ static eng_err enqueue(eng_cl_stream *s, const eng_lines *l,
     cl_ulong outer = l->outer, n = l->n, inner = l->inner;
     cl_ulong rpt = p->rpt, nblk = p->nblk, rows = p->rows;
     cl_uint P = p->P, cw = p->cw;
-    SET_ARG(k, 0, in);
-    SET_ARG(k, 1, out);
-    SET_ARG(k, 2, state);
-    switch (p->kernel) {
-    case ENG_K_ROWS_DIRECT:
-        SET_ARG(k, 3, outer);
-        SET_ARG(k, 4, n);
-        SET_ARG(k, 5, rpt);
-        SET_ARG(k, 6, P);
-        SET_ARG(k, 7, mode);
-        break;
-    case ENG_K_ROWS_CHAINED:
-        SET_ARG(k, 3, s->vals);
-        SET_ARG(k, 4, outer);
-        SET_ARG(k, 5, n);
-        SET_ARG(k, 6, mode);
-        break;
-    case ENG_K_COLS_DIRECT:
-        SET_ARG(k, 3, outer);
-        SET_ARG(k, 4, n);
-        SET_ARG(k, 5, inner);
-        SET_ARG(k, 6, cw);
-        SET_ARG(k, 7, nblk);
-        SET_ARG(k, 8, mode);
-        break;
-    case ENG_K_COLS_CHAINED:
-        SET_ARG(k, 3, s->vals);
-        SET_ARG(k, 4, outer);
-        SET_ARG(k, 5, n);
-        SET_ARG(k, 6, inner);
-        SET_ARG(k, 7, cw);
-        SET_ARG(k, 8, nblk);
-        SET_ARG(k, 9, rows);
-        SET_ARG(k, 10, mode);
-        break;
-    case ENG_K_STRIDED_DIRECT:
-        SET_ARG(k, 3, geom);
-        SET_ARG(k, 4, outer);
-        SET_ARG(k, 5, n);
-        SET_ARG(k, 6, inner);
-        SET_ARG(k, 7, cw);
-        SET_ARG(k, 8, nblk);
-        SET_ARG(k, 9, mode);
-        break;
-    case ENG_K_STRIDED_CHAINED:
-        SET_ARG(k, 3, s->vals);
-        SET_ARG(k, 4, geom);
-        SET_ARG(k, 5, outer);
-        SET_ARG(k, 6, n);
-        SET_ARG(k, 7, inner);
-        SET_ARG(k, 8, cw);
-        SET_ARG(k, 9, nblk);
-        SET_ARG(k, 10, rows);
-        SET_ARG(k, 11, mode);
-        break;
-    case ENG_NKERNELS: break;
+    const struct {
+        size_t size;
+        const void *v;
+    } arg[] = {
+        [A_IN] = {sizeof in, &in},
+        [A_OUT] = {sizeof out, &out},
+        [A_STATE] = {sizeof state, &state},
+        [A_VALS] = {sizeof s->vals, &s->vals},
+        [A_GEOM] = {sizeof geom, &geom},
+        [A_OUTER] = {sizeof outer, &outer},
+        [A_N] = {sizeof n, &n},
+        [A_INNER] = {sizeof inner, &inner},
+        [A_RPT] = {sizeof rpt, &rpt},
+        [A_P] = {sizeof P, &P},
+        [A_CW] = {sizeof cw, &cw},
+        [A_NBLK] = {sizeof nblk, &nblk},
+        [A_ROWS] = {sizeof rows, &rows},
+        [A_MODE] = {sizeof mode, &mode},
+    };
+    const unsigned char *list = kernel_args[p->kernel];
+    for (cl_uint i = 0; list[i] != A_END; i++) {
+        cl_int err = clSetKernelArg(k, i, arg[list[i]].size, arg[list[i]].v);
+        if (err != CL_SUCCESS)
+            return cl_fail(msg, msglen, "clSetKernelArg", err);
     }
 
     cl_int err;
