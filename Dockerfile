@@ -60,8 +60,8 @@ RUN --mount=type=cache,target=/var/cache/ccache,sharing=locked \
     export CCACHE_DIR=/var/cache/ccache PATH=/usr/lib/ccache:$PATH \
  && make -j"$(nproc)" build/bin/tallyd build/bin/tally \
  && if [ "$TESTS" = 1 ]; then \
-      make -j"$(nproc)" build/bin/test_units build/bin/test_server build/bin/test_format \
-      && make test-units test-server test-format; \
+      make -j"$(nproc)" build/bin/test_units build/bin/test_core build/bin/test_format \
+      && make test-units test-core test-format; \
     else echo "build: no tests here (TESTS=$TESTS)"; fi \
  && make install PREFIX=/usr/local DESTDIR=/out >/dev/null
 # The kernels, compiled once here rather than at every container start.

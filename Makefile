@@ -133,7 +133,7 @@ $(BUILD)/server/telemetry/otlp.o: $(OTLP_GEN).h
 # The host backend's inner loops are worth the extra optimisation.
 $(BUILD)/server/engine/scan_host.o $(BUILD)/server/engine/tile_host.o $(BUILD)/server/engine/carry.o: CFLAGS += -O3 -Wno-psabi
 # test_host includes scan_host.c, to test its two float32 copies
-$(BUILD)/tests/test_host.o: CFLAGS += -O3 -Wno-psabi
+$(BUILD)/tests/server/engine/test_host.o: CFLAGS += -O3 -Wno-psabi
 
 $(BUILD)/gen/kernels.c: $(KERNELS)
 	@mkdir -p $(@D)
@@ -244,7 +244,7 @@ $(EXAMPLE): $(BUILD)/client/examples/cumsum.o $(CLIENT_SO)
 CLIENT_ALL := $(CLIENT_A) $(CLIENT_SO) $(TALLY_CLI) $(EXAMPLE)
 
 # ---------------------------------------------------------------- tests
-TEST_NAMES := test_units test_server test_grpc test_format test_host test_engine test_accuracy
+TEST_NAMES := test_units test_core test_grpc test_format test_host test_engine test_accuracy
 TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/bin/%)
 BENCH_BIN  := $(BUILD)/bin/bench_engine
 
@@ -261,7 +261,7 @@ $(BUILD)/bin/test_protocol: $(BUILD)/tests/server/test_protocol.o $(TEST_LIB) $(
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
-$(BUILD)/bin/%: $(BUILD)/tests/%.o $(TEST_LIB) $(ENGINE_LIB)
+$(BUILD)/bin/%: $(BUILD)/tests/server/engine/%.o $(TEST_LIB) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -279,8 +279,9 @@ $(BUILD)/bin/test_grpc: $(BUILD)/tests/server/test_grpc.o $(TEST_LIB) \
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
-$(BUILD)/bin/test_server: $(BUILD)/tests/server/test_server.o $(TEST_LIB) \
-    $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
+# core/ on its own.
+$(BUILD)/bin/test_core: $(BUILD)/tests/server/test_core.o $(TEST_LIB) \
+    $(filter $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
@@ -292,14 +293,10 @@ $(BUILD)/bin/test_sched: $(BUILD)/tests/server/test_sched.o $(BUILD)/tests/serve
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
-# The one adapter (api/submit.c) on its own: a fake door, the scheduler
-# over a fake backend and clock.
-$(BUILD)/bin/test_submit: $(BUILD)/tests/server/test_submit.o $(BUILD)/tests/server/fake_sched.o \
-    $(TEST_LIB) \
-    $(BUILD)/server/api/submit.o \
-    $(filter $(BUILD)/server/sched/%.o $(BUILD)/server/seq/%.o $(BUILD)/server/store/%.o \
-      $(BUILD)/server/redis/%.o $(BUILD)/server/core/%.o,$(DAEMON_OBJ)) \
-    $(CODEC_OBJ) $(ENGINE_LIB)
+# api/: the route table, and the one adapter (api/submit.c) on its own:
+# a fake door, the scheduler over a fake backend and clock.
+$(BUILD)/bin/test_api: $(BUILD)/tests/server/test_api.o $(BUILD)/tests/server/fake_sched.o \
+    $(TEST_LIB) $(filter-out $(BUILD)/server/tallyd.o,$(DAEMON_OBJ)) $(CODEC_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(DAEMON_LIBS) $(LDLIBS)
 
@@ -351,7 +348,8 @@ $(BUILD)/bin/test_redis: $(BUILD)/tests/server/test_redis.o $(BUILD)/tests/serve
 
 # The client's tests: the shared library, the engine's host reference.
 $(BUILD)/tests/test_client.o: CPPFLAGS += -Iclient/include -Itests
-$(BUILD)/tests/server/test_server.o: CPPFLAGS += -Itests
+$(BUILD)/tests/server/engine/%.o: CPPFLAGS += -Itests
+$(BUILD)/tests/server/test_core.o: CPPFLAGS := $(INC_core) -Itests
 $(BUILD)/tests/server/test_grpc.o: CPPFLAGS += -Itests
 $(BUILD)/tests/server/test_sched.o: CPPFLAGS := $(INC_sched) -Itests -Itests/server
 $(BUILD)/tests/server/fake_sched.o: CPPFLAGS := $(INC_sched) -Itests
@@ -359,7 +357,7 @@ $(BUILD)/tests/server/test_seq.o: CPPFLAGS := $(INC_seq) -Iserver/store -Iserver
 $(BUILD)/tests/server/fake_kv.o: CPPFLAGS := $(INC_core) -Itests
 $(BUILD)/tests/server/test_redis.o: CPPFLAGS := $(INC_redis) -Itests
 $(BUILD)/tests/server/redis_server.o: CPPFLAGS := -Itests
-$(BUILD)/tests/server/test_submit.o: CPPFLAGS := $(INC_api) -Itests -Itests/server
+$(BUILD)/tests/server/test_api.o: CPPFLAGS := $(INC_api) -Itests -Itests/server
 $(BUILD)/tests/server/test_protocol.o: CPPFLAGS := $(INC_protocol) -Itests -I$(BUILD)/gen
 $(BUILD)/tests/server/test_format.o: CPPFLAGS := $(INC_format) -Itests
 $(BUILD)/tests/server/test_protocol.o: $(PB_GEN).h
@@ -533,7 +531,7 @@ test-install: $(TALLYD) $(TALLY_CLI) $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: fuzz fuzz-deps fuzz-build fuzz-run test-tsan test-asan docs-assets openapi-json \
         check-docs docs-config docs-errors
-.PHONY: all run load image test check check-python check-targets warm-kernels test-c check-layers test-server test-grpc test-sched test-seq test-store test-sim test-submit test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-kernels test-accuracy \
+.PHONY: all run load image test check check-python check-targets warm-kernels test-c check-layers test-core test-grpc test-sched test-seq test-store test-sim test-api test-redis test-protocol test-http test-integration test-container test-bare test-units test-format test-host test-engine test-kernels test-accuracy \
         bench-report bench-peers bench-node bench-node-bundle bench-node-tiny bench-engine bench-transpose bench-lines bench-sched bench-numbers bench-json bench-serve bench-loop bench-start bench-client soak \
         deps deps-venv deps-test deps-bench clean format help
 
@@ -605,7 +603,7 @@ export HELP
 help:
 	@echo "$$HELP"
 
-all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit $(BENCH_BIN) \
+all: docs-assets $(ENGINE_LIB) $(TALLYD) $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_api $(BENCH_BIN) \
     $(BUILD)/bin/bench_sched \
     $(BUILD)/bin/bench_numbers $(BUILD)/bin/fsync_latency $(BUILD)/bin/hop_latency $(BUILD)/bin/store_floor \
     $(BUILD)/bin/mhd_floor \
@@ -627,7 +625,7 @@ TEST_ENV := POCL_CACHE_DIR=$(POCL_DIR) $(ASAN_ENV) \
 
 # What the tests run: the C suites, tallyd, libtally, the CLI and the
 # example (the sanitizer legs build these, not the benchmarks).
-TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit \
+TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_api \
                 $(BUILD)/bin/test_seq $(BUILD)/bin/test_store $(BUILD)/bin/test_redis $(BUILD)/bin/sim_seq \
                 $(BUILD)/bin/test_protocol $(BUILD)/bin/test_http $(TALLYD) $(CLIENT_ALL) \
                 $(BUILD)/bin/test_client docs-assets
@@ -635,7 +633,7 @@ TEST_PROGRAMS = $(TEST_BINS) $(BUILD)/bin/test_sched $(BUILD)/bin/test_submit \
 # The C test programs, one after another (they share POCL_DIR). The first
 # to compile kernels is test-engine; every later one, and every daemon of
 # the integration suite, finds them in the cache.
-C_TESTS := test-units test-server test-grpc test-sched test-seq test-store test-sim test-submit test-redis test-protocol test-http test-format test-host test-engine test-accuracy
+C_TESTS := test-units test-core test-grpc test-sched test-seq test-store test-sim test-api test-redis test-protocol test-http test-format test-host test-engine test-accuracy
 
 # `make test`, the README's command: installs whatever the tests need (a
 # no-op when all is there), then runs everything a user's machine can:
@@ -746,11 +744,11 @@ test-units: $(BUILD)/bin/test_units
 	$(Q)$(TEST_ENV) $< $(T)
 test-grpc: $(BUILD)/bin/test_grpc
 	$(Q)$(TEST_ENV) $< $(T)
-test-server: $(BUILD)/bin/test_server
+test-core: $(BUILD)/bin/test_core
 	$(Q)$(TEST_ENV) $< $(T)
 test-sched: $(BUILD)/bin/test_sched
 	$(Q)$(TEST_ENV) $< $(T)
-test-submit: $(BUILD)/bin/test_submit
+test-api: $(BUILD)/bin/test_api
 	$(Q)$(TEST_ENV) $< $(T)
 test-seq: $(BUILD)/bin/test_seq
 	$(Q)$(TEST_ENV) $< $(T)

@@ -11,7 +11,12 @@
  *              gzip and deflate bodies decoded, a bomb refused;
  *   reply.c    buffers, pieces, static data and streams, gzipped when the
  *              client accepts it; errors as valid UTF-8 JSON, with
- *              Retry-After when a retry may succeed.
+ *              Retry-After when a retry may succeed;
+ *   admit.c    connections a client and in all, counted through a small
+ *              table;
+ *   counters.c the door's lines of the metrics text;
+ *   router.c   a table of the test's matched as a reference matcher
+ *              would, first row first, Allow the union of the methods.
  *
  * Bodies are random (check_rand(), its seed printed) and compared byte by
  * byte.
@@ -34,14 +39,17 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "admit.h"
 #include "body.h"
 #include "buffer.h"
 #include "check.h"
 #include "content_coding.h"
+#include "counters.h"
 #include "http.h"
 #include "reply.h"
 #include "request.h"
 #include "router.h"
+#include "textbuf.h"
 
 #define MAX_BODY ((size_t)1 << 20)
 #define MAX_BUFFERED ((size_t)1536 << 10)
@@ -629,6 +637,220 @@ static void errors(void)
     free(t);
 }
 
+/* ------------------------------------------------------------------------
+ * Admission.
+ */
+static struct sockaddr_in v4(uint32_t a)
+{
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(1)};
+    s.sin_addr.s_addr = htonl(a);
+    return s;
+}
+
+static void admit_limits(void)
+{
+    http_admit *l = http_admit_new(6, 2);
+    CHECK(l != NULL, "new");
+    struct sockaddr_in a = v4(0x7f000001), b = v4(0x7f000002);
+    struct sockaddr_in6 c = {.sin6_family = AF_INET6};
+    c.sin6_addr.s6_addr[15] = 1;
+    const struct sockaddr *pa = (void *)&a, *pb = (void *)&b, *pc = (void *)&c;
+    CHECK(http_admit_enter(l, pa, sizeof a) && http_admit_enter(l, pa, sizeof a),
+          "two from a");
+    CHECK(!http_admit_enter(l, pa, sizeof a), "a third from a is refused");
+    a.sin_port = htons(9); /* another port is the same client */
+    CHECK(!http_admit_enter(l, pa, sizeof a), "the port does not count");
+    CHECK(http_admit_enter(l, pb, sizeof b) && http_admit_enter(l, pc, sizeof c)
+              && http_admit_enter(l, pc, sizeof c),
+          "b and c have their own counts");
+    CHECK(http_admit_open(l) == 5, "5 open, not %u", http_admit_open(l));
+    http_admit_leave(l, pa, sizeof a);
+    CHECK(http_admit_enter(l, pa, sizeof a), "a has room again");
+    CHECK(http_admit_enter(l, pb, sizeof b), "the sixth");
+    CHECK(!http_admit_enter(l, NULL, 0), "the total caps even unknown ones");
+    http_admit_free(l);
+
+    /* many addresses through a small table: counts stay right as slots
+     * are emptied and probe runs are shifted back */
+    l = http_admit_new(80, 3);
+    for (int round = 0; round < 3; round++) {
+        uint32_t base = 0x0a000000u + (uint32_t)check_below(1000);
+        for (uint32_t i = 0; i < 40; i++) {
+            struct sockaddr_in x = v4(base + i * 7919u);
+            CHECK(http_admit_enter(l, (void *)&x, sizeof x), "enter %u", i);
+        }
+        for (uint32_t i = 0; i < 40; i += 2) {
+            struct sockaddr_in x = v4(base + i * 7919u);
+            http_admit_leave(l, (void *)&x, sizeof x);
+        }
+        for (uint32_t i = 1; i < 40; i += 2) { /* still there, once each */
+            struct sockaddr_in x = v4(base + i * 7919u);
+            CHECK(http_admit_enter(l, (void *)&x, sizeof x)
+                      && http_admit_enter(l, (void *)&x, sizeof x)
+                      && !http_admit_enter(l, (void *)&x, sizeof x),
+                  "round %d, address %u: 3 at most", round, i);
+        }
+        for (uint32_t i = 1; i < 40; i += 2)
+            for (int k = 0; k < 3; k++) {
+                struct sockaddr_in x = v4(base + i * 7919u);
+                http_admit_leave(l, (void *)&x, sizeof x);
+            }
+        CHECK(http_admit_open(l) == 0, "round %d: all left, %u open", round,
+              http_admit_open(l));
+    }
+    http_admit_free(l);
+}
+
+/* ------------------------------------------------------------------------
+ * The door's counters in the metrics text.
+ */
+static void counters_text(void)
+{
+    http_counters hc;
+    memset(&hc, 0, sizeof hc);
+    atomic_store(&hc.refused, 3);
+    textbuf o;
+    textbuf_init(&o, 256);
+    http_counters_render(&hc, 5, &o);
+    size_t len;
+    char *t = textbuf_take(&o, &len);
+    CHECK(t != NULL && strlen(t) == len, "rendered");
+    if (t == NULL)
+        return;
+    CHECK(strstr(t, "\ntally_open_connections 5\n") != NULL
+              && strstr(t, "\ntally_connections_refused_total 3\n") != NULL,
+          "the counters: %s", t);
+    free(t);
+}
+
+/* ------------------------------------------------------------------------
+ * The router on its own (router.h): a table of the test's.
+ */
+static void stub(request *r)
+{
+    (void)r;
+}
+
+static void other_stub(request *r)
+{
+    (void)r;
+}
+
+static void router_rules(void)
+{
+    /* the matcher on its own: first match wins, Allow is the union of the
+     * matching rows' methods in order, parameters match one segment */
+    static const http_route rows[] = {
+        {"PUT", "/a/{x}", stub, 0, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/{x}", other_stub, 1, HTTP_ACCESS_HEALTH, NULL},
+        {"GET", "/a/b", stub, 2, HTTP_ACCESS_METRICS, NULL},
+        {"POST", "/a/{x}/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
+    };
+    http_routes t = {.rows = rows, .nrows = 4};
+    http_match m;
+    http_route_match(&t, "GET", "/a/b", &m);
+    CHECK(m.handler == other_stub && m.label == 1
+              && m.access == HTTP_ACCESS_HEALTH,
+          "the first matching row wins, with its access rule");
+    http_route_match(&t, "DELETE", "/a/zz", &m);
+    CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
+          "Allow: \"%s\"", m.allow);
+    http_route_match(&t, "DELETE", "/a/b", &m);
+    CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
+          "two GET rows match: Allow lists GET once: \"%s\"", m.allow);
+    http_route_match(&t, "POST", "/a/q/c", &m);
+    CHECK(m.status == 200 && m.label == 3, "a parameter mid-path");
+    http_route_match(&t, "POST", "/a/q/r/c", &m);
+    CHECK(m.status == 404, "a parameter is one segment");
+    http_route_match(&t, "GET", "/a", &m);
+    CHECK(m.status == 404, "a parameter is not optional");
+}
+
+/* The reference: pattern and path split at every '/' (each starts a
+ * segment, empty ones too), a "{name}" segment matching any one. */
+static int ref_split(const char *s, char seg[][8], int max)
+{
+    if (*s != '/')
+        return -1;
+    int n = 0;
+    while (*s == '/') {
+        const char *e = strchr(s + 1, '/');
+        size_t len = e != NULL ? (size_t)(e - s - 1) : strlen(s + 1);
+        if (n == max || len >= 8)
+            return -1;
+        memcpy(seg[n], s + 1, len);
+        seg[n++][len] = '\0';
+        s += 1 + len;
+    }
+    return n;
+}
+
+static bool ref_match(const char *pattern, const char *path)
+{
+    char p[8][8], q[8][8];
+    int np = ref_split(pattern, p, 8), nq = ref_split(path, q, 8);
+    if (np < 0 || nq != np)
+        return false;
+    for (int i = 0; i < np; i++)
+        if (!(p[i][0] == '{' && strlen(p[i]) >= 2
+              && p[i][strlen(p[i]) - 1] == '}')
+            && strcmp(p[i], q[i]) != 0)
+            return false;
+    return true;
+}
+
+static void router_random_paths(void)
+{
+    /* random paths of the table's words, empty segments and near misses,
+     * matched against the reference: which row, or 404 */
+    static const http_route rows[] = {
+        {"GET", "/", stub, 0, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a", stub, 1, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/{x}", stub, 2, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/b/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/{y}/b/{z}/d", stub, 4, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/ab/{x/c", stub, 5, HTTP_ACCESS_TOKEN, NULL},
+        {"GET", "/a/b//", stub, 6, HTTP_ACCESS_TOKEN, NULL},
+    };
+    http_routes t = {.rows = rows, .nrows = sizeof rows / sizeof rows[0]};
+    static const char *const words[] = {"a", "b", "c", "d", "ab", "",
+                                        "{x", "{x}", "bb", "x"};
+    for (int k = 0; k < 20000; k++) {
+        char path[64] = "";
+        int n = (int)check_below(6);
+        if (check_below(20) == 0)
+            snprintf(path, sizeof path, "a"); /* no leading '/' */
+        for (int i = 0; i < n; i++) {
+            size_t at = strlen(path);
+            snprintf(path + at, sizeof path - at, "/%s",
+                     words[check_below(sizeof words / sizeof words[0])]);
+        }
+        int want = -1;
+        for (size_t r = 0; r < t.nrows && want < 0; r++)
+            if (ref_match(rows[r].pattern, path))
+                want = (int)rows[r].label;
+        http_match m;
+        http_route_match(&t, "GET", path, &m);
+        int got = m.status == 200 ? (int)m.label : -1;
+        CHECK(got == want, "path \"%s\": row %d, the reference's %d", path,
+              got, want);
+        /* again (the thread's last match), and with a method no row has */
+        http_route_match(&t, "GET", path, &m);
+        int again = m.status == 200 ? (int)m.label : -1;
+        http_route_match(&t, "PUT", path, &m);
+        CHECK(again == want && m.status == (want >= 0 ? 405 : 404),
+              "path \"%s\" again: row %d; PUT: %d", path, again, m.status);
+        if (got != want || again != want)
+            return;
+    }
+    char deep[64] = "";
+    for (int i = 0; i < 20; i++)
+        strcat(deep, "/a");
+    http_match m;
+    http_route_match(&t, "GET", deep, &m);
+    CHECK(m.status == 404, "20 segments match no row: %d", m.status);
+}
+
 static const check_case cases[] = {
     {"request_ids", request_ids},
     {"headers_and_query", headers_and_query},
@@ -637,6 +859,10 @@ static const check_case cases[] = {
     {"encodings", encodings},
     {"replies", replies},
     {"errors", errors},
+    {"admit_limits", admit_limits},
+    {"counters_text", counters_text},
+    {"router_rules", router_rules},
+    {"router_random_paths", router_random_paths},
 };
 
 int main(int argc, char **argv)

@@ -1,18 +1,14 @@
 /*
- * test_server.c - the daemon's modules above the scheduler, without a
- * socket: the settings (core/config), the metrics text and the one
- * access-log path (core/metrics, core/reqlog), admission and the route
- * table (http/, api/routes), the bearer tokens (core/auth), content
- * coding (core/content_coding) and the loops' mailbox (core/mailbox). The
- * scheduler and its queue are test_sched.c's, the gRPC door's insides
- * test_grpc.c's.
+ * test_core.c - server/core/ on its own, without a socket: the settings
+ * (config), the metrics text and the one access-log path (metrics,
+ * reqlog), the statistics (stats), the bearer tokens (auth), content
+ * coding (content_coding) and the loops' mailbox and owners (mailbox,
+ * loop_owner). http/'s admission, counters and router are test_http.c's,
+ * api/'s route table test_api.c's.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +16,14 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "admit.h"
-#include "api.h"
 #include "auth.h"
 #include "check.h"
 #include "config.h"
 #include "content_coding.h"
-#include "counters.h"
 #include "mailbox.h"
+#include "reqlog.h"
+#include "server.h"
 #include "metrics.h"
-#include "router.h"
 #include "stats.h"
 #include "textbuf.h"
 
@@ -298,10 +292,6 @@ static void metrics_text(void)
     textbuf_init(&o, 256);
     atomic_store(&m.access_log_dropped, 4);
     metrics_render(&m, "dev \"x\"\\y", "9.9.9", 7, &o);
-    http_counters hc;
-    memset(&hc, 0, sizeof hc);
-    atomic_store(&hc.refused, 3);
-    http_counters_render(&hc, 5, &o);
     char *t = textbuf_take(&o, &len);
     CHECK(t != NULL && strlen(t) == len, "rendered");
     if (t == NULL)
@@ -315,8 +305,6 @@ static void metrics_text(void)
         "1\n",
         "tally_request_duration_seconds_count{protocol=\"http\",route=\"native\"} 2\n",
         "tally_inflight_requests 7\n",
-        "tally_open_connections 5\n",
-        "tally_connections_refused_total 3\n",
         "tally_access_log_dropped_total 4\n",
         "tally_sent_bytes_total 100\n",
         "# TYPE tally_request_duration_seconds histogram\n",
@@ -356,290 +344,6 @@ static void metrics_text(void)
         }
     }
     free(t);
-}
-
-/* ------------------------------------------------------------------------
- * Admission.
- */
-static struct sockaddr_in v4(uint32_t a)
-{
-    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(1)};
-    s.sin_addr.s_addr = htonl(a);
-    return s;
-}
-
-static void admit_limits(void)
-{
-    http_admit *l = http_admit_new(6, 2);
-    CHECK(l != NULL, "new");
-    struct sockaddr_in a = v4(0x7f000001), b = v4(0x7f000002);
-    struct sockaddr_in6 c = {.sin6_family = AF_INET6};
-    c.sin6_addr.s6_addr[15] = 1;
-    const struct sockaddr *pa = (void *)&a, *pb = (void *)&b, *pc = (void *)&c;
-    CHECK(http_admit_enter(l, pa, sizeof a) && http_admit_enter(l, pa, sizeof a),
-          "two from a");
-    CHECK(!http_admit_enter(l, pa, sizeof a), "a third from a is refused");
-    a.sin_port = htons(9); /* another port is the same client */
-    CHECK(!http_admit_enter(l, pa, sizeof a), "the port does not count");
-    CHECK(http_admit_enter(l, pb, sizeof b) && http_admit_enter(l, pc, sizeof c)
-              && http_admit_enter(l, pc, sizeof c),
-          "b and c have their own counts");
-    CHECK(http_admit_open(l) == 5, "5 open, not %u", http_admit_open(l));
-    http_admit_leave(l, pa, sizeof a);
-    CHECK(http_admit_enter(l, pa, sizeof a), "a has room again");
-    CHECK(http_admit_enter(l, pb, sizeof b), "the sixth");
-    CHECK(!http_admit_enter(l, NULL, 0), "the total caps even unknown ones");
-    http_admit_free(l);
-
-    /* many addresses through a small table: counts stay right as slots
-     * are emptied and probe runs are shifted back */
-    l = http_admit_new(80, 3);
-    for (int round = 0; round < 3; round++) {
-        uint32_t base = 0x0a000000u + (uint32_t)check_below(1000);
-        for (uint32_t i = 0; i < 40; i++) {
-            struct sockaddr_in x = v4(base + i * 7919u);
-            CHECK(http_admit_enter(l, (void *)&x, sizeof x), "enter %u", i);
-        }
-        for (uint32_t i = 0; i < 40; i += 2) {
-            struct sockaddr_in x = v4(base + i * 7919u);
-            http_admit_leave(l, (void *)&x, sizeof x);
-        }
-        for (uint32_t i = 1; i < 40; i += 2) { /* still there, once each */
-            struct sockaddr_in x = v4(base + i * 7919u);
-            CHECK(http_admit_enter(l, (void *)&x, sizeof x)
-                      && http_admit_enter(l, (void *)&x, sizeof x)
-                      && !http_admit_enter(l, (void *)&x, sizeof x),
-                  "round %d, address %u: 3 at most", round, i);
-        }
-        for (uint32_t i = 1; i < 40; i += 2)
-            for (int k = 0; k < 3; k++) {
-                struct sockaddr_in x = v4(base + i * 7919u);
-                http_admit_leave(l, (void *)&x, sizeof x);
-            }
-        CHECK(http_admit_open(l) == 0, "round %d: all left, %u open", round,
-              http_admit_open(l));
-    }
-    http_admit_free(l);
-}
-
-/* ------------------------------------------------------------------------
- * Routes.
- */
-static void routes_table(void)
-{
-    static const struct {
-        const char *method, *path;
-        http_handler handler;
-        int status;
-        const char *says; /* in the message, or Allow for 405 */
-    } cases[] = {
-        {"POST", "/v1/cumsum", api_native, 200, NULL},
-        {"GET", "/v1/cumsum", NULL, 405, "POST"},
-        {"GET", "/metrics", api_metrics, 200, NULL},
-        {"HEAD", "/metrics", api_metrics, 200, NULL},
-        {"POST", "/metrics", NULL, 405, "GET, HEAD"},
-        {"GET", "/v2", api_server_metadata, 200, NULL},
-        {"GET", "/v2/health/live", api_health_live, 200, NULL},
-        {"GET", "/v2/health/ready", api_health_ready, 200, NULL},
-        {"GET", "/v2/models/cumsum", api_model_metadata, 200, NULL},
-        {"GET", "/v2/models/cumsum/versions/1", api_model_metadata, 200, NULL},
-        {"GET", "/v2/models/cumsum/ready", api_model_ready, 200, NULL},
-        {"GET", "/v2/models/cumsum/versions/1/ready", api_model_ready, 200,
-         NULL},
-        {"GET", "/v2/models/cumsum/config", api_model_config, 200, NULL},
-        {"POST", "/v2/models/cumsum/infer", api_infer, 200, NULL},
-        {"POST", "/v2/models/cumsum/versions/1/infer", api_infer, 200, NULL},
-        {"GET", "/v2/models/cumsum/infer", NULL, 405, "POST"},
-        {"DELETE", "/v2/models/cumsum", NULL, 405, "GET, HEAD"},
-        {"POST", "/v2/models/resnet/infer", NULL, 404, "unknown model"},
-        {"GET", "/v2/models/nope", NULL, 404, "\"nope\""},
-        {"GET", "/v2/models/", NULL, 404, "unknown model"},
-        {"GET", "/v2/models/cumsum/versions/2", NULL, 404, "no version \"2\""},
-        {"GET", "/v2/models/cumsum/versions/1/config", NULL, 404, "no route"},
-        {"GET", "/v2/models/cumsum/", NULL, 404, "no route"},
-        {"GET", "/nope", NULL, 404, "no route GET /nope"},
-        {"GET", "/", api_landing, 200, NULL},
-        {"HEAD", "/", api_landing, 200, NULL},
-        {"GET", "/openapi.yaml", api_openapi, 200, NULL},
-        {"GET", "/openapi.json", api_openapi_json, 200, NULL},
-        {"GET", "/docs", api_docs_page, 200, NULL},
-        {"GET", "/docs/swagger-ui.css", api_docs_file, 200, NULL},
-        {"GET", "/docs/swagger-ui-bundle.js", api_docs_file, 200, NULL},
-        {"GET", "/docs/", NULL, 404, "no route"},
-        {"GET", "/docs/index.html", NULL, 404, "no route"},
-        {"POST", "/docs", NULL, 405, "GET, HEAD"},
-        {"GET", "//", NULL, 404, "no route"},
-        {"POST", "/v1/cumsum/", NULL, 404, "no route"},
-        {"POST", "/v1//cumsum", NULL, 404, "no route"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        http_match m;
-        http_route_match(&api_routes, cases[i].method, cases[i].path, &m);
-        const char *where = m.status == 405 ? m.allow : m.msg;
-        CHECK(m.status == cases[i].status && m.handler == cases[i].handler
-                  && (cases[i].says == NULL
-                      || strstr(where, cases[i].says) != NULL),
-              "%s %s: status %d, \"%s\"", cases[i].method, cases[i].path,
-              m.status, where);
-        if (m.status == 405)
-            CHECK(strcmp(m.allow, cases[i].says) == 0
-                      && strstr(m.msg, "is not allowed") != NULL,
-                  "%s %s: Allow \"%s\"", cases[i].method, cases[i].path,
-                  m.allow);
-    }
-    /* with tokens, only probes' and scrapers' routes, and the landing
-     * page's (which fetches the rest with the token it is given), may be
-     * open; the trace settings are closed like /metrics */
-    for (size_t i = 0; i < api_routes.nrows; i++) {
-        const http_route *row = &api_routes.rows[i];
-        const char *label = api_routes.labels[row->label];
-        http_access want = strcmp(label, "health") == 0 || strcmp(label, "page") == 0
-                               ? HTTP_ACCESS_HEALTH
-                           : strcmp(label, "metrics") == 0
-                                   || strstr(row->pattern, "/trace/setting")
-                               ? HTTP_ACCESS_METRICS
-                               : HTTP_ACCESS_TOKEN;
-        CHECK(row->access == want, "%s %s: access %d, not %d", row->method,
-              row->pattern, (int)row->access, (int)want);
-    }
-    http_match m;
-    http_route_match(&api_routes, "POST", "/v2/models/cumsum/infer", &m);
-    CHECK(strcmp(api_routes.labels[m.label], "infer") == 0
-              && m.access == HTTP_ACCESS_TOKEN && m.ended != NULL,
-          "infer counts as infer, in the statistics too, and needs a token");
-    http_route_match(&api_routes, "GET", "/v1/cumsum", &m);
-    CHECK(strcmp(api_routes.labels[m.label], "native") == 0 && m.ended != NULL,
-          "a 405 counts under its route, in the statistics too");
-    http_route_match(&api_routes, "GET", "/nope", &m);
-    CHECK(strcmp(api_routes.labels[m.label], "other") == 0,
-          "a 404 counts as other");
-    http_route_match(&api_routes, "GET", "/metrics", &m);
-    CHECK(m.ended == NULL, "/metrics is no inference");
-}
-
-static void stub(request *r)
-{
-    (void)r;
-}
-
-static void other_stub(request *r)
-{
-    (void)r;
-}
-
-static void router_rules(void)
-{
-    /* the matcher on its own: first match wins, Allow is the union of the
-     * matching rows' methods in order, parameters match one segment */
-    static const http_route rows[] = {
-        {"PUT", "/a/{x}", stub, 0, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/a/{x}", other_stub, 1, HTTP_ACCESS_HEALTH, NULL},
-        {"GET", "/a/b", stub, 2, HTTP_ACCESS_METRICS, NULL},
-        {"POST", "/a/{x}/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
-    };
-    http_routes t = {.rows = rows, .nrows = 4};
-    http_match m;
-    http_route_match(&t, "GET", "/a/b", &m);
-    CHECK(m.handler == other_stub && m.label == 1
-              && m.access == HTTP_ACCESS_HEALTH,
-          "the first matching row wins, with its access rule");
-    http_route_match(&t, "DELETE", "/a/zz", &m);
-    CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
-          "Allow: \"%s\"", m.allow);
-    http_route_match(&t, "DELETE", "/a/b", &m);
-    CHECK(m.status == 405 && strcmp(m.allow, "PUT, GET, HEAD") == 0,
-          "two GET rows match: Allow lists GET once: \"%s\"", m.allow);
-    http_route_match(&t, "POST", "/a/q/c", &m);
-    CHECK(m.status == 200 && m.label == 3, "a parameter mid-path");
-    http_route_match(&t, "POST", "/a/q/r/c", &m);
-    CHECK(m.status == 404, "a parameter is one segment");
-    http_route_match(&t, "GET", "/a", &m);
-    CHECK(m.status == 404, "a parameter is not optional");
-}
-
-/* The reference: pattern and path split at every '/' (each starts a
- * segment, empty ones too), a "{name}" segment matching any one. */
-static int ref_split(const char *s, char seg[][8], int max)
-{
-    if (*s != '/')
-        return -1;
-    int n = 0;
-    while (*s == '/') {
-        const char *e = strchr(s + 1, '/');
-        size_t len = e != NULL ? (size_t)(e - s - 1) : strlen(s + 1);
-        if (n == max || len >= 8)
-            return -1;
-        memcpy(seg[n], s + 1, len);
-        seg[n++][len] = '\0';
-        s += 1 + len;
-    }
-    return n;
-}
-
-static bool ref_match(const char *pattern, const char *path)
-{
-    char p[8][8], q[8][8];
-    int np = ref_split(pattern, p, 8), nq = ref_split(path, q, 8);
-    if (np < 0 || nq != np)
-        return false;
-    for (int i = 0; i < np; i++)
-        if (!(p[i][0] == '{' && strlen(p[i]) >= 2
-              && p[i][strlen(p[i]) - 1] == '}')
-            && strcmp(p[i], q[i]) != 0)
-            return false;
-    return true;
-}
-
-static void router_random_paths(void)
-{
-    /* random paths of the table's words, empty segments and near misses,
-     * matched against the reference: which row, or 404 */
-    static const http_route rows[] = {
-        {"GET", "/", stub, 0, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/a", stub, 1, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/a/{x}", stub, 2, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/a/b/c", stub, 3, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/{y}/b/{z}/d", stub, 4, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/ab/{x/c", stub, 5, HTTP_ACCESS_TOKEN, NULL},
-        {"GET", "/a/b//", stub, 6, HTTP_ACCESS_TOKEN, NULL},
-    };
-    http_routes t = {.rows = rows, .nrows = sizeof rows / sizeof rows[0]};
-    static const char *const words[] = {"a", "b", "c", "d", "ab", "",
-                                        "{x", "{x}", "bb", "x"};
-    for (int k = 0; k < 20000; k++) {
-        char path[64] = "";
-        int n = (int)check_below(6);
-        if (check_below(20) == 0)
-            snprintf(path, sizeof path, "a"); /* no leading '/' */
-        for (int i = 0; i < n; i++) {
-            size_t at = strlen(path);
-            snprintf(path + at, sizeof path - at, "/%s",
-                     words[check_below(sizeof words / sizeof words[0])]);
-        }
-        int want = -1;
-        for (size_t r = 0; r < t.nrows && want < 0; r++)
-            if (ref_match(rows[r].pattern, path))
-                want = (int)rows[r].label;
-        http_match m;
-        http_route_match(&t, "GET", path, &m);
-        int got = m.status == 200 ? (int)m.label : -1;
-        CHECK(got == want, "path \"%s\": row %d, the reference's %d", path,
-              got, want);
-        /* again (the thread's last match), and with a method no row has */
-        http_route_match(&t, "GET", path, &m);
-        int again = m.status == 200 ? (int)m.label : -1;
-        http_route_match(&t, "PUT", path, &m);
-        CHECK(again == want && m.status == (want >= 0 ? 405 : 404),
-              "path \"%s\" again: row %d; PUT: %d", path, again, m.status);
-        if (got != want || again != want)
-            return;
-    }
-    char deep[64] = "";
-    for (int i = 0; i < 20; i++)
-        strcat(deep, "/a");
-    http_match m;
-    http_route_match(&t, "GET", deep, &m);
-    CHECK(m.status == 404, "20 segments match no row: %d", m.status);
 }
 
 /* ------------------------------------------------------------------------
@@ -1103,10 +807,6 @@ static const check_case cases[] = {
     {"config_bad_values", config_bad_values},
     {"config_access_log", config_access_log},
     {"metrics_text", metrics_text},
-    {"admit_limits", admit_limits},
-    {"routes_table", routes_table},
-    {"router_rules", router_rules},
-    {"router_random_paths", router_random_paths},
     {"auth_tokens", auth_token_file},
     {"auth_reload_races", auth_reload_races},
     {"reqlog_one_cap", reqlog_one_cap},

@@ -15,7 +15,7 @@
 #include "check.h"
 #include "ref.h"
 /* the file itself, as h2o's tests do, for its two float32 loops */
-#include "../server/engine/scan_host.c"
+#include "../../../server/engine/scan_host.c"
 
 static void scan_and_check(eng_host *h, const eng_scan_desc *d,
                            const char *what)

@@ -1,9 +1,10 @@
 /*
- * test_submit.c - the one adapter from a parsed request to a job and back
- * (server/api/submit.h), on its own: a fake door that records every call
- * the adapter makes, the real scheduler over the fake backend whose
- * launches the test can hold and the fake clock the test moves
- * (fake_sched.h, test_sched.c's too), and no transport.
+ * test_api.c - server/api/: its route table (routes.c), and the one
+ * adapter from a parsed request to a job and back (submit.h) on its own:
+ * a fake door that records every call the adapter makes, the real
+ * scheduler over the fake backend whose launches the test can hold and
+ * the fake clock the test moves (fake_sched.h, test_sched.c's too), and
+ * no transport.
  *
  * What every door relies on: the deadline rule (the tightest bound wins),
  * small tensors summed at once and larger ones queued, the door's times
@@ -20,6 +21,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "api.h"
 #include "check.h"
 #include "kv_mem.h"
 #include "sequence.h"
@@ -536,6 +538,101 @@ static void sequence_wait_step(void)
     seqs = NULL;
 }
 
+/* ------------------------------------------------------------------------
+ * The route table (api/routes.c): every method and path tallyd serves.
+ */
+static void routes_table(void)
+{
+    static const struct {
+        const char *method, *path;
+        http_handler handler;
+        int status;
+        const char *says; /* in the message, or Allow for 405 */
+    } cases[] = {
+        {"POST", "/v1/cumsum", api_native, 200, NULL},
+        {"GET", "/v1/cumsum", NULL, 405, "POST"},
+        {"GET", "/metrics", api_metrics, 200, NULL},
+        {"HEAD", "/metrics", api_metrics, 200, NULL},
+        {"POST", "/metrics", NULL, 405, "GET, HEAD"},
+        {"GET", "/v2", api_server_metadata, 200, NULL},
+        {"GET", "/v2/health/live", api_health_live, 200, NULL},
+        {"GET", "/v2/health/ready", api_health_ready, 200, NULL},
+        {"GET", "/v2/models/cumsum", api_model_metadata, 200, NULL},
+        {"GET", "/v2/models/cumsum/versions/1", api_model_metadata, 200, NULL},
+        {"GET", "/v2/models/cumsum/ready", api_model_ready, 200, NULL},
+        {"GET", "/v2/models/cumsum/versions/1/ready", api_model_ready, 200,
+         NULL},
+        {"GET", "/v2/models/cumsum/config", api_model_config, 200, NULL},
+        {"POST", "/v2/models/cumsum/infer", api_infer, 200, NULL},
+        {"POST", "/v2/models/cumsum/versions/1/infer", api_infer, 200, NULL},
+        {"GET", "/v2/models/cumsum/infer", NULL, 405, "POST"},
+        {"DELETE", "/v2/models/cumsum", NULL, 405, "GET, HEAD"},
+        {"POST", "/v2/models/resnet/infer", NULL, 404, "unknown model"},
+        {"GET", "/v2/models/nope", NULL, 404, "\"nope\""},
+        {"GET", "/v2/models/", NULL, 404, "unknown model"},
+        {"GET", "/v2/models/cumsum/versions/2", NULL, 404, "no version \"2\""},
+        {"GET", "/v2/models/cumsum/versions/1/config", NULL, 404, "no route"},
+        {"GET", "/v2/models/cumsum/", NULL, 404, "no route"},
+        {"GET", "/nope", NULL, 404, "no route GET /nope"},
+        {"GET", "/", api_landing, 200, NULL},
+        {"HEAD", "/", api_landing, 200, NULL},
+        {"GET", "/openapi.yaml", api_openapi, 200, NULL},
+        {"GET", "/openapi.json", api_openapi_json, 200, NULL},
+        {"GET", "/docs", api_docs_page, 200, NULL},
+        {"GET", "/docs/swagger-ui.css", api_docs_file, 200, NULL},
+        {"GET", "/docs/swagger-ui-bundle.js", api_docs_file, 200, NULL},
+        {"GET", "/docs/", NULL, 404, "no route"},
+        {"GET", "/docs/index.html", NULL, 404, "no route"},
+        {"POST", "/docs", NULL, 405, "GET, HEAD"},
+        {"GET", "//", NULL, 404, "no route"},
+        {"POST", "/v1/cumsum/", NULL, 404, "no route"},
+        {"POST", "/v1//cumsum", NULL, 404, "no route"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        http_match m;
+        http_route_match(&api_routes, cases[i].method, cases[i].path, &m);
+        const char *where = m.status == 405 ? m.allow : m.msg;
+        CHECK(m.status == cases[i].status && m.handler == cases[i].handler
+                  && (cases[i].says == NULL
+                      || strstr(where, cases[i].says) != NULL),
+              "%s %s: status %d, \"%s\"", cases[i].method, cases[i].path,
+              m.status, where);
+        if (m.status == 405)
+            CHECK(strcmp(m.allow, cases[i].says) == 0
+                      && strstr(m.msg, "is not allowed") != NULL,
+                  "%s %s: Allow \"%s\"", cases[i].method, cases[i].path,
+                  m.allow);
+    }
+    /* with tokens, only probes' and scrapers' routes, and the landing
+     * page's (which fetches the rest with the token it is given), may be
+     * open; the trace settings are closed like /metrics */
+    for (size_t i = 0; i < api_routes.nrows; i++) {
+        const http_route *row = &api_routes.rows[i];
+        const char *label = api_routes.labels[row->label];
+        http_access want = strcmp(label, "health") == 0 || strcmp(label, "page") == 0
+                               ? HTTP_ACCESS_HEALTH
+                           : strcmp(label, "metrics") == 0
+                                   || strstr(row->pattern, "/trace/setting")
+                               ? HTTP_ACCESS_METRICS
+                               : HTTP_ACCESS_TOKEN;
+        CHECK(row->access == want, "%s %s: access %d, not %d", row->method,
+              row->pattern, (int)row->access, (int)want);
+    }
+    http_match m;
+    http_route_match(&api_routes, "POST", "/v2/models/cumsum/infer", &m);
+    CHECK(strcmp(api_routes.labels[m.label], "infer") == 0
+              && m.access == HTTP_ACCESS_TOKEN && m.ended != NULL,
+          "infer counts as infer, in the statistics too, and needs a token");
+    http_route_match(&api_routes, "GET", "/v1/cumsum", &m);
+    CHECK(strcmp(api_routes.labels[m.label], "native") == 0 && m.ended != NULL,
+          "a 405 counts under its route, in the statistics too");
+    http_route_match(&api_routes, "GET", "/nope", &m);
+    CHECK(strcmp(api_routes.labels[m.label], "other") == 0,
+          "a 404 counts as other");
+    http_route_match(&api_routes, "GET", "/metrics", &m);
+    CHECK(m.ended == NULL, "/metrics is no inference");
+}
+
 static const check_case cases[] = {
     {"deadline_rule", deadline_rule},
     {"deadline_applied", deadline_applied},
@@ -545,6 +642,7 @@ static const check_case cases[] = {
     {"refusal_words", refusal_words},
     {"client_gone", client_gone},
     {"sequence_wait_step", sequence_wait_step},
+    {"routes_table", routes_table},
 };
 
 int main(int argc, char **argv)
