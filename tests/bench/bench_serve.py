@@ -82,6 +82,14 @@ cell's ratio is the median of its three rounds' ratios, each taken
 between two runs seconds apart, so that the machine's drift over the
 run moves both sides of it (target: within 10 %).
 
+With --compare TALLYD and no --only (or --only binary or json), the
+first table's cells are run the same way: the tallyd before a change
+and this one, each with --max-batch 1 and with the default, in turn,
+three rounds a cell, the two runs of a pair next to each other and
+their order swapped each round; a cell's ratio is the median of its
+rounds' after / before (target: within 5 %). The other tables are left
+out; --only sequence --compare is theirs.
+
 A seventh table (--only small) is a small request against the floor:
 tallyd's CPU per request and requests a second beside nginx's and the
 smallest libmicrohttpd server's (tests/bench/bench_small.py says how).
@@ -881,6 +889,87 @@ def compare_table(results, before):
     return fails
 
 
+def first_cell(pa, url, fmt, n, c, seconds):
+    """One cell of the first table against the tallyd at url."""
+    return (tally_bench(url, n, c, seconds) if fmt == "binary"
+            else tally_bench(url, n, c, seconds, "json") if n < 4096
+            else perf_json(pa, url, n, c, seconds))
+
+
+def first_compare(pa, formats, seconds, before):
+    """The first table's cells against two tallyds, the one before a
+    change (binary `before`) and this one, each with --max-batch 1 and
+    with the default, all four started at once and run in turn: in each
+    of three rounds a cell's before and after runs are next to each other
+    (before first in rounds 1 and 3, second in round 2). A cell's ratio
+    is the median of its rounds' after / before throughput. Target:
+    within 5 % in every cell."""
+    log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
+    flags = ["--access-log=off", "--max-sequences", "0"]
+    procs, urls = [], {}
+    try:
+        for side, binary in (("before", before), ("after", None)):
+            for batch in ("1", "default"):
+                proc, url = start_tallyd(
+                    "bench-serve-%s%s" % ("before-" if side == "before" else "", batch), log,
+                    flags + (["--max-batch", "1"] if batch == "1" else []), binary)
+                procs.append(proc)
+                urls[(side, batch)] = url
+        results = {}
+        for fmt in formats:
+            for n in SIZES:
+                for c in CONCURRENCY:
+                    for batch in ("1", "default"):
+                        rounds = []
+                        for k in range(3):
+                            got = {}
+                            for side in (("before", "after") if k % 2 == 0
+                                         else ("after", "before")):
+                                got[side] = first_cell(pa, urls[(side, batch)], fmt, n, c,
+                                                       seconds)
+                            rounds.append(got)
+                            print("  %-7s %-6s N=%-8d c=%-3d round %d: before %s, after %s" % (
+                                batch, fmt, n, c, k + 1,
+                                "%.1f/s" % got["before"][0] if got["before"] else "-",
+                                "%.1f/s" % got["after"][0] if got["after"] else "-"),
+                                file=sys.stderr, flush=True)
+                        results[(fmt, n, c, batch)] = rounds
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+    print("float32 [1,N], the first table's cells, two tallyds in turn: before %s, after %s; "
+          "%d s a run, three rounds, each pair's runs next to each other; ratio: the median "
+          "of the rounds' after / before" % (before, os.path.join(BIN, "tallyd"), seconds))
+    print("%-6s %-8s %-4s %-7s %11s %11s %6s %9s %9s  %s" % (
+        "format", "N", "c", "batch", "before/s", "after/s", "ratio", "p50 ms", "p50 ms",
+        "rounds"))
+    fails = []
+    for fmt in formats:
+        for n in SIZES:
+            for c in CONCURRENCY:
+                for batch in ("1", "default"):
+                    rounds = results[(fmt, n, c, batch)]
+                    a = median_run([g["before"] for g in rounds])
+                    b = median_run([g["after"] for g in rounds])
+                    r, by_round = paired_ratio(
+                        [{"x": g["after"], "before-x": g["before"]} for g in rounds], "x")
+                    name = "mb=1" if batch == "1" else "default"
+                    if a is None or b is None or r is None:
+                        print("%-6s %-8d %-4d %-7s (no measurement)" % (fmt, n, c, name))
+                        fails.append("compare %s %s N=%d c=%d: no measurement" % (
+                            fmt, name, n, c))
+                        continue
+                    print("%-6s %-8d %-4d %-7s %11.1f %11.1f %6.2f %9.3f %9.3f  %s" % (
+                        fmt, n, c, name, a[0], b[0], r, a[1], b[1], by_round))
+                    if a[3] or b[3]:
+                        fails.append("compare %s %s N=%d c=%d: errors" % (fmt, name, n, c))
+                    if abs(r - 1) > 0.05:
+                        fails.append("compare %s %s N=%d c=%d: after %.0f/s, %.2f x before "
+                                     "%.0f/s" % (fmt, name, n, c, b[0], r, a[0]))
+    return fails
+
+
 def placements(url):
     """{"backend reason": jobs} from tally_placements_total, non-zero only."""
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
@@ -937,8 +1026,9 @@ def main():
     ap.add_argument("--only", choices=("binary", "json", "grpc", "shm", "sequence",
                                        "placement", "small"))
     ap.add_argument("--compare", metavar="TALLYD",
-                    help="with --only sequence: another tallyd binary (the one before "
-                         "a change) run in turn with this one, three rounds a cell")
+                    help="another tallyd binary (the one before a change) run in turn "
+                         "with this one, three rounds a cell: the sequence table's "
+                         "(--only sequence) or the first table's (no --only, binary, json)")
     ap.add_argument("--sync", action="store_true",
                     help="the gRPC table with perf_analyzer's synchronous mode")
     args = ap.parse_args()
@@ -957,6 +1047,12 @@ def main():
         return
     formats = [args.only] if args.only else ["binary", "json"]
     pa = perf_analyzer() if "json" in formats else None
+    if args.compare:
+        fails = first_compare(pa, formats, args.seconds, args.compare)
+        print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
+        for f in fails:
+            print("  missed: " + f)
+        return
     results = {}
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
     for batch in ("1", "default"):
