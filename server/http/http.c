@@ -291,8 +291,9 @@ static bool deadline_header(request *r)
  * preflight, now answered 204. */
 static bool cors_headers(request *r, const http_match *m, const char *method)
 {
-    const char *allow =
-        http_cors_allow(r->t->cors, http_header(r, "Origin"));
+    if (r->t->cors == NULL) /* CORS off: no Origin to look up */
+        return false;
+    const char *allow = http_cors_allow(r->t->cors, http_header(r, "Origin"));
     if (allow == NULL)
         return false;
     http_add_header(r, "Access-Control-Allow-Origin", allow);
