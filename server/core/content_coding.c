@@ -103,19 +103,18 @@ status_code encoding_decode(int coding, const uint8_t *in, size_t len,
     switch (rc) {
     case Z_STREAM_END: return STATUS_OK;
     case Z_BUF_ERROR:
-        snprintf(msg, msglen,
-                 "the %s body expands to more than the %zu bytes this server "
-                 "accepts",
-                 name, max);
-        return STATUS_TOO_LARGE;
+        return status_fail(
+            msg, msglen, STATUS_TOO_LARGE,
+            "the %s body expands to more than the %zu bytes this server "
+            "accepts",
+            name, max);
     case Z_MEM_ERROR:
-        snprintf(msg, msglen, "out of memory decoding the %s body", name);
-        return STATUS_NOMEM;
+        return status_fail(msg, msglen, STATUS_NOMEM,
+                           "out of memory decoding the %s body", name);
     default:
-        snprintf(msg, msglen,
-                 "the body is not valid %s data (Content-Encoding: %s)", name,
-                 name);
-        return STATUS_ENCODING;
+        return status_fail(
+            msg, msglen, STATUS_ENCODING,
+            "the body is not valid %s data (Content-Encoding: %s)", name, name);
     }
 }
 

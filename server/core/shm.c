@@ -279,28 +279,24 @@ static status_code room_for(shm_registry *r, shm_owner o, const char *name,
                             size_t msglen)
 {
     LOCK_HELD(&r->mu);
-    if (find(r, o, name, nlen, NULL) != NULL) {
-        snprintf(msg, msglen,
-                 "a shared-memory region named \"%.*s\" is already "
-                 "registered; unregister it first",
-                 (int)nlen, name);
-        return STATUS_ALREADY_EXISTS;
-    }
-    if (r->n >= r->max) {
-        snprintf(msg, msglen,
-                 "%u shared-memory regions are registered, as many as this "
-                 "server allows (--shm-max-regions); unregister one first",
-                 r->max);
-        return STATUS_TOO_LARGE;
-    }
-    if (byte_size > r->max_bytes - r->bytes) {
-        snprintf(msg, msglen,
-                 "registering %" PRIu64 " more bytes would pass this "
-                 "server's budget of %" PRIu64 " bytes of shared memory "
-                 "(--shm-max-bytes; %" PRIu64 " in use)",
-                 byte_size, r->max_bytes, r->bytes);
-        return STATUS_TOO_LARGE;
-    }
+    if (find(r, o, name, nlen, NULL) != NULL)
+        return status_fail(msg, msglen, STATUS_ALREADY_EXISTS,
+                           "a shared-memory region named \"%.*s\" is already "
+                           "registered; unregister it first",
+                           (int)nlen, name);
+    if (r->n >= r->max)
+        return status_fail(
+            msg, msglen, STATUS_TOO_LARGE,
+            "%u shared-memory regions are registered, as many as this "
+            "server allows (--shm-max-regions); unregister one first",
+            r->max);
+    if (byte_size > r->max_bytes - r->bytes)
+        return status_fail(msg, msglen, STATUS_TOO_LARGE,
+                           "registering %" PRIu64 " more bytes would pass this "
+                           "server's budget of %" PRIu64
+                           " bytes of shared memory "
+                           "(--shm-max-bytes; %" PRIu64 " in use)",
+                           byte_size, r->max_bytes, r->bytes);
     return STATUS_OK;
 }
 
@@ -318,18 +314,16 @@ static status_code map_key(shm_region *g, const char *kz, uint64_t offset,
         return e == ENOENT ? STATUS_NOT_FOUND : STATUS_INVALID;
     }
     struct stat sb;
-    if (fstat(g->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(msg, msglen,
-                 "shared-memory key \"%s\" is not a regular object", kz);
-        return STATUS_INVALID;
-    }
-    if ((uint64_t)sb.st_size < end) {
-        snprintf(msg, msglen,
-                 "shared-memory key \"%s\" has %" PRIu64 " bytes, fewer than "
-                 "offset %" PRIu64 " plus byte_size %" PRIu64,
-                 kz, (uint64_t)sb.st_size, offset, byte_size);
-        return STATUS_INVALID;
-    }
+    if (fstat(g->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return status_fail(msg, msglen, STATUS_INVALID,
+                           "shared-memory key \"%s\" is not a regular object",
+                           kz);
+    if ((uint64_t)sb.st_size < end)
+        return status_fail(msg, msglen, STATUS_INVALID,
+                           "shared-memory key \"%s\" has %" PRIu64
+                           " bytes, fewer than "
+                           "offset %" PRIu64 " plus byte_size %" PRIu64,
+                           kz, (uint64_t)sb.st_size, offset, byte_size);
     g->map_len = (size_t)(lead + byte_size);
     g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd,
                   (off_t)(offset - lead));
@@ -499,20 +493,17 @@ status_code shm_acquire(shm_registry *r, shm_owner o, const shm_ref *ref,
 {
     memset(u, 0, sizeof *u);
     size_t nlen = strlen(ref->region);
-    if (!ref->has_byte_size) {
-        snprintf(msg, msglen,
-                 "%s names shared-memory region \"%s\" but not "
-                 "shared_memory_byte_size",
-                 what, ref->region);
-        return STATUS_INVALID;
-    }
-    if (output ? ref->byte_size < bytes : ref->byte_size != bytes) {
-        snprintf(msg, msglen,
-                 "%s: shared_memory_byte_size is %" PRIu64 ", but its shape "
-                 "and datatype take %" PRIu64 " bytes",
-                 what, ref->byte_size, bytes);
-        return STATUS_INVALID;
-    }
+    if (!ref->has_byte_size)
+        return status_fail(msg, msglen, STATUS_INVALID,
+                           "%s names shared-memory region \"%s\" but not "
+                           "shared_memory_byte_size",
+                           what, ref->region);
+    if (output ? ref->byte_size < bytes : ref->byte_size != bytes)
+        return status_fail(msg, msglen, STATUS_INVALID,
+                           "%s: shared_memory_byte_size is %" PRIu64
+                           ", but its shape "
+                           "and datatype take %" PRIu64 " bytes",
+                           what, ref->byte_size, bytes);
     mutex_lock(&r->mu);
     shm_region *g = find(r, o, ref->region, nlen, NULL);
     status_code st = STATUS_OK;

@@ -28,21 +28,18 @@ status_code grpc_prefix_check(const grpc_prefix *p, bool encoded, size_t max,
     *compressed = p->b[0] & 1;
     *len = (size_t)p->b[1] << 24 | (size_t)p->b[2] << 16
            | (size_t)p->b[3] << 8 | p->b[4];
-    if (p->b[0] > 1) {
-        snprintf(msg, msglen, "bad gRPC message prefix");
-        return STATUS_INVALID;
-    }
-    if (*compressed && !encoded) {
-        snprintf(msg, msglen, "a compressed message without a grpc-encoding");
-        return STATUS_ENCODING;
-    }
-    if (*len > max) {
-        snprintf(msg, msglen,
-                 "the message is %zu bytes, more than the %zu this server "
-                 "accepts (--max-body-bytes)",
-                 *len, max);
-        return STATUS_TOO_LARGE;
-    }
+    if (p->b[0] > 1)
+        return status_fail(msg, msglen, STATUS_INVALID,
+                           "bad gRPC message prefix");
+    if (*compressed && !encoded)
+        return status_fail(msg, msglen, STATUS_ENCODING,
+                           "a compressed message without a grpc-encoding");
+    if (*len > max)
+        return status_fail(
+            msg, msglen, STATUS_TOO_LARGE,
+            "the message is %zu bytes, more than the %zu this server "
+            "accepts (--max-body-bytes)",
+            *len, max);
     return STATUS_OK;
 }
 
@@ -118,10 +115,9 @@ status_code grpc_message_decode(tallyd_server *s, int encoding,
         return e;
     if (!budget_take(s, n)) {
         free(plain);
-        snprintf(msg, msglen,
-                 "the server holds too many messages now "
-                 "(--max-buffered-bytes); retry after a moment");
-        return STATUS_NOMEM;
+        return status_fail(msg, msglen, STATUS_NOMEM,
+                           "the server holds too many messages now "
+                           "(--max-buffered-bytes); retry after a moment");
     }
     /* decoded into malloc'd memory: into an aligned tensor buffer, as
      * REST's body is (one copy) */
@@ -129,8 +125,7 @@ status_code grpc_message_decode(tallyd_server *s, int encoding,
     if (aligned == NULL) {
         free(plain);
         budget_give(s, n);
-        snprintf(msg, msglen, "out of memory");
-        return STATUS_NOMEM;
+        return status_fail(msg, msglen, STATUS_NOMEM, "out of memory");
     }
     memcpy(aligned, plain, n);
     free(plain);

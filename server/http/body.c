@@ -32,13 +32,12 @@ status_code http_body_begin(request *r, const char *cl, char *msg,
     unsigned long long n = strtoull(cl, &end, 10);
     if (errno != 0 || *end != '\0')
         return STATUS_OK; /* libmicrohttpd rejects malformed lengths itself */
-    if (n > s->cfg.max_body_bytes) {
-        snprintf(msg, msglen,
-                 "the body is %llu bytes, more than the %zu this server "
-                 "accepts (--max-body-bytes)",
-                 n, s->cfg.max_body_bytes);
-        return STATUS_TOO_LARGE;
-    }
+    if (n > s->cfg.max_body_bytes)
+        return status_fail(
+            msg, msglen, STATUS_TOO_LARGE,
+            "the body is %llu bytes, more than the %zu this server "
+            "accepts (--max-body-bytes)",
+            n, s->cfg.max_body_bytes);
     r->body_expect = (size_t)n;
     return STATUS_OK;
 }
@@ -108,27 +107,22 @@ status_code http_body_finish(request *r, const char *ce, char *msg,
                              size_t msglen)
 {
     tallyd_server *s = r->s;
-    if (r->body_too_large) {
-        snprintf(msg, msglen,
-                 "the body is more than the %zu bytes this server accepts "
-                 "(--max-body-bytes)",
-                 s->cfg.max_body_bytes);
-        return STATUS_TOO_LARGE;
-    }
-    if (r->body_no_room) {
-        snprintf(msg, msglen, "%s", NO_ROOM);
-        return STATUS_NOMEM;
-    }
+    if (r->body_too_large)
+        return status_fail(
+            msg, msglen, STATUS_TOO_LARGE,
+            "the body is more than the %zu bytes this server accepts "
+            "(--max-body-bytes)",
+            s->cfg.max_body_bytes);
+    if (r->body_no_room)
+        return status_fail(msg, msglen, STATUS_NOMEM, "%s", NO_ROOM);
     atomic_fetch_add_explicit(&s->metrics.bytes_in, r->body_len,
                               memory_order_relaxed);
     int coding = encoding_parse(ce);
-    if (coding < 0) {
-        snprintf(msg, msglen,
-                 "Content-Encoding \"%.40s\" is not supported (gzip, "
-                 "deflate and identity are)",
-                 ce);
-        return STATUS_MEDIA_TYPE;
-    }
+    if (coding < 0)
+        return status_fail(msg, msglen, STATUS_MEDIA_TYPE,
+                           "Content-Encoding \"%.40s\" is not supported (gzip, "
+                           "deflate and identity are)",
+                           ce);
     if (coding > 0 && r->body_len > 0) {
         uint64_t t = now_ns();
         uint8_t *plain;
@@ -142,14 +136,13 @@ status_code http_body_finish(request *r, const char *ce, char *msg,
          * decoded body counts against --max-buffered-bytes too */
         if (plen > r->body_cap && !reserve_body(r, plen - r->body_cap)) {
             free(plain);
-            snprintf(msg, msglen, "%s", NO_ROOM);
-            return STATUS_NOMEM;
+            return status_fail(msg, msglen, STATUS_NOMEM, "%s", NO_ROOM);
         }
         uint8_t *aligned = eng_buffer_alloc(plen);
         if (aligned == NULL) {
             free(plain);
-            snprintf(msg, msglen, "out of memory decoding the body");
-            return STATUS_NOMEM;
+            return status_fail(msg, msglen, STATUS_NOMEM,
+                               "out of memory decoding the body");
         }
         memcpy(aligned, plain, plen);
         free(plain);

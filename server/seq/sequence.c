@@ -142,15 +142,13 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
     seq_id_format(p, id, sizeof id);
     uint64_t count;
     size_t per = sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
-    if (!eng_mul_u64(l->outer, l->inner, &count) || count > max_bytes / per) {
-        snprintf(msg, msglen,
-                 "sequence %s: a chunk of this shape keeps a carry for each "
-                 "of its lines, %zu bytes each%s, and they would take more "
-                 "than --sequence-max-bytes (%zu) alone",
-                 id, per, p->has_chunk ? " in a numbered sequence" : "",
-                 max_bytes);
-        return STATUS_TOO_LARGE;
-    }
+    if (!eng_mul_u64(l->outer, l->inner, &count) || count > max_bytes / per)
+        return status_fail(
+            msg, msglen, STATUS_TOO_LARGE,
+            "sequence %s: a chunk of this shape keeps a carry for each "
+            "of its lines, %zu bytes each%s, and they would take more "
+            "than --sequence-max-bytes (%zu) alone",
+            id, per, p->has_chunk ? " in a numbered sequence" : "", max_bytes);
     s->lines = *l;
     s->start = p->start;
     s->end = p->end;
@@ -161,8 +159,8 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
         s->totals = malloc(count * sizeof *s->totals);
         if (s->totals == NULL) {
             s->totals = &s->one;
-            snprintf(msg, msglen, "out of memory for a chunk's totals");
-            return STATUS_NOMEM;
+            return status_fail(msg, msglen, STATUS_NOMEM,
+                               "out of memory for a chunk's totals");
         }
     }
     memset(s->totals, 0, (count ? count : 1) * sizeof *s->totals);
@@ -171,8 +169,8 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
         s->copy = malloc(l->bytes);
         if (s->copy == NULL) {
             slot_drop(s);
-            snprintf(msg, msglen, "out of memory keeping a chunk's input");
-            return STATUS_NOMEM;
+            return status_fail(msg, msglen, STATUS_NOMEM,
+                               "out of memory keeping a chunk's input");
         }
         memcpy(s->copy, in, l->bytes);
     }
@@ -180,8 +178,8 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
     s->chunk = p->chunk;
     if (p->has_chunk && !seq_rule_sha(d, in, l->bytes, s->sha)) {
         slot_drop(s);
-        snprintf(msg, msglen, "out of memory hashing a chunk's input");
-        return STATUS_NOMEM;
+        return status_fail(msg, msglen, STATUS_NOMEM,
+                           "out of memory hashing a chunk's input");
     }
     return STATUS_OK;
 }
@@ -209,22 +207,22 @@ static status_code inflight_room(seq_table *t, const seq_params *p, size_t need,
     char id[SEQ_ID_MAX + 8];
     if (t->inflight >= t->o.max_sequences) {
         seq_id_format(p, id, sizeof id);
-        snprintf(msg, msglen,
-                 "sequence %s: %zu chunks of sequences are in flight on this "
-                 "replica, as many as --max-sequences allows with "
-                 "--state-store; retry after a moment",
-                 id, t->inflight);
-        return STATUS_SEQUENCES_FULL;
+        return status_fail(
+            msg, msglen, STATUS_SEQUENCES_FULL,
+            "sequence %s: %zu chunks of sequences are in flight on this "
+            "replica, as many as --max-sequences allows with "
+            "--state-store; retry after a moment",
+            id, t->inflight);
     }
     if (need > t->o.max_bytes - t->inflight_bytes) {
         seq_id_format(p, id, sizeof id);
-        snprintf(msg, msglen,
-                 "sequence %s: the carries of the chunks in flight on this "
-                 "replica take %zu of the %zu bytes it allows "
-                 "(--sequence-max-bytes), and this one needs %zu more; "
-                 "retry after a moment",
-                 id, t->inflight_bytes, t->o.max_bytes, need);
-        return STATUS_SEQUENCES_FULL;
+        return status_fail(
+            msg, msglen, STATUS_SEQUENCES_FULL,
+            "sequence %s: the carries of the chunks in flight on this "
+            "replica take %zu of the %zu bytes it allows "
+            "(--sequence-max-bytes), and this one needs %zu more; "
+            "retry after a moment",
+            id, t->inflight_bytes, t->o.max_bytes, need);
     }
     return STATUS_OK;
 }
@@ -250,8 +248,8 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     seq_chunk *c = calloc(1, sizeof *c);
     if (c == NULL) {
         slot_drop(s);
-        snprintf(msg, msglen, "out of memory for a chunk");
-        return STATUS_NOMEM;
+        return status_fail(msg, msglen, STATUS_NOMEM,
+                           "out of memory for a chunk");
     }
     c->t = t;
     c->store = s->near != NULL ? s->near : t->store;
