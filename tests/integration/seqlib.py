@@ -228,6 +228,7 @@ class Proxy:
         self.lock = threading.Lock()
         self.open = []
         self.frozen = False  # bytes stay where they are, undelivered
+        self.closed = False
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self):
@@ -251,10 +252,17 @@ class Proxy:
     def pump(self, a, b):
         try:
             while True:
-                while self.frozen:
-                    time.sleep(0.005)
                 data = a.recv(65536)
                 if not data:
+                    break
+                # held when frozen, however long this pump waited in recv():
+                # bytes that arrive after the freeze must not pass (a
+                # write's replication and its WAIT's acknowledgement
+                # slipped through once, and the model checker's snapshot,
+                # taken at the freeze, lost an answered write)
+                while self.frozen and not self.closed:
+                    time.sleep(0.005)
+                if self.closed:
                     break
                 b.sendall(data)
         except OSError:
@@ -277,5 +285,6 @@ class Proxy:
             s.close()
 
     def close(self):
+        self.closed = True
         self.lsock.close()
         self.switch(self.target)

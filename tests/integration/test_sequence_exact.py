@@ -663,6 +663,37 @@ def failover_run(spawn, wait, seconds=6.0, nseq=4):
                 n.cleanup()
 
 
+def test_a_frozen_proxy_passes_nothing_that_comes_after_the_freeze():
+    """The failovers above and the model checker's hold a replica back by
+    freezing the proxy on its link: bytes that reach the proxy after the
+    freeze stay there, even when its pump was already waiting for them
+    (they once slipped through, a write's replication and its WAIT's
+    acknowledgement with them), and go on when it thaws."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    proxy = Proxy(server.getsockname()[1])
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        far, _ = server.accept()
+        far.settimeout(0.3)
+        client.sendall(b"before")
+        assert far.recv(64) == b"before"
+        time.sleep(0.05)  # both pumps wait in recv() now
+        proxy.frozen = True
+        client.sendall(b"after")
+        with pytest.raises(socket.timeout):
+            far.recv(64)
+        proxy.frozen = False
+        far.settimeout(5)
+        assert far.recv(64) == b"after"
+        client.close()
+        far.close()
+    finally:
+        proxy.close()
+        server.close()
+
+
 @pytest.mark.slow
 @pytest.mark.outage
 def test_a_failover_loses_no_answered_chunk_with_state_store_wait(spawn):
