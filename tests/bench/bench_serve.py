@@ -1020,6 +1020,13 @@ def place_table(seconds, rounds=2):
     return fails
 
 
+def report(fails):
+    """The targets' verdict, and each one missed."""
+    print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
+    for f in fails:
+        print("  missed: " + f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=4)
@@ -1041,17 +1048,13 @@ def main():
                  else seq_table(perf_analyzer(), args.seconds, args.compare)
                  if args.only == "sequence"
                  else shm_table(perf_analyzer(), args.seconds))
-        print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
-        for f in fails:
-            print("  missed: " + f)
+        report(fails)
         return
     formats = [args.only] if args.only else ["binary", "json"]
     pa = perf_analyzer() if "json" in formats else None
     if args.compare:
         fails = first_compare(pa, formats, args.seconds, args.compare)
-        print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
-        for f in fails:
-            print("  missed: " + f)
+        report(fails)
         return
     results = {}
     log = open(os.path.join(tempfile.gettempdir(), "bench_serve_tallyd.log"), "wb")
@@ -1062,9 +1065,7 @@ def main():
             for fmt in formats:
                 for n in SIZES:
                     for c in CONCURRENCY:
-                        r = (tally_bench(url, n, c, args.seconds) if fmt == "binary"
-                             else tally_bench(url, n, c, args.seconds, "json") if n < 4096
-                             else perf_json(pa, url, n, c, args.seconds))
+                        r = first_cell(pa, url, fmt, n, c, args.seconds)
                         results[(batch, fmt, n, c)] = r
                         if r is not None:
                             print("  %-7s %-6s N=%-8d c=%-3d %9.1f req/s p50 %8.3f ms p99 %8.3f"
@@ -1111,9 +1112,7 @@ def main():
         fails += grpc_table(pa, args.seconds)
         print()
         fails += shm_table(pa, args.seconds)
-    print("targets: %s" % ("all met" if not fails else "%d missed" % len(fails)))
-    for f in fails:
-        print("  missed: " + f)
+    report(fails)
 
 
 if __name__ == "__main__":
