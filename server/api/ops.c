@@ -126,15 +126,12 @@ void api_metrics(request *r)
         unsigned regions;
         uint64_t bytes;
         shm_counts(a->shm, &regions, &bytes);
-        textbuf_put(&o,
-                    "# HELP tally_shm_regions System shared-memory regions "
-                    "registered.\n# TYPE tally_shm_regions gauge\n"
-                    "tally_shm_regions %u\n"
-                    "# HELP tally_shm_bytes Bytes of shared memory mapped "
-                    "(regions registered, and unregistered ones a job still "
-                    "holds).\n# TYPE tally_shm_bytes gauge\n"
-                    "tally_shm_bytes %llu\n",
-                    regions, (unsigned long long)bytes);
+        metrics_one(&o, "tally_shm_regions", "gauge",
+                    "System shared-memory regions registered.", "%u", regions);
+        metrics_one(&o, "tally_shm_bytes", "gauge",
+                    "Bytes of shared memory mapped (regions registered, and "
+                    "unregistered ones a job still holds).",
+                    "%llu", (unsigned long long)bytes);
     }
     char *text = textbuf_take(&o, &len);
     if (text == NULL) {

@@ -2,6 +2,7 @@
  * metrics.c - the front door's counters, and the Prometheus text format's
  * helpers that every section uses.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,24 @@ void metrics_put_histogram(textbuf *o, const char *name, const char *labels,
                 load(&h->count));
 }
 
+void metrics_family(textbuf *o, const char *name, const char *type,
+                    const char *help)
+{
+    textbuf_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void metrics_one(textbuf *o, const char *name, const char *type,
+                 const char *help, const char *fmt, ...)
+{
+    metrics_family(o, name, type, help);
+    textbuf_put(o, "%s ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    textbuf_vput(o, fmt, ap);
+    va_end(ap);
+    textbuf_put(o, "\n");
+}
+
 /* Escapes a label value (backslash, quote, newline). */
 void metrics_escape_label(const char *in, char *outb, size_t len)
 {
@@ -129,16 +148,14 @@ void metrics_render(metrics *m, const char *device, const char *version,
     char dev[512];
     metrics_escape_label(device, dev, sizeof dev);
 
-    textbuf_put(
-        o,
-        "# HELP tally_build_info The running tallyd: version and device.\n"
-        "# TYPE tally_build_info gauge\n"
-        "tally_build_info{version=\"%s\",device=\"%s\"} 1\n",
-        version, dev);
+    metrics_family(o, "tally_build_info", "gauge",
+                   "The running tallyd: version and device.");
+    textbuf_put(o, "tally_build_info{version=\"%s\",device=\"%s\"} 1\n",
+                version, dev);
 
-    textbuf_put(o, "# HELP tally_requests_total Requests by protocol (http, "
-                   "grpc), route and status code (HTTP status, or gRPC "
-                   "code name).\n# TYPE tally_requests_total counter\n");
+    metrics_family(o, "tally_requests_total", "counter",
+                   "Requests by protocol (http, grpc), route and status code "
+                   "(HTTP status, or gRPC code name).");
     for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
         for (unsigned r = 0; r < m->nlabels; r++)
             for (size_t s = 0; s < METRIC_NCODES; s++) {
@@ -158,10 +175,8 @@ void metrics_render(metrics *m, const char *device, const char *version,
                             protocols[p], label_name(m, r), code, v);
             }
 
-    textbuf_put(o,
-                "# HELP tally_request_failures_total Failed requests by "
-                "protocol, route and reason.\n# TYPE "
-                "tally_request_failures_total counter\n");
+    metrics_family(o, "tally_request_failures_total", "counter",
+                   "Failed requests by protocol, route and reason.");
     for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
         for (unsigned r = 0; r < m->nlabels; r++)
             for (int e = 1; e < STATUS_COUNT; e++) {
@@ -174,10 +189,9 @@ void metrics_render(metrics *m, const char *device, const char *version,
                                 status_name((status_code)e), v);
             }
 
-    textbuf_put(o,
-                "# HELP tally_request_duration_seconds Time from the request's "
-                "first byte to its response, by protocol and route.\n"
-                "# TYPE tally_request_duration_seconds histogram\n");
+    metrics_family(o, "tally_request_duration_seconds", "histogram",
+                   "Time from the request's first byte to its response, by "
+                   "protocol and route.");
     for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
         for (unsigned r = 0; r < m->nlabels; r++) {
             if (load(&m->total[p][r].count) == 0)
@@ -188,25 +202,15 @@ void metrics_render(metrics *m, const char *device, const char *version,
             metrics_put_histogram(o, "tally_request_duration_seconds", labels,
                                   &m->total[p][r]);
         }
-    textbuf_put(o,
-                "# HELP tally_inflight_requests Requests being read, queued, "
-                "computed or answered.\n# TYPE tally_inflight_requests gauge\n"
-                "tally_inflight_requests %lld\n",
+    metrics_one(o, "tally_inflight_requests", "gauge",
+                "Requests being read, queued, computed or answered.", "%lld",
                 inflight);
-    textbuf_put(o,
-                "# HELP tally_received_bytes_total Request body bytes "
-                "received.\n# TYPE tally_received_bytes_total counter\n"
-                "tally_received_bytes_total %llu\n",
-                load(&m->bytes_in));
-    textbuf_put(o,
-                "# HELP tally_access_log_dropped_total Access lines left out "
-                "over --access-log-max-per-s, of every door.\n"
-                "# TYPE tally_access_log_dropped_total counter\n"
-                "tally_access_log_dropped_total %llu\n",
-                load(&m->access_log_dropped));
-    textbuf_put(o,
-                "# HELP tally_sent_bytes_total Response body bytes sent.\n"
-                "# TYPE tally_sent_bytes_total counter\n"
-                "tally_sent_bytes_total %llu\n",
-                load(&m->bytes_out));
+    metrics_one(o, "tally_received_bytes_total", "counter",
+                "Request body bytes received.", "%llu", load(&m->bytes_in));
+    metrics_one(o, "tally_access_log_dropped_total", "counter",
+                "Access lines left out over --access-log-max-per-s, of every "
+                "door.",
+                "%llu", load(&m->access_log_dropped));
+    metrics_one(o, "tally_sent_bytes_total", "counter",
+                "Response body bytes sent.", "%llu", load(&m->bytes_out));
 }

@@ -68,6 +68,17 @@ void metrics_request(metrics *m, metric_protocol p, unsigned label, int code,
 void metrics_render(metrics *m, const char *device, const char *version,
                     long long inflight, textbuf *o);
 
+/* Appends the "# HELP" and "# TYPE" lines of the family name (type:
+ * "counter", "gauge" or "histogram"); the caller appends its samples. */
+void metrics_family(textbuf *o, const char *name, const char *type,
+                    const char *help);
+
+/* Appends a family of one sample without labels: its two lines, then
+ * "name value", the value printed by fmt ("%llu", "%.9f"). */
+void metrics_one(textbuf *o, const char *name, const char *type,
+                 const char *help, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Appends a histogram in the text format (labels "" for none). */
 void metrics_put_histogram(textbuf *o, const char *name, const char *labels,
                            histogram *h);

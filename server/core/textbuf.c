@@ -19,13 +19,21 @@ void textbuf_init(textbuf *t, size_t cap)
 
 void textbuf_put(textbuf *t, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    textbuf_vput(t, fmt, ap);
+    va_end(ap);
+}
+
+void textbuf_vput(textbuf *t, const char *fmt, va_list ap)
+{
     if (t->oom)
         return;
     for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
+        va_list aq;
+        va_copy(aq, ap);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, aq);
+        va_end(aq);
         if (n < 0) {
             t->oom = true;
             return;

@@ -10,6 +10,7 @@
 #ifndef TALLY_TEXTBUF_H
 #define TALLY_TEXTBUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -25,6 +26,8 @@ void textbuf_init(textbuf *t, size_t cap);
 /* Appends printf-formatted text. */
 void textbuf_put(textbuf *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void textbuf_vput(textbuf *t, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* The text (malloc'd, the caller's) and its length; NULL, with the buffer
  * freed, when memory ran out along the way. */

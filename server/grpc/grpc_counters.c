@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "grpc_int.h"
+#include "metrics.h"
 
 void grpc_render_metrics(grpc_transport *t, textbuf *o)
 {
@@ -19,7 +20,7 @@ void grpc_render_metrics_n(grpc_transport *t, unsigned n, textbuf *o)
     struct {
         unsigned long long opened, refused, calls, resets_received,
             abuse_closed, bytes_in, bytes_out;
-    } sum = {0}, *k = &sum;
+    } sum = {0};
     long long open = 0;
 #define LOAD(x) ((unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed))
     for (unsigned i = 0; i < n; i++) {
@@ -34,43 +35,28 @@ void grpc_render_metrics_n(grpc_transport *t, unsigned n, textbuf *o)
         open += grpc_open_connections(&t[i]);
     }
 #undef LOAD
-#define LOAD(x) (x)
-    textbuf_put(o,
-                "# HELP tally_grpc_connections_total gRPC connections "
-                "accepted.\n# TYPE tally_grpc_connections_total counter\n"
-                "tally_grpc_connections_total %llu\n"
-                "# HELP tally_grpc_open_connections gRPC connections open "
-                "now.\n# TYPE tally_grpc_open_connections gauge\n"
-                "tally_grpc_open_connections %lld\n"
-                "# HELP tally_grpc_connections_refused_total gRPC connections "
-                "closed at once (--max-connections, draining).\n"
-                "# TYPE tally_grpc_connections_refused_total counter\n"
-                "tally_grpc_connections_refused_total %llu\n"
-                "# HELP tally_grpc_calls_total gRPC request messages "
-                "received whole.\n# TYPE tally_grpc_calls_total counter\n"
-                "tally_grpc_calls_total %llu\n"
-                "# HELP tally_grpc_resets_received_total RST_STREAM frames "
-                "clients sent.\n# TYPE tally_grpc_resets_received_total "
-                "counter\ntally_grpc_resets_received_total %llu\n"
-                "# HELP tally_grpc_abuse_closed_total gRPC connections "
-                "ended for floods or protocol errors.\n"
-                "# TYPE tally_grpc_abuse_closed_total counter\n"
-                "tally_grpc_abuse_closed_total %llu\n"
-                "# HELP tally_grpc_received_bytes_total Bytes read from gRPC "
-                "connections.\n# TYPE tally_grpc_received_bytes_total "
-                "counter\ntally_grpc_received_bytes_total %llu\n"
-                "# HELP tally_grpc_sent_bytes_total Bytes written to gRPC "
-                "connections.\n# TYPE tally_grpc_sent_bytes_total counter\n"
-                "tally_grpc_sent_bytes_total %llu\n",
-                LOAD(k->opened), open, LOAD(k->refused),
-                LOAD(k->calls), LOAD(k->resets_received),
-                LOAD(k->abuse_closed),
-                LOAD(k->bytes_in), LOAD(k->bytes_out));
-#undef LOAD
-    textbuf_put(o, "# HELP tally_grpc_loop_connections_total gRPC connections "
-                   "each loop took (--grpc-threads; the acceptor deals "
-                   "them out in turn).\n# TYPE tally_grpc_loop_connections_total "
-                   "counter\n");
+    metrics_one(o, "tally_grpc_connections_total", "counter",
+                "gRPC connections accepted.", "%llu", sum.opened);
+    metrics_one(o, "tally_grpc_open_connections", "gauge",
+                "gRPC connections open now.", "%lld", open);
+    metrics_one(o, "tally_grpc_connections_refused_total", "counter",
+                "gRPC connections closed at once (--max-connections, "
+                "draining).",
+                "%llu", sum.refused);
+    metrics_one(o, "tally_grpc_calls_total", "counter",
+                "gRPC request messages received whole.", "%llu", sum.calls);
+    metrics_one(o, "tally_grpc_resets_received_total", "counter",
+                "RST_STREAM frames clients sent.", "%llu", sum.resets_received);
+    metrics_one(o, "tally_grpc_abuse_closed_total", "counter",
+                "gRPC connections ended for floods or protocol errors.", "%llu",
+                sum.abuse_closed);
+    metrics_one(o, "tally_grpc_received_bytes_total", "counter",
+                "Bytes read from gRPC connections.", "%llu", sum.bytes_in);
+    metrics_one(o, "tally_grpc_sent_bytes_total", "counter",
+                "Bytes written to gRPC connections.", "%llu", sum.bytes_out);
+    metrics_family(o, "tally_grpc_loop_connections_total", "counter",
+                   "gRPC connections each loop took (--grpc-threads; the "
+                   "acceptor deals them out in turn).");
     for (unsigned i = 0; i < n; i++)
         textbuf_put(o, "tally_grpc_loop_connections_total{loop=\"%u\"} %llu\n",
                     i,

@@ -2,6 +2,7 @@
  * counters.c - the transport's section of /metrics (counters.h).
  */
 #include "counters.h"
+#include "metrics.h"
 
 static unsigned long long load(atomic_ullong *a)
 {
@@ -11,28 +12,16 @@ static unsigned long long load(atomic_ullong *a)
 void http_counters_render(http_counters *c, long long open_connections,
                           textbuf *o)
 {
-    textbuf_put(o,
-                "# HELP tally_connections_opened_total TCP connections "
-                "accepted.\n# TYPE tally_connections_opened_total counter\n"
-                "tally_connections_opened_total %llu\n",
-                load(&c->opened));
-    textbuf_put(
-        o,
-        "# HELP tally_open_connections TCP connections open now.\n"
-        "# TYPE tally_open_connections gauge\ntally_open_connections %lld\n",
-        open_connections);
-    textbuf_put(o,
-                "# HELP tally_connections_refused_total Connections closed "
-                "as they came, at --max-connections or "
-                "--max-client-connections.\n"
-                "# TYPE tally_connections_refused_total counter\n"
-                "tally_connections_refused_total %llu\n",
-                load(&c->refused));
-    textbuf_put(o,
-                "# HELP tally_connections_timed_out_total Connections closed "
-                "for not delivering a whole request in time "
-                "(--idle-timeout, --request-timeout).\n"
-                "# TYPE tally_connections_timed_out_total counter\n"
-                "tally_connections_timed_out_total %llu\n",
-                load(&c->timed_out));
+    metrics_one(o, "tally_connections_opened_total", "counter",
+                "TCP connections accepted.", "%llu", load(&c->opened));
+    metrics_one(o, "tally_open_connections", "gauge",
+                "TCP connections open now.", "%lld", open_connections);
+    metrics_one(o, "tally_connections_refused_total", "counter",
+                "Connections closed as they came, at --max-connections or "
+                "--max-client-connections.",
+                "%llu", load(&c->refused));
+    metrics_one(o, "tally_connections_timed_out_total", "counter",
+                "Connections closed for not delivering a whole request in "
+                "time (--idle-timeout, --request-timeout).",
+                "%llu", load(&c->timed_out));
 }

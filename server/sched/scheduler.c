@@ -810,26 +810,21 @@ static unsigned long long load(const atomic_ullong *a)
 static void render_jobs(sched *s, textbuf *o)
 {
     sched_counters *c = &s->c;
-    textbuf_put(o, "# HELP tally_queue_duration_seconds Time jobs waited for a "
-                   "worker.\n# TYPE tally_queue_duration_seconds histogram\n");
+    metrics_family(o, "tally_queue_duration_seconds", "histogram",
+                   "Time jobs waited for a worker.");
     metrics_put_histogram(o, "tally_queue_duration_seconds", "", &c->queue);
-    textbuf_put(
-        o, "# HELP tally_compute_duration_seconds Time a worker spent on a "
-           "job (data movement and kernel).\n"
-           "# TYPE tally_compute_duration_seconds histogram\n");
+    metrics_family(o, "tally_compute_duration_seconds", "histogram",
+                   "Time a worker spent on a job (data movement and kernel).");
     metrics_put_histogram(o, "tally_compute_duration_seconds", "", &c->compute);
-    textbuf_put(o,
-                "# HELP tally_queue_depth Jobs waiting for a worker.\n"
-                "# TYPE tally_queue_depth gauge\ntally_queue_depth %zu\n",
-                sched_queue_depth(s));
-    textbuf_put(o,
-                "# HELP tally_running_jobs Jobs device workers hold: taken "
-                "from the queue, not yet finished.\n"
-                "# TYPE tally_running_jobs gauge\ntally_running_jobs %lld\n",
-                (long long)atomic_load(&c->running));
-    textbuf_put(o, "# HELP tally_batch_size Requests served by one launch "
-                   "(dynamic batching; inline sums count as 1).\n"
-                   "# TYPE tally_batch_size histogram\n");
+    metrics_one(o, "tally_queue_depth", "gauge", "Jobs waiting for a worker.",
+                "%zu", sched_queue_depth(s));
+    metrics_one(o, "tally_running_jobs", "gauge",
+                "Jobs device workers hold: taken from the queue, not yet "
+                "finished.",
+                "%lld", (long long)atomic_load(&c->running));
+    metrics_family(o, "tally_batch_size", "histogram",
+                   "Requests served by one launch (dynamic batching; inline "
+                   "sums count as 1).");
     unsigned long long cum = 0, launches = 0;
     for (size_t b = 0; b < 8; b++)
         launches += load(&c->batches[b]);
@@ -843,11 +838,10 @@ static void render_jobs(sched *s, textbuf *o)
     }
     textbuf_put(o, "tally_batch_size_sum %llu\ntally_batch_size_count %llu\n",
                 load(&c->batched_jobs), launches);
+    metrics_family(o, "tally_cancelled_total", "counter",
+                   "Requests whose client closed the connection while their "
+                   "job waited (dropped unrun) or ran (answer discarded).");
     textbuf_put(o,
-                "# HELP tally_cancelled_total Requests whose client closed "
-                "the connection while their job waited (dropped unrun) or "
-                "ran (answer discarded).\n"
-                "# TYPE tally_cancelled_total counter\n"
                 "tally_cancelled_total{when=\"queued\"} %llu\n"
                 "tally_cancelled_total{when=\"running\"} %llu\n",
                 load(&c->cancelled_queued), load(&c->cancelled_running));
@@ -859,81 +853,74 @@ static void render_devices(sched *s, textbuf *o,
                            char names[][512])
 {
     sched_counters *c = &s->c;
-    textbuf_put(
-        o, "# HELP tally_device_busy_seconds_total Time each device worker "
-           "spent computing.\n# TYPE tally_device_busy_seconds_total "
-           "counter\n");
+    metrics_family(o, "tally_device_busy_seconds_total", "counter",
+                   "Time each device worker spent computing.");
     for (unsigned w = 0; w < s->o.workers; w++)
         textbuf_put(
             o,
             "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
             "%.9f\n",
             w, names[w % s->o.devices], (double)load(&c->busy_ns[w]) * 1e-9);
-    textbuf_put(o, "# HELP tally_device_jobs_total Jobs each device ran.\n"
-                   "# TYPE tally_device_jobs_total counter\n");
+    metrics_family(o, "tally_device_jobs_total", "counter",
+                   "Jobs each device ran.");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_jobs_total{device=\"%s\"} %llu\n",
                     names[d], load(&c->device_jobs[d]));
-    textbuf_put(o, "# HELP tally_device_errors_total Launches that failed on "
-                   "each device.\n# TYPE tally_device_errors_total counter\n");
+    metrics_family(o, "tally_device_errors_total", "counter",
+                   "Launches that failed on each device.");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_errors_total{device=\"%s\"} %llu\n",
                     names[d], load(&c->device_errors[d]));
-    textbuf_put(o,
-                "# HELP tally_device_up Whether each device is in the pool (0 "
-                "while its kernels build, when they did not, and once "
-                "--device-max-failures launches in a row failed).\n"
-                "# TYPE tally_device_up gauge\n");
+    metrics_family(o, "tally_device_up", "gauge",
+                   "Whether each device is in the pool (0 while its kernels "
+                   "build, when they did not, and once --device-max-failures "
+                   "launches in a row failed).");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_up{device=\"%s\"} %d\n", names[d],
                     device_state(s, d) == SCHED_DEVICE_UP ? 1 : 0);
     /* indexed by sched_device_state */
     static const char *const states[] = {"compiling", "up", "failed", "left"};
-    textbuf_put(o, "# HELP tally_device_state Where each device stands: "
-                   "compiling (its kernels build in the background), up (in "
-                   "the pool), failed (its kernels did not build), left (its "
-                   "launches failed).\n# TYPE tally_device_state gauge\n");
+    metrics_family(o, "tally_device_state", "gauge",
+                   "Where each device stands: compiling (its kernels build in "
+                   "the background), up (in the pool), failed (its kernels "
+                   "did not build), left (its launches failed).");
     for (unsigned d = 0; d < s->o.devices; d++)
         for (unsigned k = 0; k < 4; k++)
             textbuf_put(o,
                         "tally_device_state{device=\"%s\",state=\"%s\"} %d\n",
                         names[d], states[k], device_state(s, d) == k ? 1 : 0);
-    textbuf_put(o, "# HELP tally_device_build_seconds How long each device "
-                   "took to build its kernels in the background before it "
-                   "joined the pool (0: built before the server listened, "
-                   "or not yet).\n"
-                   "# TYPE tally_device_build_seconds gauge\n");
+    metrics_family(o, "tally_device_build_seconds", "gauge",
+                   "How long each device took to build its kernels in the "
+                   "background before it joined the pool (0: built before "
+                   "the server listened, or not yet).");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_build_seconds{device=\"%s\"} %.3f\n",
                     names[d], (double)atomic_load(&s->built_ns[d]) * 1e-9);
-    textbuf_put(o,
-                "# HELP tally_host_reruns_total Jobs a device failed to run "
-                "(its launch refused) that the host backend ran instead.\n"
-                "# TYPE tally_host_reruns_total counter\n"
-                "tally_host_reruns_total %llu\n"
-                "# HELP tally_host_jobs_total Jobs device workers ran on the "
-                "host backend: while their device built its kernels, once no "
-                "device was left, or where the host was cheaper "
-                "(tally_placements_total).\n"
-                "# TYPE tally_host_jobs_total counter\n"
-                "tally_host_jobs_total %llu\n"
-                "# HELP tally_host_fallback Whether no device is in the pool "
-                "or on its way to it, and the host backend runs every job.\n"
-                "# TYPE tally_host_fallback gauge\ntally_host_fallback %d\n",
-                load(&c->host_reruns), load(&c->host_jobs),
-                sched_devices(s).on_host ? 1 : 0);
+    metrics_one(o, "tally_host_reruns_total", "counter",
+                "Jobs a device failed to run (its launch refused) that the "
+                "host backend ran instead.",
+                "%llu", load(&c->host_reruns));
+    metrics_one(o, "tally_host_jobs_total", "counter",
+                "Jobs device workers ran on the host backend: while their "
+                "device built its kernels, once no device was left, or where "
+                "the host was cheaper (tally_placements_total).",
+                "%llu", load(&c->host_jobs));
+    metrics_one(o, "tally_host_fallback", "gauge",
+                "Whether no device is in the pool or on its way to it, and "
+                "the host backend runs every job.",
+                "%d", sched_devices(s).on_host ? 1 : 0);
 }
 
 /* Where the device workers ran their jobs, and why. */
 static void render_placements(sched *s, textbuf *o, char names[][512])
 {
     sched_counters *c = &s->c;
-    textbuf_put(o, "# HELP tally_placements_total Jobs device workers ran, "
-                   "by backend and why there: device (--placement=device), "
-                   "cost (the lower average time for launches of that size), "
-                   "explore (measuring), compiling (the host, while the "
-                   "device built its kernels), fallback (the host, no device "
-                   "left).\n# TYPE tally_placements_total counter\n");
+    metrics_family(o, "tally_placements_total", "counter",
+                   "Jobs device workers ran, by backend and why there: device "
+                   "(--placement=device), cost (the lower average time for "
+                   "launches of that size), explore (measuring), compiling "
+                   "(the host, while the device built its kernels), fallback "
+                   "(the host, no device left).");
     static const sched_why on_device[] = {SCHED_WHY_DEVICE, SCHED_WHY_COST,
                                           SCHED_WHY_EXPLORE};
     static const sched_why on_host[] = {SCHED_WHY_COST, SCHED_WHY_EXPLORE,

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "seq_int.h"
 #include "seq_rules.h"
 #include "sequence_file.h"
@@ -471,44 +472,35 @@ static void render_store(seq_table *t, textbuf *o, uint64_t races)
         st.reconnects += n.reconnects;
     }
     mutex_unlock(&t->mu);
-    textbuf_put(o,
-                "# HELP tally_state_store_up Whether the connection to the "
-                "sequences' shared store (--state-store) is up.\n"
-                "# TYPE tally_state_store_up gauge\n"
-                "tally_state_store_up %d\n"
-                "# HELP tally_state_store_commands_total Reads and writes "
-                "the store answered.\n"
-                "# TYPE tally_state_store_commands_total counter\n"
-                "tally_state_store_commands_total %" PRIu64 "\n"
-                "# HELP tally_state_store_round_trip_seconds_total Time "
-                "from sending those commands to their answers.\n"
-                "# TYPE tally_state_store_round_trip_seconds_total counter\n"
-                "tally_state_store_round_trip_seconds_total %.9f\n"
-                "# HELP tally_state_store_failures_total Reads and writes "
-                "that failed: the connection lost, no answer within the "
-                "chunk's time, or an error from Redis (their chunks "
-                "answered 503).\n"
-                "# TYPE tally_state_store_failures_total counter\n"
-                "tally_state_store_failures_total %" PRIu64 "\n"
-                "# HELP tally_state_store_reconnects_total Connections to "
-                "the store made again after one was lost.\n"
-                "# TYPE tally_state_store_reconnects_total counter\n"
-                "tally_state_store_reconnects_total %" PRIu64 "\n"
-                "# HELP tally_state_store_races_total Writes that found "
-                "another version of their sequence (another replica's chunk "
-                "came first), decided again.\n"
-                "# TYPE tally_state_store_races_total counter\n"
-                "tally_state_store_races_total %" PRIu64 "\n"
-                "# HELP tally_state_store_durability What Redis's "
-                "configuration says its acknowledged writes survive: 2 a "
-                "power loss (appendfsync always), 1 a restart of Redis (an "
-                "append-only file), 0 nothing since its last snapshot "
-                "(appendonly no), -1 unknown (CONFIG refused, or not asked "
-                "yet).\n"
-                "# TYPE tally_state_store_durability gauge\n"
-                "tally_state_store_durability %d\n",
-                st.up ? 1 : 0, st.answered, (double)st.rtt_ns / 1e9,
-                st.failures, st.reconnects, races, st.durability);
+    metrics_one(o, "tally_state_store_up", "gauge",
+                "Whether the connection to the sequences' shared store "
+                "(--state-store) is up.",
+                "%d", st.up ? 1 : 0);
+    metrics_one(o, "tally_state_store_commands_total", "counter",
+                "Reads and writes the store answered.", "%" PRIu64,
+                st.answered);
+    metrics_one(o, "tally_state_store_round_trip_seconds_total", "counter",
+                "Time from sending those commands to their answers.", "%.9f",
+                (double)st.rtt_ns / 1e9);
+    metrics_one(o, "tally_state_store_failures_total", "counter",
+                "Reads and writes that failed: the connection lost, no answer "
+                "within the chunk's time, or an error from Redis (their "
+                "chunks answered 503).",
+                "%" PRIu64, st.failures);
+    metrics_one(o, "tally_state_store_reconnects_total", "counter",
+                "Connections to the store made again after one was lost.",
+                "%" PRIu64, st.reconnects);
+    metrics_one(o, "tally_state_store_races_total", "counter",
+                "Writes that found another version of their sequence "
+                "(another replica's chunk came first), decided again.",
+                "%" PRIu64, races);
+    metrics_one(o, "tally_state_store_durability", "gauge",
+                "What Redis's configuration says its acknowledged writes "
+                "survive: 2 a power loss (appendfsync always), 1 a restart of "
+                "Redis (an append-only file), 0 nothing since its last "
+                "snapshot (appendonly no), -1 unknown (CONFIG refused, or not "
+                "asked yet).",
+                "%d", st.durability);
 }
 
 void seq_render_metrics(seq_table *t, textbuf *o)
@@ -529,37 +521,37 @@ void seq_render_metrics(seq_table *t, textbuf *o)
     }
     uint64_t refused =
         c.refused + (t != NULL ? atomic_load(&t->refused_off) : 0);
+    metrics_one(o, "tally_sequences_live", "gauge",
+                "Sequences live now (Triton's sequence extension).", "%zu",
+                live);
+    metrics_one(o, "tally_sequence_carry_bytes", "gauge",
+                "Bytes the live sequences' carries take (--sequence-max-bytes "
+                "bounds them).",
+                "%zu", bytes);
+    metrics_family(o, "tally_sequences_total", "counter",
+                   "Sequences started, ended by their last chunk, or expired "
+                   "after --sequence-idle-ms.");
     textbuf_put(o,
-                "# HELP tally_sequences_live Sequences live now (Triton's "
-                "sequence extension).\n"
-                "# TYPE tally_sequences_live gauge\n"
-                "tally_sequences_live %zu\n"
-                "# HELP tally_sequence_carry_bytes Bytes the live sequences' "
-                "carries take (--sequence-max-bytes bounds them).\n"
-                "# TYPE tally_sequence_carry_bytes gauge\n"
-                "tally_sequence_carry_bytes %zu\n"
-                "# HELP tally_sequences_total Sequences started, ended by "
-                "their last chunk, or expired after --sequence-idle-ms.\n"
-                "# TYPE tally_sequences_total counter\n"
                 "tally_sequences_total{event=\"started\"} %" PRIu64 "\n"
                 "tally_sequences_total{event=\"ended\"} %" PRIu64 "\n"
-                "tally_sequences_total{event=\"expired\"} %" PRIu64 "\n"
-                "# HELP tally_sequence_refusals_total Chunks refused for "
-                "their sequence: not live, unlike its first chunk, or no "
-                "room for another.\n"
-                "# TYPE tally_sequence_refusals_total counter\n"
-                "tally_sequence_refusals_total %" PRIu64 "\n"
-                "# HELP tally_sequence_late_chunks_total Chunks that arrived "
-                "after their sequence's last one (sent before it, on another "
-                "connection), taken within --sequence-linger-ms.\n"
-                "# TYPE tally_sequence_late_chunks_total counter\n"
-                "tally_sequence_late_chunks_total %" PRIu64 "\n"
-                "# HELP tally_sequence_numbered_chunks_total Numbered chunks "
-                "(sequence_chunk) by outcome: applied, repeat (answered "
-                "again, not added), conflict (409: a number taken by "
-                "another input, or overtaken) or gap (409: the chunks "
-                "before it did not come within --sequence-reorder-ms).\n"
-                "# TYPE tally_sequence_numbered_chunks_total counter\n"
+                "tally_sequences_total{event=\"expired\"} %" PRIu64 "\n",
+                c.started, c.ended, expired);
+    metrics_one(o, "tally_sequence_refusals_total", "counter",
+                "Chunks refused for their sequence: not live, unlike its "
+                "first chunk, or no room for another.",
+                "%" PRIu64, refused);
+    metrics_one(o, "tally_sequence_late_chunks_total", "counter",
+                "Chunks that arrived after their sequence's last one (sent "
+                "before it, on another connection), taken within "
+                "--sequence-linger-ms.",
+                "%" PRIu64, c.late);
+    metrics_family(o, "tally_sequence_numbered_chunks_total", "counter",
+                   "Numbered chunks (sequence_chunk) by outcome: applied, "
+                   "repeat (answered again, not added), conflict (409: a "
+                   "number taken by another input, or overtaken) or gap "
+                   "(409: the chunks before it did not come within "
+                   "--sequence-reorder-ms).");
+    textbuf_put(o,
                 "tally_sequence_numbered_chunks_total{outcome=\"applied\"} "
                 "%" PRIu64 "\n"
                 "tally_sequence_numbered_chunks_total{outcome=\"repeat\"} "
@@ -568,7 +560,6 @@ void seq_render_metrics(seq_table *t, textbuf *o)
                 "%" PRIu64 "\n"
                 "tally_sequence_numbered_chunks_total{outcome=\"gap\"} "
                 "%" PRIu64 "\n",
-                live, bytes, c.started, c.ended, expired, refused, c.late,
                 c.applied, c.repeats, c.conflicts, c.gaps);
     if (!seq_enabled(t))
         return;

@@ -35,6 +35,7 @@
 #include "list.h"
 #include "log.h"
 #include "loop_owner.h"
+#include "metrics.h"
 #include "mutex.h"
 
 #define REWRITE_MIN ((uint64_t)64 << 20)
@@ -527,39 +528,31 @@ static void l_render(kv *k, textbuf *o)
     mutex_lock(&s->mu);
     log_stats st = s->stats;
     mutex_unlock(&s->mu);
-    textbuf_put(o,
-                "# HELP tally_sequence_log_bytes Bytes in the sequence log "
-                "(--state-dir) now.\n"
-                "# TYPE tally_sequence_log_bytes gauge\n"
-                "tally_sequence_log_bytes %" PRIu64 "\n"
-                "# HELP tally_sequence_log_records_total Records written to "
-                "the sequence log (one per applied chunk).\n"
-                "# TYPE tally_sequence_log_records_total counter\n"
-                "tally_sequence_log_records_total %" PRIu64 "\n"
-                "# HELP tally_sequence_log_flushes_total fdatasync calls on "
-                "the sequence log (each shared by the chunks that finished "
-                "together).\n"
-                "# TYPE tally_sequence_log_flushes_total counter\n"
-                "tally_sequence_log_flushes_total %" PRIu64 "\n"
-                "# HELP tally_sequence_log_flush_seconds_total Time in those "
-                "flushes.\n"
-                "# TYPE tally_sequence_log_flush_seconds_total counter\n"
-                "tally_sequence_log_flush_seconds_total %.9f\n"
-                "# HELP tally_sequence_log_failures_total Records that could "
-                "not be written or flushed (their chunks answered 503).\n"
-                "# TYPE tally_sequence_log_failures_total counter\n"
-                "tally_sequence_log_failures_total %" PRIu64 "\n"
-                "# HELP tally_sequence_log_rewrites_total Times the log was "
-                "rewritten with one record per live sequence.\n"
-                "# TYPE tally_sequence_log_rewrites_total counter\n"
-                "tally_sequence_log_rewrites_total %" PRIu64 "\n"
-                "# HELP tally_sequence_log_flush_failures_total fdatasync "
-                "calls on the sequence log that failed (with everysec, the "
-                "chunks after one are refused until a flush succeeds).\n"
-                "# TYPE tally_sequence_log_flush_failures_total counter\n"
-                "tally_sequence_log_flush_failures_total %" PRIu64 "\n",
-                st.bytes, st.records, st.flushes, (double)st.flush_ns / 1e9,
-                st.failures, st.rewrites, st.flush_failures);
+    metrics_one(o, "tally_sequence_log_bytes", "gauge",
+                "Bytes in the sequence log (--state-dir) now.", "%" PRIu64,
+                st.bytes);
+    metrics_one(o, "tally_sequence_log_records_total", "counter",
+                "Records written to the sequence log (one per applied chunk).",
+                "%" PRIu64, st.records);
+    metrics_one(o, "tally_sequence_log_flushes_total", "counter",
+                "fdatasync calls on the sequence log (each shared by the "
+                "chunks that finished together).",
+                "%" PRIu64, st.flushes);
+    metrics_one(o, "tally_sequence_log_flush_seconds_total", "counter",
+                "Time in those flushes.", "%.9f", (double)st.flush_ns / 1e9);
+    metrics_one(o, "tally_sequence_log_failures_total", "counter",
+                "Records that could not be written or flushed (their chunks "
+                "answered 503).",
+                "%" PRIu64, st.failures);
+    metrics_one(o, "tally_sequence_log_rewrites_total", "counter",
+                "Times the log was rewritten with one record per live "
+                "sequence.",
+                "%" PRIu64, st.rewrites);
+    metrics_one(o, "tally_sequence_log_flush_failures_total", "counter",
+                "fdatasync calls on the sequence log that failed (with "
+                "everysec, the chunks after one are refused until a flush "
+                "succeeds).",
+                "%" PRIu64, st.flush_failures);
 }
 
 /* Flushes and closes the log and stops the writer: every record taken

@@ -14,6 +14,7 @@
 #include "exporter.h"
 #include "log.h"
 #include "loop_owner.h"
+#include "metrics.h"
 #include "otlp.h"
 
 struct otlp_exporter {
@@ -261,32 +262,29 @@ void otlp_exporter_render_metrics(otlp_exporter *e, textbuf *o)
     uv_mutex_lock(&e->mu);
     size_t queued = e->count;
     uv_mutex_unlock(&e->mu);
-    textbuf_put(
-        o,
-        "# HELP tally_trace_spans_total Spans of sampled requests, by what "
-        "became of them: exported (the collector took them) or failed (it "
-        "did not answer 2xx, or could not be reached).\n"
-        "# TYPE tally_trace_spans_total counter\n"
-        "tally_trace_spans_total{result=\"exported\"} %llu\n"
-        "tally_trace_spans_total{result=\"failed\"} %llu\n"
-        "# HELP tally_trace_dropped_requests_total Sampled requests whose "
-        "spans were dropped unsent: the exporter's queue was full "
-        "(--otlp-max-queue).\n"
-        "# TYPE tally_trace_dropped_requests_total counter\n"
-        "tally_trace_dropped_requests_total %llu\n"
-        "# HELP tally_trace_exports_total POSTs to the collector, and those "
-        "that failed.\n# TYPE tally_trace_exports_total counter\n"
-        "tally_trace_exports_total{result=\"ok\"} %llu\n"
-        "tally_trace_exports_total{result=\"failed\"} %llu\n"
-        "# HELP tally_trace_queued_requests Sampled requests waiting for the "
-        "exporter.\n# TYPE tally_trace_queued_requests gauge\n"
-        "tally_trace_queued_requests %zu\n",
-        (unsigned long long)atomic_load(&e->exported),
-        (unsigned long long)atomic_load(&e->failed),
-        (unsigned long long)atomic_load(&e->dropped),
-        (unsigned long long)(atomic_load(&e->batches)
-                             - atomic_load(&e->batch_failures)),
-        (unsigned long long)atomic_load(&e->batch_failures), queued);
+    unsigned long long failures = atomic_load(&e->batch_failures);
+    metrics_family(o, "tally_trace_spans_total", "counter",
+                   "Spans of sampled requests, by what became of them: "
+                   "exported (the collector took them) or failed (it did not "
+                   "answer 2xx, or could not be reached).");
+    textbuf_put(o,
+                "tally_trace_spans_total{result=\"exported\"} %llu\n"
+                "tally_trace_spans_total{result=\"failed\"} %llu\n",
+                (unsigned long long)atomic_load(&e->exported),
+                (unsigned long long)atomic_load(&e->failed));
+    metrics_one(o, "tally_trace_dropped_requests_total", "counter",
+                "Sampled requests whose spans were dropped unsent: the "
+                "exporter's queue was full (--otlp-max-queue).",
+                "%llu", (unsigned long long)atomic_load(&e->dropped));
+    metrics_family(o, "tally_trace_exports_total", "counter",
+                   "POSTs to the collector, and those that failed.");
+    textbuf_put(o,
+                "tally_trace_exports_total{result=\"ok\"} %llu\n"
+                "tally_trace_exports_total{result=\"failed\"} %llu\n",
+                (unsigned long long)atomic_load(&e->batches) - failures,
+                failures);
+    metrics_one(o, "tally_trace_queued_requests", "gauge",
+                "Sampled requests waiting for the exporter.", "%zu", queued);
 }
 
 void otlp_exporter_stop(otlp_exporter *e)
