@@ -152,14 +152,15 @@ def config_problems():
 
 def daemon_metrics():
     """The metrics the daemon's sources can write: every tally_ name in a
-    file that writes Prometheus text (# TYPE), less a histogram's series."""
+    file that writes Prometheus text (# TYPE, or core/metrics.h's
+    metrics_family() and metrics_one()), less a histogram's series."""
     names = set()
     for dirpath, _, files in os.walk(os.path.join(TOP, "server")):
         for n in files:
             if n.endswith(".c"):
                 with open(os.path.join(dirpath, n), encoding="utf-8") as f:
                     text = f.read()
-                if "# TYPE" in text:
+                if re.search(r'# TYPE|\bmetrics_(family|one)\(', text):
                     names |= set(re.findall(r'\b(tally_[a-z0-9_]+)', text))
     return {m for m in names
             if not (re.search(r'_(bucket|sum|count)$', m)
