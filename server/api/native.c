@@ -38,7 +38,6 @@ static void media_type(request *r, char *buf, size_t len)
     buf[n] = '\0';
 }
 
-/* axis, exclusive, reverse and direction from the query string. */
 /* The scan's and the sequence's parameters from the query string. */
 static bool query_params(request *r, scan_params *p, seq_params *q, char *msg,
                          size_t msglen)

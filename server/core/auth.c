@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "errors.h"
 
 #define AUTH_MAX_FILE (1u << 20)
 #define AUTH_MAX_TOKENS 4096
@@ -68,11 +69,10 @@ static bool blank(char c)
 static char *read_text(const char *path, size_t *len, char *msg, size_t msglen)
 {
     FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(msg, msglen, "cannot open the token file %s: %s", path,
-                 strerror(errno));
-        return NULL;
-    }
+    if (f == NULL)
+        return msg_fail_as(NULL, msg, msglen,
+                           "cannot open the token file %s: %s", path,
+                           strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)
         || st.st_size > (off_t)AUTH_MAX_FILE) {
@@ -100,10 +100,8 @@ static char *read_text(const char *path, size_t *len, char *msg, size_t msglen)
 static token_set *set_load(const char *path, char *msg, size_t msglen)
 {
     token_set *t = calloc(1, sizeof *t);
-    if (t == NULL) {
-        snprintf(msg, msglen, "out of memory reading %s", path);
-        return NULL;
-    }
+    if (t == NULL)
+        return msg_fail_as(NULL, msg, msglen, "out of memory reading %s", path);
     size_t len;
     t->text = read_text(path, &len, msg, msglen);
     if (t->text == NULL) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "errors.h"
 #include "scan_host.h"
 
 enum kind { STR, UINT, SIZE, BOOL, ENUM };

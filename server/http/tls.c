@@ -16,10 +16,9 @@ static char *read_pem(const char *flag, const char *path, char *msg,
                       size_t msglen)
 {
     FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(msg, msglen, "--%s %s: %s", flag, path, strerror(errno));
-        return NULL;
-    }
+    if (f == NULL)
+        return msg_fail_as(NULL, msg, msglen, "--%s %s: %s", flag, path,
+                           strerror(errno));
     size_t cap = 1u << 20;
     char *text = malloc(cap + 1);
     size_t n = text != NULL ? fread(text, 1, cap + 1, f) : 0;

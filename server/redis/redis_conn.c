@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "errors.h"
 #include "log.h"
 #include "redis_int.h"
 #include "redis_poll.h"
@@ -361,16 +362,13 @@ static redis_store *new_store(const redis_url *u, const char *prefix,
                               uint64_t timeout_ms, unsigned wait_replicas,
                               char *msg, size_t msglen)
 {
-    if (strlen(prefix) > MAX_PREFIX) {
-        snprintf(msg, msglen, "the key prefix is longer than %d bytes",
-                 MAX_PREFIX);
-        return NULL;
-    }
+    if (strlen(prefix) > MAX_PREFIX)
+        return msg_fail_as(NULL, msg, msglen,
+                           "the key prefix is longer than %d bytes",
+                           MAX_PREFIX);
     redis_store *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return NULL;
-    }
+    if (s == NULL)
+        return msg_fail_as(NULL, msg, msglen, "out of memory");
     list_init(&s->waiting);
     list_init(&s->delayed);
     list_init(&s->sent);

@@ -93,18 +93,16 @@ static const char *parse_auth(const char *p, const char *at, redis_url *out,
         return p;
     const char *c = memchr(p, ':', (size_t)(at - p));
     if (c == NULL) { /* redis://password@host is not a form Redis uses */
-        snprintf(msg, msglen,
-                 "%s: a password goes after a colon "
-                 "(redis://:password@host or redis://user:password@host)",
-                 shown);
-        return NULL;
+        return msg_fail_as(
+            NULL, msg, msglen,
+            "%s: a password goes after a colon "
+            "(redis://:password@host or redis://user:password@host)",
+            shown);
     }
     size_t ulen = (size_t)(c - p), plen = (size_t)(at - c - 1);
-    if (ulen >= sizeof out->user || plen >= sizeof out->password) {
-        snprintf(msg, msglen, "%s: the user or the password is too long",
-                 shown);
-        return NULL;
-    }
+    if (ulen >= sizeof out->user || plen >= sizeof out->password)
+        return msg_fail_as(NULL, msg, msglen,
+                           "%s: the user or the password is too long", shown);
     memcpy(out->user, p, ulen);
     memcpy(out->password, c + 1, plen);
     return at + 1;
@@ -119,21 +117,18 @@ static const char *parse_host(const char *p, redis_url *out, const char *shown,
     if (*p == '[') {
         host = p + 1;
         host_end = strchr(host, ']');
-        if (host_end == NULL) {
-            snprintf(msg, msglen, "%s: an IPv6 address without its ']'", shown);
-            return NULL;
-        }
+        if (host_end == NULL)
+            return msg_fail_as(NULL, msg, msglen,
+                               "%s: an IPv6 address without its ']'", shown);
         p = host_end + 1;
     } else {
         host_end = p + strcspn(p, ":/");
         p = host_end;
     }
     size_t hlen = (size_t)(host_end - host);
-    if (hlen == 0 || hlen >= sizeof out->host) {
-        snprintf(msg, msglen, "%s: %s", shown,
-                 hlen == 0 ? "no host" : "the host name is too long");
-        return NULL;
-    }
+    if (hlen == 0 || hlen >= sizeof out->host)
+        return msg_fail_as(NULL, msg, msglen, "%s: %s", shown,
+                           hlen == 0 ? "no host" : "the host name is too long");
     memcpy(out->host, host, hlen);
     return p;
 }

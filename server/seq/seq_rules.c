@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "seq_rules.h"
 #include "tx_dtype.h"
 
@@ -130,37 +131,33 @@ int seq_rule_admit(const seq_view *v, const seq_params *p,
         char was[200], is[200];
         describe(v->desc, v->desc->axis, was, sizeof was);
         describe(d, seq_rule_axis(d), is, sizeof is);
-        snprintf(msg, msglen,
-                 "sequence %s is %s, and this chunk is %s: every chunk of a "
-                 "sequence keeps its first chunk's dtype, axis, mode and "
-                 "shape off the axis",
-                 id, was, is);
-        return SEQ_RULE_INVALID;
+        return msg_fail_as(
+            SEQ_RULE_INVALID, msg, msglen,
+            "sequence %s is %s, and this chunk is %s: every chunk of a "
+            "sequence keeps its first chunk's dtype, axis, mode and "
+            "shape off the axis",
+            id, was, is);
     }
-    if (v->numbered != p->has_chunk) {
-        snprintf(msg, msglen,
-                 v->numbered
-                     ? "sequence %s numbers its chunks (sequence_chunk), "
-                       "and this chunk has no number"
-                     : "sequence %s does not number its chunks (its start "
-                       "had no sequence_chunk), and this chunk has one",
-                 id);
-        return SEQ_RULE_INVALID;
-    }
-    if (v->numbered && p->chunk < v->applied) {
-        snprintf(msg, msglen,
-                 "sequence %s: chunk %" PRIu64 " is older than its last "
-                 "applied chunk, %" PRIu64 "%s; nothing changed",
-                 id, p->chunk, v->applied, v->closed ? " (its end)" : "");
-        return SEQ_RULE_CONFLICT;
-    }
-    if (v->numbered && v->closed && p->chunk != v->applied) {
-        snprintf(msg, msglen,
-                 "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64
-                 " cannot follow it (only the end chunk may be sent again)",
-                 id, v->applied, p->chunk);
-        return SEQ_RULE_CONFLICT;
-    }
+    if (v->numbered != p->has_chunk)
+        return msg_fail_as(
+            SEQ_RULE_INVALID, msg, msglen,
+            v->numbered ? "sequence %s numbers its chunks (sequence_chunk), "
+                          "and this chunk has no number"
+                        : "sequence %s does not number its chunks (its start "
+                          "had no sequence_chunk), and this chunk has one",
+            id);
+    if (v->numbered && p->chunk < v->applied)
+        return msg_fail_as(
+            SEQ_RULE_CONFLICT, msg, msglen,
+            "sequence %s: chunk %" PRIu64 " is older than its last "
+            "applied chunk, %" PRIu64 "%s; nothing changed",
+            id, p->chunk, v->applied, v->closed ? " (its end)" : "");
+    if (v->numbered && v->closed && p->chunk != v->applied)
+        return msg_fail_as(
+            SEQ_RULE_CONFLICT, msg, msglen,
+            "sequence %s ended at chunk %" PRIu64 "; chunk %" PRIu64
+            " cannot follow it (only the end chunk may be sent again)",
+            id, v->applied, p->chunk);
     if (v->numbered && p->chunk == v->applied
         && (memcmp(v->last_sha, sha, 32) != 0 || !same_flags(v, p))) {
         applied_otherwise(v, p, sha, msg, msglen);

@@ -110,11 +110,9 @@ static int write_tmp(kv_log *s, const encoded *e, int fail, uint64_t *size,
                      uint64_t *alloc, char *msg, size_t msglen)
 {
     int fd = open(s->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(msg, msglen, "cannot create %.300s: %s", s->tmp,
-                 strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return msg_fail_as(-1, msg, msglen, "cannot create %.300s: %s", s->tmp,
+                           strerror(errno));
     *size = e->bytes;
     *alloc = *size;
     bool ok = kvl_write_encoded(fd, e, 0, fail);
@@ -754,18 +752,15 @@ kv *kv_log_open(const kv_log_options *o, char *msg, size_t msglen)
         .flush = l_flush,
         .close = l_close,
     };
-    if (access(o->dir, W_OK | X_OK) != 0) {
-        snprintf(msg, msglen,
-                 "--state-dir %s: %s (every applied chunk of a sequence is "
-                 "logged there)",
-                 o->dir, strerror(errno));
-        return NULL;
-    }
+    if (access(o->dir, W_OK | X_OK) != 0)
+        return msg_fail_as(
+            NULL, msg, msglen,
+            "--state-dir %s: %s (every applied chunk of a sequence is "
+            "logged there)",
+            o->dir, strerror(errno));
     kv_log *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return NULL;
-    }
+    if (s == NULL)
+        return msg_fail_as(NULL, msg, msglen, "out of memory");
     s->base.ops = &ops;
     s->base.local = true;
     s->mode = o->fsync;

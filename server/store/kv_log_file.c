@@ -89,17 +89,15 @@ uint8_t *kv_log_encode(const kv_write *w, size_t *len)
 /* A record's payload as a write; NULL with why. */
 static kv_write *decode(const uint8_t *p, size_t plen, char *why, size_t len)
 {
-    if (plen < REC_FIELDS) {
-        snprintf(why, len, "a record of %zu bytes, fewer than its fields",
-                 plen);
-        return NULL;
-    }
+    if (plen < REC_FIELDS)
+        return msg_fail_as(NULL, why, len,
+                           "a record of %zu bytes, fewer than its fields",
+                           plen);
     uint8_t op = p[0];
     size_t keylen = (size_t)p[2] | (size_t)p[3] << 8;
-    if (op < KV_W_PUT || op > KV_W_TOUCH || keylen > plen - REC_FIELDS) {
-        snprintf(why, len, "a record of no kind this tallyd knows (op %u)", op);
-        return NULL;
-    }
+    if (op < KV_W_PUT || op > KV_W_TOUCH || keylen > plen - REC_FIELDS)
+        return msg_fail_as(NULL, why, len,
+                           "a record of no kind this tallyd knows (op %u)", op);
     size_t vlen = plen - REC_FIELDS - keylen;
     kv_write *w = kv_write_new(op, p + REC_FIELDS, keylen);
     if (w != NULL && op == KV_W_PUT
@@ -107,10 +105,8 @@ static kv_write *decode(const uint8_t *p, size_t plen, char *why, size_t len)
         kv_write_free(w);
         w = NULL;
     }
-    if (w == NULL) {
-        snprintf(why, len, "out of memory, or a key too long");
-        return NULL;
-    }
+    if (w == NULL)
+        return msg_fail_as(NULL, why, len, "out of memory, or a key too long");
     w->flags = p[1];
     w->expect = (kv_version){get64(p + 4), get64(p + 12)};
     w->version = (kv_version){get64(p + 20), get64(p + 28)};
@@ -147,25 +143,20 @@ static size_t record_at(const uint8_t *b, size_t at, size_t len, kv_write **w,
     uint32_t plen = get32(h + 4);
     *w = NULL;
     *legacy = get32(h) == LEGACY_MAGIC;
-    if ((size_t)plen > len - at - REC_HEAD) {
-        snprintf(why, whylen, "a record cut short");
-        return 0;
-    }
+    if ((size_t)plen > len - at - REC_HEAD)
+        return msg_fail_as(0, why, whylen, "a record cut short");
     const uint8_t *p = h + REC_HEAD;
     if (*legacy) { /* its payload carries its own checksum */
         *w = kv_write_new(0, NULL, 0);
         if (*w == NULL || ((*w)->val = kv_val_new(p, plen)) == NULL) {
             kv_write_free(*w);
             *w = NULL;
-            snprintf(why, whylen, "out of memory");
-            return 0;
+            return msg_fail_as(0, why, whylen, "out of memory");
         }
         return REC_HEAD + plen;
     }
-    if (get32(h + 8) != fnv1a32(p, plen)) {
-        snprintf(why, whylen, "a record whose checksum is wrong");
-        return 0;
-    }
+    if (get32(h + 8) != fnv1a32(p, plen))
+        return msg_fail_as(0, why, whylen, "a record whose checksum is wrong");
     *w = decode(p, plen, why, whylen);
     return *w != NULL ? REC_HEAD + plen : 0;
 }
@@ -349,10 +340,9 @@ int kvl_lock_dir(const char *dir, char *msg, size_t msglen)
     char path[4200];
     snprintf(path, sizeof path, "%s/tallyd.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(msg, msglen, "cannot open %.300s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return msg_fail_as(-1, msg, msglen, "cannot open %.300s: %s", path,
+                           strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         char pid[24] = "";

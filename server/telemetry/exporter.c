@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "errors.h"
 #include "exporter.h"
 #include "log.h"
 #include "loop_owner.h"
@@ -188,10 +189,8 @@ otlp_exporter *otlp_exporter_start(const otlp_options *o, char *msg,
                                    size_t msglen)
 {
     otlp_exporter *e = calloc(1, sizeof *e);
-    if (e == NULL) {
-        snprintf(msg, msglen, "out of memory");
-        return NULL;
-    }
+    if (e == NULL)
+        return msg_fail_as(NULL, msg, msglen, "out of memory");
     e->sink.submit = submit;
     e->o = *o;
     if (e->o.queue_max == 0)
