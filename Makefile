@@ -662,16 +662,19 @@ warm-kernels: $(TALLYD)
 
 # `make check`, the everyday loop: the layer check, every C suite (the
 # simulation for CHECK_SIM_SECONDS) and the integration tests not marked
-# slow (tests/integration/conftest.py says which are), on a build made if
-# needed; no package install, no browser, no container, no target started
+# slow (tests/integration/conftest.py says which are; the model checker's
+# budgets scaled by CHECK_MODEL_SECONDS, `make test` runs them whole), on a
+# build made if needed; no package install, no browser, no container, no target started
 # (check-targets, CI's), no benchmark (bench-node-tiny is make test's).
 # Two minutes on a warm build and kernel cache; it prints its time.
 CHECK_SIM_SECONDS ?= 5
+CHECK_MODEL_SECONDS ?= 0.5
 check:
 	$(Q)start=$$(date +%s); \
 	  $(MAKE) --no-print-directory check-python check-layers check-docs \
 	  && $(MAKE) --no-print-directory test-c warm-kernels SIM_SECONDS=$(CHECK_SIM_SECONDS) \
-	  && $(MAKE) --no-print-directory test-integration PYTEST_SELECT='-m "not slow" $(NO_BROWSER)'; \
+	  && TALLY_MODEL_SECONDS=$(CHECK_MODEL_SECONDS) $(MAKE) --no-print-directory test-integration \
+	       PYTEST_SELECT='-m "not slow" $(NO_BROWSER)'; \
 	  rc=$$?; echo "make check: $$([ $$rc = 0 ] && echo passed || echo FAILED) in \
 	$$(($$(date +%s) - start)) s"; exit $$rc
 
