@@ -88,12 +88,13 @@ typedef uint64_t v8u64 __attribute__((vector_size(64)));
  * `rev`, starting from *carry and leaving the running total in it.
  */
 
-/* Exact accumulation in the element's own (unsigned) type, and float64. */
-#define DEFINE_SEG_EXACT(NAME, T, VT)                                          \
-    static void NAME(const T *src, T *dst, size_t len, T *carry, int rev,      \
+/* Exact accumulation in the element's own (unsigned) type, and float64;
+ * the carry in CT (an integer's in uint64, wrapped to T). */
+#define DEFINE_SEG_EXACT(NAME, T, VT, CT)                                      \
+    static void NAME(const T *src, T *dst, size_t len, CT *carry, int rev,     \
                      int excl)                                                 \
     {                                                                          \
-        T c = *carry;                                                          \
+        T c = (T)*carry;                                                       \
         size_t nv = len / 8, tail = len % 8;                                   \
         if (!rev) {                                                            \
             for (size_t k = 0; k < nv; k++) {                                  \
@@ -138,11 +139,11 @@ typedef uint64_t v8u64 __attribute__((vector_size(64)));
         *carry = c;                                                            \
     }
 
-DEFINE_SEG_EXACT(seg_u8, uint8_t, v8u8)
-DEFINE_SEG_EXACT(seg_u16, uint16_t, v8u16)
-DEFINE_SEG_EXACT(seg_u32, uint32_t, v8u32)
-DEFINE_SEG_EXACT(seg_u64, uint64_t, v8u64)
-DEFINE_SEG_EXACT(seg_f64, double, v8d)
+DEFINE_SEG_EXACT(seg_u8, uint8_t, v8u8, uint64_t)
+DEFINE_SEG_EXACT(seg_u16, uint16_t, v8u16, uint64_t)
+DEFINE_SEG_EXACT(seg_u32, uint32_t, v8u32, uint64_t)
+DEFINE_SEG_EXACT(seg_u64, uint64_t, v8u64, uint64_t)
+DEFINE_SEG_EXACT(seg_f64, double, v8d, double)
 
 /* float32: sums of 4-lane vectors in float32, the carry in float64. Each
  * 4-lane half is widened separately, which compiles to plain SSE2. */
@@ -309,24 +310,9 @@ static void seg_scan(eng_storage st, const void *src, void *dst, size_t len,
             seg_f32(src, dst, len, &c->f, rev, excl);
         break;
     case ENG_STORAGE_F64: seg_f64(src, dst, len, &c->f, rev, excl); break;
-    case ENG_STORAGE_B8: {
-        uint8_t v = (uint8_t)c->u;
-        seg_u8(src, dst, len, &v, rev, excl);
-        c->u = v;
-        break;
-    }
-    case ENG_STORAGE_B16: {
-        uint16_t v = (uint16_t)c->u;
-        seg_u16(src, dst, len, &v, rev, excl);
-        c->u = v;
-        break;
-    }
-    case ENG_STORAGE_B32: {
-        uint32_t v = (uint32_t)c->u;
-        seg_u32(src, dst, len, &v, rev, excl);
-        c->u = v;
-        break;
-    }
+    case ENG_STORAGE_B8: seg_u8(src, dst, len, &c->u, rev, excl); break;
+    case ENG_STORAGE_B16: seg_u16(src, dst, len, &c->u, rev, excl); break;
+    case ENG_STORAGE_B32: seg_u32(src, dst, len, &c->u, rev, excl); break;
     case ENG_STORAGE_B64: seg_u64(src, dst, len, &c->u, rev, excl); break;
     }
 }
