@@ -37,11 +37,9 @@ static void dml_ctx_free(void *p)
     free(c);
 }
 
-/* A zeroed output buffer of `bytes` for c, and c attached to r. */
+/* A zeroed output buffer of `bytes` for c. */
 static bool attach(request *r, dml_ctx *c, size_t bytes)
 {
-    r->ctx = c;
-    r->ctx_free = dml_ctx_free;
     c->out_bytes = bytes;
     c->out = eng_buffer_alloc(bytes ? bytes : 1);
     if (c->out == NULL) {
@@ -68,16 +66,13 @@ static void finish_json(request *r)
 void api_dml_json(request *r)
 {
     char msg[512];
-    dml_ctx *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        http_error(r, STATUS_NOMEM, "out of memory");
+    dml_ctx *c = http_ctx_new(r, sizeof *c, dml_ctx_free);
+    if (c == NULL)
         return;
-    }
     eng_err e =
         dml_parse((const char *)http_body(r), r->body_len,
                   r->s->cfg.max_body_bytes, true, &c->q, msg, sizeof msg);
     if (e != ENG_E_OK) {
-        free(c);
         http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
@@ -117,21 +112,17 @@ void api_dml_binary(request *r, const char *header)
                    msg);
         return;
     }
-    dml_ctx *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        http_error(r, STATUS_NOMEM, "out of memory");
+    dml_ctx *c = http_ctx_new(r, sizeof *c, dml_ctx_free);
+    if (c == NULL)
         return;
-    }
     char hmsg[480];
     eng_err e = dml_parse(header, strlen(header), r->s->cfg.max_body_bytes,
                           false, &c->q, hmsg, sizeof hmsg);
     if (e != ENG_E_OK) {
-        free(c);
         http_error(r, status_from_eng(e), "DML-Operator header: %s", hmsg);
         return;
     }
     if (!dml_check_body(&c->q, r->body_len, msg, sizeof msg)) {
-        free(c);
         http_error(r, STATUS_INVALID, "%s", msg);
         return;
     }

@@ -11,11 +11,10 @@
 
 #include "api.h"
 #include "digits.h"
-#include "submit_http.h"
 #include "kserve_json.h"
-#include "scan_params.h"
 #include "reply.h"
-#include "zalloc.h"
+#include "scan_params.h"
+#include "submit_http.h"
 
 typedef struct {
     kserve_request req;
@@ -95,21 +94,16 @@ void api_infer(request *r)
         }
         hlen = (size_t)v;
     }
-    infer_ctx *c = zalloc(sizeof *c);
-    if (c == NULL) {
-        http_error(r, STATUS_NOMEM, "out of memory");
+    infer_ctx *c = http_ctx_new(r, sizeof *c, infer_ctx_free);
+    if (c == NULL)
         return;
-    }
     eng_err e =
         kserve_parse(http_body(r), r->body_len, hlen, r->s->cfg.max_body_bytes,
                      &c->req, msg, sizeof msg);
     if (e != ENG_E_OK) {
-        free(c);
         http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
-    r->ctx = c;
-    r->ctx_free = infer_ctx_free;
     int64_t timeout_ms = submit_protocol_ms(c->req.has_timeout,
                                             c->req.timeout_us);
     submit_from from = c->req.data_owned ? SUBMIT_TEXT : SUBMIT_BYTES;

@@ -15,11 +15,10 @@
 
 #include "api.h"
 #include "buffer.h"
-#include "submit_http.h"
 #include "native.h"
 #include "npy.h"
 #include "reply.h"
-#include "zalloc.h"
+#include "submit_http.h"
 
 /* The media type of Content-Type, lower-cased, without parameters. */
 static void media_type(request *r, char *buf, size_t len)
@@ -132,25 +131,19 @@ static void native_json(request *r)
                    msg);
         return;
     }
-    json_ctx *c = zalloc(sizeof *c);
-    if (c == NULL) {
-        http_error(r, STATUS_NOMEM, "out of memory");
+    json_ctx *c = http_ctx_new(r, sizeof *c, json_ctx_free);
+    if (c == NULL)
         return;
-    }
     eng_err e =
         native_parse_json((const char *)http_body(r), r->body_len,
                           r->s->cfg.max_body_bytes, &c->req, msg, sizeof msg);
     if (e != ENG_E_OK) {
-        bool dml = c->req.dml;
-        free(c);
-        if (dml)
-            api_dml_json(r);
+        if (c->req.dml)
+            api_dml_json(r); /* which takes r's context for its own */
         else
             http_error(r, status_from_eng(e), "%s", msg);
         return;
     }
-    r->ctx = c;
-    r->ctx_free = json_ctx_free;
     submit_scan(r, &c->req.desc, c->req.data, &c->req.seq, -1, SUBMIT_TEXT,
                     finish_json);
 }
@@ -219,13 +212,9 @@ static void native_npy(request *r)
         return;
     }
     scan_params p;
-    npy_ctx *c = zalloc(sizeof *c);
-    if (c == NULL) {
-        http_error(r, STATUS_NOMEM, "out of memory");
+    npy_ctx *c = http_ctx_new(r, sizeof *c, npy_ctx_free);
+    if (c == NULL)
         return;
-    }
-    r->ctx = c;
-    r->ctx_free = npy_ctx_free;
     c->desc.dtype = h.dtype;
     c->desc.rank = h.rank;
     memcpy(c->desc.shape, h.shape, sizeof h.shape);
@@ -291,13 +280,9 @@ static void native_raw(request *r)
                    "such as ?dtype=float32&shape=3,4");
         return;
     }
-    raw_ctx *c = zalloc(sizeof *c);
-    if (c == NULL) {
-        http_error(r, STATUS_NOMEM, "out of memory");
+    raw_ctx *c = http_ctx_new(r, sizeof *c, free);
+    if (c == NULL)
         return;
-    }
-    r->ctx = c;
-    r->ctx_free = free;
     int t = tx_dtype_parse(dt, strlen(dt));
     if (t < 0) {
         http_error(r, STATUS_DTYPE,
