@@ -260,27 +260,29 @@ bool jcur_span(jcur *c, const char **s, size_t *len)
     return true;
 }
 
-bool jcur_member(jcur *c, bool *first, const char **key, size_t *klen)
+/* Steps to the next item of an object or array (opened by `open`, the
+ * first time): false at its end (`close`, consumed), or with c failed. */
+static bool next_item(jcur *c, bool *first, char open, char close,
+                      const char *what, const char *sep)
 {
-    if (*first) {
-        if (!jcur_expect(c, '{', "an object"))
+    bool was_first = *first;
+    if (was_first) {
+        if (!jcur_expect(c, open, what))
             return false;
         *first = false;
-        jcur_ws(c);
-        if (c->p < c->end && *c->p == '}') {
-            c->p++;
-            return false;
-        }
-    } else {
-        jcur_ws(c);
-        if (c->p < c->end && *c->p == '}') {
-            c->p++;
-            return false;
-        }
-        if (!jcur_expect(c, ',', "',' or '}'"))
-            return false;
     }
-    if (!jcur_string(c, key, klen) || !jcur_expect(c, ':', "':'"))
+    jcur_ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return false;
+    }
+    return was_first || jcur_expect(c, ',', sep);
+}
+
+bool jcur_member(jcur *c, bool *first, const char **key, size_t *klen)
+{
+    if (!next_item(c, first, '{', '}', "an object", "',' or '}'")
+        || !jcur_string(c, key, klen) || !jcur_expect(c, ':', "':'"))
         return false;
     jcur_ws(c);
     return true;
@@ -288,24 +290,8 @@ bool jcur_member(jcur *c, bool *first, const char **key, size_t *klen)
 
 bool jcur_element(jcur *c, bool *first)
 {
-    if (*first) {
-        if (!jcur_expect(c, '[', "an array"))
-            return false;
-        *first = false;
-        jcur_ws(c);
-        if (c->p < c->end && *c->p == ']') {
-            c->p++;
-            return false;
-        }
-    } else {
-        jcur_ws(c);
-        if (c->p < c->end && *c->p == ']') {
-            c->p++;
-            return false;
-        }
-        if (!jcur_expect(c, ',', "',' or ']'"))
-            return false;
-    }
+    if (!next_item(c, first, '[', ']', "an array", "',' or ']'"))
+        return false;
     jcur_ws(c);
     return true;
 }
