@@ -82,43 +82,39 @@ bool grpc_start_on(grpc_transport *t, tallyd_server *s, mailbox *mb,
         if (t->tls == NULL)
             return false;
     }
-    if (!listen) { /* another loop's: connections come through grpc_adopt */
-        if (!init_wakes(t, msg, msglen))
-            return false;
-        t->started = true;
-        if (svc->loop_open != NULL)
-            t->loop_data = svc->loop_open(s, mb);
-        return true;
+    /* without the listener, another loop's connections come through
+     * grpc_adopt */
+    if (listen) {
+        uv_tcp_init(loop, &t->listener);
+        t->listener.data = t;
+        int rc = uv_tcp_bind(&t->listener, (const struct sockaddr *)&addr, 0);
+        if (rc == 0)
+            rc = uv_listen((uv_stream_t *)&t->listener, 1024, h2_on_connection);
+        if (rc != 0) {
+            snprintf(msg, msglen, "cannot listen for gRPC on %s: %s",
+                     s->cfg.grpc_listen, uv_strerror(rc));
+            goto fail;
+        }
+        struct sockaddr_storage bound;
+        int blen = sizeof bound;
+        uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound, &blen);
+        t->port = ntohs(bound.ss_family == AF_INET6
+                            ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                            : ((struct sockaddr_in *)&bound)->sin_port);
     }
-    uv_tcp_init(loop, &t->listener);
-    t->listener.data = t;
-    int rc = uv_tcp_bind(&t->listener, (const struct sockaddr *)&addr, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&t->listener, 1024, h2_on_connection);
-    if (rc != 0) {
-        snprintf(msg, msglen, "cannot listen for gRPC on %s: %s",
-                 s->cfg.grpc_listen, uv_strerror(rc));
-        uv_close((uv_handle_t *)&t->listener, NULL);
-        grpc_tls_free(t->tls);
-        t->tls = NULL;
-        return false;
-    }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound, &blen);
-    t->port = ntohs(bound.ss_family == AF_INET6
-                        ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                        : ((struct sockaddr_in *)&bound)->sin_port);
-    if (!init_wakes(t, msg, msglen)) {
-        uv_close((uv_handle_t *)&t->listener, NULL);
-        grpc_tls_free(t->tls);
-        t->tls = NULL;
-        return false;
-    }
-    t->listening = t->started = true;
+    if (!init_wakes(t, msg, msglen))
+        goto fail;
+    t->listening = listen;
+    t->started = true;
     if (svc->loop_open != NULL)
         t->loop_data = svc->loop_open(s, mb);
     return true;
+fail:
+    if (listen)
+        uv_close((uv_handle_t *)&t->listener, NULL);
+    grpc_tls_free(t->tls);
+    t->tls = NULL;
+    return false;
 }
 
 void grpc_quiesce(grpc_transport *t)
