@@ -361,6 +361,17 @@ char *http_error_text(const char *msg)
     return text;
 }
 
+void *http_ctx_new(request *r, size_t size, void (*free_fn)(void *))
+{
+    if (r->ctx_free != NULL)
+        r->ctx_free(r->ctx);
+    r->ctx = zalloc(size);
+    r->ctx_free = r->ctx != NULL ? free_fn : NULL;
+    if (r->ctx == NULL)
+        http_error(r, STATUS_NOMEM, "out of memory");
+    return r->ctx;
+}
+
 void http_error(request *r, status_code e, const char *fmt, ...)
 {
     char msg[1024];

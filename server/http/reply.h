@@ -64,6 +64,11 @@ void http_reply_stream(request *r, int status, const char *type,
                        http_body_read read, void *state,
                        void (*state_free)(void *state));
 
+/* The handler's context for r: size zeroed bytes, freed with free_fn
+ * when r is (as is any context r had before, now); NULL, with r answered
+ * (out of memory), when memory runs out. */
+void *http_ctx_new(request *r, size_t size, void (*free_fn)(void *));
+
 /* Replies with {"error": "<message>"} and e's HTTP status (status.h; with
  * Retry-After when a client may simply retry); records e for the metrics
  * and the access log. */

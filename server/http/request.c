@@ -11,7 +11,6 @@
 #include "body.h"
 #include "buffer.h"
 #include "http.h"
-#include "reply.h"
 #include "zalloc.h"
 
 /* splitmix64's finaliser: a bijection, so distinct counters give distinct
@@ -120,17 +119,6 @@ void request_release(request *r)
         MHD_destroy_response(r->response);
     uv_mutex_destroy(&r->mu);
     free(r);
-}
-
-void *http_ctx_new(request *r, size_t size, void (*free_fn)(void *))
-{
-    if (r->ctx_free != NULL)
-        r->ctx_free(r->ctx);
-    r->ctx = zalloc(size);
-    r->ctx_free = r->ctx != NULL ? free_fn : NULL;
-    if (r->ctx == NULL)
-        http_error(r, STATUS_NOMEM, "out of memory");
-    return r->ctx;
 }
 
 const char *http_header(request *r, const char *name)

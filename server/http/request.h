@@ -124,11 +124,6 @@ const char *http_query(request *r, const char *name);
 bool http_query_known(request *r, const char *const *allowed, char *msg,
                       size_t msglen);
 
-/* The handler's context for r: size zeroed bytes, freed with free_fn
- * when r is (as is any context r had before, now); NULL, with r answered
- * (out of memory), when memory runs out. */
-void *http_ctx_new(request *r, size_t size, void (*free_fn)(void *));
-
 /* Adds a response header to the coming reply (both strings copied; at most
  * HTTP_EXTRA_MAX such headers, later ones are dropped). */
 #define HTTP_EXTRA_MAX 8
