@@ -37,9 +37,9 @@ void metrics_observe(histogram *h, uint64_t ns)
     size_t b = 0;
     while (b < METRIC_NBUCKETS - 1 && s > bounds[b])
         b++;
-    atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    counter_add(&h->bucket[b], 1);
+    counter_add(&h->sum_ns, ns);
+    counter_add(&h->count, 1);
 }
 
 /* gRPC's status codes by number, for the code label. */
@@ -65,18 +65,11 @@ void metrics_request(metrics *m, metric_protocol p, unsigned label, int code,
         for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
             if (statuses[i] == code)
                 si = i;
-    atomic_fetch_add_explicit(&m->requests[p][label][si], 1,
-                              memory_order_relaxed);
+    counter_add(&m->requests[p][label][si], 1);
     if (st != STATUS_OK && (unsigned)st < STATUS_COUNT)
-        atomic_fetch_add_explicit(&m->failures[p][label][st], 1,
-                                  memory_order_relaxed);
+        counter_add(&m->failures[p][label][st], 1);
     metrics_observe(&m->total[p][label], total_ns);
-    atomic_fetch_add_explicit(&m->bytes_out, bytes_out, memory_order_relaxed);
-}
-
-static unsigned long long load(atomic_ullong *a)
-{
-    return atomic_load_explicit(a, memory_order_relaxed);
+    counter_add(&m->bytes_out, bytes_out);
 }
 
 void metrics_put_histogram(textbuf *o, const char *name, const char *labels,
@@ -85,7 +78,7 @@ void metrics_put_histogram(textbuf *o, const char *name, const char *labels,
     unsigned long long cum = 0;
     const char *sep = labels[0] ? "," : "";
     for (size_t b = 0; b < METRIC_NBUCKETS; b++) {
-        cum += load(&h->bucket[b]);
+        cum += counter_get(&h->bucket[b]);
         if (b < METRIC_NBUCKETS - 1)
             textbuf_put(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
                         bounds[b], cum);
@@ -96,9 +89,9 @@ void metrics_put_histogram(textbuf *o, const char *name, const char *labels,
     /* no braces at all when there are no labels */
     const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
     textbuf_put(o, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
-                (double)load(&h->sum_ns) * 1e-9);
+                (double)counter_get(&h->sum_ns) * 1e-9);
     textbuf_put(o, "%s_count%s%s%s %llu\n", name, open, labels, close,
-                load(&h->count));
+                counter_get(&h->count));
 }
 
 void metrics_family(textbuf *o, const char *name, const char *type,
@@ -159,7 +152,7 @@ void metrics_render(metrics *m, const char *device, const char *version,
     for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
         for (unsigned r = 0; r < m->nlabels; r++)
             for (size_t s = 0; s < METRIC_NCODES; s++) {
-                unsigned long long v = load(&m->requests[p][r][s]);
+                unsigned long long v = counter_get(&m->requests[p][r][s]);
                 if (v == 0)
                     continue;
                 char code[24];
@@ -180,7 +173,7 @@ void metrics_render(metrics *m, const char *device, const char *version,
     for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
         for (unsigned r = 0; r < m->nlabels; r++)
             for (int e = 1; e < STATUS_COUNT; e++) {
-                unsigned long long v = load(&m->failures[p][r][e]);
+                unsigned long long v = counter_get(&m->failures[p][r][e]);
                 if (v != 0)
                     textbuf_put(o,
                                 "tally_request_failures_total{protocol=\"%s\","
@@ -194,7 +187,7 @@ void metrics_render(metrics *m, const char *device, const char *version,
                    "protocol and route.");
     for (unsigned p = 0; p < METRIC_NPROTOCOLS; p++)
         for (unsigned r = 0; r < m->nlabels; r++) {
-            if (load(&m->total[p][r].count) == 0)
+            if (counter_get(&m->total[p][r].count) == 0)
                 continue;
             char labels[80];
             snprintf(labels, sizeof labels, "protocol=\"%s\",route=\"%s\"",
@@ -206,11 +199,13 @@ void metrics_render(metrics *m, const char *device, const char *version,
                 "Requests being read, queued, computed or answered.", "%lld",
                 inflight);
     metrics_one(o, "tally_received_bytes_total", "counter",
-                "Request body bytes received.", "%llu", load(&m->bytes_in));
+                "Request body bytes received.", "%llu",
+                counter_get(&m->bytes_in));
     metrics_one(o, "tally_access_log_dropped_total", "counter",
                 "Access lines left out over --access-log-max-per-s, of every "
                 "door.",
-                "%llu", load(&m->access_log_dropped));
+                "%llu", counter_get(&m->access_log_dropped));
     metrics_one(o, "tally_sent_bytes_total", "counter",
-                "Response body bytes sent.", "%llu", load(&m->bytes_out));
+                "Response body bytes sent.", "%llu",
+                counter_get(&m->bytes_out));
 }

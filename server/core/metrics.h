@@ -18,6 +18,18 @@
 #include "status.h"
 #include "textbuf.h"
 
+/* A counter's value and its increase: relaxed atomics, for counts that
+ * are only shown (no other memory is ordered by them). */
+static inline unsigned long long counter_get(const atomic_ullong *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static inline void counter_add(atomic_ullong *a, unsigned long long n)
+{
+    atomic_fetch_add_explicit(a, n, memory_order_relaxed);
+}
+
 /* Status codes counted by name; others fall into "other". */
 #define METRIC_STATUSES(X)                                                     \
     X(200) X(400) X(401) X(404) X(405) X(408) X(413) X(415) X(500) X(503) X(504)

@@ -60,8 +60,8 @@ static bool wanted(reqlog *a, metrics *m, const req_record *rec,
     if (atomic_fetch_add_explicit(&a->lines, 1, memory_order_relaxed)
         < a->max_per_s)
         return true;
-    atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->access_log_dropped, 1, memory_order_relaxed);
+    counter_add(&a->dropped, 1);
+    counter_add(&m->access_log_dropped, 1);
     return false;
 }
 

@@ -232,7 +232,7 @@ static void stream_message(gstream *st)
     st->reserved = 0;
     st->pre.got = 0;
     atomic_fetch_add(&s->inflight, 1);
-    atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
+    counter_add(&t->c.calls, 1);
     list_push_back(&st->calls, &call->link);
     call->busy = true;
     stream_call(st, call);
@@ -265,8 +265,7 @@ static void stream_call(gstream *st, grpc_call *call)
         call->buf = call->msg = out;
         call->len = outlen;
     }
-    atomic_fetch_add_explicit(&s->metrics.bytes_in, call->len,
-                              memory_order_relaxed);
+    counter_add(&s->metrics.bytes_in, call->len);
     call->rec.handler = now_ns();
     st->m->handler(call);
 }
@@ -469,7 +468,7 @@ grpc_call *grpc_call_follow(grpc_call *c, grpc_handler on_resume)
     record_begin(f, now_ns());
     f->rec.handler = f->rec.body;
     atomic_fetch_add(&t->s->inflight, 1);
-    atomic_fetch_add_explicit(&t->c.calls, 1, memory_order_relaxed);
+    counter_add(&t->c.calls, 1);
     list_push_back(&st->calls, &f->link);
     f->suspended = true;
     f->on_resume = on_resume;

@@ -93,8 +93,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n == 0)
         return;
     c->last_active_ns = now_ns();
-    atomic_fetch_add_explicit(&c->t->c.bytes_in, (unsigned long long)n,
-                              memory_order_relaxed);
+    counter_add(&c->t->c.bytes_in, (unsigned long long)n);
     if (c->tls == NULL) {
         if (!h2_session_input(c, (const uint8_t *)buf->base, (size_t)n)) {
             h2_conn_close(c);
@@ -152,12 +151,12 @@ static void conn_open(grpc_transport *t, uv_stream_t *server, int fd)
         || t->quiescing
         || open_all > (long long)t->s->cfg.max_connections
         || !h2_session_open(c)) {
-        atomic_fetch_add_explicit(&t->c.refused, 1, memory_order_relaxed);
+        counter_add(&t->c.refused, 1);
         c->closing = true;
         uv_close((uv_handle_t *)&c->tcp, conn_free);
         return;
     }
-    atomic_fetch_add_explicit(&t->c.opened, 1, memory_order_relaxed);
+    counter_add(&t->c.opened, 1);
     c->last_active_ns = now_ns();
     uv_tcp_nodelay(&c->tcp, 1); /* fails harmlessly on a socket pair */
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);

@@ -22,19 +22,17 @@ void grpc_render_metrics_n(grpc_transport *t, unsigned n, textbuf *o)
             abuse_closed, bytes_in, bytes_out;
     } sum = {0};
     long long open = 0;
-#define LOAD(x) ((unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed))
     for (unsigned i = 0; i < n; i++) {
         grpc_counters *c = &t[i].c;
-        sum.opened += LOAD(c->opened);
-        sum.refused += LOAD(c->refused);
-        sum.calls += LOAD(c->calls);
-        sum.resets_received += LOAD(c->resets_received);
-        sum.abuse_closed += LOAD(c->abuse_closed);
-        sum.bytes_in += LOAD(c->bytes_in);
-        sum.bytes_out += LOAD(c->bytes_out);
+        sum.opened += counter_get(&c->opened);
+        sum.refused += counter_get(&c->refused);
+        sum.calls += counter_get(&c->calls);
+        sum.resets_received += counter_get(&c->resets_received);
+        sum.abuse_closed += counter_get(&c->abuse_closed);
+        sum.bytes_in += counter_get(&c->bytes_in);
+        sum.bytes_out += counter_get(&c->bytes_out);
         open += grpc_open_connections(&t[i]);
     }
-#undef LOAD
     metrics_one(o, "tally_grpc_connections_total", "counter",
                 "gRPC connections accepted.", "%llu", sum.opened);
     metrics_one(o, "tally_grpc_open_connections", "gauge",
@@ -59,7 +57,5 @@ void grpc_render_metrics_n(grpc_transport *t, unsigned n, textbuf *o)
                    "acceptor deals them out in turn).");
     for (unsigned i = 0; i < n; i++)
         textbuf_put(o, "tally_grpc_loop_connections_total{loop=\"%u\"} %llu\n",
-                    i,
-                    (unsigned long long)atomic_load_explicit(
-                        &t[i].c.opened, memory_order_relaxed));
+                    i, counter_get(&t[i].c.opened));
 }

@@ -162,7 +162,7 @@ void grpc_door_deal(grpc_door *d, uv_stream_t *server)
         dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     uv_close((uv_handle_t *)tmp, scratch_closed);
     if (dup_fd < 0) {
-        atomic_fetch_add_explicit(&d->t[0].c.refused, 1, memory_order_relaxed);
+        counter_add(&d->t[0].c.refused, 1);
         return;
     }
     handed *h = malloc(sizeof *h);
@@ -171,7 +171,7 @@ void grpc_door_deal(grpc_door *d, uv_stream_t *server)
     if (h == NULL || !mailbox_post(&l->ask, &h->it)) {
         free(h); /* that loop is far behind: refused */
         close(dup_fd);
-        atomic_fetch_add_explicit(&d->t[i].c.refused, 1, memory_order_relaxed);
+        counter_add(&d->t[i].c.refused, 1);
     }
 }
 

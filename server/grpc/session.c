@@ -327,8 +327,7 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame,
 {
     grpc_conn *c = user;
     if (frame->hd.type == NGHTTP2_RST_STREAM)
-        atomic_fetch_add_explicit(&c->t->c.resets_received, 1,
-                                  memory_order_relaxed);
+        counter_add(&c->t->c.resets_received, 1);
     if (frame->hd.stream_id == 0)
         return 0;
     gstream *st = nghttp2_session_get_stream_user_data(h2, frame->hd.stream_id);
@@ -366,8 +365,7 @@ static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame,
      * (a flood, rapid resets, a protocol error) */
     if (frame->hd.type == NGHTTP2_GOAWAY
         && frame->goaway.error_code != NGHTTP2_NO_ERROR)
-        atomic_fetch_add_explicit(&c->t->c.abuse_closed, 1,
-                                  memory_order_relaxed);
+        counter_add(&c->t->c.abuse_closed, 1);
     if (frame->hd.type != NGHTTP2_HEADERS
         || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;

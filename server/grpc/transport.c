@@ -158,8 +158,7 @@ void grpc_sweep(grpc_transport *t)
         if (t->quiescing && !c->goaway_sent) {
             h2_session_goaway(c);
             c->goaway_sent = true;
-            atomic_fetch_add_explicit(&t->c.goaway_sent, 1,
-                                      memory_order_relaxed);
+            counter_add(&t->c.goaway_sent, 1);
         }
         for (list_node *sn = list_first(&c->streams), *next; sn != NULL;
              sn = next) {

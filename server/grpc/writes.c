@@ -36,8 +36,7 @@ static void batch_done(h2_batch *b)
         b->calls[i]->writes--;
         h2_call_maybe_free(b->calls[i]);
     }
-    atomic_fetch_add_explicit(&c->t->c.bytes_out, b->bytes,
-                              memory_order_relaxed);
+    counter_add(&c->t->c.bytes_out, b->bytes);
     free(b->copy);
     free(b);
 }
@@ -86,7 +85,7 @@ void h2_tls_flush(grpc_conn *c)
     uint8_t *buf = grpc_tls_output(c->tls, &len);
     if (buf == NULL)
         return;
-    atomic_fetch_add_explicit(&c->t->c.bytes_out, len, memory_order_relaxed);
+    counter_add(&c->t->c.bytes_out, len);
     uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
     int wrote = c->writes == 0 ? uv_try_write((uv_stream_t *)&c->tcp, &b, 1)
                                : UV_EAGAIN;

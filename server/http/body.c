@@ -115,8 +115,7 @@ status_code http_body_finish(request *r, const char *ce, char *msg,
             s->cfg.max_body_bytes);
     if (r->body_no_room)
         return status_fail(msg, msglen, STATUS_NOMEM, "%s", NO_ROOM);
-    atomic_fetch_add_explicit(&s->metrics.bytes_in, r->body_len,
-                              memory_order_relaxed);
+    counter_add(&s->metrics.bytes_in, r->body_len);
     int coding = encoding_parse(ce);
     if (coding < 0)
         return status_fail(msg, msglen, STATUS_MEDIA_TYPE,

@@ -4,24 +4,19 @@
 #include "counters.h"
 #include "metrics.h"
 
-static unsigned long long load(atomic_ullong *a)
-{
-    return atomic_load_explicit(a, memory_order_relaxed);
-}
-
 void http_counters_render(http_counters *c, long long open_connections,
                           textbuf *o)
 {
     metrics_one(o, "tally_connections_opened_total", "counter",
-                "TCP connections accepted.", "%llu", load(&c->opened));
+                "TCP connections accepted.", "%llu", counter_get(&c->opened));
     metrics_one(o, "tally_open_connections", "gauge",
                 "TCP connections open now.", "%lld", open_connections);
     metrics_one(o, "tally_connections_refused_total", "counter",
                 "Connections closed as they came, at --max-connections or "
                 "--max-client-connections.",
-                "%llu", load(&c->refused));
+                "%llu", counter_get(&c->refused));
     metrics_one(o, "tally_connections_timed_out_total", "counter",
                 "Connections closed for not delivering a whole request in "
                 "time (--idle-timeout, --request-timeout).",
-                "%llu", load(&c->timed_out));
+                "%llu", counter_get(&c->timed_out));
 }

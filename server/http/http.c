@@ -166,8 +166,7 @@ void http_sweep(http_transport *t)
     size_t n = http_conns_sweep(t->conns, now_coarse_ns());
     if (n == 0)
         return;
-    atomic_fetch_add_explicit(&t->c.timed_out, n,
-                              memory_order_relaxed);
+    counter_add(&t->c.timed_out, n);
     log_msg("http", "warn",
             "closed %zu connections that did not send a whole request in "
             "time (--idle-timeout %u s to the first line, --request-timeout "
@@ -469,8 +468,7 @@ static enum MHD_Result on_admit(void *cls, const struct sockaddr *addr,
     tallyd_server *s = t->s;
     if (http_admit_enter(t->admit, addr, len))
         return MHD_YES;
-    atomic_fetch_add_explicit(&t->c.refused, 1,
-                              memory_order_relaxed);
+    counter_add(&t->c.refused, 1);
     atomic_fetch_add(&t->refused_unlogged, 1);
     unsigned long long now = now_ns(), last = atomic_load(&t->refused_logged_ns);
     if (now - last < 1000000000u

@@ -149,13 +149,8 @@ static void count_batch(sched_counters *c, size_t n)
     size_t b = 0;
     while (b < 7 && n > ((size_t)1 << b))
         b++;
-    atomic_fetch_add_explicit(&c->batches[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->batched_jobs, n, memory_order_relaxed);
-}
-
-static void count(atomic_ullong *a, unsigned long long n)
-{
-    atomic_fetch_add_explicit(a, n, memory_order_relaxed);
+    counter_add(&c->batches[b], 1);
+    counter_add(&c->batched_jobs, n);
 }
 
 /* Every accepted job ends here, once. */
@@ -168,7 +163,7 @@ static void complete(sched *s, job *j)
         metrics_observe(&s->c.queue, j->finished_ns - j->enqueued_ns);
     }
     if (j->status == STATUS_DEADLINE)
-        count(&s->c.expired, 1);
+        counter_add(&s->c.expired, 1);
     j->done(j);
 }
 
@@ -228,7 +223,7 @@ static void ran(worker *w, job *j, bool on_host, uint64_t start, uint64_t end,
         j->status = STATUS_DEADLINE;
     if (j->gone != NULL && j->gone(j->ctx)) {
         j->status = STATUS_CANCELLED;
-        count(&s->c.cancelled_running, 1);
+        counter_add(&s->c.cancelled_running, 1);
     }
     complete(s, j);
 }
@@ -316,7 +311,7 @@ static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
     OWNER_ASSERT(&w->owner);
     sched *s = w->s;
     unsigned d = w->device;
-    count(&s->c.device_errors[d], 1);
+    counter_add(&s->c.device_errors[d], 1);
     unsigned most = s->o.device_max_failures ? s->o.device_max_failures : 1;
     unsigned streak = atomic_fetch_add(&s->failures[d], 1) + 1;
     unsigned was = SCHED_DEVICE_UP;
@@ -342,7 +337,7 @@ static bool device_failed(worker *w, job **jobs, size_t live, eng_err err,
         eng_batch_times t = {0};
         uint64_t again = sched_now(s);
         eng_err e = s->b.run(s->b.user, host, jobs, live, &t, why, sizeof why);
-        count(&s->c.host_reruns, live);
+        counter_add(&s->c.host_reruns, live);
         if (e == ENG_E_OK && s->o.stats != NULL)
             stats_execution(s->o.stats, (unsigned)live, t.gather_ns, t.scan_ns,
                             t.scatter_ns);
@@ -553,13 +548,13 @@ static bool run_batch(worker *w, job **jobs, size_t n)
         stream = host;
     }
     unsigned backend = on_host ? SCHED_MAX_DEVICES : w->device;
-    count(&s->c.placements[backend][why_here], live);
+    counter_add(&s->c.placements[backend][why_here], live);
     eng_batch_times t = {0};
     char msg[256];
     msg[0] = '\0';
     eng_err err = s->b.run(s->b.user, stream, jobs, live, &t, msg, sizeof msg);
     uint64_t end = sched_now(s);
-    count(&s->c.busy_ns[w->id], end - start);
+    counter_add(&s->c.busy_ns[w->id], end - start);
     if (err == ENG_E_OK) /* only where the worker could have run it */
         if (why_here == SCHED_WHY_COST || why_here == SCHED_WHY_EXPLORE)
             cost_learn(s, backend, cost_class(bytes), end - start,
@@ -574,10 +569,10 @@ static bool run_batch(worker *w, job **jobs, size_t n)
             stats_execution(s->o.stats, (unsigned)live, t.gather_ns, t.scan_ns,
                             t.scatter_ns);
         if (on_host) {
-            count(&s->c.host_jobs, live);
+            counter_add(&s->c.host_jobs, live);
         } else {
             atomic_store(&s->failures[w->device], 0);
-            count(&s->c.device_jobs[w->device], live);
+            counter_add(&s->c.device_jobs[w->device], live);
         }
     }
     link_batch(jobs, live);
@@ -734,7 +729,7 @@ void sched_run_inline(sched *s, job *j)
 /* A waiting job whose client has gone: dropped unrun. */
 static void cancel_queued(sched *s, job *j)
 {
-    count(&s->c.cancelled_queued, 1);
+    counter_add(&s->c.cancelled_queued, 1);
     j->status = STATUS_CANCELLED;
     j->msg[0] = '\0';
     j->finished_ns = sched_now(s);
@@ -773,7 +768,7 @@ void sched_tick(sched *s)
 
 void sched_count_cancelled(sched *s)
 {
-    count(&s->c.cancelled_running, 1);
+    counter_add(&s->c.cancelled_running, 1);
 }
 
 /* ------------------------------------------------------------------------
@@ -801,11 +796,6 @@ const sched_counters *sched_counters_of(const sched *s)
     return &s->c;
 }
 
-static unsigned long long load(const atomic_ullong *a)
-{
-    return atomic_load_explicit(a, memory_order_relaxed);
-}
-
 /* The queue's, the launches' and the cancellations' metrics. */
 static void render_jobs(sched *s, textbuf *o)
 {
@@ -827,9 +817,9 @@ static void render_jobs(sched *s, textbuf *o)
                    "sums count as 1).");
     unsigned long long cum = 0, launches = 0;
     for (size_t b = 0; b < 8; b++)
-        launches += load(&c->batches[b]);
+        launches += counter_get(&c->batches[b]);
     for (size_t b = 0; b < 8; b++) {
-        cum += load(&c->batches[b]);
+        cum += counter_get(&c->batches[b]);
         if (b < 7)
             textbuf_put(o, "tally_batch_size_bucket{le=\"%u\"} %llu\n", 1u << b,
                         cum);
@@ -837,14 +827,15 @@ static void render_jobs(sched *s, textbuf *o)
             textbuf_put(o, "tally_batch_size_bucket{le=\"+Inf\"} %llu\n", cum);
     }
     textbuf_put(o, "tally_batch_size_sum %llu\ntally_batch_size_count %llu\n",
-                load(&c->batched_jobs), launches);
+                counter_get(&c->batched_jobs), launches);
     metrics_family(o, "tally_cancelled_total", "counter",
                    "Requests whose client closed the connection while their "
                    "job waited (dropped unrun) or ran (answer discarded).");
     textbuf_put(o,
                 "tally_cancelled_total{when=\"queued\"} %llu\n"
                 "tally_cancelled_total{when=\"running\"} %llu\n",
-                load(&c->cancelled_queued), load(&c->cancelled_running));
+                counter_get(&c->cancelled_queued),
+                counter_get(&c->cancelled_running));
 }
 
 /* The devices' metrics, and the placements' (names: the devices'
@@ -860,17 +851,18 @@ static void render_devices(sched *s, textbuf *o,
             o,
             "tally_device_busy_seconds_total{worker=\"%u\",device=\"%s\"} "
             "%.9f\n",
-            w, names[w % s->o.devices], (double)load(&c->busy_ns[w]) * 1e-9);
+            w, names[w % s->o.devices],
+            (double)counter_get(&c->busy_ns[w]) * 1e-9);
     metrics_family(o, "tally_device_jobs_total", "counter",
                    "Jobs each device ran.");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_jobs_total{device=\"%s\"} %llu\n",
-                    names[d], load(&c->device_jobs[d]));
+                    names[d], counter_get(&c->device_jobs[d]));
     metrics_family(o, "tally_device_errors_total", "counter",
                    "Launches that failed on each device.");
     for (unsigned d = 0; d < s->o.devices; d++)
         textbuf_put(o, "tally_device_errors_total{device=\"%s\"} %llu\n",
-                    names[d], load(&c->device_errors[d]));
+                    names[d], counter_get(&c->device_errors[d]));
     metrics_family(o, "tally_device_up", "gauge",
                    "Whether each device is in the pool (0 while its kernels "
                    "build, when they did not, and once --device-max-failures "
@@ -899,12 +891,12 @@ static void render_devices(sched *s, textbuf *o,
     metrics_one(o, "tally_host_reruns_total", "counter",
                 "Jobs a device failed to run (its launch refused) that the "
                 "host backend ran instead.",
-                "%llu", load(&c->host_reruns));
+                "%llu", counter_get(&c->host_reruns));
     metrics_one(o, "tally_host_jobs_total", "counter",
                 "Jobs device workers ran on the host backend: while their "
                 "device built its kernels, once no device was left, or where "
                 "the host was cheaper (tally_placements_total).",
-                "%llu", load(&c->host_jobs));
+                "%llu", counter_get(&c->host_jobs));
     metrics_one(o, "tally_host_fallback", "gauge",
                 "Whether no device is in the pool or on its way to it, and "
                 "the host backend runs every job.",
@@ -932,13 +924,13 @@ static void render_placements(sched *s, textbuf *o, char names[][512])
                         "tally_placements_total{backend=\"%s\",reason=\"%s\"} "
                         "%llu\n",
                         names[d], sched_why_name(on_device[k]),
-                        load(&c->placements[d][on_device[k]]));
+                        counter_get(&c->placements[d][on_device[k]]));
     for (size_t k = 0; k < sizeof on_host / sizeof on_host[0]; k++)
         textbuf_put(o,
                     "tally_placements_total{backend=\"host\",reason=\"%s\"} "
                     "%llu\n",
                     sched_why_name(on_host[k]),
-                    load(&c->placements[SCHED_MAX_DEVICES][on_host[k]]));
+                    counter_get(&c->placements[SCHED_MAX_DEVICES][on_host[k]]));
 }
 
 void sched_render_metrics(sched *s, textbuf *o)
