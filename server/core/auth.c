@@ -198,7 +198,11 @@ static unsigned differs(const char *p, size_t plen, const char *t, size_t tlen)
     return d;
 }
 
-bool auth_bearer(const char *authorization, const char **token, size_t *len)
+/* The token of an Authorization header's Bearer credentials, trimmed as
+ * auth_check() trims it (borrowed from authorization): false when there is
+ * no header or it is not a Bearer one. */
+static bool auth_bearer(const char *authorization, const char **token,
+                        size_t *len)
 {
     if (authorization == NULL)
         return false;

@@ -66,11 +66,6 @@ typedef struct {
 auth_result auth_check(auth_tokens *a, const char *authorization,
                        auth_caller *who);
 
-/* The token of an Authorization header's Bearer credentials, trimmed as
- * auth_check() trims it (borrowed from authorization): false when there is
- * no header or it is not a Bearer one. */
-bool auth_bearer(const char *authorization, const char **token, size_t *len);
-
 /* The number of tokens in force. */
 size_t auth_count(auth_tokens *a);
 

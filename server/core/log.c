@@ -108,7 +108,9 @@ size_t log_escape(const char *s, char *out, size_t outlen)
     return n;
 }
 
-void log_obj(const char *module, const char *level, json_t *obj)
+/* Logs the members of obj (a JSON object; this takes its reference) with
+ * "ts", "module" and "level" added in front. */
+static void log_obj(const char *module, const char *level, json_t *obj)
 {
     char ts[40];
     log_stamp(ts, sizeof ts);

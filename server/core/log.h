@@ -21,10 +21,6 @@
 void log_msg(const char *module, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Logs the members of obj (a JSON object; this takes its reference) with
- * "ts", "module" and "level" added in front. */
-void log_obj(const char *module, const char *level, json_t *obj);
-
 /* Appends a complete access line (text without the newline) to the
  * buffer. */
 void log_access(const char *line, size_t len);

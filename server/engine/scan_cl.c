@@ -270,8 +270,10 @@ void eng_cl_plan_force(const eng_lines *l, const eng_cl_layout *L,
 #define GATHER_COLS 64
 #define TILE_COLS 64
 
-void eng_cl_plan_strided(const eng_strided *v, const eng_cl_layout *L,
-                         eng_cl_plan *p)
+/* The plan for a strided request (tensor.h's eng_strided): always one
+ * of the two strided column kernels. */
+static void eng_cl_plan_strided(const eng_strided *v, const eng_cl_layout *L,
+                                eng_cl_plan *p)
 {
     const eng_lines *l = &v->l;
     memset(p, 0, sizeof *p);

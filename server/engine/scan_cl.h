@@ -57,11 +57,6 @@ void eng_cl_plan_make(const eng_lines *l, const eng_cl_layout *layout,
 void eng_cl_plan_force(const eng_lines *l, const eng_cl_layout *layout,
                        eng_cl_kernel_id k, uint64_t hint, eng_cl_plan *plan);
 
-/* The plan for a strided request (tensor.h's eng_strided): always one
- * of the two strided column kernels. */
-void eng_cl_plan_strided(const eng_strided *v, const eng_cl_layout *layout,
-                         eng_cl_plan *plan);
-
 /* The same with the kernel forced: chained with `rows` rows per chunk
  * (0: 1), or direct. For tests. */
 void eng_cl_plan_strided_force(const eng_strided *v,

@@ -3,7 +3,8 @@
  */
 #include "pbwire.h"
 
-bool pb_varint(pb_reader *r, uint64_t *v)
+/* Reads a varint of at most 10 bytes; false at the end or when malformed. */
+static bool pb_varint(pb_reader *r, uint64_t *v)
 {
     uint64_t x = 0;
     for (unsigned i = 0; i < 10 && r->p + i < r->end; i++) {

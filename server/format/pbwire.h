@@ -34,9 +34,6 @@ typedef struct {
     pb_span span;    /* PB_LEN's bytes (pb_next only) */
 } pb_field;
 
-/* Reads a varint of at most 10 bytes; false at the end or when malformed. */
-bool pb_varint(pb_reader *r, uint64_t *v);
-
 /* Reads the next field's header (and a PB_LEN's length, into f->varint):
  * 1, 0 at the end of the input, -1 when malformed (a field number of 0 or
  * over 2^29-1, a group, a bad varint). */

@@ -63,7 +63,7 @@ static bool plain_authority(const char *p)
  * scheme's spelling or the spaces around it; with no '@', anything but
  * a plain host, port and database ("redis://:PASS127.0.0.1", its '@'
  * forgotten) is "***" whole; a long text is cut. */
-void redis_url_shown(const char *text, char *out, size_t len)
+static void redis_url_shown(const char *text, char *out, size_t len)
 {
     const char *at = strrchr(text, '@');
     const char *from = strstr(text, "://");

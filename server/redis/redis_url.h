@@ -31,8 +31,4 @@ bool redis_url_parse(const char *text, redis_url *out, char *msg,
  * has one), for messages and logs. */
 void redis_url_text(const redis_url *u, char *out, size_t len);
 
-/* text as a message may quote it, whatever its shape: everything before
- * its last '@' that may be a password is "***"; a long text is cut. */
-void redis_url_shown(const char *text, char *out, size_t len);
-
 #endif

@@ -10,7 +10,8 @@
 #include "seq_rules.h"
 #include "tx_dtype.h"
 
-int64_t seq_rule_axis(const eng_scan_desc *d)
+/* d's axis in [0, rank). */
+static int64_t seq_rule_axis(const eng_scan_desc *d)
 {
     return d->axis < 0 ? d->axis + d->rank : d->axis;
 }
@@ -64,8 +65,9 @@ bool seq_rule_sha(const eng_scan_desc *d, const void *in, size_t bytes,
     return ok;
 }
 
-void seq_rule_not_live(const seq_params *id, uint64_t idle_ms, char *msg,
-                       size_t msglen)
+/* The refusal of a chunk whose sequence is not live (STATUS_INVALID). */
+static void seq_rule_not_live(const seq_params *id, uint64_t idle_ms, char *msg,
+                              size_t msglen)
 {
     char s[SEQ_ID_MAX + 8];
     seq_id_format(id, s, sizeof s);

@@ -59,13 +59,6 @@ int seq_rule_outcome(const seq_view *v, const seq_params *p,
 void seq_rule_gap(const seq_params *id, uint64_t chunk, uint64_t next,
                   uint64_t reorder_ms, char *msg, size_t msglen);
 
-/* The refusal of a chunk whose sequence is not live (STATUS_INVALID). */
-void seq_rule_not_live(const seq_params *id, uint64_t idle_ms, char *msg,
-                       size_t msglen);
-
-/* d's axis in [0, rank). */
-int64_t seq_rule_axis(const eng_scan_desc *d);
-
 /* The SHA-256 of a chunk's input: its dtype, rank, shape and bytes.
  * False when memory runs out. */
 bool seq_rule_sha(const eng_scan_desc *d, const void *in, size_t bytes,

@@ -47,7 +47,7 @@ kv_val *kv_val_new(const uint8_t *b, size_t len)
     return v;
 }
 
-kv_val *kv_val_ref(kv_val *v)
+static kv_val *kv_val_ref(kv_val *v)
 {
     if (v != NULL)
         atomic_fetch_add(&v->refs, 1);

@@ -54,7 +54,6 @@ kv *kv_mem_new(const kv_mem_options *o);
 /* A record's value: immutable once made, shared by reference. */
 typedef struct kv_val kv_val;
 kv_val *kv_val_new(const uint8_t *b, size_t len); /* NULL: out of memory */
-kv_val *kv_val_ref(kv_val *v);
 void kv_val_unref(kv_val *v); /* NULL: a no-op */
 const uint8_t *kv_val_bytes(const kv_val *v, size_t *len);
 
