@@ -229,22 +229,18 @@ bool tallyd_config_load(tallyd_config *c, int argc, char **argv, char *msg,
         if (v != NULL && !set(c, &settings[i], v, settings[i].env, msg, msglen))
             return false;
     }
+    /* the flags that ask for something else than serving */
+    static const char *const asks[] = {"-h", "--help", "--version",
+                                       "--list-devices", "--warm-cache"};
+    bool *const asked[] = {&c->help, &c->help, &c->version, &c->list_devices,
+                           &c->warm_cache};
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            c->help = true;
-            continue;
-        }
-        if (strcmp(arg, "--version") == 0) {
-            c->version = true;
-            continue;
-        }
-        if (strcmp(arg, "--list-devices") == 0) {
-            c->list_devices = true;
-            continue;
-        }
-        if (strcmp(arg, "--warm-cache") == 0) {
-            c->warm_cache = true;
+        size_t k = 0, n = sizeof asks / sizeof asks[0];
+        while (k < n && strcmp(arg, asks[k]) != 0)
+            k++;
+        if (k < n) {
+            *asked[k] = true;
             continue;
         }
         if (strncmp(arg, "--", 2) != 0)
