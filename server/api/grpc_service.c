@@ -142,6 +142,13 @@ static void server_metadata(grpc_call *c)
                                       seq_enabled(api_of(c)->seqs)));
 }
 
+/* The string field i of q, a message of d. */
+static const char *string_field(const ProtobufCMessage *q,
+                                const ProtobufCMessageDescriptor *d, unsigned i)
+{
+    return *(char *const *)((const char *)q + d->fields[i].offset);
+}
+
 /* A request of the model's, as d, named by its name and version (or,
  * for the statistics, any: an empty name); NULL when the call is
  * answered (failed) already. */
@@ -153,9 +160,8 @@ static ProtobufCMessage *model_request(grpc_call *c,
     if (q == NULL)
         return NULL;
     /* the three requests begin with name, then version */
-    const char *name = *(char **)((char *)q + d->fields[0].offset);
-    const char *version = *(char **)((char *)q + d->fields[1].offset);
-    if ((any && name[0] == '\0') || is_model(c, name, version))
+    const char *name = string_field(q, d, 0);
+    if ((any && name[0] == '\0') || is_model(c, name, string_field(q, d, 1)))
         return q;
     protobuf_c_message_free_unpacked(q, NULL);
     return NULL;
@@ -508,40 +514,26 @@ static const char no_cuda[] =
 
 /* No CUDA region exists: a status lists none, unregistering every one
  * succeeds (perf_analyzer does it as it ends), and a named one is not
- * found. empty is the call's answer when no name is given. */
-static void cuda_answer(grpc_call *c, const char *name,
-                        const ProtobufCMessage *empty)
+ * found. Both requests begin with the region's name. */
+static void cuda_call(grpc_call *c)
 {
-    if (name[0] != '\0')
+    bool status =
+        strcmp(grpc_call_method(c)->name, "CudaSharedMemoryStatus") == 0;
+    const ProtobufCMessageDescriptor *d =
+        status ? &inference__cuda_shared_memory_status_request__descriptor
+               : &inference__cuda_shared_memory_unregister_request__descriptor;
+    ProtobufCMessage *q = request_of(c, d);
+    if (q == NULL)
+        return;
+    Inference__CudaSharedMemoryStatusResponse sr =
+        INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    Inference__CudaSharedMemoryUnregisterResponse ur =
+        INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+    if (string_field(q, d, 0)[0] != '\0')
         grpc_call_fail(c, STATUS_NOT_FOUND, "%s", no_cuda);
     else
-        reply_message(c, empty);
-}
-
-static void cuda_status(grpc_call *c)
-{
-    Inference__CudaSharedMemoryStatusRequest *q =
-        (Inference__CudaSharedMemoryStatusRequest *)request_of(
-            c, &inference__cuda_shared_memory_status_request__descriptor);
-    Inference__CudaSharedMemoryStatusResponse r =
-        INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-    if (q == NULL)
-        return;
-    cuda_answer(c, q->name, &r.base);
-    protobuf_c_message_free_unpacked(&q->base, NULL);
-}
-
-static void cuda_unregister(grpc_call *c)
-{
-    Inference__CudaSharedMemoryUnregisterRequest *q =
-        (Inference__CudaSharedMemoryUnregisterRequest *)request_of(
-            c, &inference__cuda_shared_memory_unregister_request__descriptor);
-    Inference__CudaSharedMemoryUnregisterResponse r =
-        INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
-    if (q == NULL)
-        return;
-    cuda_answer(c, q->name, &r.base);
-    protobuf_c_message_free_unpacked(&q->base, NULL);
+        reply_message(c, status ? &sr.base : &ur.base);
+    protobuf_c_message_free_unpacked(q, NULL);
 }
 
 static const grpc_method methods[] = {
@@ -559,11 +551,10 @@ static const grpc_method methods[] = {
     {"SystemSharedMemoryStatus", rpc_shm_status, false, false, SHM, NULL, NULL},
     {"SystemSharedMemoryRegister", rpc_shm_register, false, false, SHM, NULL,
      NULL},
-    {"SystemSharedMemoryUnregister", rpc_shm_unregister, false, false, SHM, NULL,
-     NULL},
-    {"CudaSharedMemoryStatus", cuda_status, false, false, SHM, NULL, NULL},
-    {"CudaSharedMemoryUnregister", cuda_unregister, false, false, SHM, NULL,
-     NULL},
+    {"SystemSharedMemoryUnregister", rpc_shm_unregister, false, false, SHM,
+     NULL, NULL},
+    {"CudaSharedMemoryStatus", cuda_call, false, false, SHM, NULL, NULL},
+    {"CudaSharedMemoryUnregister", cuda_call, false, false, SHM, NULL, NULL},
     /* the protocol's others: UNIMPLEMENTED, with a message */
     {"CudaSharedMemoryRegister", NULL, false, false, OTHER, NULL, NULL},
     {"RepositoryIndex", NULL, false, false, OTHER, NULL, NULL},

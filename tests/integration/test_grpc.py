@@ -183,6 +183,10 @@ def test_errors_and_their_codes(client, tallyd):
     client.unregister_cuda_shared_memory()
     assert len(client.get_system_shared_memory_status().regions) == 0
     assert len(client.get_cuda_shared_memory_status().regions) == 0
+    for call in (client.get_cuda_shared_memory_status, client.unregister_cuda_shared_memory):
+        with pytest.raises(InferenceServerException) as e:
+            call("r")  # a named region: none exists
+        assert code_of(e) == "StatusCode.NOT_FOUND" and "no CUDA shared memory" in e.value.message()
     # and the daemon still serves
     assert np.array_equal(infer(client, x).as_numpy("y"), np.cumsum(x))
     assert tallyd.metric("tally_requests_total", protocol="grpc", code="NOT_FOUND") >= 3
