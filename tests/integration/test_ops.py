@@ -21,6 +21,34 @@ def metric(text, name, labels=""):
     return float(m.group(1)) if m else None
 
 
+def check_families(text):
+    """Prometheus' text format, family by family: each family has one
+    HELP and one TYPE line naming it, before its samples, and its samples
+    come together; a histogram's are its _bucket, _sum and _count.
+    Returns the families, for the caller's own checks."""
+    declared, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^# (HELP|TYPE) ([a-z_:][a-z0-9_:]*) (.+)$", line)
+        if m:
+            kind, family, rest = m.groups()
+            entry = declared.setdefault(family, {})
+            assert kind not in entry, "%s twice: %s" % (kind, line)
+            entry[kind] = rest
+            if kind == "TYPE":
+                assert rest in ("counter", "gauge", "histogram"), line
+            current = family
+            continue
+        assert not line.startswith("#"), line
+        name = re.match(r"^[a-z_:][a-z0-9_:]*", line).group(0)
+        family = name
+        if family not in declared:
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert declared.get(family, {}).get("TYPE") == "histogram", line
+        assert family == current, "%s, outside its family's lines" % line
+        assert set(declared[family]) == {"HELP", "TYPE"}, line
+    return declared
+
+
 def test_metrics(tallyd):
     for _ in range(3):
         tallyd.post_json("/v1/cumsum", {"dtype": "int32", "shape": [2], "data": [1, 2]})
@@ -49,6 +77,30 @@ def test_metrics(tallyd):
     for line in text.splitlines():
         if not line.startswith("#"):
             assert sample.match(line), line
+    assert "tally_requests_total" in check_families(text)
+
+
+def test_every_section_of_metrics_keeps_the_format(spawn, tmp_path):
+    """The sections other setups add (the log's, the shared store's, the
+    span exporter's, shared memory's) are in the same format."""
+    d = spawn("--device", "host", "--state-dir", str(tmp_path),
+              "--otlp-endpoint", "http://127.0.0.1:9", "--allow-shared-memory")
+    d.post_json("/v1/cumsum", {"data": [1, 2], "sequence_id": 7, "sequence_start": True})
+    families = check_families(d.request("GET", "/metrics")[2].decode())
+    for f in ("tally_sequence_log_records_total", "tally_trace_spans_total",
+              "tally_shm_regions", "tally_sequences_total"):
+        assert f in families, f
+    if shutil.which("redis-server") is None:
+        return
+    from seqlib import Redis
+    r = Redis()
+    try:
+        shared = spawn("--device", "host", "--state-store", r.url())
+        shared.post_json("/v1/cumsum", {"data": [1], "sequence_id": 8, "sequence_start": True})
+        families = check_families(shared.request("GET", "/metrics")[2].decode())
+        assert "tally_state_store_durability" in families
+    finally:
+        r.cleanup()
 
 
 def test_generated_request_ids(tallyd, spawn):
