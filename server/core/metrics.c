@@ -112,7 +112,6 @@ void metrics_one(textbuf *o, const char *name, const char *type,
     textbuf_put(o, "\n");
 }
 
-/* Escapes a label value (backslash, quote, newline). */
 void metrics_escape_label(const char *in, char *outb, size_t len)
 {
     size_t n = 0;

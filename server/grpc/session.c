@@ -442,7 +442,6 @@ static int session_send(grpc_conn *c)
     return rv;
 }
 
-/* Plaintext for the session; false when the connection is to go. */
 bool h2_session_input(grpc_conn *c, const uint8_t *data, size_t n)
 {
     c->in_session++;

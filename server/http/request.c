@@ -23,8 +23,6 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Generated request ids start from a random point, so that the logs of
- * several replicas, or of one daemon across restarts, do not share ids. */
 void request_seed_ids(tallyd_server *s)
 {
     uint64_t seed = 0;

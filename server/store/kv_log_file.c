@@ -254,7 +254,6 @@ void kvl_encoded_free(encoded *e)
     memset(e, 0, sizeof *e);
 }
 
-/* The writes of list w, encoded; false when memory runs out. */
 bool kvl_encode_all(const kv_write *w, encoded *e)
 {
     size_t n = 0;
@@ -274,8 +273,6 @@ bool kvl_encode_all(const kv_write *w, encoded *e)
     return true;
 }
 
-/* Writes e's records one after another from offset at, WRITE_IOVS a
- * call. fail: the errno a test asked for. */
 bool kvl_write_encoded(int fd, const encoded *e, uint64_t at, int fail)
 {
     if (fail) {
@@ -297,10 +294,6 @@ bool kvl_write_encoded(int fd, const encoded *e, uint64_t at, int fail)
     return true;
 }
 
-/* Room for `need` more bytes after the records, up to the next PREALLOC
- * step (fallocate; zeros where the filesystem has none): *alloc becomes
- * the file's new size. False when the disk has no room: the records are
- * then written as they are. */
 bool kvl_make_room(int fd, uint64_t size, uint64_t need, uint64_t *alloc,
                    uint64_t step)
 {
@@ -370,8 +363,6 @@ int kvl_lock_dir(const char *dir, char *msg, size_t msglen)
 
 /* ------------------------------------------------------------ reading */
 
-/* DIR/sequences.log, whole, into *buf (malloc'd; NULL and *len 0 when
- * there is no log yet); false with a message. */
 bool kvl_read_log(const char *path, uint8_t **buf, size_t *len, char *msg,
                   size_t msglen)
 {
