@@ -83,7 +83,6 @@
  */
 #define _DEFAULT_SOURCE /* syscall */
 #include <errno.h>
-#include <inttypes.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>

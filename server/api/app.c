@@ -3,12 +3,9 @@
  * built from the daemon's settings over the opened devices (api.h).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "api.h"
 #include "kv_log.h"

@@ -20,7 +20,6 @@
  * gRPC loop threads: grpc.h), except door_resume (a worker or the
  * scheduler's tick thread) and door_gone (workers and the tick).
  */
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

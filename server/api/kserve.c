@@ -5,9 +5,7 @@
  * A binary tensor is scanned where it arrived in the body, and the binary
  * reply sends it from there; a JSON tensor is parsed into a new buffer.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "api.h"
 #include "digits.h"

@@ -3,7 +3,6 @@
  * metadata, the Triton-style model config, and Prometheus metrics.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"

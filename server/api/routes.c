@@ -6,7 +6,6 @@
  * model paths carry the model name and version as parameters, so that a request
  * for another model or version gets a 404 that says what this server has.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "api.h"

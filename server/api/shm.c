@@ -15,7 +15,6 @@
  * answers 403, a status lists nothing and unregistering everything
  * succeeds, as for a server with no region.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

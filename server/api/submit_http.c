@@ -8,9 +8,7 @@
  * the request holds a reference for the job (taken by http_suspend) until
  * the job's done callback resumes it.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "api.h"
 #include "clock.h"

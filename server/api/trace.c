@@ -6,8 +6,6 @@
  * are on. With tracing off (no OTLP endpoint) a GET says OFF and a POST is
  * refused: there is nothing to send spans to.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"

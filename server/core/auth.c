@@ -6,7 +6,6 @@
  * a reload builds a whole new set first, so a bad file changes nothing.
  */
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

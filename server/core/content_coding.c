@@ -2,9 +2,7 @@
  * content_coding.c - zlib behind the content codings, and libdeflate for bodies
  * compressed whole.
  */
-#include <ctype.h>
 #include <libdeflate.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>

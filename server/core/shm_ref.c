@@ -3,7 +3,6 @@
  * (shm.h's shm_name_ok and shm_ref_region). Apart from shm.c because the
  * codecs use it and link without the registry, as status.c.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "shm.h"

@@ -2,8 +2,6 @@
  * trace.c - traceparent in and out (trace.h).
  */
 #define _DEFAULT_SOURCE /* getrandom */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>

@@ -9,7 +9,6 @@
  * another.
  */
 #include <stdbool.h>
-#include <stddef.h>
 
 #include "carry.h"
 #include "tx_half.h"

@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
-#include <stdint.h>
 
 #include "fanout.h"
 #include "list.h"

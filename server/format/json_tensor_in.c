@@ -11,7 +11,6 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #ifdef __SSE2__

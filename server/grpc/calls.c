@@ -2,12 +2,10 @@
  * calls.c - the gRPC door's streams and calls (grpc_int.h): a message becoming
  * a call, the handler API (grpc.h's grpc_call_*), and a call's end.
  */
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "buffer.h"
 #include "clock.h"

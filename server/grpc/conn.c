@@ -2,11 +2,7 @@
  * conn.c - one gRPC connection (grpc_int.h): the socket, TLS input, reading
  * and closing.
  */
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "clock.h"

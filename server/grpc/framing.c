@@ -2,7 +2,6 @@
  * framing.c - gRPC's message framing, grpc-timeout and grpc-message
  * (framing.h).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

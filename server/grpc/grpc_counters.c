@@ -3,7 +3,6 @@
  * grpc_render_metrics): its connections, calls, resets and bytes. The
  * requests' own counters are every door's (core/metrics.h).
  */
-#include <stdatomic.h>
 
 #include "grpc_int.h"
 #include "metrics.h"

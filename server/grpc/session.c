@@ -2,12 +2,9 @@
  * session.c - the gRPC door's nghttp2 session glue (grpc_int.h): the only file
  * that includes nghttp2.h.
  */
-#include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
 

@@ -2,12 +2,8 @@
  * transport.c - the gRPC door's lifecycle (grpc.h): the listener, the resume
  * mailbox, drain and the sweep.
  */
-#include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "config.h"

@@ -8,12 +8,8 @@
  * the socket in one writev, never copied. Each batch is one uv_write
  * holding references on the calls it points into.
  */
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "grpc_int.h"

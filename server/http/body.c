@@ -4,7 +4,6 @@
  * Content-Encoding decoded (body.h).
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -23,7 +23,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>

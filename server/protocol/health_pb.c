@@ -1,7 +1,6 @@
 /*
  * health_pb.c - grpc.health.v1's two messages (health_pb.h).
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "errors.h"

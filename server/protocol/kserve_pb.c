@@ -2,7 +2,6 @@
  * kserve_pb.c - ModelInferRequest in, ModelInferResponse out (kserve_pb.h).
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

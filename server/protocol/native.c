@@ -1,10 +1,6 @@
 /*
  * native.c - the native API's request parsing and response text.
  */
-#include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "buffer.h"

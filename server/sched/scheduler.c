@@ -3,7 +3,6 @@
  * them, the device pool with its builds and failover, expiry and
  * cancellation.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

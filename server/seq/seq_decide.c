@@ -11,7 +11,6 @@
  * never repeats: kv.h), and anything but a write is decided again on a
  * state just read.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,6 @@
 #define _GNU_SOURCE /* fallocate */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

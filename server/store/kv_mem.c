@@ -14,9 +14,7 @@
  * oldest; a read or a write that meets a record past its deadline drops
  * it first.
  */
-#include <inttypes.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
