@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "api.h"
-#include "kserve_json.h"
 
 static const char *const labels[NLABELS] = {
     [NATIVE] = "native",   [INFER] = "infer",     [METADATA] = "metadata",

@@ -10,7 +10,6 @@
 #include "buffer.h"
 #include "clock.h"
 #include "grpc_int.h"
-#include "log.h"
 #include "reqlog.h"
 
 /* The call's record from its message on (grpc_int.h): what the method

@@ -12,7 +12,6 @@
 #include "clock.h"
 #include "content_coding.h"
 #include "grpc_int.h"
-#include "log.h"
 
 static ssize_t send_cb(nghttp2_session *h2, const uint8_t *data, size_t len,
                        int flags, void *user)

@@ -8,7 +8,6 @@
 #include "clock.h"
 #include "config.h"
 #include "grpc_int.h"
-#include "log.h"
 
 /* The resumed calls, oldest first. */
 static void on_resumed(mailbox_rx *rx, mailbox_item *items)

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "grpc_int.h"
 
 static h2_batch *conn_batch(grpc_conn *c)

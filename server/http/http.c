@@ -43,7 +43,6 @@
 #include "log.h"
 #include "reply.h"
 #include "tls.h"
-#include "tx_utf8.h"
 
 /* A request's read state; calloc makes a new one RQ_READING. */
 enum { RQ_READING = 0, RQ_EARLY, RQ_SUSPENDED, RQ_RESUMED, RQ_REPLIED };

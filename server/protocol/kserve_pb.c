@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buffer.h"
 #include "grpc_service.pb-c.h"
 #include "kserve_pb.h"
 #include "scan_params.h"

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <uv.h>
 
-#include "clock.h"
 #include "errors.h"
 #include "log.h"
 #include "redis_int.h"

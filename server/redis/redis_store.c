@@ -24,7 +24,6 @@
 #include <uv.h>
 
 #include "clock.h"
-#include "log.h"
 #include "redis_int.h"
 #include "redis_poll.h"
 

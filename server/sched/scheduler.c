@@ -11,7 +11,6 @@
 #include "clock.h"
 #include "log.h"
 #include "loop_owner.h"
-#include "peer.h"
 #include "scheduler.h"
 
 /* Launch size classes for the cost model: class k holds launches of

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 
 #include "seq_int.h"
-#include "seq_rules.h"
 
 #define POLL_MAX_MS 16 /* an early chunk's reads of a shared store, this far
                         * apart at most */

@@ -29,7 +29,6 @@
 
 #include "clock.h"
 #include "errors.h"
-#include "fnv.h"
 #include "kv_log.h"
 #include "kv_log_int.h"
 #include "list.h"
