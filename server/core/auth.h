@@ -24,7 +24,6 @@
 #ifndef TALLY_AUTH_H
 #define TALLY_AUTH_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct auth_tokens auth_tokens;

@@ -27,7 +27,6 @@
 #define TALLY_SERVER_H
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <uv.h>
 
 #include "clock.h"

@@ -21,9 +21,7 @@
 #ifndef TALLY_EXPORTER_H
 #define TALLY_EXPORTER_H
 
-#include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
 
 #include "textbuf.h"
 #include "trace.h"
