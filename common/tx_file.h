@@ -1,6 +1,7 @@
 /*
- * tx_file.h - writing a whole file atomically, for the client library and
- * the CLI.
+ * tx_file.h - a whole file read, and one written atomically: for the
+ * client library and the CLI, and the daemon's files (its tokens, its
+ * TLS keys, its sequence log, the API docs' assets).
  *
  * Threading: any thread; each call works on its own file.
  */
@@ -18,5 +19,13 @@
  * temporary file is then removed). */
 int tx_write_file(const char *path, const void *head, size_t hlen,
                   const void *data, size_t dlen);
+
+/* Reads the file at path whole into *data: malloc'd, the caller's, with
+ * a NUL after its *len bytes. Returns 0, or the errno value of the step
+ * that failed: the open's, a read's, ENOMEM, or EFBIG when it holds more
+ * than max bytes (*data is then NULL). tx_read_fd() reads what is left of
+ * fd (standard input, say) the same way, and leaves it open. */
+int tx_read_file(const char *path, size_t max, char **data, size_t *len);
+int tx_read_fd(int fd, size_t max, char **data, size_t *len);
 
 #endif

@@ -344,42 +344,12 @@ bool cli_parse_sizes(const char *cmd, const char *opt, const char *text,
 bool cli_read_file(const char *cmd, const char *path, char **data, size_t *len)
 {
     bool std = strcmp(path, "-") == 0;
-    FILE *f = std ? stdin : fopen(path, "rb");
-    if (f == NULL) {
-        cli_say(cmd, "cannot open %s: %s", path, strerror(errno));
-        return false;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    bool ok = buf != NULL;
-    while (ok) {
-        if (n + 1 == cap) {
-            char *p = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (p == NULL) {
-                ok = false;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f) ? errno : 0;
-    if (!std)
-        fclose(f);
-    if (!ok || err != 0) {
+    int err = std ? tx_read_fd(0, SIZE_MAX, data, len)
+                  : tx_read_file(path, SIZE_MAX, data, len);
+    if (err != 0)
         cli_say(cmd, "cannot read %s: %s", std ? "standard input" : path,
-                ok ? strerror(err) : "out of memory");
-        free(buf);
-        return false;
-    }
-    buf[n] = '\0';
-    *data = buf;
-    *len = n;
-    return true;
+                strerror(err));
+    return err == 0;
 }
 
 bool cli_write_file(const char *cmd, const char *path, const void *data,

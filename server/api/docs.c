@@ -17,17 +17,16 @@
  */
 #define _DEFAULT_SOURCE /* readlink */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "log.h"
 #include "reply.h"
+#include "tx_file.h"
 
 extern const unsigned char server_web_docs_html[];
 extern const unsigned int server_web_docs_html_len;
@@ -49,41 +48,13 @@ static const struct {
 static bool read_file(const char *path, char **data, size_t *len, char *msg,
                       size_t msglen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return msg_fail(msg, msglen, "cannot open %.512s: %s", path,
-                        strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)
-        || (uint64_t)sb.st_size > DOCS_FILE_MAX) {
-        snprintf(msg, msglen, "%.512s is not a file of at most %u bytes", path,
-                 DOCS_FILE_MAX);
-        close(fd);
-        return false;
-    }
-    size_t want = (size_t)sb.st_size, got = 0;
-    char *b = malloc(want ? want : 1);
-    if (b == NULL) {
-        snprintf(msg, msglen, "out of memory reading %.512s", path);
-        close(fd);
-        return false;
-    }
-    while (got < want) { /* a file that shrinks meanwhile reads short */
-        ssize_t n = read(fd, b + got, want - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    if (got != want) {
-        snprintf(msg, msglen, "cannot read %.512s whole", path);
-        free(b);
-        return false;
-    }
-    *data = b;
-    *len = got;
+    int e = tx_read_file(path, DOCS_FILE_MAX, data, len);
+    if (e == EFBIG)
+        return msg_fail(msg, msglen, "%.512s holds more than %u bytes", path,
+                        DOCS_FILE_MAX);
+    if (e != 0)
+        return msg_fail(msg, msglen, "cannot read %.512s: %s", path,
+                        strerror(e));
     return true;
 }
 

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <uv.h>
 
 #include "auth.h"
 #include "errors.h"
+#include "tx_file.h"
 
 #define AUTH_MAX_FILE (1u << 20)
 #define AUTH_MAX_TOKENS 4096
@@ -67,32 +67,16 @@ static bool blank(char c)
 /* Reads the whole file (at most AUTH_MAX_FILE bytes) into a new string. */
 static char *read_text(const char *path, size_t *len, char *msg, size_t msglen)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    char *text;
+    int e = tx_read_file(path, AUTH_MAX_FILE, &text, len);
+    if (e == EFBIG)
+        return msg_fail_as(NULL, msg, msglen,
+                           "the token file %s holds more than %u bytes", path,
+                           AUTH_MAX_FILE);
+    if (e != 0)
         return msg_fail_as(NULL, msg, msglen,
                            "cannot open the token file %s: %s", path,
-                           strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)
-        || st.st_size > (off_t)AUTH_MAX_FILE) {
-        snprintf(msg, msglen,
-                 "the token file %s is not a regular file of at most %u "
-                 "bytes",
-                 path, AUTH_MAX_FILE);
-        fclose(f);
-        return NULL;
-    }
-    char *text = malloc((size_t)st.st_size + 1);
-    size_t got = text != NULL ? fread(text, 1, (size_t)st.st_size, f) : 0;
-    bool ok = text != NULL && got == (size_t)st.st_size && !ferror(f);
-    fclose(f);
-    if (!ok) {
-        snprintf(msg, msglen, "cannot read the token file %s", path);
-        free(text);
-        return NULL;
-    }
-    text[got] = '\0';
-    *len = got;
+                           strerror(e));
     return text;
 }
 

@@ -3,39 +3,30 @@
  */
 #include <errno.h>
 #include <microhttpd.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
 #include "tls.h"
+#include "tx_file.h"
 
 /* A PEM file's text, for --tls-cert and --tls-key: NUL-terminated, at
  * most 1 MiB. NULL with a message when it cannot be read. */
 static char *read_pem(const char *flag, const char *path, char *msg,
                       size_t msglen)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    char *text;
+    size_t n;
+    int e = tx_read_file(path, 1u << 20, &text, &n);
+    if (e != 0 && e != EFBIG)
         return msg_fail_as(NULL, msg, msglen, "--%s %s: %s", flag, path,
-                           strerror(errno));
-    size_t cap = 1u << 20;
-    char *text = malloc(cap + 1);
-    size_t n = text != NULL ? fread(text, 1, cap + 1, f) : 0;
-    bool ok =
-        text != NULL && !ferror(f) && n <= cap && memchr(text, '\0', n) == NULL;
-    if (ok) {
-        text[n] = '\0';
-        ok = strstr(text, "-----BEGIN ") != NULL;
-    }
-    fclose(f);
-    if (!ok) {
-        snprintf(msg, msglen, "--%s %s: not a PEM file of at most 1 MiB", flag,
-                 path);
-        free(text);
-        return NULL;
-    }
-    return text;
+                           strerror(e));
+    if (e == 0 && memchr(text, '\0', n) == NULL
+        && strstr(text, "-----BEGIN ") != NULL)
+        return text;
+    free(text);
+    return msg_fail_as(NULL, msg, msglen,
+                       "--%s %s: not a PEM file of at most 1 MiB", flag, path);
 }
 
 /* --tls-cert and --tls-key, read for libmicrohttpd (which hands them to

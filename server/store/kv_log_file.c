@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "kv_log.h"
 #include "kv_log_int.h"
 #include "log.h"
+#include "tx_file.h"
 
 #define REC_MAGIC 0x57564b54u    /* "TKVW" */
 #define LEGACY_MAGIC 0x524c5354u /* "TSLR": an older tallyd's record */
@@ -365,37 +365,13 @@ int kvl_lock_dir(const char *dir, char *msg, size_t msglen)
 bool kvl_read_log(const char *path, uint8_t **buf, size_t *len, char *msg,
                   size_t msglen)
 {
-    *buf = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return true;
+    char *b;
+    int e = tx_read_file(path, SIZE_MAX, &b, len);
+    *buf = (uint8_t *)b;
+    if (e == ENOENT)
+        return true; /* no log yet */
+    if (e != 0)
         return msg_fail(msg, msglen, "cannot read %.300s: %s", path,
-                        strerror(errno));
-    }
-    struct stat st;
-    size_t got = 0;
-    if (fstat(fd, &st) == 0) {
-        *len = (size_t)st.st_size;
-        *buf = malloc(*len ? *len : 1);
-    }
-    while (*buf != NULL && got < *len) {
-        ssize_t r = read(fd, *buf + got, *len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    int e = errno;
-    close(fd);
-    if (*buf == NULL || got < *len) {
-        snprintf(msg, msglen, "cannot read %.300s: %s", path,
-                 *buf == NULL ? "out of memory" : strerror(e));
-        free(*buf);
-        *buf = NULL;
-        return false;
-    }
+                        strerror(e));
     return true;
 }

@@ -1,13 +1,16 @@
 /*
  * test_units.c - the engine's small modules and common/'s: errors, dtypes,
  * float16 and bfloat16 conversions, shape collapsing, the thread pool,
- * buffers, and DirectML's strided buffer-tensor arithmetic.
+ * buffers, DirectML's strided buffer-tensor arithmetic, and whole files
+ * read.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buffer.h"
 #include "check.h"
@@ -15,6 +18,7 @@
 #include "errors.h"
 #include "pool.h"
 #include "tensor.h"
+#include "tx_file.h"
 #include "tx_half.h"
 #include "tx_strides.h"
 #include "tx_utf8.h"
@@ -394,6 +398,60 @@ static void strides(void)
     }
 }
 
+/* Whole files read (common/tx_file.c): a regular file of random bytes
+ * and length, exact at its limit and refused one byte past it; a pipe,
+ * whose size nobody knows, grown past the first guess; an empty file; a
+ * missing one. */
+static void files(void)
+{
+    char path[] = "/tmp/tally-test-read-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+    if (fd < 0)
+        return;
+    /* within a pipe's 64 KiB, past the first guess of a stream's size */
+    size_t n = 4097 + (size_t)(check_rand() % 60000);
+    char *want = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        want[i] = (char)check_rand();
+    CHECK(write(fd, want, n) == (ssize_t)n, "write");
+    close(fd);
+    char *got;
+    size_t len;
+    int e = tx_read_file(path, n, &got, &len);
+    CHECK(e == 0 && len == n && memcmp(got, want, n) == 0 && got[n] == '\0',
+          "a file of %zu bytes, its limit: %d, %zu", n, e, len);
+    free(got);
+    e = tx_read_file(path, n - 1, &got, &len);
+    CHECK(e == EFBIG && got == NULL, "one byte past the limit: %d", e);
+    int p[2];
+    CHECK(pipe(p) == 0, "pipe");
+    size_t m = n; /* a pipe holds 64 KiB without a reader */
+    CHECK(write(p[1], want, m) == (ssize_t)m, "write to the pipe");
+    close(p[1]);
+    e = tx_read_fd(p[0], m, &got, &len);
+    CHECK(e == 0 && len == m && memcmp(got, want, m) == 0,
+          "a pipe of %zu bytes: %d, %zu", m, e, len);
+    free(got);
+    close(p[0]);
+    CHECK(pipe(p) == 0, "pipe");
+    CHECK(write(p[1], want, m) == (ssize_t)m, "write to the pipe");
+    close(p[1]);
+    e = tx_read_fd(p[0], m - 1, &got, &len);
+    CHECK(e == EFBIG && got == NULL, "a pipe one byte past the limit: %d", e);
+    close(p[0]);
+    FILE *f = fopen(path, "wb"); /* emptied */
+    CHECK(f != NULL && fclose(f) == 0, "truncate");
+    e = tx_read_file(path, 0, &got, &len);
+    CHECK(e == 0 && len == 0 && got != NULL && got[0] == '\0',
+          "an empty file: %d", e);
+    free(got);
+    unlink(path);
+    e = tx_read_file(path, 100, &got, &len);
+    CHECK(e == ENOENT && got == NULL, "a missing file: %d", e);
+    free(want);
+}
+
 static const check_case cases[] = {
     {"error_table", error_table},
     {"dtype_table", dtype_table},
@@ -403,6 +461,7 @@ static const check_case cases[] = {
     {"buffers", buffers},
     {"strides", strides},
     {"utf8", utf8},
+    {"files", files},
 };
 
 int main(int argc, char **argv)
