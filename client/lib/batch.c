@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tx_fnv.h"
 
 typedef struct {
     tc_job *job;
@@ -188,28 +189,17 @@ TALLY_API tally_code tally_cumsum(tally_client *c, tally_dt dtype, int rank,
  */
 /* FNV-1a over what makes a chunk the same chunk: its number, flags,
  * dtype, shape, axis and bytes. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3u;
-    }
-    return h;
-}
-
 static uint64_t chunk_hash(uint64_t chunk, unsigned flags, tally_dt dtype,
                            int rank, const int64_t *shape, int axis,
                            const void *in)
 {
-    uint64_t h = 0xcbf29ce484222325u;
     int64_t head[4] = {(int64_t)chunk, (int64_t)flags, (int64_t)dtype, axis};
-    h = fnv(h, head, sizeof head);
-    h = fnv(h, shape, (size_t)rank * sizeof *shape);
+    uint64_t h = tx_fnv1a64(head, sizeof head);
+    h = tx_fnv1a64_from(h, shape, (size_t)rank * sizeof *shape);
     size_t n = tally_dt_size(dtype);
     for (int d = 0; d < rank; d++)
         n *= (size_t)shape[d]; /* checked by tally_batch_add() */
-    return fnv(h, in, n);
+    return tx_fnv1a64_from(h, in, n);
 }
 
 /* Whether a code leaves the chunk's outcome unknown: it may have been

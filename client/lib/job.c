@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tx_fnv.h"
 #include "tx_half.h"
 #include "tx_utf8.h"
 
@@ -272,11 +273,7 @@ tally_code tc_job_sequence(tc_job *j, const char *id, unsigned flags,
              flags & TALLY_SEQUENCE_END ? "&sequence_end=true" : "", num);
     j->seq_query = q;
     j->seq_once = chunk == 0;
-    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a: a stable choice */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)id[i];
-        h *= 0x100000001b3u;
-    }
+    uint64_t h = tx_fnv1a64(id, n); /* the Python package's too */
     j->seq_url = (size_t)(h % (j->c->nurls ? j->c->nurls : 1));
     return TALLYE_OK;
 }

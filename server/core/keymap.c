@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fnv.h"
 #include "keymap.h"
+#include "tx_fnv.h"
 
 bool keymap_key(keymap_node *node, const uint8_t *key, size_t len)
 {
@@ -13,7 +13,7 @@ bool keymap_key(keymap_node *node, const uint8_t *key, size_t len)
         return false;
     memcpy(node->key, key, len);
     node->keylen = len;
-    node->hash = fnv1a64(key, len);
+    node->hash = tx_fnv1a64(key, len);
     return true;
 }
 

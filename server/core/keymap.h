@@ -4,9 +4,8 @@
  * in the engine's lines and cache (seq/).
  *
  * Intrusive: the caller's record embeds a keymap_node, which holds the
- * key (at most KEYMAP_KEY_MAX bytes), its hash (FNV-1a, fnv.h) and the
- * chain's link. Chained buckets, a power of two, doubled as the map
- * fills.
+ * key (at most KEYMAP_KEY_MAX bytes), its hash (FNV-1a, common/tx_fnv.h) and
+ * the chain's link. Chained buckets, a power of two, doubled as the map fills.
  *
  * Ownership: the map owns its buckets, never the nodes, which the caller
  * frees after taking them out. Threading: none of its own; the caller's

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fnv.h"
 #include "sequence_file.h"
+#include "tx_fnv.h"
 
 static const char magic[8] = {'T', 'A', 'L', 'L', 'Y', 'S', 'E', 'Q'};
 
@@ -145,7 +145,7 @@ uint8_t *seq_file_encode(const seq_file_entry *e, size_t n, size_t *len)
         }
     }
     if (!w.failed)
-        put_u(&w, fnv1a64(w.b, w.len), 8);
+        put_u(&w, tx_fnv1a64(w.b, w.len), 8);
     if (w.failed) {
         free(w.b);
         return NULL;
@@ -347,7 +347,7 @@ bool seq_file_decode(const uint8_t *b, size_t len, size_t max_entries,
     uint64_t sum = 0;
     for (int i = 0; i < 8; i++)
         sum |= (uint64_t)b[len - 8 + (size_t)i] << (8 * i);
-    if (sum != fnv1a64(b, len - 8))
+    if (sum != tx_fnv1a64(b, len - 8))
         return fail(&r, "the checksum does not match (the file is corrupt "
                         "or truncated)");
     r.len = len - 8;

@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "fnv.h"
 #include "kv_log.h"
 #include "kv_log_int.h"
 #include "log.h"
 #include "tx_file.h"
+#include "tx_fnv.h"
 
 #define REC_MAGIC 0x57564b54u    /* "TKVW" */
 #define LEGACY_MAGIC 0x524c5354u /* "TSLR": an older tallyd's record */
@@ -79,8 +79,8 @@ uint8_t *kv_log_encode(const kv_write *w, size_t *len)
         memcpy(p + REC_FIELDS + w->keylen, v, vlen);
     put32(b, REC_MAGIC);
     put32(b + 4, (uint32_t)plen);
-    put32(b + 8, fnv1a32(p, plen));
-    put32(b + 12, fnv1a32(b, 12));
+    put32(b + 8, tx_fnv1a32(p, plen));
+    put32(b + 12, tx_fnv1a32(b, 12));
     *len = REC_HEAD + plen;
     return b;
 }
@@ -154,7 +154,7 @@ static size_t record_at(const uint8_t *b, size_t at, size_t len, kv_write **w,
         }
         return REC_HEAD + plen;
     }
-    if (get32(h + 8) != fnv1a32(p, plen))
+    if (get32(h + 8) != tx_fnv1a32(p, plen))
         return msg_fail_as(0, why, whylen, "a record whose checksum is wrong");
     *w = decode(p, plen, why, whylen);
     return *w != NULL ? REC_HEAD + plen : 0;
@@ -179,7 +179,7 @@ bool kv_log_decode(const uint8_t *b, size_t len,
         }
         uint32_t magic = get32(h);
         if ((magic != REC_MAGIC && magic != LEGACY_MAGIC)
-            || get32(h + 12) != fnv1a32(h, 12)) {
+            || get32(h + 12) != tx_fnv1a32(h, 12)) {
             if (zeros(b, at + REC_HEAD, len)) { /* a header written in part */
                 *torn = used(b, len) - at;
                 return true;

@@ -20,10 +20,10 @@
 
 #include "check.h"
 #include "clock.h"
-#include "fnv.h"
 #include "kv_log.h"
 #include "kv_mem.h"
 #include "temp_dir.h"
+#include "tx_fnv.h"
 
 static atomic_ullong fake_now = 1000000000ull;
 
@@ -505,7 +505,7 @@ static size_t legacy(uint8_t *out, const char *payload)
     size_t plen = strlen(payload);
     uint32_t h[4] = {0x524c5354u, (uint32_t)plen, 0, 0};
     memcpy(out, h, 12);
-    h[3] = fnv1a32(out, 12);
+    h[3] = tx_fnv1a32(out, 12);
     memcpy(out + 12, &h[3], 4);
     memcpy(out + 16, payload, plen);
     return 16 + plen;
