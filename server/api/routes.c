@@ -6,7 +6,6 @@
  * model paths carry the model name and version as parameters, so that a request
  * for another model or version gets a 404 that says what this server has.
  */
-#include <string.h>
 
 #include "api.h"
 
@@ -92,19 +91,14 @@ static const http_route rows[] = {
      INFER, HTTP_ACCESS_TOKEN, api_inference_ended},
 };
 
-static bool is(const char *s, size_t n, const char *want)
-{
-    return strlen(want) == n && memcmp(s, want, n) == 0;
-}
-
 static bool check_param(const char *name, size_t nlen, const char *value,
                         size_t vlen, char *msg, size_t msglen)
 {
-    if (is(name, nlen, "model") && !is(value, vlen, KSERVE_MODEL))
+    if (json_eq(name, nlen, "model") && !json_eq(value, vlen, KSERVE_MODEL))
         return msg_fail(msg, msglen,
                         "unknown model \"%.*s\" (this server serves \"%s\")",
                         vlen > 64 ? 64 : (int)vlen, value, KSERVE_MODEL);
-    if (is(name, nlen, "version") && !is(value, vlen, KSERVE_VERSION))
+    if (json_eq(name, nlen, "version") && !json_eq(value, vlen, KSERVE_VERSION))
         return msg_fail(
             msg, msglen, "model \"%s\" has no version \"%.*s\" (it has \"%s\")",
             KSERVE_MODEL, vlen > 32 ? 32 : (int)vlen, value, KSERVE_VERSION);

@@ -114,6 +114,12 @@ bool jcur_span(jcur *c, const char **s, size_t *len);
 /* True when s[0..len) equals the NUL-terminated lit. */
 bool json_eq(const char *s, size_t len, const char *lit);
 
+/* JSON's whitespace: space, tab, newline, carriage return. */
+static inline bool json_is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
 /* ------------------------------------------------------------------------
  * Tensor text, produced in chunks: a prefix, the elements of a tensor as a
  * JSON array body (comma-separated, no brackets), and a suffix.

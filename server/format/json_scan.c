@@ -48,14 +48,9 @@ static size_t offset(const jcur *c)
 }
 
 /* JSON's four whitespace characters. */
-static bool is_ws(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
-}
-
 void jcur_ws(jcur *c)
 {
-    while (c->p < c->end && is_ws(*c->p))
+    while (c->p < c->end && json_is_ws(*c->p))
         c->p++;
 }
 
@@ -165,7 +160,7 @@ static bool literal(jcur *c, const char *lit)
 static bool skip_numbers(jcur *c)
 {
     const char *p = c->p + 1, *end = c->end;
-    while (p < end && is_ws(*p))
+    while (p < end && json_is_ws(*p))
         p++;
     if (p < end && *p == ']') {
         c->p = p + 1;
@@ -176,7 +171,7 @@ static bool skip_numbers(jcur *c)
         if (n == 0)
             return false;
         p += n;
-        while (p < end && is_ws(*p))
+        while (p < end && json_is_ws(*p))
             p++;
         if (p >= end)
             return false;
@@ -187,7 +182,7 @@ static bool skip_numbers(jcur *c)
         if (*p != ',')
             return false;
         p++;
-        while (p < end && is_ws(*p))
+        while (p < end && json_is_ws(*p))
             p++;
     }
 }

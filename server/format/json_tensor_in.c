@@ -21,14 +21,9 @@
 #include "json.h"
 #include "numtext.h"
 
-static bool is_ws(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
-}
-
 static const char *skip_ws(const char *p, const char *end)
 {
-    while (p < end && is_ws(*p))
+    while (p < end && json_is_ws(*p))
         p++;
     return p;
 }
@@ -283,7 +278,7 @@ run_t(tctx *x, tx_dtype t, run_limits lim, uint64_t *got)
         }
 #endif
         const char *q = fast(t, p, end, dst, (size_t)next);
-        if (q == NULL && p < end && is_ws(*p)) { /* more whitespace */
+        if (q == NULL && p < end && json_is_ws(*p)) { /* more whitespace */
             p = skip_ws(p, end);
             q = fast(t, p, end, dst, (size_t)next);
         }
@@ -510,7 +505,7 @@ static bool flat_parallel(jcur *c, tctx *x, unsigned nparts)
         f->c.p = from;
         /* the part ends at the cut, or at its last number's end */
         const char *e = cut;
-        while (e > from && is_ws(e[-1]))
+        while (e > from && json_is_ws(e[-1]))
             e--;
         f->c.end = e;
         first += elements;

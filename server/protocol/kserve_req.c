@@ -11,11 +11,6 @@
 #include "kserve_req.h"
 #include "tx_utf8.h"
 
-static bool is(const char *s, size_t n, const char *word)
-{
-    return n == strlen(word) && memcmp(s, word, n) == 0;
-}
-
 void kserve_request_free(kserve_request *r)
 {
     if (r->data_owned)
@@ -60,7 +55,7 @@ static const kserve_param params[P_COUNT] = {
 const kserve_param *kserve_param_find(const char *name, size_t n)
 {
     for (size_t i = 0; i < P_COUNT; i++)
-        if (is(name, n, params[i].name))
+        if (json_eq(name, n, params[i].name))
             return &params[i];
     return NULL;
 }
@@ -83,7 +78,7 @@ bool kserve_param_set(const kserve_param *q, const kserve_value *v,
         p->has_reverse = true;
         return true;
     case P_DIRECTION:
-        if (!is(v->s, v->n, "increasing") && !is(v->s, v->n, "decreasing"))
+        if (!json_eq(v->s, v->n, "increasing") && !json_eq(v->s, v->n, "decreasing"))
             return msg_fail(msg, msglen,
                             "%sdirection must be \"increasing\" or "
                             "\"decreasing\"",
@@ -115,21 +110,21 @@ bool kserve_param_set(const kserve_param *q, const kserve_value *v,
 
 bool kserve_shm_param(const char *k, size_t kn, kserve_kind *kind)
 {
-    *kind = is(k, kn, "shared_memory_region") ? KP_STRING : KP_COUNT;
-    return *kind == KP_STRING || is(k, kn, "shared_memory_offset")
-           || is(k, kn, "shared_memory_byte_size");
+    *kind = json_eq(k, kn, "shared_memory_region") ? KP_STRING : KP_COUNT;
+    return *kind == KP_STRING || json_eq(k, kn, "shared_memory_offset")
+           || json_eq(k, kn, "shared_memory_byte_size");
 }
 
 bool kserve_shm_set(shm_ref *ref, const char *k, size_t kn,
                     const kserve_value *v, const char *what, char *msg,
                     size_t msglen)
 {
-    if (is(k, kn, "shared_memory_region")) {
+    if (json_eq(k, kn, "shared_memory_region")) {
         char why[160];
         return shm_ref_region(ref, v->s, v->n, why, sizeof why)
                || msg_fail(msg, msglen, "%s: %s", what, why);
     }
-    if (is(k, kn, "shared_memory_offset")) {
+    if (json_eq(k, kn, "shared_memory_offset")) {
         ref->offset = v->u;
     } else {
         ref->byte_size = v->u;
@@ -203,8 +198,8 @@ static bool find_inputs(kserve_input *in, size_t n, const kserve_codec *k,
                      k->typed_name, k->raw_name);
             return bad_input(a, rest, msg, msglen);
         }
-        kserve_input **which = is(a->name, a->name_len, "x")      ? x
-                               : is(a->name, a->name_len, "axis") ? axis
+        kserve_input **which = json_eq(a->name, a->name_len, "x")      ? x
+                               : json_eq(a->name, a->name_len, "axis") ? axis
                                                                   : NULL;
         if (which == NULL) {
             char name[40];
