@@ -35,8 +35,8 @@ status_code api_shm_check(const shm_registry *reg, const char *name,
     if (name != NULL && !shm_name_ok(name, n, msg, msglen))
         return STATUS_INVALID;
     if (reg == NULL && name != NULL)
-        return status_fail(
-            msg, msglen, STATUS_NOT_FOUND,
+        return msg_fail_as(
+            STATUS_NOT_FOUND, msg, msglen,
             "no shared-memory region named \"%.*s\" is registered (%s)", (int)n,
             name, api_shm_off);
     return STATUS_OK;
@@ -74,7 +74,7 @@ status_code api_shm_place(kserve_request *q, shm_registry *reg,
     if (!q->x_shm.set && !q->y_shm.set)
         return STATUS_OK;
     if (reg == NULL)
-        return status_fail(msg, msglen, STATUS_FORBIDDEN, "%s", api_shm_off);
+        return msg_fail_as(STATUS_FORBIDDEN, msg, msglen, "%s", api_shm_off);
     status_code st;
     if (q->x_shm.set) {
         st = shm_acquire(reg, owner, &q->x_shm, q->bytes, false,

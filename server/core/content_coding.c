@@ -101,17 +101,17 @@ status_code encoding_decode(int coding, const uint8_t *in, size_t len,
     switch (rc) {
     case Z_STREAM_END: return STATUS_OK;
     case Z_BUF_ERROR:
-        return status_fail(
-            msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(
+            STATUS_TOO_LARGE, msg, msglen,
             "the %s body expands to more than the %zu bytes this server "
             "accepts",
             name, max);
     case Z_MEM_ERROR:
-        return status_fail(msg, msglen, STATUS_NOMEM,
+        return msg_fail_as(STATUS_NOMEM, msg, msglen,
                            "out of memory decoding the %s body", name);
     default:
-        return status_fail(
-            msg, msglen, STATUS_ENCODING,
+        return msg_fail_as(
+            STATUS_ENCODING, msg, msglen,
             "the body is not valid %s data (Content-Encoding: %s)", name, name);
     }
 }

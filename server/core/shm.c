@@ -280,18 +280,18 @@ static status_code room_for(shm_registry *r, shm_owner o, const char *name,
 {
     LOCK_HELD(&r->mu);
     if (find(r, o, name, nlen, NULL) != NULL)
-        return status_fail(msg, msglen, STATUS_ALREADY_EXISTS,
+        return msg_fail_as(STATUS_ALREADY_EXISTS, msg, msglen,
                            "a shared-memory region named \"%.*s\" is already "
                            "registered; unregister it first",
                            (int)nlen, name);
     if (r->n >= r->max)
-        return status_fail(
-            msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(
+            STATUS_TOO_LARGE, msg, msglen,
             "%u shared-memory regions are registered, as many as this "
             "server allows (--shm-max-regions); unregister one first",
             r->max);
     if (byte_size > r->max_bytes - r->bytes)
-        return status_fail(msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(STATUS_TOO_LARGE, msg, msglen,
                            "registering %" PRIu64 " more bytes would pass this "
                            "server's budget of %" PRIu64
                            " bytes of shared memory "
@@ -315,11 +315,11 @@ static status_code map_key(shm_region *g, const char *kz, uint64_t offset,
     }
     struct stat sb;
     if (fstat(g->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return status_fail(msg, msglen, STATUS_INVALID,
+        return msg_fail_as(STATUS_INVALID, msg, msglen,
                            "shared-memory key \"%s\" is not a regular object",
                            kz);
     if ((uint64_t)sb.st_size < end)
-        return status_fail(msg, msglen, STATUS_INVALID,
+        return msg_fail_as(STATUS_INVALID, msg, msglen,
                            "shared-memory key \"%s\" has %" PRIu64
                            " bytes, fewer than "
                            "offset %" PRIu64 " plus byte_size %" PRIu64,
@@ -494,12 +494,12 @@ status_code shm_acquire(shm_registry *r, shm_owner o, const shm_ref *ref,
     memset(u, 0, sizeof *u);
     size_t nlen = strlen(ref->region);
     if (!ref->has_byte_size)
-        return status_fail(msg, msglen, STATUS_INVALID,
+        return msg_fail_as(STATUS_INVALID, msg, msglen,
                            "%s names shared-memory region \"%s\" but not "
                            "shared_memory_byte_size",
                            what, ref->region);
     if (output ? ref->byte_size < bytes : ref->byte_size != bytes)
-        return status_fail(msg, msglen, STATUS_INVALID,
+        return msg_fail_as(STATUS_INVALID, msg, msglen,
                            "%s: shared_memory_byte_size is %" PRIu64
                            ", but its shape "
                            "and datatype take %" PRIu64 " bytes",

@@ -106,11 +106,6 @@ int status_http(status_code s);
 /* The gRPC status code a call failing with it gets (0 for OK). */
 int status_grpc(status_code s);
 
-/* Writes a message into buf (msg_fail's, engine/errors.h) and is st, for
- * `return status_fail(msg, msglen, STATUS_NOMEM, "...", ...)`. */
-#define status_fail(buf, len, st, ...)                                         \
-    ((void)eng_fail((buf), (len), ENG_E_OK, __VA_ARGS__), (st))
-
 /* Whether a client may simply retry after a moment (a full queue, a
  * draining server, memory short): HTTP adds Retry-After. */
 bool status_retry_later(status_code s);

@@ -28,14 +28,14 @@ status_code grpc_prefix_check(const grpc_prefix *p, bool encoded, size_t max,
     *len = (size_t)p->b[1] << 24 | (size_t)p->b[2] << 16
            | (size_t)p->b[3] << 8 | p->b[4];
     if (p->b[0] > 1)
-        return status_fail(msg, msglen, STATUS_INVALID,
+        return msg_fail_as(STATUS_INVALID, msg, msglen,
                            "bad gRPC message prefix");
     if (*compressed && !encoded)
-        return status_fail(msg, msglen, STATUS_ENCODING,
+        return msg_fail_as(STATUS_ENCODING, msg, msglen,
                            "a compressed message without a grpc-encoding");
     if (*len > max)
-        return status_fail(
-            msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(
+            STATUS_TOO_LARGE, msg, msglen,
             "the message is %zu bytes, more than the %zu this server "
             "accepts (--max-body-bytes)",
             *len, max);
@@ -114,7 +114,7 @@ status_code grpc_message_decode(tallyd_server *s, int encoding,
         return e;
     if (!budget_take(s, n)) {
         free(plain);
-        return status_fail(msg, msglen, STATUS_NOMEM,
+        return msg_fail_as(STATUS_NOMEM, msg, msglen,
                            "the server holds too many messages now "
                            "(--max-buffered-bytes); retry after a moment");
     }
@@ -124,7 +124,7 @@ status_code grpc_message_decode(tallyd_server *s, int encoding,
     if (aligned == NULL) {
         free(plain);
         budget_give(s, n);
-        return status_fail(msg, msglen, STATUS_NOMEM, "out of memory");
+        return msg_fail_as(STATUS_NOMEM, msg, msglen, "out of memory");
     }
     memcpy(aligned, plain, n);
     free(plain);

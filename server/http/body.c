@@ -32,8 +32,8 @@ status_code http_body_begin(request *r, const char *cl, char *msg,
     if (errno != 0 || *end != '\0')
         return STATUS_OK; /* libmicrohttpd rejects malformed lengths itself */
     if (n > s->cfg.max_body_bytes)
-        return status_fail(
-            msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(
+            STATUS_TOO_LARGE, msg, msglen,
             "the body is %llu bytes, more than the %zu this server "
             "accepts (--max-body-bytes)",
             n, s->cfg.max_body_bytes);
@@ -107,17 +107,17 @@ status_code http_body_finish(request *r, const char *ce, char *msg,
 {
     tallyd_server *s = r->s;
     if (r->body_too_large)
-        return status_fail(
-            msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(
+            STATUS_TOO_LARGE, msg, msglen,
             "the body is more than the %zu bytes this server accepts "
             "(--max-body-bytes)",
             s->cfg.max_body_bytes);
     if (r->body_no_room)
-        return status_fail(msg, msglen, STATUS_NOMEM, "%s", NO_ROOM);
+        return msg_fail_as(STATUS_NOMEM, msg, msglen, "%s", NO_ROOM);
     counter_add(&s->metrics.bytes_in, r->body_len);
     int coding = encoding_parse(ce);
     if (coding < 0)
-        return status_fail(msg, msglen, STATUS_MEDIA_TYPE,
+        return msg_fail_as(STATUS_MEDIA_TYPE, msg, msglen,
                            "Content-Encoding \"%.40s\" is not supported (gzip, "
                            "deflate and identity are)",
                            ce);
@@ -134,12 +134,12 @@ status_code http_body_finish(request *r, const char *ce, char *msg,
          * decoded body counts against --max-buffered-bytes too */
         if (plen > r->body_cap && !reserve_body(r, plen - r->body_cap)) {
             free(plain);
-            return status_fail(msg, msglen, STATUS_NOMEM, "%s", NO_ROOM);
+            return msg_fail_as(STATUS_NOMEM, msg, msglen, "%s", NO_ROOM);
         }
         uint8_t *aligned = eng_buffer_alloc(plen);
         if (aligned == NULL) {
             free(plain);
-            return status_fail(msg, msglen, STATUS_NOMEM,
+            return msg_fail_as(STATUS_NOMEM, msg, msglen,
                                "out of memory decoding the body");
         }
         memcpy(aligned, plain, plen);

@@ -144,8 +144,8 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
     uint64_t count;
     size_t per = sizeof(eng_carry) * (p->has_chunk ? 2 : 1);
     if (!eng_mul_u64(l->outer, l->inner, &count) || count > max_bytes / per)
-        return status_fail(
-            msg, msglen, STATUS_TOO_LARGE,
+        return msg_fail_as(
+            STATUS_TOO_LARGE, msg, msglen,
             "sequence %s: a chunk of this shape keeps a carry for each "
             "of its lines, %zu bytes each%s, and they would take more "
             "than --sequence-max-bytes (%zu) alone",
@@ -160,7 +160,7 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
         s->totals = malloc(count * sizeof *s->totals);
         if (s->totals == NULL) {
             s->totals = &s->one;
-            return status_fail(msg, msglen, STATUS_NOMEM,
+            return msg_fail_as(STATUS_NOMEM, msg, msglen,
                                "out of memory for a chunk's totals");
         }
     }
@@ -170,7 +170,7 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
         s->copy = malloc(l->bytes);
         if (s->copy == NULL) {
             slot_drop(s);
-            return status_fail(msg, msglen, STATUS_NOMEM,
+            return msg_fail_as(STATUS_NOMEM, msg, msglen,
                                "out of memory keeping a chunk's input");
         }
         memcpy(s->copy, in, l->bytes);
@@ -179,7 +179,7 @@ static status_code slot_fill(const seq_params *p, const eng_scan_desc *d,
     s->chunk = p->chunk;
     if (p->has_chunk && !seq_rule_sha(d, in, l->bytes, s->sha)) {
         slot_drop(s);
-        return status_fail(msg, msglen, STATUS_NOMEM,
+        return msg_fail_as(STATUS_NOMEM, msg, msglen,
                            "out of memory hashing a chunk's input");
     }
     return STATUS_OK;
@@ -208,8 +208,8 @@ static status_code inflight_room(seq_table *t, const seq_params *p, size_t need,
     char id[SEQ_ID_MAX + 8];
     if (t->inflight >= t->o.max_sequences) {
         seq_id_format(p, id, sizeof id);
-        return status_fail(
-            msg, msglen, STATUS_SEQUENCES_FULL,
+        return msg_fail_as(
+            STATUS_SEQUENCES_FULL, msg, msglen,
             "sequence %s: %zu chunks of sequences are in flight on this "
             "replica, as many as --max-sequences allows with "
             "--state-store; retry after a moment",
@@ -217,8 +217,8 @@ static status_code inflight_room(seq_table *t, const seq_params *p, size_t need,
     }
     if (need > t->o.max_bytes - t->inflight_bytes) {
         seq_id_format(p, id, sizeof id);
-        return status_fail(
-            msg, msglen, STATUS_SEQUENCES_FULL,
+        return msg_fail_as(
+            STATUS_SEQUENCES_FULL, msg, msglen,
             "sequence %s: the carries of the chunks in flight on this "
             "replica take %zu of the %zu bytes it allows "
             "(--sequence-max-bytes), and this one needs %zu more; "
@@ -249,7 +249,7 @@ status_code seq_admit(seq_table *t, const seq_params *p, const eng_scan_desc *d,
     seq_chunk *c = calloc(1, sizeof *c);
     if (c == NULL) {
         slot_drop(s);
-        return status_fail(msg, msglen, STATUS_NOMEM,
+        return msg_fail_as(STATUS_NOMEM, msg, msglen,
                            "out of memory for a chunk");
     }
     c->t = t;
