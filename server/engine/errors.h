@@ -59,8 +59,8 @@ eng_err eng_fail(char *buf, size_t len, eng_err e, const char *fmt, ...)
 #define msg_fail(buf, len, ...)                                                \
     ((void)eng_fail((buf), (len), ENG_E_OK, __VA_ARGS__), false)
 
-/* And for any other failure value v (NULL, -1, a status, a result code): `return
- * msg_fail_as(NULL, msg, msglen, "...", ...)`. */
+/* And for any other failure value v (NULL, -1, a status, a result
+ * code): `return msg_fail_as(NULL, msg, msglen, "...", ...)`. */
 #define msg_fail_as(v, buf, len, ...)                                          \
     ((void)eng_fail((buf), (len), ENG_E_OK, __VA_ARGS__), (v))
 
